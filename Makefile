@@ -1,0 +1,79 @@
+# dpmem — top-level build.  `make` builds what this machine can build, `make test` runs the suite
+# (then again under ASan+UBSan), `make bench` prints the benchmark tables, `make demo` is the main job.
+# Each area of the tree has its own fragment in mk/ that appends to ALL, TESTS and BENCHES.
+#
+# Variables: CC, CXX, CUDA_HOME (/usr/local/cuda), BUILD (build), DEPS (a prefix such as .deps/usr
+# where Debian packages were unpacked with dpkg -x, for machines where nothing can be installed),
+# SAN=1 (sanitizers), CUDA_ARCH (e.g. sm_90; default: the GPU found, else a portable build).
+
+CC        ?= cc
+CXX       ?= c++
+CUDA_HOME ?= /usr/local/cuda
+BUILD     ?= build
+DEPS      ?=
+SAN       ?= 0
+OPT       ?= -O2
+
+NVCC := $(shell test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc)
+HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+ifeq ($(CUDA_ARCH),)
+  ifeq ($(HAVE_GPU),1)
+    CUDA_ARCH := sm_$(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+  endif
+endif
+
+DEPS_INC := $(if $(DEPS),-I$(DEPS)/include -I$(DEPS)/include/x86_64-linux-gnu)
+DEPS_LIB := $(if $(DEPS),-L$(DEPS)/lib/x86_64-linux-gnu -L$(DEPS)/lib/x86_64-linux-gnu/openblas-pthread -Wl,-rpath,$(abspath $(DEPS))/lib/x86_64-linux-gnu -Wl,-rpath,$(abspath $(DEPS))/lib/x86_64-linux-gnu/openblas-pthread)
+
+WARN      := -Wall -Wextra -Werror
+SANFLAGS  := $(if $(filter 1,$(SAN)),-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+CPPFLAGS  += -I. -Ikernels -Isamples -Itools -I$(CUDA_HOME)/include -I/usr/include/stb $(DEPS_INC)
+CFLAGS    ?= $(OPT) -g
+CFLAGS    += -std=c11 $(WARN) $(SANFLAGS) -D_GNU_SOURCE
+CXXFLAGS  ?= $(OPT) -g
+CXXFLAGS  += -std=c++17 $(WARN) $(SANFLAGS)
+LDFLAGS   += $(SANFLAGS) $(DEPS_LIB)
+LDLIBS    += -ldl -lpthread -lm
+NVCCFLAGS ?= -O2 -g -std=c++17 $(if $(CUDA_ARCH),-arch=$(CUDA_ARCH)) -Xcompiler -Wall,-Wextra,-Werror
+
+ALL     :=
+TESTS   :=
+BENCHES :=
+
+.PHONY: all test test-run sanitize bench demo clean deps
+all: deps
+
+# Debian packages the build needs (header that proves each one is there).
+DEB_HEADERS := libstb-dev:/usr/include/stb/stb_image_write.h \
+               libopenblas-dev:/usr/include/x86_64-linux-gnu/cblas.h \
+               librandom123-dev:/usr/include/Random123/philox.h \
+               libcjson-dev:/usr/include/cjson/cJSON.h
+DEPS_STAMP := $(BUILD)/.deps-ok
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP):
+	@DEPS="$(DEPS)" sh tools/check_deps.sh $(DEB_HEADERS)
+	@echo "$(if $(NVCC),✓ nvcc found: $(NVCC),✗ no nvcc under $(CUDA_HOME): CUDA parts are not built)"
+	@echo "$(if $(HAVE_GPU),✓ GPU found ($(CUDA_ARCH)),✗ no GPU: tests that need one will SKIP)"
+	@mkdir -p $(@D) && touch $@
+
+include $(sort $(wildcard mk/*.mk))
+
+all: $(ALL)
+
+# The suite, then the same suite built with ASan+UBSan into $(BUILD)/san.
+test: all
+	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(TESTS)
+	@$(MAKE) --no-print-directory sanitize
+
+test-run: all
+	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(TESTS)
+
+sanitize:
+	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer"
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 test-run
+
+bench: all $(BENCHES)
+	@for b in $(BENCHES); do echo; echo "== $$b"; $$b || exit 1; done
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Runs each test given (an executable or a .sh script), prints one line per test and the closing
+# line "N passed, N failed, N skipped". A test exits 0 (pass), 77 (skip: it printed why) or else (fail).
+pass=0; fail=0; skip=0; failed=""
+for t in "$@"; do
+  case "$t" in *.sh) cmd="sh $t";; *) cmd="$t";; esac
+  start=$(date +%s)
+  out=$($cmd 2>&1); rc=$?
+  secs=$(( $(date +%s) - start ))
+  if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "PASS $t (${secs}s)"
+  elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP $t: $(printf '%s\n' "$out" | grep -m1 SKIP)"
+  else fail=$((fail+1)); failed="$failed $t"; echo "FAIL $t (exit $rc)"; printf '%s\n' "$out" | tail -n 30 | sed 's/^/    /'
+  fi
+done
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ] || { echo "failed:$failed"; exit 1; }
