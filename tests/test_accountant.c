@@ -1,0 +1,122 @@
+/* test_accountant.c — the RDP accountant (samples/accountant.c) and the dp-accountant command.
+
+   Checks: Opacus's own test vector (σ=1.5, q=0.04, 2250 steps, δ=1e-5 → ε=7.32911117143) to 1e-6
+   relative; TF Privacy's compute_rdp vectors (integer and fractional orders); q=1 is the plain
+   Gaussian mechanism α/(2σ²); ε grows with steps and q and falls with σ; the σ search returns a σ
+   whose ε is within 0.01 of (and not above) the target and is minimal; the command prints the same
+   numbers and rejects bad input with a one-line error and a non-zero exit. */
+#include "accountant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+#define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                               printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static void check_close(const char *what, double got, double want, double rel) {
+    CHECK(fabs(got - want) <= rel * fabs(want), "%s: got %.12g, want %.12g (rel tol %g)", what, got, want, rel);
+}
+
+/* Runs the command, returns its exit status and its first output line in line. */
+static int run(const char *args, char *line, size_t n) {
+    const char *build = getenv("DPMEM_BUILD");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/dp-accountant %s 2>&1", build ? build : "build", args);
+    FILE *p = popen(cmd, "r");
+    if (!p) { line[0] = 0; return -1; }
+    if (!fgets(line, (int)n, p)) line[0] = 0;
+    char rest[256];
+    while (fgets(rest, sizeof rest, p)) {}
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int main(void) {
+    /* Opacus tests/accountants_test.py */
+    double alpha;
+    check_close("Opacus vector", accountant_epsilon_for(1.5, 0.04, 2250, 1e-5, &alpha), 7.32911117143, 1e-6);
+    /* TF Privacy rdp_accountant_test.py: compute_rdp(0.1, 2, 10, 5) and the sequence at q=0.01, σ=2.5, 50 steps */
+    check_close("rdp(q=.1,s=2,a=5)x10", 10 * accountant_rdp_step(0.1, 2, 5), 0.07737, 1e-4);
+    const double orders[] = { 1.5, 2.5, 5, 50, 100 };
+    const double want[]   = { 0.00065, 0.001085, 0.00218075, 0.023846, 167.416307 };
+    for (int i = 0; i < 5; i++) {
+        char what[64]; snprintf(what, sizeof what, "rdp(q=.01,s=2.5,a=%g)x50", orders[i]);
+        double tol = 0.5e-5 / want[i] + 1e-9;   /* TF Privacy checks 5 decimal places */
+        check_close(what, 50 * accountant_rdp_step(0.01, 2.5, orders[i]), want[i], tol);
+    }
+    check_close("q=1 is the Gaussian mechanism", accountant_rdp_step(1.0, 10, 20), 20.0 / 200, 1e-15);
+    CHECK(accountant_rdp_step(0.0, 1, 3) == 0, "q=0 must cost nothing");
+    CHECK(isinf(accountant_rdp_step(0.5, 0, 3)), "sigma=0 must give infinite RDP");
+
+    /* The accountant merges equal steps, and composing two halves equals one run. */
+    Accountant acc; accountant_init(&acc);
+    for (int i = 0; i < 1125; i++) accountant_step(&acc, 1.5, 0.04);
+    for (int i = 0; i < 1125; i++) accountant_step(&acc, 1.5, 0.04);
+    CHECK(acc.n_groups == 1 && acc.steps[0] == 2250, "equal steps merged: %d groups", acc.n_groups);
+    check_close("stepped accountant", accountant_epsilon(&acc, 1e-5, NULL), 7.32911117143, 1e-6);
+
+    /* Monotonicity. */
+    double prev = 0;
+    for (long steps = 1; steps <= 10000; steps *= 10) {
+        double e = accountant_epsilon_for(1.0, 0.01, steps, 1e-5, NULL);
+        CHECK(e > prev, "epsilon must grow with steps: %ld steps gives %g after %g", steps, e, prev);
+        prev = e;
+    }
+    prev = 0;
+    for (double q = 0.001; q <= 0.5; q *= 3) {
+        double e = accountant_epsilon_for(1.0, q, 100, 1e-5, NULL);
+        CHECK(e > prev, "epsilon must grow with q: q=%g gives %g after %g", q, e, prev);
+        prev = e;
+    }
+    prev = INFINITY;
+    for (double s = 0.5; s <= 8; s *= 1.5) {
+        double e = accountant_epsilon_for(s, 0.01, 1000, 1e-5, NULL);
+        CHECK(e < prev, "epsilon must fall with sigma: sigma=%g gives %g after %g", s, e, prev);
+        prev = e;
+    }
+    CHECK(accountant_epsilon_for(1.0, 0.01, 1000, 1e-3, NULL) < accountant_epsilon_for(1.0, 0.01, 1000, 1e-6, NULL),
+          "epsilon must fall as delta grows");
+
+    /* σ search. */
+    const double targets[] = { 0.5, 1.0, 3.0, 8.0 };
+    for (int i = 0; i < 4; i++) {
+        char err[160];
+        double s = accountant_sigma_for_epsilon(targets[i], 0.01, 1000, 1e-5, err);
+        double e = accountant_epsilon_for(s, 0.01, 1000, 1e-5, NULL);
+        CHECK(s > 0 && e <= targets[i] && targets[i] - e < 0.01,
+              "sigma search for eps %g: sigma %g gives eps %g", targets[i], s, e);
+        CHECK(accountant_epsilon_for(s * (1 - 1e-4), 0.01, 1000, 1e-5, NULL) > targets[i],
+              "sigma %g for eps %g is not minimal", s, targets[i]);
+    }
+    char err[160] = "";
+    CHECK(accountant_sigma_for_epsilon(1e-6, 1.0, 100000, 1e-10, err) < 0 && err[0],
+          "an unreachable epsilon must be reported");
+
+    /* The command. */
+    char line[256];
+    int rc = run("--sigma 1.5 --sample-rate 0.04 --steps 2250 --delta 1e-5", line, sizeof line);
+    double eps = 0;
+    CHECK(rc == 0 && sscanf(line, "epsilon %lf", &eps) == 1 && fabs(eps - 7.32911117143) < 1e-6 * 7.33,
+          "dp-accountant --sigma: rc %d, '%s'", rc, line);
+    rc = run("--epsilon 3 --sample-rate 0.01 --steps 1000 --delta 1e-5", line, sizeof line);
+    double s = 0;
+    CHECK(rc == 0 && sscanf(line, "sigma %lf", &s) == 1 &&
+          fabs(accountant_epsilon_for(s, 0.01, 1000, 1e-5, NULL) - 3) < 0.01,
+          "dp-accountant --epsilon: rc %d, '%s'", rc, line);
+    const char *bad[] = { "--sigma 1 --steps 10", "--sigma x --sample-rate 0.1 --steps 10",
+                          "--sigma 1 --sample-rate 1.5 --steps 10", "--sigma 1 --epsilon 2 --sample-rate 0.1 --steps 10",
+                          "--sigma 1 --sample-rate 0.1 --steps 2.5", "--bogus", "--sigma 1 --sample-rate 0.1 --steps 10 --delta 0",
+                          "--sigma" };
+    for (int i = 0; i < 8; i++) {
+        rc = run(bad[i], line, sizeof line);
+        CHECK(rc != 0 && strncmp(line, "dp-accountant: ", 15) == 0,
+              "bad input '%s' must fail with one line: rc %d, '%s'", bad[i], rc, line);
+    }
+    if (failures) { printf("%d check(s) failed\n", failures); return 1; }
+    printf("accountant: all checks passed (Opacus vector eps=%.11f at alpha %g)\n",
+           accountant_epsilon_for(1.5, 0.04, 2250, 1e-5, NULL), alpha);
+    return 0;
+}

@@ -1,0 +1,73 @@
+/* dp_accountant.c — `dp-accountant`: plan a DP-SGD run without training.
+
+     dp-accountant --sigma S --sample-rate Q --steps N [--delta D]     prints ε (and the best order α)
+     dp-accountant --epsilon E --sample-rate Q --steps N [--delta D]   prints the smallest σ reaching ε
+
+   The numbers are those of the trainers' accountant (samples/accountant.c, Opacus's RDP accountant).
+   Bad flags or impossible values give a one-line error and exit 2. Not here: epochs/dataset-size
+   conversions (give --steps and --sample-rate = batch / dataset size). */
+#include "accountant.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: dp-accountant (--sigma S | --epsilon E) --sample-rate Q --steps N [--delta D]\n"
+               "  --sigma S        noise multiplier (std of the noise / clipping norm); prints epsilon\n"
+               "  --epsilon E      target epsilon; prints the smallest sigma that reaches it\n"
+               "  --sample-rate Q  Poisson sampling rate, batch size / dataset size, 0 < Q <= 1\n"
+               "  --steps N        number of (logical) optimizer steps, N >= 1\n"
+               "  --delta D        target delta, 0 < D < 1 (default 1e-5)\n");
+}
+
+static int parse_double(const char *flag, const char *s, double *out) {
+    char *end; errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) {
+        fprintf(stderr, "dp-accountant: %s expects a number, got '%s'\n", flag, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    double sigma = NAN, epsilon = NAN, q = NAN, delta = 1e-5, steps_d = NAN;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); return 0; }
+        double *dst = !strcmp(f, "--sigma") ? &sigma : !strcmp(f, "--epsilon") ? &epsilon
+                    : !strcmp(f, "--sample-rate") ? &q : !strcmp(f, "--steps") ? &steps_d
+                    : !strcmp(f, "--delta") ? &delta : NULL;
+        if (!dst) { fprintf(stderr, "dp-accountant: unknown flag '%s' (see --help)\n", f); return 2; }
+        if (i + 1 >= argc) { fprintf(stderr, "dp-accountant: %s needs a value\n", f); return 2; }
+        if (parse_double(f, argv[++i], dst)) return 2;
+    }
+    if (isnan(sigma) == isnan(epsilon)) {
+        fprintf(stderr, "dp-accountant: give exactly one of --sigma and --epsilon\n"); return 2;
+    }
+    if (isnan(q) || !(q > 0 && q <= 1)) { fprintf(stderr, "dp-accountant: --sample-rate must be in (0, 1]\n"); return 2; }
+    if (isnan(steps_d) || steps_d < 1 || steps_d != floor(steps_d) || steps_d > 1e12) {
+        fprintf(stderr, "dp-accountant: --steps must be a whole number >= 1\n"); return 2;
+    }
+    if (!(delta > 0 && delta < 1)) { fprintf(stderr, "dp-accountant: --delta must be in (0, 1)\n"); return 2; }
+    long steps = (long)steps_d;
+    if (!isnan(sigma)) {
+        if (!(sigma > 0)) { fprintf(stderr, "dp-accountant: --sigma must be > 0\n"); return 2; }
+        double alpha;
+        double eps = accountant_epsilon_for(sigma, q, steps, delta, &alpha);
+        printf("epsilon %.11g (delta %g, sigma %g, sample rate %g, %ld steps, best RDP order %g)\n",
+               eps, delta, sigma, q, steps, alpha);
+    } else {
+        if (!(epsilon > 0)) { fprintf(stderr, "dp-accountant: --epsilon must be > 0\n"); return 2; }
+        char err[160];
+        double s = accountant_sigma_for_epsilon(epsilon, q, steps, delta, err);
+        if (s < 0) { fprintf(stderr, "dp-accountant: %s\n", err); return 1; }
+        printf("sigma %.9g (reaches epsilon %.9g <= %g at delta %g, sample rate %g, %ld steps)\n",
+               s, accountant_epsilon_for(s, q, steps, delta, NULL), epsilon, delta, q, steps);
+    }
+    return 0;
+}
