@@ -13,3 +13,10 @@ $(BUILD)/tests/test_accountant: tests/test_accountant.c samples/accountant.c sam
 
 ALL   += $(BUILD)/dp-accountant $(BUILD)/tests/test_accountant
 TESTS += $(BUILD)/tests/test_accountant
+
+$(BUILD)/tests/test_noise: tests/test_noise.c samples/noise.c samples/noise.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_noise.c samples/noise.c $(LDFLAGS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_noise
+TESTS += $(BUILD)/tests/test_noise
