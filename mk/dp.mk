@@ -1,7 +1,6 @@
 # DP-SGD math: accountant, noise, per-sample norm kernels, clipping; their tests and tools.
 # (samples/train_* join here once the trainer's hooks are in.)
 
-DP_CPU_SRC := $(sort $(wildcard kernels/cpu/dp_*.c))
 
 $(BUILD)/dp-accountant: tools/dp_accountant.c samples/accountant.c samples/accountant.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -20,3 +19,13 @@ $(BUILD)/tests/test_noise: tests/test_noise.c samples/noise.c samples/noise.h | 
 
 ALL   += $(BUILD)/tests/test_noise
 TESTS += $(BUILD)/tests/test_noise
+
+DP_KERNEL_SRC := kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kernels/cpu/dp_norms_flash.c \
+                 kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c
+
+$(BUILD)/tests/test_dp_norms: tests/test_dp_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_norms.c $(DP_KERNEL_SRC) $(LDFLAGS) -lopenblas $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_dp_norms
+TESTS += $(BUILD)/tests/test_dp_norms

@@ -1,0 +1,49 @@
+/* dp_clip.c — from per-sample norms to the clipped summed gradient Σ_b c_b g_b:
+   the clip factors, the sum of materialized per-sample gradients (direct), and book-keeping
+   (Bu et al. 2023): Σ_b c_b g_bᵀ a_b formed straight from the layer's inputs and output gradients
+   kept from the one backward, so no second backward is needed. Not here: noise (samples/noise.c),
+   two-pass clipping (a second backward with per-sample loss weights c_b, done by the trainer). */
+#include "dp_kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+
+void dp_clip_factors(float *c, const float *norm2, int B, float max_norm) {
+    for (int b = 0; b < B; b++) {
+        /* A sample whose norm is not finite is dropped (c = 0): passing it unclipped would void
+           the guarantee, and NaN would poison the whole sum. */
+        if (!isfinite(norm2[b])) { c[b] = 0; continue; }
+        double f = (double)max_norm / (sqrt(fmax((double)norm2[b], 0.0)) + 1e-6);
+        c[b] = (float)(f < 1.0 ? f : 1.0);
+    }
+}
+
+void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t P) {
+    for (int b = 0; b < B; b++) {
+        if (c[b] == 0) continue;
+        const float *p = psg + (size_t)b * P;
+        float cb = c[b];
+        for (size_t k = 0; k < P; k++) grad[k] += cb * p[k];
+    }
+}
+
+void dp_linear_clipped_grad_bk(float *dw, const float *a, const float *g, const float *c,
+                               int B, int T, int IC, int OC) {
+    for (int b = 0; b < B; b++) {
+        if (c[b] == 0) continue;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, T, c[b],
+                    g + (size_t)b * T * OC, OC, a + (size_t)b * T * IC, IC, 1.0f, dw, IC);
+    }
+}
+
+void dp_embedding_clipped_grad_bk(float *dwte, const int *tokens, const float *g, const float *c,
+                                  int B, int T, int C) {
+    for (int b = 0; b < B; b++) {
+        float cb = c[b];
+        for (int t = 0; t < T; t++) {
+            float *row = dwte + (size_t)tokens[b * T + t] * C;
+            const float *gt = g + ((size_t)b * T + t) * C;
+            for (int i = 0; i < C; i++) row[i] += cb * gt[i];
+        }
+    }
+}

@@ -1,0 +1,32 @@
+/* dp_norms_ghost.c — ghost clipping's per-sample norms of a linear layer with both T×T Gram
+   matrices materialized for every sample, as Opacus does (`aaT`, `ggT`):
+       ‖g_bᵀ a_b‖²_F = Σ_{t,s} (a_t·a_s)(g_t·g_s) = ⟨a_b a_bᵀ, g_b g_bᵀ⟩.
+   The point of keeping it in this form is to measure what it costs: 2·B·T² floats of `ghost/...`
+   memory per layer, written and read back. Not here: the tiled version that avoids the T×T buffers
+   (dp_norms_flash.c). */
+#include "dp_kernels.h"
+
+#include <cblas.h>
+
+size_t dp_linear_ghost_floats(int B, int T) { return 2 * (size_t)B * T * T; }
+
+void dp_linear_norms_ghost(float *norm2, float *gram, const float *a, const float *g,
+                           int B, int T, int IC, int OC, DpIO *io) {
+    size_t tt = (size_t)T * T;
+    float *aat = gram, *ggt = gram + (size_t)B * tt;
+    for (int b = 0; b < B; b++) {
+        const float *ab = a + (size_t)b * T * IC, *gb = g + (size_t)b * T * OC;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, IC, 1.0f, ab, IC, ab, IC, 0.0f, aat + b * tt, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, OC, 1.0f, gb, OC, gb, OC, 0.0f, ggt + b * tt, T);
+    }
+    for (int b = 0; b < B; b++) {
+        const float *x = aat + b * tt, *y = ggt + b * tt;
+        double s = 0;
+        for (size_t k = 0; k < tt; k++) s += (double)x[k] * y[k];
+        norm2[b] += (float)s;
+    }
+    if (io) {
+        io->read += (uint64_t)B * T * (IC + OC) * 4 + 2 * (uint64_t)B * tt * 4;
+        io->written += 2 * (uint64_t)B * tt * 4 + (uint64_t)B * 4;
+    }
+}

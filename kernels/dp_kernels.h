@@ -1,0 +1,78 @@
+/* dp_kernels.h — the per-sample gradient norm and clipping kernels of DP-SGD, on plain arrays.
+
+   For each trainable tensor, these compute each sample's squared gradient norm ‖g_b‖² (ADDED into
+   norm2[b], so that one vector sums the layers: flat clipping) and the clipped gradient
+   Σ_b c_b g_b (ADDED into the gradient), from what one backward pass leaves behind:
+     linear layer y = x Wᵀ, W [OC, IC]:  a [B, T, IC] its inputs, g [B, T, OC] the loss gradient w.r.t. y;
+                                       the per-sample gradient is g_bᵀ a_b [OC, IC].
+     embedding E [V, C]:               tokens [B, T], g [B, T, C] the gradient w.r.t. the looked-up rows.
+     RMSNorm weight w [C]:             g_b[i] = Σ_t dout[b,t,i] · inp[b,t,i] · rstd[b,t]
+                                       (the rmsnorm of kernels.h: out = inp · rstd · w).
+   Four ways to get the norms of a linear layer (docs/DP_METHODS.md compares them):
+     direct  per-sample gradients materialized, psg [B, OC, IC] (Opacus "hooks"): 2·B·T·IC·OC flops.
+     ghost   the Gram identity ‖g_bᵀa_b‖² = Σ_{t,s} (a_t·a_s)(g_t·g_s), with both T×T Gram matrices
+             of every sample materialized, gram [2, B, T, T] (as Opacus's ghost clipping).
+     flash   the same sum over R×R tiles of time blocks, j ≤ i only (off-diagonal tiles count twice):
+             only one tile pair lives at a time, tile [2, R, R]; no T×T buffer.
+     mixed   per layer, the Gram path when 2T² ≤ IC·OC, else direct (dp_mixed_uses_gram).
+   Scratch is the caller's (the trainer allocates it through kbuf_alloc under the `per_sample_grads`,
+   `ghost` tags). Every function that reads the big operands accounts its memory traffic in a DpIO
+   when one is given: the bytes a GPU kernel would move to and from global memory (A, G, the Gram
+   matrices, the norms), not the cache traffic of this CPU code; flash's tiles are on-chip there.
+
+   Dimension letters: B samples (one sequence each, the privacy unit), T time steps, IC inputs, OC
+   outputs, C width, V vocabulary, R tile size. Row-major fp32; sums of squares accumulate in double.
+   Not here: the second backward of two-pass clipping and the noise (samples/noise.h), GPU versions
+   (kernels/cuda, to be checked against these). */
+#ifndef DP_KERNELS_H
+#define DP_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct { uint64_t read, written; } DpIO;   /* bytes from and to (global) memory */
+
+/* ---- linear layers ---------------------------------------------------------------------------- */
+/* psg[b] = g_bᵀ a_b, [B, OC, IC]; norm2[b] += ‖psg[b]‖². */
+void dp_linear_norms_direct(float *norm2, float *psg, const float *a, const float *g,
+                            int B, int T, int IC, int OC, DpIO *io);
+/* gram [2, B, T, T]: a_b a_bᵀ then g_b g_bᵀ for every b; norm2[b] += ⟨aaᵀ, ggᵀ⟩. */
+void dp_linear_norms_ghost(float *norm2, float *gram, const float *a, const float *g,
+                           int B, int T, int IC, int OC, DpIO *io);
+/* tile [2, R, R]; norm2[b] += Σ_{j≤i} w_ij ⟨a_i a_jᵀ, g_i g_jᵀ⟩ over time blocks of R (w = 1 on
+   the diagonal, 2 off it). R ≥ 1; R ≥ T is the ghost sum with one tile. */
+void dp_linear_norms_flash(float *norm2, float *tile, const float *a, const float *g,
+                           int B, int T, int IC, int OC, int R, DpIO *io);
+/* The mixed ghost clipping rule: 1 when the Gram path is cheaper (2T² ≤ IC·OC). */
+int  dp_mixed_uses_gram(int T, int IC, int OC);
+/* Scratch floats of each method (what the caller allocates). */
+size_t dp_linear_direct_floats(int B, int IC, int OC);
+size_t dp_linear_ghost_floats(int B, int T);
+size_t dp_linear_flash_floats(int T, int R);
+
+/* Book-keeping: dw [OC, IC] += Σ_b c_b g_bᵀ a_b (one GEMM per sample, alpha = c_b; no second backward). */
+void dp_linear_clipped_grad_bk(float *dw, const float *a, const float *g, const float *c,
+                               int B, int T, int IC, int OC);
+
+/* ---- embedding -------------------------------------------------------------------------------- */
+/* norm2[b] += Σ_{t,s} [tok_t = tok_s] g_t·g_s: no V-sized buffer. */
+void dp_embedding_norms(float *norm2, const int *tokens, const float *g, int B, int T, int C, DpIO *io);
+/* Direct: psg [B, V, C] (zeroed here) gets each sample's scattered rows; norm2[b] += ‖psg[b]‖². */
+void dp_embedding_norms_direct(float *norm2, float *psg, const int *tokens, const float *g,
+                               int B, int T, int C, int V);
+/* Book-keeping: dwte [V, C] += Σ_b c_b Σ_t onehot(tok_bt) g_bt. */
+void dp_embedding_clipped_grad_bk(float *dwte, const int *tokens, const float *g, const float *c,
+                                  int B, int T, int C);
+
+/* ---- RMSNorm weight --------------------------------------------------------------------------- */
+/* psg [B, C] = Σ_t dout · inp · rstd; norm2[b] += ‖psg[b]‖². */
+void dp_rmsnorm_norms_direct(float *norm2, float *psg, const float *dout, const float *inp,
+                             const float *rstd, int B, int T, int C);
+
+/* ---- clipping --------------------------------------------------------------------------------- */
+/* c[b] = min(1, max_norm / (sqrt(norm2[b]) + 1e-6)) (Opacus's factor); 0 when norm2[b] is not finite. */
+void dp_clip_factors(float *c, const float *norm2, int B, float max_norm);
+/* grad [P] += Σ_b c_b psg[b] for psg [B, P]. */
+void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t P);
+
+#endif /* DP_KERNELS_H */

@@ -1,0 +1,260 @@
+/* test_dp_norms.c — the per-sample norm and clipping kernels (kernels/cpu/dp_*.c) against
+   per-sample references computed in double precision, on odd shapes and several seeds.
+
+   Tolerance (why it is not arbitrary): every method computes sums of products of the float inputs.
+   With u = 2⁻²⁴ and K the longest such sum, the standard forward error bound of a float dot product
+   is K·u·Σ|terms|. For a linear layer the absolute-value version of the quantity,
+       M = Σ_{o,i} (Σ_t |g_to||a_ti|)² = Σ_{t,s} (|a_t|·|a_s|)(|g_t|·|g_s|),
+   bounds both the direct route (the psg entries, then their squares) and the Gram route (the Gram
+   entries, then their products), so |computed − exact| ≤ 2(T + IC + OC + 4)·u·M for all of them.
+   The same argument with the embedding's and RMSNorm's sums gives their bounds. The data have a
+   non-zero mean so that the off-diagonal Gram terms carry real weight: counting an off-diagonal
+   tile once instead of twice, or skipping one, misses by orders of magnitude more than the bound.
+
+   Also checked: the psg of direct equal the reference per-sample gradients; ghost's Gram buffers
+   hold a_b a_bᵀ and g_b g_bᵀ; the IO counts follow their documented formulas; the mixed rule's
+   boundary; clip factors; Σ_b c_b g_b by book-keeping and from psg against the reference; with a
+   huge C it is the ordinary gradient; a NaN norm drops its sample. */
+#include "dp_kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0, checks = 0;
+#define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                               printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static uint64_t rng_state;
+static float frand(void) {               /* xorshift64*, uniform in [-1, 1) */
+    rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 0x2545F4914F6CDD1Dull >> 40) / 8388608.0 - 1.0);
+}
+static void fill(float *x, size_t n, float mean) { for (size_t i = 0; i < n; i++) x[i] = mean + frand(); }
+static void *xcalloc(size_t n, size_t s) {
+    void *p = calloc(n ? n : 1, s);
+    if (!p) { printf("FAIL: out of memory\n"); exit(1); }
+    return p;
+}
+static const double U = 1.0 / 16777216.0;
+
+/* Double-precision per-sample gradients of a linear layer, ref [B, OC, IC], their squared norms, and
+   the error scale M of each sample. */
+static void linear_reference(double *ref, double *norm2, double *M, const float *a, const float *g,
+                             int B, int T, int IC, int OC) {
+    for (int b = 0; b < B; b++) {
+        norm2[b] = 0; M[b] = 0;
+        for (int o = 0; o < OC; o++)
+            for (int i = 0; i < IC; i++) {
+                double s = 0, sa = 0;
+                for (int t = 0; t < T; t++) {
+                    double x = (double)g[((size_t)b * T + t) * OC + o] * a[((size_t)b * T + t) * IC + i];
+                    s += x; sa += fabs(x);
+                }
+                ref[((size_t)b * OC + o) * IC + i] = s;
+                norm2[b] += s * s; M[b] += sa * sa;
+            }
+    }
+}
+
+static void test_linear(int B, int T, int IC, int OC, uint64_t seed, float mean) {
+    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
+    float *a = xcalloc((size_t)B * T * IC, 4), *g = xcalloc((size_t)B * T * OC, 4);
+    fill(a, (size_t)B * T * IC, mean); fill(g, (size_t)B * T * OC, -0.5f * mean);
+    double *ref = xcalloc((size_t)B * OC * IC, 8), *rn = xcalloc(B, 8), *M = xcalloc(B, 8);
+    linear_reference(ref, rn, M, a, g, B, T, IC, OC);
+    float *norm2 = xcalloc(B, 4);
+    char what[96];
+
+    /* direct */
+    float *psg = xcalloc(dp_linear_direct_floats(B, IC, OC), 4);
+    for (int b = 0; b < B; b++) norm2[b] = 1.0f;          /* the kernels add: start from 1 */
+    DpIO io = { 0, 0 };
+    dp_linear_norms_direct(norm2, psg, a, g, B, T, IC, OC, &io);
+    for (int b = 0; b < B; b++) {
+        double tol = 2.0 * (T + IC + OC + 4) * U * M[b] + 1.0 * U;
+        CHECK(fabs(norm2[b] - 1.0 - rn[b]) <= tol + 2 * U * (1 + rn[b]),
+              "direct B%d T%d IC%d OC%d seed %llu b%d: %.9g vs %.9g (tol %.3g)", B, T, IC, OC,
+              (unsigned long long)seed, b, norm2[b] - 1.0, rn[b], tol);
+        double worst = 0;
+        for (size_t k = 0; k < (size_t)OC * IC; k++) {
+            double e = fabs(psg[b * (size_t)OC * IC + k] - ref[b * (size_t)OC * IC + k]);
+            if (e > worst) worst = e;
+        }
+        CHECK(worst <= (T + 2) * U * T * (1 + fabs(mean)) * (1 + 0.5 * fabs(mean)) * 2,
+              "direct psg of sample %d off by %.3g", b, worst);
+    }
+    CHECK(io.read == (uint64_t)B * T * (IC + OC) * 4 + (uint64_t)B * OC * IC * 4 &&
+          io.written == (uint64_t)B * OC * IC * 4 + (uint64_t)B * 4, "direct IO %llu/%llu",
+          (unsigned long long)io.read, (unsigned long long)io.written);
+
+    /* ghost */
+    float *gram = xcalloc(dp_linear_ghost_floats(B, T), 4);
+    memset(norm2, 0, (size_t)B * 4);
+    io = (DpIO){ 0, 0 };
+    dp_linear_norms_ghost(norm2, gram, a, g, B, T, IC, OC, &io);
+    for (int b = 0; b < B; b++) {
+        double tol = 2.0 * (T + IC + OC + 4) * U * M[b];
+        snprintf(what, sizeof what, "ghost B%d T%d IC%d OC%d seed %llu b%d", B, T, IC, OC, (unsigned long long)seed, b);
+        CHECK(fabs(norm2[b] - rn[b]) <= tol, "%s: %.9g vs %.9g (tol %.3g)", what, norm2[b], rn[b], tol);
+        /* the Gram buffers hold a_b a_bᵀ and g_b g_bᵀ: spot-check entry (T-1, 0) */
+        double aa = 0, gg = 0;
+        for (int i = 0; i < IC; i++) aa += (double)a[((size_t)b * T + T - 1) * IC + i] * a[(size_t)b * T * IC + i];
+        for (int o = 0; o < OC; o++) gg += (double)g[((size_t)b * T + T - 1) * OC + o] * g[(size_t)b * T * OC + o];
+        float *aat = gram + (size_t)b * T * T, *ggt = gram + ((size_t)B + b) * T * T;
+        CHECK(fabs(aat[(size_t)(T - 1) * T] - aa) <= 2 * IC * U * IC * 4 && fabs(ggt[(size_t)(T - 1) * T] - gg) <= 2 * OC * U * OC * 4,
+              "%s: Gram entries %g %g, want %g %g", what, aat[(size_t)(T - 1) * T], ggt[(size_t)(T - 1) * T], aa, gg);
+    }
+    CHECK(io.read == (uint64_t)B * T * (IC + OC) * 4 + 2ull * B * T * T * 4 && io.written == 2ull * B * T * T * 4 + (uint64_t)B * 4,
+          "ghost IO %llu/%llu", (unsigned long long)io.read, (unsigned long long)io.written);
+
+    /* flash, for several tile sizes (1, uneven, exact divisor, ≥ T) */
+    const int tiles[] = { 1, 4, 5, 16, T, T + 9 };
+    for (int k = 0; k < 6; k++) {
+        int R = tiles[k];
+        float *tile = xcalloc(dp_linear_flash_floats(T, R), 4);
+        memset(norm2, 0, (size_t)B * 4);
+        io = (DpIO){ 0, 0 };
+        dp_linear_norms_flash(norm2, tile, a, g, B, T, IC, OC, R, &io);
+        for (int b = 0; b < B; b++) {
+            double tol = 2.0 * (T + IC + OC + 4) * U * M[b];
+            CHECK(fabs(norm2[b] - rn[b]) <= tol, "flash R%d B%d T%d IC%d OC%d seed %llu b%d: %.9g vs %.9g (tol %.3g)",
+                  R, B, T, IC, OC, (unsigned long long)seed, b, norm2[b], rn[b], tol);
+        }
+        /* documented IO: row i reads block i and every block j < i */
+        uint64_t want = 0;
+        int r = R < T ? R : T;
+        for (int i0 = 0; i0 < T; i0 += r) want += (uint64_t)(i0 + (T - i0 < r ? T - i0 : r)) * (IC + OC) * 4;
+        CHECK(io.read == (uint64_t)B * want && io.written == (uint64_t)B * 4, "flash R%d IO %llu, want %llu",
+              R, (unsigned long long)io.read, (unsigned long long)(B * want));
+        free(tile);
+    }
+
+    /* clipping: C at the median-ish norm so that some samples clip and some do not */
+    double Csq = 0;
+    for (int b = 0; b < B; b++) Csq += rn[b] / B;
+    float C = (float)sqrt(Csq);
+    for (int pass = 0; pass < 2; pass++) {
+        float Cuse = pass ? 1e30f : C;
+        float *c = xcalloc(B, 4);
+        for (int b = 0; b < B; b++) norm2[b] = (float)rn[b];
+        dp_clip_factors(c, norm2, B, Cuse);
+        for (int b = 0; b < B; b++) {
+            double want = fmin(1.0, Cuse / (sqrt((double)norm2[b]) + 1e-6));
+            CHECK(fabs(c[b] - want) <= 1e-6 * want, "clip factor %d: %g vs %g", b, c[b], want);
+        }
+        if (!pass) {
+            int clipped = 0;
+            for (int b = 0; b < B; b++) clipped += c[b] < 1;
+            if (B > 1) CHECK(clipped > 0 && clipped < B, "C=%g should clip some samples, not all (%d of %d)", C, clipped, B);
+        }
+        float *dw = xcalloc((size_t)OC * IC, 4), *dw2 = xcalloc((size_t)OC * IC, 4);
+        dp_linear_clipped_grad_bk(dw, a, g, c, B, T, IC, OC);
+        dp_clipped_sum(dw2, psg, c, B, (size_t)OC * IC);
+        double worst = 0, worst2 = 0, scale = 0;
+        for (size_t k = 0; k < (size_t)OC * IC; k++) {
+            double want = 0;
+            for (int b = 0; b < B; b++) want += c[b] * ref[b * (size_t)OC * IC + k];
+            worst = fmax(worst, fabs(dw[k] - want)); worst2 = fmax(worst2, fabs(dw2[k] - want));
+            scale = fmax(scale, fabs(want));
+        }
+        double tol = 4.0 * (B * T + 4) * U * T * (1 + fabs(mean)) * (1 + fabs(mean));
+        CHECK(worst <= tol && worst2 <= tol, "clipped sum (C=%g): bk off by %.3g, from psg off by %.3g (tol %.3g, scale %.3g)",
+              Cuse, worst, worst2, tol, scale);
+        free(c); free(dw); free(dw2);
+    }
+    free(a); free(g); free(ref); free(rn); free(M); free(norm2); free(psg); free(gram);
+}
+
+static void test_embedding(int B, int T, int C, int V, uint64_t seed) {
+    rng_state = seed * 0x9E3779B97F4A7C15ull + 7;
+    int *tok = xcalloc((size_t)B * T, sizeof(int));
+    for (int k = 0; k < B * T; k++) tok[k] = (int)((frand() + 1) * 0.5f * V) % V;
+    float *g = xcalloc((size_t)B * T * C, 4);
+    fill(g, (size_t)B * T * C, 0.3f);
+    float *n1 = xcalloc(B, 4), *n2 = xcalloc(B, 4), *psg = xcalloc((size_t)B * V * C, 4), *c = xcalloc(B, 4);
+    DpIO io = { 0, 0 };
+    dp_embedding_norms(n1, tok, g, B, T, C, &io);
+    dp_embedding_norms_direct(n2, psg, tok, g, B, T, C, V);
+    double *ref = xcalloc((size_t)V * C, 8);
+    for (int b = 0; b < B; b++) {
+        double *abs_ = xcalloc((size_t)V * C, 8);
+        memset(ref, 0, (size_t)V * C * 8);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < C; i++) {
+                ref[(size_t)tok[b * T + t] * C + i] += g[((size_t)b * T + t) * C + i];
+                abs_[(size_t)tok[b * T + t] * C + i] += fabs(g[((size_t)b * T + t) * C + i]);
+            }
+        double rn = 0, M = 0, worst = 0;
+        for (size_t k = 0; k < (size_t)V * C; k++) {
+            rn += ref[k] * ref[k]; M += abs_[k] * abs_[k];
+            worst = fmax(worst, fabs(psg[(size_t)b * V * C + k] - ref[k]));
+        }
+        double tol = 2.0 * (T + C + 4) * U * M;
+        CHECK(fabs(n1[b] - rn) <= tol && fabs(n2[b] - rn) <= tol, "embedding B%d T%d C%d V%d b%d: %.9g, direct %.9g, want %.9g (tol %.3g)",
+              B, T, C, V, b, n1[b], n2[b], rn, tol);
+        CHECK(worst <= T * U * T * 2, "embedding psg of sample %d off by %.3g", b, worst);
+        free(abs_);
+    }
+    /* book-keeping scatter with factors vs the psg sum */
+    for (int b = 0; b < B; b++) c[b] = (b + 1.0f) / (B + 1.0f);
+    float *d1 = xcalloc((size_t)V * C, 4), *d2 = xcalloc((size_t)V * C, 4);
+    dp_embedding_clipped_grad_bk(d1, tok, g, c, B, T, C);
+    dp_clipped_sum(d2, psg, c, B, (size_t)V * C);
+    double worst = 0;
+    for (size_t k = 0; k < (size_t)V * C; k++) worst = fmax(worst, fabs(d1[k] - d2[k]));
+    CHECK(worst <= 4 * B * T * U * T * 2, "embedding bk vs psg sum off by %.3g", worst);
+    free(tok); free(g); free(n1); free(n2); free(psg); free(c); free(ref); free(d1); free(d2);
+}
+
+static void test_rmsnorm(int B, int T, int C, uint64_t seed) {
+    rng_state = seed * 0x9E3779B97F4A7C15ull + 11;
+    float *dout = xcalloc((size_t)B * T * C, 4), *inp = xcalloc((size_t)B * T * C, 4), *rstd = xcalloc((size_t)B * T, 4);
+    fill(dout, (size_t)B * T * C, 0.2f); fill(inp, (size_t)B * T * C, -0.4f); fill(rstd, (size_t)B * T, 2.0f);
+    float *n = xcalloc(B, 4), *psg = xcalloc((size_t)B * C, 4);
+    dp_rmsnorm_norms_direct(n, psg, dout, inp, rstd, B, T, C);
+    for (int b = 0; b < B; b++) {
+        double rn = 0, M = 0;
+        for (int i = 0; i < C; i++) {
+            double s = 0, sa = 0;
+            for (int t = 0; t < T; t++) {
+                size_t k = ((size_t)b * T + t) * C + i;
+                double x = (double)dout[k] * inp[k] * rstd[b * T + t];
+                s += x; sa += fabs(x);
+            }
+            rn += s * s; M += sa * sa;
+            CHECK(fabs(psg[(size_t)b * C + i] - s) <= (T + 4) * U * sa, "rmsnorm psg b%d i%d: %g vs %g", b, i, psg[(size_t)b * C + i], s);
+        }
+        CHECK(fabs(n[b] - rn) <= 2.0 * (T + C + 4) * U * M, "rmsnorm norm b%d: %.9g vs %.9g", b, n[b], rn);
+    }
+    free(dout); free(inp); free(rstd); free(n); free(psg);
+}
+
+int main(void) {
+    const struct { int B, T, IC, OC; float mean; } shapes[] = {
+        { 3, 17, 7, 13, 0.5f }, { 4, 33, 24, 5, 0.3f }, { 3, 33, 16, 16, 0.0f }, { 5, 1, 3, 3, 0.5f },
+        { 3, 17, 64, 48, 0.25f }, { 1, 33, 9, 11, 0.5f },
+    };
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            test_linear(shapes[s].B, shapes[s].T, shapes[s].IC, shapes[s].OC, seed, shapes[s].mean);
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        test_embedding(3, 17, 8, 5, seed);     /* tiny vocabulary: many repeated tokens */
+        test_embedding(4, 33, 13, 97, seed);
+        test_rmsnorm(3, 17, 12, seed);
+        test_rmsnorm(3, 33, 5, seed);
+    }
+    /* the mixed rule's boundary: 2T² ≤ IC·OC */
+    CHECK(dp_mixed_uses_gram(16, 32, 16) == 1 && dp_mixed_uses_gram(17, 32, 16) == 0 &&
+          dp_mixed_uses_gram(1024, 4096, 512) == 1 && dp_mixed_uses_gram(1024, 64, 64) == 0, "mixed rule");
+    CHECK(dp_linear_flash_floats(1024, 64) == 2 * 64 * 64 && dp_linear_flash_floats(17, 64) == 2 * 17 * 17 &&
+          dp_linear_ghost_floats(4, 1024) == 2ull * 4 * 1024 * 1024 && dp_linear_direct_floats(3, 5, 7) == 105, "scratch sizes");
+    /* a non-finite norm drops its sample */
+    float nn[3] = { 4.0f, NAN, INFINITY }, cc[3];
+    dp_clip_factors(cc, nn, 3, 1.0f);
+    CHECK(fabs(cc[0] - 1.0 / (2 + 1e-6)) < 1e-7 && cc[1] == 0 && cc[2] == 0, "non-finite norms: %g %g %g", cc[0], cc[1], cc[2]);
+    if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
+    printf("dp norms: %d checks passed\n", checks);
+    return 0;
+}
