@@ -22,11 +22,12 @@ ifeq ($(CUDA_ARCH),)
   endif
 endif
 
+comma := ,
 DEPS_INC := $(if $(DEPS),-I$(DEPS)/include -I$(DEPS)/include/x86_64-linux-gnu)
-DEPS_LIB := $(if $(DEPS),-L$(DEPS)/lib/x86_64-linux-gnu -L$(DEPS)/lib/x86_64-linux-gnu/openblas-pthread -Wl,-rpath,$(abspath $(DEPS))/lib/x86_64-linux-gnu -Wl,-rpath,$(abspath $(DEPS))/lib/x86_64-linux-gnu/openblas-pthread)
+DEPS_LIB := $(if $(DEPS),-L$(DEPS)/lib/x86_64-linux-gnu -L$(DEPS)/lib/x86_64-linux-gnu/openblas-pthread -Wl$(comma)-rpath$(comma)$(abspath $(DEPS))/lib/x86_64-linux-gnu -Wl$(comma)-rpath$(comma)$(abspath $(DEPS))/lib/x86_64-linux-gnu/openblas-pthread)
 
 WARN      := -Wall -Wextra -Werror
-SANFLAGS  := $(if $(filter 1,$(SAN)),-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+SANFLAGS  := $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
 CPPFLAGS  += -I. -Ikernels -Isamples -Itools -I$(CUDA_HOME)/include -I/usr/include/stb $(DEPS_INC)
 CFLAGS    ?= $(OPT) -g
 CFLAGS    += -std=c11 $(WARN) $(SANFLAGS) -D_GNU_SOURCE
@@ -34,7 +35,7 @@ CXXFLAGS  ?= $(OPT) -g
 CXXFLAGS  += -std=c++17 $(WARN) $(SANFLAGS)
 LDFLAGS   += $(SANFLAGS) $(DEPS_LIB)
 LDLIBS    += -ldl -lpthread -lm
-NVCCFLAGS ?= -O2 -g -std=c++17 $(if $(CUDA_ARCH),-arch=$(CUDA_ARCH)) -Xcompiler -Wall,-Wextra,-Werror
+NVCCFLAGS ?= -O2 -g -std=c++17 $(if $(CUDA_ARCH),-arch=$(CUDA_ARCH)) -Xcompiler -Wall$(comma)-Wextra$(comma)-Werror
 
 ALL     :=
 TESTS   :=
