@@ -29,3 +29,10 @@ $(BUILD)/tests/test_dp_norms: tests/test_dp_norms.c $(DP_KERNEL_SRC) kernels/dp_
 
 ALL   += $(BUILD)/tests/test_dp_norms
 TESTS += $(BUILD)/tests/test_dp_norms
+
+$(BUILD)/bench/dp_norms: samples/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ samples/dp_bench_norms.c $(DP_KERNEL_SRC) $(LDFLAGS) -lopenblas $(LDLIBS)
+
+ALL     += $(BUILD)/bench/dp_norms
+BENCHES += $(BUILD)/bench/dp_norms
