@@ -36,3 +36,10 @@ $(BUILD)/bench/dp_norms: samples/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/dp_ke
 
 ALL     += $(BUILD)/bench/dp_norms
 BENCHES += $(BUILD)/bench/dp_norms
+
+$(BUILD)/tests/test_dp_config: tests/test_dp_config.c samples/dp_config.c samples/dp_config.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_config.c samples/dp_config.c $(LDFLAGS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_dp_config
+TESTS += $(BUILD)/tests/test_dp_config

@@ -1,0 +1,66 @@
+/* dp_config.h — the DP-SGD settings of a training run and their command-line flags.
+
+   The flags (every DP sample takes all of them; defaults in brackets):
+     --norm direct|ghost|flash|mixed      how per-sample gradient norms are computed  [per sample]
+     --clip twopass|bk                    how the clipped gradient is formed          [per sample]
+     --max-grad-norm C                    clipping norm                               [1.0]
+     --noise-multiplier S                 σ: noise std = σ·C                          [1.0]
+     --target-epsilon E                   find σ for ε = E after the whole run (replaces σ)
+     --delta D                            δ                                           [1e-5]
+     --max-physical-batch-size P          physical batch; logical = --batch-size      [= batch]
+     --poisson                            Poisson sampling at rate batch/dataset size
+     --seed N / --secure-seed             noise seed / a seed from getrandom()        [1234]
+     --flash-tile R                       time block of the flash norms               [64]
+     --lora-rank r, --lora-alpha a        LoRA adapters of rank r (0: off), scale a/r [0, 2r]
+     --lora-targets q,k,v,o,gate,up,down  projections that get adapters               [q,v]
+   Not here: the trainer's own flags (--batch-size, --seq-len, --steps, ...): dp_config_flag
+   leaves them to the caller. */
+#ifndef DP_CONFIG_H
+#define DP_CONFIG_H
+
+#include <stdint.h>
+
+typedef enum { DP_NORM_DIRECT = 0, DP_NORM_GHOST, DP_NORM_FLASH, DP_NORM_MIXED } DpNorm;
+typedef enum { DP_CLIP_TWOPASS = 0, DP_CLIP_BK } DpClip;
+
+/* LoRA target projections, as bits. */
+enum { LORA_Q = 1, LORA_K = 2, LORA_V = 4, LORA_O = 8, LORA_GATE = 16, LORA_UP = 32, LORA_DOWN = 64 };
+
+typedef struct {
+    int    enabled;                  /* 0: vanilla training (no DP flags given and not a DP sample) */
+    DpNorm norm;
+    DpClip clip;
+    double max_grad_norm;
+    double noise_multiplier;         /* σ; resolved from target_epsilon when that is > 0 */
+    int    sigma_given;              /* --noise-multiplier was on the command line */
+    double target_epsilon;           /* 0: not given */
+    double delta;
+    int    max_physical_batch;       /* 0: the logical batch */
+    int    poisson;
+    uint64_t seed;
+    int    secure_seed;
+    int    flash_tile;
+    int    lora_rank;                /* 0: no LoRA */
+    double lora_alpha;               /* 0: not given (2·rank) */
+    unsigned lora_targets;
+} DpConfig;
+
+/* Defaults for a sample that does `norm` + `clip` (the sample's own method). */
+void dp_config_defaults(DpConfig *c, DpNorm norm, DpClip clip);
+
+/* If argv[*i] is a DP flag, consumes it (and its value, advancing *i) and returns 1; returns 0 for
+   a flag that is not DP's; -1 with a one-line message on stderr for a bad value. */
+int  dp_config_flag(DpConfig *c, int argc, char **argv, int *i);
+
+/* Checks the combination (after all flags): 0, or -1 with a one-line message. */
+int  dp_config_check(const DpConfig *c);
+
+const char *dp_norm_name(DpNorm n);
+const char *dp_clip_name(DpClip c);
+/* "q,v" style list of the targets into buf. */
+const char *dp_lora_targets_string(unsigned targets, char *buf, int n);
+
+/* Prints the DP flags' help. */
+void dp_config_usage(void);
+
+#endif
