@@ -1,0 +1,695 @@
+/* dpmem_cuda.h — the GPU layer of dpmem: tagged device memory, device figures in snapshots, GPU time
+   of scopes, the OOM post-mortem, NVTX memory regions and counters, a background device sampler.
+
+   dpmem.h counts what it is told. This header tells it about CUDA memory: every tagged cudaMalloc is
+   accounted in the DEVICE space, snapshots carry cudaMemGetInfo beside the tagged total (the
+   difference is "untracked": CUDA context, cuBLAS workspace, other libraries), a failed allocation
+   writes the OOM post-mortem before the call returns, and scopes can also be timed on the GPU.
+   It does NOT wrap cudaMalloc behind your back (no interposition): only the calls below are seen.
+
+   USE
+     Include after (or instead of) dpmem.h; in exactly one .c or .cu file
+         #define DPMEM_IMPLEMENTATION
+         #include "dpmem_cuda.h"          // also brings dpmem.h and its implementation
+     Link with -lcudart -ldl -lpthread (and -lcublas for the workspace helper).
+
+         dpmem_cuda_init();                                   // or let the first dpmem_cuda_* call do it
+         float *w;
+         CUDA_CHECK(DPMEM_CUDA_MALLOC(w, n * sizeof *w, "params/layers.0.wq"));
+         ...
+         { DPMEM_SCOPE("backward"); ... }                     // with DPMEM_CUDA_TIMING=1: GPU time too
+         dpmem_snapshot("after step 1");                      // + device used/total, untracked
+         DPMEM_CUDA_FREE(w);
+         dpmem_cuda_flush();                                  // write the GPU times still pending
+         dpmem_close();
+
+   API (every allocation function returns the CUDA error of the underlying call unchanged)
+     dpmem_cuda_malloc(&p, bytes, tag)        cudaMalloc + accounting (space DEVICE)
+     dpmem_cuda_free(p)                       accounting + cudaFree
+     dpmem_cuda_malloc_async(&p, bytes, tag, stream) / dpmem_cuda_free_async(p, stream)
+     dpmem_cuda_malloc_host(&p, bytes, tag) / dpmem_cuda_free_host(p)        (space PINNED)
+     dpmem_cuda_malloc_managed(&p, bytes, tag), freed with dpmem_cuda_free   (space MANAGED)
+     DPMEM_CUDA_MALLOC(p, bytes, tag) ...     macro forms taking the pointer itself, any type
+     dpmem_cuda_tag(p, bytes, tag, space) / dpmem_cuda_untag(p)
+                                              the accounting + NVTX part alone, for memory that
+                                              another allocator (a caching pool, a library) handed out
+     dpmem_cublas_set_workspace(handle, &ws, bytes)   (define DPMEM_CUDA_CUBLAS first) a tagged
+                                              "cublas/workspace" buffer given to cublasSetWorkspace,
+                                              so cuBLAS's workspace stops being untracked
+     dpmem_cuda_timing(on)                    GPU time of scopes on/off (-1: no device)
+     dpmem_cuda_set_stream(stream)            the stream this thread's scope events go on (default 0)
+     dpmem_cuda_flush()                       wait for and write every pending GPU time
+     dpmem_cuda_nvtx(regions, counters)       NVTX memory regions / counters on or off
+     dpmem_cuda_sampler(ms)                   background cudaMemGetInfo sampler (0 stops it)
+     dpmem_cuda_device_memory(&used, &total)  cudaMemGetInfo as used/total (0, or -1: no device)
+     dpmem_cuda_init()                        hooks into dpmem.h, reads the environment (0, or -1:
+                                              no CUDA device; the kit then works without device figures)
+     dpmem_cuda_shutdown()                    stops the sampler and flushes; also runs at exit
+
+   ENVIRONMENT (read by dpmem_cuda_init)
+     DPMEM_CUDA_TIMING=1   time scopes on the GPU. Each scope records a CUDA event at begin and end on
+                           the thread's stream; elapsed times are read back later without waiting (at
+                           later scope ends, at snapshots, at flush/exit) and logged as GPU_TIME events.
+     DPMEM_SAMPLE_MS=N     a thread records cudaMemGetInfo every N ms (DEVICE events), for memory
+                           moved by code that is not instrumented.
+     DPMEM_NVTX_MEM=0      do not register tagged allocations as NVTX memory regions.
+     DPMEM_NVTX_COUNTERS=0 do not emit live bytes per category as NVTX counters.
+     NVTX regions and counters are only emitted when a tool can listen (NVTX_INJECTION64_PATH is set,
+     as Nsight Systems and compute-sanitizer do): otherwise a tagged allocation pays one branch.
+
+   OPTIONS (define before including)
+     DPMEM_DISABLE      every macro and function becomes the bare CUDA call (or nothing): no dpmem,
+                        NVTX, event or cudaMemGetInfo call remains.
+     DPMEM_NO_NVTX      no NVTX memory regions or counters (as in dpmem.h).
+     DPMEM_CUDA_CUBLAS  declare dpmem_cublas_set_workspace (includes cublas_v2.h).
+
+   LIMITS
+     GPU time of a scope is the device time between its begin and end events on the chosen stream:
+     work the scope put on other streams is not in it unless those streams join it. Do not turn timing
+     on around CUDA graph capture of that stream. GPU times still pending when the log is closed are
+     lost: call dpmem_cuda_flush() (or dpmem_cuda_shutdown()) before dpmem_close(). Memory of
+     cudaMallocAsync pools that is freed but kept by the pool shows as untracked in snapshots.
+
+   LICENCE: MIT. */
+
+#ifndef DPMEM_CUDA_H
+#define DPMEM_CUDA_H
+
+#include "dpmem.h"
+#include <cuda_runtime_api.h>
+#ifdef DPMEM_CUDA_CUBLAS
+#include <cublas_v2.h>
+#endif
+
+#ifndef DPMEM_DISABLE
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+DPMEM_DEF int         dpmem_cuda_init(void);
+DPMEM_DEF void        dpmem_cuda_shutdown(void);
+
+DPMEM_DEF cudaError_t dpmem_cuda_malloc(void **ptr, size_t bytes, const char *tag);
+DPMEM_DEF cudaError_t dpmem_cuda_free(void *ptr);
+DPMEM_DEF cudaError_t dpmem_cuda_malloc_async(void **ptr, size_t bytes, const char *tag, cudaStream_t stream);
+DPMEM_DEF cudaError_t dpmem_cuda_free_async(void *ptr, cudaStream_t stream);
+DPMEM_DEF cudaError_t dpmem_cuda_malloc_host(void **ptr, size_t bytes, const char *tag);
+DPMEM_DEF cudaError_t dpmem_cuda_free_host(void *ptr);
+DPMEM_DEF cudaError_t dpmem_cuda_malloc_managed(void **ptr, size_t bytes, const char *tag);
+
+DPMEM_DEF void        dpmem_cuda_tag(const void *ptr, size_t bytes, const char *tag, int space);
+DPMEM_DEF size_t      dpmem_cuda_untag(const void *ptr);
+
+DPMEM_DEF int         dpmem_cuda_timing(int on);
+DPMEM_DEF void        dpmem_cuda_set_stream(cudaStream_t stream);
+DPMEM_DEF void        dpmem_cuda_flush(void);
+DPMEM_DEF void        dpmem_cuda_nvtx(int regions, int counters);
+DPMEM_DEF int         dpmem_cuda_sampler(int period_ms);
+DPMEM_DEF int         dpmem_cuda_device_memory(size_t *used, size_t *total);
+
+#ifdef DPMEM_CUDA_CUBLAS
+DPMEM_DEF cublasStatus_t dpmem_cublas_set_workspace(cublasHandle_t handle, void **workspace, size_t bytes);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#define DPMEM_CUDA_MALLOC(p, bytes, tag)              dpmem_cuda_malloc((void **)&(p), (bytes), (tag))
+#define DPMEM_CUDA_FREE(p)                            dpmem_cuda_free((void *)(p))
+#define DPMEM_CUDA_MALLOC_ASYNC(p, bytes, tag, s)     dpmem_cuda_malloc_async((void **)&(p), (bytes), (tag), (s))
+#define DPMEM_CUDA_FREE_ASYNC(p, s)                   dpmem_cuda_free_async((void *)(p), (s))
+#define DPMEM_CUDA_MALLOC_HOST(p, bytes, tag)         dpmem_cuda_malloc_host((void **)&(p), (bytes), (tag))
+#define DPMEM_CUDA_FREE_HOST(p)                       dpmem_cuda_free_host((void *)(p))
+#define DPMEM_CUDA_MALLOC_MANAGED(p, bytes, tag)      dpmem_cuda_malloc_managed((void **)&(p), (bytes), (tag))
+
+#else /* DPMEM_DISABLE: the bare CUDA calls, nothing else. */
+
+/* A constant that may stand alone as a statement without a warning, and leaves no symbol. */
+#ifdef __cplusplus
+#define DPMEM_CUDA__CONST(v)                          ((void)0, (v))
+#else
+#define DPMEM_CUDA__CONST(v)                          (__extension__({ (v); }))
+#endif
+#define dpmem_cuda_init()                             DPMEM_CUDA__CONST(0)
+#define dpmem_cuda_shutdown()                         ((void)0)
+#define dpmem_cuda_malloc(pp, n, tag)                 cudaMalloc((pp), (n))
+#define dpmem_cuda_free(p)                            cudaFree(p)
+#define dpmem_cuda_malloc_async(pp, n, tag, s)        cudaMallocAsync((pp), (n), (s))
+#define dpmem_cuda_free_async(p, s)                   cudaFreeAsync((p), (s))
+#define dpmem_cuda_malloc_host(pp, n, tag)            cudaMallocHost((pp), (n))
+#define dpmem_cuda_free_host(p)                       cudaFreeHost(p)
+#define dpmem_cuda_malloc_managed(pp, n, tag)         cudaMallocManaged((pp), (n), cudaMemAttachGlobal)
+#define dpmem_cuda_tag(p, n, tag, space)              ((void)0)
+#define dpmem_cuda_untag(p)                           DPMEM_CUDA__CONST((size_t)0)
+#define dpmem_cuda_timing(on)                         DPMEM_CUDA__CONST(0)
+#define dpmem_cuda_set_stream(s)                      ((void)0)
+#define dpmem_cuda_flush()                            ((void)0)
+#define dpmem_cuda_nvtx(r, c)                         ((void)0)
+#define dpmem_cuda_sampler(ms)                        DPMEM_CUDA__CONST(0)
+#define dpmem_cuda_device_memory(u, t)                DPMEM_CUDA__CONST(-1)
+#ifdef DPMEM_CUDA_CUBLAS
+#define dpmem_cublas_set_workspace(h, ws, n)                                                       \
+    (cudaMalloc((ws), (n)) == cudaSuccess ? cublasSetWorkspace((h), *(ws), (n)) : CUBLAS_STATUS_ALLOC_FAILED)
+#endif
+#define DPMEM_CUDA_MALLOC(p, bytes, tag)              cudaMalloc((void **)&(p), (bytes))
+#define DPMEM_CUDA_FREE(p)                            cudaFree((void *)(p))
+#define DPMEM_CUDA_MALLOC_ASYNC(p, bytes, tag, s)     cudaMallocAsync((void **)&(p), (bytes), (s))
+#define DPMEM_CUDA_FREE_ASYNC(p, s)                   cudaFreeAsync((void *)(p), (s))
+#define DPMEM_CUDA_MALLOC_HOST(p, bytes, tag)         cudaMallocHost((void **)&(p), (bytes))
+#define DPMEM_CUDA_FREE_HOST(p)                       cudaFreeHost((void *)(p))
+#define DPMEM_CUDA_MALLOC_MANAGED(p, bytes, tag)      cudaMallocManaged((void **)&(p), (bytes), cudaMemAttachGlobal)
+
+#endif /* DPMEM_DISABLE */
+#endif /* DPMEM_CUDA_H */
+
+/* ============================================================================================== */
+/*                                       IMPLEMENTATION                                           */
+/* ============================================================================================== */
+#if defined(DPMEM_IMPLEMENTATION) && !defined(DPMEM_DISABLE) && !defined(DPMEM_CUDA__IMPLEMENTED)
+#define DPMEM_CUDA__IMPLEMENTED
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <errno.h>
+#ifndef DPMEM_NO_NVTX
+#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtMem.h>
+#include <nvtx3/nvToolsExtCounters.h>
+#endif
+
+#ifdef __cplusplus
+#define DPMEM__CUDA_TLS thread_local
+#else
+#define DPMEM__CUDA_TLS _Thread_local
+#endif
+
+#define DPMEM__CUDA_MAX_OPEN     64    /* timed scopes open at once per thread (deeper: not timed) */
+#define DPMEM__CUDA_RING         1024  /* ended scopes whose GPU time is not read yet, per thread  */
+#define DPMEM__CUDA_MAX_COUNTERS 64    /* NVTX counters: one per category, plus the device total   */
+
+/* One timed scope: its begin event while open, both events once it ended. */
+typedef struct { cudaEvent_t begin, end; uint32_t name; uint64_t ts; } dpmem__cuda_span;
+
+/* Per-thread timing state. Only the owner thread records; a flush from another thread (snapshot,
+   exit) also reads the ring, hence the lock (uncontended in the hot path). */
+typedef struct dpmem__cuda_thread {
+    pthread_mutex_t lock;
+    uint32_t thread;                                   /* dpmem_thread_index() of the owner */
+    unsigned gen;                                      /* timing generation the stack belongs to */
+    cudaStream_t stream;
+    int depth;                                         /* scopes open since timing went on */
+    dpmem__cuda_span open[DPMEM__CUDA_MAX_OPEN];
+    dpmem__cuda_span ring[DPMEM__CUDA_RING];
+    unsigned head, count;
+    cudaEvent_t spare[2 * DPMEM__CUDA_MAX_OPEN];       /* recycled events: creating one costs µs */
+    int nspare;
+    struct dpmem__cuda_thread *next;
+} dpmem__cuda_thread;
+
+static struct {
+    pthread_once_t once;
+    int device;                                        /* device current at init (sampler uses it) */
+    int regions, counters;                             /* NVTX regions / counters emitted */
+    unsigned gen;                                      /* bumped each time timing goes on */
+    int timing;
+    int have_device;
+    /* Three locks, never nested in each other: dpmem_snapshot may hold dpmem's own lock when it
+       asks for device figures, and the counters take dpmem's lock (dpmem_live_bytes). */
+    pthread_mutex_t threads_lock, counter_lock, sampler_lock;
+    dpmem__cuda_thread *threads;
+#ifndef DPMEM_NO_NVTX
+    nvtxDomainHandle_t domain;
+    int ncounters;
+    struct { char category[96]; int64_t last; uint64_t id; } counter[DPMEM__CUDA_MAX_COUNTERS];
+#endif
+    pthread_t sampler;
+    int sampler_on, sampler_stop, period_ms;
+    pthread_cond_t sampler_wake;
+} dpmem__cuda = { PTHREAD_ONCE_INIT, 0, 0, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+                  PTHREAD_MUTEX_INITIALIZER, NULL,
+#ifndef DPMEM_NO_NVTX
+                  NULL, 0, {{{0}, 0, 0}},
+#endif
+                  0, 0, 0, 0, PTHREAD_COND_INITIALIZER };
+
+static DPMEM__CUDA_TLS dpmem__cuda_thread *dpmem__cuda_me;
+static DPMEM__CUDA_TLS cudaStream_t dpmem__cuda_stream;
+
+static int dpmem__cuda_env_int(const char *name, int fallback) {
+    const char *s = getenv(name);
+    return (s && *s) ? atoi(s) : fallback;
+}
+
+/* ---- device figures ---------------------------------------------------------------------------- */
+
+DPMEM_DEF int dpmem_cuda_device_memory(size_t *used, size_t *total) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        (void)cudaGetLastError();                      /* our failed query must not become the user's error */
+        *used = *total = 0;
+        return -1;
+    }
+    *used = total_b - free_b;
+    *total = total_b;
+    return 0;
+}
+
+static void dpmem__cuda_poll_all(int wait);
+
+/* dpmem_snapshot() asks for device figures through this; it is also a good moment to write the
+   GPU times that have completed meanwhile (without waiting for those that have not). */
+static int dpmem__cuda_device_info(void *user, size_t *used, size_t *total) {
+    (void)user;
+    dpmem__cuda_poll_all(0);
+    return dpmem_cuda_device_memory(used, total);
+}
+
+/* ---- NVTX memory regions and counters ---------------------------------------------------------- */
+
+#ifndef DPMEM_NO_NVTX
+static void dpmem__cuda_nvtx_register(const void *ptr, size_t bytes, const char *tag) {
+    nvtxMemVirtualRangeDesc_t range;
+    nvtxMemRegionsRegisterBatch_t batch;
+    nvtxMemRegionHandle_t handle = NULL;
+    nvtxMemRegionNameDesc_t name;
+    nvtxMemRegionsNameBatch_t names;
+    range.size = bytes;
+    range.ptr = ptr;
+    memset(&batch, 0, sizeof batch);
+    batch.extCompatID = NVTX_EXT_COMPATID_MEM;
+    batch.structSize = (uint16_t)sizeof batch;
+    batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
+    batch.heap = NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE;
+    batch.regionCount = 1;
+    batch.regionDescElementSize = sizeof range;
+    batch.regionDescElements = &range;
+    batch.regionHandleElementsOut = &handle;
+    nvtxMemRegionsRegister(dpmem__cuda.domain, &batch);
+
+    memset(&name, 0, sizeof name);
+    name.regionRefType = NVTX_MEM_REGION_REF_TYPE_POINTER;
+    name.nameType = NVTX_MESSAGE_TYPE_ASCII;
+    name.region.pointer = ptr;
+    name.name.ascii = tag;
+    memset(&names, 0, sizeof names);
+    names.extCompatID = NVTX_EXT_COMPATID_MEM;
+    names.structSize = (uint16_t)sizeof names;
+    names.regionCount = 1;
+    names.regionElementSize = sizeof name;
+    names.regionElements = &name;
+    nvtxMemRegionsName(dpmem__cuda.domain, &names);
+}
+
+static void dpmem__cuda_nvtx_unregister(const void *ptr) {
+    nvtxMemRegionRef_t ref;
+    nvtxMemRegionsUnregisterBatch_t batch;
+    ref.pointer = ptr;
+    memset(&batch, 0, sizeof batch);
+    batch.extCompatID = NVTX_EXT_COMPATID_MEM;
+    batch.structSize = (uint16_t)sizeof batch;
+    batch.refType = NVTX_MEM_REGION_REF_TYPE_POINTER;
+    batch.refCount = 1;
+    batch.refElementSize = sizeof ref;
+    batch.refElements = &ref;
+    nvtxMemRegionsUnregister(dpmem__cuda.domain, &batch);
+}
+
+/* Index of a counter, registering it the first time (under dpmem__cuda.counter_lock). */
+static int dpmem__cuda_counter(const char *category, const char *title) {
+    int i;
+    nvtxCounterAttr_t attr;
+    uint64_t id;
+    for (i = 0; i < dpmem__cuda.ncounters; i++)
+        if (strcmp(dpmem__cuda.counter[i].category, category) == 0) return i;
+    if (i == DPMEM__CUDA_MAX_COUNTERS) return -1;
+    snprintf(dpmem__cuda.counter[i].category, sizeof dpmem__cuda.counter[i].category, "%s", category);
+    memset(&attr, 0, sizeof attr);
+    attr.structSize = sizeof attr;
+    attr.schemaId = NVTX_PAYLOAD_ENTRY_TYPE_INT64;
+    attr.name = title;
+    attr.description = "live tagged bytes (dpmem)";
+    attr.scopeId = NVTX_SCOPE_NONE;
+    attr.counterId = NVTX_COUNTER_ID_STATIC_START + (uint64_t)i;
+    id = nvtxCounterRegister(dpmem__cuda.domain, &attr);
+    dpmem__cuda.counter[i].id = id ? id : attr.counterId;
+    dpmem__cuda.counter[i].last = -1;
+    dpmem__cuda.ncounters = i + 1;
+    return i;
+}
+
+static void dpmem__cuda_counter_sample(int i, size_t value) {
+    if (i < 0 || dpmem__cuda.counter[i].last == (int64_t)value) return;
+    dpmem__cuda.counter[i].last = (int64_t)value;
+    nvtxCounterSampleInt64(dpmem__cuda.domain, dpmem__cuda.counter[i].id, (int64_t)value);
+}
+
+/* After an allocation or a free: one sample per counter whose value changed. A free does not
+   know its category here, so every category is looked at (there are few). */
+static void dpmem__cuda_counters_update(void) {
+    int i, n;
+    char title[128];
+    pthread_mutex_lock(&dpmem__cuda.counter_lock);
+    dpmem__cuda_counter_sample(dpmem__cuda_counter("", "dpmem device bytes"), dpmem_live_bytes_in(DPMEM_DEVICE));
+    n = dpmem_category_count();
+    for (i = 0; i < n; i++) {
+        const char *category = dpmem_category_name(i);
+        if (!category || !*category) continue;
+        snprintf(title, sizeof title, "dpmem %s bytes", category);
+        dpmem__cuda_counter_sample(dpmem__cuda_counter(category, title), dpmem_live_bytes(category));
+    }
+    pthread_mutex_unlock(&dpmem__cuda.counter_lock);
+}
+#endif /* DPMEM_NO_NVTX */
+
+DPMEM_DEF void dpmem_cuda_nvtx(int regions, int counters) {
+    dpmem_cuda_init();
+#ifndef DPMEM_NO_NVTX
+    if ((regions || counters) && !dpmem__cuda.domain) dpmem__cuda.domain = nvtxDomainCreateA("dpmem");
+    __atomic_store_n(&dpmem__cuda.regions, regions != 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&dpmem__cuda.counters, counters != 0, __ATOMIC_RELAXED);
+#else
+    (void)regions; (void)counters;
+#endif
+}
+
+/* ---- tagged accounting ------------------------------------------------------------------------- */
+
+DPMEM_DEF void dpmem_cuda_tag(const void *ptr, size_t bytes, const char *tag, int space) {
+    dpmem_cuda_init();
+    dpmem_tag_alloc_space(ptr, bytes, tag, space);
+#ifndef DPMEM_NO_NVTX
+    if (__atomic_load_n(&dpmem__cuda.regions, __ATOMIC_RELAXED) && space != DPMEM_HOST)
+        dpmem__cuda_nvtx_register(ptr, bytes, tag);
+    if (__atomic_load_n(&dpmem__cuda.counters, __ATOMIC_RELAXED)) dpmem__cuda_counters_update();
+#endif
+}
+
+DPMEM_DEF size_t dpmem_cuda_untag(const void *ptr) {
+    size_t bytes;
+    dpmem_cuda_init();
+    bytes = dpmem_tag_free(ptr);
+#ifndef DPMEM_NO_NVTX
+    if (__atomic_load_n(&dpmem__cuda.regions, __ATOMIC_RELAXED) && bytes) dpmem__cuda_nvtx_unregister(ptr);
+    if (__atomic_load_n(&dpmem__cuda.counters, __ATOMIC_RELAXED)) dpmem__cuda_counters_update();
+#endif
+    return bytes;
+}
+
+/* A tagged allocation failed for lack of memory: the post-mortem goes out before the call returns.
+   The figures are read after the failure, so they show what was left at that moment. */
+static void dpmem__cuda_oom(size_t bytes, const char *tag, int space) {
+    size_t used = 0, total = 0;
+    if (space == DPMEM_DEVICE || space == DPMEM_MANAGED) dpmem_cuda_device_memory(&used, &total);
+    dpmem_oom(bytes, tag, space, used, total);
+}
+
+static cudaError_t dpmem__cuda_after_alloc(cudaError_t err, void **ptr, size_t bytes, const char *tag, int space) {
+    if (err == cudaSuccess && *ptr) dpmem_cuda_tag(*ptr, bytes, tag, space);
+    else if (err == cudaErrorMemoryAllocation) dpmem__cuda_oom(bytes, tag, space);
+    return err;
+}
+
+DPMEM_DEF cudaError_t dpmem_cuda_malloc(void **ptr, size_t bytes, const char *tag) {
+    dpmem_cuda_init();
+    return dpmem__cuda_after_alloc(cudaMalloc(ptr, bytes), ptr, bytes, tag, DPMEM_DEVICE);
+}
+
+DPMEM_DEF cudaError_t dpmem_cuda_malloc_async(void **ptr, size_t bytes, const char *tag, cudaStream_t stream) {
+    dpmem_cuda_init();
+    return dpmem__cuda_after_alloc(cudaMallocAsync(ptr, bytes, stream), ptr, bytes, tag, DPMEM_DEVICE);
+}
+
+DPMEM_DEF cudaError_t dpmem_cuda_malloc_host(void **ptr, size_t bytes, const char *tag) {
+    dpmem_cuda_init();
+    return dpmem__cuda_after_alloc(cudaMallocHost(ptr, bytes), ptr, bytes, tag, DPMEM_PINNED);
+}
+
+DPMEM_DEF cudaError_t dpmem_cuda_malloc_managed(void **ptr, size_t bytes, const char *tag) {
+    dpmem_cuda_init();
+    return dpmem__cuda_after_alloc(cudaMallocManaged(ptr, bytes, cudaMemAttachGlobal), ptr, bytes, tag, DPMEM_MANAGED);
+}
+
+/* Frees untag first: once cudaFree returns, another thread may get the same address and tag it. */
+DPMEM_DEF cudaError_t dpmem_cuda_free(void *ptr) {
+    if (ptr) dpmem_cuda_untag(ptr);
+    return cudaFree(ptr);
+}
+
+DPMEM_DEF cudaError_t dpmem_cuda_free_async(void *ptr, cudaStream_t stream) {
+    if (ptr) dpmem_cuda_untag(ptr);
+    return cudaFreeAsync(ptr, stream);
+}
+
+DPMEM_DEF cudaError_t dpmem_cuda_free_host(void *ptr) {
+    if (ptr) dpmem_cuda_untag(ptr);
+    return cudaFreeHost(ptr);
+}
+
+#ifdef DPMEM_CUDA_CUBLAS
+DPMEM_DEF cublasStatus_t dpmem_cublas_set_workspace(cublasHandle_t handle, void **workspace, size_t bytes) {
+    cublasStatus_t st;
+    *workspace = NULL;
+    if (dpmem_cuda_malloc(workspace, bytes, "cublas/workspace") != cudaSuccess) return CUBLAS_STATUS_ALLOC_FAILED;
+    st = cublasSetWorkspace(handle, *workspace, bytes);
+    if (st != CUBLAS_STATUS_SUCCESS) { dpmem_cuda_free(*workspace); *workspace = NULL; }
+    return st;
+}
+#endif
+
+/* ---- GPU time of scopes ------------------------------------------------------------------------ */
+
+static cudaEvent_t dpmem__cuda_event_get(dpmem__cuda_thread *t) {
+    cudaEvent_t ev = NULL;
+    if (t->nspare > 0) return t->spare[--t->nspare];
+    if (cudaEventCreate(&ev) != cudaSuccess) { (void)cudaGetLastError(); return NULL; }
+    return ev;
+}
+
+static void dpmem__cuda_event_put(dpmem__cuda_thread *t, cudaEvent_t ev) {
+    if (!ev) return;
+    if (t->nspare < (int)(sizeof t->spare / sizeof t->spare[0])) t->spare[t->nspare++] = ev;
+    else cudaEventDestroy(ev);
+}
+
+/* Writes the oldest ended scope's GPU time if its end event has completed (or, with wait, once it
+   has). Returns 1 if it consumed the entry, 0 if it is still running. Caller holds t->lock. */
+static int dpmem__cuda_resolve_oldest(dpmem__cuda_thread *t, int wait) {
+    dpmem__cuda_span *s = &t->ring[t->head];
+    cudaError_t err = wait ? cudaEventSynchronize(s->end) : cudaEventQuery(s->end);
+    float ms = 0;
+    if (err == cudaErrorNotReady) return 0;
+    if (err == cudaSuccess && cudaEventElapsedTime(&ms, s->begin, s->end) == cudaSuccess)
+        dpmem_log_gpu_time(t->thread, s->name, s->ts, (uint64_t)((double)ms * 1e6 + 0.5));
+    else
+        (void)cudaGetLastError();                      /* a broken context: drop the time, keep going */
+    dpmem__cuda_event_put(t, s->begin);
+    dpmem__cuda_event_put(t, s->end);
+    t->head = (t->head + 1) % DPMEM__CUDA_RING;
+    t->count--;
+    return 1;
+}
+
+static void dpmem__cuda_poll(dpmem__cuda_thread *t, int wait) {
+    while (t->count > 0 && dpmem__cuda_resolve_oldest(t, wait)) {}
+}
+
+static void dpmem__cuda_poll_all(int wait) {
+    dpmem__cuda_thread *t;
+    pthread_mutex_lock(&dpmem__cuda.threads_lock);
+    for (t = dpmem__cuda.threads; t; t = t->next) {
+        pthread_mutex_lock(&t->lock);
+        dpmem__cuda_poll(t, wait);
+        pthread_mutex_unlock(&t->lock);
+    }
+    pthread_mutex_unlock(&dpmem__cuda.threads_lock);
+}
+
+static dpmem__cuda_thread *dpmem__cuda_thread_state(void) {
+    dpmem__cuda_thread *t = dpmem__cuda_me;
+    if (t) return t;
+    t = (dpmem__cuda_thread *)calloc(1, sizeof *t);
+    if (!t) return NULL;
+    pthread_mutex_init(&t->lock, NULL);
+    t->thread = dpmem_thread_index();
+    pthread_mutex_lock(&dpmem__cuda.threads_lock);
+    t->next = dpmem__cuda.threads;                     /* kept until exit: flushes walk this list */
+    dpmem__cuda.threads = t;
+    pthread_mutex_unlock(&dpmem__cuda.threads_lock);
+    dpmem__cuda_me = t;
+    return t;
+}
+
+/* dpmem.h calls this at every scope begin and end while timing is on. Recording an event is
+   asynchronous; the only wait is when DPMEM__CUDA_RING scopes are still pending on the GPU. */
+static void dpmem__cuda_scope_hook(void *user, int begin, uint32_t name_id, uint64_t ts_ns) {
+    dpmem__cuda_thread *t = dpmem__cuda_thread_state();
+    unsigned gen = __atomic_load_n(&dpmem__cuda.gen, __ATOMIC_RELAXED);
+    (void)user;
+    if (!t) return;
+    pthread_mutex_lock(&t->lock);
+    if (t->gen != gen) {                               /* timing was turned off and on: forget the stack */
+        int i;
+        for (i = 0; i < t->depth && i < DPMEM__CUDA_MAX_OPEN; i++) dpmem__cuda_event_put(t, t->open[i].begin);
+        t->gen = gen;
+        t->depth = 0;
+    }
+    t->stream = dpmem__cuda_stream;
+    if (begin) {
+        if (t->depth < DPMEM__CUDA_MAX_OPEN) {
+            dpmem__cuda_span *s = &t->open[t->depth];
+            s->begin = dpmem__cuda_event_get(t);
+            s->name = name_id;
+            s->ts = ts_ns;
+            if (s->begin && cudaEventRecord(s->begin, t->stream) != cudaSuccess) {
+                (void)cudaGetLastError();
+                dpmem__cuda_event_put(t, s->begin);
+                s->begin = NULL;
+            }
+        }
+        t->depth++;
+    } else if (t->depth > 0) {                         /* depth 0: the scope began before timing went on */
+        t->depth--;
+        if (t->depth < DPMEM__CUDA_MAX_OPEN && t->open[t->depth].begin) {
+            dpmem__cuda_span *s = &t->open[t->depth];
+            cudaEvent_t end = dpmem__cuda_event_get(t);
+            if (end && cudaEventRecord(end, t->stream) == cudaSuccess) {
+                if (t->count == DPMEM__CUDA_RING) dpmem__cuda_resolve_oldest(t, 1);
+                t->ring[(t->head + t->count) % DPMEM__CUDA_RING] = *s;
+                t->ring[(t->head + t->count) % DPMEM__CUDA_RING].end = end;
+                t->count++;
+            } else {
+                (void)cudaGetLastError();
+                dpmem__cuda_event_put(t, end);
+                dpmem__cuda_event_put(t, s->begin);
+            }
+            s->begin = NULL;
+        }
+        dpmem__cuda_poll(t, 0);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+DPMEM_DEF int dpmem_cuda_timing(int on) {
+    cudaEvent_t probe;
+    dpmem_cuda_init();
+    if (!on) {
+        if (__atomic_exchange_n(&dpmem__cuda.timing, 0, __ATOMIC_ACQ_REL)) dpmem_set_scope_hook(NULL, NULL);
+        return 0;
+    }
+    if (__atomic_load_n(&dpmem__cuda.timing, __ATOMIC_ACQUIRE)) return 0;
+    if (cudaEventCreate(&probe) != cudaSuccess) {
+        cudaError_t err = cudaGetLastError();
+        fprintf(stderr, "dpmem: GPU timing of scopes is off: no CUDA device usable (%s)\n", cudaGetErrorString(err));
+        return -1;
+    }
+    cudaEventDestroy(probe);
+    __atomic_add_fetch(&dpmem__cuda.gen, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&dpmem__cuda.timing, 1, __ATOMIC_RELEASE);
+    dpmem_set_scope_hook(dpmem__cuda_scope_hook, NULL);
+    return 0;
+}
+
+DPMEM_DEF void dpmem_cuda_set_stream(cudaStream_t stream) { dpmem__cuda_stream = stream; }
+
+DPMEM_DEF void dpmem_cuda_flush(void) { dpmem__cuda_poll_all(1); }
+
+/* ---- background sampler ------------------------------------------------------------------------ */
+
+static void *dpmem__cuda_sampler_main(void *arg) {
+    struct timespec next;
+    (void)arg;
+    if (cudaSetDevice(dpmem__cuda.device) != cudaSuccess) (void)cudaGetLastError();
+    dpmem_thread_name("dpmem-sampler");
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    pthread_mutex_lock(&dpmem__cuda.sampler_lock);
+    while (!dpmem__cuda.sampler_stop) {
+        size_t used, total;
+        long ns;
+        pthread_mutex_unlock(&dpmem__cuda.sampler_lock);
+        if (dpmem_cuda_device_memory(&used, &total) == 0) dpmem_log_device_sample(used, total);
+        pthread_mutex_lock(&dpmem__cuda.sampler_lock);
+        ns = next.tv_nsec + (long)(dpmem__cuda.period_ms % 1000) * 1000000L;
+        next.tv_sec += dpmem__cuda.period_ms / 1000 + ns / 1000000000L;
+        next.tv_nsec = ns % 1000000000L;
+        while (!dpmem__cuda.sampler_stop &&
+               pthread_cond_timedwait(&dpmem__cuda.sampler_wake, &dpmem__cuda.sampler_lock, &next) != ETIMEDOUT) {}
+    }
+    pthread_mutex_unlock(&dpmem__cuda.sampler_lock);
+    return NULL;
+}
+
+DPMEM_DEF int dpmem_cuda_sampler(int period_ms) {
+    int rc = 0;
+    dpmem_cuda_init();
+    pthread_mutex_lock(&dpmem__cuda.sampler_lock);
+    if (dpmem__cuda.sampler_on) {                      /* stop the running one (also to change its period) */
+        dpmem__cuda.sampler_stop = 1;
+        pthread_cond_broadcast(&dpmem__cuda.sampler_wake);
+        pthread_mutex_unlock(&dpmem__cuda.sampler_lock);
+        pthread_join(dpmem__cuda.sampler, NULL);
+        pthread_mutex_lock(&dpmem__cuda.sampler_lock);
+        dpmem__cuda.sampler_on = 0;
+    }
+    if (period_ms > 0) {
+        dpmem__cuda.period_ms = period_ms;
+        dpmem__cuda.sampler_stop = 0;
+        if (pthread_create(&dpmem__cuda.sampler, NULL, dpmem__cuda_sampler_main, NULL) == 0) dpmem__cuda.sampler_on = 1;
+        else { fprintf(stderr, "dpmem: cannot start the device sampler thread\n"); rc = -1; }
+    }
+    pthread_mutex_unlock(&dpmem__cuda.sampler_lock);
+    return rc;
+}
+
+/* ---- set-up and tear-down ---------------------------------------------------------------------- */
+
+DPMEM_DEF void dpmem_cuda_shutdown(void) {
+    dpmem_cuda_sampler(0);
+    dpmem_cuda_flush();
+}
+
+static void dpmem__cuda_atexit(void) { dpmem_cuda_shutdown(); }
+
+static void dpmem__cuda_init_once(void) {
+    pthread_condattr_t attr;
+    int count = 0;
+    int tool = getenv("NVTX_INJECTION64_PATH") != NULL;   /* no tool can listen without it */
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&dpmem__cuda.sampler_wake, &attr);
+    pthread_condattr_destroy(&attr);
+    if (cudaGetDeviceCount(&count) != cudaSuccess) { (void)cudaGetLastError(); count = 0; }
+    dpmem__cuda.have_device = count > 0;
+    if (cudaGetDevice(&dpmem__cuda.device) != cudaSuccess) { (void)cudaGetLastError(); dpmem__cuda.device = 0; }
+    dpmem_set_device_info(dpmem__cuda_device_info, NULL);
+#ifndef DPMEM_NO_NVTX
+    {
+        int regions = tool && dpmem__cuda_env_int("DPMEM_NVTX_MEM", 1) != 0;
+        int counters = tool && dpmem__cuda_env_int("DPMEM_NVTX_COUNTERS", 1) != 0;
+        if (regions || counters) dpmem__cuda.domain = nvtxDomainCreateA("dpmem");
+        dpmem__cuda.regions = regions;
+        dpmem__cuda.counters = counters;
+    }
+#else
+    (void)tool;
+#endif
+    atexit(dpmem__cuda_atexit);
+}
+
+DPMEM_DEF int dpmem_cuda_init(void) {
+    static int started;
+    pthread_once(&dpmem__cuda.once, dpmem__cuda_init_once);
+    /* Timing and the sampler start outside pthread_once: they call back into dpmem_cuda_init. */
+    if (!__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL)) {
+        int ms = dpmem__cuda_env_int("DPMEM_SAMPLE_MS", 0);
+        if (dpmem__cuda_env_int("DPMEM_CUDA_TIMING", 0)) dpmem_cuda_timing(1);
+        if (ms > 0) dpmem_cuda_sampler(ms);
+    }
+    return dpmem__cuda.have_device ? 0 : -1;
+}
+
+#endif /* DPMEM_IMPLEMENTATION */

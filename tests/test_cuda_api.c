@@ -1,0 +1,228 @@
+/* test_cuda_api.c — the parts of dpmem_cuda.h that need no GPU, built four ways (gcc as C, clang as
+   C, g++ as C++, nvcc as CUDA C++) so the header is known to compile and work under each.
+
+   Checks, with tests/nvtx_inject_ext.c attached as the NVTX tool:
+   - tagged device/pinned allocations register an NVTX memory region of the exact address and size,
+     named by the tag; host allocations do not; freeing unregisters (an unknown pointer does not);
+   - NVTX counters: one per category and one for the device total, sampled with the exact live bytes
+     whenever they change, and only then;
+   - dpmem_cuda_nvtx(0, 0) silences both;
+   - SNAPSHOT events carry device_tracked = the live tagged DEVICE bytes, and the device figures
+     (cudaMemGetInfo) when there is a device, zeros when there is none;
+   - without a GPU: dpmem_cuda_malloc returns the very error cudaMalloc returns and accounts nothing,
+     timing refuses to start, the sampler starts and stops without writing anything.
+   What needs a GPU is in test_cuda_gpu.cu. */
+#define DPMEM_IMPLEMENTATION
+#include "dpmem_cuda.h"
+#include "tests/logread.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+/* The CUDA driver maps memory where ASan's shadow gap is; without this, a GPU run dies at start. */
+#ifdef __cplusplus
+extern "C"
+#endif
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "protect_shadow_gap=0"; }
+#endif
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+typedef const char *(*record_fn)(void);
+typedef void (*clear_fn)(void);
+static record_fn rec;
+static clear_fn rec_clear;
+
+/* Is this exact line in the capture? */
+static int has_line(const char *fmt, ...) {
+    char want[512];
+    const char *r = rec(), *p;
+    size_t n;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(want, sizeof want, fmt, ap);
+    va_end(ap);
+    n = strlen(want);
+    for (p = r; (p = strstr(p, want)) != NULL; p += n)
+        if ((p == r || p[-1] == '\n') && p[n] == '\n') return 1;
+    return 0;
+}
+
+static int count_prefix(const char *prefix) {
+    const char *p = rec();
+    int k = 0;
+    size_t n = strlen(prefix);
+    while (*p) {
+        if (strncmp(p, prefix, n) == 0) k++;
+        p = strchr(p, '\n');
+        if (!p) break;
+        p++;
+    }
+    return k;
+}
+
+/* The id the tool gave the counter of that title (0: never registered). */
+static unsigned long long counter_id(const char *title) {
+    const char *p = rec();
+    while ((p = strstr(p, "counter ")) != NULL) {
+        unsigned long long id;
+        int used = 0;
+        if ((p == rec() || p[-1] == '\n') && sscanf(p, "counter %llu %n", &id, &used) == 1 && used > 0) {
+            const char *name = p + used, *end = strchr(name, '\n');
+            if (end && (size_t)(end - name) == strlen(title) && strncmp(name, title, strlen(title)) == 0) return id;
+        }
+        p += 8;
+    }
+    return 0;
+}
+
+static void check_nvtx(void) {
+    static char a[1000], b[24], c[500], h[64], x[8];
+    unsigned long long params, grads, optim, device;
+
+    rec_clear();
+    dpmem_cuda_tag(a, 1000, "params/wte", DPMEM_DEVICE);   /* NVTX attaches extensions at first use */
+    CHECK(has_line("attached mem"), "the memory extension was not handed to the tool:\n%s", rec());
+    CHECK(has_line("attached counters"), "the counters extension was not handed to the tool:\n%s", rec());
+    params = counter_id("dpmem params bytes");
+    device = counter_id("dpmem device bytes");
+    CHECK(has_line("region+ %p 1000", (void *)a), "no region for params/wte:\n%s", rec());
+    CHECK(has_line("name %p params/wte", (void *)a), "region not named by its tag:\n%s", rec());
+    CHECK(params && has_line("sample %llu 1000", params), "params counter not at 1000:\n%s", rec());
+    CHECK(device && has_line("sample %llu 1000", device), "device counter not at 1000:\n%s", rec());
+
+    rec_clear();
+    dpmem_cuda_tag(b, 24, "params/ln", DPMEM_DEVICE);
+    CHECK(has_line("region+ %p 24", (void *)b) && has_line("name %p params/ln", (void *)b), "params/ln:\n%s", rec());
+    CHECK(has_line("sample %llu 1024", params) && has_line("sample %llu 1024", device), "counters not at 1024:\n%s", rec());
+    CHECK(count_prefix("sample ") == 2, "2 samples expected (params, device):\n%s", rec());
+    CHECK(count_prefix("counter ") == 0, "a counter registered twice:\n%s", rec());
+
+    rec_clear();
+    dpmem_cuda_tag(c, 500, "grads/wte", DPMEM_PINNED);
+    grads = counter_id("dpmem grads bytes");
+    CHECK(has_line("region+ %p 500", (void *)c) && has_line("name %p grads/wte", (void *)c), "pinned region:\n%s", rec());
+    CHECK(grads && has_line("sample %llu 500", grads), "grads counter:\n%s", rec());
+    CHECK(count_prefix("sample ") == 1, "only grads changed:\n%s", rec());
+
+    rec_clear();
+    dpmem_cuda_tag(h, 64, "optimizer/m", DPMEM_HOST);
+    optim = counter_id("dpmem optimizer bytes");
+    CHECK(count_prefix("region+") == 0 && count_prefix("name ") == 0, "host memory got a region:\n%s", rec());
+    CHECK(optim && has_line("sample %llu 64", optim), "optimizer counter:\n%s", rec());
+
+    rec_clear();
+    CHECK(dpmem_cuda_untag(a) == 1000, "untag returned %zu", dpmem_tag_bytes(a));
+    CHECK(has_line("region- %p", (void *)a), "no unregister of params/wte:\n%s", rec());
+    CHECK(has_line("sample %llu 24", params) && has_line("sample %llu 24", device), "counters after free:\n%s", rec());
+
+    rec_clear();
+    CHECK(dpmem_cuda_untag(a) == 0, "a second untag found bytes");
+    CHECK(count_prefix("region-") == 0, "unregistered an unknown pointer:\n%s", rec());
+
+    dpmem_cuda_nvtx(0, 0);
+    rec_clear();
+    dpmem_cuda_tag(x, 8, "params/quiet", DPMEM_DEVICE);
+    CHECK(rec()[0] == 0, "NVTX calls with regions and counters off:\n%s", rec());
+    dpmem_cuda_nvtx(1, 1);
+    rec_clear();
+    dpmem_cuda_untag(c);
+    CHECK(has_line("region- %p", (void *)c) && has_line("sample %llu 0", grads), "back on:\n%s", rec());
+    dpmem_cuda_untag(h);
+    /* live now: b (24, device), x (8, device) */
+}
+
+static void check_no_gpu(void) {
+    void *p = (void *)&failures, *q = NULL;
+    size_t live = dpmem_live_bytes(NULL), used = 1, total = 1;
+    cudaError_t bare = cudaMalloc(&q, 1024), got, last, clean;
+    (void)cudaGetLastError();
+    clean = cudaGetLastError();        /* what a cleared error state reads (no driver: the error stays) */
+    rec_clear();
+    got = dpmem_cuda_malloc(&p, 1024, "params/nogpu");
+    last = cudaGetLastError();
+    CHECK(got == bare && got != cudaSuccess, "dpmem_cuda_malloc returned %d, cudaMalloc %d", (int)got, (int)bare);
+    CHECK(last == bare, "cudaGetLastError after the wrapper: %d, expected %d", (int)last, (int)bare);
+    CHECK(dpmem_live_bytes(NULL) == live, "a failed allocation was accounted");
+    CHECK(count_prefix("region+") == 0, "a failed allocation got a region:\n%s", rec());
+    CHECK(dpmem_cuda_init() == -1, "init says there is a device");
+    CHECK(dpmem_cuda_timing(1) == -1, "timing started without a device");
+    CHECK(dpmem_cuda_device_memory(&used, &total) == -1 && used == 0 && total == 0, "device figures without a device");
+    CHECK(cudaGetLastError() == clean, "our own failed queries left an error behind");
+    CHECK(dpmem_cuda_sampler(1) == 0, "sampler did not start");
+    usleep(20000);
+    CHECK(dpmem_cuda_sampler(0) == 0, "sampler did not stop");
+}
+
+static void check_snapshot(const char *path, size_t want_total) {
+    LogFile lf;
+    char err[1024];
+    size_t i, snaps = 0;
+    if (log_read(path, &lf, err, sizeof err) != 0) { CHECK(0, "reading the log: %s", err); return; }
+    for (i = 0; i < lf.nev; i++) {
+        const LogEvent *e = &lf.ev[i];
+        if (e->type != 9 || strcmp(log_str(&lf, e->id), "after tags") != 0) continue;
+        snaps++;
+        CHECK(e->payload_bytes >= 32, "SNAPSHOT payload %u bytes", e->payload_bytes);
+        if (e->payload_bytes < 32) break;
+        CHECK(lr_u64(e->payload + 16) == 32, "device_tracked %llu, want 32", (unsigned long long)lr_u64(e->payload + 16));
+        CHECK(lr_u64(e->payload + 8) == want_total, "device_total %llu, want %zu",
+              (unsigned long long)lr_u64(e->payload + 8), want_total);
+        if (want_total == 0) CHECK(lr_u64(e->payload) == 0, "device_used without a device");
+        else CHECK(lr_u64(e->payload) > 0 && lr_u64(e->payload) <= want_total, "device_used out of range");
+    }
+    CHECK(snaps == 1, "%zu SNAPSHOT events labelled 'after tags'", snaps);
+    CHECK(log_count(&lf, 12) == 0 || want_total > 0, "DEVICE samples without a device");
+    log_free(&lf);
+}
+
+int main(void) {
+    const char *build = getenv("DPMEM_BUILD") ? getenv("DPMEM_BUILD") : "build";
+    char lib[4096], path[256];
+    void *h;
+    int ndev = 0, have_gpu;
+    size_t used = 0, total = 0;
+
+    /* Attach the capture library as NVTX's tool before the first NVTX call. */
+    snprintf(lib, sizeof lib, "%s/tests/libnvtx_inject_ext.so", build);
+    if (access(lib, R_OK) != 0) { fprintf(stderr, "FAIL: %s is missing (make builds it)\n", lib); return 1; }
+    setenv("NVTX_INJECTION64_PATH", lib, 1);
+    h = dlopen(lib, RTLD_NOW);
+    if (!h) { fprintf(stderr, "FAIL: dlopen %s: %s\n", lib, dlerror()); return 1; }
+    rec = (record_fn)(uintptr_t)dlsym(h, "nvtx_inject_ext_record");
+    rec_clear = (clear_fn)(uintptr_t)dlsym(h, "nvtx_inject_ext_clear");
+    if (!rec || !rec_clear) { fprintf(stderr, "FAIL: %s lacks its record functions\n", lib); return 1; }
+
+    snprintf(path, sizeof path, "/tmp/dpmem_test_cuda_api_%d.log", (int)getpid());
+    if (dpmem_open(path) != 0) { fprintf(stderr, "FAIL: cannot open %s\n", path); return 1; }
+    have_gpu = cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
+    (void)cudaGetLastError();
+    dpmem_cuda_init();
+
+    check_nvtx();
+    if (!have_gpu) check_no_gpu();
+    else {
+        CHECK(dpmem_cuda_init() == 0, "init says there is no device");
+        CHECK(dpmem_cuda_device_memory(&used, &total) == 0 && total > 0 && used <= total, "device figures");
+    }
+    dpmem_snapshot("after tags");
+    dpmem_close();
+    check_snapshot(path, total);
+    unlink(path);
+
+    if (failures) { fprintf(stderr, "%d check(s) failed\n", failures); return 1; }
+    printf("test_cuda_api: all checks passed (%s)\n", have_gpu ? "with a GPU" : "no GPU: the no-device paths");
+    return 0;
+}
