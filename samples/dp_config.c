@@ -24,21 +24,20 @@ void dp_config_defaults(DpConfig *c, DpNorm norm, DpClip clip) {
     c->lora_targets = LORA_Q | LORA_V;
 }
 
-void dp_config_usage(void) {
-    printf("DP-SGD:\n"
-           "  --norm direct|ghost|flash|mixed   per-sample gradient norms\n"
-           "  --clip twopass|bk                 clipped gradient: second backward, or book-keeping\n"
-           "  --max-grad-norm C                 clipping norm (1.0)\n"
-           "  --noise-multiplier S              noise std / C (1.0)\n"
-           "  --target-epsilon E                choose sigma so that the run ends at epsilon E\n"
-           "  --delta D                         delta (1e-5)\n"
-           "  --max-physical-batch-size P       physical batch (logical batch: --batch-size)\n"
-           "  --poisson                         Poisson sampling at rate batch / dataset size\n"
-           "  --seed N | --secure-seed          noise seed (1234) | from getrandom()\n"
-           "  --flash-tile R                    time block of flash norms (64)\n"
-           "  --lora-rank r --lora-alpha a      LoRA adapters (rank 0: off; alpha default 2r)\n"
-           "  --lora-targets q,k,v,o,gate,up,down  projections with adapters (q,v)\n");
-}
+const char DP_CONFIG_USAGE[] =
+    "DP-SGD:\n"
+    "  --norm direct|ghost|flash|mixed   per-sample gradient norms\n"
+    "  --clip twopass|bk                 clipped gradient: second backward, or book-keeping\n"
+    "  --max-grad-norm C                 clipping norm (1.0)\n"
+    "  --noise-multiplier S              noise std / C (1.0)\n"
+    "  --target-epsilon E                choose sigma so that the run ends at epsilon E\n"
+    "  --delta D                         delta (1e-5)\n"
+    "  --max-physical-batch-size P       physical batch (logical batch: --batch-size)\n"
+    "  --poisson                         Poisson sampling at rate batch / dataset size\n"
+    "  --seed N | --secure-seed          noise seed (1234) | from getrandom()\n"
+    "  --flash-tile R                    time block of flash norms (64)\n"
+    "  --lora-rank r --lora-alpha a      LoRA adapters (rank 0: off; alpha default 2r)\n"
+    "  --lora-targets q,k,v,o,gate,up,down  projections with adapters (q,v)\n";
 
 static int num(const char *flag, const char *s, double lo, double hi, double *out) {
     char *end; errno = 0;
@@ -131,6 +130,13 @@ int dp_config_flag(DpConfig *c, int argc, char **argv, int *i) {
     }
     c->enabled = 1;
     return 1;
+}
+
+int dp_config_extra(void *user, const char *flag, const char *value) {
+    char *argv[2] = { (char *)flag, (char *)value };
+    int i = 0, argc = value ? 2 : 1;
+    int r = dp_config_flag((DpConfig *)user, argc, argv, &i);
+    return r <= 0 ? r : 1 + i;
 }
 
 int dp_config_check(const DpConfig *c) {

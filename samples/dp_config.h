@@ -52,6 +52,11 @@ void dp_config_defaults(DpConfig *c, DpNorm norm, DpClip clip);
    a flag that is not DP's; -1 with a one-line message on stderr for a bad value. */
 int  dp_config_flag(DpConfig *c, int argc, char **argv, int *i);
 
+/* The same as a config.h ConfigExtraFn (user = the DpConfig): 2 when flag took value, 1 for a
+   switch, 0 when not a DP flag, -1 on a bad value (message printed). */
+int  dp_config_extra(void *user, const char *flag, const char *value);
+extern const char DP_CONFIG_USAGE[];
+
 /* Checks the combination (after all flags): 0, or -1 with a one-line message. */
 int  dp_config_check(const DpConfig *c);
 
@@ -60,7 +65,5 @@ const char *dp_clip_name(DpClip c);
 /* "q,v" style list of the targets into buf. */
 const char *dp_lora_targets_string(unsigned targets, char *buf, int n);
 
-/* Prints the DP flags' help. */
-void dp_config_usage(void);
 
 #endif

@@ -50,6 +50,12 @@ int main(void) {
                           "--noise-multiplier nan", "--target-epsilon inf" };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
         CHECK(parse(&c, bad[k]) == -1, "'%s' must be rejected", bad[k]);
+    dp_config_defaults(&c, DP_NORM_DIRECT, DP_CLIP_TWOPASS);
+    CHECK(dp_config_extra(&c, "--poisson", "x") == 1 && c.poisson, "switch through the extra callback");
+    CHECK(dp_config_extra(&c, "--norm", "ghost") == 2 && c.norm == DP_NORM_GHOST, "valued flag through the extra callback");
+    CHECK(dp_config_extra(&c, "--steps", "3") == 0, "a trainer flag is not DP's");
+    CHECK(dp_config_extra(&c, "--norm", NULL) == -1 && dp_config_extra(&c, "--norm", "x") == -1, "bad values via callback");
+    CHECK(strstr(DP_CONFIG_USAGE, "--lora-targets") != NULL, "usage");
     CHECK(!strcmp(dp_norm_name(DP_NORM_GHOST), "ghost") && !strcmp(dp_clip_name(DP_CLIP_BK), "bk"), "names");
     if (failures) { printf("%d check(s) failed\n", failures); return 1; }
     printf("dp config: all checks passed\n");
