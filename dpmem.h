@@ -65,6 +65,14 @@
 #define DPMEM_DEF extern
 #endif
 
+/* The kit never reads the memory it tags: say so, or GCC >= 11 warns about tagging fresh malloc()
+   memory ("may be used uninitialized") through the const pointer. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#define DPMEM__NOACCESS(n) __attribute__((access(none, n)))
+#else
+#define DPMEM__NOACCESS(n)
+#endif
+
 /* Memory spaces of a tagged allocation (dpmem_cuda.h uses the others). */
 enum { DPMEM_HOST = 0, DPMEM_DEVICE = 1, DPMEM_PINNED = 2, DPMEM_MANAGED = 3 };
 
@@ -91,9 +99,9 @@ DPMEM_DEF void        dpmem_range_push(const char *name);
 DPMEM_DEF void        dpmem_range_pop(void);
 
 /* Tagged memory. tag = "category/name". Freeing an unknown pointer records a WARN and returns 0. */
-DPMEM_DEF void        dpmem_tag_alloc(const void *ptr, size_t bytes, const char *tag);
-DPMEM_DEF void        dpmem_tag_alloc_space(const void *ptr, size_t bytes, const char *tag, int space);
-DPMEM_DEF size_t      dpmem_tag_free(const void *ptr);
+DPMEM_DEF void        dpmem_tag_alloc(const void *ptr, size_t bytes, const char *tag) DPMEM__NOACCESS(1);
+DPMEM_DEF void        dpmem_tag_alloc_space(const void *ptr, size_t bytes, const char *tag, int space) DPMEM__NOACCESS(1);
+DPMEM_DEF size_t      dpmem_tag_free(const void *ptr) DPMEM__NOACCESS(1);
 DPMEM_DEF void        dpmem_snapshot(const char *label);
 
 /* Queries. category NULL = the total over all categories. */
@@ -103,7 +111,7 @@ DPMEM_DEF size_t      dpmem_bytes_at_peak(const char *category);/* its live byte
 DPMEM_DEF size_t      dpmem_live_bytes_in(int space);           /* live bytes in one memory space */
 DPMEM_DEF int         dpmem_category_count(void);               /* categories seen so far ...      */
 DPMEM_DEF const char *dpmem_category_name(int i);               /* ... by index, 0 <= i < count    */
-DPMEM_DEF size_t      dpmem_tag_bytes(const void *ptr);         /* bytes of a live allocation, or 0 */
+DPMEM_DEF size_t      dpmem_tag_bytes(const void *ptr) DPMEM__NOACCESS(1); /* bytes of a live allocation, or 0 */
 DPMEM_DEF void        dpmem_reset_peak(void);                   /* peaks := live (per-phase peaks)  */
 
 /* Post-mortem of a failed allocation: an OOM event (request, live by category, the largest buffers,
