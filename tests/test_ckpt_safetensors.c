@@ -1,0 +1,270 @@
+/* test_ckpt_safetensors.c — the safetensors reader and writer (samples/safetensors.c).
+
+   Checks: F16/BF16 conversions on known bit patterns (ties to even, subnormals, overflow to inf, NaN)
+   and all 65536 halves round-trip; the writer's exact layout (little-endian length, header padded
+   with spaces to 8 bytes, offsets contiguous, data bytes as expected) and a read-back of F32/BF16/F16
+   tensors and metadata; then a table of corrupted files, each rejected with a message naming the
+   file and, where there is one, the tensor: every truncation of a valid file, a header length past
+   the file or over 100 MB, a header not starting with '{', invalid JSON, a NUL in the header, offsets
+   past the end, overlapping tensors, a hole, a size that does not match shape x dtype, an unknown
+   dtype, a duplicate name, bad shapes, trailing bytes, a non-string metadata value, a missing file.
+   Every corrupted image is parsed from a buffer of exactly its size, so ASan flags any over-read. */
+#include "safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures = 0;
+#define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                               printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static void test_conversions(void) {
+    struct { float f; uint16_t h; } f16[] = {
+        {1.0f, 0x3c00}, {-2.0f, 0xc000}, {65504.0f, 0x7bff}, {65519.0f, 0x7bff}, {65520.0f, 0x7c00},
+        {1e9f, 0x7c00}, {0x1p-24f, 0x0001}, {0x1p-25f, 0x0000}, {0x1.8p-25f, 0x0001}, {0x1p-14f, 0x0400},
+        {0x1.ffcp-15f, 0x0400} /* rounds up into the smallest normal */, {1.0f + 0x1p-11f, 0x3c00} /* tie, even */,
+        {1.0f + 0x3p-11f, 0x3c02} /* tie, odd rounds up */, {0.0f, 0x0000}, {-0.0f, 0x8000},
+        {0.333251953125f, 0x3555},
+    };
+    for (size_t i = 0; i < sizeof f16 / sizeof f16[0]; i++) {
+        uint16_t h = safetensors_f32_to_f16(f16[i].f);
+        CHECK(h == f16[i].h, "f32_to_f16(%a) = 0x%04x, want 0x%04x", f16[i].f, h, f16[i].h);
+    }
+    CHECK(safetensors_f16_to_f32(0x7bff) == 65504.0f, "f16 max");
+    CHECK(safetensors_f16_to_f32(0x0001) == 0x1p-24f, "f16 smallest subnormal");
+    CHECK(safetensors_f16_to_f32(0x83ff) == -0x1.ff8p-15f, "f16 largest negative subnormal");
+    CHECK(isinf(safetensors_f16_to_f32(0xfc00)) && safetensors_f16_to_f32(0xfc00) < 0, "f16 -inf");
+    CHECK(isnan(safetensors_f16_to_f32(0x7e00)), "f16 NaN");
+    CHECK(isnan(safetensors_f16_to_f32(safetensors_f32_to_f16(NAN))), "f32 NaN -> f16 stays NaN");
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = safetensors_f16_to_f32((uint16_t)h);
+        if (isnan(f)) continue;
+        if (safetensors_f32_to_f16(f) != h) bad++;
+    }
+    CHECK(bad == 0, "%d halves do not round-trip through f32", bad);
+
+    struct { uint32_t f; uint16_t h; } bf[] = {
+        {0x3f800000u, 0x3f80}, {0x3f808000u, 0x3f80} /* tie, even stays */, {0x3f818000u, 0x3f82} /* tie, odd up */,
+        {0x3f808001u, 0x3f81}, {0x7f7fffffu, 0x7f80} /* max float rounds to inf */, {0x80000000u, 0x8000},
+        {0x00000001u, 0x0000}, {0xc0490fdbu, 0xc049} /* -pi */,
+    };
+    for (size_t i = 0; i < sizeof bf / sizeof bf[0]; i++) {
+        uint16_t h = safetensors_f32_to_bf16(bits_f(bf[i].f));
+        CHECK(h == bf[i].h, "f32_to_bf16(0x%08x) = 0x%04x, want 0x%04x", bf[i].f, h, bf[i].h);
+    }
+    CHECK(safetensors_bf16_to_f32(0x3f80) == 1.0f && safetensors_bf16_to_f32(0xc049) == bits_f(0xc0490000u),
+          "bf16 -> f32");
+    CHECK(isnan(safetensors_bf16_to_f32(safetensors_f32_to_bf16(bits_f(0x7f800001u)))),
+          "a signalling NaN must not become inf in bf16");
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)sz + 1);
+    *n = fread(b, 1, (size_t)sz, f);
+    fclose(f);
+    return b;
+}
+
+static void test_write_read(const char *dir) {
+    char path[512], err[SAFETENSORS_ERR];
+    snprintf(path, sizeof path, "%s/t.safetensors", dir);
+    float a[6] = {1, -2, 3.5f, 0.1f, 65504, -0.0f}, b[3] = {1.0f, 1.0f + 0x1p-8f, 0.3f}, c[2] = {0.333251953125f, -1};
+    SafeTensorsWrite w[3] = {
+        {"model.layers.0.self_attn.q_proj.weight", ST_F32, 2, {2, 3}, a},
+        {"model.norm.weight", ST_BF16, 1, {3}, b},
+        {"weird \"name\"\\", ST_F16, 2, {1, 2}, c},
+    };
+    const char *mk[] = {"format"}, *mv[] = {"pt"};
+    CHECK(safetensors_write(path, w, 3, mk, mv, 1, err, sizeof err) == 0, "write: %s", err);
+    size_t n = 0;
+    unsigned char *img = slurp(path, &n);
+    CHECK(img != NULL, "cannot read back %s", path);
+    if (!img) return;
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | img[i];
+    CHECK(hl % 8 == 0, "header length %llu is not a multiple of 8", (unsigned long long)hl);
+    CHECK(n == 8 + hl + 24 + 6 + 4, "file is %zu bytes, want %llu", n, (unsigned long long)(8 + hl + 34));
+    CHECK(img[8] == '{' && (img[8 + hl - 1] == ' ' || img[8 + hl - 1] == '}'), "header framing");
+    const char *want_json = "{\"__metadata__\":{\"format\":\"pt\"},\"model.layers.0.self_attn.q_proj.weight\":"
+                            "{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},\"model.norm.weight\":"
+                            "{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[24,30]},\"weird \\\"name\\\"\\\\\":"
+                            "{\"dtype\":\"F16\",\"shape\":[1,2],\"data_offsets\":[30,34]}}";
+    CHECK(hl >= strlen(want_json) && memcmp(img + 8, want_json, strlen(want_json)) == 0,
+          "header text differs:\n%.*s\nwant\n%s", (int)hl, (const char *)img + 8, want_json);
+    const unsigned char *d = img + 8 + hl;
+    float a0;
+    memcpy(&a0, d + 8, 4);
+    CHECK(a0 == 3.5f, "F32 data at offset 8 is %g", a0);
+    CHECK(d[24] == 0x80 && d[25] == 0x3f && d[26] == 0x80 && d[27] == 0x3f, "BF16 bytes (1 and 1+2^-8 tie -> 1)");
+    CHECK(d[30] == 0x55 && d[31] == 0x35 && d[32] == 0x00 && d[33] == 0xbc, "F16 bytes");
+    free(img);
+
+    SafeTensors st;
+    CHECK(safetensors_open(&st, path, err, sizeof err) == 0, "open: %s", err);
+    CHECK(st.n == 3, "%d tensors", st.n);
+    CHECK(safetensors_meta(&st, "format") && strcmp(safetensors_meta(&st, "format"), "pt") == 0, "metadata");
+    const SafeTensor *t = safetensors_find(&st, "model.norm.weight");
+    float out[6];
+    CHECK(t && t->dtype == ST_BF16 && t->ndim == 1 && t->shape[0] == 3 && t->begin == 24 && t->end == 30,
+          "norm tensor entry");
+    if (t && safetensors_to_f32(&st, t, out, 3, err, sizeof err) == 0)
+        CHECK(out[0] == 1 && out[1] == 1 && out[2] == bits_f(0x3e9a0000u), "bf16 values %g %g %a", out[0], out[1], out[2]);
+    t = safetensors_find(&st, "model.layers.0.self_attn.q_proj.weight");
+    CHECK(t && safetensors_to_f32(&st, t, out, 6, err, sizeof err) == 0 && memcmp(out, a, sizeof a) == 0, "f32 values");
+    CHECK(t && safetensors_to_f32(&st, t, out, 5, err, sizeof err) == -1 && strstr(err, "q_proj"),
+          "a wrong element count is refused: %s", err);
+    t = safetensors_find(&st, "weird \"name\"\\");
+    CHECK(t && safetensors_to_f32(&st, t, out, 2, err, sizeof err) == 0 && out[0] == 0.333251953125f && out[1] == -1,
+          "f16 values under an escaped name");
+    CHECK(safetensors_find(&st, "nope") == NULL, "find of a missing name");
+    safetensors_close(&st);
+    unlink(path);
+}
+
+/* A valid image: two F32 tensors "a" [2] at [0,8) and "b" [1] at [8,12), header unpadded. */
+static size_t image(unsigned char *out, const char *json, size_t data_bytes) {
+    size_t hl = strlen(json);
+    for (int i = 0; i < 8; i++) out[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(out + 8, json, hl);
+    for (size_t i = 0; i < data_bytes; i++) out[8 + hl + i] = (unsigned char)(i * 7);
+    return 8 + hl + data_bytes;
+}
+
+/* Parses exactly n bytes from a private heap copy (ASan sees any over-read) and expects failure with
+   every one of the given substrings in the message. */
+static void expect_reject(const unsigned char *img, size_t n, const char *what, const char *sub1, const char *sub2) {
+    unsigned char *copy = malloc(n ? n : 1);
+    memcpy(copy, img, n);
+    SafeTensors st;
+    char err[SAFETENSORS_ERR] = "";
+    int rc = safetensors_parse(&st, copy, n, "bad.safetensors", err, sizeof err);
+    CHECK(rc == -1, "%s: accepted", what);
+    if (rc == 0) safetensors_close(&st);
+    CHECK(strstr(err, "bad.safetensors") != NULL, "%s: message does not name the file: %s", what, err);
+    CHECK(!sub1 || strstr(err, sub1), "%s: message lacks '%s': %s", what, sub1, err);
+    CHECK(!sub2 || strstr(err, sub2), "%s: message lacks '%s': %s", what, sub2, err);
+    CHECK(strchr(err, '\n') == NULL, "%s: message is not one line", what);
+    free(copy);
+}
+
+static void test_corrupt(const char *dir) {
+    static unsigned char img[4096];
+    const char *good = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                       "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
+    size_t n = image(img, good, 12);
+    SafeTensors st;
+    char err[SAFETENSORS_ERR];
+    CHECK(safetensors_parse(&st, img, n, "good", err, sizeof err) == 0, "the valid image is refused: %s", err);
+    if (st.n == 2) {
+        const SafeTensor *b = safetensors_find(&st, "b");
+        CHECK(b && b->data == img + n - 4, "tensor b's data pointer");
+        safetensors_close(&st);
+    }
+    for (size_t cut = 0; cut < n; cut++) {
+        char what[64];
+        snprintf(what, sizeof what, "truncated to %zu bytes", cut);
+        expect_reject(img, cut, what, cut < 8 ? "truncated" : cut < 8 + strlen(good) ? "truncated" : "b", NULL);
+    }
+    /* Header length lies. */
+    unsigned char big[16];
+    memcpy(big, img, 16);
+    big[4] = 0x10; /* 2^36 */
+    expect_reject(big, 16, "header length 2^36", "100 MB", NULL);
+    memcpy(big, img, 16);
+    big[0] = 0xff; big[1] = 0xff; /* 65535 < 100 MB but past the file */
+    expect_reject(big, 16, "header length past the file", "truncated", NULL);
+
+    struct { const char *json; size_t data; const char *sub1, *sub2; } cases[] = {
+        {"[\"a\"]", 0, "'{'", NULL},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, "JSON", NULL},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}} x", 8, "JSON", NULL},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8, "'a'", "past the end"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "'b'", "overlap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}", 16, "'b'", "hole"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "'a'", "hole"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "'a'", "12"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "'a'", "end before begin"},
+        {"{\"a\":{\"dtype\":\"Q4_K\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "'a'", "Q4_K"},
+        {"{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[8],\"data_offsets\":[0,8]}}", 8, "'a'", "dtype"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "'a'", "shape"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}}", 8, "'a'", "shape"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}", 8, "'a'", "shape"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4],\"data_offsets\":[0,8]}}", 8, "'a'", "overflow"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,-8]}}", 8, "'a'", "data_offsets"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 8, "'a'", "data_offsets"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,1e300]}}", 8, "'a'", "data_offsets"},
+        {"{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "'a'", "dtype"},
+        {"{\"a\":7}", 0, "'a'", "object"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, "'a'", "twice"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 9, "1 bytes", NULL},
+        {"{\"__metadata__\":{\"format\":7},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+         "format", "string"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 8, "'a'", "dimensions"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t m = image(img, cases[i].json, cases[i].data);
+        char what[64];
+        snprintf(what, sizeof what, "case %zu", i);
+        expect_reject(img, m, what, cases[i].sub1, cases[i].sub2);
+    }
+    /* A NUL inside the header. */
+    size_t m = image(img, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}    ", 8);
+    img[8 + 52] = 0;
+    expect_reject(img, m, "NUL in header", "NUL", NULL);
+
+    /* Zero-size tensors tile too, and an empty file with "{}" is valid. */
+    m = image(img, "{\"z\":{\"dtype\":\"BF16\",\"shape\":[0,5],\"data_offsets\":[0,0]},"
+                   "\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}", 4);
+    CHECK(safetensors_parse(&st, img, m, "zero", err, sizeof err) == 0, "a zero-size tensor is refused: %s", err);
+    if (st.n == 2) {
+        CHECK(safetensors_find(&st, "a")->numel == 1 && safetensors_find(&st, "z")->numel == 0, "scalar and empty");
+        safetensors_close(&st);
+    }
+    m = image(img, "{}", 0);
+    CHECK(safetensors_parse(&st, img, m, "empty", err, sizeof err) == 0 && st.n == 0, "\"{}\" is refused: %s", err);
+    safetensors_close(&st);
+
+    /* Through the file system: a missing file, an empty file, a truncated file on disk (mmap path). */
+    char path[512];
+    snprintf(path, sizeof path, "%s/missing.safetensors", dir);
+    CHECK(safetensors_open(&st, path, err, sizeof err) == -1 && strstr(err, "missing.safetensors") &&
+          strstr(err, "No such file"), "missing file: %s", err);
+    snprintf(path, sizeof path, "%s/trunc.safetensors", dir);
+    n = image(img, good, 12);
+    FILE *f = fopen(path, "wb");
+    fwrite(img, 1, n - 3, f);
+    fclose(f);
+    CHECK(safetensors_open(&st, path, err, sizeof err) == -1 && strstr(err, "trunc.safetensors") &&
+          strstr(err, "'b'"), "truncated file on disk: %s", err);
+    f = fopen(path, "wb");
+    fclose(f);
+    CHECK(safetensors_open(&st, path, err, sizeof err) == -1 && strstr(err, "truncated"), "empty file: %s", err);
+    unlink(path);
+    CHECK(safetensors_open(&st, dir, err, sizeof err) == -1 && strstr(err, "regular file"), "a directory: %s", err);
+}
+
+int main(void) {
+    char dir[] = "/tmp/test_ckpt_st_XXXXXX";
+    if (!mkdtemp(dir)) { printf("FAIL: mkdtemp\n"); return 1; }
+    test_conversions();
+    test_write_read(dir);
+    test_corrupt(dir);
+    rmdir(dir);
+    if (failures) { printf("%d check(s) failed\n", failures); return 1; }
+    printf("safetensors: conversions, writer layout, read-back and corrupted files OK\n");
+    return 0;
+}
