@@ -1,0 +1,39 @@
+# tools/: dpmem-render, dpmem-report, dpmem-trace (issue 3), their tests, fuzzers and bench.
+# The reader, raster and chart code is one small static library that every tool links.
+
+TOOLS_LIB_SRC := tools/dpmem_read.c tools/raster.c tools/palette.c tools/units.c tools/timeline.c tools/args.c
+TOOLS_LIB_OBJ := $(patsubst tools/%.c,$(BUILD)/tools-obj/%.o,$(TOOLS_LIB_SRC))
+TOOLS_LIB     := $(BUILD)/tools-obj/libdpmemtools.a
+TOOLS_HDRS    := $(wildcard tools/*.h)
+
+$(BUILD)/tools-obj/%.o: tools/%.c $(TOOLS_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(TOOLS_LIB): $(TOOLS_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# build/dpmem-render from tools/dpmem_render.c, and so on.
+TOOLS_NAMES := render report trace
+TOOLS_BIN   := $(foreach t,$(TOOLS_NAMES),$(BUILD)/dpmem-$(t))
+define tools_program
+$(BUILD)/dpmem-$(1): tools/dpmem_$(1).c $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CPPFLAGS) $$(CFLAGS) $$< $(TOOLS_LIB) -o $$@ $$(LDFLAGS) $$(LDLIBS)
+endef
+$(foreach t,$(TOOLS_NAMES),$(eval $(call tools_program,$(t))))
+ALL += $(TOOLS_BIN)
+.PHONY: tools
+tools: $(TOOLS_BIN)
+
+# Tests: C programs that write known logs (tools/synthlog.h), run the tools and check the results.
+TOOLS_TESTS := render
+define tools_test
+$(BUILD)/tests/test_tools_$(1): tests/test_tools_$(1).c tests/test_tools_common.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CPPFLAGS) $$(CFLAGS) $$< $(TOOLS_LIB) -o $$@ $$(LDFLAGS) $$(LDLIBS)
+endef
+$(foreach t,$(TOOLS_TESTS),$(eval $(call tools_test,$(t))))
+ALL   += $(foreach t,$(TOOLS_TESTS),$(BUILD)/tests/test_tools_$(t))
+TESTS += $(foreach t,$(TOOLS_TESTS),$(BUILD)/tests/test_tools_$(t))

@@ -1,0 +1,150 @@
+/* test_tools_common.h — what the tools' tests share: the known synthetic logs (every byte count and
+   timestamp chosen, so that pixels and numbers have hand-computable values), running a tool binary
+   from $DPMEM_BUILD, and a CHECK that counts failures. Test-only. */
+#ifndef TEST_TOOLS_COMMON_H
+#define TEST_TOOLS_COMMON_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "synthlog.h"
+
+static int tt_failures = 0;
+#define CHECK(cond, ...)                                                                            \
+    do {                                                                                            \
+        if (!(cond)) {                                                                              \
+            tt_failures++;                                                                          \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                         \
+            fprintf(stderr, __VA_ARGS__);                                                           \
+            fputc('\n', stderr);                                                                    \
+        }                                                                                           \
+    } while (0)
+
+#define MiB (1024ull * 1024ull)
+#define MS  1000000ull                 /* ns */
+#define T0  1000000000ull              /* the writer clock at open, in every known log */
+
+static inline const char *tt_build(void) {
+    const char *b = getenv("DPMEM_BUILD");
+    return b && *b ? b : "build";
+}
+
+/* A fresh directory for this test's files (kept when DPMEM_KEEP is set, for looking at PNGs). */
+static char tt_dir[256];
+static inline void tt_mkdir(const char *name) {
+    snprintf(tt_dir, sizeof tt_dir, "%s/test-out/%s", tt_build(), name);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", tt_dir, tt_dir);
+    if (system(cmd) != 0) { fprintf(stderr, "cannot make %s\n", tt_dir); exit(2); }
+}
+static inline const char *tt_path(const char *file) {
+    static char buf[8][512];
+    static int k = 0;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tt_dir, file);
+    return buf[k];
+}
+
+/* Runs "$DPMEM_BUILD/<tool> args", stdout to out.txt and stderr to err.txt in tt_dir; exit status. */
+static inline int tt_run(const char *tool, const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "timeout 60 %s/%s %s >'%s/out.txt' 2>'%s/err.txt'", tt_build(), tool, args, tt_dir, tt_dir);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* The whole file as a NUL-terminated string (NULL if it cannot be read). */
+static inline char *tt_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (!s || fread(s, 1, (size_t)n, f) != (size_t)n) { fclose(f); free(s); return NULL; }
+    s[n] = 0;
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return s;
+}
+
+/* The known log. Times in ms from T0; thread 1 "main" trains, thread 2 "loader" loads batches.
+
+     1 ms            ALLOC params/w 100 MiB (device)
+     step s = 0,1,2, base b = 2 + 10 s:
+       b             BEGIN step                 b+0.5  (T2) BEGIN data, ALLOC input/batch 1 MiB
+       b+1           BEGIN forward              b+1.5  (T2) FREE input/batch, END data
+       b+2           ALLOC activations/h 200 MiB
+       b+4           END forward, BEGIN backward
+       b+5           ALLOC grads/w 100 MiB
+       b+6           (s = 1 only) ALLOC per_sample_grads/w 50 MiB, FREE at b+6.5
+       b+7           FREE activations/h
+       b+8           END backward, BEGIN optimizer_step
+       b+9           FREE grads/w
+       b+9.5         END optimizer_step
+       b+10          END step, SNAPSHOT "after step s" (device used = tracked + 8 MiB × s)
+       (leaky: also ALLOC activations/leak 1 MiB at b+9.7, never freed)
+     33 ms           CLOSE (unless cut)
+   GPU_TIME for each forward: 2.5 ms.
+   Peak: 450 MiB at 18 ms (params 100, grads 100, activations 200, per_sample_grads 50). */
+typedef struct { int leaky; int no_close; uint32_t chunk_bytes; const char *run; const char *seq_len; } KnownLog;
+
+static inline void tt_known_log(const char *path, KnownLog k) {
+    SynthLog S;
+    synth_init(&S, k.chunk_bytes ? k.chunk_bytes : 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    synth_meta(&S, 1, T0, "run", k.run ? k.run : "known");
+    synth_meta(&S, 1, T0, "config.model", "tiny");
+    synth_meta(&S, 1, T0, "config.seq_len", k.seq_len ? k.seq_len : "128");
+    synth_thread(&S, 2, T0 + 100, 2222, "loader");
+    synth_alloc(&S, 1, T0 + 1 * MS, "params/w", 1, 0x10000, 100 * MiB);
+    uint64_t leaked = 0;
+    for (int s = 0; s < 3; s++) {
+        uint64_t b = T0 + (2 + 10 * (uint64_t)s) * MS;
+        synth_begin(&S, 1, b, "step");
+        synth_begin(&S, 2, b + MS / 2, "data");
+        synth_alloc(&S, 2, b + MS / 2 + 1, "input/batch", 0, 0x90000, 1 * MiB);
+        synth_begin(&S, 1, b + 1 * MS, "forward");
+        synth_free(&S, 2, b + 3 * MS / 2, "input/batch", 0, 0x90000, 1 * MiB);
+        synth_end(&S, 2, b + 3 * MS / 2 + 1, "data");
+        synth_alloc(&S, 1, b + 2 * MS, "activations/h", 1, 0x20000, 200 * MiB);
+        synth_end(&S, 1, b + 4 * MS, "forward");
+        synth_gpu_time(&S, 1, b + 4 * MS + 1, "forward", 1, b + 1 * MS, 5 * MS / 2);
+        synth_begin(&S, 1, b + 4 * MS + 2, "backward");
+        synth_alloc(&S, 1, b + 5 * MS, "grads/w", 1, 0x30000, 100 * MiB);
+        if (s == 1) {
+            synth_alloc(&S, 1, b + 6 * MS, "per_sample_grads/w", 1, 0x40000, 50 * MiB);
+            synth_free(&S, 1, b + 13 * MS / 2, "per_sample_grads/w", 1, 0x40000, 50 * MiB);
+        }
+        synth_free(&S, 1, b + 7 * MS, "activations/h", 1, 0x20000, 200 * MiB);
+        synth_end(&S, 1, b + 8 * MS, "backward");
+        synth_begin(&S, 1, b + 8 * MS + 1, "optimizer_step");
+        synth_free(&S, 1, b + 9 * MS, "grads/w", 1, 0x30000, 100 * MiB);
+        synth_end(&S, 1, b + 19 * MS / 2, "optimizer_step");
+        if (k.leaky) {
+            synth_alloc(&S, 1, b + 97 * MS / 10, "activations/leak", 1, 0x50000 + (uint64_t)s * 0x1000, 1 * MiB);
+            leaked += 1 * MiB;
+        }
+        synth_end(&S, 1, b + 10 * MS, "step");
+        char label[32];
+        snprintf(label, sizeof label, "after step %d", s);
+        const char *cats[2] = { "params", "activations" };
+        uint64_t live[2] = { 100 * MiB, leaked };
+        uint64_t tracked = 100 * MiB + leaked;
+        synth_snapshot(&S, 1, b + 10 * MS + 1, label, tracked + 8 * MiB * (uint64_t)s, 80ull * 1024 * MiB, tracked, k.leaky ? 2 : 1, cats, live);
+    }
+    if (!k.no_close) synth_close(&S, 1, T0 + 33 * MS);
+    synth_save(&S, path);
+    synth_release(&S);
+}
+
+#endif

@@ -1,0 +1,102 @@
+/* dpmem_render.c — dpmem-render: one log (or several, --compare) to a PNG memory timeline.
+
+   The drawing is tools/timeline.c; this file is the command line. It does not compute tables (that is
+   dpmem-report) and does not export traces (dpmem-trace). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "dpmem_read.h"
+#include "timeline.h"
+
+#define MAX_LOGS 16
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: dpmem-render run.log -o run.png [options]\n"
+        "       dpmem-render --compare a.log b.log ... -o cmp.png [options]\n"
+        "  -o FILE            the PNG to write (required)\n"
+        "  --size WxH         image size in pixels (default 1400x600, 1400x(460 per log) with --compare)\n"
+        "  --from T, --to T   time window from the log's start (1.5s, 200ms, 30us, 10ns; bare = s)\n"
+        "  --by category|name stack by category (default) or by buffer: the --top N largest tags\n"
+        "  --top N            buffers shown with --by name (default 8), the rest as \"other\"\n"
+        "  --compare          the logs are drawn one above the other on a shared time axis\n"
+        "  -v                 print the layout (plot rectangle, scales) on stdout\n");
+}
+
+static int fail(const char *msg, const char *arg) {
+    fprintf(stderr, "dpmem-render: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    const char *out = NULL, *paths[MAX_LOGS];
+    int n = 0, compare = 0, size_given = 0;
+    TimelineOptions o = { .width = 1400, .height = 600, .top_n = 8 };
+    double from = 0, to = 0;
+    int have_from = 0, have_to = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_val = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "-o")) { if (!has_val) return fail("-o needs a file", NULL); out = argv[++i]; }
+        else if (!strcmp(a, "--size")) {
+            if (!has_val || parse_size(argv[++i], &o.width, &o.height)) return fail("bad --size (want WxH, e.g. 1400x600)", has_val ? argv[i] : NULL);
+            size_given = 1;
+        } else if (!strcmp(a, "--from")) {
+            if (!has_val || parse_duration(argv[++i], &from)) return fail("bad --from (want a duration such as 1.5s or 200ms)", has_val ? argv[i] : NULL);
+            have_from = 1;
+        } else if (!strcmp(a, "--to")) {
+            if (!has_val || parse_duration(argv[++i], &to)) return fail("bad --to (want a duration such as 1.5s or 200ms)", has_val ? argv[i] : NULL);
+            have_to = 1;
+        } else if (!strcmp(a, "--by")) {
+            if (!has_val) return fail("--by needs category or name", NULL);
+            a = argv[++i];
+            if (!strcmp(a, "category")) o.by_name = 0;
+            else if (!strcmp(a, "name")) o.by_name = 1;
+            else return fail("bad --by (want category or name)", a);
+        } else if (!strcmp(a, "--top")) {
+            long v;
+            if (!has_val || parse_int(argv[++i], 1, 64, &v)) return fail("bad --top (want 1..64)", has_val ? argv[i] : NULL);
+            o.top_n = (int)v;
+        } else if (!strcmp(a, "--compare")) compare = 1;
+        else if (!strcmp(a, "-v")) o.verbose = 1;
+        else if (a[0] == '-' && a[1]) return fail("unknown option", a);
+        else {
+            if (n == MAX_LOGS) return fail("too many logs (at most 16)", NULL);
+            paths[n++] = a;
+        }
+    }
+    if (n == 0) { usage(stderr); return 2; }
+    if (!out) return fail("no output file: give -o run.png", NULL);
+    if (n > 1 && !compare) return fail("several logs given: add --compare to draw them one above the other", NULL);
+    if (have_from || have_to) {
+        if (!have_to) to = 1e30;
+        if (!(to > from)) return fail("empty time window: --to must be after --from", NULL);
+        o.from_ns = from;
+        o.to_ns = to;
+    }
+    if (!size_given && n > 1) o.height = 460 * n;
+
+    DpmemLog logs[MAX_LOGS];
+    char err[512];
+    for (int i = 0; i < n; i++) {
+        if (dpmem_log_open(&logs[i], paths[i], err, sizeof err)) {
+            fprintf(stderr, "dpmem-render: %s\n", err);
+            while (i-- > 0) dpmem_log_close(&logs[i]);
+            return 1;
+        }
+        dpmem_log_warn(&logs[i], "dpmem-render");
+    }
+    if (have_from && !have_to) {   /* open-ended window: to the end of the longest log */
+        double end = 0;
+        for (int i = 0; i < n; i++)
+            if (logs[i].t_last >= logs[i].t0 && (double)(logs[i].t_last - logs[i].t0) > end) end = (double)(logs[i].t_last - logs[i].t0);
+        o.to_ns = end > from ? end : from + 1;
+    }
+    int rc = timeline_render(logs, n, &o, out, err, sizeof err);
+    if (rc) fprintf(stderr, "dpmem-render: %s\n", err);
+    for (int i = 0; i < n; i++) dpmem_log_close(&logs[i]);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,19 @@
+/* palette.h — the colours of categories and scopes, the same in every picture the tools draw: a
+   fixed table for the known names, a stable colour from a hash of the name for the others. */
+#ifndef PALETTE_H
+#define PALETTE_H
+
+#include "raster.h"
+
+Rgb category_colour(const char *name);
+Rgb scope_colour(const char *name);
+
+#define COLOUR_BG     RGB(255, 255, 255)
+#define COLOUR_AXIS   RGB(60, 60, 60)
+#define COLOUR_GRID   RGB(228, 228, 228)
+#define COLOUR_TEXT   RGB(20, 20, 20)
+#define COLOUR_MUTED  RGB(110, 110, 110)
+#define COLOUR_PEAK   RGB(200, 0, 0)
+#define COLOUR_SNAP   RGB(40, 40, 40)
+
+#endif

@@ -1,0 +1,470 @@
+/* timeline.c — see timeline.h. A log is replayed once per panel (twice with --by name: the first pass
+   finds the largest buffers) into per-pixel columns, then everything is drawn from those columns. */
+#include "timeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "palette.h"
+#include "raster.h"
+#include "units.h"
+
+#define MAX_LANES 8
+#define MAX_DEPTH 64
+#define MAX_SNAPS 512
+#define LANE_H 16
+#define TEXT2 2                   /* scale of titles, legends and tick labels */
+
+typedef struct {
+    int n_series;
+    const char **names;
+    Rgb *colour;
+    int32_t *series_of;           /* per string index: the series of that tag */
+    int W;
+    uint64_t *col_total;          /* per column: max total (UINT64_MAX: no data) */
+    uint64_t *col_break;          /* per column × series: the breakdown at that max */
+    uint64_t peak, *peak_break;
+    uint64_t peak_ns;             /* relative to t0 */
+    int peak_col;
+    int n_lanes;
+    uint32_t lane_key[MAX_LANES]; /* thread slot << 8 | depth */
+    int32_t *lane_name;           /* per lane × column: string index of the scope there, or -1 */
+    uint8_t *lane_begin;          /* per lane × column: a scope begins here */
+    int n_snaps;
+    int snap_col[MAX_SNAPS];
+    const char *snap_label[MAX_SNAPS];
+    char **owned;                 /* names this panel allocated */
+    int n_owned;
+} Panel;
+
+typedef struct {
+    const DpmemLog *log;
+    double from, to;              /* window, ns relative to t0 */
+    Panel *p;
+} Ctx;
+
+static int col_of(const Ctx *c, uint64_t rel) {
+    return px_clamp(((double)rel - c->from) * c->p->W / (c->to - c->from), 0, c->p->W - 1);
+}
+
+static void emit_scope(Ctx *c, uint32_t slot, int depth, int32_t name, uint64_t b, uint64_t e) {
+    Panel *p = c->p;
+    if ((double)e < c->from || (double)b > c->to || slot > 0xffffff) return;
+    uint32_t key = slot << 8 | (uint32_t)depth;
+    int lane = 0;
+    while (lane < p->n_lanes && p->lane_key[lane] != key) lane++;
+    if (lane == p->n_lanes) {
+        if (p->n_lanes == MAX_LANES) return;
+        p->lane_key[p->n_lanes++] = key;
+    }
+    int c0 = col_of(c, b), c1 = col_of(c, e);
+    for (int x = c0; x <= c1; x++) p->lane_name[lane * p->W + x] = name;
+    if ((double)b >= c->from) p->lane_begin[lane * p->W + c0] = 1;
+}
+
+/* Replays the log. find_top: only per-tag peaks into tag_peak (per string index). */
+static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
+    const DpmemLog *L = c->log;
+    Panel *p = c->p;
+    int S = p->n_series;
+    uint64_t *live = calloc((size_t)S + 1, sizeof *live), *tag_live = NULL, total = 0;
+    uint32_t nt = L->n_threads ? L->n_threads : 1;
+    int32_t *st_name = malloc((size_t)nt * MAX_DEPTH * sizeof *st_name);
+    uint64_t *st_ts = malloc((size_t)nt * MAX_DEPTH * sizeof *st_ts);
+    int *depth = calloc(nt, sizeof *depth);
+    if (find_top) tag_live = calloc(L->n_strings + 1, sizeof *tag_live);
+    DpmemIter it;
+    int ok = live && st_name && st_ts && depth && (!find_top || tag_live) && dpmem_iter_begin(&it, L) == 0;
+    if (!ok) { free(live); free(st_name); free(st_ts); free(depth); free(tag_live); return -1; }
+    int cur = -1, past = 0;
+    DpmemEvent e;
+    while (dpmem_iter_next(&it, &e)) {
+        uint64_t rel = e.ts - L->t0;
+        if (!find_top && !past && (double)rel > c->to) {
+            for (int x = cur + 1; x < p->W; x++) {
+                p->col_total[x] = total;
+                memcpy(p->col_break + (size_t)x * S, live, (size_t)S * sizeof *live);
+            }
+            cur = p->W - 1;
+            past = 1;
+        }
+        int in = !past && (double)rel >= c->from;
+        if (!find_top && in) {
+            int x = col_of(c, rel);
+            for (int k = cur + 1; k <= x; k++) {
+                p->col_total[k] = total;
+                memcpy(p->col_break + (size_t)k * S, live, (size_t)S * sizeof *live);
+            }
+            if (x > cur) cur = x;
+        }
+        switch (e.type) {
+        case DPMEM_EV_ALLOC: case DPMEM_EV_FREE: {
+            uint64_t bytes = dpmem_ev_u64(&e, 8);
+            int32_t si = dpmem_log_string_index(L, e.id);
+            if (find_top) {
+                if (si < 0) break;
+                if (e.type == DPMEM_EV_ALLOC) tag_live[si] += bytes;
+                else tag_live[si] -= bytes < tag_live[si] ? bytes : tag_live[si];
+                if (tag_live[si] > tag_peak[si]) tag_peak[si] = tag_live[si];
+                break;
+            }
+            int s = si < 0 ? S - 1 : p->series_of[si];
+            if (e.type == DPMEM_EV_ALLOC) { live[s] += bytes; total += bytes; }
+            else {
+                uint64_t d = bytes < live[s] ? bytes : live[s];
+                live[s] -= d; total -= d;
+            }
+            if (in) {
+                int x = cur;
+                if (total > p->col_total[x]) {
+                    p->col_total[x] = total;
+                    memcpy(p->col_break + (size_t)x * S, live, (size_t)S * sizeof *live);
+                }
+                if (total > p->peak) {
+                    p->peak = total; p->peak_ns = rel; p->peak_col = x;
+                    memcpy(p->peak_break, live, (size_t)S * sizeof *live);
+                }
+            }
+            break;
+        }
+        case DPMEM_EV_BEGIN: {
+            if (find_top) break;
+            int d = depth[e.slot]++;
+            if (d < MAX_DEPTH) {
+                st_name[e.slot * MAX_DEPTH + d] = dpmem_log_string_index(L, e.id);
+                st_ts[e.slot * MAX_DEPTH + d] = rel;
+            }
+            break;
+        }
+        case DPMEM_EV_END: {
+            if (find_top || depth[e.slot] == 0) break;
+            int d = --depth[e.slot];
+            if (d < MAX_DEPTH) emit_scope(c, e.slot, d, st_name[e.slot * MAX_DEPTH + d], st_ts[e.slot * MAX_DEPTH + d], rel);
+            break;
+        }
+        case DPMEM_EV_SNAPSHOT:
+            if (!find_top && in && p->n_snaps < MAX_SNAPS) {
+                p->snap_col[p->n_snaps] = cur;
+                p->snap_label[p->n_snaps++] = dpmem_log_string(L, e.id);
+            }
+            break;
+        default: break;
+        }
+    }
+    dpmem_iter_end(&it);
+    if (!find_top) {
+        /* Scopes still open at the cut run to the last event. */
+        uint64_t end = L->t_last >= L->t0 ? L->t_last - L->t0 : 0;
+        for (uint32_t t = 0; t < L->n_threads; t++)
+            for (int d = depth[t] < MAX_DEPTH ? depth[t] : MAX_DEPTH; d-- > 0;)
+                emit_scope(c, t, d, st_name[t * MAX_DEPTH + d], st_ts[t * MAX_DEPTH + d], end);
+        /* The peak of the window may be the state the window opens with. */
+        if (p->peak == 0)
+            for (int x = 0; x < p->W; x++)
+                if (p->col_total[x] != UINT64_MAX && p->col_total[x] > p->peak) {
+                    p->peak = p->col_total[x]; p->peak_col = x;
+                    p->peak_ns = (uint64_t)(c->from + (c->to - c->from) * x / p->W);
+                    memcpy(p->peak_break, p->col_break + (size_t)x * S, (size_t)S * sizeof *live);
+                }
+    }
+    free(live); free(st_name); free(st_ts); free(depth); free(tag_live);
+    return 0;
+}
+
+static void panel_free(Panel *p) {
+    free(p->names); free(p->colour); free(p->series_of); free(p->col_total); free(p->col_break);
+    free(p->peak_break); free(p->lane_name); free(p->lane_begin);
+    for (int i = 0; i < p->n_owned; i++) free(p->owned[i]);
+    free(p->owned);
+    memset(p, 0, sizeof *p);
+}
+
+/* "…the end" of a long name, so that the part that tells buffers apart stays. */
+static void shorten(char *out, size_t n, const char *s, size_t max) {
+    size_t len = strlen(s);
+    if (max >= n) max = n - 1;
+    if (len <= max) { snprintf(out, n, "%s", s); return; }
+    snprintf(out, n, "..%s", s + len - (max - 2));
+}
+
+static int tag_order(const DpmemLog *L, int32_t a, int32_t b) {
+    int ca = L->cat_of[a], cb = L->cat_of[b];
+    if (ca != cb) return ca < 0 ? 1 : cb < 0 ? -1 : (ca > cb) - (ca < cb);
+    return strcmp(L->strings[a], L->strings[b]);
+}
+
+static int panel_build(Panel *p, const DpmemLog *L, const TimelineOptions *o, double from, double to, int W) {
+    memset(p, 0, sizeof *p);
+    p->W = W;
+    Ctx c = { L, from, to, p };
+    uint32_t ns = L->n_strings;
+    p->series_of = malloc((ns + 1) * sizeof *p->series_of);
+    if (!p->series_of) return -1;
+    if (!o->by_name) {
+        p->n_series = (int)L->n_cats + 1;   /* + "?" for tags whose STRING was lost */
+        p->names = malloc((size_t)p->n_series * sizeof *p->names);
+        if (!p->names) return -1;
+        for (uint32_t i = 0; i < L->n_cats; i++) p->names[i] = L->cats[i];
+        p->names[L->n_cats] = "?";
+        for (uint32_t i = 0; i < ns; i++) p->series_of[i] = L->cat_of[i] >= 0 ? L->cat_of[i] : (int32_t)L->n_cats;
+    } else {
+        uint64_t *tag_peak = calloc(ns + 1, sizeof *tag_peak);
+        if (!tag_peak || replay(&c, 1, tag_peak)) { free(tag_peak); return -1; }
+        int top = o->top_n > 0 ? o->top_n : 8;
+        p->names = malloc((size_t)(top + 1) * sizeof *p->names);
+        p->owned = malloc((size_t)(top + 1) * sizeof *p->owned);
+        if (!p->names || !p->owned) { free(tag_peak); return -1; }
+        for (uint32_t i = 0; i < ns; i++) p->series_of[i] = -1;
+        int32_t chosen[64];
+        int n_chosen = 0;
+        while (n_chosen < top && n_chosen < 64) {   /* top-N by selection: N is small */
+            int32_t best = -1;
+            for (uint32_t i = 0; i < ns; i++)
+                if (tag_peak[i] && p->series_of[i] < 0 && (best < 0 || tag_peak[i] > tag_peak[best])) best = (int32_t)i;
+            if (best < 0) break;
+            p->series_of[best] = 0;
+            chosen[n_chosen++] = best;
+        }
+        free(tag_peak);
+        /* stacked in category order (params at the bottom), then by name: the picture keeps the
+           same layering as --by category */
+        for (int i = 1; i < n_chosen; i++)
+            for (int j = i; j > 0 && tag_order(L, chosen[j - 1], chosen[j]) > 0; j--) {
+                int32_t t = chosen[j]; chosen[j] = chosen[j - 1]; chosen[j - 1] = t;
+            }
+        for (int i = 0; i < n_chosen; i++) {
+            p->series_of[chosen[i]] = p->n_series;
+            p->names[p->n_series++] = L->strings[chosen[i]];
+        }
+        for (uint32_t i = 0; i < ns; i++)
+            if (p->series_of[i] < 0) p->series_of[i] = p->n_series;
+        p->names[p->n_series++] = "other";
+    }
+    int S = p->n_series;
+    p->colour = malloc((size_t)S * sizeof *p->colour);
+    p->col_total = malloc((size_t)W * sizeof *p->col_total);
+    p->col_break = calloc((size_t)W * S, sizeof *p->col_break);
+    p->peak_break = calloc((size_t)S, sizeof *p->peak_break);
+    p->lane_name = malloc((size_t)MAX_LANES * W * sizeof *p->lane_name);
+    p->lane_begin = calloc((size_t)MAX_LANES * W, 1);
+    if (!p->colour || !p->col_total || !p->col_break || !p->peak_break || !p->lane_name || !p->lane_begin) return -1;
+    for (int s = 0; s < S; s++) {
+        const char *n = p->names[s];
+        if (!o->by_name) p->colour[s] = strcmp(n, "?") == 0 ? RGB(90, 90, 90) : category_colour(n);
+        else if (s == S - 1) p->colour[s] = RGB(190, 190, 190);
+        else {
+            /* a buffer: the hue of a hash of its whole tag, so two buffers of one category differ */
+            p->colour[s] = scope_colour(n);
+            Rgb cc = category_colour(n);
+            p->colour[s] = RGB((uint8_t)((p->colour[s].r + cc.r) / 2 - 30 > 0 ? (p->colour[s].r + cc.r) / 2 - 30 : 0),
+                               (uint8_t)((p->colour[s].g + cc.g) / 2 - 30 > 0 ? (p->colour[s].g + cc.g) / 2 - 30 : 0),
+                               (uint8_t)((p->colour[s].b + cc.b) / 2 - 30 > 0 ? (p->colour[s].b + cc.b) / 2 - 30 : 0));
+        }
+    }
+    for (int x = 0; x < W; x++) p->col_total[x] = UINT64_MAX;
+    for (int i = 0; i < MAX_LANES * W; i++) p->lane_name[i] = -1;
+    if (replay(&c, 0, NULL)) return -1;
+    /* lanes in thread, then depth order */
+    for (int i = 1; i < p->n_lanes; i++)
+        for (int j = i; j > 0 && p->lane_key[j - 1] > p->lane_key[j]; j--) {
+            uint32_t k = p->lane_key[j]; p->lane_key[j] = p->lane_key[j - 1]; p->lane_key[j - 1] = k;
+            for (int x = 0; x < W; x++) {
+                int32_t a = p->lane_name[j * W + x]; p->lane_name[j * W + x] = p->lane_name[(j - 1) * W + x]; p->lane_name[(j - 1) * W + x] = a;
+                uint8_t b = p->lane_begin[j * W + x]; p->lane_begin[j * W + x] = p->lane_begin[(j - 1) * W + x]; p->lane_begin[(j - 1) * W + x] = b;
+            }
+        }
+    return 0;
+}
+
+static int hpx(uint64_t v, double ymax, int plot_h) { return px_clamp((double)v / ymax * plot_h + 0.5, 0, plot_h); }
+
+static void title_of(char *out, size_t n, const DpmemLog *L) {
+    char name[128];
+    size_t k = (size_t)snprintf(out, n, "%s", dpmem_log_run_name(L, name, sizeof name));
+    const char *sep = "  ";
+    for (uint32_t i = 0; i < L->n_meta && k < n; i++) {
+        const char *key = dpmem_log_string(L, L->meta[i].key);
+        if (strncmp(key, "config.", 7) != 0 || dpmem_log_meta(L, key) != dpmem_log_string(L, L->meta[i].value)) continue;
+        k += (size_t)snprintf(out + k, n - k, "%s%s=%s", sep, key + 7, dpmem_log_string(L, L->meta[i].value));
+        sep = ", ";
+    }
+}
+
+int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, const char *path, char *err, size_t errlen) {
+    const int left = 110, legend_w = 360;
+    int W = o->width - left - legend_w - 20;
+    if (n_logs < 1) { snprintf(err, errlen, "no log to draw"); return -1; }
+    if (W < 100 || o->height < 200 * n_logs || o->height > 16384 || o->width > 16384) {
+        snprintf(err, errlen, "image %dx%d is too small (or too large) for %d panel(s): at least %dx%d",
+                 o->width, o->height, n_logs, left + legend_w + 120, 200 * n_logs);
+        return -1;
+    }
+    double from = o->from_ns, to = o->to_ns;
+    if (!(to > from)) {
+        from = 0; to = 0;
+        for (int i = 0; i < n_logs; i++) {
+            double span = logs[i].t_last > logs[i].t0 && logs[i].t_last != 0 ? (double)(logs[i].t_last - logs[i].t0) : 0;
+            if (span > to) to = span;
+        }
+        if (to <= 0) to = 1;
+        to *= 1.0 + 0.5 / W;   /* the last event lands inside the last column */
+    }
+    Panel *P = calloc((size_t)n_logs, sizeof *P);
+    if (!P) { snprintf(err, errlen, "out of memory"); return -1; }
+    int rc = 0;
+    for (int i = 0; i < n_logs && rc == 0; i++)
+        if (panel_build(&P[i], &logs[i], o, from, to, W)) { snprintf(err, errlen, "out of memory"); rc = -1; }
+    Image im = { 0 };
+    if (rc == 0 && image_new(&im, o->width, o->height, COLOUR_BG)) { snprintf(err, errlen, "out of memory"); rc = -1; }
+    if (rc) goto out;
+
+    uint64_t maxv = 0;
+    for (int i = 0; i < n_logs; i++)
+        for (int x = 0; x < W; x++)
+            if (P[i].col_total[x] != UINT64_MAX && P[i].col_total[x] > maxv) maxv = P[i].col_total[x];
+    Unit bu = byte_unit(maxv ? (double)maxv : 1024);
+    double ystep = nice_step((double)(maxv ? maxv : 1024) / bu.div, 5);
+    double ymax = ceil((double)(maxv ? maxv : 1024) / bu.div / ystep * (1 + 1e-12)) * ystep;
+    if (ymax * bu.div < (double)maxv * 1.04) ymax += ystep;    /* headroom over the peak */
+    double ymax_b = ymax * bu.div;
+    Unit tu = time_unit(to - from);
+    double xstep = nice_step((to - from) / tu.div, 8);
+
+    int panel_h = o->height / n_logs;
+    for (int i = 0; i < n_logs; i++) {
+        Panel *p = &P[i];
+        const DpmemLog *L = &logs[i];
+        int top = i * panel_h;
+        char buf[512], b2[48], b3[96];
+        /* title */
+        title_of(buf, sizeof buf, L);
+        size_t maxc = (size_t)(o->width - 20) / (6 * TEXT2);
+        if (strlen(buf) > maxc && maxc >= 3 && maxc < sizeof buf) strcpy(buf + maxc - 2, "..");
+        draw_text(&im, 10, top + 8, buf, TEXT2, COLOUR_TEXT);
+        int y = top + 8 + text_height(TEXT2) + 8;
+        if (!L->closed || L->corrupt) {
+            draw_text(&im, 10, y, L->corrupt ? "corrupt log: drawn up to the first bad byte"
+                                             : "not closed cleanly: drawn up to the cut", 1, COLOUR_PEAK);
+            y += 10;
+        }
+        /* scope lanes */
+        int lanes_y = y;
+        for (int l = 0; l < p->n_lanes; l++) {
+            int ly = lanes_y + l * LANE_H;
+            uint32_t slot = p->lane_key[l] >> 8;
+            char lab[64];
+            if (L->n_threads > 1) snprintf(lab, sizeof lab, "T%u %s", L->threads[slot].index, L->threads[slot].name);
+            else snprintf(lab, sizeof lab, "scopes");
+            if (l > 0 && p->lane_key[l - 1] >> 8 == slot) lab[0] = 0;   /* a deeper lane of the same thread */
+            shorten(b2, sizeof b2, lab, 17);
+            draw_text(&im, 4, ly + 4, b2, 1, COLOUR_MUTED);
+            for (int x = 0; x < W;) {
+                int32_t nm = p->lane_name[l * W + x];
+                int x1 = x + 1;
+                while (x1 < W && p->lane_name[l * W + x1] == nm && !p->lane_begin[l * W + x1]) x1++;
+                if (nm >= 0) {
+                    const char *name = L->strings[nm];
+                    fill_rect(&im, left + x, ly, left + x1, ly + LANE_H - 2, scope_colour(name));
+                    if (x1 - x >= 3 && p->lane_begin[l * W + x]) vline(&im, left + x, ly, ly + LANE_H - 3, COLOUR_BG);
+                    if (text_width(name, 1) + 6 <= x1 - x)
+                        draw_text(&im, left + x + (x1 - x - text_width(name, 1)) / 2, ly + 4, name, 1, COLOUR_TEXT);
+                }
+                x = x1;
+            }
+            if (o->verbose) printf("lane %d %d %d %d\n", i, l, ly, ly + LANE_H - 2);
+        }
+        y = lanes_y + p->n_lanes * LANE_H + 4;
+        int peak_row = y;
+        int py0 = peak_row + text_height(TEXT2) + 8;
+        int py1 = top + panel_h - 44;   /* exclusive; below: ticks and their labels */
+        int ph = py1 - py0;
+        if (ph < 40) { snprintf(err, errlen, "image too small for %d scope lanes: make it taller (--size)", p->n_lanes); rc = -1; goto out; }
+        /* grid and y ticks */
+        for (double v = 0; v <= ymax * (1 + 1e-9); v += ystep) {
+            int yy = py1 - hpx((uint64_t)(v * bu.div), ymax_b, ph);
+            if (v > 0) hline(&im, left, left + W - 1, yy, COLOUR_GRID);
+            hline(&im, left - 5, left - 1, yy, COLOUR_AXIS);
+            fmt_tick(b2, sizeof b2, v, ystep);
+            snprintf(b3, sizeof b3, "%s %s", b2, bu.name);
+            draw_text(&im, left - 8 - text_width(b3, TEXT2), yy - text_height(TEXT2) / 2, b3, TEXT2, COLOUR_TEXT);
+        }
+        /* stacked areas */
+        for (int x = 0; x < W; x++) {
+            if (p->col_total[x] == UINT64_MAX) continue;
+            uint64_t cum = 0;
+            for (int s = 0; s < p->n_series; s++) {
+                uint64_t b = p->col_break[(size_t)x * p->n_series + s];
+                if (!b) continue;
+                int lo = hpx(cum, ymax_b, ph);
+                cum += b;
+                int hi = hpx(cum, ymax_b, ph);
+                fill_rect(&im, left + x, py1 - hi, left + x + 1, py1 - lo, p->colour[s]);
+            }
+        }
+        /* snapshots */
+        int last_label_end = -1000;
+        for (int s = 0; s < p->n_snaps; s++) {
+            int x = left + p->snap_col[s];
+            for (int yy = py0; yy < py1; yy += 3) fill_rect(&im, x, yy, x + 1, yy + 1, COLOUR_SNAP);
+            int tw = text_width(p->snap_label[s], 1);
+            int tx = x + 3 + tw < left + W ? x + 3 : x - 3 - tw;   /* right of the mark, else left */
+            if (tx > last_label_end + 6 && tx >= left) {
+                draw_text(&im, tx, py0 + 2, p->snap_label[s], 1, COLOUR_SNAP);
+                last_label_end = tx + tw;
+            }
+        }
+        /* axes */
+        vline(&im, left - 1, py0, py1, COLOUR_AXIS);
+        hline(&im, left - 1, left + W, py1, COLOUR_AXIS);
+        double first = ceil(from / tu.div / xstep - 1e-9) * xstep;
+        for (double t = first; t * tu.div <= to; t += xstep) {
+            int x = left + px_clamp((t * tu.div - from) * W / (to - from), 0, W - 1);
+            vline(&im, x, py1, py1 + 5, COLOUR_AXIS);
+            fmt_tick(b2, sizeof b2, t, xstep);
+            int tw = text_width(b2, TEXT2);
+            draw_text(&im, x - tw / 2, py1 + 9, b2, TEXT2, COLOUR_TEXT);
+        }
+        snprintf(b3, sizeof b3, "time (%s)", tu.name);
+        draw_text(&im, left + W - text_width(b3, TEXT2), py1 + 9 + text_height(TEXT2) + 6, b3, TEXT2, COLOUR_MUTED);
+        /* peak */
+        if (p->peak) {
+            int x = left + p->peak_col;
+            dashed_vline(&im, x, peak_row + text_height(TEXT2) + 2, py1 - 1 - hpx(p->peak, ymax_b, ph), COLOUR_PEAK);
+            snprintf(buf, sizeof buf, "peak %s at %s", fmt_bytes(b2, sizeof b2, (double)p->peak), fmt_time(b3, sizeof b3, (double)p->peak_ns));
+            int tw = text_width(buf, TEXT2);
+            int tx = x - tw / 2;
+            if (tx < left) tx = left;
+            if (tx + tw > left + W) tx = left + W - tw;
+            draw_text(&im, tx, peak_row, buf, TEXT2, COLOUR_PEAK);
+        }
+        /* legend: series with their bytes at the peak */
+        int lx = left + W + 20, ly = py0;
+        draw_text(&im, lx, ly, "at peak:", TEXT2, COLOUR_TEXT);
+        ly += text_height(TEXT2) + 8;
+        int lh = text_height(TEXT2) + 6;
+        for (int s = p->n_series - 1; s >= 0; s--) {   /* top of the stack first, as drawn */
+            int any = 0;
+            for (int x = 0; x < W && !any; x++) any = p->col_total[x] != UINT64_MAX && p->col_break[(size_t)x * p->n_series + s];
+            if (!any && !p->peak_break[s]) continue;
+            if (ly + lh > top + panel_h - 4) { draw_text(&im, lx, ly, "...", TEXT2, COLOUR_MUTED); break; }
+            fill_rect(&im, lx, ly, lx + 14, ly + 14, p->colour[s]);
+            shorten(b3, sizeof b3, p->names[s], 16);
+            fmt_bytes(b2, sizeof b2, (double)p->peak_break[s]);
+            draw_text(&im, lx + 20, ly + 1, b3, TEXT2, COLOUR_TEXT);
+            draw_text(&im, o->width - 10 - text_width(b2, TEXT2), ly + 1, b2, TEXT2, COLOUR_TEXT);
+            ly += lh;
+        }
+        if (o->verbose)
+            printf("panel %d plot %d %d %d %d ymax %.0f from %.0f to %.0f peak %llu col %d lanes %d\n", i, left, py0,
+                   left + W, py1, ymax_b, from, to, (unsigned long long)p->peak, p->peak_col, p->n_lanes);
+        if (i + 1 < n_logs) hline(&im, 0, o->width - 1, top + panel_h - 1, COLOUR_GRID);
+    }
+    if (image_write_png(&im, path)) { snprintf(err, errlen, "%s: cannot write the PNG", path); rc = -1; }
+out:
+    image_free(&im);
+    for (int i = 0; i < n_logs; i++) panel_free(&P[i]);
+    free(P);
+    return rc;
+}
