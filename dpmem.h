@@ -276,7 +276,7 @@ enum {
 #define DPMEM__MAX_STRING   1024u /* longer strings are cut in the log */
 #define DPMEM__PAGE_BITS    10u
 #define DPMEM__MAX_PAGES    1024u /* up to ~1M distinct strings */
-#define DPMEM__MAX_SEGMENTS 64u
+#define DPMEM__MAX_SEGMENTS 1024u /* 1024 segments of at most 64 MiB: a log of up to ~64 GiB */
 
 /* ---- state ------------------------------------------------------------------------------------ */
 typedef struct {
@@ -303,6 +303,7 @@ typedef struct {
     uint32_t depth;
     uint32_t stack[DPMEM_MAX_DEPTH];
     char     name[32];
+    struct { const char *ptr; uint32_t id; } tags[16]; /* tag pointer -> id, checked by content */
 } dpmem__thread;
 
 static struct {
@@ -419,12 +420,19 @@ static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes) {
         if (n > 1024) n = 1024;
         off_t off = (off_t)DPMEM__HEADER_BYTES + (off_t)(dpmem__G.mapped_chunks * DPMEM__CHUNK_BYTES);
         void *base = MAP_FAILED;
+        int err = 0;
         if (dpmem__G.nseg < (int)DPMEM__MAX_SEGMENTS &&
-            posix_fallocate(dpmem__G.fd, off, (off_t)(n * DPMEM__CHUNK_BYTES)) == 0)
+            (err = posix_fallocate(dpmem__G.fd, off, (off_t)(n * DPMEM__CHUNK_BYTES))) == 0)
             base = mmap(NULL, n * DPMEM__CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, dpmem__G.fd, off);
         if (base == MAP_FAILED) {
-            if (!dpmem__G.dropped) fprintf(stderr, "dpmem: cannot grow the log %s (%s): further events are dropped\n",
-                                           dpmem__G.path ? dpmem__G.path : "", strerror(errno ? errno : ENOSPC));
+            if (!dpmem__G.dropped) {
+                if (dpmem__G.nseg >= (int)DPMEM__MAX_SEGMENTS)
+                    fprintf(stderr, "dpmem: the log %s reached its size limit (%d segments): further events are dropped\n",
+                            dpmem__G.path ? dpmem__G.path : "", (int)DPMEM__MAX_SEGMENTS);
+                else
+                    fprintf(stderr, "dpmem: cannot grow the log %s (%s): further events are dropped\n",
+                            dpmem__G.path ? dpmem__G.path : "", strerror(err ? err : errno));
+            }
             dpmem__G.dropped++;
             pthread_mutex_unlock(&dpmem__G.log_mu);
             return NULL;
@@ -436,6 +444,11 @@ static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes) {
     uint64_t k = dpmem__G.next_chunk++;
     uint8_t *c = dpmem__chunk_addr(k);
     pthread_mutex_unlock(&dpmem__G.log_mu);
+#ifdef MADV_POPULATE_WRITE
+    /* One call maps the chunk's 16 pages instead of 16 page faults on the hot path (Linux >= 5.14;
+       on older kernels this fails harmlessly and the pages fault in as they are touched). */
+    madvise(c, DPMEM__CHUNK_BYTES, MADV_POPULATE_WRITE);
+#endif
 
     if (!t->index) t->index = __atomic_add_fetch(&dpmem__G.next_thread, 1, __ATOMIC_RELAXED);
     uint64_t ts = dpmem__now();
@@ -576,6 +589,24 @@ static uint32_t dpmem__intern_locked(const char *s) {
     while (dpmem__G.index[k]) k = (k + 1) & (dpmem__G.index_cap - 1);
     dpmem__G.index[k] = id;
     DPMEM__STORE(&dpmem__G.nstr, id);
+    return id;
+}
+
+/* A tag's id without hashing it: most programs pass the same few tag strings again and again, so
+   each thread remembers the id last seen at a pointer and checks the bytes (a buffer may have been
+   rewritten since). Interned strings never move or change, so they are read without the lock. */
+static uint32_t dpmem__tag_id(const char *tag) {
+    dpmem__thread *t = &dpmem__T;
+    unsigned slot = (unsigned)(((uintptr_t)tag >> 3) & 15);
+    uint32_t id = t->tags[slot].id;
+    if (t->tags[slot].ptr == tag && id) {
+        const dpmem__str *e = dpmem__S(id);
+        if (!memcmp(e->s, tag, e->len + 1)) return id;
+    }
+    dpmem__lock();
+    id = dpmem__intern_locked(tag);
+    dpmem__unlock();
+    t->tags[slot].ptr = tag; t->tags[slot].id = id;
     return id;
 }
 
@@ -881,9 +912,9 @@ DPMEM_DEF int dpmem_scope_stack(uint32_t *ids, int max) {
 DPMEM_DEF void dpmem_tag_alloc_space(const void *ptr, size_t bytes, const char *tag, int space) {
     dpmem__init();
     if (!tag) tag = "untagged";
+    if (!ptr) { dpmem_warn("tag of a NULL pointer ignored", 0); return; }
+    uint32_t tid = dpmem__tag_id(tag);
     dpmem__lock();
-    if (!ptr) { dpmem__warn_locked("tag of a NULL pointer ignored", 0); dpmem__unlock(); return; }
-    uint32_t tid = dpmem__intern_locked(tag);
     int cat = dpmem__category_of_tag_locked(tid);
     int sp = space & 3;
     dpmem__rec *old = dpmem__rec_find_locked((uint64_t)(uintptr_t)ptr);
