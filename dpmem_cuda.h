@@ -319,15 +319,18 @@ static void dpmem__cuda_nvtx_unregister(const void *ptr) {
     nvtxMemRegionsUnregister(dpmem__cuda.domain, &batch);
 }
 
-/* Index of a counter, registering it the first time (under dpmem__cuda.counter_lock). */
-static int dpmem__cuda_counter(const char *category, const char *title) {
+/* Index of a category's counter ("" = the device total), registering it the first time
+   (under dpmem__cuda.counter_lock). */
+static int dpmem__cuda_counter(const char *category) {
     int i;
     nvtxCounterAttr_t attr;
     uint64_t id;
+    char title[128];
     for (i = 0; i < dpmem__cuda.ncounters; i++)
         if (strcmp(dpmem__cuda.counter[i].category, category) == 0) return i;
     if (i == DPMEM__CUDA_MAX_COUNTERS) return -1;
     snprintf(dpmem__cuda.counter[i].category, sizeof dpmem__cuda.counter[i].category, "%s", category);
+    snprintf(title, sizeof title, "dpmem %s bytes", *category ? category : "device");
     memset(&attr, 0, sizeof attr);
     attr.structSize = sizeof attr;
     attr.schemaId = NVTX_PAYLOAD_ENTRY_TYPE_INT64;
@@ -352,15 +355,13 @@ static void dpmem__cuda_counter_sample(int i, size_t value) {
    know its category here, so every category is looked at (there are few). */
 static void dpmem__cuda_counters_update(void) {
     int i, n;
-    char title[128];
     pthread_mutex_lock(&dpmem__cuda.counter_lock);
-    dpmem__cuda_counter_sample(dpmem__cuda_counter("", "dpmem device bytes"), dpmem_live_bytes_in(DPMEM_DEVICE));
+    dpmem__cuda_counter_sample(dpmem__cuda_counter(""), dpmem_live_bytes_in(DPMEM_DEVICE));
     n = dpmem_category_count();
     for (i = 0; i < n; i++) {
         const char *category = dpmem_category_name(i);
         if (!category || !*category) continue;
-        snprintf(title, sizeof title, "dpmem %s bytes", category);
-        dpmem__cuda_counter_sample(dpmem__cuda_counter(category, title), dpmem_live_bytes(category));
+        dpmem__cuda_counter_sample(dpmem__cuda_counter(category), dpmem_live_bytes(category));
     }
     pthread_mutex_unlock(&dpmem__cuda.counter_lock);
 }
@@ -680,14 +681,17 @@ static void dpmem__cuda_init_once(void) {
     atexit(dpmem__cuda_atexit);
 }
 
+/* Every dpmem_cuda_* call comes through here: after the first, one load and a branch. */
 DPMEM_DEF int dpmem_cuda_init(void) {
-    static int started;
+    static int ready, started;
+    if (__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) return dpmem__cuda.have_device ? 0 : -1;
     pthread_once(&dpmem__cuda.once, dpmem__cuda_init_once);
     /* Timing and the sampler start outside pthread_once: they call back into dpmem_cuda_init. */
     if (!__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL)) {
         int ms = dpmem__cuda_env_int("DPMEM_SAMPLE_MS", 0);
         if (dpmem__cuda_env_int("DPMEM_CUDA_TIMING", 0)) dpmem_cuda_timing(1);
         if (ms > 0) dpmem_cuda_sampler(ms);
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
     }
     return dpmem__cuda.have_device ? 0 : -1;
 }

@@ -1,0 +1,68 @@
+# dpmem_cuda.h: the GPU layer. Its tests build on any machine with the CUDA toolkit (no GPU needed to
+# build or link); those that need a GPU print one SKIP line without one. Nothing here without nvcc.
+
+ifneq ($(NVCC),)
+
+CUDA_LIBDIR := $(CUDA_HOME)/lib64
+CUDA_LIBS   := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart
+CLANG       := $(shell command -v clang-14 || command -v clang)
+CUDA_HDRS   := dpmem_cuda.h dpmem.h tests/logread.h
+
+# The NVTX extension capture library, loaded by tests through NVTX_INJECTION64_PATH. Never built with
+# the sanitizers: the nvcc-built test (not sanitized) loads it too, and ASan must come first or not at all.
+$(BUILD)/tests/libnvtx_inject_ext.so: tests/nvtx_inject_ext.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(filter-out $(SANFLAGS),$(CFLAGS)) -fPIC -shared -o $@ $< $(filter-out $(SANFLAGS),$(LDFLAGS)) -lpthread
+
+# The same test built by each compiler the header promises to work with.
+$(BUILD)/tests/test_cuda_api: tests/test_cuda_api.c $(CUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS) $(CUDA_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/test_cuda_api_cxx: tests/test_cuda_api.c $(CUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -x c++ -o $@ $< -x none $(LDFLAGS) $(CUDA_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/test_cuda_api_nvcc: tests/test_cuda_api.c $(CUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $(CPPFLAGS) -x cu -o $@ $< -Xlinker -rpath,$(CUDA_LIBDIR) $(LDLIBS)
+
+CUDA_API_TESTS := $(BUILD)/tests/test_cuda_api $(BUILD)/tests/test_cuda_api_cxx $(BUILD)/tests/test_cuda_api_nvcc
+
+# clang as a C compiler (skipped in the sanitizer build: its runtime may not be installed).
+ifneq ($(CLANG),)
+ifneq ($(SAN),1)
+$(BUILD)/tests/test_cuda_api_clang: tests/test_cuda_api.c $(CUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CLANG) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS) $(CUDA_LIBS) $(LDLIBS)
+CUDA_API_TESTS += $(BUILD)/tests/test_cuda_api_clang
+endif
+endif
+
+# DPMEM_DISABLE: the object is kept for test_cuda_disabled.sh to inspect with nm.
+$(BUILD)/tests/test_cuda_disabled.o: tests/test_cuda_disabled.c dpmem_cuda.h dpmem.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/test_cuda_disabled: $(BUILD)/tests/test_cuda_disabled.o
+	$(CC) -o $@ $< $(LDFLAGS) $(CUDA_LIBS) $(LDLIBS)
+
+# What needs a GPU (kernels, cuBLAS): nvcc. Runs its checks only where a device is present.
+$(BUILD)/tests/test_cuda_gpu: tests/test_cuda_gpu.cu $(CUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $(CPPFLAGS) -o $@ $< -Xlinker -rpath,$(CUDA_LIBDIR) -lcublas $(LDLIBS)
+
+$(BUILD)/bench/bench_cuda: tests/test_cuda_bench.c $(CUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS) $(CUDA_LIBS) $(LDLIBS)
+
+ALL     += $(BUILD)/tests/libnvtx_inject_ext.so $(CUDA_API_TESTS) $(BUILD)/tests/test_cuda_disabled \
+           $(BUILD)/tests/test_cuda_gpu $(BUILD)/bench/bench_cuda
+TESTS   += $(CUDA_API_TESTS) tests/test_cuda_disabled.sh $(BUILD)/tests/test_cuda_gpu tests/test_cuda_memcheck.sh
+BENCHES += $(BUILD)/bench/bench_cuda
+
+.PHONY: cuda
+cuda: $(BUILD)/tests/libnvtx_inject_ext.so $(CUDA_API_TESTS) $(BUILD)/tests/test_cuda_disabled \
+      $(BUILD)/tests/test_cuda_gpu $(BUILD)/bench/bench_cuda
+
+endif
