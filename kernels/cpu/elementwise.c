@@ -1,0 +1,67 @@
+/* elementwise.c — fills, copies, y += x, scaling, and the reductions (sum, sum of squares, count of
+   NaN/Inf) on the CPU. Reductions accumulate in double, one partial per thread over a fixed range,
+   combined in thread order: the same thread count gives the same bits. */
+#include "kernels_cpu.h"
+#include <math.h>
+#include <string.h>
+
+void fill_cpu(KBackend *b, float *x, float value, size_t n) {
+    (void)b;
+    if (value == 0.0f) { memset(x, 0, n * sizeof *x); return; }
+    for (size_t i = 0; i < n; i++) x[i] = value;
+}
+
+void copy_cpu(KBackend *b, float *dst, const float *src, size_t n) { (void)b; memmove(dst, src, n * sizeof *dst); }
+
+void add_cpu(KBackend *b, float *y, const float *x, size_t n) {
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void scale_cpu(KBackend *b, float *x, float s, size_t n) {
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* kind 0: sum, 1: sum of squares, 2: count of non-finite values. Range t is fixed by nt alone,
+   whichever thread runs it. */
+static double reduce(KBackend *b, const float *x, size_t n, double *part, int kind) {
+    int nt = b->nthreads > 0 ? b->nthreads : 1;
+    #pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (int t = 0; t < nt; t++) {
+        size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
+        double acc = 0.0;
+        for (size_t i = lo; i < hi; i++) {
+            double v = x[i];
+            acc += kind == 0 ? v : kind == 1 ? v * v : (isfinite(x[i]) ? 0.0 : 1.0);
+        }
+        part[t] = acc;
+    }
+    double total = 0.0;
+    for (int t = 0; t < nt; t++) total += part[t];
+    return total;
+}
+
+double sum_cpu(KBackend *b, const float *x, size_t n, void *scratch) { return reduce(b, x, n, scratch, 0); }
+double sumsq_cpu(KBackend *b, const float *x, size_t n, void *scratch) { return reduce(b, x, n, scratch, 1); }
+size_t count_nonfinite_cpu(KBackend *b, const float *x, size_t n, void *scratch) {
+    return (size_t)reduce(b, x, n, scratch, 2);
+}
+
+void swiglu_forward_cpu(KBackend *b, float *h, const float *gate, const float *up, size_t n) {
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        h[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void swiglu_backward_cpu(KBackend *b, float *dgate, float *dup, const float *dh, const float *gate,
+                         const float *up, size_t n) {
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), silu = g * sig;
+        dup[i] = dh[i] * silu;
+        dgate[i] = dh[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
+    }
+}

@@ -1,0 +1,47 @@
+/* kernels_cpu.h — the CPU backend's op implementations (one file per concept in kernels/cpu/), for
+   the table in backend_cpu.c. fp32, loops parallel with OpenMP over `b->nthreads` threads, GEMM via
+   OpenBLAS. Each is checked against a double-precision reference in tests/test_kernels_cpu.c.
+   Not here: allocation policy or scratch sizes (kernels.c, scratch.c). */
+#ifndef KERNELS_CPU_H
+#define KERNELS_CPU_H
+#include "kernels.h"
+
+/* Keys per tile of the tiled causal attention (the online-softmax block). */
+#define KCPU_ATTN_TILE 64
+
+void gemm_cpu(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+              const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
+              float beta, float *C, int ldc, long long strideC, int batch);
+void fill_cpu(KBackend *b, float *x, float value, size_t n);
+void copy_cpu(KBackend *b, float *dst, const float *src, size_t n);
+void add_cpu(KBackend *b, float *y, const float *x, size_t n);
+void scale_cpu(KBackend *b, float *x, float s, size_t n);
+double sum_cpu(KBackend *b, const float *x, size_t n, void *scratch);
+double sumsq_cpu(KBackend *b, const float *x, size_t n, void *scratch);
+size_t count_nonfinite_cpu(KBackend *b, const float *x, size_t n, void *scratch);
+void embedding_forward_cpu(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C);
+void embedding_backward_cpu(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, void *scratch);
+void rmsnorm_forward_cpu(KBackend *b, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
+void rmsnorm_backward_cpu(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
+                          const float *w, const float *rstd, int N, int C, void *scratch);
+void rope_forward_cpu(KBackend *b, float *x, int B, int T, int NH, int HS, float theta);
+void rope_backward_cpu(KBackend *b, float *dx, int B, int T, int NH, int HS, float theta);
+void attention_forward_cpu(KBackend *b, float *out, float *lse, const float *q, const float *k, const float *v,
+                           int B, int T, int NH, int NKV, int HS, void *scratch);
+void attention_backward_cpu(KBackend *b, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                            const float *k, const float *v, const float *out, const float *lse,
+                            int B, int T, int NH, int NKV, int HS, void *scratch);
+void swiglu_forward_cpu(KBackend *b, float *h, const float *gate, const float *up, size_t n);
+void swiglu_backward_cpu(KBackend *b, float *dgate, float *dup, const float *dh, const float *gate,
+                         const float *up, size_t n);
+void crossentropy_forward_cpu(KBackend *b, float *losses, const float *logits, const int *targets, int N, int V,
+                              void *scratch);
+void crossentropy_backward_cpu(KBackend *b, float *logits, const int *targets, float scale,
+                               const float *sample_weight, int B, int T, int V, void *scratch);
+void adamw_cpu(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
+               float beta1, float beta2, float eps, float weight_decay, int t);
+void sgd_cpu(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay);
+
+/* The calling thread's index inside a parallel region (0 outside; 0 without OpenMP). */
+int kcpu_thread_index(void);
+#endif

@@ -1,0 +1,22 @@
+/* optimizer.c — AdamW (decoupled weight decay, bias-corrected, as torch.optim.AdamW) and SGD with
+   L2 weight decay added to the gradient (as torch.optim.SGD), one tensor at a time. */
+#include "kernels_cpu.h"
+#include <math.h>
+
+void adamw_cpu(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
+               float beta1, float beta2, float eps, float weight_decay, int t) {
+    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        float mh = m[i] / bc1, vh = v[i] / bc2;
+        p[i] -= lr * (mh / (sqrtf(vh) + eps) + weight_decay * p[i]);
+    }
+}
+
+void sgd_cpu(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay) {
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + weight_decay * p[i]);
+}

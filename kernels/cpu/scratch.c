@@ -1,0 +1,17 @@
+/* scratch.c — how much scratch each CPU op needs, from shapes and the thread count alone, so that
+   the plan backend can predict a CPU run's allocations exactly. Keep it in step with the ops. */
+#include "kernels_cpu.h"
+
+size_t kcpu_scratch_bytes(const KBackend *b, KOp op, const KShape *s) {
+    size_t nt = (size_t)(b->nthreads > 0 ? b->nthreads : 1);
+    switch (op) {
+    case KOP_ATTENTION_FORWARD:   /* per thread: the output accumulator and one tile of scores */
+        return nt * (size_t)(s->HS + KCPU_ATTN_TILE) * sizeof(float);
+    case KOP_ATTENTION_BACKWARD:  /* D = rowsum(dout * out), one per query row */
+        return (size_t)s->B * s->NH * s->T * sizeof(float);
+    case KOP_REDUCE:              /* one partial per thread, combined in order: deterministic */
+        return nt * sizeof(double);
+    default:
+        return 0;
+    }
+}

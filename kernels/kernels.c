@@ -1,0 +1,282 @@
+/* kernels.c — the backend-independent half of kernels.h: tagged buffers (kbuf_*), the memory limit,
+   and the op wrappers that request each op's scratch through kbuf_alloc before running it.
+
+   Because scratch is allocated HERE, from sizes the target computes from shapes, a plan backend
+   and a real backend of the same target go through the same sequence of tagged allocations.
+   Not here: any arithmetic (kernels/cpu, kernels/cuda) or the plan backend itself (kernels/plan). */
+#include "kernels.h"
+#include "dpmem.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *kbackend_error(const KBackend *b) { return b->err[0] ? b->err : "no error"; }
+int kbackend_computes(const KBackend *b) { return b->kind != KB_PLAN; }
+
+static int live_push(KBackend *b, void *p, size_t bytes, const char *tag) {
+    if (b->n_live == b->cap_live) {
+        int cap = b->cap_live ? 2 * b->cap_live : 256;
+        KLive *nl = realloc(b->lives, (size_t)cap * sizeof *nl);
+        if (!nl) return -1;
+        b->lives = nl; b->cap_live = cap;
+    }
+    char *t = strdup(tag);
+    if (!t) return -1;
+    b->lives[b->n_live++] = (KLive){ p, bytes, t };
+    return 0;
+}
+
+void *kbuf_alloc(KBackend *b, size_t bytes, const char *tag) {
+    if (bytes == 0) return NULL;
+    if (b->mem_limit && (bytes > b->mem_limit || b->live > b->mem_limit - bytes)) {
+        dpmem_oom(bytes, tag, b->space, 0, 0);
+        snprintf(b->err, sizeof b->err,
+                 "out of memory: %s needs %zu bytes but %zu of the %zu-byte limit (--mem-limit) are in use",
+                 tag, bytes, b->live, b->mem_limit);
+        return NULL;
+    }
+    void *p;
+    if (b->kind == KB_PLAN) {
+        /* A unique address that is never dereferenced: 256-aligned, a gap between buffers. */
+        p = (void *)(uintptr_t)b->next_fake;
+        b->next_fake += ((bytes + 255) / 256) * 256 + 256;
+    } else {
+        p = b->ops->alloc(b, bytes);
+        if (!p) {
+            dpmem_oom(bytes, tag, b->space, 0, 0);
+            snprintf(b->err, sizeof b->err, "out of memory: the %s backend could not allocate %zu bytes for %s",
+                     b->ops->name, bytes, tag);
+            return NULL;
+        }
+    }
+    if (live_push(b, p, bytes, tag) != 0) {
+        if (b->kind != KB_PLAN) b->ops->free(b, p);
+        snprintf(b->err, sizeof b->err, "out of host memory for the buffer list (%s)", tag);
+        return NULL;
+    }
+    dpmem_tag_alloc_space(p, bytes, tag, b->space);
+    b->live += bytes;
+    if (b->live > b->peak) b->peak = b->live;
+    if (b->trace) b->trace(b->trace_user, tag, bytes, 1);
+    return p;
+}
+
+void kbuf_free(KBackend *b, void *p) {
+    if (!p) return;
+    for (int i = b->n_live - 1; i >= 0; i--) {  /* newest first: most frees are LIFO */
+        if (b->lives[i].p != p) continue;
+        KLive l = b->lives[i];
+        memmove(b->lives + i, b->lives + i + 1, (size_t)(b->n_live - i - 1) * sizeof *b->lives);
+        b->n_live--;
+        DPMEM_TAG_FREE(p);
+        if (b->kind != KB_PLAN) b->ops->free(b, p);
+        b->live -= l.bytes;
+        if (b->trace) b->trace(b->trace_user, l.tag, 0, 0);
+        free((void *)l.tag);
+        return;
+    }
+    fprintf(stderr, "kbuf_free: %p was not allocated by kbuf_alloc (ignored)\n", p);
+}
+
+void kbackend_free_all(KBackend *b) {
+    while (b->n_live > 0) kbuf_free(b, b->lives[b->n_live - 1].p);
+}
+
+void kbackend_destroy(KBackend *b) {
+    kbackend_free_all(b);
+    free(b->lives);
+    b->lives = NULL; b->cap_live = 0;
+}
+
+int kbuf_upload(KBackend *b, void *dst, const void *src, size_t bytes) {
+    if (bytes && b->kind != KB_PLAN) b->ops->upload(b, dst, src, bytes);
+    return 0;
+}
+
+int kbuf_download(KBackend *b, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return 0;
+    if (b->kind == KB_PLAN) memset(dst, 0, bytes);   /* nothing was computed */
+    else b->ops->download(b, dst, src, bytes);
+    return 0;
+}
+
+long long parse_bytes(const char *s) {
+    if (!s || !*s) return -1;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0) || v > 9.0e18) return -1;
+    double mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (mult > 1 && *end == 'i') end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return -1;
+    v *= mult;
+    if (v > 9.0e18) return -1;
+    return (long long)v;
+}
+
+/* ---- scratch ---------------------------------------------------------------------------------- */
+
+/* Allocates op's scratch (if its target needs any) as `tag`. -1 when it does not fit. */
+static int scratch_get(KBackend *b, KOp op, const KShape *s, const char *tag, void **out) {
+    size_t bytes = b->target->scratch_bytes(b, op, s);
+    *out = NULL;
+    if (bytes == 0) return 0;
+    *out = kbuf_alloc(b, bytes, tag);
+    return *out ? 0 : -1;
+}
+
+/* ---- wrappers --------------------------------------------------------------------------------- */
+
+int gemm_strided_batched(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+                         const float *A, int lda, long long strideA, const float *B, int ldb,
+                         long long strideB, float beta, float *C, int ldc, long long strideC, int batch) {
+    if (M > 0 && N > 0 && batch > 0)
+        b->ops->gemm(b, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch);
+    return 0;
+}
+
+int matmul_forward(KBackend *b, float *y, const float *x, const float *w, int N, int IC, int OC, float beta) {
+    return gemm_strided_batched(b, 0, 1, N, OC, IC, 1.0f, x, IC, 0, w, IC, 0, beta, y, OC, 0, 1);
+}
+
+int matmul_backward_input(KBackend *b, float *dx, const float *dy, const float *w, int N, int IC, int OC, float beta) {
+    return gemm_strided_batched(b, 0, 0, N, IC, OC, 1.0f, dy, OC, 0, w, IC, 0, beta, dx, IC, 0, 1);
+}
+
+int matmul_backward_weight(KBackend *b, float *dw, const float *dy, const float *x, int N, int IC, int OC) {
+    return gemm_strided_batched(b, 1, 0, OC, IC, N, 1.0f, dy, OC, 0, x, IC, 0, 1.0f, dw, IC, 0, 1);
+}
+
+int fill_buffer(KBackend *b, float *x, float value, size_t n) { if (n) b->ops->fill(b, x, value, n); return 0; }
+int copy_buffer(KBackend *b, float *dst, const float *src, size_t n) { if (n) b->ops->copy(b, dst, src, n); return 0; }
+int add_inplace(KBackend *b, float *y, const float *x, size_t n) { if (n) b->ops->add(b, y, x, n); return 0; }
+int scale_inplace(KBackend *b, float *x, float s, size_t n) { if (n) b->ops->scale(b, x, s, n); return 0; }
+
+int reduce_sum(KBackend *b, const float *x, size_t n, double *out) {
+    KShape s = { .n = n }; void *w;
+    if (scratch_get(b, KOP_REDUCE, &s, "workspace/reduce", &w)) return -1;
+    *out = b->ops->sum(b, x, n, w);
+    kbuf_free(b, w);
+    return 0;
+}
+
+int reduce_sumsq(KBackend *b, const float *x, size_t n, double *out) {
+    KShape s = { .n = n }; void *w;
+    if (scratch_get(b, KOP_REDUCE, &s, "workspace/reduce", &w)) return -1;
+    *out = b->ops->sumsq(b, x, n, w);
+    kbuf_free(b, w);
+    return 0;
+}
+
+int count_nonfinite(KBackend *b, const float *x, size_t n, size_t *out) {
+    KShape s = { .n = n }; void *w;
+    if (scratch_get(b, KOP_REDUCE, &s, "workspace/reduce", &w)) return -1;
+    *out = b->ops->count_nonfinite(b, x, n, w);
+    kbuf_free(b, w);
+    return 0;
+}
+
+int embedding_forward(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C) {
+    b->ops->embedding_forward(b, out, tokens, wte, N, C);
+    return 0;
+}
+
+int embedding_backward(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V) {
+    KShape s = { .B = N, .T = 1, .C = C, .V = V }; void *w;
+    if (scratch_get(b, KOP_EMBEDDING_BACKWARD, &s, "workspace/embedding_backward", &w)) return -1;
+    b->ops->embedding_backward(b, dwte, tokens, dout, N, C, w);
+    kbuf_free(b, w);
+    return 0;
+}
+
+int rmsnorm_forward(KBackend *b, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    b->ops->rmsnorm_forward(b, out, rstd, inp, w, N, C, eps);
+    return 0;
+}
+
+int rmsnorm_backward(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
+                     const float *w, const float *rstd, int N, int C) {
+    KShape s = { .B = N, .T = 1, .C = C }; void *ws;
+    if (scratch_get(b, KOP_RMSNORM_BACKWARD, &s, "workspace/rmsnorm_backward", &ws)) return -1;
+    b->ops->rmsnorm_backward(b, dinp, dw, dout, inp, w, rstd, N, C, ws);
+    kbuf_free(b, ws);
+    return 0;
+}
+
+int rope_forward(KBackend *b, float *x, int B, int T, int NH, int HS, float theta) {
+    b->ops->rope_forward(b, x, B, T, NH, HS, theta);
+    return 0;
+}
+
+int rope_backward(KBackend *b, float *dx, int B, int T, int NH, int HS, float theta) {
+    b->ops->rope_backward(b, dx, B, T, NH, HS, theta);
+    return 0;
+}
+
+int attention_forward(KBackend *b, float *out, float *lse, const float *q, const float *k, const float *v,
+                      int B, int T, int NH, int NKV, int HS) {
+    KShape s = { .B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS }; void *w;
+    if (scratch_get(b, KOP_ATTENTION_FORWARD, &s, "workspace/attn_forward", &w)) return -1;
+    b->ops->attention_forward(b, out, lse, q, k, v, B, T, NH, NKV, HS, w);
+    kbuf_free(b, w);
+    return 0;
+}
+
+int attention_backward(KBackend *b, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                       const float *k, const float *v, const float *out, const float *lse,
+                       int B, int T, int NH, int NKV, int HS) {
+    KShape s = { .B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS }; void *w;
+    if (scratch_get(b, KOP_ATTENTION_BACKWARD, &s, "workspace/attn_backward", &w)) return -1;
+    b->ops->attention_backward(b, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HS, w);
+    kbuf_free(b, w);
+    return 0;
+}
+
+int swiglu_forward(KBackend *b, float *h, const float *gate, const float *up, size_t n) {
+    b->ops->swiglu_forward(b, h, gate, up, n);
+    return 0;
+}
+
+int swiglu_backward(KBackend *b, float *dgate, float *dup, const float *dh, const float *gate,
+                    const float *up, size_t n) {
+    b->ops->swiglu_backward(b, dgate, dup, dh, gate, up, n);
+    return 0;
+}
+
+int crossentropy_forward(KBackend *b, float *losses, const float *logits, const int *targets, int N, int V) {
+    KShape s = { .B = N, .T = 1, .V = V }; void *w;
+    if (scratch_get(b, KOP_CROSSENTROPY_FORWARD, &s, "workspace/crossentropy", &w)) return -1;
+    b->ops->crossentropy_forward(b, losses, logits, targets, N, V, w);
+    kbuf_free(b, w);
+    return 0;
+}
+
+int crossentropy_backward(KBackend *b, float *logits, const int *targets, float scale,
+                          const float *sample_weight, int B, int T, int V) {
+    KShape s = { .B = B, .T = T, .V = V }; void *w;
+    if (scratch_get(b, KOP_CROSSENTROPY_BACKWARD, &s, "workspace/crossentropy", &w)) return -1;
+    b->ops->crossentropy_backward(b, logits, targets, scale, sample_weight, B, T, V, w);
+    kbuf_free(b, w);
+    return 0;
+}
+
+int adamw_update(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                 float beta1, float beta2, float eps, float weight_decay, int t) {
+    if (n) b->ops->adamw(b, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+    return 0;
+}
+
+int sgd_update(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay) {
+    if (n) b->ops->sgd(b, p, g, n, lr, weight_decay);
+    return 0;
+}

@@ -1,0 +1,181 @@
+/* kernels.h — the one interface between the LLaMA model and the machine that runs it.
+
+   A KBackend is a device: the CPU (kernels/cpu, OpenBLAS + OpenMP, fp32), the plan backend
+   (kernels/plan: records every allocation exactly and computes nothing) or, later, CUDA
+   (kernels/cuda, same table). The model calls the wrappers below (matmul_forward, attention_backward,
+   ...); they ask the backend how much scratch the op needs (a pure function of the shapes and the
+   target), allocate it through kbuf_alloc under a fixed `workspace/...` tag, run the op and free the
+   scratch. So a plan run replays the allocation sequence of a real run of its target exactly.
+
+   Every buffer is allocated with kbuf_alloc(b, bytes, "category/name"), which tags it with
+   dpmem (DPMEM_TAG_ALLOC) in the backend's memory space and enforces the backend's memory limit:
+   above it, dpmem_oom() records the failed request and kbuf_alloc returns NULL, the op returns -1
+   and kbackend_error(b) says what failed.
+
+   Dimension letters: B batch, T sequence length, C model width, NH query heads, NKV key/value heads
+   (GQA: query head h reads kv head h / (NH/NKV)), HS head size, F FFN width, V vocabulary,
+   N = B*T rows. All tensors are row-major fp32 unless said otherwise; token ids are int32.
+
+   Not here: mixed precision, fused kernels beyond what the model needs, the DP per-sample norm
+   kernels (kernels/cpu/dp_*.c, their own interface). */
+#ifndef KERNELS_H
+#define KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { KB_CPU = 0, KB_PLAN = 1, KB_CUDA = 2 };
+
+/* Ops that may need scratch; the scratch size is scratch_bytes(target, op, shape). */
+typedef enum {
+    KOP_ATTENTION_FORWARD = 0, KOP_ATTENTION_BACKWARD, KOP_RMSNORM_BACKWARD, KOP_EMBEDDING_BACKWARD,
+    KOP_CROSSENTROPY_FORWARD, KOP_CROSSENTROPY_BACKWARD, KOP_REDUCE, KOP_COUNT
+} KOp;
+
+/* Every size an op's scratch may depend on (unused ones 0). */
+typedef struct { int B, T, C, NH, NKV, HS, V; size_t n; } KShape;
+
+typedef struct KBackend KBackend;
+
+/* What a backend implements. The compute entries receive device pointers and scratch already
+   allocated; they cannot fail. A plan backend's entries do nothing. */
+typedef struct KOps {
+    const char *name;                                     /* "cpu", "cuda" */
+    int space;                                            /* DPMEM_HOST or DPMEM_DEVICE */
+    void  *(*alloc)(KBackend *b, size_t bytes);           /* zero-filled; NULL when the device is full */
+    void   (*free)(KBackend *b, void *p);
+    void   (*upload)(KBackend *b, void *dst, const void *src, size_t bytes);
+    void   (*download)(KBackend *b, void *dst, const void *src, size_t bytes);
+    size_t (*scratch_bytes)(const KBackend *b, KOp op, const KShape *s);
+    /* C[i] = alpha op(A[i]) op(B[i]) + beta C[i] for i < batch; row-major; op(X) = Xᵀ when trans. */
+    void (*gemm)(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+                 const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
+                 float beta, float *C, int ldc, long long strideC, int batch);
+    void (*fill)(KBackend *b, float *x, float value, size_t n);
+    void (*copy)(KBackend *b, float *dst, const float *src, size_t n);
+    void (*add)(KBackend *b, float *y, const float *x, size_t n);              /* y += x */
+    void (*scale)(KBackend *b, float *x, float s, size_t n);
+    /* Reductions return on the host. */
+    double (*sum)(KBackend *b, const float *x, size_t n, void *scratch);
+    double (*sumsq)(KBackend *b, const float *x, size_t n, void *scratch);
+    size_t (*count_nonfinite)(KBackend *b, const float *x, size_t n, void *scratch);
+    void (*embedding_forward)(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C);
+    void (*embedding_backward)(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C,
+                               void *scratch);
+    void (*rmsnorm_forward)(KBackend *b, float *out, float *rstd, const float *inp, const float *w,
+                            int N, int C, float eps);
+    void (*rmsnorm_backward)(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const float *rstd, int N, int C, void *scratch);
+    void (*rope_forward)(KBackend *b, float *x, int B, int T, int NH, int HS, float theta);
+    void (*rope_backward)(KBackend *b, float *dx, int B, int T, int NH, int HS, float theta);
+    void (*attention_forward)(KBackend *b, float *out, float *lse, const float *q, const float *k,
+                              const float *v, int B, int T, int NH, int NKV, int HS, void *scratch);
+    void (*attention_backward)(KBackend *b, float *dq, float *dk, float *dv, const float *dout,
+                               const float *q, const float *k, const float *v, const float *out,
+                               const float *lse, int B, int T, int NH, int NKV, int HS, void *scratch);
+    void (*swiglu_forward)(KBackend *b, float *h, const float *gate, const float *up, size_t n);
+    void (*swiglu_backward)(KBackend *b, float *dgate, float *dup, const float *dh, const float *gate,
+                            const float *up, size_t n);
+    void (*crossentropy_forward)(KBackend *b, float *losses, const float *logits, const int *targets,
+                                 int N, int V, void *scratch);
+    void (*crossentropy_backward)(KBackend *b, float *logits_to_dlogits, const int *targets, float scale,
+                                  const float *sample_weight, int B, int T, int V, void *scratch);
+    void (*adamw)(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, int t);
+    void (*sgd)(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay);
+} KOps;
+
+/* One live allocation, as the backend remembers it (for kbackend_free_all and tests). */
+typedef struct { void *p; size_t bytes; const char *tag; } KLive;
+
+/* Called for each allocation (bytes > 0) and free (bytes == 0) when set: tests compare runs with it. */
+typedef void (*KTraceFn)(void *user, const char *tag, size_t bytes, int is_alloc);
+
+struct KBackend {
+    int kind;                 /* KB_CPU, KB_PLAN, KB_CUDA: who computes */
+    const KOps *ops;          /* compute table (plan: no-ops) */
+    const KOps *target;       /* whose scratch sizes and memory space are used (itself unless plan) */
+    int space;                /* dpmem memory space of its buffers */
+    int nthreads;             /* CPU threads the target's ops use (scratch may depend on it) */
+    size_t mem_limit;         /* 0: none */
+    size_t live, peak;        /* bytes through kbuf_alloc */
+    uint64_t next_fake;       /* plan: next fake address */
+    KLive *lives; int n_live, cap_live;
+    KTraceFn trace; void *trace_user;
+    char err[256];
+};
+
+/* Backends. kbackend_plan_init(b, &kops_cpu) plans for the CPU (nthreads as given, the CPU's thread
+   count by default); a CUDA build passes its own table. */
+extern const KOps kops_cpu;
+extern const KOps kops_plan;
+void kbackend_cpu_init(KBackend *b, int nthreads);   /* nthreads <= 0: OpenMP's default */
+void kbackend_plan_init(KBackend *b, const KOps *target, int nthreads);
+void kbackend_free_all(KBackend *b);                  /* frees whatever is still live (error paths) */
+void kbackend_destroy(KBackend *b);
+const char *kbackend_error(const KBackend *b);
+int  kbackend_computes(const KBackend *b);            /* 0 for plan: buffers must not be touched */
+int  kcpu_max_threads(void);
+
+/* Tagged buffers. bytes == 0 gives NULL and is no error. */
+void  *kbuf_alloc(KBackend *b, size_t bytes, const char *tag);
+void   kbuf_free(KBackend *b, void *p);
+int    kbuf_upload(KBackend *b, void *dst, const void *src, size_t bytes);
+int    kbuf_download(KBackend *b, void *dst, const void *src, size_t bytes);
+/* "2G", "512M", "1.5GiB", "1000000" -> bytes; -1 on garbage. */
+long long parse_bytes(const char *s);
+
+/* The ops, as the model calls them. All return 0, or -1 (scratch did not fit: kbackend_error). */
+int gemm_strided_batched(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+                         const float *A, int lda, long long strideA, const float *B, int ldb,
+                         long long strideB, float beta, float *C, int ldc, long long strideC, int batch);
+/* y[N,OC] = beta*y + x[N,IC] W[OC,IC]ᵀ  (a bias-free linear layer) */
+int matmul_forward(KBackend *b, float *y, const float *x, const float *w, int N, int IC, int OC, float beta);
+/* dx[N,IC] = beta*dx + dy W;   dW[OC,IC] += dyᵀ x */
+int matmul_backward_input(KBackend *b, float *dx, const float *dy, const float *w, int N, int IC, int OC, float beta);
+int matmul_backward_weight(KBackend *b, float *dw, const float *dy, const float *x, int N, int IC, int OC);
+int fill_buffer(KBackend *b, float *x, float value, size_t n);
+int copy_buffer(KBackend *b, float *dst, const float *src, size_t n);
+int add_inplace(KBackend *b, float *y, const float *x, size_t n);
+int scale_inplace(KBackend *b, float *x, float s, size_t n);
+int reduce_sum(KBackend *b, const float *x, size_t n, double *out);
+int reduce_sumsq(KBackend *b, const float *x, size_t n, double *out);
+int count_nonfinite(KBackend *b, const float *x, size_t n, size_t *out);
+int embedding_forward(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C);
+/* dwte[V,C] += scatter of dout rows by token */
+int embedding_backward(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V);
+/* out = inp * rstd * w, rstd[N] saved for backward */
+int rmsnorm_forward(KBackend *b, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
+/* dinp[N,C] += ..., dw[C] += ... (dw may be NULL: frozen) */
+int rmsnorm_backward(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
+                     const float *w, const float *rstd, int N, int C);
+/* In place on x[B,T,NH,HS], position = t, rotate-half convention (Hugging Face). */
+int rope_forward(KBackend *b, float *x, int B, int T, int NH, int HS, float theta);
+int rope_backward(KBackend *b, float *dx, int B, int T, int NH, int HS, float theta);
+/* Causal, tiled with online softmax: out[B,T,NH,HS], lse[B,NH,T] (natural log of each row's softmax
+   denominator, scores scaled by 1/sqrt(HS)); q[B,T,NH,HS], k,v[B,T,NKV,HS]. No T×T buffer. */
+int attention_forward(KBackend *b, float *out, float *lse, const float *q, const float *k, const float *v,
+                      int B, int T, int NH, int NKV, int HS);
+/* dq, dk, dv are overwritten. Scratch: workspace/attn_delta (B*NH*T) and the target's own. */
+int attention_backward(KBackend *b, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                       const float *k, const float *v, const float *out, const float *lse,
+                       int B, int T, int NH, int NKV, int HS);
+/* h = silu(gate) * up */
+int swiglu_forward(KBackend *b, float *h, const float *gate, const float *up, size_t n);
+int swiglu_backward(KBackend *b, float *dgate, float *dup, const float *dh, const float *gate,
+                    const float *up, size_t n);
+/* losses[N] = logsumexp(logits row) - logit[target] */
+int crossentropy_forward(KBackend *b, float *losses, const float *logits, const int *targets, int N, int V);
+/* In place: logits[B*T,V] become dlogits = (softmax - onehot) * scale * sample_weight[b]
+   (sample_weight: a device vector [B], or NULL for 1). */
+int crossentropy_backward(KBackend *b, float *logits, const int *targets, float scale,
+                          const float *sample_weight, int B, int T, int V);
+/* AdamW (decoupled decay), t >= 1 the step count for bias correction. */
+int adamw_update(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                 float beta1, float beta2, float eps, float weight_decay, int t);
+int sgd_update(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay);
+
+/* Scratch sizes of the CPU target (kernels/cpu/scratch.c); a CUDA table has its own. */
+size_t kcpu_scratch_bytes(const KBackend *b, KOp op, const KShape *s);
+
+#endif /* KERNELS_H */

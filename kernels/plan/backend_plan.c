@@ -1,0 +1,95 @@
+/* backend_plan.c — the plan backend: runs the model's code path with every allocation tagged and
+   recorded exactly as on its target (same tags, same sizes, same order, the target's scratch sizes
+   and memory space), while computing nothing and touching no buffer. Addresses are fake (from a
+   counter, see kbuf_alloc) and never dereferenced. This is how the 3B preset at T = 16384 gets an
+   exact tagged memory timeline on a laptop.
+   Not here: timing predictions (a plan run's time is the bookkeeping's own). */
+#include "kernels.h"
+
+#include <string.h>
+
+static void *plan_alloc(KBackend *b, size_t n) { (void)b; (void)n; return NULL; }  /* kbuf_alloc never calls it */
+static void plan_free(KBackend *b, void *p) { (void)b; (void)p; }
+static void plan_xfer(KBackend *b, void *d, const void *s, size_t n) { (void)b; (void)d; (void)s; (void)n; }
+static size_t plan_scratch(const KBackend *b, KOp op, const KShape *s) { return b->target->scratch_bytes(b, op, s); }
+static void plan_gemm(KBackend *b, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
+                      long long sc, int batch) {
+    (void)b; (void)ta; (void)tb; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda; (void)sa;
+    (void)B; (void)ldb; (void)sb; (void)beta; (void)C; (void)ldc; (void)sc; (void)batch;
+}
+static void plan_fill(KBackend *b, float *x, float v, size_t n) { (void)b; (void)x; (void)v; (void)n; }
+static void plan_copy(KBackend *b, float *d, const float *s, size_t n) { (void)b; (void)d; (void)s; (void)n; }
+static void plan_scale(KBackend *b, float *x, float s, size_t n) { (void)b; (void)x; (void)s; (void)n; }
+static double plan_reduce(KBackend *b, const float *x, size_t n, void *w) { (void)b; (void)x; (void)n; (void)w; return 0.0; }
+static size_t plan_count(KBackend *b, const float *x, size_t n, void *w) { (void)b; (void)x; (void)n; (void)w; return 0; }
+static void plan_emb_f(KBackend *b, float *o, const int *t, const float *w, int N, int C) {
+    (void)b; (void)o; (void)t; (void)w; (void)N; (void)C;
+}
+static void plan_emb_b(KBackend *b, float *dw, const int *t, const float *d, int N, int C, void *s) {
+    (void)b; (void)dw; (void)t; (void)d; (void)N; (void)C; (void)s;
+}
+static void plan_rms_f(KBackend *b, float *o, float *r, const float *x, const float *w, int N, int C, float e) {
+    (void)b; (void)o; (void)r; (void)x; (void)w; (void)N; (void)C; (void)e;
+}
+static void plan_rms_b(KBackend *b, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                       const float *r, int N, int C, void *s) {
+    (void)b; (void)dx; (void)dw; (void)dy; (void)x; (void)w; (void)r; (void)N; (void)C; (void)s;
+}
+static void plan_rope(KBackend *b, float *x, int B, int T, int NH, int HS, float th) {
+    (void)b; (void)x; (void)B; (void)T; (void)NH; (void)HS; (void)th;
+}
+static void plan_attn_f(KBackend *b, float *o, float *l, const float *q, const float *k, const float *v,
+                        int B, int T, int NH, int NKV, int HS, void *s) {
+    (void)b; (void)o; (void)l; (void)q; (void)k; (void)v; (void)B; (void)T; (void)NH; (void)NKV; (void)HS; (void)s;
+}
+static void plan_attn_b(KBackend *b, float *dq, float *dk, float *dv, const float *d, const float *q,
+                        const float *k, const float *v, const float *o, const float *l,
+                        int B, int T, int NH, int NKV, int HS, void *s) {
+    (void)b; (void)dq; (void)dk; (void)dv; (void)d; (void)q; (void)k; (void)v; (void)o; (void)l;
+    (void)B; (void)T; (void)NH; (void)NKV; (void)HS; (void)s;
+}
+static void plan_swi_f(KBackend *b, float *h, const float *g, const float *u, size_t n) {
+    (void)b; (void)h; (void)g; (void)u; (void)n;
+}
+static void plan_swi_b(KBackend *b, float *dg, float *du, const float *dh, const float *g, const float *u, size_t n) {
+    (void)b; (void)dg; (void)du; (void)dh; (void)g; (void)u; (void)n;
+}
+static void plan_ce_f(KBackend *b, float *l, const float *x, const int *t, int N, int V, void *s) {
+    (void)b; (void)l; (void)x; (void)t; (void)N; (void)V; (void)s;
+}
+static void plan_ce_b(KBackend *b, float *x, const int *t, float sc, const float *w, int B, int T, int V, void *s) {
+    (void)b; (void)x; (void)t; (void)sc; (void)w; (void)B; (void)T; (void)V; (void)s;
+}
+static void plan_adamw(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                       float b1, float b2, float eps, float wd, int t) {
+    (void)b; (void)p; (void)g; (void)m; (void)v; (void)n; (void)lr; (void)b1; (void)b2; (void)eps; (void)wd; (void)t;
+}
+static void plan_sgd(KBackend *b, float *p, const float *g, size_t n, float lr, float wd) {
+    (void)b; (void)p; (void)g; (void)n; (void)lr; (void)wd;
+}
+
+const KOps kops_plan = {
+    .name = "plan", .space = 0,
+    .alloc = plan_alloc, .free = plan_free, .upload = plan_xfer, .download = plan_xfer,
+    .scratch_bytes = plan_scratch,
+    .gemm = plan_gemm, .fill = plan_fill, .copy = plan_copy, .add = plan_copy, .scale = plan_scale,
+    .sum = plan_reduce, .sumsq = plan_reduce, .count_nonfinite = plan_count,
+    .embedding_forward = plan_emb_f, .embedding_backward = plan_emb_b,
+    .rmsnorm_forward = plan_rms_f, .rmsnorm_backward = plan_rms_b,
+    .rope_forward = plan_rope, .rope_backward = plan_rope,
+    .attention_forward = plan_attn_f, .attention_backward = plan_attn_b,
+    .swiglu_forward = plan_swi_f, .swiglu_backward = plan_swi_b,
+    .crossentropy_forward = plan_ce_f, .crossentropy_backward = plan_ce_b,
+    .adamw = plan_adamw, .sgd = plan_sgd,
+};
+
+void kbackend_plan_init(KBackend *b, const KOps *target, int nthreads) {
+    memset(b, 0, sizeof *b);
+    b->kind = KB_PLAN;
+    b->ops = &kops_plan;
+    b->target = target;
+    b->space = target->space;
+    b->nthreads = nthreads > 0 ? nthreads : kcpu_max_threads();
+    b->next_fake = (uint64_t)1 << 44;
+}

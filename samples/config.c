@@ -1,0 +1,212 @@
+/* config.c — presets, flag parsing and validation for the sample trainers (see config.h). */
+#include "config.h"
+#include "dpmem.h"
+#include "kernels.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int llama_ffn_dim(int dim) {
+    int hidden = 2 * (4 * dim) / 3;
+    return 256 * ((hidden + 255) / 256);
+}
+
+typedef struct { const char *name; int V, C, L, NH, T, B; } Preset;
+static const Preset PRESETS[] = {
+    { "tiny",   1000,   64,  2,  4,    64, 4 },
+    { "small",  32000,  512, 4,  8,   128, 4 },
+    { "medium", 32000, 1024, 8,  16,  256, 4 },
+    { "1b",     32000, 2048, 20, 16, 16384, 1 },
+    { "3b",     32000, 3200, 26, 32,  2048, 1 },
+};
+
+int config_preset(TrainConfig *c, const char *name) {
+    for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++) {
+        const Preset *p = &PRESETS[i];
+        if (strcmp(p->name, name) != 0) continue;
+        snprintf(c->model.preset, sizeof c->model.preset, "%s", p->name);
+        c->model.vocab_size = p->V; c->model.dim = p->C; c->model.n_layers = p->L;
+        c->model.n_heads = p->NH; c->model.n_kv_heads = p->NH; c->model.ffn_dim = llama_ffn_dim(p->C);
+        c->seq_len = p->T; c->batch_size = p->B;
+        return 0;
+    }
+    return -1;
+}
+
+void config_defaults(TrainConfig *c) {
+    memset(c, 0, sizeof *c);
+    config_preset(c, "tiny");
+    c->model.rope_theta = 10000.0f; c->model.norm_eps = 1e-6f;
+    c->steps = 20; c->warmup_steps = 0; c->grad_accum = 1; c->seed = 1337;
+    c->lr = 3e-4f; c->weight_decay = 0.0f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->adam_eps = 1e-8f;
+    snprintf(c->optimizer, sizeof c->optimizer, "adamw");
+    snprintf(c->device, sizeof c->device, "auto");
+    snprintf(c->plan_for, sizeof c->plan_for, "cpu");
+    c->run_name = "train";
+}
+
+void config_usage(const char *prog, const char *extra_usage) {
+    printf("usage: %s [flags]\n"
+           "  --model tiny|small|medium|1b|3b  preset (tiny: V=1000 C=64 L=2 NH=4); flags below override it\n"
+           "  --vocab N --dim N --layers N --heads N --kv-heads N --ffn N --tie-embeddings\n"
+           "  --batch-size N  --seq-len N  --steps N  --warmup-steps N  --grad-accum N (physical batches per step)\n"
+           "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
+           "  --device auto|cpu|cuda|plan  --plan-for cpu|cuda  --mem-limit BYTES (e.g. 2G)\n"
+           "  --data FILE (llm.c .bin of uint16/uint32 tokens, else the file's bytes as tokens; default synthetic)\n"
+           "  --log FILE (dpmem log)  --print-params  --check-finite  --quiet  --help\n%s",
+           prog, extra_usage ? extra_usage : "");
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int *out) {
+    char *end; errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || x < lo || x > INT_MAX) {
+        fprintf(stderr, "error: %s needs an integer >= %d, got '%s'\n", flag, lo, v ? v : "");
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_float(const char *flag, const char *v, float *out) {
+    char *end; errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || !*v || *end || errno || !(x >= 0) || x > 1e30) {
+        fprintf(stderr, "error: %s needs a non-negative number, got '%s'\n", flag, v ? v : "");
+        return -1;
+    }
+    *out = (float)x;
+    return 0;
+}
+
+static int parse_choice(const char *flag, const char *v, const char *const *choices, char *out, size_t n) {
+    for (int i = 0; v && choices[i]; i++)
+        if (strcmp(v, choices[i]) == 0) { snprintf(out, n, "%s", v); return 0; }
+    fprintf(stderr, "error: %s must be one of", flag);
+    for (int i = 0; choices[i]; i++) fprintf(stderr, " %s", choices[i]);
+    fprintf(stderr, ", got '%s'\n", v ? v : "");
+    return -1;
+}
+
+int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, void *user, const char *extra_usage) {
+    /* The preset first, wherever it is, so that the other flags override it. */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (strncmp(a, "--model=", 8) == 0) v = a + 8;
+        else if (strcmp(a, "--model") == 0) v = i + 1 < argc ? argv[i + 1] : "";
+        if (v && config_preset(c, v) != 0) {
+            fprintf(stderr, "error: unknown --model '%s' (tiny, small, medium, 1b, 3b)\n", v);
+            return -1;
+        }
+    }
+    int ffn_given = 0;
+    for (int i = 1; i < argc; i++) {
+        char flagbuf[64];
+        const char *a = argv[i], *v = NULL;
+        if (strncmp(a, "--", 2) != 0) { fprintf(stderr, "error: unexpected argument '%s' (see --help)\n", a); return -1; }
+        const char *eq = strchr(a, '=');
+        if (eq) {
+            size_t n = (size_t)(eq - a);
+            if (n >= sizeof flagbuf) n = sizeof flagbuf - 1;
+            memcpy(flagbuf, a, n); flagbuf[n] = 0; a = flagbuf; v = eq + 1;
+        }
+        /* switches */
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { config_usage(argv[0], extra_usage); return 1; }
+        if (!strcmp(a, "--print-params")) { c->print_params = 1; continue; }
+        if (!strcmp(a, "--check-finite")) { c->check_finite = 1; continue; }
+        if (!strcmp(a, "--tie-embeddings")) { c->model.tie_embeddings = 1; continue; }
+        if (!strcmp(a, "--quiet")) { c->quiet = 1; continue; }
+        int took_next = 0;
+        if (!v) { v = i + 1 < argc ? argv[i + 1] : NULL; took_next = 1; }
+        int rc = 0;
+        static const char *const opts[] = { "adamw", "sgd", NULL };
+        static const char *const devs[] = { "auto", "cpu", "cuda", "plan", NULL };
+        static const char *const targets[] = { "cpu", "cuda", NULL };
+        if (!strcmp(a, "--model")) rc = 0;
+        else if (!strcmp(a, "--vocab")) rc = parse_int(a, v, 2, &c->model.vocab_size);
+        else if (!strcmp(a, "--dim")) rc = parse_int(a, v, 2, &c->model.dim);
+        else if (!strcmp(a, "--layers")) rc = parse_int(a, v, 1, &c->model.n_layers);
+        else if (!strcmp(a, "--heads")) rc = parse_int(a, v, 1, &c->model.n_heads);
+        else if (!strcmp(a, "--kv-heads")) rc = parse_int(a, v, 1, &c->model.n_kv_heads);
+        else if (!strcmp(a, "--ffn")) { rc = parse_int(a, v, 1, &c->model.ffn_dim); ffn_given = 1; }
+        else if (!strcmp(a, "--batch-size")) rc = parse_int(a, v, 1, &c->batch_size);
+        else if (!strcmp(a, "--seq-len")) rc = parse_int(a, v, 1, &c->seq_len);
+        else if (!strcmp(a, "--steps")) rc = parse_int(a, v, 0, &c->steps);
+        else if (!strcmp(a, "--warmup-steps")) rc = parse_int(a, v, 0, &c->warmup_steps);
+        else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, &c->grad_accum);
+        else if (!strcmp(a, "--seed")) rc = parse_int(a, v, 0, &c->seed);
+        else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 1, &c->threads);
+        else if (!strcmp(a, "--lr")) rc = parse_float(a, v, &c->lr);
+        else if (!strcmp(a, "--weight-decay")) rc = parse_float(a, v, &c->weight_decay);
+        else if (!strcmp(a, "--optimizer")) rc = parse_choice(a, v, opts, c->optimizer, sizeof c->optimizer);
+        else if (!strcmp(a, "--device")) rc = parse_choice(a, v, devs, c->device, sizeof c->device);
+        else if (!strcmp(a, "--plan-for")) rc = parse_choice(a, v, targets, c->plan_for, sizeof c->plan_for);
+        else if (!strcmp(a, "--data")) { if (!v || !*v) { fprintf(stderr, "error: --data needs a file name\n"); return -1; } c->data_path = v; }
+        else if (!strcmp(a, "--log")) { if (!v || !*v) { fprintf(stderr, "error: --log needs a file name\n"); return -1; } c->log_path = v; }
+        else if (!strcmp(a, "--mem-limit")) {
+            c->mem_limit = parse_bytes(v);
+            if (c->mem_limit <= 0) { fprintf(stderr, "error: --mem-limit needs a size such as 2G or 512M, got '%s'\n", v ? v : ""); return -1; }
+        } else {
+            int r = extra ? extra(user, a, v) : 0;
+            if (r < 0) return -1;
+            if (r == 0) { fprintf(stderr, "error: unknown flag '%s' (see --help)\n", a); return -1; }
+            if (r == 1) { if (eq) { fprintf(stderr, "error: %s takes no value\n", a); return -1; } continue; }
+        }
+        if (rc) return -1;
+        if (!v) { fprintf(stderr, "error: %s needs a value\n", a); return -1; }
+        if (took_next) i++;
+    }
+    if (!ffn_given) c->model.ffn_dim = llama_ffn_dim(c->model.dim);
+    return config_validate(c);
+}
+
+int config_validate(const TrainConfig *c) {
+    const LlamaConfig *m = &c->model;
+#define BAD(...) do { fprintf(stderr, "error: " __VA_ARGS__); fputc('\n', stderr); return -1; } while (0)
+    if (m->vocab_size < 2) BAD("vocabulary size must be at least 2 (got %d)", m->vocab_size);
+    if (m->dim < 2 || m->n_layers < 1 || m->n_heads < 1 || m->n_kv_heads < 1 || m->ffn_dim < 1)
+        BAD("dim, layers, heads, kv-heads and ffn must be positive");
+    if (m->dim % m->n_heads) BAD("--heads %d does not divide --dim %d", m->n_heads, m->dim);
+    if ((m->dim / m->n_heads) % 2) BAD("head size %d (dim %d / heads %d) must be even for RoPE", m->dim / m->n_heads, m->dim, m->n_heads);
+    if (m->n_heads % m->n_kv_heads) BAD("--kv-heads %d does not divide --heads %d", m->n_kv_heads, m->n_heads);
+    if (c->seq_len < 1) BAD("--seq-len must be at least 1");
+    if (c->batch_size < 1) BAD("--batch-size must be at least 1");
+    if (c->grad_accum < 1) BAD("--grad-accum must be at least 1");
+    if (!(c->lr >= 0)) BAD("--lr must be non-negative");
+    /* Sizes must fit the int shapes the kernels take. */
+    if ((long long)c->batch_size * c->seq_len > INT_MAX / 4) BAD("batch-size x seq-len is too large");
+    if ((long long)m->vocab_size * m->dim > (long long)INT_MAX * 8) BAD("vocab x dim is too large");
+#undef BAD
+    return 0;
+}
+
+void config_log(const TrainConfig *c) {
+    const LlamaConfig *m = &c->model;
+    dpmem_meta("run", c->run_name);
+    dpmem_meta("config.model", m->preset);
+    dpmem_meta_int("config.vocab_size", m->vocab_size);
+    dpmem_meta_int("config.dim", m->dim);
+    dpmem_meta_int("config.n_layers", m->n_layers);
+    dpmem_meta_int("config.n_heads", m->n_heads);
+    dpmem_meta_int("config.n_kv_heads", m->n_kv_heads);
+    dpmem_meta_int("config.ffn_dim", m->ffn_dim);
+    dpmem_meta_int("config.tie_embeddings", m->tie_embeddings);
+    dpmem_meta_int("config.batch_size", c->batch_size);
+    dpmem_meta_int("config.seq_len", c->seq_len);
+    dpmem_meta_int("config.steps", c->steps);
+    dpmem_meta_int("config.warmup_steps", c->warmup_steps);
+    dpmem_meta_int("config.grad_accum", c->grad_accum);
+    dpmem_meta_int("config.seed", c->seed);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%g", c->lr); dpmem_meta("config.lr", buf);
+    snprintf(buf, sizeof buf, "%g", c->weight_decay); dpmem_meta("config.weight_decay", buf);
+    dpmem_meta("config.optimizer", c->optimizer);
+    dpmem_meta("config.device", c->device);
+    if (!strcmp(c->device, "plan")) dpmem_meta("config.plan_for", c->plan_for);
+    dpmem_meta("config.data", c->data_path ? c->data_path : "synthetic");
+    dpmem_meta_int("config.mem_limit", c->mem_limit);
+    dpmem_meta_int("config.check_finite", c->check_finite);
+}

@@ -1,0 +1,51 @@
+/* config.h — the model and training configuration of the sample trainers: presets, command-line
+   flags (each overrides one field of the preset) and their validation. Every trainer parses with
+   config_parse; a trainer with its own flags (the DP ones) passes an `extra` callback.
+   Not here: the model (llama.h) or the loop (train.h). */
+#ifndef CONFIG_H
+#define CONFIG_H
+
+typedef struct {
+    char preset[16];       /* tiny, small, medium, 1b, 3b */
+    int vocab_size;        /* V */
+    int dim;               /* C */
+    int n_layers;          /* L */
+    int n_heads;           /* NH */
+    int n_kv_heads;        /* NKV (grouped-query attention when < NH) */
+    int ffn_dim;           /* F; LLaMA's rule from C when not given */
+    int tie_embeddings;    /* lm_head shares embed_tokens */
+    float rope_theta;      /* 10000 */
+    float norm_eps;        /* RMSNorm epsilon, 1e-6 as transformers' LlamaConfig */
+} LlamaConfig;
+
+typedef struct {
+    LlamaConfig model;
+    int batch_size, seq_len, steps, warmup_steps, grad_accum, seed, threads;
+    float lr, weight_decay, beta1, beta2, adam_eps;
+    char optimizer[8];     /* adamw, sgd */
+    char device[8];        /* auto, cpu, cuda, plan */
+    char plan_for[8];      /* cpu, cuda: the target a plan run predicts */
+    const char *data_path; /* NULL: synthetic tokens */
+    const char *log_path;  /* NULL: no log (unless DPMEM_LOG is set) */
+    const char *run_name;  /* META "run" */
+    int print_params, check_finite, quiet;
+    long long mem_limit;   /* bytes; 0 = none */
+} TrainConfig;
+
+/* A trainer's own flags: return 2 when `flag` took `value`, 1 when it is a switch without value,
+   0 when unknown, -1 on a bad value (after printing the one-line error). value may be NULL. */
+typedef int (*ConfigExtraFn)(void *user, const char *flag, const char *value);
+
+/* FFN width as LLaMA computes it: 2/3 of 4C, rounded up to a multiple of 256. */
+int llama_ffn_dim(int dim);
+/* Fills the preset's model fields (and its default batch size and sequence length); -1 if unknown. */
+int config_preset(TrainConfig *c, const char *name);
+void config_defaults(TrainConfig *c);
+/* 0: parsed and valid; 1: --help was printed; -1: a one-line error was printed to stderr. */
+int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, void *user, const char *extra_usage);
+/* The checks config_parse ends with (also for configs built in code): 0, or -1 with the error printed. */
+int config_validate(const TrainConfig *c);
+void config_usage(const char *prog, const char *extra_usage);
+/* META config.* for every field, and `run`. */
+void config_log(const TrainConfig *c);
+#endif

@@ -1,0 +1,496 @@
+/* llama.c — the LLaMA model on a kernels.h backend: parameter table and allocation, forward,
+   loss, backward with weight-gradient hooks (see llama.h). Every buffer is tagged through kbuf_alloc;
+   the forward allocates each saved activation as it produces it and the backward frees it as soon as
+   it has consumed it, so the tagged timeline has the shape a real framework's has.
+   Not here: the optimizer schedule and the loop (train.c), any arithmetic (kernels/). */
+#include "llama.h"
+#include "dpmem.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Order of a block's tensors, as transformers' named_parameters() lists them. */
+static const WhichTensor BLOCK_ORDER[9] = {
+    W_Q_PROJ, W_K_PROJ, W_V_PROJ, W_O_PROJ, W_GATE_PROJ, W_UP_PROJ, W_DOWN_PROJ,
+    W_INPUT_LAYERNORM, W_POST_ATTENTION_LAYERNORM
+};
+
+const char *param_group_name(ParamGroup g) {
+    static const char *const names[] = { "embedding", "attention", "mlp", "norm", "head" };
+    return (unsigned)g < GROUP_COUNT ? names[g] : "?";
+}
+
+float **llama_tensor(LlamaTensors *t, const ParamInfo *p) {
+    switch (p->which) {
+    case W_EMBED_TOKENS: return &t->embed_tokens;
+    case W_NORM: return &t->norm;
+    case W_LM_HEAD: return &t->lm_head;
+    default: break;
+    }
+    LlamaLayerTensors *l = &t->layers[p->layer];
+    switch (p->which) {
+    case W_INPUT_LAYERNORM: return &l->input_layernorm;
+    case W_Q_PROJ: return &l->q_proj;
+    case W_K_PROJ: return &l->k_proj;
+    case W_V_PROJ: return &l->v_proj;
+    case W_O_PROJ: return &l->o_proj;
+    case W_POST_ATTENTION_LAYERNORM: return &l->post_attention_layernorm;
+    case W_GATE_PROJ: return &l->gate_proj;
+    case W_UP_PROJ: return &l->up_proj;
+    default: return &l->down_proj;
+    }
+}
+
+/* Index of a tensor in m->params (the tied lm_head is embed_tokens, index 0). */
+static int param_index(const LlamaModel *m, int layer, WhichTensor which) {
+    if (which == W_EMBED_TOKENS) return 0;
+    if (which == W_NORM) return 1 + 9 * m->L;
+    if (which == W_LM_HEAD) return m->cfg.tie_embeddings ? 0 : 2 + 9 * m->L;
+    for (int j = 0; j < 9; j++) if (BLOCK_ORDER[j] == which) return 1 + 9 * layer + j;
+    return -1;
+}
+
+static void add_param(LlamaModel *m, int layer, WhichTensor which, int rows, int cols) {
+    ParamInfo *p = &m->params[m->n_params++];
+    memset(p, 0, sizeof *p);
+    p->layer = layer; p->which = which; p->rows = rows; p->cols = cols;
+    p->numel = (size_t)rows * cols; p->trainable = 1;
+    static const char *const block_names[] = {
+        [W_INPUT_LAYERNORM] = "input_layernorm", [W_Q_PROJ] = "self_attn.q_proj", [W_K_PROJ] = "self_attn.k_proj",
+        [W_V_PROJ] = "self_attn.v_proj", [W_O_PROJ] = "self_attn.o_proj",
+        [W_POST_ATTENTION_LAYERNORM] = "post_attention_layernorm", [W_GATE_PROJ] = "mlp.gate_proj",
+        [W_UP_PROJ] = "mlp.up_proj", [W_DOWN_PROJ] = "mlp.down_proj",
+    };
+    switch (which) {
+    case W_EMBED_TOKENS:
+        snprintf(p->name, sizeof p->name, "embed_tokens");
+        snprintf(p->hf_name, sizeof p->hf_name, "model.embed_tokens.weight");
+        p->group = GROUP_EMBEDDING; p->kind = HOOK_EMBEDDING; break;
+    case W_NORM:
+        snprintf(p->name, sizeof p->name, "norm");
+        snprintf(p->hf_name, sizeof p->hf_name, "model.norm.weight");
+        p->group = GROUP_NORM; p->kind = HOOK_RMSNORM; break;
+    case W_LM_HEAD:
+        snprintf(p->name, sizeof p->name, "lm_head");
+        snprintf(p->hf_name, sizeof p->hf_name, "lm_head.weight");
+        p->group = GROUP_HEAD; p->kind = HOOK_LINEAR; break;
+    default:
+        snprintf(p->name, sizeof p->name, "layers.%d.%s", layer, block_names[which]);
+        snprintf(p->hf_name, sizeof p->hf_name, "model.layers.%d.%s.weight", layer, block_names[which]);
+        p->kind = (which == W_INPUT_LAYERNORM || which == W_POST_ATTENTION_LAYERNORM) ? HOOK_RMSNORM : HOOK_LINEAR;
+        p->group = p->kind == HOOK_RMSNORM ? GROUP_NORM
+                 : (which == W_GATE_PROJ || which == W_UP_PROJ || which == W_DOWN_PROJ) ? GROUP_MLP : GROUP_ATTENTION;
+    }
+}
+
+int llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->C = cfg->dim; m->L = cfg->n_layers; m->NH = cfg->n_heads; m->NKV = cfg->n_kv_heads;
+    m->HS = cfg->dim / cfg->n_heads; m->F = cfg->ffn_dim; m->V = cfg->vocab_size;
+    m->B = B; m->T = T;
+    int n = 3 + 9 * m->L;
+    m->params = calloc((size_t)n, sizeof *m->params);
+    if (!m->params) { fprintf(stderr, "error: out of host memory for the parameter table\n"); return -1; }
+    int C = m->C, QD = m->NH * m->HS, KD = m->NKV * m->HS, F = m->F;
+    add_param(m, -1, W_EMBED_TOKENS, m->V, C);
+    for (int l = 0; l < m->L; l++)
+        for (int j = 0; j < 9; j++) {
+            WhichTensor w = BLOCK_ORDER[j];
+            int rows = w == W_Q_PROJ ? QD : w == W_K_PROJ || w == W_V_PROJ ? KD : w == W_O_PROJ ? C
+                     : w == W_GATE_PROJ || w == W_UP_PROJ ? F : w == W_DOWN_PROJ ? C : 1;
+            int cols = w == W_O_PROJ ? QD : w == W_DOWN_PROJ ? F : C;
+            add_param(m, l, w, rows, cols);
+        }
+    add_param(m, -1, W_NORM, 1, C);
+    if (!cfg->tie_embeddings) add_param(m, -1, W_LM_HEAD, m->V, C);
+    for (int i = 0; i < m->n_params; i++) m->bytes_params += m->params[i].numel * sizeof(float);
+    m->bytes_trainable = m->bytes_params;
+    m->w.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
+    m->dw.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
+    m->m.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
+    m->v.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
+    m->acts.layers = calloc((size_t)m->L, sizeof(LlamaLayerActs));
+    if (!m->w.layers || !m->dw.layers || !m->m.layers || !m->v.layers || !m->acts.layers) {
+        fprintf(stderr, "error: out of host memory for the model tables\n");
+        return -1;
+    }
+    return 0;
+}
+
+size_t llama_param_count(const LlamaConfig *c) {
+    size_t C = (size_t)c->dim, HS = C / (size_t)c->n_heads, KD = HS * (size_t)c->n_kv_heads, F = (size_t)c->ffn_dim;
+    size_t block = 2 * C * C + 2 * KD * C + 3 * F * C + 2 * C;
+    return (size_t)c->vocab_size * C * (c->tie_embeddings ? 1 : 2) + (size_t)c->n_layers * block + C;
+}
+
+/* ---- initialisation ---------------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* normal(0, std) by Box-Muller (std = 0: all ones, for norm weights), seeded per tensor so that a
+   tensor's values do not depend on which others exist. */
+static void init_values(float *x, size_t n, float std, uint64_t seed) {
+    if (std == 0.0f) { for (size_t i = 0; i < n; i++) x[i] = 1.0f; return; }
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i += 2) {
+        double u1 = ((splitmix64(&s) >> 11) + 1.0) * 0x1.0p-53, u2 = (splitmix64(&s) >> 11) * 0x1.0p-53;
+        double r = sqrt(-2.0 * log(u1)) * std;
+        x[i] = (float)(r * cos(2.0 * M_PI * u2));
+        if (i + 1 < n) x[i + 1] = (float)(r * sin(2.0 * M_PI * u2));
+    }
+}
+
+static int init_tensor(LlamaModel *m, float *dst, const ParamInfo *p, uint64_t seed) {
+    KBackend *kb = m->kb;
+    if (!kbackend_computes(kb)) return 0;               /* plan: nothing is touched */
+    float std = p->kind == HOOK_RMSNORM ? 0.0f : 0.02f;
+    uint64_t s = seed ^ (0xA0761D6478BD642Full * (uint64_t)(p - m->params + 1));
+    if (kb->space == DPMEM_HOST) { init_values(dst, p->numel, std, s); return 0; }
+    size_t bytes = p->numel * sizeof(float);           /* a device backend: through host staging */
+    float *h = malloc(bytes);
+    if (!h) { snprintf(kb->err, sizeof kb->err, "out of host memory staging %s", p->name); return -1; }
+    dpmem_tag_alloc_space(h, bytes, "workspace/init_staging", DPMEM_HOST);
+    init_values(h, p->numel, std, s);
+    kbuf_upload(kb, dst, h, bytes);
+    DPMEM_TAG_FREE(h);
+    free(h);
+    return 0;
+}
+
+/* ---- build / free ------------------------------------------------------------------------------ */
+
+static void *alloc_tagged(KBackend *kb, size_t bytes, const char *fmt, ...) {
+    char tag[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tag, sizeof tag, fmt, ap);
+    va_end(ap);
+    return kbuf_alloc(kb, bytes, tag);
+}
+
+int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int T, const char *optimizer,
+                unsigned long long seed, int (*frozen)(void *user, const ParamInfo *p), void *frozen_user) {
+    if (llama_describe(m, cfg, B, T) != 0) return -1;
+    m->kb = kb;
+    int adam = strcmp(optimizer, "adamw") == 0;
+    m->bytes_trainable = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        ParamInfo *p = &m->params[i];
+        if (frozen && frozen(frozen_user, p)) p->trainable = 0;
+        if (p->trainable) m->bytes_trainable += p->numel * sizeof(float);
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        ParamInfo *p = &m->params[i];
+        float *x = alloc_tagged(kb, p->numel * sizeof(float), "params/%s", p->name);
+        if (!x || init_tensor(m, x, p, seed) != 0) return -1;
+        *llama_tensor(&m->w, p) = x;
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        ParamInfo *p = &m->params[i];
+        if (!p->trainable) continue;
+        if (!(*llama_tensor(&m->dw, p) = alloc_tagged(kb, p->numel * sizeof(float), "grads/%s", p->name))) return -1;
+    }
+    for (int i = 0; adam && i < m->n_params; i++) {
+        ParamInfo *p = &m->params[i];
+        if (!p->trainable) continue;
+        if (!(*llama_tensor(&m->m, p) = alloc_tagged(kb, p->numel * sizeof(float), "optimizer/%s.exp_avg", p->name))) return -1;
+        if (!(*llama_tensor(&m->v, p) = alloc_tagged(kb, p->numel * sizeof(float), "optimizer/%s.exp_avg_sq", p->name))) return -1;
+    }
+    if (cfg->tie_embeddings) { m->w.lm_head = m->w.embed_tokens; m->dw.lm_head = m->dw.embed_tokens; }
+    size_t N = (size_t)B * T;
+    if (!(m->tokens = kbuf_alloc(kb, N * sizeof(int), "input/tokens"))) return -1;
+    if (!(m->targets = kbuf_alloc(kb, N * sizeof(int), "input/targets"))) return -1;
+    return 0;
+}
+
+/* Frees every saved activation still live (a forward without backward, an error path). */
+static void release_acts(LlamaModel *m) {
+    KBackend *kb = m->kb;
+    LlamaActs *a = &m->acts;
+    if (!kb || !a->layers) return;
+    float **top[] = { &a->embed, &a->lnf, &a->lnf_rstd, &a->logits, &a->losses };
+    for (size_t i = 0; i < sizeof top / sizeof *top; i++) { kbuf_free(kb, *top[i]); *top[i] = NULL; }
+    for (int l = 0; l < m->L; l++) {
+        LlamaLayerActs *x = &a->layers[l];
+        float **all[] = { &x->ln1, &x->ln1_rstd, &x->q, &x->k, &x->v, &x->attn, &x->lse, &x->resid_mid,
+                          &x->ln2, &x->ln2_rstd, &x->gate, &x->up, &x->h, &x->resid_out };
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) { kbuf_free(kb, *all[i]); *all[i] = NULL; }
+    }
+}
+
+void llama_release_saved(LlamaModel *m) {
+    for (int i = 0; i < m->n_deferred; i++) kbuf_free(m->kb, m->deferred[i]);
+    m->n_deferred = 0;
+}
+
+void llama_free(LlamaModel *m) {
+    if (m->kb) {
+        release_acts(m);
+        llama_release_saved(m);
+        LlamaTensors *sets[] = { &m->v, &m->m, &m->dw, &m->w };
+        for (int s = 0; s < 4; s++)
+            for (int i = m->n_params - 1; i >= 0; i--) {
+                float **slot = llama_tensor(sets[s], &m->params[i]);
+                kbuf_free(m->kb, *slot);
+                *slot = NULL;
+            }
+        kbuf_free(m->kb, m->targets);
+        kbuf_free(m->kb, m->tokens);
+    }
+    free(m->deferred);
+    free(m->w.layers); free(m->dw.layers); free(m->m.layers); free(m->v.layers); free(m->acts.layers);
+    free(m->params);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- forward ----------------------------------------------------------------------------------- */
+
+#define TRY(x) do { if ((x) != 0) return -1; } while (0)
+#define SAVE(ptr, count, ...) do { if (!((ptr) = alloc_tagged(kb, (size_t)(count) * sizeof(float), __VA_ARGS__))) return -1; } while (0)
+
+int llama_forward(LlamaModel *m) {
+    KBackend *kb = m->kb;
+    release_acts(m);
+    llama_release_saved(m);
+    const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F, V = m->V;
+    const int N = B * T, QD = NH * HS, KD = NKV * HS;
+    const float eps = m->cfg.norm_eps, theta = m->cfg.rope_theta;
+    LlamaActs *a = &m->acts;
+    SAVE(a->embed, (size_t)N * C, "activations/embed_tokens");
+    TRY(embedding_forward(kb, a->embed, m->tokens, m->w.embed_tokens, N, C));
+    const float *x = a->embed;
+    for (int l = 0; l < m->L; l++) {
+        LlamaLayerActs *s = &a->layers[l];
+        const LlamaLayerTensors *w = &m->w.layers[l];
+        SAVE(s->ln1, (size_t)N * C, "activations/layers.%d.input_layernorm", l);
+        SAVE(s->ln1_rstd, N, "activations/layers.%d.input_layernorm.rstd", l);
+        TRY(rmsnorm_forward(kb, s->ln1, s->ln1_rstd, x, w->input_layernorm, N, C, eps));
+        SAVE(s->q, (size_t)N * QD, "activations/layers.%d.self_attn.q", l);
+        SAVE(s->k, (size_t)N * KD, "activations/layers.%d.self_attn.k", l);
+        SAVE(s->v, (size_t)N * KD, "activations/layers.%d.self_attn.v", l);
+        TRY(matmul_forward(kb, s->q, s->ln1, w->q_proj, N, C, QD, 0.0f));
+        TRY(matmul_forward(kb, s->k, s->ln1, w->k_proj, N, C, KD, 0.0f));
+        TRY(matmul_forward(kb, s->v, s->ln1, w->v_proj, N, C, KD, 0.0f));
+        TRY(rope_forward(kb, s->q, B, T, NH, HS, theta));
+        TRY(rope_forward(kb, s->k, B, T, NKV, HS, theta));
+        SAVE(s->attn, (size_t)N * QD, "activations/layers.%d.self_attn.attn_out", l);
+        SAVE(s->lse, (size_t)B * NH * T, "activations/layers.%d.self_attn.lse", l);
+        TRY(attention_forward(kb, s->attn, s->lse, s->q, s->k, s->v, B, T, NH, NKV, HS));
+        SAVE(s->resid_mid, (size_t)N * C, "activations/layers.%d.resid_mid", l);
+        TRY(copy_buffer(kb, s->resid_mid, x, (size_t)N * C));
+        TRY(matmul_forward(kb, s->resid_mid, s->attn, w->o_proj, N, QD, C, 1.0f));
+        SAVE(s->ln2, (size_t)N * C, "activations/layers.%d.post_attention_layernorm", l);
+        SAVE(s->ln2_rstd, N, "activations/layers.%d.post_attention_layernorm.rstd", l);
+        TRY(rmsnorm_forward(kb, s->ln2, s->ln2_rstd, s->resid_mid, w->post_attention_layernorm, N, C, eps));
+        SAVE(s->gate, (size_t)N * F, "activations/layers.%d.mlp.gate", l);
+        SAVE(s->up, (size_t)N * F, "activations/layers.%d.mlp.up", l);
+        TRY(matmul_forward(kb, s->gate, s->ln2, w->gate_proj, N, C, F, 0.0f));
+        TRY(matmul_forward(kb, s->up, s->ln2, w->up_proj, N, C, F, 0.0f));
+        SAVE(s->h, (size_t)N * F, "activations/layers.%d.mlp.act", l);
+        TRY(swiglu_forward(kb, s->h, s->gate, s->up, (size_t)N * F));
+        SAVE(s->resid_out, (size_t)N * C, "activations/layers.%d.resid_out", l);
+        TRY(copy_buffer(kb, s->resid_out, s->resid_mid, (size_t)N * C));
+        TRY(matmul_forward(kb, s->resid_out, s->h, w->down_proj, N, F, C, 1.0f));
+        x = s->resid_out;
+    }
+    SAVE(a->lnf, (size_t)N * C, "activations/norm");
+    SAVE(a->lnf_rstd, N, "activations/norm.rstd");
+    TRY(rmsnorm_forward(kb, a->lnf, a->lnf_rstd, x, m->w.norm, N, C, eps));
+    SAVE(a->logits, (size_t)N * V, "activations/logits");
+    TRY(matmul_forward(kb, a->logits, a->lnf, m->w.lm_head, N, C, V, 0.0f));
+    return 0;
+}
+
+int llama_loss(LlamaModel *m, double *mean_loss) {
+    KBackend *kb = m->kb;
+    int N = m->B * m->T;
+    if (!m->acts.losses) SAVE(m->acts.losses, N, "activations/losses");
+    TRY(crossentropy_forward(kb, m->acts.losses, m->acts.logits, m->targets, N, m->V));
+    double sum = 0.0;
+    TRY(reduce_sum(kb, m->acts.losses, (size_t)N, &sum));
+    *mean_loss = sum / N;
+    return 0;
+}
+
+/* ---- backward ---------------------------------------------------------------------------------- */
+
+/* A saved buffer the backward is done with: freed now, or kept for the hooks' owner. */
+static int drop(LlamaModel *m, float **pp, const GradHooks *h) {
+    if (!*pp) return 0;
+    if (h && h->retain_saved) {
+        if (m->n_deferred == m->cap_deferred) {
+            int cap = m->cap_deferred ? 2 * m->cap_deferred : 64;
+            void **nd = realloc(m->deferred, (size_t)cap * sizeof *nd);
+            if (!nd) { snprintf(m->kb->err, sizeof m->kb->err, "out of host memory (deferred list)"); return -1; }
+            m->deferred = nd; m->cap_deferred = cap;
+        }
+        m->deferred[m->n_deferred++] = *pp;
+    } else {
+        kbuf_free(m->kb, *pp);
+    }
+    *pp = NULL;
+    return 0;
+}
+
+/* Calls the hook of one weight (if any, and if the weight is trainable). 1: skip dW. */
+static int hook(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which, const float *A,
+                const float *rstd, const float *G, int d_in, int d_out) {
+    int idx = param_index(m, layer, which);
+    const ParamInfo *p = &m->params[idx];
+    if (!p->trainable) return 1;
+    if (!h || !h->weight_grad) return 0;
+    GradHookArgs a = {
+        .kind = which == W_LM_HEAD ? HOOK_LINEAR : p->kind,
+        .name = which == W_LM_HEAD ? "lm_head" : p->name, .param_index = idx, .layer = layer,
+        .B = m->B, .T = m->T, .d_in = d_in, .d_out = d_out, .A = A, .rstd = rstd, .tokens = m->tokens,
+        .G = G, .dW = *llama_tensor(&m->dw, p), .W = *llama_tensor(&m->w, p),
+    };
+    if (which == W_LM_HEAD) { a.dW = m->dw.lm_head; a.W = m->w.lm_head; }
+    int r = h->weight_grad(h->user, &a);
+    if (r < 0 && !m->kb->err[0]) snprintf(m->kb->err, sizeof m->kb->err, "the gradient hook failed at %s", a.name);
+    return r;
+}
+
+/* dx = beta*dx + dy W, and (unless the hook says otherwise) dW += dyᵀ x. */
+static int linear_backward(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which, float *dx,
+                           const float *dy, const float *x, const float *W, float *dW, int N, int IC, int OC,
+                           float beta) {
+    int r = hook(m, h, layer, which, x, NULL, dy, IC, OC);
+    if (r < 0) return -1;
+    if (r == 0 && dW) TRY(matmul_backward_weight(m->kb, dW, dy, x, N, IC, OC));
+    if (dx) TRY(matmul_backward_input(m->kb, dx, dy, W, N, IC, OC, beta));
+    return 0;
+}
+
+/* dinp += RMSNorm backward; the weight's gradient through the hook. */
+static int norm_backward(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which, float *dinp,
+                         const float *dout, const float *inp, const float *w, float *dw, const float *rstd) {
+    int r = hook(m, h, layer, which, inp, rstd, dout, m->C, m->C);
+    if (r < 0) return -1;
+    return rmsnorm_backward(m->kb, dinp, r == 0 ? dw : NULL, dout, inp, w, rstd, m->B * m->T, m->C);
+}
+
+int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
+    KBackend *kb = m->kb;
+    const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F, V = m->V;
+    const int N = B * T, QD = NH * HS, KD = NKV * HS;
+    const float theta = m->cfg.rope_theta;
+    LlamaActs *a = &m->acts;
+    if (!a->logits) { snprintf(kb->err, sizeof kb->err, "llama_backward without a forward"); return -1; }
+    float *d_resid = NULL, *d_norm = NULL, *d_q = NULL, *d_k = NULL, *d_v = NULL, *d_attn = NULL,
+          *d_h = NULL, *d_gate = NULL, *d_up = NULL;
+    int rc = -1;
+#define WS(p, count, name) do { if (!((p) = kbuf_alloc(kb, (size_t)(count) * sizeof(float), "workspace/backward." name))) goto done; } while (0)
+#define CK(x) do { if ((x) != 0) goto done; } while (0)
+    WS(d_resid, (size_t)N * C, "d_resid");
+    WS(d_norm, (size_t)N * C, "d_norm_out");
+    WS(d_q, (size_t)N * QD, "d_q");
+    WS(d_k, (size_t)N * KD, "d_k");
+    WS(d_v, (size_t)N * KD, "d_v");
+    WS(d_attn, (size_t)N * QD, "d_attn");
+    WS(d_h, (size_t)N * F, "d_h");
+    WS(d_gate, (size_t)N * F, "d_gate");
+    WS(d_up, (size_t)N * F, "d_up");
+
+    /* loss and head: logits become dlogits in place */
+    CK(crossentropy_backward(kb, a->logits, m->targets, loss_scale, h ? h->loss_weights : NULL, B, T, V));
+    CK(drop(m, &a->losses, h));
+    CK(linear_backward(m, h, -1, W_LM_HEAD, d_norm, a->logits, a->lnf, m->w.lm_head, m->dw.lm_head, N, C, V, 0.0f));
+    CK(drop(m, &a->logits, h));
+    const float *x_last = m->L ? a->layers[m->L - 1].resid_out : a->embed;
+    CK(fill_buffer(kb, d_resid, 0.0f, (size_t)N * C));
+    CK(norm_backward(m, h, -1, W_NORM, d_resid, d_norm, x_last, m->w.norm, m->dw.norm, a->lnf_rstd));
+    CK(drop(m, &a->lnf, h));
+    CK(drop(m, &a->lnf_rstd, h));
+
+    for (int l = m->L - 1; l >= 0; l--) {
+        LlamaLayerActs *s = &a->layers[l];
+        const LlamaLayerTensors *w = &m->w.layers[l];
+        LlamaLayerTensors *dw = &m->dw.layers[l];
+        const float *x_in = l > 0 ? a->layers[l - 1].resid_out : a->embed;
+        CK(drop(m, &s->resid_out, h));  /* the next block (or the final norm) has used it */
+        /* MLP: resid_out = resid_mid + down(h); d_resid is d(resid_out), and d(resid_mid) through the skip */
+        CK(linear_backward(m, h, l, W_DOWN_PROJ, d_h, d_resid, s->h, w->down_proj, dw->down_proj, N, F, C, 0.0f));
+        CK(drop(m, &s->h, h));
+        CK(swiglu_backward(kb, d_gate, d_up, d_h, s->gate, s->up, (size_t)N * F));
+        CK(drop(m, &s->gate, h));
+        CK(drop(m, &s->up, h));
+        CK(linear_backward(m, h, l, W_GATE_PROJ, d_norm, d_gate, s->ln2, w->gate_proj, dw->gate_proj, N, C, F, 0.0f));
+        CK(linear_backward(m, h, l, W_UP_PROJ, d_norm, d_up, s->ln2, w->up_proj, dw->up_proj, N, C, F, 1.0f));
+        CK(drop(m, &s->ln2, h));
+        CK(norm_backward(m, h, l, W_POST_ATTENTION_LAYERNORM, d_resid, d_norm, s->resid_mid,
+                         w->post_attention_layernorm, dw->post_attention_layernorm, s->ln2_rstd));
+        CK(drop(m, &s->ln2_rstd, h));
+        CK(drop(m, &s->resid_mid, h));
+        /* attention: resid_mid = x_in + o(attn); d_resid is now d(resid_mid) */
+        CK(linear_backward(m, h, l, W_O_PROJ, d_attn, d_resid, s->attn, w->o_proj, dw->o_proj, N, QD, C, 0.0f));
+        CK(attention_backward(kb, d_q, d_k, d_v, d_attn, s->q, s->k, s->v, s->attn, s->lse, B, T, NH, NKV, HS));
+        CK(drop(m, &s->attn, h));
+        CK(drop(m, &s->lse, h));
+        CK(drop(m, &s->q, h));
+        CK(drop(m, &s->k, h));
+        CK(drop(m, &s->v, h));
+        CK(rope_backward(kb, d_q, B, T, NH, HS, theta));
+        CK(rope_backward(kb, d_k, B, T, NKV, HS, theta));
+        CK(linear_backward(m, h, l, W_Q_PROJ, d_norm, d_q, s->ln1, w->q_proj, dw->q_proj, N, C, QD, 0.0f));
+        CK(linear_backward(m, h, l, W_K_PROJ, d_norm, d_k, s->ln1, w->k_proj, dw->k_proj, N, C, KD, 1.0f));
+        CK(linear_backward(m, h, l, W_V_PROJ, d_norm, d_v, s->ln1, w->v_proj, dw->v_proj, N, C, KD, 1.0f));
+        CK(drop(m, &s->ln1, h));
+        CK(norm_backward(m, h, l, W_INPUT_LAYERNORM, d_resid, d_norm, x_in, w->input_layernorm,
+                         dw->input_layernorm, s->ln1_rstd));
+        CK(drop(m, &s->ln1_rstd, h));
+    }
+    {
+        int r = hook(m, h, -1, W_EMBED_TOKENS, NULL, NULL, d_resid, C, C);
+        if (r < 0) goto done;
+        if (r == 0) CK(embedding_backward(kb, m->dw.embed_tokens, m->tokens, d_resid, N, C, V));
+    }
+    CK(drop(m, &a->embed, h));
+    rc = 0;
+done:
+    kbuf_free(kb, d_up); kbuf_free(kb, d_gate); kbuf_free(kb, d_h); kbuf_free(kb, d_attn);
+    kbuf_free(kb, d_v); kbuf_free(kb, d_k); kbuf_free(kb, d_q); kbuf_free(kb, d_norm); kbuf_free(kb, d_resid);
+    return rc;
+#undef WS
+#undef CK
+}
+
+int llama_zero_grad(LlamaModel *m) {
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        float *g = *llama_tensor(&m->dw, p);
+        if (g) TRY(fill_buffer(m->kb, g, 0.0f, p->numel));
+    }
+    return 0;
+}
+
+/* ---- --print-params ---------------------------------------------------------------------------- */
+
+void llama_print_params(const LlamaModel *m, FILE *out) {
+    size_t by_group[GROUP_COUNT] = { 0 }, total = 0, trainable = 0;
+    fprintf(out, "%-40s %-14s %-6s %14s %9s\n", "parameter", "shape", "dtype", "bytes", "trainable");
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        char shape[32];
+        if (p->rows == 1) snprintf(shape, sizeof shape, "(%d)", p->cols);
+        else snprintf(shape, sizeof shape, "(%d, %d)", p->rows, p->cols);
+        fprintf(out, "%-40s %-14s %-6s %14zu %9s\n", p->hf_name, shape, "fp32", p->numel * 4, p->trainable ? "yes" : "no");
+        by_group[p->group] += p->numel;
+        total += p->numel;
+        if (p->trainable) trainable += p->numel;
+    }
+    if (m->cfg.tie_embeddings) fprintf(out, "(lm_head.weight is tied to model.embed_tokens.weight)\n");
+    fprintf(out, "\n%-12s %16s %16s\n", "group", "parameters", "bytes");
+    for (int g = 0; g < GROUP_COUNT; g++)
+        fprintf(out, "%-12s %16zu %16zu\n", param_group_name((ParamGroup)g), by_group[g], by_group[g] * 4);
+    fprintf(out, "%-12s %16zu %16zu\n%-12s %16zu %16zu\n", "trainable", trainable, trainable * 4, "total", total, total * 4);
+}

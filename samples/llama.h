@@ -1,0 +1,153 @@
+/* llama.h — LLaMA as Hugging Face transformers' LlamaForCausalLM, on any kernels.h backend.
+
+   token embedding, L blocks of (RMSNorm, causal attention with RoPE θ=10000 (rotate-half) and
+   grouped-query heads, residual, RMSNorm, SwiGLU MLP, residual), final RMSNorm, LM head (untied
+   unless tie_embeddings), no biases. fp32.
+
+   Memory: every tensor is its own tagged buffer (kbuf_alloc):
+     params/<name>, grads/<name>, optimizer/<name>.exp_avg and .exp_avg_sq (Adam m, v),
+     activations/<name> (saved by the forward, freed by the backward as it consumes them),
+     workspace/... (the backward's gradient buffers, op scratch), input/tokens, input/targets.
+   <name> reads like the Hugging Face checkpoint: layers.3.self_attn.q_proj for
+   model.layers.3.self_attn.q_proj.weight. A frozen tensor (trainable = 0) gets no grad and no
+   optimizer state.
+
+   Backward hooks (GradHooks): at every weight gradient (each linear layer, lm_head, the embedding,
+   each RMSNorm weight) the backward calls hooks->weight_grad with the layer's saved input A and its
+   output gradient G; the hook may read them (per-sample norms) and may tell the backward to skip
+   the ordinary dW += GᵀA. hooks->loss_weights scales each sample's loss. See train.h for how a DP
+   strategy uses this.
+
+   Dimension letters as kernels.h; N = B*T.
+   Not here: the training loop (train.h), checkpoint loading, KV cache / generation. */
+#ifndef LLAMA_H
+#define LLAMA_H
+
+#include <stdio.h>
+
+#include "config.h"
+#include "kernels.h"
+
+typedef struct {
+    float *input_layernorm;          /* (C) */
+    float *q_proj;                   /* (NH*HS, C) */
+    float *k_proj;                   /* (NKV*HS, C) */
+    float *v_proj;                   /* (NKV*HS, C) */
+    float *o_proj;                   /* (C, NH*HS) */
+    float *post_attention_layernorm; /* (C) */
+    float *gate_proj;                /* (F, C) */
+    float *up_proj;                  /* (F, C) */
+    float *down_proj;                /* (C, F) */
+} LlamaLayerTensors;
+
+/* The same struct for parameters, gradients and Adam's m and v. */
+typedef struct {
+    float *embed_tokens;             /* (V, C) */
+    LlamaLayerTensors *layers;       /* [L] */
+    float *norm;                     /* (C) */
+    float *lm_head;                  /* (V, C); == embed_tokens when tied */
+} LlamaTensors;
+
+typedef enum { GROUP_EMBEDDING, GROUP_ATTENTION, GROUP_MLP, GROUP_NORM, GROUP_HEAD, GROUP_COUNT } ParamGroup;
+typedef enum { HOOK_LINEAR, HOOK_EMBEDDING, HOOK_RMSNORM } HookKind;
+
+/* Which tensor of a block (or of the model when layer < 0). */
+typedef enum {
+    W_INPUT_LAYERNORM, W_Q_PROJ, W_K_PROJ, W_V_PROJ, W_O_PROJ, W_POST_ATTENTION_LAYERNORM,
+    W_GATE_PROJ, W_UP_PROJ, W_DOWN_PROJ, W_EMBED_TOKENS, W_NORM, W_LM_HEAD
+} WhichTensor;
+
+typedef struct {
+    char name[64];                   /* "layers.3.self_attn.q_proj" */
+    char hf_name[80];                /* "model.layers.3.self_attn.q_proj.weight" */
+    int rows, cols;                  /* shape (rows, cols); a vector has rows = 1 */
+    size_t numel;
+    ParamGroup group;
+    HookKind kind;
+    int layer;                       /* block index, -1 outside the blocks */
+    WhichTensor which;
+    int trainable;
+} ParamInfo;
+
+/* What a backward hook sees at one weight gradient. Pointers are on the backend's device and valid
+   only during the call (G lives in a reused workspace buffer: copy it to keep it). */
+typedef struct {
+    HookKind kind;
+    const char *name;        /* the parameter's name, e.g. "layers.3.self_attn.q_proj" */
+    int param_index;         /* into LlamaModel.params */
+    int layer;               /* block index; -1 for embed_tokens, norm, lm_head */
+    int B, T, d_in, d_out;   /* linear: A [B,T,d_in], G [B,T,d_out]; rmsnorm, embedding: d_in = d_out = C */
+    const float *A;          /* linear: the input; rmsnorm: the norm's input x (x̂ = x * rstd[row]); embedding: NULL */
+    const float *rstd;       /* rmsnorm: [B*T] */
+    const int *tokens;       /* embedding: [B*T] token ids */
+    const float *G;          /* gradient w.r.t. the layer's output, [B,T,d_out] */
+    float *dW;               /* the ordinary gradient's buffer (accumulated into), NULL if frozen */
+    const float *W;          /* the weight */
+} GradHookArgs;
+
+typedef struct GradHooks {
+    void *user;
+    /* 0: let the backward do dW += GᵀA; 1: skip it (the hook handles dW); -1: abort the backward. */
+    int (*weight_grad)(void *user, const GradHookArgs *a);
+    const float *loss_weights; /* device [B]: per-sample loss weights c_b; NULL = 1 */
+    int retain_saved;          /* keep the saved activations (the A's) until llama_release_saved */
+} GradHooks;
+
+/* Saved activations of one block (allocated by the forward, freed by the backward). */
+typedef struct {
+    float *ln1, *ln1_rstd;           /* (N, C), (N) */
+    float *q, *k, *v;                /* (N, NH*HS), (N, NKV*HS) x2, after RoPE (q, k) */
+    float *attn, *lse;               /* (N, NH*HS) attention output; (B, NH, T) */
+    float *resid_mid;                /* (N, C) x + o_proj(attn) */
+    float *ln2, *ln2_rstd;           /* (N, C), (N) */
+    float *gate, *up, *h;            /* (N, F) x3; h = silu(gate) * up */
+    float *resid_out;                /* (N, C) the block's output */
+} LlamaLayerActs;
+
+typedef struct {
+    float *embed;                    /* (N, C) */
+    LlamaLayerActs *layers;          /* [L] */
+    float *lnf, *lnf_rstd;           /* (N, C), (N) */
+    float *logits;                   /* (N, V); the backward turns it into dlogits in place */
+    float *losses;                   /* (N) per-position loss */
+} LlamaActs;
+
+typedef struct {
+    LlamaConfig cfg;
+    int C, L, NH, NKV, HS, F, V;
+    int B, T;                        /* the batch shape the model was built for */
+    KBackend *kb;
+    int n_params;
+    ParamInfo *params;               /* every tensor, in checkpoint order */
+    LlamaTensors w, dw, m, v;        /* parameters, gradients, Adam m, v (NULL where frozen) */
+    LlamaActs acts;
+    int *tokens, *targets;           /* device (N) */
+    void **deferred; int n_deferred, cap_deferred; /* saved buffers kept for retain_saved */
+    size_t bytes_params, bytes_trainable;
+} LlamaModel;
+
+/* Fills m->params from the config (no allocation on the backend): enough for --print-params. */
+int  llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T);
+/* llama_describe, then allocates parameters (initialised: normal(0, 0.02) for matrices, 1 for norm
+   weights, from seed), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
+   and the token buffers. frozen: optional callback saying which tensors are frozen (LoRA).
+   0, or -1 with kbackend_error(kb) / a message on stderr. */
+int  llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int T, const char *optimizer,
+                 unsigned long long seed, int (*frozen)(void *user, const ParamInfo *p), void *frozen_user);
+/* Forward to logits (saving activations), then the per-position losses; *mean_loss on the host. */
+int  llama_forward(LlamaModel *m);
+int  llama_loss(LlamaModel *m, double *mean_loss);
+/* Backward of loss_scale * Σ_b w_b Σ_t loss_bt into m->dw (accumulated: zero it between steps).
+   hooks may be NULL. Frees the saved activations unless hooks->retain_saved. */
+int  llama_backward(LlamaModel *m, const GradHooks *hooks, float loss_scale);
+void llama_release_saved(LlamaModel *m);
+int  llama_zero_grad(LlamaModel *m);
+/* The slot of tensor p in a LlamaTensors (params, grads, m or v). */
+float **llama_tensor(LlamaTensors *t, const ParamInfo *p);
+void llama_free(LlamaModel *m);
+void llama_print_params(const LlamaModel *m, FILE *out);
+const char *param_group_name(ParamGroup g);
+/* Closed-form parameter count of a config (for tests and the planner). */
+size_t llama_param_count(const LlamaConfig *cfg);
+
+#endif

@@ -1,0 +1,219 @@
+/* train.c — the one training loop (see train.h): backend choice, log and META, model creation,
+   steps with fixed scope names, the optimizer and its schedule, --check-finite, the progress line
+   and the closing summary. Not here: the model (llama.c) or any per-sample DP logic. */
+#include "train.h"
+#include "dpmem.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(x) do { if ((x) != 0) return -1; } while (0)
+
+int train_forward(TrainState *s) {
+    { DPMEM_SCOPE("forward"); TRY(llama_forward(&s->model)); }
+    { DPMEM_SCOPE("loss"); TRY(llama_loss(&s->model, &s->loss)); }
+    return 0;
+}
+
+int train_check_finite(TrainState *s, int grads, const char *phase) {
+    if (!s->cfg->check_finite || !kbackend_computes(s->kb)) return 0;
+    LlamaModel *m = &s->model;
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        const float *x = *llama_tensor(grads ? &m->dw : &m->w, p);
+        if (!x) continue;
+        size_t bad = 0;
+        TRY(count_nonfinite(s->kb, x, p->numel, &bad));
+        if (bad) {
+            char msg[192];
+            snprintf(msg, sizeof msg, "non-finite values in %s/%s at step %d after %s", grads ? "grads" : "params",
+                     p->name, s->step + 1, phase);
+            dpmem_warn(msg, bad);
+            fprintf(stderr, "error: %s (%zu of %zu values are NaN or Inf)\n", msg, bad, p->numel);
+            s->nonfinite = 1;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int train_backward_scaled(TrainState *s, const GradHooks *hooks, float loss_scale) {
+    { DPMEM_SCOPE("backward"); TRY(llama_backward(&s->model, hooks, loss_scale)); }
+    return train_check_finite(s, 1, "backward");
+}
+
+int train_backward(TrainState *s, const GradHooks *hooks) { return train_backward_scaled(s, hooks, s->loss_scale); }
+
+static float lr_at(const TrainConfig *c, int step) {
+    if (c->warmup_steps > 0 && step < c->warmup_steps) return c->lr * (float)(step + 1) / (float)c->warmup_steps;
+    int decay = c->steps - c->warmup_steps;
+    if (decay <= 1) return c->lr;
+    float frac = (float)(step - c->warmup_steps) / (float)(decay - 1);
+    return c->lr * (0.1f + 0.9f * 0.5f * (1.0f + cosf((float)M_PI * frac)));
+}
+
+static int optimizer_step(TrainState *s) {
+    const TrainConfig *c = s->cfg;
+    LlamaModel *m = &s->model;
+    int adam = strcmp(c->optimizer, "adamw") == 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        if (!p->trainable) continue;
+        float wd = p->rows > 1 ? c->weight_decay : 0.0f;   /* no decay on norm weights */
+        float *w = *llama_tensor(&m->w, p), *g = *llama_tensor(&m->dw, p);
+        if (adam) TRY(adamw_update(s->kb, w, g, *llama_tensor(&m->m, p), *llama_tensor(&m->v, p), p->numel,
+                                   s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
+        else TRY(sgd_update(s->kb, w, g, p->numel, s->lr, wd));
+    }
+    return 0;
+}
+
+static int next_batch(TrainState *s) {
+    DPMEM_SCOPE("data");
+    int N = s->cfg->batch_size * s->cfg->seq_len;
+    data_next(&s->data, s->batch_host, s->batch_host + N, s->cfg->batch_size, s->cfg->seq_len);
+    TRY(kbuf_upload(s->kb, s->model.tokens, s->batch_host, (size_t)N * sizeof(int)));
+    TRY(kbuf_upload(s->kb, s->model.targets, s->batch_host + N, (size_t)N * sizeof(int)));
+    return 0;
+}
+
+static void human_bytes(char *buf, size_t n, double bytes) {
+    const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    int i = 0;
+    while (bytes >= 1024 && i < 4) { bytes /= 1024; i++; }
+    snprintf(buf, n, "%.1f %s", bytes, u[i]);
+}
+
+static void print_summary(const TrainState *s, int steps, double secs, double first_loss) {
+    const TrainConfig *c = s->cfg;
+    double tokens = (double)steps * c->batch_size * c->seq_len * c->grad_accum;
+    char hb[32];
+    if (kbackend_computes(s->kb))
+        printf("done: %d steps in %.2f s | %.2f steps/s | %.0f tokens/s | loss %.4f -> %.4f\n", steps, secs,
+               secs > 0 ? steps / secs : 0.0, secs > 0 ? tokens / secs : 0.0, first_loss, s->loss);
+    else
+        printf("done: planned %d steps in %.3f s (plan backend for %s: nothing computed, no loss)\n", steps, secs,
+               s->kb->target->name);
+    size_t peak = dpmem_peak_bytes(NULL);
+    human_bytes(hb, sizeof hb, (double)peak);
+    printf("peak tagged memory: %zu bytes (%s); at the peak:\n", peak, hb);
+    for (int i = 0; i < dpmem_category_count(); i++) {
+        const char *cat = dpmem_category_name(i);
+        size_t at = dpmem_bytes_at_peak(cat);
+        human_bytes(hb, sizeof hb, (double)at);
+        printf("  %-18s %16zu  %10s\n", cat, at, hb);
+    }
+}
+
+static int choose_backend(KBackend *kb, const TrainConfig *c) {
+    const char *dev = c->device;
+    if (!strcmp(dev, "auto")) dev = "cpu";   /* a CUDA build chooses cuda here when a GPU is present */
+    if (!strcmp(dev, "cuda") || (!strcmp(dev, "plan") && !strcmp(c->plan_for, "cuda"))) {
+        fprintf(stderr, "error: this build has no CUDA backend (kernels/cuda); use --device cpu, or --device plan --plan-for cpu\n");
+        return -1;
+    }
+    if (!strcmp(dev, "plan")) kbackend_plan_init(kb, &kops_cpu, c->threads);
+    else kbackend_cpu_init(kb, c->threads);
+    kb->mem_limit = (size_t)c->mem_limit;
+    return 0;
+}
+
+static int error_code(const TrainState *s) {
+    if (s->nonfinite) return 4;
+    if (strncmp(s->kb->err, "out of memory", 13) == 0) return 3;
+    return 1;
+}
+
+int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
+    static const TrainStrategy vanilla = { .name = "vanilla" };
+    const TrainStrategy *st = strategy ? strategy : &vanilla;
+    const TrainConfig *c = cfg;
+    if (c->print_params) {
+        LlamaModel m;
+        if (llama_describe(&m, &c->model, c->batch_size, c->seq_len) != 0) return 1;
+        for (int i = 0; st->frozen && i < m.n_params; i++) m.params[i].trainable = !st->frozen(st->user, &m.params[i]);
+        llama_print_params(&m, stdout);
+        llama_free(&m);
+        return 0;
+    }
+    KBackend kb;
+    if (choose_backend(&kb, c) != 0) return 1;
+    if (c->log_path && dpmem_open(c->log_path) != 0) return 1;
+    config_log(c);
+    dpmem_meta("config.method", st->name);
+    dpmem_meta("config.backend", kb.kind == KB_PLAN ? "plan" : kb.ops->name);
+    dpmem_meta_int("config.threads", kb.nthreads);
+
+    TrainState s;
+    memset(&s, 0, sizeof s);
+    s.cfg = c; s.kb = &kb;
+    s.loss_scale = 1.0f / ((float)c->batch_size * (float)c->seq_len * (float)c->grad_accum);
+    int rc = 1, strategy_ready = 0, steps_done = 0;
+    double first_loss = 0.0, secs = 0.0;
+    const size_t N = (size_t)c->batch_size * c->seq_len;
+    {
+        DPMEM_SCOPE("data");
+        if (data_open(&s.data, c->data_path, c->model.vocab_size, c->seq_len, (uint64_t)c->seed) != 0) goto out;
+        s.batch_host = malloc(2 * N * sizeof(int));
+        if (!s.batch_host) { fprintf(stderr, "error: out of host memory for the batch\n"); goto out; }
+        DPMEM_TAG_ALLOC(s.batch_host, 2 * N * sizeof(int), "input/batch_host");
+    }
+    {
+        DPMEM_SCOPE("model_creation");
+        if (llama_build(&s.model, &kb, &c->model, c->batch_size, c->seq_len, c->optimizer, (unsigned long long)c->seed,
+                        st->frozen, st->user) != 0) goto fail;
+        if (st->init && st->init(st->user, &s) != 0) goto fail;
+        strategy_ready = 1;
+    }
+    if (!c->quiet)
+        printf("%s: %s model (V=%d C=%d L=%d NH=%d NKV=%d F=%d), %zu parameters, B=%d T=%d x%d, %s, %s backend%s%s, data: %s\n",
+               c->run_name, c->model.preset, c->model.vocab_size, c->model.dim, c->model.n_layers, c->model.n_heads,
+               c->model.n_kv_heads, c->model.ffn_dim, s.model.bytes_params / 4, c->batch_size, c->seq_len, c->grad_accum,
+               c->optimizer, kb.kind == KB_PLAN ? "plan" : kb.ops->name, kb.kind == KB_PLAN ? " for " : "",
+               kb.kind == KB_PLAN ? kb.target->name : "", s.data.desc);
+    uint64_t t0 = dpmem_now_ns(), last_print = t0;
+    for (s.step = 0; s.step < c->steps; s.step++) {
+        DPMEM_SCOPE("step");
+        s.lr = lr_at(c, s.step);
+        for (s.micro = 0; s.micro < c->grad_accum; s.micro++) {
+            if (next_batch(&s) != 0) goto fail;
+            if (st->physical_batch) { if (st->physical_batch(st->user, &s) != 0) goto fail; }
+            else if (train_forward(&s) != 0 || train_backward(&s, NULL) != 0) goto fail;
+            if (s.step == 0 && s.micro == 0) first_loss = s.loss;
+        }
+        if (st->before_update && st->before_update(st->user, &s) != 0) goto fail;
+        { DPMEM_SCOPE("optimizer_step"); if (optimizer_step(&s) != 0) goto fail; }
+        if (train_check_finite(&s, 0, "optimizer_step") != 0) goto fail;
+        { DPMEM_SCOPE("zero_grad"); if (llama_zero_grad(&s.model) != 0) goto fail; }
+        steps_done = s.step + 1;
+        uint64_t now = dpmem_now_ns();
+        if (!c->quiet && now - last_print > 2000000000ull && steps_done < c->steps) {
+            double el = (double)(now - t0) * 1e-9;
+            printf("step %d/%d | loss %.4f | lr %.2e | %.2f steps/s | %.0f tokens/s\n", steps_done, c->steps, s.loss,
+                   s.lr, steps_done / el, (double)steps_done * N * c->grad_accum / el);
+            fflush(stdout);
+            last_print = now;
+        }
+    }
+    secs = (double)(dpmem_now_ns() - t0) * 1e-9;
+    print_summary(&s, steps_done, secs, first_loss);
+    rc = 0;
+    goto out;
+fail:
+    if (!s.nonfinite) fprintf(stderr, "error: %s\n", kbackend_error(&kb));
+    rc = error_code(&s);
+out:
+    if (strategy_ready && st->destroy) st->destroy(st->user, &s);
+    llama_free(&s.model);
+    if (rc == 0 && kb.live != 0) {
+        fprintf(stderr, "error: %zu bytes still allocated on the backend at exit (a leak in the trainer)\n", kb.live);
+        rc = 1;
+    }
+    kbackend_destroy(&kb);
+    if (s.batch_host) { DPMEM_TAG_FREE(s.batch_host); free(s.batch_host); }
+    data_close(&s.data);
+    if (c->log_path) dpmem_close();
+    return rc;
+}

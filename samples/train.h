@@ -1,0 +1,84 @@
+/* train.h — THE training loop of the sample trainers, written once. The vanilla trainer runs it as
+   is; a DP trainer plugs a TrainStrategy into it (clipping, noise, logical vs physical batches) and
+   LoRA plugs in a `frozen` predicate, without copying the loop.
+
+   One optimizer step (all inside a scope "step"):
+       for each of grad_accum physical batches:
+           scope "data"      next batch of tokens, uploaded to the backend
+           strategy->physical_batch(user, s)       default: train_forward(s); train_backward(s, NULL)
+       strategy->before_update(user, s)            e.g. add noise, divide by the logical batch
+       scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
+       scope "zero_grad"       gradients := 0
+   train_forward opens the scopes "forward" and "loss"; train_backward opens "backward". Building the
+   model (params, grads, optimizer state) is the scope "model_creation".
+
+   HOW A DP STRATEGY USES IT (per-sample clipping):
+     - Norms: give train_backward a GradHooks whose weight_grad(user, args) is called at every weight
+       gradient of the backward (q,k,v,o,gate,up,down per block, lm_head, the embedding, each RMSNorm
+       weight) with args->A (the layer's saved input [B,T,d_in]; for RMSNorm the norm's input x, with
+       args->rstd, x̂ = x·rstd), args->G (gradient of the layer's output [B,T,d_out]; valid during the
+       call only) and args->dW. Accumulate each sample's squared norm there (kernels/cpu/dp_*).
+       Return 0 to let the backward add GᵀA into dW as usual, 1 to skip it.
+     - Two-pass (Opacus ghost clipping): in physical_batch, train_forward; train_backward with hooks
+       that only collect norms and return 1 (no dW); compute c_b on the device; train_forward again and
+       train_backward with hooks.loss_weights = c (device [B]): the ordinary gradient is then
+       Σ_b c_b g_b. (train_forward frees what the first backward kept.)
+     - Book-keeping (Bu et al.): hooks return 1 and keep what they need: set hooks.retain_saved = 1 so
+       the saved inputs A stay allocated after the backward (until llama_release_saved or the next
+       forward), and copy G (it lives in a reused buffer), tagged e.g. `ghost/layers.3.q_proj.G`.
+       After the backward, with c_b known, form dW += Gᵀdiag(c)A per layer yourself, then call
+       llama_release_saved(&s->model).
+     - Noise: before_update, once per optimizer step after all grad_accum physical batches.
+       The loss is scaled by s->loss_scale = 1/(B·T·grad_accum) in the default path (a mean over the
+       logical batch); a strategy that clips per sample will usually pass its own scale (1/T: per-
+       sample mean loss) to train_backward_scaled and divide by the logical batch size itself.
+     - Its own buffers: allocate them in init with kbuf_alloc(s->kb, bytes, "ghost/...") or
+       "per_sample_grads/...", so they appear in the memory breakdown; free them in destroy.
+   The loop's check-finite, progress line, summary and the log's META are shared by all trainers.
+
+   Not here: the model (llama.h), the DP math (dp_*), argument parsing (config.h). */
+#ifndef TRAIN_H
+#define TRAIN_H
+
+#include "config.h"
+#include "data.h"
+#include "llama.h"
+
+typedef struct TrainState {
+    const TrainConfig *cfg;
+    KBackend *kb;
+    LlamaModel model;
+    DataLoader data;
+    int step;               /* 0-based index of the optimizer step in progress */
+    int micro;              /* physical batch within the step, 0 .. grad_accum-1 */
+    double loss;            /* mean loss of the last train_forward (0 on the plan backend) */
+    float lr;               /* learning rate of this step */
+    float loss_scale;       /* 1/(B*T*grad_accum): the default backward's loss scale */
+    int *batch_host;        /* host staging: inputs [B*T], then targets [B*T] */
+    int nonfinite;          /* set when --check-finite found NaN/Inf */
+} TrainState;
+
+typedef struct TrainStrategy {
+    const char *name;       /* "vanilla", "ghost", ... (META config.method) */
+    void *user;
+    int  (*init)(void *user, TrainState *s);           /* after model_creation; may be NULL */
+    int  (*physical_batch)(void *user, TrainState *s); /* NULL: forward, loss, plain backward */
+    int  (*before_update)(void *user, TrainState *s);  /* NULL: nothing */
+    void (*destroy)(void *user, TrainState *s);        /* may be NULL */
+    int  (*frozen)(void *user, const ParamInfo *p);    /* NULL: all trainable */
+} TrainStrategy;
+
+/* Runs the whole trainer: backend, log, model, steps, summary. Returns the process exit code:
+   0 ok, 1 bad input or internal error, 3 out of memory (--mem-limit or the device), 4 non-finite
+   values under --check-finite. Errors are one line on stderr. */
+int train_run(const TrainConfig *cfg, const TrainStrategy *strategy);
+
+/* For strategies: forward + loss (scopes "forward", "loss"), sets s->loss. */
+int train_forward(TrainState *s);
+/* Backward (scope "backward") with the default loss scale, then --check-finite on the gradients. */
+int train_backward(TrainState *s, const GradHooks *hooks);
+int train_backward_scaled(TrainState *s, const GradHooks *hooks, float loss_scale);
+/* --check-finite on every trainable tensor of `which` (grads or params); phase names the check. */
+int train_check_finite(TrainState *s, int grads, const char *phase);
+
+#endif
