@@ -73,6 +73,9 @@ sanitize:
 	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 test-run
 
+demo: all
+	@sh samples/demo.sh $(BUILD)
+
 bench: all $(BENCHES)
 	@for b in $(BENCHES); do echo; echo "== $$b"; $$b || exit 1; done
 

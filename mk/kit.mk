@@ -21,5 +21,5 @@ $(BUILD)/quickstart: samples/quickstart.c dpmem.h | $(DEPS_STAMP)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LDLIBS)
 
 ALL     += $(addprefix $(BUILD)/tests/,$(KIT_TESTS)) $(BUILD)/tests/libnvtx_inject.so $(BUILD)/quickstart $(BUILD)/bench_kit
-TESTS   += $(addprefix $(BUILD)/tests/,$(KIT_TESTS)) tests/test_kit_compile.sh
+TESTS   += $(addprefix $(BUILD)/tests/,$(KIT_TESTS)) tests/test_kit_compile.sh tests/test_readme_example.sh
 BENCHES += $(BUILD)/bench_kit
