@@ -9,6 +9,7 @@
      --delta D                            δ                                           [1e-5]
      --max-physical-batch-size P          physical batch; logical = --batch-size      [= batch]
      --poisson                            Poisson sampling at rate batch/dataset size
+     --dataset-size N                     rows for the sample rate  [data file rows; synthetic 65536]
      --seed N / --secure-seed             noise seed / a seed from getrandom()        [1234]
      --flash-tile R                       time block of the flash norms               [64]
      --lora-rank r, --lora-alpha a        LoRA adapters of rank r (0: off), scale a/r [0, 2r]
@@ -37,6 +38,7 @@ typedef struct {
     double delta;
     int    max_physical_batch;       /* 0: the logical batch */
     int    poisson;
+    long   dataset_size;             /* 0: from the data (rows of T+1 tokens), synthetic 65536 */
     uint64_t seed;
     int    secure_seed;
     int    flash_tile;

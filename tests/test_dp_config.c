@@ -30,12 +30,12 @@ int main(void) {
     DpConfig c;
     int r = parse(&c, "--norm flash --clip bk --max-grad-norm 0.5 --noise-multiplier 1.1 --delta 1e-6 "
                       "--max-physical-batch-size 2 --poisson --seed 18446744073709551615 --flash-tile 32 "
-                      "--lora-rank 8 --lora-alpha 16 --lora-targets q,k,down --batch-size 8");
+                      "--lora-rank 8 --lora-alpha 16 --lora-targets q,k,down --dataset-size 1000 --batch-size 8");
     CHECK(r == 2, "--batch-size 8 must be left to the caller, got %d", r);
     CHECK(c.norm == DP_NORM_FLASH && c.clip == DP_CLIP_BK && c.max_grad_norm == 0.5 && c.noise_multiplier == 1.1 &&
           c.delta == 1e-6 && c.max_physical_batch == 2 && c.poisson && c.seed == 18446744073709551615ull &&
           c.flash_tile == 32 && c.lora_rank == 8 && c.lora_alpha == 16 &&
-          c.lora_targets == (LORA_Q | LORA_K | LORA_DOWN), "values not parsed");
+          c.lora_targets == (LORA_Q | LORA_K | LORA_DOWN) && c.dataset_size == 1000, "values not parsed");
     char buf[64];
     CHECK(!strcmp(dp_lora_targets_string(c.lora_targets, buf, sizeof buf), "q,k,down"), "targets string %s", buf);
     r = parse(&c, "--norm mixed --target-epsilon 3");
@@ -47,7 +47,7 @@ int main(void) {
                           "--delta 0", "--max-physical-batch-size 0", "--max-physical-batch-size 2.5", "--seed -1",
                           "--lora-targets q,x", "--lora-targets q,", "--lora-rank -1", "--noise-multiplier -1",
                           "--noise-multiplier 1 --target-epsilon 2", "--lora-alpha 8", "--flash-tile 0",
-                          "--noise-multiplier nan", "--target-epsilon inf" };
+                          "--noise-multiplier nan", "--target-epsilon inf", "--dataset-size 0" };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
         CHECK(parse(&c, bad[k]) == -1, "'%s' must be rejected", bad[k]);
     dp_config_defaults(&c, DP_NORM_DIRECT, DP_CLIP_TWOPASS);

@@ -1,0 +1,377 @@
+/* dp_sgd.c — DP-SGD plugged into the training loop through its TrainStrategy and GradHooks
+   (see dp_sgd.h). One physical batch:
+     forward; backward with the per-sample loss scale 1/T and hooks that add each weight's
+     per-sample squared norms into norm2 and skip the ordinary dW (scope "clip" inside "backward");
+     c_b = min(1, C/(‖g_b‖+1e-6)); then
+       bk / direct: dW += Σ_b c_b g_b from what the hooks kept (psg, or A and a copy of G);
+       twopass:     forward again and backward with per-sample loss weights c_b (the loop's model
+                    frees its activations in the backward, so the second backward needs them again).
+   Once per logical batch (before_update, scope "noise"): dW = (dW + N(0, σ²C²)) / L, the noise of
+   coordinate i of the flat trainable vector from (seed, step, i); the accountant counts the step.
+   Physical batch of 1 with no accumulation: the per-sample gradient is the ordinary gradient, so
+   the norm is that of dW and clipping one scale, whatever --norm says (printed once).
+   Not here: the kernels (kernels/cpu/dp_*.c), the loop (train.c), LoRA's adapters (lora.c). */
+#include "dp_sgd.h"
+#include "dpmem.h"
+#include "noise.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(DpSgd *d, const char *fmt, const char *what) {
+    snprintf(d->kb->err, sizeof d->kb->err, fmt, what);
+    return -1;
+}
+
+static float *alloc_tag(DpSgd *d, size_t floats, const char *cat, const char *name, const char *suffix) {
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s/%s%s", cat, name, suffix);
+    return kbuf_alloc(d->kb, floats * sizeof(float), tag);
+}
+
+int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig *cfg, const char *name) {
+    memset(d, 0, sizeof *d);
+    memset(st, 0, sizeof *st);
+    d->cfg = *dp;
+    d->method_name = name;
+    if (dp_config_check(dp)) return -1;
+    int L = cfg->batch_size, P = dp->max_physical_batch ? dp->max_physical_batch : L;
+    if (cfg->grad_accum > 1) {
+        fprintf(stderr, "error: DP trainers accumulate with --max-physical-batch-size, not --grad-accum\n");
+        return -1;
+    }
+    if (P > L) P = L;
+    if (L % P) {
+        fprintf(stderr, "error: --batch-size %d is not a multiple of --max-physical-batch-size %d\n", L, P);
+        return -1;
+    }
+    if (dp->poisson) {
+        fprintf(stderr, "error: --poisson is not implemented yet (fixed-size batches only)\n");
+        return -1;
+    }
+    if (cfg->model.tie_embeddings) {
+        fprintf(stderr, "error: DP with tied embeddings is not supported (lm_head and embed_tokens would share one per-sample gradient)\n");
+        return -1;
+    }
+    d->logical_batch = L;
+    d->physical_batch = P;
+    cfg->batch_size = P;
+    cfg->grad_accum = L / P;
+    st->name = name;
+    st->user = d;
+    st->init = dp_sgd_init;
+    st->physical_batch = dp_sgd_physical_batch;
+    st->before_update = dp_sgd_before_update;
+    st->destroy = dp_sgd_destroy;
+    return 0;
+}
+
+double dp_sgd_epsilon(const DpSgd *d, double *alpha) {
+    if (d->steps_done == 0) { if (alpha) *alpha = 0; return 0; }
+    return accountant_epsilon(&d->acc, d->cfg.delta, alpha);
+}
+
+int dp_sgd_init(void *user, TrainState *s) {
+    DPMEM_SCOPE("dp_setup");
+    DpSgd *d = user;
+    d->s = s;
+    d->kb = s->kb;
+    d->computes = kbackend_computes(s->kb);
+    if (s->kb->kind == KB_CUDA || (s->kb->kind == KB_PLAN && s->kb->target && s->kb->target->space != 0))
+        return fail(d, "%s", "DP-SGD runs on the CPU backend (and plans for it); the CUDA port is not done yet (--device cpu)");
+    LlamaModel *m = &s->model;
+    const int B = m->B;
+    d->n_params = m->n_params;
+    d->ps = calloc((size_t)m->n_params + 1, sizeof *d->ps);
+    if (!d->ps) return fail(d, "%s", "out of host memory (DP state)");
+    for (int i = 0; i <= m->n_params; i++) d->ps[i].used = -1;
+    if (!(d->norm2 = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/per_sample_norm2")) ||
+        !(d->c = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/clip_factors")))
+        return -1;
+    /* sample rate and σ */
+    long rows = d->cfg.dataset_size;
+    if (!rows) rows = s->data.synthetic ? 65536 : (long)(s->data.n_tokens / ((size_t)m->T + 1));
+    if (rows < d->logical_batch) {
+        snprintf(d->kb->err, sizeof d->kb->err, "the dataset has %ld rows of %d tokens, fewer than the batch %d",
+                 rows, m->T + 1, d->logical_batch);
+        return -1;
+    }
+    d->dataset_size = rows;
+    d->sample_rate = (double)d->logical_batch / rows;
+    d->sigma = d->cfg.noise_multiplier;
+    if (d->cfg.target_epsilon > 0) {
+        char err[160];
+        d->sigma = accountant_sigma_for_epsilon(d->cfg.target_epsilon, d->sample_rate, s->cfg->steps, d->cfg.delta, err);
+        if (d->sigma < 0) { snprintf(d->kb->err, sizeof d->kb->err, "%s", err); return -1; }
+    }
+    d->seed = d->cfg.seed;
+    if (d->cfg.secure_seed) {
+        int ok = 0;
+        d->seed = noise_secure_seed(&ok);
+        if (!ok) return fail(d, "%s", "--secure-seed: getrandom() failed");
+    }
+    accountant_init(&d->acc);
+    d->shortcut = (B == 1 && s->cfg->grad_accum == 1);
+    if (!s->cfg->quiet) {
+        printf("DP-SGD: %s norms, %s clipping, C=%g, sigma=%.6g%s, delta=%g, logical batch %d (physical %d x %d), "
+               "sample rate %.6g (%ld rows)%s\n",
+               dp_norm_name(d->cfg.norm), d->cfg.norm == DP_NORM_DIRECT && d->cfg.clip == DP_CLIP_BK ? "per-sample-sum" : dp_clip_name(d->cfg.clip),
+               d->cfg.max_grad_norm, d->sigma, d->cfg.target_epsilon > 0 ? " (from --target-epsilon)" : "",
+               d->cfg.delta, d->logical_batch, B, s->cfg->grad_accum, d->sample_rate, rows,
+               d->cfg.poisson ? ", Poisson sampling" : "");
+        if (d->shortcut)
+            printf("DP-SGD: physical batch of 1 sequence: its gradient IS the per-sample gradient; clipping is one scale (--norm %s not needed)\n",
+                   dp_norm_name(d->cfg.norm));
+    }
+    char buf[64];
+    dpmem_meta("dp.norm", dp_norm_name(d->cfg.norm));
+    dpmem_meta("dp.clip", dp_clip_name(d->cfg.clip));
+    snprintf(buf, sizeof buf, "%.9g", d->cfg.max_grad_norm); dpmem_meta("dp.max_grad_norm", buf);
+    snprintf(buf, sizeof buf, "%.9g", d->sigma); dpmem_meta("dp.noise_multiplier", buf);
+    snprintf(buf, sizeof buf, "%.9g", d->cfg.delta); dpmem_meta("dp.delta", buf);
+    snprintf(buf, sizeof buf, "%.9g", d->sample_rate); dpmem_meta("dp.sample_rate", buf);
+    dpmem_meta_int("dp.logical_batch", d->logical_batch);
+    dpmem_meta_int("dp.physical_batch", B);
+    dpmem_meta_int("dp.poisson", d->cfg.poisson);
+    dpmem_meta_int("dp.shortcut_batch1", d->shortcut);
+    return 0;
+}
+
+/* ---- the hook ------------------------------------------------------------------------------------ */
+
+int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
+    DPMEM_SCOPE("clip");
+    DpSgd *d = user;
+    int idx = a->param_index;
+    if (idx < 0 || idx >= d->n_params) return -1;
+    DpParamState *p = &d->ps[idx];
+    const int B = a->B, T = a->T, din = a->d_in, dout = a->d_out, bk = d->cfg.clip == DP_CLIP_BK;
+    const int run = d->computes;
+    p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
+    p->io = (DpIO){ 0, 0 };
+    if (a->kind == HOOK_RMSNORM) {
+        /* B x C is small: always direct (kept for the clipped sum under bk) */
+        if (!(p->psg = alloc_tag(d, (size_t)B * dout, "per_sample_grads", a->name, ""))) return -1;
+        if (run) dp_rmsnorm_norms_direct(d->norm2, p->psg, a->G, a->A, a->rstd, B, T, dout);
+        p->used = DP_NORM_DIRECT;
+        if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
+        return 1;
+    }
+    if (a->kind == HOOK_EMBEDDING) {
+        const int V = d->s->model.V;
+        if (d->cfg.norm == DP_NORM_DIRECT) {
+            if (!(p->psg = alloc_tag(d, (size_t)B * V * dout, "per_sample_grads", a->name, ""))) return -1;
+            if (run) dp_embedding_norms_direct(d->norm2, p->psg, a->tokens, a->G, B, T, dout, V);
+            p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * V * dout * 4;
+            p->used = DP_NORM_DIRECT;
+            if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
+        } else {
+            if (run) dp_embedding_norms(d->norm2, a->tokens, a->G, B, T, dout, NULL);
+            p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * 4;
+            p->used = DP_NORM_GHOST;
+            if (bk) {
+                if (!(p->G = alloc_tag(d, (size_t)B * T * dout, "bk", a->name, ".G"))) return -1;
+                if (copy_buffer(d->kb, p->G, a->G, (size_t)B * T * dout)) return -1;
+            }
+        }
+        return 1;
+    }
+    /* linear */
+    DpNorm method = d->cfg.norm;
+    int stream_direct = 0;
+    if (method == DP_NORM_MIXED) {
+        if (dp_mixed_uses_gram(T, din, dout)) method = DP_NORM_FLASH;
+        else { method = DP_NORM_DIRECT; stream_direct = 1; }
+    }
+    if (method == DP_NORM_DIRECT && !stream_direct) {
+        if (!(p->psg = alloc_tag(d, dp_linear_direct_floats(B, din, dout), "per_sample_grads", a->name, ""))) return -1;
+        if (run) dp_linear_norms_direct(d->norm2, p->psg, a->A, a->G, B, T, din, dout, &p->io);
+        if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
+    } else if (stream_direct) {
+        /* one sample's gradient at a time, squared and thrown away: memory of one weight */
+        float *one = alloc_tag(d, dp_linear_direct_floats(1, din, dout), "per_sample_grads", a->name, ".one");
+        if (!one) return -1;
+        if (run)
+            for (int b = 0; b < B; b++)
+                dp_linear_norms_direct(d->norm2 + b, one, a->A + (size_t)b * T * din, a->G + (size_t)b * T * dout,
+                                       1, T, din, dout, &p->io);
+        kbuf_free(d->kb, one);
+    } else if (method == DP_NORM_GHOST) {
+        float *gram = alloc_tag(d, dp_linear_ghost_floats(B, T), "ghost", a->name, ".gram");
+        if (!gram) return -1;
+        if (run) dp_linear_norms_ghost(d->norm2, gram, a->A, a->G, B, T, din, dout, &p->io);
+        kbuf_free(d->kb, gram);
+    } else {
+        float *tile = alloc_tag(d, dp_linear_flash_floats(T, d->cfg.flash_tile), "ghost", a->name, ".tile");
+        if (!tile) return -1;
+        if (run) dp_linear_norms_flash(d->norm2, tile, a->A, a->G, B, T, din, dout, d->cfg.flash_tile, &p->io);
+        kbuf_free(d->kb, tile);
+    }
+    p->used = stream_direct ? DP_NORM_MIXED : (int)method;
+    if (bk && !p->psg) {
+        if (!(p->G = alloc_tag(d, (size_t)B * T * dout, "bk", a->name, ".G"))) return -1;
+        if (copy_buffer(d->kb, p->G, a->G, (size_t)B * T * dout)) return -1;
+        p->A = a->A;
+    }
+    return 1;
+}
+
+/* ---- one physical batch -------------------------------------------------------------------------- */
+
+static void free_kept(DpSgd *d) {
+    for (int i = 0; i < d->n_params; i++) {
+        kbuf_free(d->kb, d->ps[i].psg); d->ps[i].psg = NULL;
+        kbuf_free(d->kb, d->ps[i].G); d->ps[i].G = NULL;
+        d->ps[i].A = NULL;
+    }
+}
+
+static float *slot_grad(DpSgd *d, int i) {
+    LlamaModel *m = &d->s->model;
+    return *llama_tensor(&m->dw, &m->params[i]);
+}
+
+static void print_choice(DpSgd *d) {
+    LlamaModel *m = &d->s->model;
+    uint64_t io = 0;
+    for (int i = 0; i < d->n_params; i++) {
+        DpParamState *p = &d->ps[i];
+        if (p->used < 0) continue;
+        const char *name = m->params[i].name;
+        const char *how = p->kind == HOOK_RMSNORM ? "direct" : p->kind == HOOK_EMBEDDING
+                          ? (p->used == DP_NORM_DIRECT ? "direct" : "token-equality")
+                          : p->used == DP_NORM_MIXED ? "direct-streamed" : dp_norm_name((DpNorm)p->used);
+        char key[128];
+        snprintf(key, sizeof key, "dp.layer.%s", name);
+        dpmem_meta(key, how);
+        snprintf(key, sizeof key, "dp.io.%s", name);
+        dpmem_meta_int(key, (long long)(p->io.read + p->io.written));
+        io += p->io.read + p->io.written;
+        if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && !d->s->cfg->quiet)
+            printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s (2T^2 %s d_in*d_out)\n", name, p->d_out, p->d_in, p->T,
+                   p->used == DP_NORM_FLASH ? "flash" : "direct", p->used == DP_NORM_FLASH ? "<=" : ">");
+    }
+    d->io_step = io * (uint64_t)d->s->cfg->grad_accum;
+    dpmem_meta_int("dp.norm_io_bytes_per_step", (long long)d->io_step);
+    d->printed_choice = 1;
+}
+
+static void collect_stats(DpSgd *d, int B) {
+    if (!d->computes) return;
+    for (int b = 0; b < B; b++) {
+        d->norm_sum += sqrt(fmax(d->norm2[b], 0));
+        d->clipped_frac_sum += d->c[b] < 1.0f;
+        d->norm_count++;
+    }
+}
+
+int dp_sgd_physical_batch(void *user, TrainState *s) {
+    DpSgd *d = user;
+    LlamaModel *m = &s->model;
+    const int B = m->B, T = m->T;
+    const float per_sample_scale = 1.0f / T;     /* g_b = ∇ (mean over the sequence's tokens) */
+    if (train_forward(s)) return -1;
+    if (d->shortcut) {
+        if (train_backward_scaled(s, NULL, per_sample_scale)) return -1;
+        DPMEM_SCOPE("clip");
+        double n2 = 0;
+        for (int i = 0; i < m->n_params; i++) {
+            float *g = *llama_tensor(&m->dw, &m->params[i]);
+            double x = 0;
+            if (g && reduce_sumsq(d->kb, g, m->params[i].numel, &x)) return -1;
+            n2 += x;
+        }
+        if (d->computes) {
+            d->norm2[0] = (float)n2;
+            dp_clip_factors(d->c, d->norm2, 1, (float)d->cfg.max_grad_norm);
+        }
+        for (int i = 0; i < m->n_params; i++) {
+            float *g = *llama_tensor(&m->dw, &m->params[i]);
+            if (g && d->computes && d->c[0] != 1.0f && scale_inplace(d->kb, g, d->c[0], m->params[i].numel)) return -1;
+        }
+        collect_stats(d, 1);
+        return 0;
+    }
+    const int bk = d->cfg.clip == DP_CLIP_BK;
+    GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = NULL,
+                    .retain_saved = bk && d->cfg.norm != DP_NORM_DIRECT };
+    if (fill_buffer(d->kb, d->norm2, 0.0f, (size_t)B)) return -1;
+    if (train_backward_scaled(s, &h, per_sample_scale)) { free_kept(d); return -1; }
+    {
+        DPMEM_SCOPE("clip");
+        if (d->computes) dp_clip_factors(d->c, d->norm2, B, (float)d->cfg.max_grad_norm);
+        collect_stats(d, B);
+        if (!d->printed_choice) print_choice(d);
+        if (bk) {
+            for (int i = 0; i < d->n_params; i++) {
+                DpParamState *p = &d->ps[i];
+                float *dw = slot_grad(d, i);
+                if (!dw || !d->computes) continue;
+                if (p->psg) dp_clipped_sum(dw, p->psg, d->c, B, p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out
+                                                          : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
+                                                          : (size_t)m->V * p->d_out);
+                else if (p->G && p->kind == HOOK_EMBEDDING) dp_embedding_clipped_grad_bk(dw, m->tokens, p->G, d->c, B, T, p->d_out);
+                else if (p->G) dp_linear_clipped_grad_bk(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out);
+            }
+        }
+        free_kept(d);
+        llama_release_saved(m);
+    }
+    if (!bk) {
+        /* two-pass: the second backward weights each sample's loss by c_b */
+        if (train_forward(s)) return -1;
+        GradHooks h2 = { .user = d, .weight_grad = NULL, .loss_weights = d->c, .retain_saved = 0 };
+        if (train_backward_scaled(s, &h2, per_sample_scale)) return -1;
+    }
+    return 0;
+}
+
+/* ---- once per logical batch ---------------------------------------------------------------------- */
+
+int dp_sgd_before_update(void *user, TrainState *s) {
+    DPMEM_SCOPE("noise");
+    DpSgd *d = user;
+    LlamaModel *m = &s->model;
+    uint64_t offset = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        float *g = *llama_tensor(&m->dw, p);
+        if (!g || !p->trainable) continue;
+        if (d->computes)
+            noise_privatize(g, p->numel, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed,
+                            (uint64_t)s->step, offset);
+        offset += p->numel;
+    }
+    if (accountant_step(&d->acc, d->sigma, d->sample_rate)) return fail(d, "%s", "accountant: too many (sigma, q) groups");
+    d->steps_done++;
+    return 0;
+}
+
+void dp_sgd_destroy(void *user, TrainState *s) {
+    DpSgd *d = user;
+    if (d->kb) {
+        free_kept(d);
+        kbuf_free(d->kb, d->norm2); d->norm2 = NULL;
+        kbuf_free(d->kb, d->c); d->c = NULL;
+    }
+    if (d->steps_done > 0) {
+        double alpha;
+        double eps = dp_sgd_epsilon(d, &alpha);
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.9g", eps); dpmem_meta("dp.epsilon", buf);
+        snprintf(buf, sizeof buf, "%.9g", alpha); dpmem_meta("dp.best_alpha", buf);
+        dpmem_meta_int("dp.steps", d->steps_done);
+        if (!s || !s->cfg->quiet) {
+            printf("DP-SGD: epsilon = %.4f at delta = %g after %ld steps (sigma %.4g, sample rate %.4g, RDP order %g)",
+                   eps, d->cfg.delta, d->steps_done, d->sigma, d->sample_rate, alpha);
+            if (d->norm_count)
+                printf("; mean per-sample norm %.4g, %.0f%% of samples clipped",
+                       d->norm_sum / d->norm_count, 100.0 * d->clipped_frac_sum / d->norm_count);
+            if (d->io_step) printf("; norm IO %.1f MB/step", d->io_step / 1e6);
+            printf("\n");
+        }
+    }
+    free(d->ps); d->ps = NULL;
+}

@@ -1,0 +1,79 @@
+/* dp_sgd.h — DP-SGD as a TrainStrategy of the one training loop (train.h): per-sample gradient
+   norms by the method of --norm (direct, ghost, flash, mixed) from the backward's weight-gradient
+   hooks, the clipped sum Σ_b c_b g_b by --clip (twopass: a second backward with loss weights c_b;
+   bk: book-keeping, Gᵀdiag(c)A per layer from the one backward; direct norms: the sum of the clipped
+   materialized per-sample gradients), Gaussian noise once per logical batch (samples/noise.h), the
+   RDP accountant (samples/accountant.h), printed and logged as META dp.*.
+
+   Usage (the whole of a DP sample's main):
+       TrainConfig cfg; DpConfig dp; DpSgd d; TrainStrategy st;
+       config_defaults(&cfg); dp_config_defaults(&dp, DP_NORM_FLASH, DP_CLIP_BK);
+       int r = config_parse(&cfg, argc, argv, dp_config_extra, &dp, DP_CONFIG_USAGE);
+       if (r) return r > 0 ? 0 : 1;
+       if (dp_sgd_prepare(&d, &st, &dp, &cfg, "flash")) return 1;
+       return train_run(&cfg, &st);
+   dp_sgd_prepare turns --batch-size (the logical batch) and --max-physical-batch-size into the
+   loop's physical batch and grad_accum.
+
+   Memory tags: norms/per_sample_norm2, norms/clip_factors, per_sample_grads/<param> (direct; the
+   RMSNorm weights under every method), ghost/<param>.gram (ghost), ghost/<param>.tile (flash),
+   per_sample_grads/<param>.one (mixed's direct path: one sample at a time), bk/<param>.G (the output
+   gradients book-keeping keeps), lora/... (samples/lora.h).
+
+   Not here: the GPU (DP runs on the CPU and plan backends; kernels/cuda ports the kernels), tied
+   embeddings (refused: lm_head and the embedding would share one per-sample gradient). */
+#ifndef DP_SGD_H
+#define DP_SGD_H
+
+#include "accountant.h"
+#include "dp_config.h"
+#include "dp_kernels.h"
+#include "train.h"
+
+typedef struct {
+    float *psg;            /* per-sample gradients kept until the clip (direct, RMSNorm) */
+    float *G;              /* bk: copy of the output gradient [B,T,d_out] */
+    const float *A;        /* bk: the saved input (retained by the backward) */
+    int kind, B, T, d_in, d_out;
+    int used;              /* the method used for this tensor (DpNorm), -1: none yet */
+    DpIO io;               /* traffic of its norm computation, per physical batch */
+} DpParamState;
+
+typedef struct DpSgd {
+    DpConfig cfg;
+    const char *method_name;     /* "direct", "ghost+twopass", ... */
+    int logical_batch;           /* --batch-size */
+    int physical_batch;          /* the loop's batch */
+    long dataset_size;           /* rows, for the sample rate */
+    double sample_rate;          /* q = logical batch / dataset size */
+    double sigma;                /* resolved noise multiplier */
+    uint64_t seed;
+    TrainState *s;
+    KBackend *kb;
+    float *norm2, *c;            /* backend [B] */
+    int n_params;
+    DpParamState *ps;            /* [n_params] */
+    Accountant acc;
+    long steps_done;
+    int printed_choice, shortcut, computes;
+    double clipped_frac_sum, norm_sum; long norm_count;  /* statistics for the summary */
+    uint64_t io_step;            /* norm IO of one logical step (first step) */
+} DpSgd;
+
+/* Fills d and st for a TrainStrategy and adjusts cfg (batch_size := physical, grad_accum). name:
+   the strategy's name in the log. 0, or -1 after a one-line error. */
+int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig *cfg, const char *name);
+
+/* The strategy's entries (exposed for tests). */
+int  dp_sgd_init(void *user, TrainState *s);
+int  dp_sgd_physical_batch(void *user, TrainState *s);
+int  dp_sgd_before_update(void *user, TrainState *s);
+void dp_sgd_destroy(void *user, TrainState *s);
+
+/* The hook (exposed for tests): per-sample norms of one weight gradient. */
+int  dp_sgd_weight_grad(void *user, const GradHookArgs *a);
+
+/* ε of the steps done so far at cfg.delta (best order in *alpha if non-NULL). */
+double dp_sgd_epsilon(const DpSgd *d, double *alpha);
+
+#endif
