@@ -213,13 +213,13 @@ int rmsnorm_backward(KBackend *b, float *dinp, float *dw, const float *dout, con
     return 0;
 }
 
-int rope_forward(KBackend *b, float *x, int B, int T, int NH, int HS, float theta) {
-    b->ops->rope_forward(b, x, B, T, NH, HS, theta);
+int rope_forward(KBackend *b, float *x, int B, int T, int NH, int HS, KRope rope) {
+    b->ops->rope_forward(b, x, B, T, NH, HS, rope);
     return 0;
 }
 
-int rope_backward(KBackend *b, float *dx, int B, int T, int NH, int HS, float theta) {
-    b->ops->rope_backward(b, dx, B, T, NH, HS, theta);
+int rope_backward(KBackend *b, float *dx, int B, int T, int NH, int HS, KRope rope) {
+    b->ops->rope_backward(b, dx, B, T, NH, HS, rope);
     return 0;
 }
 

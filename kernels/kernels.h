@@ -21,6 +21,7 @@
 #ifndef KERNELS_H
 #define KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,29 @@ typedef enum {
 typedef struct { int B, T, C, NH, NKV, HS, V; size_t n; } KShape;
 
 typedef struct KBackend KBackend;
+
+/* RoPE frequencies: inv_freq_i = theta^(-2i/HS) for i < HS/2 and, when factor > 0, Llama 3.1/3.2's
+   "llama3" scaling (transformers' _compute_llama3_parameters): wavelengths above
+   original_max_pos/low_freq_factor are stretched by factor, those below original_max_pos/high_freq_factor
+   kept, those between blended. fp32, as transformers computes them. */
+typedef struct { float theta, factor, low_freq_factor, high_freq_factor, original_max_pos; } KRope;
+#ifdef __CUDACC__
+#define KROPE_FN static inline __host__ __device__
+#else
+#define KROPE_FN static inline
+#endif
+KROPE_FN float krope_inv_freq(KRope r, int i, int HS) {
+    float f = 1.0f / powf(r.theta, (float)(2 * i) / (float)HS);
+    if (r.factor > 0.0f) {
+        float wavelen = 6.283185307179586f / f;
+        if (wavelen > r.original_max_pos / r.low_freq_factor) f = f / r.factor;
+        else if (wavelen >= r.original_max_pos / r.high_freq_factor) {
+            float s = (r.original_max_pos / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+            f = (1.0f - s) * f / r.factor + s * f;
+        }
+    }
+    return f;
+}
 
 /* What a backend implements. The compute entries receive device pointers and scratch already
    allocated; they cannot fail. A plan backend's entries do nothing. */
@@ -66,8 +90,8 @@ typedef struct KOps {
                             int N, int C, float eps);
     void (*rmsnorm_backward)(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
                              const float *w, const float *rstd, int N, int C, void *scratch);
-    void (*rope_forward)(KBackend *b, float *x, int B, int T, int NH, int HS, float theta);
-    void (*rope_backward)(KBackend *b, float *dx, int B, int T, int NH, int HS, float theta);
+    void (*rope_forward)(KBackend *b, float *x, int B, int T, int NH, int HS, KRope rope);
+    void (*rope_backward)(KBackend *b, float *dx, int B, int T, int NH, int HS, KRope rope);
     void (*attention_forward)(KBackend *b, float *out, float *lse, const float *q, const float *k,
                               const float *v, int B, int T, int NH, int NKV, int HS, void *scratch);
     void (*attention_backward)(KBackend *b, float *dq, float *dk, float *dv, const float *dout,
@@ -150,8 +174,8 @@ int rmsnorm_forward(KBackend *b, float *out, float *rstd, const float *inp, cons
 int rmsnorm_backward(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
                      const float *w, const float *rstd, int N, int C);
 /* In place on x[B,T,NH,HS], position = t, rotate-half convention (Hugging Face). */
-int rope_forward(KBackend *b, float *x, int B, int T, int NH, int HS, float theta);
-int rope_backward(KBackend *b, float *dx, int B, int T, int NH, int HS, float theta);
+int rope_forward(KBackend *b, float *x, int B, int T, int NH, int HS, KRope rope);
+int rope_backward(KBackend *b, float *dx, int B, int T, int NH, int HS, KRope rope);
 /* Causal, tiled with online softmax: out[B,T,NH,HS], lse[B,NH,T] (natural log of each row's softmax
    denominator, scores scaled by 1/sqrt(HS)); q[B,T,NH,HS], k,v[B,T,NKV,HS]. No T×T buffer. */
 int attention_forward(KBackend *b, float *out, float *lse, const float *q, const float *k, const float *v,

@@ -1,5 +1,6 @@
 /* config.c — presets, flag parsing and validation for the sample trainers (see config.h). */
 #include "config.h"
+#include "checkpoint.h"
 #include "dpmem.h"
 #include "kernels.h"
 
@@ -45,6 +46,7 @@ void config_defaults(TrainConfig *c) {
     snprintf(c->optimizer, sizeof c->optimizer, "adamw");
     snprintf(c->device, sizeof c->device, "auto");
     snprintf(c->plan_for, sizeof c->plan_for, "cpu");
+    snprintf(c->save_dtype, sizeof c->save_dtype, "f32");
     c->run_name = "train";
 }
 
@@ -56,6 +58,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
            "  --device auto|cpu|cuda|plan  --plan-for cpu|cuda  --mem-limit BYTES (e.g. 2G)\n"
            "  --data FILE (llm.c .bin of uint16/uint32 tokens, else the file's bytes as tokens; default synthetic)\n"
+           "  --init-from DIR (Hugging Face LLaMA checkpoint: config.json + model.safetensors; sets the model)\n"
+           "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
            "  --log FILE (dpmem log)  --print-params  --check-finite  --quiet  --help\n%s",
            prog, extra_usage ? extra_usage : "");
 }
@@ -102,7 +106,19 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
             return -1;
         }
     }
+    /* Then a checkpoint's config.json, which replaces the preset's model (other flags still override). */
     int ffn_given = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (strncmp(a, "--init-from=", 12) == 0) v = a + 12;
+        else if (strcmp(a, "--init-from") == 0) v = i + 1 < argc ? argv[i + 1] : "";
+        if (!v) continue;
+        char err[CKPT_ERR];
+        if (!*v) { fprintf(stderr, "error: --init-from needs a checkpoint directory\n"); return -1; }
+        if (ckpt_read_config(v, &c->model, NULL, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); return -1; }
+        c->init_from = v;
+        ffn_given = 1;
+    }
     for (int i = 1; i < argc; i++) {
         char flagbuf[64];
         const char *a = argv[i], *v = NULL;
@@ -145,6 +161,9 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--device")) rc = parse_choice(a, v, devs, c->device, sizeof c->device);
         else if (!strcmp(a, "--plan-for")) rc = parse_choice(a, v, targets, c->plan_for, sizeof c->plan_for);
         else if (!strcmp(a, "--data")) { if (!v || !*v) { fprintf(stderr, "error: --data needs a file name\n"); return -1; } c->data_path = v; }
+        else if (!strcmp(a, "--init-from")) rc = 0;
+        else if (!strcmp(a, "--save")) { if (!v || !*v) { fprintf(stderr, "error: --save needs a directory\n"); return -1; } c->save_dir = v; }
+        else if (!strcmp(a, "--save-dtype")) { static const char *const dts[] = { "f32", "bf16", "f16", NULL }; rc = parse_choice(a, v, dts, c->save_dtype, sizeof c->save_dtype); }
         else if (!strcmp(a, "--log")) { if (!v || !*v) { fprintf(stderr, "error: --log needs a file name\n"); return -1; } c->log_path = v; }
         else if (!strcmp(a, "--mem-limit")) {
             c->mem_limit = parse_bytes(v);
@@ -187,6 +206,7 @@ void config_log(const TrainConfig *c) {
     const LlamaConfig *m = &c->model;
     dpmem_meta("run", c->run_name);
     dpmem_meta("config.model", m->preset);
+    if (c->init_from) dpmem_meta("config.init_from", c->init_from);
     dpmem_meta_int("config.vocab_size", m->vocab_size);
     dpmem_meta_int("config.dim", m->dim);
     dpmem_meta_int("config.n_layers", m->n_layers);

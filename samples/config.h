@@ -16,6 +16,10 @@ typedef struct {
     int tie_embeddings;    /* lm_head shares embed_tokens */
     float rope_theta;      /* 10000 */
     float norm_eps;        /* RMSNorm epsilon, 1e-6 as transformers' LlamaConfig */
+    float rope_factor;     /* llama3 rope scaling (Llama 3.1/3.2; from --init-from's config.json): 0 = none */
+    float rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_pos;
+    int max_pos;           /* max_position_embeddings of --init-from's config (0: unknown), kept for --save */
 } LlamaConfig;
 
 typedef struct {
@@ -27,6 +31,9 @@ typedef struct {
     char plan_for[8];      /* cpu, cuda: the target a plan run predicts */
     const char *data_path; /* NULL: synthetic tokens */
     const char *log_path;  /* NULL: no log (unless DPMEM_LOG is set) */
+    const char *init_from; /* Hugging Face checkpoint directory to start from (checkpoint.h); NULL: random init */
+    const char *save_dir;  /* where to save the trained model as a Hugging Face checkpoint; NULL: not saved */
+    char save_dtype[8];    /* f32, bf16, f16 */
     const char *run_name;  /* META "run" */
     int print_params, check_finite, quiet;
     long long mem_limit;   /* bytes; 0 = none */

@@ -121,6 +121,12 @@ int llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T) {
     return 0;
 }
 
+KRope llama_rope(const LlamaConfig *c) {
+    KRope r = { c->rope_theta, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                (float)c->rope_original_max_pos };
+    return r;
+}
+
 size_t llama_param_count(const LlamaConfig *c) {
     size_t C = (size_t)c->dim, HS = C / (size_t)c->n_heads, KD = HS * (size_t)c->n_kv_heads, F = (size_t)c->ffn_dim;
     size_t block = 2 * C * C + 2 * KD * C + 3 * F * C + 2 * C;
@@ -263,7 +269,8 @@ int llama_forward(LlamaModel *m) {
     llama_release_saved(m);
     const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F, V = m->V;
     const int N = B * T, QD = NH * HS, KD = NKV * HS;
-    const float eps = m->cfg.norm_eps, theta = m->cfg.rope_theta;
+    const float eps = m->cfg.norm_eps;
+    const KRope rope = llama_rope(&m->cfg);
     LlamaActs *a = &m->acts;
     SAVE(a->embed, (size_t)N * C, "activations/embed_tokens");
     TRY(embedding_forward(kb, a->embed, m->tokens, m->w.embed_tokens, N, C));
@@ -280,8 +287,8 @@ int llama_forward(LlamaModel *m) {
         TRY(matmul_forward(kb, s->q, s->ln1, w->q_proj, N, C, QD, 0.0f));
         TRY(matmul_forward(kb, s->k, s->ln1, w->k_proj, N, C, KD, 0.0f));
         TRY(matmul_forward(kb, s->v, s->ln1, w->v_proj, N, C, KD, 0.0f));
-        TRY(rope_forward(kb, s->q, B, T, NH, HS, theta));
-        TRY(rope_forward(kb, s->k, B, T, NKV, HS, theta));
+        TRY(rope_forward(kb, s->q, B, T, NH, HS, rope));
+        TRY(rope_forward(kb, s->k, B, T, NKV, HS, rope));
         SAVE(s->attn, (size_t)N * QD, "activations/layers.%d.self_attn.attn_out", l);
         SAVE(s->lse, (size_t)B * NH * T, "activations/layers.%d.self_attn.lse", l);
         TRY(attention_forward(kb, s->attn, s->lse, s->q, s->k, s->v, B, T, NH, NKV, HS));
@@ -383,7 +390,7 @@ int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
     KBackend *kb = m->kb;
     const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F, V = m->V;
     const int N = B * T, QD = NH * HS, KD = NKV * HS;
-    const float theta = m->cfg.rope_theta;
+    const KRope rope = llama_rope(&m->cfg);
     LlamaActs *a = &m->acts;
     if (!a->logits) { snprintf(kb->err, sizeof kb->err, "llama_backward without a forward"); return -1; }
     float *d_resid = NULL, *d_norm = NULL, *d_q = NULL, *d_k = NULL, *d_v = NULL, *d_attn = NULL,
@@ -439,8 +446,8 @@ int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
         CK(drop(m, &s->q, h));
         CK(drop(m, &s->k, h));
         CK(drop(m, &s->v, h));
-        CK(rope_backward(kb, d_q, B, T, NH, HS, theta));
-        CK(rope_backward(kb, d_k, B, T, NKV, HS, theta));
+        CK(rope_backward(kb, d_q, B, T, NH, HS, rope));
+        CK(rope_backward(kb, d_k, B, T, NKV, HS, rope));
         CK(linear_backward(m, h, l, W_Q_PROJ, d_norm, d_q, s->ln1, w->q_proj, dw->q_proj, N, C, QD, 0.0f));
         CK(linear_backward(m, h, l, W_K_PROJ, d_norm, d_k, s->ln1, w->k_proj, dw->k_proj, N, C, KD, 1.0f));
         CK(linear_backward(m, h, l, W_V_PROJ, d_norm, d_v, s->ln1, w->v_proj, dw->v_proj, N, C, KD, 1.0f));

@@ -147,6 +147,8 @@ float **llama_tensor(LlamaTensors *t, const ParamInfo *p);
 void llama_free(LlamaModel *m);
 void llama_print_params(const LlamaModel *m, FILE *out);
 const char *param_group_name(ParamGroup g);
+/* The config's RoPE frequencies (theta, llama3 scaling) as the kernels take them. */
+KRope llama_rope(const LlamaConfig *cfg);
 /* Closed-form parameter count of a config (for tests and the planner). */
 size_t llama_param_count(const LlamaConfig *cfg);
 

@@ -2,6 +2,7 @@
    steps with fixed scope names, the optimizer and its schedule, --check-finite, the progress line
    and the closing summary. Not here: the model (llama.c) or any per-sample DP logic. */
 #include "train.h"
+#include "checkpoint.h"
 #include "dpmem.h"
 
 #include <math.h>
@@ -167,6 +168,10 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         if (st->init && st->init(st->user, &s) != 0) goto fail;
         strategy_ready = 1;
     }
+    if (c->init_from) { /* its own phase, scope "checkpoint_load" */
+        char err[CKPT_ERR];
+        if (ckpt_load(&s.model, c->init_from, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
+    }
     if (!c->quiet)
         printf("%s: %s model (V=%d C=%d L=%d NH=%d NKV=%d F=%d), %zu parameters, B=%d T=%d x%d, %s, %s backend%s%s, data: %s\n",
                c->run_name, c->model.preset, c->model.vocab_size, c->model.dim, c->model.n_layers, c->model.n_heads,
@@ -199,6 +204,12 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     }
     secs = (double)(dpmem_now_ns() - t0) * 1e-9;
     print_summary(&s, steps_done, secs, first_loss);
+    if (c->save_dir) { /* scope "checkpoint_save" */
+        char err[CKPT_ERR];
+        SafeTensorsDtype dt = !strcmp(c->save_dtype, "bf16") ? ST_BF16 : !strcmp(c->save_dtype, "f16") ? ST_F16 : ST_F32;
+        if (ckpt_save(&s.model, c->save_dir, dt, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
+        if (!c->quiet && kbackend_computes(&kb)) printf("saved: %s/config.json, %s/model.safetensors (%s)\n", c->save_dir, c->save_dir, c->save_dtype);
+    }
     rc = 0;
     goto out;
 fail:

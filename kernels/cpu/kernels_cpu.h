@@ -24,8 +24,8 @@ void embedding_backward_cpu(KBackend *b, float *dwte, const int *tokens, const f
 void rmsnorm_forward_cpu(KBackend *b, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
 void rmsnorm_backward_cpu(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
                           const float *w, const float *rstd, int N, int C, void *scratch);
-void rope_forward_cpu(KBackend *b, float *x, int B, int T, int NH, int HS, float theta);
-void rope_backward_cpu(KBackend *b, float *dx, int B, int T, int NH, int HS, float theta);
+void rope_forward_cpu(KBackend *b, float *x, int B, int T, int NH, int HS, KRope rope);
+void rope_backward_cpu(KBackend *b, float *dx, int B, int T, int NH, int HS, KRope rope);
 void attention_forward_cpu(KBackend *b, float *out, float *lse, const float *q, const float *k, const float *v,
                            int B, int T, int NH, int NKV, int HS, void *scratch);
 void attention_backward_cpu(KBackend *b, float *dq, float *dk, float *dv, const float *dout, const float *q,

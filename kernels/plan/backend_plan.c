@@ -36,8 +36,8 @@ static void plan_rms_b(KBackend *b, float *dx, float *dw, const float *dy, const
                        const float *r, int N, int C, void *s) {
     (void)b; (void)dx; (void)dw; (void)dy; (void)x; (void)w; (void)r; (void)N; (void)C; (void)s;
 }
-static void plan_rope(KBackend *b, float *x, int B, int T, int NH, int HS, float th) {
-    (void)b; (void)x; (void)B; (void)T; (void)NH; (void)HS; (void)th;
+static void plan_rope(KBackend *b, float *x, int B, int T, int NH, int HS, KRope r) {
+    (void)b; (void)x; (void)B; (void)T; (void)NH; (void)HS; (void)r;
 }
 static void plan_attn_f(KBackend *b, float *o, float *l, const float *q, const float *k, const float *v,
                         int B, int T, int NH, int NKV, int HS, void *s) {

@@ -1,0 +1,76 @@
+/* checkpoint.h — Hugging Face LLaMA checkpoints for the sample trainers: `--init-from DIR` and
+   `--save DIR`.
+
+   A checkpoint directory is what transformers' save_pretrained writes for a LlamaForCausalLM:
+       config.json                      (hf_config.h)
+       model.safetensors                or model.safetensors.index.json + its shards
+   and, for LoRA, PEFT's adapter_model.safetensors + adapter_config.json.
+
+   Names: the model's ParamInfo.hf_name is the checkpoint name ("model.layers.3.self_attn.q_proj.weight");
+   shapes are transformers' ([out, in] for linear layers, [C] for norms). The rotary convention is
+   the same as transformers' (rotate-half), so q_proj/k_proj load as they are, without permutation.
+   Tied models: lm_head.weight may be absent (it is embed_tokens); if present it is ignored, as
+   transformers ignores it. Tensors the model does not have are an error (a config that does not
+   match its weights), except the rotary_emb.inv_freq buffers old conversions left behind.
+
+   Precision: F32, BF16, F16 (and F64) tensors are converted to the trainer's fp32. On a host backend
+   straight into the parameter buffers; on a device backend through one host staging buffer (the
+   largest tensor), tagged `checkpoint/staging`. The mapped files are tagged `checkpoint/mmap:<file>`
+   while they are mapped, and the whole load runs in the scope `checkpoint_load` (saving:
+   `checkpoint_save`), so the load is a phase of its own in every report.
+
+   Errors: 0, or -1 with a one-line message naming the file and the tensor in `err`.
+   Not here: optimizer state (checkpoints hold weights only), tokenizers (docs/CHECKPOINTS.md shows how
+   to make token files with the model's own tokenizer), sharded saving (one model.safetensors). */
+#ifndef CHECKPOINT_H
+#define CHECKPOINT_H
+
+#include <stddef.h>
+
+#include "hf_config.h"
+#include "llama.h"
+#include "safetensors.h"
+
+#define CKPT_ERR 640
+
+/* DIR/config.json -> the model fields of a LlamaConfig (dim, layers, heads, kv heads, ffn, vocab,
+   tie, rope_theta, norm_eps, llama3 rope scaling). Refuses what the trainer cannot run
+   (head_dim != hidden_size / num_attention_heads). hf may be NULL. */
+int ckpt_read_config(const char *dir, LlamaConfig *model, HFConfig *hf, char *err, size_t errlen);
+/* The HF config that describes a LlamaConfig (for --save). */
+void ckpt_hf_config_from(const LlamaConfig *model, int max_position_embeddings, HFConfig *hf);
+
+/* The weights of a directory: one file or the shards of an index, all mapped. */
+typedef struct {
+    int n_files;
+    SafeTensors *files;
+} CkptWeights;
+int ckpt_weights_open(CkptWeights *w, const char *dir, char *err, size_t errlen);
+/* The tensor `name` and the file holding it (for messages); NULL if absent. */
+const SafeTensor *ckpt_weights_find(const CkptWeights *w, const char *name, const SafeTensors **file);
+void ckpt_weights_close(CkptWeights *w);
+
+/* --init-from: checks DIR/config.json against the model's config, then loads every parameter.
+   On the plan backend nothing is written, but names and shapes are still checked. */
+int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen);
+
+/* --save: DIR/config.json and DIR/model.safetensors (created, tensors as `dtype`: ST_F32, ST_BF16
+   or ST_F16; {"format": "pt"} metadata, which transformers requires). Frozen tensors are saved too
+   (they are the model). */
+int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, char *err, size_t errlen);
+
+/* LoRA: DIR/adapter_model.safetensors with PEFT's names
+   (base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight [r, in], ...lora_B.weight [out, r])
+   and DIR/adapter_config.json (peft_type LORA, r, lora_alpha, target_modules; PEFT's scaling is
+   lora_alpha / r). One adapter per adapted linear layer; A and B are on kb's device. The LoRA trainer
+   fills these from its LoraAdapter (name, IC, OC, r, A, B). base_model: the --init-from directory
+   (or NULL). */
+typedef struct {
+    const char *name;        /* the base weight's name without "model." and ".weight": "layers.0.self_attn.q_proj" */
+    int in, out, r;
+    const float *A, *B;      /* (r, in), (out, r) */
+} CkptLoraAdapter;
+int ckpt_save_lora(const CkptLoraAdapter *adapters, int n, KBackend *kb, float alpha, const char *base_model,
+                   const char *dir, char *err, size_t errlen);
+
+#endif /* CHECKPOINT_H */
