@@ -224,6 +224,11 @@ static struct {
     dpmem__cuda_thread *threads;
 #ifndef DPMEM_NO_NVTX
     nvtxDomainHandle_t domain;
+    /* Addresses registered as NVTX regions (open addressing; 1 marks a deleted slot), so that only
+       those are unregistered. Empty unless a tool listens: then the free path tests one count. */
+    pthread_mutex_t region_lock;
+    uintptr_t *region;
+    size_t region_cap, region_n, region_used;
     int ncounters;
     struct { char category[96]; int64_t last; uint64_t id; } counter[DPMEM__CUDA_MAX_COUNTERS];
 #endif
@@ -233,7 +238,7 @@ static struct {
 } dpmem__cuda = { PTHREAD_ONCE_INIT, 0, 0, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
                   PTHREAD_MUTEX_INITIALIZER, NULL,
 #ifndef DPMEM_NO_NVTX
-                  NULL, 0, {{{0}, 0, 0}},
+                  NULL, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, 0, {{{0}, 0, 0}},
 #endif
                   0, 0, 0, 0, PTHREAD_COND_INITIALIZER };
 
@@ -272,6 +277,47 @@ static int dpmem__cuda_device_info(void *user, size_t *used, size_t *total) {
 /* ---- NVTX memory regions and counters ---------------------------------------------------------- */
 
 #ifndef DPMEM_NO_NVTX
+static size_t dpmem__cuda_region_slot(uintptr_t key, const uintptr_t *table, size_t cap) {
+    size_t i = (size_t)((key >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+    while (table[i] && table[i] != key) i = (i + 1) & (cap - 1);
+    return i;
+}
+
+/* Remembers a registered address (under region_lock). Returns 0 when out of memory. */
+static int dpmem__cuda_region_add(uintptr_t key) {
+    size_t i;
+    if (2 * (dpmem__cuda.region_used + 1) > dpmem__cuda.region_cap) {   /* rehash, dropping deleted slots */
+        size_t cap = dpmem__cuda.region_cap ? dpmem__cuda.region_cap : 256;
+        uintptr_t *t;
+        while (4 * (dpmem__cuda.region_n + 1) > cap) cap *= 2;
+        t = (uintptr_t *)calloc(cap, sizeof *t);
+        if (!t) return 0;
+        for (i = 0; i < dpmem__cuda.region_cap; i++)
+            if (dpmem__cuda.region[i] > 1) t[dpmem__cuda_region_slot(dpmem__cuda.region[i], t, cap)] = dpmem__cuda.region[i];
+        free(dpmem__cuda.region);
+        dpmem__cuda.region = t;
+        dpmem__cuda.region_cap = cap;
+        dpmem__cuda.region_used = dpmem__cuda.region_n;
+    }
+    i = dpmem__cuda_region_slot(key, dpmem__cuda.region, dpmem__cuda.region_cap);
+    if (dpmem__cuda.region[i] == key) return 1;
+    dpmem__cuda.region[i] = key;
+    __atomic_store_n(&dpmem__cuda.region_n, dpmem__cuda.region_n + 1, __ATOMIC_RELAXED);   /* read unlocked */
+    dpmem__cuda.region_used++;
+    return 1;
+}
+
+/* Forgets a registered address; 1 if it was there (under region_lock). */
+static int dpmem__cuda_region_remove(uintptr_t key) {
+    size_t i;
+    if (!dpmem__cuda.region_cap) return 0;
+    i = dpmem__cuda_region_slot(key, dpmem__cuda.region, dpmem__cuda.region_cap);
+    if (dpmem__cuda.region[i] != key) return 0;
+    dpmem__cuda.region[i] = 1;
+    __atomic_store_n(&dpmem__cuda.region_n, dpmem__cuda.region_n - 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 static void dpmem__cuda_nvtx_register(const void *ptr, size_t bytes, const char *tag) {
     nvtxMemVirtualRangeDesc_t range;
     nvtxMemRegionsRegisterBatch_t batch;
@@ -303,11 +349,22 @@ static void dpmem__cuda_nvtx_register(const void *ptr, size_t bytes, const char 
     names.regionElementSize = sizeof name;
     names.regionElements = &name;
     nvtxMemRegionsName(dpmem__cuda.domain, &names);
+
+    pthread_mutex_lock(&dpmem__cuda.region_lock);
+    dpmem__cuda_region_add((uintptr_t)ptr);
+    pthread_mutex_unlock(&dpmem__cuda.region_lock);
 }
 
+/* Unregisters ptr if it was registered (whether or not regions are still on). */
 static void dpmem__cuda_nvtx_unregister(const void *ptr) {
     nvtxMemRegionRef_t ref;
     nvtxMemRegionsUnregisterBatch_t batch;
+    int known;
+    if (!__atomic_load_n(&dpmem__cuda.region_n, __ATOMIC_RELAXED)) return;
+    pthread_mutex_lock(&dpmem__cuda.region_lock);
+    known = dpmem__cuda_region_remove((uintptr_t)ptr);
+    pthread_mutex_unlock(&dpmem__cuda.region_lock);
+    if (!known) return;
     ref.pointer = ptr;
     memset(&batch, 0, sizeof batch);
     batch.extCompatID = NVTX_EXT_COMPATID_MEM;
@@ -384,7 +441,7 @@ DPMEM_DEF void dpmem_cuda_tag(const void *ptr, size_t bytes, const char *tag, in
     dpmem_cuda_init();
     dpmem_tag_alloc_space(ptr, bytes, tag, space);
 #ifndef DPMEM_NO_NVTX
-    if (__atomic_load_n(&dpmem__cuda.regions, __ATOMIC_RELAXED) && space != DPMEM_HOST)
+    if (__atomic_load_n(&dpmem__cuda.regions, __ATOMIC_RELAXED) && (space == DPMEM_DEVICE || space == DPMEM_MANAGED))
         dpmem__cuda_nvtx_register(ptr, bytes, tag);
     if (__atomic_load_n(&dpmem__cuda.counters, __ATOMIC_RELAXED)) dpmem__cuda_counters_update();
 #endif
@@ -395,7 +452,7 @@ DPMEM_DEF size_t dpmem_cuda_untag(const void *ptr) {
     dpmem_cuda_init();
     bytes = dpmem_tag_free(ptr);
 #ifndef DPMEM_NO_NVTX
-    if (__atomic_load_n(&dpmem__cuda.regions, __ATOMIC_RELAXED) && bytes) dpmem__cuda_nvtx_unregister(ptr);
+    if (bytes) dpmem__cuda_nvtx_unregister(ptr);
     if (__atomic_load_n(&dpmem__cuda.counters, __ATOMIC_RELAXED)) dpmem__cuda_counters_update();
 #endif
     return bytes;

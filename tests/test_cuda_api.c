@@ -2,8 +2,9 @@
    C, g++ as C++, nvcc as CUDA C++) so the header is known to compile and work under each.
 
    Checks, with tests/nvtx_inject_ext.c attached as the NVTX tool:
-   - tagged device/pinned allocations register an NVTX memory region of the exact address and size,
-     named by the tag; host allocations do not; freeing unregisters (an unknown pointer does not);
+   - tagged device and managed allocations register an NVTX memory region of the exact address and
+     size, named by the tag; host and pinned ones do not; freeing unregisters (an unknown pointer does
+     not);
    - NVTX counters: one per category and one for the device total, sampled with the exact live bytes
      whenever they change, and only then;
    - dpmem_cuda_nvtx(0, 0) silences both;
@@ -88,6 +89,22 @@ static unsigned long long counter_id(const char *title) {
     return 0;
 }
 
+/* Many regions at once (the registered-address set grows and rehashes), freed in another order:
+   each unregistered exactly once. */
+static void check_region_set(void) {
+    enum { N = 3000 };
+    static double slots[N];
+    int i, missing = 0;
+    rec_clear();
+    for (i = 0; i < N; i++) dpmem_cuda_tag(&slots[i], sizeof slots[i], "activations/many", DPMEM_DEVICE);
+    CHECK(count_prefix("region+") == N, "%d regions registered, want %d", count_prefix("region+"), N);
+    rec_clear();
+    for (i = 0; i < N; i++) dpmem_cuda_untag(&slots[(i * 7) % N]);   /* 7 and 3000 are coprime */
+    for (i = 0; i < N; i += 97) missing += !has_line("region- %p", (void *)&slots[i]);
+    CHECK(count_prefix("region-") == N && missing == 0, "%d unregistered, want %d; %d sampled missing",
+          count_prefix("region-"), N, missing);
+}
+
 static void check_nvtx(void) {
     static char a[1000], b[24], c[500], h[64], x[8];
     unsigned long long params, grads, optim, device;
@@ -113,7 +130,7 @@ static void check_nvtx(void) {
     rec_clear();
     dpmem_cuda_tag(c, 500, "grads/wte", DPMEM_PINNED);
     grads = counter_id("dpmem grads bytes");
-    CHECK(has_line("region+ %p 500", (void *)c) && has_line("name %p grads/wte", (void *)c), "pinned region:\n%s", rec());
+    CHECK(count_prefix("region+") == 0 && count_prefix("name ") == 0, "pinned host memory got a region:\n%s", rec());
     CHECK(grads && has_line("sample %llu 500", grads), "grads counter:\n%s", rec());
     CHECK(count_prefix("sample ") == 1, "only grads changed:\n%s", rec());
 
@@ -139,8 +156,16 @@ static void check_nvtx(void) {
     dpmem_cuda_nvtx(1, 1);
     rec_clear();
     dpmem_cuda_untag(c);
-    CHECK(has_line("region- %p", (void *)c) && has_line("sample %llu 0", grads), "back on:\n%s", rec());
-    dpmem_cuda_untag(h);
+    CHECK(has_line("sample %llu 0", grads), "back on:\n%s", rec());
+    rec_clear();
+    dpmem_cuda_tag(c, 500, "grads/managed", DPMEM_MANAGED);
+    CHECK(has_line("region+ %p 500", (void *)c) && has_line("name %p grads/managed", (void *)c), "managed region:\n%s", rec());
+    dpmem_cuda_untag(c);
+    CHECK(has_line("region- %p", (void *)c), "managed region not unregistered:\n%s", rec());
+    rec_clear();
+    CHECK(dpmem_cuda_untag(h) == 64, "host untag");
+    CHECK(count_prefix("region-") == 0, "unregistered host memory that was never registered:\n%s", rec());
+    check_region_set();
     /* live now: b (24, device), x (8, device) */
 }
 
