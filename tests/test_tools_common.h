@@ -43,9 +43,9 @@ static inline void tt_mkdir(const char *name) {
     if (system(cmd) != 0) { fprintf(stderr, "cannot make %s\n", tt_dir); exit(2); }
 }
 static inline const char *tt_path(const char *file) {
-    static char buf[8][512];
+    static char buf[32][512];   /* a ring: a path stays valid for the next 31 calls */
     static int k = 0;
-    k = (k + 1) % 8;
+    k = (k + 1) % 32;
     snprintf(buf[k], sizeof buf[k], "%s/%s", tt_dir, file);
     return buf[k];
 }
@@ -96,7 +96,12 @@ static inline char *tt_slurp(const char *path, size_t *len) {
      33 ms           CLOSE (unless cut)
    GPU_TIME for each forward: 2.5 ms.
    Peak: 450 MiB at 18 ms (params 100, grads 100, activations 200, per_sample_grads 50). */
-typedef struct { int leaky; int no_close; uint32_t chunk_bytes; const char *run; const char *seq_len; } KnownLog;
+typedef struct {
+    int leaky, no_close;
+    uint32_t chunk_bytes;      /* 0: 65536 */
+    const char *run, *seq_len; /* NULL: "known", "128" */
+    uint64_t act_mib;          /* activations/h; 0: 200 */
+} KnownLog;
 
 static inline void tt_known_log(const char *path, KnownLog k) {
     SynthLog S;
@@ -116,7 +121,8 @@ static inline void tt_known_log(const char *path, KnownLog k) {
         synth_begin(&S, 1, b + 1 * MS, "forward");
         synth_free(&S, 2, b + 3 * MS / 2, "input/batch", 0, 0x90000, 1 * MiB);
         synth_end(&S, 2, b + 3 * MS / 2 + 1, "data");
-        synth_alloc(&S, 1, b + 2 * MS, "activations/h", 1, 0x20000, 200 * MiB);
+        uint64_t act = (k.act_mib ? k.act_mib : 200) * MiB;
+        synth_alloc(&S, 1, b + 2 * MS, "activations/h", 1, 0x20000, act);
         synth_end(&S, 1, b + 4 * MS, "forward");
         synth_gpu_time(&S, 1, b + 4 * MS + 1, "forward", 1, b + 1 * MS, 5 * MS / 2);
         synth_begin(&S, 1, b + 4 * MS + 2, "backward");
@@ -125,7 +131,7 @@ static inline void tt_known_log(const char *path, KnownLog k) {
             synth_alloc(&S, 1, b + 6 * MS, "per_sample_grads/w", 1, 0x40000, 50 * MiB);
             synth_free(&S, 1, b + 13 * MS / 2, "per_sample_grads/w", 1, 0x40000, 50 * MiB);
         }
-        synth_free(&S, 1, b + 7 * MS, "activations/h", 1, 0x20000, 200 * MiB);
+        synth_free(&S, 1, b + 7 * MS, "activations/h", 1, 0x20000, act);
         synth_end(&S, 1, b + 8 * MS, "backward");
         synth_begin(&S, 1, b + 8 * MS + 1, "optimizer_step");
         synth_free(&S, 1, b + 9 * MS, "grads/w", 1, 0x30000, 100 * MiB);

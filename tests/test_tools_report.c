@@ -1,0 +1,173 @@
+/* test_tools_report.c — dpmem-report on the known logs (tests/test_tools_common.h): the text report's
+   numbers against hand-computed values, CSV and JSON parsed by python3's csv and json modules and
+   compared with the text and with each other, the health warnings (leak, untracked growth), the
+   baseline, the charts (decoded, category colours present), the sweep chart only for a one-value
+   sweep, a cut log, and bad input. */
+#include "test_tools_common.h"
+
+#include "palette.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_ONLY_PNG
+#include "stb_image.h"
+#pragma GCC diagnostic pop
+
+static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
+
+static long count_colour(const char *png, Rgb c) {
+    int w, h, comp;
+    unsigned char *px = stbi_load(png, &w, &h, &comp, 3);
+    if (!px) return -1;
+    long n = 0;
+    for (long i = 0; i < (long)w * h; i++) n += px[3 * i] == c.r && px[3 * i + 1] == c.g && px[3 * i + 2] == c.b;
+    stbi_image_free(px);
+    return n;
+}
+
+static void check_text_and_exports(void) {
+    const char *known = tt_path("known.log"), *leaky = tt_path("leaky.log");
+    tt_known_log(known, (KnownLog){ 0 });
+    tt_known_log(leaky, (KnownLog){ .leaky = 1, .run = "leaky" });
+    int rc = tt_run("dpmem-report", "'%s' '%s' --csv '%s' --json '%s' --charts '%s'", known, leaky, tt_path("r.csv"),
+                    tt_path("r.json"), tt_path("charts"));
+    CHECK(rc == 0, "exit %d", rc);
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    /* Hand-computed: peak 100+100+200+50 MiB at 18 ms; scopes from the known timestamps. */
+    const char *want[] = {
+        "peak total: 450.00 MiB (471859200 bytes) at 18.000 ms",
+        "  params                      104857600       100.00   22.2%         100.00",
+        "  activations                 209715200       200.00   44.4%         200.00",
+        "  per_sample_grads             52428800        50.00   11.1%          50.00",
+        "  step                          3       30.000       10.000       10.000            -         350.00",
+        "  forward                       3        9.000        3.000        3.000        2.500         199.00",
+        "  backward                      3       12.000        4.000        4.000            -         150.00",
+        "  optimizer_step                3        4.500        1.500        1.500            -           0.00",
+        "  data                          3        3.000        1.000        1.000            -           1.00",
+        "  activations/h                                 209715200     200.00   device        3",
+        "  input/batch                                     1048576       1.00     host        3",
+        "peak total: 451.00 MiB (472907776 bytes) at 18.000 ms",
+        "  ok: live bytes at the end of 'step' do not keep growing (3 steps)",
+        "  WARNING: live bytes at the end of 'step' grew in each of the last 2 steps, by 1.00 MiB per step: a leak?",
+        "  WARNING: untracked device memory grew from 0 B to 16.00 MiB across the snapshots",
+        "== comparison (baseline: known;",
+        "  leaky                    451.00    1.002       100.00       100.00       201.00        50.00",
+        "activations +1.00 untracked +8.00",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(has(out, want[i]), "text report lacks: %s", want[i]);
+    /* the leak warning belongs to the leaky run only */
+    const char *second = out ? strstr(out, "== run: leaky") : NULL;
+    const char *leakw = out ? strstr(out, "a leak?") : NULL;
+    CHECK(second && leakw && leakw > second, "leak warning not (only) in the leaky run");
+    free(out);
+
+    /* CSV and JSON: same columns, same numbers, and the hand-computed ones. */
+    FILE *py = fopen(tt_path("check.py"), "w");
+    if (!py) { CHECK(0, "cannot write check.py"); return; }
+    fprintf(py,
+        "import csv, json, sys\n"
+        "rows = list(csv.DictReader(open(sys.argv[1])))\n"
+        "objs = json.load(open(sys.argv[2]))\n"
+        "assert len(rows) == 2 and len(objs) == 2, (len(rows), len(objs))\n"
+        "for r, o in zip(rows, objs):\n"
+        "    assert list(r.keys()) == list(o.keys()), 'CSV and JSON columns differ'\n"
+        "    for k, v in r.items():\n"
+        "        j = o[k]\n"
+        "        if j is None: assert v == '', (k, v)\n"
+        "        elif isinstance(j, str): assert v == j, (k, v, j)\n"
+        "        else: assert float(v) == float(j), (k, v, j)\n"
+        "k, l = objs\n"
+        "want = {'run': 'known', 'peak_bytes': 471859200, 'peak_ms': 18.0, 'steps': 3, 'step_mean_ms': 10.0,\n"
+        "        'at_peak.params': 104857600, 'at_peak.grads': 104857600, 'at_peak.activations': 209715200,\n"
+        "        'at_peak.per_sample_grads': 52428800, 'scope.forward.gpu_mean_ms': 2.5, 'scope.forward.count': 3,\n"
+        "        'scope.step.mem_delta_bytes': 350 * 2**20, 'leak': 0, 'untracked_growth': 1,\n"
+        "        'untracked_last_bytes': 16 * 2**20, 'end_live_bytes': 100 * 2**20, 'config.seq_len': '128',\n"
+        "        'peak_vs_baseline': 1.0, 'closed': 1, 'scope.step.gpu_mean_ms': None}\n"
+        "for key, v in want.items(): assert k[key] == v, (key, k[key], v)\n"
+        "assert l['leak'] == 1 and l['leak_per_step_bytes'] == 2**20, l['leak']\n"
+        "assert l['peak_bytes'] == 472907776 and l['overhead.activations'] == 2**20\n"
+        "assert abs(l['peak_vs_baseline'] - 472907776 / 471859200) < 1e-6\n"
+        "assert abs(k['scope.backward.total_ms'] - 11.999994) < 1e-9\n"
+        "print('csv/json ok')\n");
+    fclose(py);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s' '%s' >'%s/py.txt' 2>&1", tt_path("check.py"), tt_path("r.csv"), tt_path("r.json"), tt_dir);
+    rc = system(cmd);
+    char *pyout = tt_slurp(tt_path("py.txt"), NULL);
+    CHECK(rc == 0 && has(pyout, "csv/json ok"), "CSV/JSON check failed: %s", pyout ? pyout : "");
+    free(pyout);
+    snprintf(cmd, sizeof cmd, "python3 -m json.tool '%s' >/dev/null", tt_path("r.json"));
+    CHECK(system(cmd) == 0, "python3 -m json.tool rejects the JSON");
+
+    /* Charts: decoded, with every category's colour in the breakdown, both runs in the tradeoff. */
+    const char *cats[] = { "params", "grads", "activations", "per_sample_grads" };
+    for (int i = 0; i < 4; i++)
+        CHECK(count_colour(tt_path("charts/breakdown.png"), category_colour(cats[i])) > 500, "breakdown.png lacks %s", cats[i]);
+    CHECK(count_colour(tt_path("charts/timeline.png"), category_colour("activations")) > 5000, "timeline.png lacks activations");
+    CHECK(count_colour(tt_path("charts/tradeoff.png"), RGB(31, 119, 180)) > 100 && count_colour(tt_path("charts/tradeoff.png"), RGB(214, 39, 40)) > 100,
+          "tradeoff.png lacks a run's point");
+    struct stat st;
+    CHECK(stat(tt_path("charts/sweep.png"), &st) != 0, "sweep.png written though no config value differs");
+
+    /* --baseline by run name: now 'known' is measured against 'leaky'. */
+    rc = tt_run("dpmem-report", "'%s' '%s' --baseline leaky -q --json '%s'", tt_path("known.log"), tt_path("leaky.log"), tt_path("b.json"));
+    char *js = tt_slurp(tt_path("b.json"), NULL);
+    CHECK(rc == 0 && has(js, "\"peak_vs_baseline\": 0.997783"), "--baseline leaky: %s", js ? js : "(none)");
+    free(js);
+    char *o = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(o && o[0] == 0, "-q printed a report");
+    free(o);
+}
+
+static void check_sweep(void) {
+    const char *p[3] = { tt_path("s64.log"), tt_path("s128.log"), tt_path("s256.log") };
+    const char *sl[3] = { "64", "128", "256" };
+    for (int i = 0; i < 3; i++) tt_known_log(p[i], (KnownLog){ .run = sl[i], .seq_len = sl[i], .act_mib = 50ull << i });
+    int rc = tt_run("dpmem-report", "'%s' '%s' '%s' --charts '%s' --csv '%s'", p[0], p[1], p[2], tt_path("sweep"), tt_path("s.csv"));
+    CHECK(rc == 0, "sweep: exit %d", rc);
+    struct stat st;
+    CHECK(stat(tt_path("sweep/sweep.png"), &st) == 0, "no sweep.png for a seq_len sweep");
+    /* the forward phase's delta grows with seq_len: 49, 99, 199 MiB (activations minus the freed batch) */
+    char *csv = tt_slurp(tt_path("s.csv"), NULL);
+    CHECK(has(csv, ",51380224,") && has(csv, ",103809024,") && has(csv, ",208666624,"), "forward deltas 49/99/199 MiB not in the CSV");
+    free(csv);
+    CHECK(count_colour(tt_path("sweep/sweep.png"), RGB(31, 119, 180)) > 200, "sweep.png has no points");
+}
+
+static void check_bad_input(void) {
+    tt_known_log(tt_path("cut.log"), (KnownLog){ .no_close = 1 });   /* a run that died after its last step */
+    int rc = tt_run("dpmem-report", "'%s'", tt_path("cut.log"));
+    char *out = tt_slurp(tt_path("out.txt"), NULL), *err = tt_slurp(tt_path("err.txt"), NULL);
+    CHECK(rc == 0 && has(out, "NOT closed cleanly") && has(err, "not closed cleanly") && has(out, "peak total: 450.00 MiB"),
+          "cut log: exit %d\n%s%s", rc, out ? out : "", err ? err : "");
+    free(out); free(err);
+    FILE *f = fopen(tt_path("garbage.log"), "wb");
+    for (int i = 0; f && i < 5000; i++) fputc((i * 131) & 0xff, f);
+    if (f) fclose(f);
+    struct { const char *args, *want; } bad[] = {
+        { "'%s/garbage.log'", "not a dpmem log" }, { "'%s/nope.log'", "No such file" },
+        { "'%s/known.log' --baseline nobody", "no run of that name" }, { "'%s/known.log' --frobnicate", "unknown option" },
+        { "'%s/known.log' --csv /nonexistent-dir/x.csv", "cannot write" }, { "'%s/known.log' --json", "--json needs a file" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rc = tt_run("dpmem-report", bad[i].args, tt_dir);
+        char *e = tt_slurp(tt_path("err.txt"), NULL);
+        int lines = 0;
+        for (char *q = e; q && *q; q++) lines += *q == '\n';
+        CHECK(rc != 0 && rc < 128 && has(e, bad[i].want) && lines == 1, "%s: exit %d, stderr: %s", bad[i].args, rc, e ? e : "");
+        free(e);
+    }
+}
+
+int main(void) {
+    tt_mkdir("report");
+    if (system("python3 -c 1 >/dev/null 2>&1") != 0) { printf("SKIP: no python3 to parse the CSV and JSON\n"); return 77; }
+    check_text_and_exports();
+    check_sweep();
+    check_bad_input();
+    if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
+    printf("report: all checks passed\n");
+    return 0;
+}
