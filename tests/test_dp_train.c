@@ -1,0 +1,278 @@
+/* test_dp_train.c — DP-SGD end to end on random tiny LLaMAs (samples/dp_sgd.c through the real
+   model's backward hooks), against per-sample references obtained by running each sample ALONE
+   through the same model (batch 1, loss scale 1/T): g_b, ‖g_b‖² (squares summed in double).
+
+   Checked, for direct, ghost, flash and mixed norms with twopass and bk clipping, on two configs
+   (GQA with T = 17, B = 3; multi-head with T = 33, B = 4; two seeds each):
+     - the per-sample norms equal the references;
+     - the clipped sum Σ_b min(1, C/(‖g_b‖+1e-6)) g_b left in the gradients equals the reference
+       sum (C chosen so that some samples clip and some do not);
+     - with C huge and σ = 0 the DP gradient after before_update equals the vanilla gradient;
+     - logical batch 8 as 1×8, 2×4 and 8×1 physical batches gives the same update;
+     - a physical batch of 1 (the shortcut) clips the ordinary gradient by the same factor;
+     - memory: direct's per_sample_grads peak is B·|θ_trainable|·4 bytes exactly; ghost's Gram
+       buffers are 2·B·T²·4 bytes; flash's `ghost` peak is one 2·R² tile and no T×T buffer.
+   Tolerances: both sides are float32 computations of the same quantities that differ only in
+   summation order and batching (per-sample GEMMs vs batched ones, Gram sums vs direct sums). A
+   float32 sum of K terms has relative error ≤ K·u (u = 6e-8) of the sum of magnitudes; with K up to
+   a few hundred here and a backward chain of ~30 ops, the worst case is ~1e-3; observed differences
+   are below 4e-7 relative (of the norm², or of the largest gradient entry). The checks use 1e-5 for
+   norms and clipped sums (1e-4 where two full DP runs are compared): a margin of ~25x over what is
+   seen, while any method error (off-diagonal tiles counted once: 1 %, a layer's bk sum skipped,
+   a wrong loss scale) is orders of magnitude larger; each of those was tried and fails this test. */
+#define DPMEM_IMPLEMENTATION
+#include "dpmem.h"
+#include "dp_sgd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0, checks = 0;
+#define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                               printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+typedef struct { TrainConfig cfg; KBackend kb; TrainState s; } Rig;
+
+static void *xcalloc(size_t n, size_t sz) {
+    void *p = calloc(n ? n : 1, sz);
+    if (!p) { printf("FAIL: out of memory\n"); exit(1); }
+    return p;
+}
+
+static void rig_config(TrainConfig *c, const LlamaConfig *mc, int B, int T) {
+    config_defaults(c);
+    c->model = *mc;
+    c->batch_size = B; c->seq_len = T; c->steps = 1; c->quiet = 1; c->threads = 1;
+    snprintf(c->optimizer, sizeof c->optimizer, "sgd");
+}
+
+static void rig_open(Rig *r, uint64_t seed) {
+    kbackend_cpu_init(&r->kb, 1);
+    memset(&r->s, 0, sizeof r->s);
+    r->s.cfg = &r->cfg; r->s.kb = &r->kb;
+    r->s.data.synthetic = 1;
+    if (llama_build(&r->s.model, &r->kb, &r->cfg.model, r->cfg.batch_size, r->cfg.seq_len, "sgd", seed, NULL, NULL)) {
+        printf("FAIL: llama_build: %s\n", kbackend_error(&r->kb)); exit(1);
+    }
+}
+
+static void rig_close(Rig *r) {
+    llama_free(&r->s.model);
+    CHECK(r->kb.live == 0, "%zu bytes left allocated", r->kb.live);
+    kbackend_destroy(&r->kb);
+}
+
+static void rig_rows(Rig *r, const int *tok, const int *tgt, int row0) {
+    size_t n = (size_t)r->s.model.B * r->s.model.T;
+    size_t off = (size_t)row0 * r->s.model.T;
+    kbuf_upload(&r->kb, r->s.model.tokens, tok + off, n * sizeof(int));
+    kbuf_upload(&r->kb, r->s.model.targets, tgt + off, n * sizeof(int));
+}
+
+static size_t n_trainable(const LlamaModel *m) {
+    size_t n = 0;
+    for (int i = 0; i < m->n_params; i++) if (m->params[i].trainable) n += m->params[i].numel;
+    return n;
+}
+
+/* The model's gradients as one flat double vector. */
+static void grads_flat(LlamaModel *m, double *out) {
+    size_t k = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const float *g = *llama_tensor(&m->dw, &m->params[i]);
+        for (size_t j = 0; j < m->params[i].numel; j++) out[k++] = g[j];
+    }
+}
+
+/* Per-sample references: g_b of each row alone, flat [rows][P], and ‖g_b‖². */
+static void reference(const LlamaConfig *mc, int T, int rows, const int *tok, const int *tgt, uint64_t seed,
+                      double *g, double *norm2, size_t P) {
+    Rig r;
+    rig_config(&r.cfg, mc, 1, T);
+    rig_open(&r, seed);
+    for (int b = 0; b < rows; b++) {
+        llama_zero_grad(&r.s.model);
+        rig_rows(&r, tok, tgt, b);
+        if (train_forward(&r.s) || train_backward_scaled(&r.s, NULL, 1.0f / T)) { printf("FAIL: reference run\n"); exit(1); }
+        grads_flat(&r.s.model, g + (size_t)b * P);
+        norm2[b] = 0;
+        for (size_t k = 0; k < P; k++) norm2[b] += g[(size_t)b * P + k] * g[(size_t)b * P + k];
+    }
+    rig_close(&r);
+}
+
+/* One DP logical step over `rows` rows in physical batches of P_phys; returns the final gradient
+   (after before_update) in out, the last physical batch's norms in norm2 (if non-NULL), and the
+   clipped sum before the noise step in pre (if non-NULL). */
+static void dp_run(const LlamaConfig *mc, int T, int rows, int P_phys, const int *tok, const int *tgt, uint64_t seed,
+                   DpNorm norm, DpClip clip, double C, int tile, double *out, float *norm2, double *pre,
+                   size_t *peak_psg, size_t *peak_ghost) {
+    Rig r;
+    DpConfig dp;
+    DpSgd d;
+    TrainStrategy st;
+    rig_config(&r.cfg, mc, rows, T);
+    dp_config_defaults(&dp, norm, clip);
+    dp.max_grad_norm = C; dp.noise_multiplier = 0; dp.max_physical_batch = P_phys; dp.flash_tile = tile;
+    if (dp_sgd_prepare(&d, &st, &dp, &r.cfg, "test")) { printf("FAIL: dp_sgd_prepare\n"); exit(1); }
+    rig_open(&r, seed);
+    if (dp_sgd_init(&d, &r.s)) { printf("FAIL: dp_sgd_init: %s\n", kbackend_error(&r.kb)); exit(1); }
+    llama_zero_grad(&r.s.model);
+    dpmem_reset_peak();
+    size_t psg0 = dpmem_live_bytes("per_sample_grads"), gh0 = dpmem_live_bytes("ghost");
+    for (int p = 0; p < rows / P_phys; p++) {
+        r.s.micro = p;
+        rig_rows(&r, tok, tgt, p * P_phys);
+        if (dp_sgd_physical_batch(&d, &r.s)) { printf("FAIL: physical batch: %s\n", kbackend_error(&r.kb)); exit(1); }
+    }
+    if (peak_psg) *peak_psg = dpmem_peak_bytes("per_sample_grads") - psg0;
+    if (peak_ghost) *peak_ghost = dpmem_peak_bytes("ghost") - gh0;
+    if (norm2) memcpy(norm2, d.norm2, (size_t)P_phys * sizeof(float));
+    if (pre) grads_flat(&r.s.model, pre);
+    r.s.step = 0;
+    if (dp_sgd_before_update(&d, &r.s)) { printf("FAIL: before_update\n"); exit(1); }
+    grads_flat(&r.s.model, out);
+    dp_sgd_destroy(&d, &r.s);
+    rig_close(&r);
+}
+
+static double max_abs(const double *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
+    return m;
+}
+
+static double max_diff(const double *x, const double *y, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i] - y[i]));
+    return m;
+}
+
+static void test_config(const char *name, const LlamaConfig *mc, int B, int T, uint64_t seed) {
+    /* data: B rows for the method checks, 8 for physical batching */
+    const int rows = 8;
+    int *tok = xcalloc((size_t)rows * T, sizeof(int)), *tgt = xcalloc((size_t)rows * T, sizeof(int));
+    uint64_t st = seed * 7919 + 17;
+    for (int i = 0; i < rows * T; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int)((st >> 33) % (uint64_t)mc->vocab_size);
+        tgt[i] = (int)((st >> 13) % (uint64_t)mc->vocab_size);
+    }
+    LlamaModel probe;
+    llama_describe(&probe, mc, B, T);
+    const size_t P = n_trainable(&probe);
+    llama_free(&probe);
+    double *g = xcalloc((size_t)rows * P, 8), *rn = xcalloc(rows, 8);
+    reference(mc, T, rows, tok, tgt, seed, g, rn, P);
+
+    /* C at the median of the first B norms: some clip, some do not */
+    double sorted[8];
+    for (int b = 0; b < B; b++) sorted[b] = sqrt(rn[b]);
+    for (int i = 0; i < B; i++) for (int j = i + 1; j < B; j++) if (sorted[j] < sorted[i]) { double t = sorted[i]; sorted[i] = sorted[j]; sorted[j] = t; }
+    double C = sorted[B / 2] * 0.999;
+    double *want = xcalloc(P, 8), *out = xcalloc(P, 8), *pre = xcalloc(P, 8), *vanilla = xcalloc(P, 8);
+    for (int b = 0; b < B; b++) {
+        double c = fmin(1.0, C / (sqrt(rn[b]) + 1e-6));
+        for (size_t k = 0; k < P; k++) want[k] += c * g[(size_t)b * P + k];
+    }
+    double scale = max_abs(want, P);
+    float norm2[8];
+    for (int norm = 0; norm < 4; norm++)
+        for (int clip = 0; clip < 2; clip++) {
+            size_t peak_psg = 0, peak_ghost = 0;
+            int tile = 8;
+            dp_run(mc, T, B, B, tok, tgt, seed, (DpNorm)norm, (DpClip)clip, C, tile, out, norm2, pre, &peak_psg, &peak_ghost);
+            char what[128];
+            snprintf(what, sizeof what, "%s seed %llu %s+%s", name, (unsigned long long)seed,
+                     dp_norm_name((DpNorm)norm), dp_clip_name((DpClip)clip));
+            for (int b = 0; b < B; b++)
+                CHECK(fabs(norm2[b] - rn[b]) <= 1e-5 * rn[b], "%s: norm² of sample %d %.8g, alone %.8g", what, b, norm2[b], rn[b]);
+            double e = max_diff(pre, want, P);
+            CHECK(e <= 1e-5 * scale, "%s: clipped sum off by %.3g (scale %.3g)", what, e, scale);
+            for (size_t k = 0; k < P; k++) pre[k] /= B;      /* σ = 0: the update is the sum / L */
+            CHECK(max_diff(out, pre, P) <= 1e-7 * scale, "%s: before_update with sigma 0 must only divide by L", what);
+            /* memory */
+            const int R = tile < T ? tile : T;
+            const size_t rms = (size_t)B * mc->dim * 4 * (2 * mc->n_layers + 1);   /* RMSNorm psg, all methods */
+            if (norm == DP_NORM_DIRECT)
+                CHECK(peak_psg == (size_t)B * P * 4 || (clip == DP_CLIP_TWOPASS && peak_psg < (size_t)B * P * 4),
+                      "%s: per_sample_grads peak %zu, want B*|theta|*4 = %zu", what, peak_psg, (size_t)B * P * 4);
+            if (norm == DP_NORM_DIRECT && clip == DP_CLIP_BK)
+                CHECK(peak_psg == (size_t)B * P * 4, "%s: per_sample_grads peak %zu, want %zu", what, peak_psg, (size_t)B * P * 4);
+            if (norm == DP_NORM_GHOST)
+                CHECK(peak_ghost == 2 * (size_t)B * T * T * 4, "%s: ghost peak %zu, want 2*B*T*T*4 = %zu", what, peak_ghost,
+                      2 * (size_t)B * T * T * 4);
+            if (norm == DP_NORM_FLASH) {
+                CHECK(peak_ghost == 2 * (size_t)R * R * 4, "%s: ghost peak %zu, want one tile 2*R*R*4 = %zu", what, peak_ghost,
+                      2 * (size_t)R * R * 4);
+                CHECK(peak_psg <= rms, "%s: per_sample_grads peak %zu above the RMSNorm vectors %zu", what, peak_psg, rms);
+            }
+        }
+    /* C huge, σ = 0: the vanilla step */
+    {
+        Rig r;
+        rig_config(&r.cfg, mc, B, T);
+        rig_open(&r, seed);
+        llama_zero_grad(&r.s.model);
+        rig_rows(&r, tok, tgt, 0);
+        if (train_forward(&r.s) || train_backward_scaled(&r.s, NULL, 1.0f / ((float)B * T))) { printf("FAIL: vanilla\n"); exit(1); }
+        grads_flat(&r.s.model, vanilla);
+        rig_close(&r);
+        double vs = max_abs(vanilla, P);
+        for (int norm = 0; norm < 4; norm++)
+            for (int clip = 0; clip < 2; clip++) {
+                dp_run(mc, T, B, B, tok, tgt, seed, (DpNorm)norm, (DpClip)clip, 1e30, 64, out, NULL, NULL, NULL, NULL);
+                double e = max_diff(out, vanilla, P);
+                CHECK(e <= 1e-4 * vs, "%s seed %llu %s+%s, C huge, sigma 0: differs from the vanilla gradient by %.3g (scale %.3g)",
+                      name, (unsigned long long)seed, dp_norm_name((DpNorm)norm), dp_clip_name((DpClip)clip), e, vs);
+            }
+    }
+    /* physical batching: logical 8 as 1x8, 2x4, 8x1 */
+    {
+        double *ref8 = xcalloc(P, 8);
+        double C8 = sqrt(rn[0]) * 0.9;
+        for (int b = 0; b < rows; b++) {
+            double c = fmin(1.0, C8 / (sqrt(rn[b]) + 1e-6));
+            for (size_t k = 0; k < P; k++) ref8[k] += c * g[(size_t)b * P + k] / rows;
+        }
+        double s8 = max_abs(ref8, P);
+        const int phys[3] = { 8, 4, 1 };
+        const DpNorm norms[3] = { DP_NORM_FLASH, DP_NORM_GHOST, DP_NORM_DIRECT };
+        const DpClip clips[3] = { DP_CLIP_BK, DP_CLIP_TWOPASS, DP_CLIP_BK };
+        for (int k = 0; k < 3; k++)
+            for (int p = 0; p < 3; p++) {
+                dp_run(mc, T, rows, phys[p], tok, tgt, seed, norms[k], clips[k], C8, 8, out, NULL, NULL, NULL, NULL);
+                double e = max_diff(out, ref8, P);
+                CHECK(e <= 1e-4 * s8, "%s: logical 8 as physical %dx%d (%s+%s) off by %.3g (scale %.3g)", name,
+                      8 / phys[p], phys[p], dp_norm_name(norms[k]), dp_clip_name(clips[k]), e, s8);
+            }
+        free(ref8);
+    }
+    /* physical batch of 1, no accumulation: the shortcut */
+    {
+        double C1 = sqrt(rn[2]) * 0.5;
+        dp_run(mc, T, 1, 1, tok + 2 * T, tgt + 2 * T, seed, DP_NORM_GHOST, DP_CLIP_TWOPASS, C1, 8, out, norm2, NULL, NULL, NULL);
+        double c = fmin(1.0, C1 / (sqrt(rn[2]) + 1e-6));
+        double e = 0, s1 = 0;
+        for (size_t k = 0; k < P; k++) { e = fmax(e, fabs(out[k] - c * g[2 * P + k])); s1 = fmax(s1, fabs(c * g[2 * P + k])); }
+        CHECK(fabs(norm2[0] - rn[2]) <= 1e-4 * rn[2] && e <= 1e-4 * s1, "%s: batch-1 shortcut: norm² %.8g vs %.8g, grad off by %.3g",
+              name, norm2[0], rn[2], e);
+    }
+    free(tok); free(tgt); free(g); free(rn); free(want); free(out); free(pre); free(vanilla);
+}
+
+int main(void) {
+    LlamaConfig a = { .preset = "test", .vocab_size = 61, .dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
+                      .ffn_dim = 48, .tie_embeddings = 0, .rope_theta = 10000.0f, .norm_eps = 1e-6f };
+    LlamaConfig b = { .preset = "test", .vocab_size = 37, .dim = 24, .n_layers = 1, .n_heads = 2, .n_kv_heads = 2,
+                      .ffn_dim = 40, .tie_embeddings = 0, .rope_theta = 10000.0f, .norm_eps = 1e-6f };
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        test_config("GQA C32 T17 B3", &a, 3, 17, seed);
+        test_config("MHA C24 T33 B4", &b, 4, 33, seed);
+    }
+    if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
+    printf("dp train: %d checks passed\n", checks);
+    return 0;
+}
