@@ -318,8 +318,11 @@ static struct {
     uint64_t tick0, ns0;
     int      use_tsc;
 
-    /* one spin lock for strings and accounting */
+    /* one spin lock for strings and accounting, on a cache line of its own: every event reads the
+       line above (gen, ready, ...), and a lock word there would make each acquisition evict it */
+    char     pad0[64];
     int      lock;
+    char     pad1[60];
     dpmem__str *pages[DPMEM__MAX_PAGES];
     uint32_t nstr;              /* ids 1..nstr */
     uint32_t *index; uint32_t index_cap;       /* open addressing: string ids by hash */
@@ -333,8 +336,9 @@ static struct {
     pthread_mutex_t log_mu;
     int      fd;
     char    *path;
-    uint64_t next_chunk, mapped_chunks;
+    uint64_t next_chunk, mapped_chunks, populated;
     dpmem__segment seg[DPMEM__MAX_SEGMENTS]; int nseg;
+    pthread_t pf_thread; pthread_cond_t pf_cv; int pf_run, pf_started; /* the prefault thread */
     uint64_t dropped;
     uint32_t next_thread;
 
@@ -353,7 +357,7 @@ static uint64_t dpmem__mono_ns(void) {
 static inline uint64_t dpmem__now(void) {
 #if defined(__x86_64__) || defined(__i386__)
     if (DPMEM__LIKELY(dpmem__G.use_tsc))
-        return dpmem__G.ns0 + (uint64_t)((double)(__builtin_ia32_rdtsc() - dpmem__G.tick0) * dpmem__G.ns_per_tick);
+        return dpmem__G.ns0 + (uint64_t)((double)(int64_t)(__builtin_ia32_rdtsc() - dpmem__G.tick0) * dpmem__G.ns_per_tick);
 #endif
     return dpmem__mono_ns();
 }
@@ -407,48 +411,82 @@ static uint8_t *dpmem__chunk_addr(uint64_t k) {
 
 static void dpmem__emit_thread(dpmem__thread *t);
 
+/* Grows the file by a new segment (1 MiB, doubling to 64 MiB) and maps it; log_mu held. The space
+   is reserved with posix_fallocate: a store into a sparse mapping on a full disk would be a SIGBUS. */
+static int dpmem__grow_locked(void) {
+    uint64_t n = dpmem__G.nseg ? dpmem__G.seg[dpmem__G.nseg - 1].nchunks * 2 : 16;
+    if (n > 1024) n = 1024;
+    off_t off = (off_t)DPMEM__HEADER_BYTES + (off_t)(dpmem__G.mapped_chunks * DPMEM__CHUNK_BYTES);
+    void *base = MAP_FAILED;
+    int err = 0;
+    if (dpmem__G.nseg < (int)DPMEM__MAX_SEGMENTS &&
+        (err = posix_fallocate(dpmem__G.fd, off, (off_t)(n * DPMEM__CHUNK_BYTES))) == 0)
+        base = mmap(NULL, n * DPMEM__CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, dpmem__G.fd, off);
+    if (base == MAP_FAILED) {
+        if (!dpmem__G.dropped) {
+            if (dpmem__G.nseg >= (int)DPMEM__MAX_SEGMENTS)
+                fprintf(stderr, "dpmem: the log %s reached its size limit (%d segments): further events are dropped\n",
+                        dpmem__G.path ? dpmem__G.path : "", (int)DPMEM__MAX_SEGMENTS);
+            else
+                fprintf(stderr, "dpmem: cannot grow the log %s (%s): further events are dropped\n",
+                        dpmem__G.path ? dpmem__G.path : "", strerror(err ? err : errno));
+        }
+        dpmem__G.dropped++;
+        return -1;
+    }
+    dpmem__segment *sg = &dpmem__G.seg[dpmem__G.nseg++];
+    sg->base = (uint8_t *)base; sg->first_chunk = dpmem__G.mapped_chunks; sg->nchunks = n;
+    dpmem__G.mapped_chunks += n;
+    return 0;
+}
+
+/* Maps the pages of chunks [from, to) in one call each, instead of a page fault (and the kernel
+   zeroing a page) every 4 KiB on the hot path. Linux >= 5.14; elsewhere pages fault in as touched. */
+static void dpmem__populate(uint64_t from, uint64_t to) {
+#ifdef MADV_POPULATE_WRITE
+    for (uint64_t k = from; k < to; k++) madvise(dpmem__chunk_addr(k), DPMEM__CHUNK_BYTES, MADV_POPULATE_WRITE);
+#else
+    (void)from; (void)to;
+#endif
+}
+
+/* The prefault thread keeps DPMEM__AHEAD chunks beyond the last one handed out mapped and
+   populated, so that writers never wait on the kernel. It only touches chunks nobody owns yet. */
+#define DPMEM__AHEAD 32u
+static void *dpmem__prefault_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&dpmem__G.log_mu);
+    while (dpmem__G.pf_run) {
+        uint64_t target = dpmem__G.next_chunk + DPMEM__AHEAD;
+        if (dpmem__G.populated >= target) { pthread_cond_wait(&dpmem__G.pf_cv, &dpmem__G.log_mu); continue; }
+        while (dpmem__G.mapped_chunks < target) if (dpmem__grow_locked() != 0) { dpmem__G.pf_run = 0; break; }
+        if (!dpmem__G.pf_run) break;
+        uint64_t from = dpmem__G.populated > dpmem__G.next_chunk ? dpmem__G.populated : dpmem__G.next_chunk;
+        dpmem__G.populated = target;          /* claimed: writers that get there first populate their own */
+        pthread_mutex_unlock(&dpmem__G.log_mu);
+        dpmem__populate(from, target);
+        pthread_mutex_lock(&dpmem__G.log_mu);
+    }
+    pthread_mutex_unlock(&dpmem__G.log_mu);
+    return NULL;
+}
+
 /* Takes a fresh chunk for this thread (log_mu held inside). NULL when no log is open. */
 static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes) {
     if (bytes > DPMEM__CHUNK_BYTES - DPMEM__CHUNK_HEAD) { __atomic_fetch_add(&dpmem__G.dropped, 1, __ATOMIC_RELAXED); return NULL; }
     pthread_mutex_lock(&dpmem__G.log_mu);
     uint32_t gen = dpmem__G.gen;
     if (!(gen & 1)) { pthread_mutex_unlock(&dpmem__G.log_mu); return NULL; }
-    if (dpmem__G.next_chunk == dpmem__G.mapped_chunks) {
-        /* Grow the file by a new segment (1 MiB, doubling to 64 MiB) and map it. The space is
-           reserved with posix_fallocate: a write to a sparse mapping on a full disk is a SIGBUS. */
-        uint64_t n = dpmem__G.nseg ? dpmem__G.seg[dpmem__G.nseg - 1].nchunks * 2 : 16;
-        if (n > 1024) n = 1024;
-        off_t off = (off_t)DPMEM__HEADER_BYTES + (off_t)(dpmem__G.mapped_chunks * DPMEM__CHUNK_BYTES);
-        void *base = MAP_FAILED;
-        int err = 0;
-        if (dpmem__G.nseg < (int)DPMEM__MAX_SEGMENTS &&
-            (err = posix_fallocate(dpmem__G.fd, off, (off_t)(n * DPMEM__CHUNK_BYTES))) == 0)
-            base = mmap(NULL, n * DPMEM__CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, dpmem__G.fd, off);
-        if (base == MAP_FAILED) {
-            if (!dpmem__G.dropped) {
-                if (dpmem__G.nseg >= (int)DPMEM__MAX_SEGMENTS)
-                    fprintf(stderr, "dpmem: the log %s reached its size limit (%d segments): further events are dropped\n",
-                            dpmem__G.path ? dpmem__G.path : "", (int)DPMEM__MAX_SEGMENTS);
-                else
-                    fprintf(stderr, "dpmem: cannot grow the log %s (%s): further events are dropped\n",
-                            dpmem__G.path ? dpmem__G.path : "", strerror(err ? err : errno));
-            }
-            dpmem__G.dropped++;
-            pthread_mutex_unlock(&dpmem__G.log_mu);
-            return NULL;
-        }
-        dpmem__segment *s = &dpmem__G.seg[dpmem__G.nseg++];
-        s->base = (uint8_t *)base; s->first_chunk = dpmem__G.mapped_chunks; s->nchunks = n;
-        dpmem__G.mapped_chunks += n;
+    if (dpmem__G.next_chunk == dpmem__G.mapped_chunks && dpmem__grow_locked() != 0) {
+        pthread_mutex_unlock(&dpmem__G.log_mu);
+        return NULL;
     }
     uint64_t k = dpmem__G.next_chunk++;
     uint8_t *c = dpmem__chunk_addr(k);
+    int populated = k < dpmem__G.populated;
+    if (dpmem__G.pf_run && k + DPMEM__AHEAD / 2 >= dpmem__G.populated) pthread_cond_signal(&dpmem__G.pf_cv);
     pthread_mutex_unlock(&dpmem__G.log_mu);
-#ifdef MADV_POPULATE_WRITE
-    /* One call maps the chunk's 16 pages instead of 16 page faults on the hot path (Linux >= 5.14;
-       on older kernels this fails harmlessly and the pages fault in as they are touched). */
-    madvise(c, DPMEM__CHUNK_BYTES, MADV_POPULATE_WRITE);
-#endif
+    if (!populated) dpmem__populate(k, k + 1);
 
     if (!t->index) t->index = __atomic_add_fetch(&dpmem__G.next_thread, 1, __ATOMIC_RELAXED);
     uint64_t ts = dpmem__now();
@@ -701,10 +739,10 @@ static void dpmem__account_locked(int cat, int space, uint64_t bytes, int add) {
     }
 }
 
-/* ALLOC/FREE timestamps are strictly increasing across threads (taken under the lock), so a reader
-   that sorts them by time replays the accounting exactly. */
-static inline uint64_t dpmem__alloc_ts_locked(void) {
-    uint64_t ts = dpmem__now();
+/* ALLOC/FREE timestamps are strictly increasing across threads (made so under the lock), so a reader
+   that sorts them by time replays the accounting exactly. The clock is read before the lock is
+   taken, where its latency overlaps the lock's. */
+static inline uint64_t dpmem__alloc_ts_locked(uint64_t ts) {
     if (ts <= dpmem__G.last_alloc_ts) ts = dpmem__G.last_alloc_ts + 1;
     dpmem__G.last_alloc_ts = ts;
     return ts;
@@ -721,13 +759,16 @@ static void dpmem__atfork_child(void) {
     /* The child must not write into (or truncate) the parent's log: it starts with no log. */
     dpmem__G.gen += (dpmem__G.gen & 1);
     if (dpmem__G.fd >= 0) close(dpmem__G.fd);
-    dpmem__G.fd = -1; dpmem__G.nseg = 0; dpmem__G.next_chunk = dpmem__G.mapped_chunks = 0;
+    dpmem__G.fd = -1; dpmem__G.nseg = 0; dpmem__G.next_chunk = dpmem__G.mapped_chunks = dpmem__G.populated = 0;
+    dpmem__G.pf_run = dpmem__G.pf_started = 0; /* the prefault thread was not copied into the child */
     pthread_mutex_init(&dpmem__G.log_mu, NULL);
+    pthread_cond_init(&dpmem__G.pf_cv, NULL);
     dpmem__G.lock = 0;
 }
 
 static void dpmem__init_once(void) {
     pthread_mutex_init(&dpmem__G.log_mu, NULL);
+    pthread_cond_init(&dpmem__G.pf_cv, NULL);
     dpmem__G.fd = -1;
     dpmem__clock_init();
 #ifndef DPMEM_NO_NVTX
@@ -762,8 +803,12 @@ DPMEM_DEF int dpmem_open(const char *path) {
     pthread_mutex_lock(&dpmem__G.log_mu);
     free(dpmem__G.path);
     dpmem__G.path = strdup(path);
-    dpmem__G.fd = fd; dpmem__G.nseg = 0; dpmem__G.next_chunk = dpmem__G.mapped_chunks = 0; dpmem__G.dropped = 0;
+    dpmem__G.fd = fd; dpmem__G.nseg = 0; dpmem__G.next_chunk = dpmem__G.mapped_chunks = dpmem__G.populated = 0;
+    dpmem__G.dropped = 0;
     DPMEM__STORE(&dpmem__G.gen, dpmem__G.gen + 1);
+    dpmem__G.pf_run = 1;
+    dpmem__G.pf_started = pthread_create(&dpmem__G.pf_thread, NULL, dpmem__prefault_main, NULL) == 0;
+    if (!dpmem__G.pf_started) dpmem__G.pf_run = 0;  /* writers populate their own chunks then */
     pthread_mutex_unlock(&dpmem__G.log_mu);
     /* The run's configuration set before the log was opened goes in too. */
     dpmem__lock();
@@ -781,6 +826,13 @@ DPMEM_DEF void dpmem_close(void) {
     uint64_t w[2] = { dpmem__G.next_chunk, DPMEM__RELAXED(&dpmem__G.dropped) };
     dpmem__emit(DPMEM__EV_CLOSE, 0, 0, dpmem__now(), w, 2);
     pthread_mutex_lock(&dpmem__G.log_mu);
+    if (dpmem__G.pf_started) {
+        dpmem__G.pf_run = dpmem__G.pf_started = 0;
+        pthread_cond_signal(&dpmem__G.pf_cv);
+        pthread_mutex_unlock(&dpmem__G.log_mu);
+        pthread_join(dpmem__G.pf_thread, NULL);
+        pthread_mutex_lock(&dpmem__G.log_mu);
+    }
     if (dpmem__G.gen & 1) {
         DPMEM__STORE(&dpmem__G.gen, dpmem__G.gen + 1);
         /* The mappings stay: a thread that is writing its last event right now must not fault. Only
@@ -914,6 +966,7 @@ DPMEM_DEF void dpmem_tag_alloc_space(const void *ptr, size_t bytes, const char *
     if (!tag) tag = "untagged";
     if (!ptr) { dpmem_warn("tag of a NULL pointer ignored", 0); return; }
     uint32_t tid = dpmem__tag_id(tag);
+    uint64_t now = dpmem__log_open() ? dpmem__now() : 0;
     dpmem__lock();
     int cat = dpmem__category_of_tag_locked(tid);
     int sp = space & 3;
@@ -925,7 +978,7 @@ DPMEM_DEF void dpmem_tag_alloc_space(const void *ptr, size_t bytes, const char *
         dpmem__account_locked((int)prev.cat, prev.space, prev.bytes, 0);
         if (dpmem__log_open()) {
             uint64_t w[2] = { prev.addr, prev.bytes };
-            dpmem__emit(DPMEM__EV_FREE, (uint32_t)prev.space, prev.tag, dpmem__alloc_ts_locked(), w, 2);
+            dpmem__emit(DPMEM__EV_FREE, (uint32_t)prev.space, prev.tag, dpmem__alloc_ts_locked(now), w, 2);
         }
     }
     dpmem__rec r = { (uint64_t)(uintptr_t)ptr, (uint64_t)bytes, tid, (uint32_t)cat, sp, 1 };
@@ -933,7 +986,7 @@ DPMEM_DEF void dpmem_tag_alloc_space(const void *ptr, size_t bytes, const char *
     dpmem__account_locked(cat, sp, bytes, 1);
     if (dpmem__log_open()) {
         uint64_t w[2] = { (uint64_t)(uintptr_t)ptr, (uint64_t)bytes };
-        dpmem__emit(DPMEM__EV_ALLOC, (uint32_t)sp, tid, dpmem__alloc_ts_locked(), w, 2);
+        dpmem__emit(DPMEM__EV_ALLOC, (uint32_t)sp, tid, dpmem__alloc_ts_locked(now), w, 2);
     }
     dpmem__unlock();
 }
@@ -944,6 +997,7 @@ DPMEM_DEF void dpmem_tag_alloc(const void *ptr, size_t bytes, const char *tag) {
 DPMEM_DEF size_t dpmem_tag_free(const void *ptr) {
     dpmem__init();
     if (!ptr) return 0; /* free(NULL) is fine in C, and so here */
+    uint64_t now = dpmem__log_open() ? dpmem__now() : 0;
     dpmem__lock();
     dpmem__rec *r = dpmem__rec_find_locked((uint64_t)(uintptr_t)ptr);
     if (!r) {
@@ -956,7 +1010,7 @@ DPMEM_DEF size_t dpmem_tag_free(const void *ptr) {
     dpmem__account_locked((int)rec.cat, rec.space, rec.bytes, 0);
     if (dpmem__log_open()) {
         uint64_t w[2] = { rec.addr, rec.bytes };
-        dpmem__emit(DPMEM__EV_FREE, (uint32_t)rec.space, rec.tag, dpmem__alloc_ts_locked(), w, 2);
+        dpmem__emit(DPMEM__EV_FREE, (uint32_t)rec.space, rec.tag, dpmem__alloc_ts_locked(now), w, 2);
     }
     dpmem__unlock();
     return (size_t)rec.bytes;
