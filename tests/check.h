@@ -8,10 +8,12 @@
 static int check_failures;
 static int check_count;
 
-#define CHECK(cond) do { check_count++; if (!(cond)) { check_failures++; \
+/* Counters are atomic: tests check from several threads at once. */
+#define CHECK__COUNT(v) __atomic_fetch_add(&(v), 1, __ATOMIC_RELAXED)
+#define CHECK(cond) do { CHECK__COUNT(check_count); if (!(cond)) { CHECK__COUNT(check_failures); \
     fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
 #define CHECK_EQ_U(a, b) do { unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b); \
-    check_count++; if (a_ != b_) { check_failures++; \
+    CHECK__COUNT(check_count); if (a_ != b_) { CHECK__COUNT(check_failures); \
     fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%llu != %llu)\n", __FILE__, __LINE__, #a, #b, a_, b_); } } while (0)
 
 static inline int check_exit(const char *name) {
