@@ -91,7 +91,8 @@ static inline char *tt_slurp(const char *path, size_t *len) {
        b+8           END backward, BEGIN optimizer_step
        b+9           FREE grads/w
        b+9.5         END optimizer_step
-       b+10          END step, SNAPSHOT "after step s" (device used = tracked + 8 MiB × s)
+       b+10 - 1 ns   SNAPSHOT "after step s" (device used = tracked + 8 MiB × s)
+       b+10          END step (the next step begins at the same ns)
        (leaky: also ALLOC activations/leak 1 MiB at b+9.7, never freed)
      33 ms           CLOSE (unless cut)
    GPU_TIME for each forward: 2.5 ms.
@@ -140,13 +141,13 @@ static inline void tt_known_log(const char *path, KnownLog k) {
             synth_alloc(&S, 1, b + 97 * MS / 10, "activations/leak", 1, 0x50000 + (uint64_t)s * 0x1000, 1 * MiB);
             leaked += 1 * MiB;
         }
-        synth_end(&S, 1, b + 10 * MS, "step");
         char label[32];
         snprintf(label, sizeof label, "after step %d", s);
         const char *cats[2] = { "params", "activations" };
         uint64_t live[2] = { 100 * MiB, leaked };
         uint64_t tracked = 100 * MiB + leaked;
-        synth_snapshot(&S, 1, b + 10 * MS + 1, label, tracked + 8 * MiB * (uint64_t)s, 80ull * 1024 * MiB, tracked, k.leaky ? 2 : 1, cats, live);
+        synth_snapshot(&S, 1, b + 10 * MS - 1, label, tracked + 8 * MiB * (uint64_t)s, 80ull * 1024 * MiB, tracked, k.leaky ? 2 : 1, cats, live);
+        synth_end(&S, 1, b + 10 * MS, "step");
     }
     if (!k.no_close) synth_close(&S, 1, T0 + 33 * MS);
     synth_save(&S, path);

@@ -14,6 +14,7 @@
 
 #include "charts.h"
 #include "dpmem_read.h"
+#include "json_out.h"
 #include "runstats.h"
 #include "timeline.h"
 #include "units.h"
@@ -111,17 +112,6 @@ static void csv_field(FILE *f, const char *s) {
     for (; *s; s++) { if (*s == '"') fputc('"', f); fputc(*s, f); }
     fputc('"', f);
 }
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20 || ch >= 0x7f) fprintf(f, "\\u%04x", ch);   /* logs are not trusted to be UTF-8 */
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static int write_csv(const Table *t, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
@@ -147,10 +137,10 @@ static int write_json(const Table *t, const char *path) {
         for (int c = 0; c < t->n_cols; c++) {
             const Cell *cell = &t->cells[(size_t)r * t->cap_cols + c];
             if (c) fputs(", ", f);
-            json_string(f, t->cols[c]);
+            json_write_string(f, t->cols[c]);
             fputs(": ", f);
             if (!cell->text) fputs("null", f);
-            else if (cell->is_str) json_string(f, cell->text);
+            else if (cell->is_str) json_write_string(f, cell->text);
             else fputs(cell->text, f);
         }
         fputs(r + 1 < t->n_rows ? "},\n" : "}\n", f);

@@ -1,0 +1,172 @@
+/* trace.c — see trace.h. */
+#include "trace.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_out.h"
+
+#define MAX_DEPTH 64
+#define GPU_TID_BASE 1000000u
+
+static const char *space_name(uint32_t s) {
+    static const char *n[] = { "host", "device", "pinned", "managed" };
+    return s < 4 ? n[s] : "unknown";
+}
+
+static void us(FILE *f, uint64_t rel_ns) { fprintf(f, "%" PRIu64 ".%03u", rel_ns / 1000, (unsigned)(rel_ns % 1000)); }
+
+int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
+    uint32_t nc = L->n_cats, nt = L->n_threads ? L->n_threads : 1;
+    uint64_t *live = calloc(nc + 1, sizeof *live), total = 0;
+    int *depth = calloc(nt, sizeof *depth);
+    uint32_t *open_name = malloc((size_t)nt * MAX_DEPTH * sizeof *open_name);
+    if (!live || !depth || !open_name) { free(live); free(depth); free(open_name); return -1; }
+    uint64_t pid = L->pid ? L->pid : 1;
+    char name[128];
+    const char *run = dpmem_log_run_name(L, name, sizeof name);
+
+    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run\":", f);
+    json_write_string(f, run);
+    for (uint32_t i = 0; i < L->n_meta; i++) {
+        const char *k = dpmem_log_string(L, L->meta[i].key);
+        if (dpmem_log_meta(L, k) != dpmem_log_string(L, L->meta[i].value) || !strcmp(k, "run")) continue;   /* last wins */
+        fputc(',', f);
+        json_write_string(f, k);
+        fputc(':', f);
+        json_write_string(f, dpmem_log_string(L, L->meta[i].value));
+    }
+    fprintf(f, ",\"closed\":%s},\n\"traceEvents\":[\n", L->closed ? "true" : "false");
+    fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"args\":{\"name\":", pid);
+    char pname[200];
+    snprintf(pname, sizeof pname, "dpmem: %s", run);
+    json_write_string(f, pname);
+    fputs("}}", f);
+    for (uint32_t t = 0; t < L->n_threads; t++) {
+        fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu64 ",\"tid\":%u,\"args\":{\"name\":", pid, L->threads[t].index);
+        char tn[160];
+        snprintf(tn, sizeof tn, "%s%sT%u", L->threads[t].name, *L->threads[t].name ? " " : "", L->threads[t].index);
+        json_write_string(f, tn);
+        fputs("}}", f);
+    }
+    DpmemIter it;
+    if (dpmem_iter_begin(&it, L)) { free(live); free(depth); free(open_name); return -1; }
+    DpmemEvent e;
+    uint64_t last = 0;
+    int gpu_named[64] = { 0 };
+    while (dpmem_iter_next(&it, &e)) {
+        uint64_t rel = e.ts - L->t0;
+        last = rel;
+        switch (e.type) {
+        case DPMEM_EV_BEGIN: case DPMEM_EV_END: {
+            int d;
+            if (e.type == DPMEM_EV_BEGIN) {
+                d = depth[e.slot]++;
+                if (d < MAX_DEPTH) open_name[e.slot * MAX_DEPTH + d] = e.id;
+            } else {
+                if (depth[e.slot] == 0) break;   /* an END without its BEGIN (cut at the start): skip */
+                d = --depth[e.slot];
+            }
+            fprintf(f, ",\n{\"ph\":\"%s\",\"name\":", e.type == DPMEM_EV_BEGIN ? "B" : "E");
+            json_write_string(f, dpmem_log_string(L, e.id));
+            fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, e.thread);
+            us(f, rel);
+            fputc('}', f);
+            break;
+        }
+        case DPMEM_EV_ALLOC: case DPMEM_EV_FREE: {
+            uint64_t bytes = dpmem_ev_u64(&e, 8);
+            int32_t c = dpmem_log_category(L, e.id);
+            uint32_t ci = c < 0 ? nc : (uint32_t)c;
+            if (e.type == DPMEM_EV_ALLOC) { live[ci] += bytes; total += bytes; }
+            else { uint64_t d = bytes < live[ci] ? bytes : live[ci]; live[ci] -= d; total -= d; }
+            if (!o->no_allocs) {
+                fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s ", e.type == DPMEM_EV_ALLOC ? "alloc" : "free");
+                json_write_escaped(f, dpmem_log_string(L, e.id));
+                fprintf(f, "\",\"cat\":\"memory\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, e.thread);
+                us(f, rel);
+                fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 ",\"address\":\"0x%" PRIx64 "\",\"space\":\"%s\"}}", bytes, dpmem_ev_u64(&e, 0), space_name(e.aux));
+            }
+            fprintf(f, ",\n{\"ph\":\"C\",\"name\":");
+            char cn[300];
+            snprintf(cn, sizeof cn, "live %s", c < 0 ? "?" : L->cats[c]);
+            json_write_string(f, cn);
+            fprintf(f, ",\"pid\":%" PRIu64 ",\"ts\":", pid);
+            us(f, rel);
+            fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 "}},\n{\"ph\":\"C\",\"name\":\"live total\",\"pid\":%" PRIu64 ",\"ts\":", live[ci], pid);
+            us(f, rel);
+            fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 "}}", total);
+            break;
+        }
+        case DPMEM_EV_GPU_TIME: {
+            uint32_t thread = dpmem_ev_u32(&e, 0);
+            uint64_t b = dpmem_ev_u64(&e, 8), g = dpmem_ev_u64(&e, 16);
+            uint64_t brel = b >= L->t0 ? b - L->t0 : 0;
+            if (thread < 64 && !gpu_named[thread]) {
+                gpu_named[thread] = 1;
+                fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu64 ",\"tid\":%u,\"args\":{\"name\":\"GPU (T%u)\"}}", pid,
+                        GPU_TID_BASE + thread, thread);
+            }
+            fprintf(f, ",\n{\"ph\":\"X\",\"name\":");
+            json_write_string(f, dpmem_log_string(L, e.id));
+            fprintf(f, ",\"cat\":\"gpu\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, GPU_TID_BASE + (thread % GPU_TID_BASE));
+            us(f, brel);
+            fputs(",\"dur\":", f);
+            us(f, g);
+            fputc('}', f);
+            break;
+        }
+        case DPMEM_EV_SNAPSHOT: {
+            fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"g\",\"name\":");
+            char sn[300];
+            snprintf(sn, sizeof sn, "snapshot %s", dpmem_log_string(L, e.id));
+            json_write_string(f, sn);
+            fprintf(f, ",\"cat\":\"snapshot\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, e.thread);
+            us(f, rel);
+            fprintf(f, ",\"args\":{\"device_used\":%" PRIu64 ",\"device_total\":%" PRIu64 ",\"device_tracked\":%" PRIu64, dpmem_ev_u64(&e, 0),
+                    dpmem_ev_u64(&e, 8), dpmem_ev_u64(&e, 16));
+            for (uint32_t i = 0, n = dpmem_ev_u32(&e, 24); i < n; i++) {
+                char k[300];
+                snprintf(k, sizeof k, "live %s", dpmem_log_string(L, dpmem_ev_u32(&e, 32 + 16 * i)));
+                fputc(',', f);
+                json_write_string(f, k);
+                fprintf(f, ":%" PRIu64, dpmem_ev_u64(&e, 32 + 16 * i + 8));
+            }
+            fputs("}}", f);
+            break;
+        }
+        case DPMEM_EV_WARN: case DPMEM_EV_OOM: {
+            fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"p\",\"name\":");
+            char wn[300];
+            snprintf(wn, sizeof wn, "%s %s", e.type == DPMEM_EV_WARN ? "warning:" : "OOM:", dpmem_log_string(L, e.id));
+            json_write_string(f, wn);
+            fprintf(f, ",\"cat\":\"health\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, e.thread);
+            us(f, rel);
+            if (e.type == DPMEM_EV_WARN) fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", dpmem_ev_u64(&e, 0));
+            else fprintf(f, ",\"args\":{\"requested\":%" PRIu64 ",\"device_used\":%" PRIu64 ",\"device_total\":%" PRIu64 ",\"space\":\"%s\"}}",
+                         dpmem_ev_u64(&e, 0), dpmem_ev_u64(&e, 8), dpmem_ev_u64(&e, 16), space_name(e.aux));
+            break;
+        }
+        case DPMEM_EV_DEVICE:
+            fprintf(f, ",\n{\"ph\":\"C\",\"name\":\"device used\",\"pid\":%" PRIu64 ",\"ts\":", pid);
+            us(f, rel);
+            fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 "}}", dpmem_ev_u64(&e, 0));
+            break;
+        default: break;
+        }
+    }
+    dpmem_iter_end(&it);
+    /* Scopes open at a cut end at the last event, so that every B has its E. */
+    for (uint32_t t = 0; t < L->n_threads; t++)
+        for (int d = depth[t]; d-- > 0;) {
+            fprintf(f, ",\n{\"ph\":\"E\",\"name\":");
+            json_write_string(f, d < MAX_DEPTH ? dpmem_log_string(L, open_name[t * MAX_DEPTH + d]) : "?");
+            fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, L->threads[t].index);
+            us(f, last);
+            fputs(",\"args\":{\"cut\":true}}", f);
+        }
+    fputs("\n]}\n", f);
+    free(live); free(depth); free(open_name);
+    return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,21 @@
+/* trace.h — a dpmem log as Chrome Trace Event JSON (opens in ui.perfetto.dev and chrome://tracing):
+   scopes as B/E slices on their thread's track, device times (GPU_TIME) as slices on a "GPU" track
+   per thread, live bytes per category (and the total, and device used) as counter tracks, allocations,
+   frees, snapshots, warnings and OOMs as instant events with their arguments, the run's META as
+   metadata. Streams: the output is written event by event in one merged pass.
+
+   Time is in microseconds from the log's start, with nanosecond decimals. */
+#ifndef TRACE_H
+#define TRACE_H
+
+#include <stdio.h>
+
+#include "dpmem_read.h"
+
+typedef struct {
+    int no_allocs;            /* leave out the per-allocation instant events (smaller files) */
+} TraceOptions;
+
+int trace_write(const DpmemLog *log, FILE *f, const TraceOptions *o);   /* 0, or -1 (write error / no memory) */
+
+#endif
