@@ -206,7 +206,9 @@ typedef struct dpmem__cuda_thread {
     dpmem__cuda_span open[DPMEM__CUDA_MAX_OPEN];
     dpmem__cuda_span ring[DPMEM__CUDA_RING];
     unsigned head, count;
-    cudaEvent_t spare[2 * DPMEM__CUDA_MAX_OPEN];       /* recycled events: creating one costs µs */
+    /* Recycled events (creating one costs µs): room for every event the thread can hold at once,
+       so none is ever destroyed and re-created. */
+    cudaEvent_t spare[2 * DPMEM__CUDA_RING + DPMEM__CUDA_MAX_OPEN];
     int nspare;
     struct dpmem__cuda_thread *next;
 } dpmem__cuda_thread;

@@ -1,0 +1,273 @@
+/* test_cuda_fake.c — dpmem_cuda.h against a simulated GPU (tests/test_cuda_fakert.c, linked in place
+   of libcudart), so the GPU layer's logic is checked with exact figures on every machine. The same
+   points run against real hardware in test_cuda_gpu.cu.
+
+   Checks:
+   - DPMEM_CUDA_TIMING=1 and DPMEM_SAMPLE_MS=5 in the environment turn timing and the sampler on;
+   - tagged bytes per space (device, async, pinned, managed), ALLOC events carry the space;
+   - SNAPSHOT: device used/total exactly the fake's, tracked = the tagged DEVICE bytes;
+   - an error other than out-of-memory is returned unchanged, accounts nothing, writes no OOM;
+   - OOM (in a child that then dies without closing the log): the OOM event with exact request,
+     device used/total, scope stack, categories and largest buffers, and the stderr report;
+   - GPU time of scopes: nested 20+5 ms of simulated GPU work give 25 ms and 5 ms; the scopes and a
+     snapshot taken meanwhile never wait (no event synchronize); the times come out after the busy
+     snapshot; 3000 scopes (past the pending ring) all get a GPU_TIME and events are recycled; a scope
+     open when timing was switched off and on gets none; two threads each get their own, tied to their
+     BEGIN events;
+   - the sampler's DEVICE events carry the fake's figures. */
+#define DPMEM_IMPLEMENTATION
+#include "dpmem_cuda.h"
+#include "tests/logread.h"
+#include "tests/test_cuda_fakert.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MiB ((size_t)1 << 20)
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+static size_t fake_used(void) {
+    size_t f, t;
+    cudaMemGetInfo(&f, &t);
+    return t - f;
+}
+
+/* ---- accounting, snapshot, errors ---- */
+
+static size_t snap_used, snap_tracked;
+
+static void check_accounting(void) {
+    void *d, *a, *h, *m, *x = (void *)&failures;
+    size_t used0 = fake_used();
+    CHECK(dpmem_cuda_malloc(&d, 3 * MiB + 1, "params/wq") == cudaSuccess, "malloc");
+    CHECK(fake_used() - used0 == 4 * MiB, "fake rounding");
+    CHECK(dpmem_cuda_malloc_async(&a, 5 * MiB, "activations/x", 0) == cudaSuccess, "malloc_async");
+    CHECK(dpmem_cuda_malloc_host(&h, 7 * MiB, "pinned/staging") == cudaSuccess, "malloc_host");
+    CHECK(dpmem_cuda_malloc_managed(&m, 1 * MiB, "optimizer/m") == cudaSuccess, "malloc_managed");
+    CHECK(dpmem_live_bytes_in(DPMEM_DEVICE) == 8 * MiB + 1, "device bytes %zu", dpmem_live_bytes_in(DPMEM_DEVICE));
+    CHECK(dpmem_live_bytes_in(DPMEM_PINNED) == 7 * MiB, "pinned bytes %zu", dpmem_live_bytes_in(DPMEM_PINNED));
+    CHECK(dpmem_live_bytes_in(DPMEM_MANAGED) == 1 * MiB, "managed bytes %zu", dpmem_live_bytes_in(DPMEM_MANAGED));
+    snap_used = fake_used();
+    snap_tracked = dpmem_live_bytes_in(DPMEM_DEVICE);
+    dpmem_snapshot("fake snapshot");
+
+    fake_cuda_fail_next(cudaErrorInvalidValue);
+    CHECK(dpmem_cuda_malloc(&x, 64, "params/bad") == cudaErrorInvalidValue, "error not returned unchanged");
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue, "last error changed");
+    CHECK(x == (void *)&failures && dpmem_live_bytes("params") == 3 * MiB + 1, "a failed call was accounted");
+
+    CHECK(dpmem_cuda_free(d) == cudaSuccess && dpmem_cuda_free_async(a, 0) == cudaSuccess &&
+          dpmem_cuda_free_host(h) == cudaSuccess && dpmem_cuda_free(m) == cudaSuccess, "frees");
+    CHECK(dpmem_live_bytes(NULL) == 0 && fake_used() == used0, "after frees: %zu tagged, %zu used",
+          dpmem_live_bytes(NULL), fake_used());
+    CHECK(dpmem_cuda_free(NULL) == cudaSuccess, "free(NULL)");
+}
+
+/* ---- GPU time ---- */
+
+static uint64_t busy_snapshot_ts;
+
+static void *other_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 10; i++) {
+        DPMEM_SCOPE("thread_b");
+        fake_cuda_launch(100000);
+    }
+    return NULL;
+}
+
+static void check_timing(void) {
+    FakeCudaStats s0, s1;
+    pthread_t th;
+    s0 = fake_cuda_stats();
+    {
+        DPMEM_SCOPE("spin_25ms");
+        fake_cuda_launch(20000000);
+        {
+            DPMEM_SCOPE("spin_5ms");
+            fake_cuda_launch(5000000);
+        }
+    }
+    dpmem_snapshot("while busy");
+    s1 = fake_cuda_stats();
+    CHECK(s1.records - s0.records == 4, "%ld events recorded for 2 scopes", s1.records - s0.records);
+    CHECK(s1.syncs == s0.syncs, "the scopes or the snapshot waited for the GPU (%ld syncs)", s1.syncs - s0.syncs);
+
+    for (int i = 0; i < 3000; i++) {
+        DPMEM_SCOPE("tiny");
+        fake_cuda_launch(1000);
+    }
+    {   /* a scope open across off/on gets no time; one begun after gets its time */
+        DPMEM_SCOPE("across_off_on");
+        dpmem_cuda_timing(0);
+        CHECK(dpmem_cuda_timing(1) == 0, "timing back on");
+        {
+            DPMEM_SCOPE("after_on");
+            fake_cuda_launch(2000000);
+        }
+    }
+    pthread_create(&th, NULL, other_thread, NULL);
+    pthread_join(th, NULL);
+    dpmem_cuda_flush();
+    s1 = fake_cuda_stats();
+    CHECK(s1.events_created <= 2 * 1024 + 64 + 2 && s1.events_created < s1.records / 2,
+          "%ld events created for %ld records: not recycled", s1.events_created, s1.records);
+}
+
+/* ---- OOM in a child ---- */
+
+static int child_oom(const char *log) {
+    void *p, *g, *x = NULL;
+    if (dpmem_open(log) != 0) return 2;
+    DPMEM_SCOPE("step");
+    if (dpmem_cuda_malloc(&p, 64 * MiB, "params/wte") || dpmem_cuda_malloc(&g, 32 * MiB, "grads/wte")) return 2;
+    {
+        DPMEM_SCOPE("backward");
+        if (dpmem_cuda_malloc(&x, FAKE_TOTAL, "ghost/layers.7.ggT") != cudaErrorMemoryAllocation) return 2;
+        _exit(3);                                      /* no close: the OOM event must already be in the file */
+    }
+}
+
+static void check_oom(const char *self) {
+    char log[256], errf[256], cmd[1200], text[8192] = "", err[1024];
+    LogFile lf;
+    int status, ooms = 0, allocs = 0;
+    size_t n;
+    FILE *fp;
+    snprintf(log, sizeof log, "/tmp/dpmem_test_cuda_fake_oom_%d.log", (int)getpid());
+    snprintf(errf, sizeof errf, "/tmp/dpmem_test_cuda_fake_oom_%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "DPMEM_CUDA_TIMING= DPMEM_SAMPLE_MS= '%s' oom '%s' 2> '%s'", self, log, errf);
+    status = system(cmd);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 3, "the OOM child exited with status %d", status);
+    fp = fopen(errf, "r");
+    n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+    text[n] = 0;
+    if (fp) fclose(fp);
+    CHECK(strstr(text, "OOM in backward: asked 1.0 GiB for ghost/layers.7.ggT") && strstr(text, "params 64.0 MiB") &&
+          strstr(text, "grads 32.0 MiB"), "stderr report:\n%s", text);
+    if (log_read(log, &lf, err, sizeof err) != 0) { CHECK(0, "reading the OOM log: %s", err); return; }
+    CHECK(!lf.closed, "the child's log was closed, it should have died first");
+    for (size_t i = 0; i < lf.nev; i++) {
+        const LogEvent *e = &lf.ev[i];
+        const uint8_t *p = e->payload, *q;
+        uint32_t nstack, ncat, ntop;
+        int params = 0, grads = 0;
+        if (e->type == 6) allocs++;
+        if (e->type != 11) continue;
+        ooms++;
+        nstack = lr_u32(p + 24); ncat = lr_u32(p + 28); ntop = lr_u32(p + 32);
+        q = p + 40;
+        CHECK(strcmp(log_str(&lf, e->id), "ghost/layers.7.ggT") == 0 && e->aux == DPMEM_DEVICE, "OOM tag/space");
+        CHECK(lr_u64(p) == FAKE_TOTAL, "requested %llu", (unsigned long long)lr_u64(p));
+        CHECK(lr_u64(p + 8) == FAKE_CONTEXT + 96 * MiB && lr_u64(p + 16) == FAKE_TOTAL, "device figures %llu/%llu",
+              (unsigned long long)lr_u64(p + 8), (unsigned long long)lr_u64(p + 16));
+        CHECK(nstack == 2 && strcmp(log_str(&lf, lr_u32(q)), "step") == 0 && strcmp(log_str(&lf, lr_u32(q + 4)), "backward") == 0,
+              "scope stack (%u deep)", nstack);
+        q += (4 * nstack + 7) & ~7u;
+        for (uint32_t c = 0; c < ncat; c++, q += 16) {
+            if (strcmp(log_str(&lf, lr_u32(q)), "params") == 0) params = lr_u64(q + 8) == 64 * MiB;
+            if (strcmp(log_str(&lf, lr_u32(q)), "grads") == 0) grads = lr_u64(q + 8) == 32 * MiB;
+        }
+        CHECK(params && grads, "categories");
+        CHECK(ntop == 2 && strcmp(log_str(&lf, lr_u32(q)), "params/wte") == 0 && lr_u64(q + 8) == 64 * MiB &&
+              strcmp(log_str(&lf, lr_u32(q + 16)), "grads/wte") == 0 && lr_u64(q + 24) == 32 * MiB, "largest buffers");
+    }
+    CHECK(ooms == 1 && allocs == 2, "%d OOM and %d ALLOC events, want 1 and 2", ooms, allocs);
+    log_free(&lf);
+    unlink(log);
+    unlink(errf);
+}
+
+/* ---- the log ---- */
+
+static const LogEvent *find_begin(const LogFile *lf, uint32_t id, uint32_t thread, uint64_t ts) {
+    for (size_t i = 0; i < lf->nev; i++)
+        if (lf->ev[i].type == 4 && lf->ev[i].id == id && lf->ev[i].thread == thread && lf->ev[i].ts == ts) return &lf->ev[i];
+    return NULL;
+}
+
+static void check_log(const char *path) {
+    LogFile lf;
+    char err[1024];
+    size_t n25 = 0, n5 = 0, tiny = 0, across = 0, after = 0, other = 0, samples = 0, snaps = 0, pinned = 0;
+    uint32_t main_thread = 0, b_thread = 0;
+    if (log_read(path, &lf, err, sizeof err) != 0) { CHECK(0, "reading the log: %s", err); return; }
+    for (size_t i = 0; i < lf.nev; i++) {
+        const LogEvent *e = &lf.ev[i];
+        const char *name = log_str(&lf, e->id);
+        if (e->type == 9 && strcmp(name, "fake snapshot") == 0) {
+            snaps++;
+            CHECK(lr_u64(e->payload) == snap_used && lr_u64(e->payload + 8) == FAKE_TOTAL && lr_u64(e->payload + 16) == snap_tracked,
+                  "snapshot %llu/%llu tracked %llu, want %zu/%zu tracked %zu", (unsigned long long)lr_u64(e->payload),
+                  (unsigned long long)lr_u64(e->payload + 8), (unsigned long long)lr_u64(e->payload + 16), snap_used,
+                  FAKE_TOTAL, snap_tracked);
+        }
+        if (e->type == 9 && strcmp(name, "while busy") == 0) busy_snapshot_ts = e->ts;
+        if (e->type == 6 && e->aux == DPMEM_PINNED) pinned++;
+        if (e->type == 12) {
+            samples++;
+            CHECK(lr_u64(e->payload + 8) == FAKE_TOTAL && lr_u64(e->payload) >= FAKE_CONTEXT, "DEVICE sample figures");
+        }
+        if (e->type != 10) continue;
+        uint32_t thread = lr_u32(e->payload);
+        uint64_t begin = lr_u64(e->payload + 8), gpu = lr_u64(e->payload + 16);
+        CHECK(find_begin(&lf, e->id, thread, begin), "GPU_TIME of %s not tied to a BEGIN", name);
+        if (strcmp(name, "spin_25ms") == 0) {
+            n25++;
+            main_thread = thread;
+            CHECK(gpu >= 25000000 && gpu < 26000000, "spin_25ms: %llu ns", (unsigned long long)gpu);
+            CHECK(busy_snapshot_ts && e->ts > busy_snapshot_ts, "spin_25ms resolved before the busy snapshot");
+        } else if (strcmp(name, "spin_5ms") == 0) {
+            n5++;
+            CHECK(gpu >= 4999000 && gpu <= 5001000, "spin_5ms: %llu ns", (unsigned long long)gpu);
+        } else if (strcmp(name, "tiny") == 0) {
+            tiny++;
+        } else if (strcmp(name, "across_off_on") == 0) {
+            across++;
+        } else if (strcmp(name, "after_on") == 0) {
+            after++;
+            CHECK(gpu >= 1999000 && gpu <= 2001000, "after_on: %llu ns", (unsigned long long)gpu);
+        } else if (strcmp(name, "thread_b") == 0) {
+            other++;
+            b_thread = thread;
+        }
+    }
+    CHECK(snaps == 1 && pinned == 1, "%zu snapshots, %zu pinned ALLOCs", snaps, pinned);
+    CHECK(n25 == 1 && n5 == 1, "GPU_TIME: %zu spin_25ms, %zu spin_5ms", n25, n5);
+    CHECK(tiny == 3000, "%zu GPU_TIME for 3000 tiny scopes", tiny);
+    CHECK(across == 0 && after == 1, "across_off_on: %zu (want 0), after_on: %zu (want 1)", across, after);
+    CHECK(other == 10 && b_thread != main_thread, "thread_b: %zu GPU_TIME, thread %u vs main %u", other, b_thread, main_thread);
+    CHECK(samples >= 3, "%zu DEVICE samples from the sampler", samples);
+    log_free(&lf);
+}
+
+int main(int argc, char **argv) {
+    char path[256];
+    if (argc > 2 && strcmp(argv[1], "oom") == 0) return child_oom(argv[2]);
+    setenv("DPMEM_CUDA_TIMING", "1", 1);
+    setenv("DPMEM_SAMPLE_MS", "5", 1);
+    snprintf(path, sizeof path, "/tmp/dpmem_test_cuda_fake_%d.log", (int)getpid());
+    if (dpmem_open(path) != 0) { fprintf(stderr, "FAIL: cannot open %s\n", path); return 1; }
+    CHECK(dpmem_cuda_init() == 0, "the fake device was not found");
+    check_accounting();
+    check_timing();
+    usleep(30000);                                     /* let the sampler write a few */
+    dpmem_cuda_shutdown();
+    dpmem_close();
+    check_log(path);
+    unlink(path);
+    check_oom(argv[0]);
+    if (failures) { fprintf(stderr, "%d check(s) failed\n", failures); return 1; }
+    printf("test_cuda_fake: all checks passed\n");
+    return 0;
+}
