@@ -79,6 +79,7 @@ enum { DPMEM_HOST = 0, DPMEM_DEVICE = 1, DPMEM_PINNED = 2, DPMEM_MANAGED = 3 };
 /* Hooks for layers such as dpmem_cuda.h. */
 typedef void (*dpmem_scope_hook_fn)(void *user, int begin, uint32_t name_id, uint64_t ts_ns);
 typedef int  (*dpmem_device_info_fn)(void *user, size_t *used, size_t *total);
+typedef void (*dpmem_close_hook_fn)(void *user);
 
 #ifndef DPMEM_DISABLE
 
@@ -128,6 +129,7 @@ DPMEM_DEF uint32_t    dpmem_thread_index(void);
    events that such a layer writes. */
 DPMEM_DEF void        dpmem_set_scope_hook(dpmem_scope_hook_fn fn, void *user);
 DPMEM_DEF void        dpmem_set_device_info(dpmem_device_info_fn fn, void *user);
+DPMEM_DEF void        dpmem_set_close_hook(dpmem_close_hook_fn fn, void *user); /* runs first in dpmem_close */
 DPMEM_DEF void        dpmem_log_gpu_time(uint32_t thread, uint32_t name_id, uint64_t begin_ts_ns, uint64_t gpu_ns);
 DPMEM_DEF void        dpmem_log_device_sample(size_t used, size_t total);
 DPMEM_DEF void        dpmem_warn(const char *message, uint64_t value);
@@ -205,6 +207,7 @@ struct dpmem__scoped {
 #define dpmem_thread_index()             ((uint32_t)0)
 #define dpmem_set_scope_hook(f, u)       ((void)0)
 #define dpmem_set_device_info(f, u)      ((void)0)
+#define dpmem_set_close_hook(f, u)       ((void)0)
 #define dpmem_log_gpu_time(a, b, c, d)   ((void)0)
 #define dpmem_log_device_sample(u, t)    ((void)0)
 #define dpmem_warn(m, v)                 ((void)0)
@@ -343,6 +346,7 @@ static struct {
     uint32_t next_thread;
 
     dpmem_device_info_fn device_info; void *device_info_user;
+    dpmem_close_hook_fn close_hook; void *close_hook_user;
 } dpmem__G; /* zero-initialised; log_mu is initialised in dpmem__init_once */
 
 static DPMEM__TLS dpmem__thread dpmem__T;
@@ -823,6 +827,9 @@ DPMEM_DEF int dpmem_open(const char *path) {
 
 DPMEM_DEF void dpmem_close(void) {
     if (!DPMEM__LOAD(&dpmem__G.ready) || !dpmem__log_open()) return;
+    /* a layer's last words first (dpmem_cuda.h writes the GPU times still pending) */
+    dpmem_close_hook_fn hook = DPMEM__LOAD(&dpmem__G.close_hook);
+    if (hook) hook(dpmem__G.close_hook_user);
     uint64_t w[2] = { dpmem__G.next_chunk, DPMEM__RELAXED(&dpmem__G.dropped) };
     dpmem__emit(DPMEM__EV_CLOSE, 0, 0, dpmem__now(), w, 2);
     pthread_mutex_lock(&dpmem__G.log_mu);
@@ -1202,6 +1209,11 @@ DPMEM_DEF void dpmem_set_device_info(dpmem_device_info_fn fn, void *user) {
     dpmem__init();
     dpmem__G.device_info_user = user;
     __atomic_store_n(&dpmem__G.device_info, fn, __ATOMIC_RELEASE);
+}
+DPMEM_DEF void dpmem_set_close_hook(dpmem_close_hook_fn fn, void *user) {
+    dpmem__init();
+    dpmem__G.close_hook_user = user;
+    __atomic_store_n(&dpmem__G.close_hook, fn, __ATOMIC_RELEASE);
 }
 DPMEM_DEF void dpmem_log_gpu_time(uint32_t thread, uint32_t name_id, uint64_t begin_ts_ns, uint64_t gpu_ns) {
     dpmem__init();

@@ -22,8 +22,14 @@ static int cat_index(const LogFile *lf, const char **names, int *n, uint32_t tag
     return (*n)++;
 }
 
+/* A layer's close hook runs before the CLOSE event and can still write. */
+static int hook_calls;
+static void on_close(void *user) { hook_calls++; dpmem_log_device_sample(123, *(size_t *)user); }
+
 int main(void) {
     char path[512], errpath[512], err[1024];
+    static size_t total_for_hook = 456;
+    dpmem_set_close_hook(on_close, &total_for_hook);
     test_path(path, sizeof path, "accounting.log");
     test_path(errpath, sizeof errpath, "accounting.stderr");
     dpmem_meta("run", "accounting-test");   /* before open: must still reach the log */
@@ -104,6 +110,8 @@ int main(void) {
 
     size_t live = dpmem_live_bytes(NULL), peak = dpmem_peak_bytes(NULL);
     dpmem_close();
+    dpmem_close();                 /* a second close does nothing (and runs no hook) */
+    CHECK_EQ_U(hook_calls, 1);
 
     /* The log says the same. */
     LogFile lf;
@@ -111,7 +119,7 @@ int main(void) {
     CHECK(lf.closed);
     const char *names[16]; int ncat = 0;
     uint64_t clive[16] = {0}, total = 0, maxtotal = 0, last_ts = 0;
-    int metas = 0, warns_unknown = 0, warns_retag = 0, snapshots = 0, ooms = 0;
+    int metas = 0, warns_unknown = 0, warns_retag = 0, snapshots = 0, ooms = 0, device_before_close = 0, closes = 0;
     for (size_t i = 0; i < lf.nev; i++) {
         const LogEvent *e = &lf.ev[i];
         if (e->type == 6 || e->type == 7) {
@@ -133,6 +141,10 @@ int main(void) {
             CHECK(!strcmp(log_str(&lf, lr_u32(e->payload + 32 + 16 * 3)), "optimizer"));
             CHECK_EQ_U(lr_u64(e->payload + 40 + 16 * 3), 4000);
             CHECK_EQ_U(lr_u64(e->payload + 40 + 16 * 2), 2000); /* activations */
+        } else if (e->type == 12) {
+            device_before_close += !closes && lr_u64(e->payload) == 123 && lr_u64(e->payload + 8) == 456;
+        } else if (e->type == 13) {
+            closes++;
         } else if (e->type == 11) {
             ooms++;
             CHECK(!strcmp(log_str(&lf, e->id), "ghost/layers.7.ggT"));
@@ -153,6 +165,8 @@ int main(void) {
     CHECK_EQ_U(warns_retag, 1);
     CHECK_EQ_U(snapshots, 1);
     CHECK_EQ_U(ooms, 1);
+    CHECK_EQ_U(device_before_close, 1);
+    CHECK_EQ_U(closes, 1);
     CHECK_EQ_U(total, live);
     CHECK_EQ_U(maxtotal, 8500);    /* the log's own peak (reset_peak is not logged) */
     CHECK(peak == 8500);
