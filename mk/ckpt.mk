@@ -9,7 +9,7 @@ $(BUILD)/tests/test_ckpt_safetensors: tests/test_ckpt_safetensors.c $(CKPT_CORE_
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_ckpt_safetensors.c $(CKPT_CORE_SRC) $(LDFLAGS) $(CKPT_LIBS) $(LDLIBS)
 
-$(BUILD)/tests/test_ckpt_config: tests/test_ckpt_config.c $(CKPT_CORE_SRC) $(CKPT_CORE_HDR) | $(DEPS_STAMP)
+$(BUILD)/tests/test_ckpt_config: tests/test_ckpt_config.c $(CKPT_CORE_SRC) $(CKPT_CORE_HDR) kernels/kernels.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_ckpt_config.c $(CKPT_CORE_SRC) $(LDFLAGS) $(CKPT_LIBS) $(LDLIBS)
 
@@ -35,4 +35,15 @@ $(BUILD)/fuzz/fuzz_safetensors_libfuzzer: tests/fuzz_safetensors_libfuzzer.c $(C
 	$(CKPT_CLANG) $(CPPFLAGS) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	    -o $@ tests/fuzz_safetensors_libfuzzer.c $(CKPT_CORE_SRC) $(DEPS_LIB) $(CKPT_LIBS) -lm
 ALL += $(BUILD)/fuzz/fuzz_safetensors_libfuzzer
+endif
+
+# Model-level tests: they link the trainer library (mk/trainer.mk; its variables are read at recipe
+# time, since that fragment is included after this one), so they exist only where that fragment does.
+ifneq ($(wildcard mk/trainer.mk),)
+$(BUILD)/tests/test_ckpt_model: tests/test_ckpt_model.c $(BUILD)/libtrainer.a $(CKPT_CORE_HDR) samples/checkpoint.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_ckpt_model
+TESTS += $(BUILD)/tests/test_ckpt_model tests/test_ckpt_hf.sh tests/test_ckpt_cli.sh
 endif

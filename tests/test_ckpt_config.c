@@ -4,11 +4,13 @@
    tied embeddings, eps 1e-5, theta 5e5, llama3 scaling 32/1/4/8192); defaults follow transformers
    (kv heads = heads, head_dim = C/NH, eps 1e-6, theta 1e4, no tie); the 32 inverse frequencies of
    Llama 3.2 equal the values transformers' _compute_llama3_parameters gives (computed offline with
-   the same torch.where steps in float64 and pasted here), covering the high, medium and low bands;
+   the same torch.where steps in float64 and pasted here), covering the high, medium and low bands,
+   both from hf_config_rope_inv_freq and from the kernels' krope_inv_freq (fp32, kernels.h);
    without scaling they are theta^(-2i/d); write -> read is the identity; transformers v5's
    rope_parameters layout reads the same; and unsupported or broken configs are refused with one line
    naming the file and the field. */
 #include "hf_config.h"
+#include "kernels.h" /* krope_inv_freq: what the rope kernels use */
 
 #include <math.h>
 #include <stdio.h>
@@ -86,6 +88,15 @@ int main(void) {
     for (int i = 0; i < 32; i++)
         CHECK(fabs(inv[i] - want_llama3[i]) <= 2e-6 * want_llama3[i], "llama3 inv_freq[%d] = %.9e, want %.9e", i,
               inv[i], want_llama3[i]);
+    /* The kernels' fp32 version of the same frequencies (kernels.h, used by rope_forward). */
+    KRope kr = {500000.0f, 32.0f, 1.0f, 4.0f, 8192.0f};
+    for (int i = 0; i < 32; i++) {
+        float k = krope_inv_freq(kr, i, 64);
+        CHECK(fabs(k - want_llama3[i]) <= 2e-6 * want_llama3[i], "krope_inv_freq(%d) = %.9e, want %.9e", i, k,
+              want_llama3[i]);
+    }
+    kr.factor = 0;
+    CHECK(krope_inv_freq(kr, 20, 64) == 1.0f / powf(500000.0f, 40.0f / 64.0f), "krope without scaling");
     HFConfig plain = c;
     plain.rope_llama3 = 0;
     float base[32];

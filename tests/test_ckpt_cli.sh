@@ -1,0 +1,45 @@
+#!/bin/sh
+# test_ckpt_cli.sh — --save, --init-from and --save-dtype through build/train_vanilla: a saved run
+# loads back and saves again byte for byte (F32), --print-params shows the checkpoint's names, BF16
+# saves are half the size, and bad checkpoints or flags end with exit 1 and one line naming the
+# problem (missing directory, non-LLaMA config, truncated weights, a shape flag that contradicts
+# the checkpoint, an unknown --save-dtype).
+B=${DPMEM_BUILD:-build}
+T="$B/train_vanilla"
+[ -x "$T" ] || { echo "FAIL: $T not built"; exit 1; }
+d=$(mktemp -d /tmp/test_ckpt_cli.XXXXXX) || exit 1
+trap 'rm -rf "$d"' EXIT
+fail=0
+no() { echo "FAIL: $*"; fail=1; }
+
+# expect_error WHAT SUBSTRING -- command...: exit 1, stderr one line containing SUBSTRING.
+expect_error() {
+  what=$1; sub=$2; shift 3
+  "$@" >"$d/out" 2>"$d/err"; rc=$?
+  [ $rc -eq 1 ] || no "$what: exit $rc, want 1"
+  [ "$(wc -l <"$d/err")" -eq 1 ] || no "$what: stderr is not one line: $(cat "$d/err")"
+  grep -q -- "$sub" "$d/err" || no "$what: stderr lacks '$sub': $(cat "$d/err")"
+}
+
+"$T" --steps 2 --quiet --kv-heads 2 --save "$d/a" >/dev/null 2>"$d/err" || no "training with --save failed: $(cat "$d/err")"
+[ -s "$d/a/config.json" ] && [ -s "$d/a/model.safetensors" ] || no "--save wrote no config.json/model.safetensors"
+"$T" --init-from "$d/a" --steps 0 --quiet --save "$d/b" >/dev/null 2>"$d/err" || no "--init-from then --save failed: $(cat "$d/err")"
+cmp -s "$d/a/model.safetensors" "$d/b/model.safetensors" || no "load + save (F32) did not reproduce model.safetensors byte for byte"
+cmp -s "$d/a/config.json" "$d/b/config.json" || no "load + save changed config.json"
+"$T" --init-from "$d/a" --print-params >"$d/out" 2>&1 || no "--print-params with --init-from failed"
+grep -q "^model.layers.1.self_attn.k_proj.weight  *(32, 64)" "$d/out" || no "--print-params does not show the checkpoint's k_proj (32, 64): $(head -5 "$d/out")"
+"$T" --init-from "$d/a" --steps 1 --quiet --save "$d/c" --save-dtype bf16 >/dev/null 2>&1 || no "--save-dtype bf16 failed"
+a=$(wc -c <"$d/a/model.safetensors"); c=$(wc -c <"$d/c/model.safetensors")
+[ $((a - c)) -gt $((a / 2 - 2048)) ] || no "bf16 file is $c bytes, f32 is $a: not about half"
+grep -q '"torch_dtype":[[:space:]]*"bfloat16"' "$d/c/config.json" || no "bf16 save's config.json does not say bfloat16"
+
+expect_error "missing directory" "config.json" -- "$T" --init-from "$d/none" --steps 1
+mkdir -p "$d/mistral" && sed 's/LlamaForCausalLM/MistralForCausalLM/' "$d/a/config.json" >"$d/mistral/config.json"
+expect_error "non-LLaMA config" "MistralForCausalLM" -- "$T" --init-from "$d/mistral" --steps 1
+mkdir -p "$d/trunc" && cp "$d/a/config.json" "$d/trunc/" && head -c 20000 "$d/a/model.safetensors" >"$d/trunc/model.safetensors"
+expect_error "truncated weights" "trunc/model.safetensors" -- "$T" --init-from "$d/trunc" --steps 1
+expect_error "shape flag against the checkpoint" "hidden_size" -- "$T" --init-from "$d/a" --dim 128 --steps 1
+expect_error "unknown --save-dtype" "--save-dtype" -- "$T" --save "$d/x" --save-dtype fp8 --steps 1
+expect_error "--init-from without a value" "--init-from" -- "$T" --steps 1 --init-from
+[ $fail -eq 0 ] && echo "checkpoint flags: save, load, re-save byte-identical, bf16, bad checkpoints OK"
+exit $fail

@@ -1,0 +1,412 @@
+/* test_ckpt_model.c — Hugging Face checkpoints <-> the LLaMA model (samples/checkpoint.c).
+
+   Without arguments:
+   - Round trip: a random tiny model (GQA, untied; then tied with llama3 rope scaling) saved with
+     ckpt_save and loaded into a model built from another seed has bit-identical parameters and the
+     identical loss on a fixed batch, and its config.json reads back to the same LlamaConfig. A BF16
+     save loads back as the BF16 rounding of every parameter.
+   - Memory: the load is tagged: the `checkpoint` category peaks at exactly the mapped file's size
+     on a host backend, and at file + largest tensor (the staging buffer) on a device-space backend,
+     and nothing of it stays live afterwards.
+   - LoRA: adapter_model.safetensors has PEFT's names, shapes and the adapters' values, and
+     adapter_config.json says LORA, r, lora_alpha and the target modules.
+   - Bad checkpoints, each refused with one line naming the file and the tensor: no config.json, no
+     weights, a config that does not match the model, a missing tensor (also an untied lm_head), a
+     wrong shape, a tensor the model does not have, an integer dtype, a truncated file, an index
+     pointing outside the directory or at a shard that lacks the tensor.
+   With `--hf DIR` (tests/test_ckpt_hf.sh, after tests/test_ckpt_hf_layout.py wrote DIR): the
+   checkpoint in Hugging Face's own layout loads into the expected configuration and parameter
+   table, every element equals the writer's formula, and the loss equals DIR/expected.txt, computed
+   independently by a pure-Python forward pass with transformers' semantics. */
+#define DPMEM_IMPLEMENTATION
+#include "dpmem.h"
+
+#include "checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int failures = 0;
+#define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                               printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+enum { B = 2, T = 8 };
+
+static LlamaConfig tiny_config(int tie, int llama3) {
+    LlamaConfig c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.preset, sizeof c.preset, "test");
+    c.vocab_size = 61; c.dim = 32; c.n_layers = 2; c.n_heads = 4; c.n_kv_heads = 2; c.ffn_dim = 48;
+    c.tie_embeddings = tie; c.rope_theta = 10000.0f; c.norm_eps = 1e-6f;
+    if (llama3) { c.rope_theta = 500000.0f; c.rope_factor = 8; c.rope_low_freq_factor = 1; c.rope_high_freq_factor = 4; c.rope_original_max_pos = 64; }
+    return c;
+}
+
+static int build(LlamaModel *m, KBackend *kb, const LlamaConfig *c, unsigned long long seed) {
+    if (llama_build(m, kb, c, B, T, "sgd", seed, NULL, NULL) != 0) {
+        printf("FAIL: llama_build: %s\n", kbackend_error(kb));
+        return -1;
+    }
+    return 0;
+}
+
+static double loss_of(LlamaModel *m) {
+    int tok[2 * B * T];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            tok[b * T + t] = (b * 7 + t * 3 + 1) % m->V;
+            tok[B * T + b * T + t] = (b * 7 + (t + 1) * 3 + 1) % m->V;
+        }
+    double loss = NAN;
+    kbuf_upload(m->kb, m->tokens, tok, sizeof(int) * B * T);
+    kbuf_upload(m->kb, m->targets, tok + B * T, sizeof(int) * B * T);
+    if (llama_forward(m) != 0 || llama_loss(m, &loss) != 0) printf("FAIL: forward: %s\n", kbackend_error(m->kb));
+    return loss;
+}
+
+static int same_params(LlamaModel *a, LlamaModel *b, int verbose) {
+    for (int i = 0; i < a->n_params; i++) {
+        const ParamInfo *p = &a->params[i];
+        if (memcmp(*llama_tensor(&a->w, p), *llama_tensor(&b->w, &b->params[i]), p->numel * sizeof(float)) != 0) {
+            if (verbose) printf("  %s differs\n", p->hf_name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_round_trip(const char *root, int tie, int llama3) {
+    char dir[512], err[CKPT_ERR];
+    snprintf(dir, sizeof dir, "%s/rt_%d%d", root, tie, llama3);
+    LlamaConfig c = tiny_config(tie, llama3);
+    KBackend kb;
+    kbackend_cpu_init(&kb, 1);
+    LlamaModel a, b;
+    if (build(&a, &kb, &c, 1) || build(&b, &kb, &c, 2)) return;
+    CHECK(!same_params(&a, &b, 0), "two seeds gave the same parameters");
+    double la = loss_of(&a);
+    CHECK(ckpt_save(&a, dir, ST_F32, err, sizeof err) == 0, "save: %s", err);
+    LlamaConfig back;
+    memset(&back, 0, sizeof back);
+    CHECK(ckpt_read_config(dir, &back, NULL, err, sizeof err) == 0, "read config: %s", err);
+    CHECK(back.dim == c.dim && back.n_layers == c.n_layers && back.n_heads == c.n_heads && back.n_kv_heads == c.n_kv_heads &&
+          back.ffn_dim == c.ffn_dim && back.vocab_size == c.vocab_size && back.tie_embeddings == c.tie_embeddings &&
+          back.rope_theta == c.rope_theta && back.norm_eps == c.norm_eps && back.rope_factor == c.rope_factor &&
+          back.rope_low_freq_factor == c.rope_low_freq_factor && back.rope_high_freq_factor == c.rope_high_freq_factor &&
+          back.rope_original_max_pos == c.rope_original_max_pos, "config.json does not read back to the model's config");
+    CHECK(ckpt_load(&b, dir, err, sizeof err) == 0, "load: %s", err);
+    CHECK(same_params(&a, &b, 1), "tie %d llama3 %d: loaded parameters differ from the saved ones", tie, llama3);
+    double lb = loss_of(&b);
+    CHECK(la == lb, "tie %d llama3 %d: loss %.9g after the round trip, %.9g before", tie, llama3, lb, la);
+
+    /* BF16: every parameter comes back as its bf16 rounding. */
+    CHECK(ckpt_save(&a, dir, ST_BF16, err, sizeof err) == 0, "bf16 save: %s", err);
+    CHECK(ckpt_load(&b, dir, err, sizeof err) == 0, "bf16 load: %s", err);
+    int bad = 0;
+    for (int i = 0; i < a.n_params; i++) {
+        const float *x = *llama_tensor(&a.w, &a.params[i]), *y = *llama_tensor(&b.w, &b.params[i]);
+        for (size_t k = 0; k < a.params[i].numel; k++)
+            bad += y[k] != safetensors_bf16_to_f32(safetensors_f32_to_bf16(x[k]));
+    }
+    CHECK(bad == 0, "%d parameters are not the bf16 rounding of the saved ones", bad);
+    llama_free(&a);
+    llama_free(&b);
+    kbackend_destroy(&kb);
+}
+
+static size_t file_size(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (size_t)sb.st_size : 0;
+}
+
+static void test_memory(const char *root) {
+    char dir[512], path[600], err[CKPT_ERR];
+    snprintf(dir, sizeof dir, "%s/mem", root);
+    LlamaConfig c = tiny_config(0, 0);
+    for (int device = 0; device < 2; device++) {
+        KBackend kb;
+        kbackend_cpu_init(&kb, 1);
+        if (device) kb.space = DPMEM_DEVICE; /* the staging path, on host memory */
+        LlamaModel m;
+        if (build(&m, &kb, &c, 3)) return;
+        if (!device) CHECK(ckpt_save(&m, dir, ST_F32, err, sizeof err) == 0, "save: %s", err);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        size_t fsize = file_size(path), largest = 0;
+        for (int i = 0; i < m.n_params; i++) if (m.params[i].numel > largest) largest = m.params[i].numel;
+        size_t peak0 = dpmem_peak_bytes("checkpoint");
+        CHECK(ckpt_load(&m, dir, err, sizeof err) == 0, "load: %s", err);
+        size_t want = fsize + (device ? largest * sizeof(float) : 0);
+        CHECK(dpmem_peak_bytes("checkpoint") == (want > peak0 ? want : peak0),
+              "%s backend: checkpoint peak %zu bytes, want the mapping %zu%s", device ? "device" : "host",
+              dpmem_peak_bytes("checkpoint"), fsize, device ? " + the staging buffer" : "");
+        CHECK(dpmem_live_bytes("checkpoint") == 0, "%zu checkpoint bytes still live after the load",
+              dpmem_live_bytes("checkpoint"));
+        llama_free(&m);
+        kbackend_destroy(&kb);
+    }
+}
+
+static void test_lora(const char *root) {
+    char dir[512], path[600], err[CKPT_ERR];
+    snprintf(dir, sizeof dir, "%s/lora", root);
+    float a0[2 * 5], b0[3 * 2], a1[2 * 5], b1[4 * 2];
+    for (int i = 0; i < 10; i++) { a0[i] = (float)i * 0.5f; a1[i] = -(float)i; }
+    for (int i = 0; i < 6; i++) b0[i] = 100.0f + (float)i;
+    for (int i = 0; i < 8; i++) b1[i] = 200.0f + (float)i;
+    CkptLoraAdapter ad[2] = {
+        {"layers.0.self_attn.q_proj", 5, 3, 2, a0, b0},
+        {"layers.1.self_attn.v_proj", 5, 4, 2, a1, b1},
+    };
+    KBackend kb;
+    kbackend_cpu_init(&kb, 1);
+    CHECK(ckpt_save_lora(ad, 2, &kb, 16.0f, "meta-llama/Llama-3.2-1B", dir, err, sizeof err) == 0, "lora save: %s", err);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    SafeTensors st;
+    CHECK(safetensors_open(&st, path, err, sizeof err) == 0, "adapter file: %s", err);
+    const SafeTensor *t = safetensors_find(&st, "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight");
+    float out[10];
+    CHECK(st.n == 4 && t && t->ndim == 2 && t->shape[0] == 4 && t->shape[1] == 2 &&
+          safetensors_to_f32(&st, t, out, 8, err, sizeof err) == 0 && memcmp(out, b1, sizeof b1) == 0,
+          "lora_B of layers.1 v_proj: name, shape [out, r] or values");
+    t = safetensors_find(&st, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight");
+    CHECK(t && t->shape[0] == 2 && t->shape[1] == 5 && safetensors_to_f32(&st, t, out, 10, err, sizeof err) == 0 &&
+          memcmp(out, a0, sizeof a0) == 0, "lora_A of layers.0 q_proj: shape [r, in] or values");
+    CHECK(safetensors_meta(&st, "format") && !strcmp(safetensors_meta(&st, "format"), "pt"), "format metadata");
+    safetensors_close(&st);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    FILE *f = fopen(path, "rb");
+    char text[4096] = "";
+    if (f) { size_t n = fread(text, 1, sizeof text - 1, f); text[n] = 0; fclose(f); }
+    cJSON *j = cJSON_Parse(text);
+    const cJSON *tm = cJSON_GetObjectItem(j, "target_modules");
+    CHECK(j && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "peft_type")), "LORA") &&
+          cJSON_GetNumberValue(cJSON_GetObjectItem(j, "r")) == 2 &&
+          cJSON_GetNumberValue(cJSON_GetObjectItem(j, "lora_alpha")) == 16 && cJSON_GetArraySize(tm) == 2 &&
+          !strcmp(cJSON_GetArrayItem(tm, 0)->valuestring, "q_proj") && !strcmp(cJSON_GetArrayItem(tm, 1)->valuestring, "v_proj") &&
+          !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "task_type")), "CAUSAL_LM"),
+          "adapter_config.json: %s", text);
+    cJSON_Delete(j);
+    kbackend_destroy(&kb);
+}
+
+/* Rewrites DIR/model.safetensors (F32) without `drop`, with `extra` added, with `reshape`'s two dims
+   swapped; returns 0. */
+static int rewrite(const char *dir, const char *drop, const char *extra, const char *reshape) {
+    char path[600], err[CKPT_ERR];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    SafeTensors st;
+    if (safetensors_open(&st, path, err, sizeof err)) { printf("FAIL: %s\n", err); return -1; }
+    SafeTensorsWrite *w = calloc((size_t)st.n + 1, sizeof *w);
+    float **bufs = calloc((size_t)st.n + 1, sizeof *bufs);
+    int n = 0;
+    for (int i = 0; i < st.n; i++) {
+        const SafeTensor *t = &st.tensors[i];
+        if (drop && !strcmp(t->name, drop)) continue;
+        bufs[n] = malloc(t->numel * sizeof(float) + 4);
+        safetensors_to_f32(&st, t, bufs[n], t->numel, err, sizeof err);
+        w[n] = (SafeTensorsWrite){strdup(t->name), ST_F32, t->ndim, {t->shape[0], t->shape[1]}, bufs[n]};
+        if (reshape && !strcmp(t->name, reshape)) { w[n].shape[0] = t->shape[1]; w[n].shape[1] = t->shape[0]; }
+        n++;
+    }
+    if (extra) { w[n] = (SafeTensorsWrite){strdup(extra), ST_F32, 1, {1}, bufs[0]}; n++; }
+    int slots = st.n + 1;
+    safetensors_close(&st);
+    int rc = safetensors_write(path, w, n, NULL, NULL, 0, err, sizeof err);
+    for (int i = 0; i < n; i++) free((char *)w[i].name);
+    for (int i = 0; i < slots; i++) free(bufs[i]);
+    free(w); free(bufs);
+    return rc;
+}
+
+static void expect_fail(LlamaModel *m, const char *dir, const char *what, const char *sub1, const char *sub2) {
+    char err[CKPT_ERR] = "";
+    int rc = ckpt_load(m, dir, err, sizeof err);
+    CHECK(rc == -1, "%s: accepted", what);
+    CHECK(strstr(err, sub1) && (!sub2 || strstr(err, sub2)) && !strchr(err, '\n'),
+          "%s: want one line with '%s'%s%s: %s", what, sub1, sub2 ? " and " : "", sub2 ? sub2 : "", err);
+}
+
+static void write_text(const char *dir, const char *file, const char *text) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "wb");
+    if (f) { fputs(text, f); fclose(f); }
+}
+
+static void test_bad(const char *root) {
+    char dir[512], path[600], err[CKPT_ERR];
+    snprintf(dir, sizeof dir, "%s/bad", root);
+    LlamaConfig c = tiny_config(0, 0);
+    KBackend kb;
+    kbackend_cpu_init(&kb, 1);
+    LlamaModel m;
+    if (build(&m, &kb, &c, 4)) return;
+    expect_fail(&m, dir, "no directory", "config.json", "No such file");
+    CHECK(ckpt_save(&m, dir, ST_F32, err, sizeof err) == 0, "save: %s", err);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    expect_fail(&m, dir, "no weights", "neither model.safetensors", dir);
+
+    #define RESAVE() CHECK(ckpt_save(&m, dir, ST_F32, err, sizeof err) == 0, "save: %s", err)
+    RESAVE();
+    LlamaConfig other = c;
+    other.ffn_dim = 64;
+    LlamaModel m2;
+    if (build(&m2, &kb, &other, 4) == 0) {
+        expect_fail(&m2, dir, "config mismatch", "intermediate_size", "config.json");
+        llama_free(&m2);
+    }
+    rewrite(dir, "model.layers.1.mlp.up_proj.weight", NULL, NULL);
+    expect_fail(&m, dir, "missing tensor", "model.layers.1.mlp.up_proj.weight", "missing");
+    RESAVE();
+    rewrite(dir, "lm_head.weight", NULL, NULL);
+    expect_fail(&m, dir, "untied model without lm_head", "'lm_head.weight'", "missing");
+    RESAVE();
+    rewrite(dir, NULL, NULL, "model.layers.0.self_attn.k_proj.weight");
+    expect_fail(&m, dir, "transposed k_proj", "model.safetensors: tensor 'model.layers.0.self_attn.k_proj.weight'",
+                "shape [32, 16], the model expects [16, 32]");
+    RESAVE();
+    rewrite(dir, NULL, "model.layers.2.mlp.up_proj.weight", NULL);
+    expect_fail(&m, dir, "a third layer", "'model.layers.2.mlp.up_proj.weight'", "no place");
+    RESAVE();
+    rewrite(dir, NULL, "model.layers.0.self_attn.rotary_emb.inv_freq", NULL);
+    CHECK(ckpt_load(&m, dir, err, sizeof err) == 0, "an old rotary_emb.inv_freq buffer must be ignored: %s", err);
+
+    /* An integer dtype: patch "F32" to "I32" in the header of model.norm.weight (same length). */
+    RESAVE();
+    FILE *f = fopen(path, "r+b");
+    char head[8192] = "";
+    size_t n = f ? fread(head, 1, sizeof head - 1, f) : 0;
+    char *p = n ? strstr(head + 8, "\"model.norm.weight\":{\"dtype\":\"F32\"") : NULL;
+    if (p) { fseek(f, (long)(p - head) + (long)strlen("\"model.norm.weight\":{\"dtype\":\""), SEEK_SET); fputc('I', f); }
+    if (f) fclose(f);
+    CHECK(p != NULL, "test bug: model.norm.weight not found in the header");
+    expect_fail(&m, dir, "I32 norm", "'model.norm.weight'", "I32");
+
+    RESAVE();
+    size_t size = file_size(path);
+    CHECK(truncate(path, (off_t)size - 10) == 0, "truncate");
+    expect_fail(&m, dir, "truncated file", "model.safetensors", "truncated");
+
+    /* A sharded checkpoint whose index misbehaves. */
+    RESAVE();
+    char shard[600];
+    snprintf(shard, sizeof shard, "%s/model-00001-of-00001.safetensors", dir);
+    rename(path, shard);
+    write_text(dir, "model.safetensors.index.json",
+               "{\"metadata\":{},\"weight_map\":{\"model.norm.weight\":\"../model-00001-of-00001.safetensors\"}}");
+    expect_fail(&m, dir, "index escaping the directory", "model.safetensors.index.json", "not a plain file name");
+    write_text(dir, "model.safetensors.index.json",
+               "{\"metadata\":{},\"weight_map\":{\"model.ghost.weight\":\"model-00001-of-00001.safetensors\"}}");
+    expect_fail(&m, dir, "index naming a tensor no shard has", "'model.ghost.weight'", "no shard holds it");
+    write_text(dir, "model.safetensors.index.json", "{\"weight_map\": 3}");
+    expect_fail(&m, dir, "index without a map", "model.safetensors.index.json", "weight_map");
+    write_text(dir, "model.safetensors.index.json", "{\"weight_map\":{\"model.norm.weight\":\"model-00009.safetensors\"}}");
+    expect_fail(&m, dir, "index naming a missing shard", "model-00009.safetensors", "No such file");
+    /* The index done right loads. */
+    SafeTensors st;
+    if (safetensors_open(&st, shard, err, sizeof err) == 0) {
+        cJSON *j = cJSON_CreateObject(), *map = cJSON_AddObjectToObject(j, "weight_map");
+        for (int i = 0; i < st.n; i++) cJSON_AddStringToObject(map, st.tensors[i].name, "model-00001-of-00001.safetensors");
+        char *text = cJSON_Print(j);
+        write_text(dir, "model.safetensors.index.json", text);
+        free(text);
+        cJSON_Delete(j);
+        safetensors_close(&st);
+        CHECK(ckpt_load(&m, dir, err, sizeof err) == 0, "a valid index is refused: %s", err);
+    }
+    llama_free(&m);
+    kbackend_destroy(&kb);
+}
+
+/* The checkpoint in Hugging Face's layout written by tests/test_ckpt_hf_layout.py. */
+static float value_of(const char *name, size_t k) {
+    int h = 0;
+    for (const char *p = name; *p; p++) h += (unsigned char)*p;
+    h %= 97;
+    size_t len = strlen(name);
+    int is_norm = (len >= 16 && !strcmp(name + len - 16, "layernorm.weight")) || !strcmp(name, "model.norm.weight");
+    if (is_norm) return 1.0f + (float)((int)((k + (size_t)h) % 5) - 2) / 8.0f;
+    return (float)((int)((h * 7 + k * 13) % 255) - 127) / 64.0f / 8.0f;
+}
+
+static int test_hf(const char *dir) {
+    char err[CKPT_ERR], path[600];
+    LlamaConfig c;
+    memset(&c, 0, sizeof c);
+    HFConfig hf;
+    if (ckpt_read_config(dir, &c, &hf, err, sizeof err)) { printf("FAIL: %s\n", err); return 1; }
+    CHECK(c.vocab_size == 50 && c.dim == 32 && c.n_layers == 2 && c.n_heads == 4 && c.n_kv_heads == 2 && c.ffn_dim == 64 &&
+          c.tie_embeddings == 1 && c.norm_eps == 1e-5f && c.rope_theta == 10000.0f && c.rope_factor == 8 &&
+          c.rope_low_freq_factor == 1 && c.rope_high_freq_factor == 4 && c.rope_original_max_pos == 64 &&
+          c.max_pos == 131072, "the configuration read from %s/config.json", dir);
+    KBackend kb;
+    kbackend_cpu_init(&kb, 1);
+    LlamaModel m;
+    if (build(&m, &kb, &c, 5)) return 1;
+    CHECK(m.n_params == 20, "%d parameters in the table, want 20 (tied: no lm_head)", m.n_params);
+    static const char *const want[] = {
+        "model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+        "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+        "model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight",
+        "model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+    };
+    static const int rows[] = {50, 32, 16, 16, 32, 64, 64, 32, 1, 1}, cols[] = {32, 32, 32, 32, 32, 32, 32, 64, 32, 32};
+    for (int i = 0; i < 10 && i < m.n_params; i++)
+        CHECK(!strcmp(m.params[i].hf_name, want[i]) && m.params[i].rows == rows[i] && m.params[i].cols == cols[i],
+              "parameter %d: %s (%d, %d), want %s (%d, %d)", i, m.params[i].hf_name, m.params[i].rows, m.params[i].cols,
+              want[i], rows[i], cols[i]);
+    CHECK(!strcmp(m.params[19].hf_name, "model.norm.weight"), "last parameter %s", m.params[19].hf_name);
+    CHECK(ckpt_load(&m, dir, err, sizeof err) == 0, "load: %s", err);
+    int bad = 0;
+    for (int i = 0; i < m.n_params; i++) {
+        const float *x = *llama_tensor(&m.w, &m.params[i]);
+        for (size_t k = 0; k < m.params[i].numel; k++)
+            if (x[k] != value_of(m.params[i].hf_name, k)) {
+                if (bad++ < 3) printf("  %s[%zu] = %g, want %g\n", m.params[i].hf_name, k, x[k], value_of(m.params[i].hf_name, k));
+            }
+    }
+    CHECK(bad == 0, "%d loaded values differ from the writer's", bad);
+    snprintf(path, sizeof path, "%s/expected.txt", dir);
+    FILE *f = fopen(path, "r");
+    double expected = NAN;
+    if (!f || fscanf(f, "%lf", &expected) != 1) printf("FAIL: cannot read %s\n", path);
+    if (f) fclose(f);
+    double loss = loss_of(&m);
+    CHECK(fabs(loss - expected) < 2e-5, "loss %.8f, the independent Python forward gives %.8f", loss, expected);
+    /* The scaling reaches the kernels: without it the same weights give another loss. */
+    m.cfg.rope_factor = 0;
+    double plain = loss_of(&m);
+    CHECK(fabs(plain - expected) > 1e-4, "loss without llama3 scaling %.8f equals the scaled one", plain);
+    llama_free(&m);
+    kbackend_destroy(&kb);
+    if (failures) { printf("%d check(s) failed\n", failures); return 1; }
+    printf("HF layout %s: config, parameter table, every value and the loss (%.6f vs %.6f) OK\n", dir, loss, expected);
+    return 0;
+}
+
+static void rm_rf(const char *dir) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--hf")) return test_hf(argv[2]);
+    char root[] = "/tmp/test_ckpt_model_XXXXXX";
+    if (!mkdtemp(root)) { printf("FAIL: mkdtemp\n"); return 1; }
+    test_round_trip(root, 0, 0);
+    test_round_trip(root, 1, 1);
+    test_memory(root);
+    test_lora(root);
+    test_bad(root);
+    rm_rf(root);
+    if (failures) { printf("%d check(s) failed\n", failures); return 1; }
+    printf("checkpoints: round trips (f32 exact, bf16 rounded), tagged load memory, LoRA/PEFT files, bad checkpoints OK\n");
+    return 0;
+}
