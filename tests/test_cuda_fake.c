@@ -134,6 +134,7 @@ static int child_oom(const char *log) {
     {
         DPMEM_SCOPE("backward");
         if (dpmem_cuda_malloc(&x, FAKE_TOTAL, "ghost/layers.7.ggT") != cudaErrorMemoryAllocation) return 2;
+        if (cudaGetLastError() != cudaErrorMemoryAllocation) return 4;   /* the post-mortem kept the error */
         _exit(3);                                      /* no close: the OOM event must already be in the file */
     }
 }
