@@ -220,8 +220,8 @@ static struct {
     unsigned gen;                                      /* bumped each time timing goes on */
     int timing;
     int have_device;
-    /* Three locks, never nested in each other: dpmem_snapshot may hold dpmem's own lock when it
-       asks for device figures, and the counters take dpmem's lock (dpmem_live_bytes). */
+    /* Separate locks, none taken while holding another, except the per-thread locks inside
+       threads_lock; counter_lock is held across dpmem_live_bytes (dpmem's own lock, a leaf). */
     pthread_mutex_t threads_lock, counter_lock, sampler_lock;
     dpmem__cuda_thread *threads;
 #ifndef DPMEM_NO_NVTX

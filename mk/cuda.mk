@@ -52,6 +52,13 @@ $(BUILD)/tests/test_cuda_fake: tests/test_cuda_fake.c tests/test_cuda_fakert.c t
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_cuda_fake.c tests/test_cuda_fakert.c $(LDFLAGS) $(LDLIBS)
 
+# The same without NVTX (DPMEM_NO_NVTX): everything but regions and counters still works.
+$(BUILD)/tests/test_cuda_fake_nonvtx: tests/test_cuda_fake.c tests/test_cuda_fakert.c tests/test_cuda_fakert.h $(CUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DDPMEM_NO_NVTX -o $@ tests/test_cuda_fake.c tests/test_cuda_fakert.c $(LDFLAGS) $(LDLIBS)
+
+CUDA_FAKE_TESTS := $(BUILD)/tests/test_cuda_fake $(BUILD)/tests/test_cuda_fake_nonvtx
+
 # What needs a GPU (kernels, cuBLAS): nvcc. Runs its checks only where a device is present.
 $(BUILD)/tests/test_cuda_gpu: tests/test_cuda_gpu.cu $(CUDA_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -62,13 +69,13 @@ $(BUILD)/bench/bench_cuda: tests/test_cuda_bench.c $(CUDA_HDRS) | $(DEPS_STAMP)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS) $(CUDA_LIBS) $(LDLIBS)
 
 ALL     += $(BUILD)/tests/libnvtx_inject_ext.so $(CUDA_API_TESTS) $(BUILD)/tests/test_cuda_disabled \
-           $(BUILD)/tests/test_cuda_fake $(BUILD)/tests/test_cuda_gpu $(BUILD)/bench/bench_cuda
-TESTS   += $(CUDA_API_TESTS) tests/test_cuda_disabled.sh $(BUILD)/tests/test_cuda_fake \
+           $(CUDA_FAKE_TESTS) $(BUILD)/tests/test_cuda_gpu $(BUILD)/bench/bench_cuda
+TESTS   += $(CUDA_API_TESTS) tests/test_cuda_disabled.sh $(CUDA_FAKE_TESTS) \
            $(BUILD)/tests/test_cuda_gpu tests/test_cuda_memcheck.sh
 BENCHES += $(BUILD)/bench/bench_cuda
 
 .PHONY: cuda
 cuda: $(BUILD)/tests/libnvtx_inject_ext.so $(CUDA_API_TESTS) $(BUILD)/tests/test_cuda_disabled \
-      $(BUILD)/tests/test_cuda_fake $(BUILD)/tests/test_cuda_gpu $(BUILD)/bench/bench_cuda
+      $(CUDA_FAKE_TESTS) $(BUILD)/tests/test_cuda_gpu $(BUILD)/bench/bench_cuda
 
 endif
