@@ -37,3 +37,21 @@ endef
 $(foreach t,$(TOOLS_TESTS),$(eval $(call tools_test,$(t))))
 ALL   += $(foreach t,$(TOOLS_TESTS),$(BUILD)/tests/test_tools_$(t))
 TESTS += $(foreach t,$(TOOLS_TESTS),$(BUILD)/tests/test_tools_$(t))
+
+# The corruption test (in make test) and the libFuzzer target (make fuzz-tools, clang only).
+$(BUILD)/tests/fuzz_tools_corrupt: tests/fuzz_tools_corrupt.c tests/fuzz_tools_exercise.h tests/test_tools_common.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(TOOLS_LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+ALL   += $(BUILD)/tests/fuzz_tools_corrupt
+TESTS += $(BUILD)/tests/fuzz_tools_corrupt
+
+CLANG        ?= $(shell command -v clang-14 || command -v clang)
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz-tools
+fuzz-tools: $(BUILD)/tests/test_tools_render
+	@test -n "$(CLANG)" || { echo "✗ no clang: the libFuzzer target needs clang"; exit 1; }
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(CLANG) $(CPPFLAGS) -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+	  tests/fuzz_tools_libfuzzer.c $(filter-out tools/args.c,$(TOOLS_LIB_SRC)) -o $(BUILD)/fuzz/fuzz_tools -lm
+	DPMEM_BUILD=$(BUILD) DPMEM_KEEP=1 $(BUILD)/tests/test_tools_render >/dev/null && cp $(BUILD)/test-out/render/*.log $(BUILD)/fuzz/corpus/
+	$(BUILD)/fuzz/fuzz_tools -max_total_time=$(FUZZ_SECONDS) -max_len=200000 $(BUILD)/fuzz/corpus

@@ -259,15 +259,13 @@ static int build_categories(DpmemLog *L, IdSet *tags, IdSet *catids) {
                 if (pass == 0) { if (add_cat(L, &cap, str, len)) return -1; }
                 else L->cat_of[si] = find_cat(L, str, len);
             }
-        if (pass == 0) qsort(L->cats, L->n_cats, sizeof *L->cats, cmp_cat);
+        if (pass == 0 && L->n_cats) qsort(L->cats, L->n_cats, sizeof *L->cats, cmp_cat);
     }
     return 0;
 }
 
 int dpmem_log_open(DpmemLog *L, const char *path, char *err, size_t errlen) {
     memset(L, 0, sizeof *L);
-    L->path = path;
-    L->t_first = UINT64_MAX;
     int fd = open(path, O_RDONLY);
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
     struct stat st;
@@ -276,19 +274,34 @@ int dpmem_log_open(DpmemLog *L, const char *path, char *err, size_t errlen) {
         close(fd);
         return -1;
     }
-    L->size = (size_t)st.st_size;
-    if (L->size < 48) {
-        snprintf(err, errlen, "%s: %s", path, L->size ? "too short to be a dpmem log" : "empty file");
+    size_t size = (size_t)st.st_size;
+    if (size < 48) {
+        snprintf(err, errlen, "%s: %s", path, size ? "too short to be a dpmem log" : "empty file");
         close(fd);
         return -1;
     }
-    void *m = mmap(NULL, L->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) { snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno)); return -1; }
-    L->data = m;
-    madvise(m, L->size, MADV_SEQUENTIAL);
+    madvise(m, size, MADV_SEQUENTIAL);
+    int rc = dpmem_log_open_memory(L, m, size, path, err, errlen);
+    if (rc == 0) L->mapped = 1;
+    else munmap(m, size);
+    return rc;
+}
+
+int dpmem_log_open_memory(DpmemLog *L, const void *data, size_t size, const char *name, char *err, size_t errlen) {
+    memset(L, 0, sizeof *L);
+    L->path = name;
+    L->t_first = UINT64_MAX;
+    L->data = data;
+    L->size = size;
+    if (L->size < 48) {
+        snprintf(err, errlen, "%s: %s", name, L->size ? "too short to be a dpmem log" : "empty file");
+        goto fail;
+    }
     if (memcmp(L->data, DPMEM_LOG_MAGIC, 8) != 0) {
-        snprintf(err, errlen, "%s: not a dpmem log (bad magic)", path);
+        snprintf(err, errlen, "%s: not a dpmem log (bad magic)", name);
         goto fail;
     }
     L->version = rd32(L->data + 8);
@@ -298,12 +311,12 @@ int dpmem_log_open(DpmemLog *L, const char *path, char *err, size_t errlen) {
     L->start_unix_ns = rd64(L->data + 32);
     L->start_ns = rd64(L->data + 40);
     if (L->version != 1) {
-        snprintf(err, errlen, "%s: log format version %u; this reader knows version 1", path, L->version);
+        snprintf(err, errlen, "%s: log format version %u; this reader knows version 1", name, L->version);
         goto fail;
     }
     if (L->header_bytes < 48 || L->header_bytes % 8 || L->header_bytes > (1u << 20) ||
         L->chunk_bytes < 64 || L->chunk_bytes % 8 || L->chunk_bytes > (1u << 30)) {
-        snprintf(err, errlen, "%s: corrupt header (header_bytes %u, chunk_bytes %u)", path,
+        snprintf(err, errlen, "%s: corrupt header (header_bytes %u, chunk_bytes %u)", name,
                  L->header_bytes, L->chunk_bytes);
         goto fail;
     }
@@ -312,7 +325,7 @@ int dpmem_log_open(DpmemLog *L, const char *path, char *err, size_t errlen) {
     IdSet tags = { 0 }, catids = { 0 };
     int rc = scan(L, &strs, &n_strs, &tags, &catids);
     if (rc == 0) {
-        qsort(strs, n_strs, sizeof *strs, cmp_strref);
+        if (n_strs) qsort(strs, n_strs, sizeof *strs, cmp_strref);
         L->string_ids = malloc((n_strs ? n_strs : 1) * sizeof *L->string_ids);
         L->strings = malloc((n_strs ? n_strs : 1) * sizeof *L->strings);
         if (!L->string_ids || !L->strings) rc = -1;
@@ -324,16 +337,17 @@ int dpmem_log_open(DpmemLog *L, const char *path, char *err, size_t errlen) {
         if (rc == 0) rc = build_categories(L, &tags, &catids);
     }
     free(strs); free(tags.slot); free(catids.slot);
-    if (rc != 0) { snprintf(err, errlen, "%s: out of memory", path); goto fail; }
+    if (rc != 0) { snprintf(err, errlen, "%s: out of memory", name); goto fail; }
     L->t0 = L->start_ns <= L->t_first ? L->start_ns : L->t_first;
     return 0;
 fail:
+    L->data = NULL;   /* the caller owns the bytes */
     dpmem_log_close(L);
     return -1;
 }
 
 void dpmem_log_close(DpmemLog *L) {
-    if (L->data) munmap((void *)L->data, L->size);
+    if (L->data && L->mapped) munmap((void *)L->data, L->size);
     for (uint32_t i = 0; i < L->n_cats; i++) free(L->cats[i]);
     free(L->cats); free(L->cat_of); free(L->string_ids); free(L->strings);
     free(L->meta); free(L->threads); free(L->chunks);

@@ -54,8 +54,9 @@ typedef struct {
 
 typedef struct {
     const char *path;
-    const uint8_t *data;      /* the mapping */
+    const uint8_t *data;      /* the mapping (or the caller's bytes) */
     size_t size;
+    int mapped;               /* data is our mapping, unmapped by dpmem_log_close */
     uint32_t version, header_bytes, chunk_bytes;
     uint64_t pid, start_unix_ns, start_ns;
 
@@ -87,6 +88,8 @@ typedef struct {
    version, unreadable...). A log that is truncated or corrupt after a valid header opens fine: see
    closed / corrupt, or print dpmem_log_warn(). */
 int  dpmem_log_open(DpmemLog *log, const char *path, char *err, size_t errlen);
+/* The same on bytes in memory (not copied: they must outlive the DpmemLog); name is for messages. */
+int  dpmem_log_open_memory(DpmemLog *log, const void *data, size_t size, const char *name, char *err, size_t errlen);
 void dpmem_log_close(DpmemLog *log);
 
 /* Prints "warning: <path>: ..." to stderr when the log was not closed cleanly or is corrupt. */

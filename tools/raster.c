@@ -75,12 +75,18 @@ void draw_line(Image *im, int x0, int y0, int x1, int y1, Rgb c) {
 }
 
 /* stb_easy_font emits quads; each is an axis-aligned rectangle in font units. */
+/* stb_easy_font indexes its table by (char - 32): only printable ASCII may reach it (log strings
+   are untrusted bytes; anything else becomes '?'). Newlines too, so text stays on one line. */
+static void printable(char *out, size_t n, const char *s) {
+    size_t k = 0;
+    for (; *s && k + 1 < n; s++) out[k++] = *s >= 32 && *s <= 126 ? *s : '?';
+    out[k] = 0;
+}
+
 void draw_text(Image *im, int x, int y, const char *s, int scale, Rgb c) {
     static char vbuf[64 * 1024];
     char tmp[512];
-    size_t len = strlen(s);
-    if (len >= sizeof tmp) len = sizeof tmp - 1;
-    memcpy(tmp, s, len); tmp[len] = 0;
+    printable(tmp, sizeof tmp, s);
     int quads = stb_easy_font_print(0, 0, tmp, NULL, vbuf, sizeof vbuf);
     for (int q = 0; q < quads; q++) {
         const float *v0 = (const float *)(vbuf + q * 64), *v2 = (const float *)(vbuf + q * 64 + 32);
@@ -92,9 +98,7 @@ void draw_text(Image *im, int x, int y, const char *s, int scale, Rgb c) {
 
 int text_width(const char *s, int scale) {
     char tmp[512];
-    size_t len = strlen(s);
-    if (len >= sizeof tmp) len = sizeof tmp - 1;
-    memcpy(tmp, s, len); tmp[len] = 0;
+    printable(tmp, sizeof tmp, s);
     return stb_easy_font_width(tmp) * scale;
 }
 

@@ -461,7 +461,7 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
                    left + W, py1, ymax_b, from, to, (unsigned long long)p->peak, p->peak_col, p->n_lanes);
         if (i + 1 < n_logs) hline(&im, 0, o->width - 1, top + panel_h - 1, COLOUR_GRID);
     }
-    if (image_write_png(&im, path)) { snprintf(err, errlen, "%s: cannot write the PNG", path); rc = -1; }
+    if (path && image_write_png(&im, path)) { snprintf(err, errlen, "%s: cannot write the PNG", path); rc = -1; }
 out:
     image_free(&im);
     for (int i = 0; i < n_logs; i++) panel_free(&P[i]);

@@ -22,7 +22,7 @@ typedef struct {
     int verbose;              /* print the layout on stdout ("panel ...", "lane ...": for tests) */
 } TimelineOptions;
 
-/* Draws and writes the PNG. 0, or -1 with a one-line reason in err. */
+/* Draws and writes the PNG (png_path NULL: draws only, for the fuzzers). 0, or -1 with a one-line reason in err. */
 int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, const char *png_path,
                     char *err, size_t errlen);
 
