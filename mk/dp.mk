@@ -47,8 +47,8 @@ TESTS += $(BUILD)/tests/test_dp_config
 # The DP samples: the trainer library (mk/trainer.mk) + the DP strategy and kernels. trainer.mk is
 # read after this file, so its variables are empty in prerequisite lists here: name its files.
 DP_TRAINER_DEPS := $(BUILD)/libtrainer.a kernels/kernels.h samples/config.h samples/data.h samples/llama.h samples/train.h dpmem.h
-DP_LIB_SRC := samples/dp_sgd.c samples/dp_config.c samples/accountant.c samples/noise.c $(DP_KERNEL_SRC)
-DP_LIB_HDR := samples/dp_sgd.h samples/dp_config.h samples/accountant.h samples/noise.h kernels/dp_kernels.h
+DP_LIB_SRC := samples/dp_sgd.c samples/lora.c samples/dp_config.c samples/accountant.c samples/noise.c $(DP_KERNEL_SRC)
+DP_LIB_HDR := samples/dp_sgd.h samples/lora.h samples/dp_config.h samples/accountant.h samples/noise.h kernels/dp_kernels.h
 DP_SAMPLES := train_dpsgd train_ghost train_flash
 
 $(addprefix $(BUILD)/,$(DP_SAMPLES)): $(BUILD)/%: samples/%.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
@@ -63,3 +63,10 @@ $(BUILD)/tests/test_dp_train: tests/test_dp_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) 
 
 ALL   += $(BUILD)/tests/test_dp_train
 TESTS += $(BUILD)/tests/test_dp_train
+
+$(BUILD)/tests/test_dp_lora: tests/test_dp_lora.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_dp_lora
+TESTS += $(BUILD)/tests/test_dp_lora

@@ -65,12 +65,63 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     st->physical_batch = dp_sgd_physical_batch;
     st->before_update = dp_sgd_before_update;
     st->destroy = dp_sgd_destroy;
+    if (dp->lora_rank > 0) st->frozen = dp_sgd_frozen;
     return 0;
 }
 
 double dp_sgd_epsilon(const DpSgd *d, double *alpha) {
     if (d->steps_done == 0) { if (alpha) *alpha = 0; return 0; }
     return accountant_epsilon(&d->acc, d->cfg.delta, alpha);
+}
+
+static int lora_target_bit(WhichTensor w) {
+    switch (w) {
+    case W_Q_PROJ: return LORA_Q;  case W_K_PROJ: return LORA_K;   case W_V_PROJ: return LORA_V;
+    case W_O_PROJ: return LORA_O;  case W_GATE_PROJ: return LORA_GATE; case W_UP_PROJ: return LORA_UP;
+    case W_DOWN_PROJ: return LORA_DOWN; default: return 0;
+    }
+}
+
+int dp_sgd_frozen(void *user, const ParamInfo *p) {
+    (void)user; (void)p;
+    return 1;
+}
+
+size_t dp_sgd_lora_params(const DpSgd *d) {
+    size_t n = 0;
+    for (int k = 0; k < d->n_lora; k++) n += lora_param_count(&d->lora[k]);
+    return n;
+}
+
+static int lora_setup(DpSgd *d, TrainState *s) {
+    LlamaModel *m = &s->model;
+    const int r = d->cfg.lora_rank;
+    const float alpha = d->cfg.lora_alpha > 0 ? (float)d->cfg.lora_alpha : 2.0f * r;
+    d->lora = calloc((size_t)m->n_params, sizeof *d->lora);
+    d->lora_of = malloc((size_t)m->n_params * sizeof *d->lora_of);
+    d->lps = calloc(2 * (size_t)m->n_params, sizeof *d->lps);
+    if (!d->lora || !d->lora_of || !d->lps) return fail(d, "%s", "out of host memory (LoRA state)");
+    const int adam = !strcmp(s->cfg->optimizer, "adamw");
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        d->lora_of[i] = -1;
+        if (!(lora_target_bit(p->which) & d->cfg.lora_targets)) continue;
+        LoraAdapter *l = &d->lora[d->n_lora];
+        if (lora_build(l, d->kb, p->name, i, p->cols, p->rows, r, alpha, adam, (unsigned long long)s->cfg->seed)) return -1;
+        d->lora_of[i] = d->n_lora++;
+        float *W = *llama_tensor(&m->w, p);
+        if (lora_merge(l, d->kb, W, 1.0f)) return -1;        /* B = 0: W is unchanged, but say what is meant */
+    }
+    for (int k = 0; k < 2 * d->n_lora; k++) d->lps[k].used = -1;
+    if (!s->cfg->quiet) {
+        char t[64];
+        printf("LoRA: rank %d, alpha %g (scale %g) on %s: %d adapters, %zu trainable parameters; the %zu base parameters are frozen\n",
+               r, alpha, alpha / r, dp_lora_targets_string(d->cfg.lora_targets, t, sizeof t), d->n_lora,
+               dp_sgd_lora_params(d), m->bytes_params / 4);
+    }
+    dpmem_meta_int("lora.rank", r);
+    dpmem_meta_int("lora.trainable_params", (long long)dp_sgd_lora_params(d));
+    return 0;
 }
 
 int dp_sgd_init(void *user, TrainState *s) {
@@ -113,7 +164,8 @@ int dp_sgd_init(void *user, TrainState *s) {
         if (!ok) return fail(d, "%s", "--secure-seed: getrandom() failed");
     }
     accountant_init(&d->acc);
-    d->shortcut = (B == 1 && s->cfg->grad_accum == 1);
+    if (d->cfg.lora_rank > 0 && lora_setup(d, s)) return -1;
+    d->shortcut = (B == 1 && s->cfg->grad_accum == 1 && d->n_lora == 0);
     if (!s->cfg->quiet) {
         printf("DP-SGD: %s norms, %s clipping, C=%g, sigma=%.6g%s, delta=%g, logical batch %d (physical %d x %d), "
                "sample rate %.6g (%ld rows)%s\n",
@@ -141,26 +193,110 @@ int dp_sgd_init(void *user, TrainState *s) {
 
 /* ---- the hook ------------------------------------------------------------------------------------ */
 
+/* Per-sample norms of one linear layer (or adapter) by the configured method, adding into norm2;
+   under bk keeps what the clipped sum needs. a_owned/g_owned: A or G are our buffers (LoRA's hs,
+   dh), to keep as they are instead of copying. */
+static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float *A, const float *G,
+                       int B, int T, int din, int dout, float *a_owned, float *g_owned) {
+    const int bk = d->cfg.clip == DP_CLIP_BK, run = d->computes;
+    p->kind = HOOK_LINEAR; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
+    p->io = (DpIO){ 0, 0 };
+    DpNorm method = d->cfg.norm;
+    int stream_direct = 0;
+    if (method == DP_NORM_MIXED) {
+        if (dp_mixed_uses_gram(T, din, dout)) method = DP_NORM_FLASH;
+        else { method = DP_NORM_DIRECT; stream_direct = 1; }
+    }
+    if (method == DP_NORM_DIRECT && !stream_direct) {
+        if (!(p->psg = alloc_tag(d, dp_linear_direct_floats(B, din, dout), "per_sample_grads", name, ""))) return -1;
+        if (run) dp_linear_norms_direct(d->norm2, p->psg, A, G, B, T, din, dout, &p->io);
+        if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
+    } else if (stream_direct) {
+        /* one sample's gradient at a time, squared and thrown away: memory of one weight */
+        float *one = alloc_tag(d, dp_linear_direct_floats(1, din, dout), "per_sample_grads", name, ".one");
+        if (!one) return -1;
+        if (run)
+            for (int b = 0; b < B; b++)
+                dp_linear_norms_direct(d->norm2 + b, one, A + (size_t)b * T * din, G + (size_t)b * T * dout,
+                                       1, T, din, dout, &p->io);
+        kbuf_free(d->kb, one);
+    } else if (method == DP_NORM_GHOST) {
+        float *gram = alloc_tag(d, dp_linear_ghost_floats(B, T), "ghost", name, ".gram");
+        if (!gram) return -1;
+        if (run) dp_linear_norms_ghost(d->norm2, gram, A, G, B, T, din, dout, &p->io);
+        kbuf_free(d->kb, gram);
+    } else {
+        float *tile = alloc_tag(d, dp_linear_flash_floats(T, d->cfg.flash_tile), "ghost", name, ".tile");
+        if (!tile) return -1;
+        if (run) dp_linear_norms_flash(d->norm2, tile, A, G, B, T, din, dout, d->cfg.flash_tile, &p->io);
+        kbuf_free(d->kb, tile);
+    }
+    p->used = stream_direct ? DP_NORM_MIXED : (int)method;
+    if (bk && !p->psg) {
+        if (g_owned) p->G = g_owned;
+        else {
+            if (!(p->G = alloc_tag(d, (size_t)B * T * dout, "bk", name, ".G"))) return -1;
+            if (copy_buffer(d->kb, p->G, G, (size_t)B * T * dout)) return -1;
+        }
+        p->A = A;
+        p->A_owned = a_owned;
+    }
+    return 0;
+}
+
+/* A frozen projection with an adapter: hs and dh from x and dy, then the adapter's two halves. */
+static int lora_hook(DpSgd *d, int k, const GradHookArgs *a) {
+    LoraAdapter *l = &d->lora[k];
+    const int B = a->B, T = a->T, N = B * T, r = l->r;
+    char name[96];
+    float *hs = alloc_tag(d, (size_t)N * r, "lora", l->name, ".hs");
+    float *dh = alloc_tag(d, (size_t)N * r, "lora", l->name, ".dh");
+    if (!hs || !dh) { kbuf_free(d->kb, hs); kbuf_free(d->kb, dh); return -1; }
+    if (lora_side(l, d->kb, hs, dh, a->A, a->G, N)) return -1;
+    if (d->pass == 2) {
+        /* two-pass's second backward: dy is already weighted by c_b */
+        int rc = lora_accumulate(l, d->kb, a->A, a->G, hs, dh, N);
+        kbuf_free(d->kb, dh); kbuf_free(d->kb, hs);
+        return rc;
+    }
+    const int keep = d->cfg.clip == DP_CLIP_BK;
+    snprintf(name, sizeof name, "%s.lora_B", l->name);
+    if (linear_norm(d, &d->lps[2 * k + 1], name, hs, a->G, B, T, r, l->OC, hs, NULL)) return -1;
+    snprintf(name, sizeof name, "%s.lora_A", l->name);
+    if (linear_norm(d, &d->lps[2 * k], name, a->A, dh, B, T, l->IC, r, NULL, dh)) return -1;
+    /* kept by bk (unless direct norms kept per-sample gradients instead) */
+    if (!keep || d->lps[2 * k + 1].A_owned != hs) kbuf_free(d->kb, hs);
+    if (!keep || d->lps[2 * k].G != dh) kbuf_free(d->kb, dh);
+    return 0;
+}
+
 int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
     DPMEM_SCOPE("clip");
     DpSgd *d = user;
     int idx = a->param_index;
     if (idx < 0 || idx >= d->n_params) return -1;
+    if (!a->dW) {                                   /* frozen: only adapters have work here */
+        int k = d->lora_of ? d->lora_of[idx] : -1;
+        if (k < 0) return 1;
+        return lora_hook(d, k, a) ? -1 : 1;
+    }
+    if (d->pass == 2) return 0;                     /* the weighted backward forms dW itself */
     DpParamState *p = &d->ps[idx];
     const int B = a->B, T = a->T, din = a->d_in, dout = a->d_out, bk = d->cfg.clip == DP_CLIP_BK;
     const int run = d->computes;
-    p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
-    p->io = (DpIO){ 0, 0 };
     if (a->kind == HOOK_RMSNORM) {
+        p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
         /* B x C is small: always direct (kept for the clipped sum under bk) */
         if (!(p->psg = alloc_tag(d, (size_t)B * dout, "per_sample_grads", a->name, ""))) return -1;
         if (run) dp_rmsnorm_norms_direct(d->norm2, p->psg, a->G, a->A, a->rstd, B, T, dout);
+        p->io.read = (uint64_t)B * T * (2 * dout + 1) * 4; p->io.written = (uint64_t)B * (dout + 1) * 4;
         p->used = DP_NORM_DIRECT;
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
         return 1;
     }
     if (a->kind == HOOK_EMBEDDING) {
         const int V = d->s->model.V;
+        p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
         if (d->cfg.norm == DP_NORM_DIRECT) {
             if (!(p->psg = alloc_tag(d, (size_t)B * V * dout, "per_sample_grads", a->name, ""))) return -1;
             if (run) dp_embedding_norms_direct(d->norm2, p->psg, a->tokens, a->G, B, T, dout, V);
@@ -178,54 +314,31 @@ int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
         }
         return 1;
     }
-    /* linear */
-    DpNorm method = d->cfg.norm;
-    int stream_direct = 0;
-    if (method == DP_NORM_MIXED) {
-        if (dp_mixed_uses_gram(T, din, dout)) method = DP_NORM_FLASH;
-        else { method = DP_NORM_DIRECT; stream_direct = 1; }
-    }
-    if (method == DP_NORM_DIRECT && !stream_direct) {
-        if (!(p->psg = alloc_tag(d, dp_linear_direct_floats(B, din, dout), "per_sample_grads", a->name, ""))) return -1;
-        if (run) dp_linear_norms_direct(d->norm2, p->psg, a->A, a->G, B, T, din, dout, &p->io);
-        if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
-    } else if (stream_direct) {
-        /* one sample's gradient at a time, squared and thrown away: memory of one weight */
-        float *one = alloc_tag(d, dp_linear_direct_floats(1, din, dout), "per_sample_grads", a->name, ".one");
-        if (!one) return -1;
-        if (run)
-            for (int b = 0; b < B; b++)
-                dp_linear_norms_direct(d->norm2 + b, one, a->A + (size_t)b * T * din, a->G + (size_t)b * T * dout,
-                                       1, T, din, dout, &p->io);
-        kbuf_free(d->kb, one);
-    } else if (method == DP_NORM_GHOST) {
-        float *gram = alloc_tag(d, dp_linear_ghost_floats(B, T), "ghost", a->name, ".gram");
-        if (!gram) return -1;
-        if (run) dp_linear_norms_ghost(d->norm2, gram, a->A, a->G, B, T, din, dout, &p->io);
-        kbuf_free(d->kb, gram);
-    } else {
-        float *tile = alloc_tag(d, dp_linear_flash_floats(T, d->cfg.flash_tile), "ghost", a->name, ".tile");
-        if (!tile) return -1;
-        if (run) dp_linear_norms_flash(d->norm2, tile, a->A, a->G, B, T, din, dout, d->cfg.flash_tile, &p->io);
-        kbuf_free(d->kb, tile);
-    }
-    p->used = stream_direct ? DP_NORM_MIXED : (int)method;
-    if (bk && !p->psg) {
-        if (!(p->G = alloc_tag(d, (size_t)B * T * dout, "bk", a->name, ".G"))) return -1;
-        if (copy_buffer(d->kb, p->G, a->G, (size_t)B * T * dout)) return -1;
-        p->A = a->A;
-    }
-    return 1;
+    return linear_norm(d, p, a->name, a->A, a->G, B, T, din, dout, NULL, NULL) ? -1 : 1;
 }
 
 /* ---- one physical batch -------------------------------------------------------------------------- */
 
+static void free_state(DpSgd *d, DpParamState *p) {
+    kbuf_free(d->kb, p->psg); p->psg = NULL;
+    kbuf_free(d->kb, p->G); p->G = NULL;
+    kbuf_free(d->kb, p->A_owned); p->A_owned = NULL;
+    p->A = NULL;
+}
+
 static void free_kept(DpSgd *d) {
-    for (int i = 0; i < d->n_params; i++) {
-        kbuf_free(d->kb, d->ps[i].psg); d->ps[i].psg = NULL;
-        kbuf_free(d->kb, d->ps[i].G); d->ps[i].G = NULL;
-        d->ps[i].A = NULL;
-    }
+    for (int i = 0; d->ps && i < d->n_params; i++) free_state(d, &d->ps[i]);
+    for (int k = 0; d->lps && k < 2 * d->n_lora; k++) free_state(d, &d->lps[k]);
+}
+
+/* dW += Σ_b c_b g_b of one tensor from what its hook kept. */
+static void clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, int V) {
+    const int B = p->B, T = p->T;
+    if (!dw || !d->computes) return;
+    if (p->psg) dp_clipped_sum(dw, p->psg, d->c, B, p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out
+                                              : p->kind == HOOK_RMSNORM ? (size_t)p->d_out : (size_t)V * p->d_out);
+    else if (p->G && p->kind == HOOK_EMBEDDING) dp_embedding_clipped_grad_bk(dw, tokens, p->G, d->c, B, T, p->d_out);
+    else if (p->G) dp_linear_clipped_grad_bk(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out);
 }
 
 static float *slot_grad(DpSgd *d, int i) {
@@ -252,6 +365,17 @@ static void print_choice(DpSgd *d) {
         if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && !d->s->cfg->quiet)
             printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s (2T^2 %s d_in*d_out)\n", name, p->d_out, p->d_in, p->T,
                    p->used == DP_NORM_FLASH ? "flash" : "direct", p->used == DP_NORM_FLASH ? "<=" : ">");
+    }
+    for (int k = 0; k < 2 * d->n_lora; k++) {
+        DpParamState *p = &d->lps[k];
+        if (p->used < 0) continue;
+        char key[160];
+        snprintf(key, sizeof key, "dp.layer.%s.lora_%c", d->lora[k / 2].name, k % 2 ? 'B' : 'A');
+        dpmem_meta(key, p->used == DP_NORM_MIXED ? "direct-streamed" : dp_norm_name((DpNorm)p->used));
+        io += p->io.read + p->io.written;
+        if (d->cfg.norm == DP_NORM_MIXED && !d->s->cfg->quiet)
+            printf("DP-SGD mixed: %-27s.lora_%c %5dx%-5d T=%d: %s\n", d->lora[k / 2].name, k % 2 ? 'B' : 'A',
+                   p->d_out, p->d_in, p->T, p->used == DP_NORM_FLASH ? "flash" : "direct");
     }
     d->io_step = io * (uint64_t)d->s->cfg->grad_accum;
     dpmem_meta_int("dp.norm_io_bytes_per_step", (long long)d->io_step);
@@ -296,7 +420,8 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     }
     const int bk = d->cfg.clip == DP_CLIP_BK;
     GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = NULL,
-                    .retain_saved = bk && d->cfg.norm != DP_NORM_DIRECT };
+                    .retain_saved = bk && d->cfg.norm != DP_NORM_DIRECT, .frozen_too = d->n_lora > 0 };
+    d->pass = 1;
     if (fill_buffer(d->kb, d->norm2, 0.0f, (size_t)B)) return -1;
     if (train_backward_scaled(s, &h, per_sample_scale)) { free_kept(d); return -1; }
     {
@@ -305,15 +430,10 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         collect_stats(d, B);
         if (!d->printed_choice) print_choice(d);
         if (bk) {
-            for (int i = 0; i < d->n_params; i++) {
-                DpParamState *p = &d->ps[i];
-                float *dw = slot_grad(d, i);
-                if (!dw || !d->computes) continue;
-                if (p->psg) dp_clipped_sum(dw, p->psg, d->c, B, p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out
-                                                          : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
-                                                          : (size_t)m->V * p->d_out);
-                else if (p->G && p->kind == HOOK_EMBEDDING) dp_embedding_clipped_grad_bk(dw, m->tokens, p->G, d->c, B, T, p->d_out);
-                else if (p->G) dp_linear_clipped_grad_bk(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out);
+            for (int i = 0; i < d->n_params; i++) clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
+            for (int k = 0; k < d->n_lora; k++) {
+                clipped_sum(d, &d->lps[2 * k], d->lora[k].dA, NULL, 0);
+                clipped_sum(d, &d->lps[2 * k + 1], d->lora[k].dB, NULL, 0);
             }
         }
         free_kept(d);
@@ -322,13 +442,41 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     if (!bk) {
         /* two-pass: the second backward weights each sample's loss by c_b */
         if (train_forward(s)) return -1;
-        GradHooks h2 = { .user = d, .weight_grad = NULL, .loss_weights = d->c, .retain_saved = 0 };
-        if (train_backward_scaled(s, &h2, per_sample_scale)) return -1;
+        GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL, .loss_weights = d->c,
+                         .retain_saved = 0, .frozen_too = d->n_lora > 0 };
+        d->pass = 2;
+        int rc = train_backward_scaled(s, &h2, per_sample_scale);
+        d->pass = 1;
+        if (rc) return -1;
     }
     return 0;
 }
 
 /* ---- once per logical batch ---------------------------------------------------------------------- */
+
+/* The adapters' optimizer step (the loop's only updates model tensors): unmerge, update, re-merge,
+   zero the adapters' gradients. */
+static int lora_step(DpSgd *d, TrainState *s) {
+    DPMEM_SCOPE("optimizer_step");
+    const TrainConfig *c = s->cfg;
+    const int adam = !strcmp(c->optimizer, "adamw");
+    LlamaModel *m = &s->model;
+    for (int k = 0; k < d->n_lora; k++) {
+        LoraAdapter *l = &d->lora[k];
+        float *W = *llama_tensor(&m->w, &m->params[l->param_index]);
+        size_t na = (size_t)l->r * l->IC, nb = (size_t)l->OC * l->r;
+        if (lora_merge(l, d->kb, W, -1.0f)) return -1;
+        if (adam) {
+            if (adamw_update(d->kb, l->A, l->dA, l->mA, l->vA, na, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1) ||
+                adamw_update(d->kb, l->B, l->dB, l->mB, l->vB, nb, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1))
+                return -1;
+        } else if (sgd_update(d->kb, l->A, l->dA, na, s->lr, c->weight_decay) || sgd_update(d->kb, l->B, l->dB, nb, s->lr, c->weight_decay))
+            return -1;
+        if (lora_merge(l, d->kb, W, 1.0f)) return -1;
+        if (fill_buffer(d->kb, l->dA, 0.0f, na) || fill_buffer(d->kb, l->dB, 0.0f, nb)) return -1;
+    }
+    return 0;
+}
 
 int dp_sgd_before_update(void *user, TrainState *s) {
     DPMEM_SCOPE("noise");
@@ -344,6 +492,17 @@ int dp_sgd_before_update(void *user, TrainState *s) {
                             (uint64_t)s->step, offset);
         offset += p->numel;
     }
+    for (int k = 0; k < d->n_lora; k++) {
+        LoraAdapter *l = &d->lora[k];
+        if (d->computes) {
+            noise_privatize(l->dA, (size_t)l->r * l->IC, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed,
+                            (uint64_t)s->step, offset);
+            noise_privatize(l->dB, (size_t)l->OC * l->r, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed,
+                            (uint64_t)s->step, offset + (size_t)l->r * l->IC);
+        }
+        offset += lora_param_count(l);
+    }
+    if (d->n_lora && lora_step(d, s)) return -1;
     if (accountant_step(&d->acc, d->sigma, d->sample_rate)) return fail(d, "%s", "accountant: too many (sigma, q) groups");
     d->steps_done++;
     return 0;
@@ -353,6 +512,7 @@ void dp_sgd_destroy(void *user, TrainState *s) {
     DpSgd *d = user;
     if (d->kb) {
         free_kept(d);
+        for (int k = d->n_lora - 1; k >= 0; k--) lora_free(&d->lora[k], d->kb);
         kbuf_free(d->kb, d->norm2); d->norm2 = NULL;
         kbuf_free(d->kb, d->c); d->c = NULL;
     }
@@ -374,4 +534,8 @@ void dp_sgd_destroy(void *user, TrainState *s) {
         }
     }
     free(d->ps); d->ps = NULL;
+    free(d->lps); d->lps = NULL;
+    free(d->lora); d->lora = NULL;
+    free(d->lora_of); d->lora_of = NULL;
+    d->n_lora = 0;
 }

@@ -20,6 +20,12 @@
    per_sample_grads/<param>.one (mixed's direct path: one sample at a time), bk/<param>.G (the output
    gradients book-keeping keeps), lora/... (samples/lora.h).
 
+   LoRA (--lora-rank r): adapters on the --lora-targets projections (lora.h, merged form), every
+   base tensor frozen (no grads, no optimizer state, no per-sample anything), DP on the adapters:
+   the weight-gradient hooks of the frozen projections give x and dy, from which each adapter is
+   an ordinary linear layer for the norms (B: hs → dy, A: x → dh); the adapters' optimizer step
+   runs in before_update (scope "optimizer_step"), followed by the re-merge.
+
    Not here: the GPU (DP runs on the CPU and plan backends; kernels/cuda ports the kernels), tied
    embeddings (refused: lm_head and the embedding would share one per-sample gradient). */
 #ifndef DP_SGD_H
@@ -28,12 +34,14 @@
 #include "accountant.h"
 #include "dp_config.h"
 #include "dp_kernels.h"
+#include "lora.h"
 #include "train.h"
 
 typedef struct {
     float *psg;            /* per-sample gradients kept until the clip (direct, RMSNorm) */
-    float *G;              /* bk: copy of the output gradient [B,T,d_out] */
-    const float *A;        /* bk: the saved input (retained by the backward) */
+    float *G;              /* bk: copy of the output gradient [B,T,d_out] (or LoRA's own dh) */
+    const float *A;        /* bk: the saved input (retained by the backward, or LoRA's own hs) */
+    float *A_owned;        /* bk: A when it is ours to free (LoRA's hs) */
     int kind, B, T, d_in, d_out;
     int used;              /* the method used for this tensor (DpNorm), -1: none yet */
     DpIO io;               /* traffic of its norm computation, per physical batch */
@@ -53,6 +61,12 @@ typedef struct DpSgd {
     float *norm2, *c;            /* backend [B] */
     int n_params;
     DpParamState *ps;            /* [n_params] */
+    LoraAdapter *lora;           /* [n_lora] adapters (--lora-rank > 0); the base is then frozen */
+    int n_lora;
+    int *lora_of;                /* [n_params]: adapter index or -1 */
+    DpParamState *lps;           /* [2 n_lora]: adapter k's A at 2k, its B at 2k+1 */
+    float **lora_hs, **lora_dh;  /* [n_lora]: side products of the current backward */
+    int pass;                    /* 1: norms, 2: two-pass's weighted backward */
     Accountant acc;
     long steps_done;
     int printed_choice, shortcut, computes;
@@ -72,6 +86,11 @@ void dp_sgd_destroy(void *user, TrainState *s);
 
 /* The hook (exposed for tests): per-sample norms of one weight gradient. */
 int  dp_sgd_weight_grad(void *user, const GradHookArgs *a);
+
+/* The TrainStrategy.frozen of LoRA runs: every base tensor is frozen. */
+int  dp_sgd_frozen(void *user, const ParamInfo *p);
+/* Adapter parameters (0 without LoRA), and the trainable total of the run. */
+size_t dp_sgd_lora_params(const DpSgd *d);
 
 /* ε of the steps done so far at cfg.delta (best order in *alpha if non-NULL). */
 double dp_sgd_epsilon(const DpSgd *d, double *alpha);

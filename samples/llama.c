@@ -348,12 +348,12 @@ static int drop(LlamaModel *m, float **pp, const GradHooks *h) {
     return 0;
 }
 
-/* Calls the hook of one weight (if any, and if the weight is trainable). 1: skip dW. */
+/* Calls the hook of one weight (if any, and if the weight is trainable or hooks->frozen_too). 1: skip dW. */
 static int hook(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which, const float *A,
                 const float *rstd, const float *G, int d_in, int d_out) {
     int idx = param_index(m, layer, which);
     const ParamInfo *p = &m->params[idx];
-    if (!p->trainable) return 1;
+    if (!p->trainable && !(h && h->frozen_too && h->weight_grad)) return 1;
     if (!h || !h->weight_grad) return 0;
     GradHookArgs a = {
         .kind = which == W_LM_HEAD ? HOOK_LINEAR : p->kind,
@@ -364,7 +364,7 @@ static int hook(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which,
     if (which == W_LM_HEAD) { a.dW = m->dw.lm_head; a.W = m->w.lm_head; }
     int r = h->weight_grad(h->user, &a);
     if (r < 0 && !m->kb->err[0]) snprintf(m->kb->err, sizeof m->kb->err, "the gradient hook failed at %s", a.name);
-    return r;
+    return r < 0 ? r : p->trainable ? r : 1;
 }
 
 /* dx = beta*dx + dy W, and (unless the hook says otherwise) dW += dyᵀ x. */

@@ -91,6 +91,8 @@ typedef struct GradHooks {
     int (*weight_grad)(void *user, const GradHookArgs *a);
     const float *loss_weights; /* device [B]: per-sample loss weights c_b; NULL = 1 */
     int retain_saved;          /* keep the saved activations (the A's) until llama_release_saved */
+    int frozen_too;            /* also call weight_grad for frozen weights (args->dW = NULL; the backward
+                                  skips their dW whatever it returns): LoRA adapters on a frozen base */
 } GradHooks;
 
 /* Saved activations of one block (allocated by the forward, freed by the backward). */
