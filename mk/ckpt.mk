@@ -18,7 +18,8 @@ $(BUILD)/tests/fuzz_safetensors: tests/fuzz_safetensors.c $(CKPT_CORE_SRC) $(CKP
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/fuzz_safetensors.c $(CKPT_CORE_SRC) $(LDFLAGS) $(CKPT_LIBS) $(LDLIBS)
 
 ALL   += $(BUILD)/tests/test_ckpt_safetensors $(BUILD)/tests/test_ckpt_config $(BUILD)/tests/fuzz_safetensors
-TESTS += $(BUILD)/tests/test_ckpt_safetensors $(BUILD)/tests/test_ckpt_config $(BUILD)/tests/fuzz_safetensors
+TESTS += $(BUILD)/tests/test_ckpt_safetensors $(BUILD)/tests/test_ckpt_config $(BUILD)/tests/fuzz_safetensors \
+         tests/test_ckpt_tokens.sh
 
 # libFuzzer target (clang's -fsanitize=fuzzer), built only where clang has libFuzzer and not in the
 # SAN=1 pass (it carries its own sanitizers). Run it longer by hand:
