@@ -55,3 +55,9 @@ fuzz-tools: $(BUILD)/tests/test_tools_render
 	  tests/fuzz_tools_libfuzzer.c $(filter-out tools/args.c,$(TOOLS_LIB_SRC)) -o $(BUILD)/fuzz/fuzz_tools -lm
 	DPMEM_BUILD=$(BUILD) DPMEM_KEEP=1 $(BUILD)/tests/test_tools_render >/dev/null && cp $(BUILD)/test-out/render/*.log $(BUILD)/fuzz/corpus/
 	$(BUILD)/fuzz/fuzz_tools -max_total_time=$(FUZZ_SECONDS) -max_len=200000 $(BUILD)/fuzz/corpus
+
+# make bench: render/report/trace times and peak RSS on 10^5..10^7-event logs (tools/bench_tools.c).
+$(BUILD)/bench_tools: tools/bench_tools.c $(TOOLS_LIB) $(TOOLS_HDRS) $(TOOLS_BIN) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(TOOLS_LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+BENCHES += $(BUILD)/bench_tools
