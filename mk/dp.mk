@@ -49,7 +49,7 @@ TESTS += $(BUILD)/tests/test_dp_config
 DP_TRAINER_DEPS := $(BUILD)/libtrainer.a kernels/kernels.h samples/config.h samples/data.h samples/llama.h samples/train.h dpmem.h
 DP_LIB_SRC := samples/dp_sgd.c samples/lora.c samples/dp_config.c samples/accountant.c samples/noise.c $(DP_KERNEL_SRC)
 DP_LIB_HDR := samples/dp_sgd.h samples/lora.h samples/dp_config.h samples/accountant.h samples/noise.h kernels/dp_kernels.h
-DP_SAMPLES := train_dpsgd train_ghost train_flash
+DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 
 $(addprefix $(BUILD)/,$(DP_SAMPLES)): $(BUILD)/%: samples/%.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

@@ -125,7 +125,7 @@ int dp_config_flag(DpConfig *c, int argc, char **argv, int *i) {
         c->seed = sd; break;
     }
     case 8: if (whole(f, v, 1, 1 << 16, &x)) return -1; c->flash_tile = (int)x; break;
-    case 9: if (whole(f, v, 0, 1 << 16, &x)) return -1; c->lora_rank = (int)x; break;
+    case 9: if (whole(f, v, 0, 1 << 16, &x)) return -1; c->lora_rank = (int)x; break;   /* 0: off */
     case 10: if (num(f, v, 1e-6, 1e6, &c->lora_alpha)) return -1; break;
     case 11: if (targets(v, &c->lora_targets)) return -1; break;
     case 12: if (whole(f, v, 1, 1e15, &x)) return -1; c->dataset_size = (long)x; break;
