@@ -65,6 +65,7 @@ void config_usage(const char *prog, const char *extra_usage) {
 }
 
 static int parse_int(const char *flag, const char *v, int lo, int *out) {
+    if (!v) { fprintf(stderr, "error: %s needs a value\n", flag); return -1; }
     char *end; errno = 0;
     long x = v ? strtol(v, &end, 10) : 0;
     if (!v || !*v || *end || errno || x < lo || x > INT_MAX) {
@@ -76,6 +77,7 @@ static int parse_int(const char *flag, const char *v, int lo, int *out) {
 }
 
 static int parse_float(const char *flag, const char *v, float *out) {
+    if (!v) { fprintf(stderr, "error: %s needs a value\n", flag); return -1; }
     char *end; errno = 0;
     double x = v ? strtod(v, &end) : 0;
     if (!v || !*v || *end || errno || !(x >= 0) || x > 1e30) {
@@ -87,6 +89,7 @@ static int parse_float(const char *flag, const char *v, float *out) {
 }
 
 static int parse_choice(const char *flag, const char *v, const char *const *choices, char *out, size_t n) {
+    if (!v) { fprintf(stderr, "error: %s needs a value\n", flag); return -1; }
     for (int i = 0; v && choices[i]; i++)
         if (strcmp(v, choices[i]) == 0) { snprintf(out, n, "%s", v); return 0; }
     fprintf(stderr, "error: %s must be one of", flag);
@@ -166,6 +169,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--save-dtype")) { static const char *const dts[] = { "f32", "bf16", "f16", NULL }; rc = parse_choice(a, v, dts, c->save_dtype, sizeof c->save_dtype); }
         else if (!strcmp(a, "--log")) { if (!v || !*v) { fprintf(stderr, "error: --log needs a file name\n"); return -1; } c->log_path = v; }
         else if (!strcmp(a, "--mem-limit")) {
+            if (!v) { fprintf(stderr, "error: --mem-limit needs a value\n"); return -1; }
             c->mem_limit = parse_bytes(v);
             if (c->mem_limit <= 0) { fprintf(stderr, "error: --mem-limit needs a size such as 2G or 512M, got '%s'\n", v ? v : ""); return -1; }
         } else {

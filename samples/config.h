@@ -35,7 +35,7 @@ typedef struct {
     const char *save_dir;  /* where to save the trained model as a Hugging Face checkpoint; NULL: not saved */
     char save_dtype[8];    /* f32, bf16, f16 */
     const char *run_name;  /* META "run" */
-    int print_params, check_finite, quiet;
+    int print_params, check_finite, quiet;   /* quiet: 1 no header/progress (--quiet), 2 no summary either */
     long long mem_limit;   /* bytes; 0 = none */
 } TrainConfig;
 

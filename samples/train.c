@@ -141,6 +141,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     }
     KBackend kb;
     if (choose_backend(&kb, c) != 0) return 1;
+    kb.trace = st->trace; kb.trace_user = st->trace_user;
     if (c->log_path && dpmem_open(c->log_path) != 0) return 1;
     config_log(c);
     dpmem_meta("config.method", st->name);
@@ -203,7 +204,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         }
     }
     secs = (double)(dpmem_now_ns() - t0) * 1e-9;
-    print_summary(&s, steps_done, secs, first_loss);
+    if (c->quiet < 2) print_summary(&s, steps_done, secs, first_loss);
     if (c->save_dir) { /* scope "checkpoint_save" */
         char err[CKPT_ERR];
         SafeTensorsDtype dt = !strcmp(c->save_dtype, "bf16") ? ST_BF16 : !strcmp(c->save_dtype, "f16") ? ST_F16 : ST_F32;

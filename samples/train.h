@@ -66,6 +66,8 @@ typedef struct TrainStrategy {
     int  (*before_update)(void *user, TrainState *s);  /* NULL: nothing */
     void (*destroy)(void *user, TrainState *s);        /* may be NULL */
     int  (*frozen)(void *user, const ParamInfo *p);    /* NULL: all trainable */
+    KTraceFn trace;         /* optional: sees every backend allocation and free (tests, tools) */
+    void *trace_user;
 } TrainStrategy;
 
 /* Runs the whole trainer: backend, log, model, steps, summary. Returns the process exit code:

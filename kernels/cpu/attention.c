@@ -21,7 +21,7 @@ void attention_forward_cpu(KBackend *b, float *out, float *lse, const float *q, 
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t qs = (size_t)NH * HS, ks = (size_t)NKV * HS;  /* row strides */
     float *ws = scratch;
-    #pragma omp parallel for num_threads(b->nthreads) collapse(3) schedule(dynamic, 4)
+    #pragma omp parallel for num_threads(b->nthreads) collapse(3) schedule(dynamic, 4) if(KCPU_PARALLEL((size_t)B * NH * T * T * HS))
     for (int bb = 0; bb < B; bb++)
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
@@ -63,7 +63,7 @@ void attention_backward_cpu(KBackend *b, float *dq, float *dk, float *dv, const 
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t qs = (size_t)NH * HS, ks = (size_t)NKV * HS;
     float *delta = scratch;  /* [B,NH,T]: rowsum(dout * out) = sum_j p_ij dp_ij */
-    #pragma omp parallel for num_threads(b->nthreads) collapse(2) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) collapse(2) schedule(static) if(KCPU_PARALLEL((size_t)B * NH * T * HS))
     for (int bb = 0; bb < B; bb++)
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < T; i++) {
@@ -74,7 +74,7 @@ void attention_backward_cpu(KBackend *b, float *dq, float *dk, float *dv, const 
     memset(dk, 0, (size_t)B * T * ks * sizeof *dk);
     memset(dv, 0, (size_t)B * T * ks * sizeof *dv);
     /* One task per (sequence, kv head) owns that head's dk, dv and its group's dq: no races. */
-    #pragma omp parallel for num_threads(b->nthreads) collapse(2) schedule(dynamic, 1)
+    #pragma omp parallel for num_threads(b->nthreads) collapse(2) schedule(dynamic, 1) if(KCPU_PARALLEL((size_t)B * NH * T * T * HS))
     for (int bb = 0; bb < B; bb++)
         for (int kh = 0; kh < NKV; kh++) {
             const float *kb = k + (size_t)bb * T * ks + (size_t)kh * HS;

@@ -56,4 +56,5 @@ void kbackend_cpu_init(KBackend *b, int nthreads) {
     b->ops = b->target = &kops_cpu;
     b->space = kops_cpu.space;
     b->nthreads = nthreads > 0 ? nthreads : kcpu_max_threads();
+    kcpu_blas_single_thread();
 }

@@ -15,7 +15,7 @@ static void row_stats(const float *x, int V, float *mx, double *sum) {
 void crossentropy_forward_cpu(KBackend *b, float *losses, const float *logits, const int *targets, int N, int V,
                               void *scratch) {
     (void)scratch;
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL((size_t)N * V))
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * V;
         float m; double s;
@@ -27,7 +27,7 @@ void crossentropy_forward_cpu(KBackend *b, float *losses, const float *logits, c
 void crossentropy_backward_cpu(KBackend *b, float *logits, const int *targets, float scale,
                                const float *sample_weight, int B, int T, int V, void *scratch) {
     (void)scratch;
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL((size_t)B * T * V))
     for (int n = 0; n < B * T; n++) {
         float *x = logits + (size_t)n * V;
         float m; double s;

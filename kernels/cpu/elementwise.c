@@ -14,12 +14,12 @@ void fill_cpu(KBackend *b, float *x, float value, size_t n) {
 void copy_cpu(KBackend *b, float *dst, const float *src, size_t n) { (void)b; memmove(dst, src, n * sizeof *dst); }
 
 void add_cpu(KBackend *b, float *y, const float *x, size_t n) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
 void scale_cpu(KBackend *b, float *x, float s, size_t n) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
@@ -27,7 +27,7 @@ void scale_cpu(KBackend *b, float *x, float s, size_t n) {
    whichever thread runs it. */
 static double reduce(KBackend *b, const float *x, size_t n, double *part, int kind) {
     int nt = b->nthreads > 0 ? b->nthreads : 1;
-    #pragma omp parallel for num_threads(nt) schedule(static, 1)
+    #pragma omp parallel for num_threads(nt) schedule(static, 1) if(KCPU_PARALLEL(n))
     for (int t = 0; t < nt; t++) {
         size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
         double acc = 0.0;
@@ -49,7 +49,7 @@ size_t count_nonfinite_cpu(KBackend *b, const float *x, size_t n, void *scratch)
 }
 
 void swiglu_forward_cpu(KBackend *b, float *h, const float *gate, const float *up, size_t n) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) {
         float g = gate[i];
         h[i] = g / (1.0f + expf(-g)) * up[i];
@@ -58,7 +58,7 @@ void swiglu_forward_cpu(KBackend *b, float *h, const float *gate, const float *u
 
 void swiglu_backward_cpu(KBackend *b, float *dgate, float *dup, const float *dh, const float *gate,
                          const float *up, size_t n) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) {
         float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), silu = g * sig;
         dup[i] = dh[i] * silu;

@@ -5,14 +5,14 @@
 #include <string.h>
 
 void embedding_forward_cpu(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL((size_t)N * C))
     for (int n = 0; n < N; n++) memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, (size_t)C * sizeof *out);
 }
 
 void embedding_backward_cpu(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, void *scratch) {
     (void)scratch;
     int nt = b->nthreads > 0 ? b->nthreads : 1;
-    #pragma omp parallel for num_threads(nt) schedule(static, 1)
+    #pragma omp parallel for num_threads(nt) schedule(static, 1) if(KCPU_PARALLEL((size_t)N * C))
     for (int t = 0; t < nt; t++) {
         int c0 = (int)((long long)C * t / nt), c1 = (int)((long long)C * (t + 1) / nt);
         for (int n = 0; n < N; n++) {

@@ -6,6 +6,11 @@
 #define KERNELS_CPU_H
 #include "kernels.h"
 
+/* Loops over less work than this run on one thread: a parallel region costs microseconds, and far
+   more when the cores are shared (tiny model, loaded 2-core machine: 14 vs 113 steps/s). */
+#define KCPU_MIN_PARALLEL_WORK ((size_t)1 << 16)
+#define KCPU_PARALLEL(work) ((size_t)(work) >= KCPU_MIN_PARALLEL_WORK)
+
 /* Keys per tile of the tiled causal attention (the online-softmax block). */
 #define KCPU_ATTN_TILE 64
 
@@ -41,6 +46,9 @@ void crossentropy_backward_cpu(KBackend *b, float *logits, const int *targets, f
 void adamw_cpu(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
                float beta1, float beta2, float eps, float weight_decay, int t);
 void sgd_cpu(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay);
+
+/* OpenBLAS on one thread (the backend splits large GEMMs itself); called by kbackend_cpu_init. */
+void kcpu_blas_single_thread(void);
 
 /* The calling thread's index inside a parallel region (0 outside; 0 without OpenMP). */
 int kcpu_thread_index(void);

@@ -6,7 +6,7 @@
 void adamw_cpu(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
                float beta1, float beta2, float eps, float weight_decay, int t) {
     float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) {
         float gi = g[i];
         m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
@@ -17,6 +17,6 @@ void adamw_cpu(KBackend *b, float *p, const float *g, float *m, float *v, size_t
 }
 
 void sgd_cpu(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] + weight_decay * p[i]);
 }

@@ -5,7 +5,7 @@
 #include <math.h>
 
 void rmsnorm_forward_cpu(KBackend *b, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL((size_t)N * C))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float *o = out + (size_t)n * C;
@@ -21,7 +21,7 @@ void rmsnorm_backward_cpu(KBackend *b, float *dinp, float *dw, const float *dout
                           const float *w, const float *rstd, int N, int C, void *scratch) {
     (void)scratch;
     /* dx = r * (w*dy - xhat * mean(w*dy*xhat)), xhat = x*r */
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL((size_t)N * C))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
         float *dx = dinp + (size_t)n * C;
@@ -33,7 +33,7 @@ void rmsnorm_backward_cpu(KBackend *b, float *dinp, float *dw, const float *dout
     }
     if (!dw) return;
     int nt = b->nthreads > 0 ? b->nthreads : 1;
-    #pragma omp parallel for num_threads(nt) schedule(static, 1)
+    #pragma omp parallel for num_threads(nt) schedule(static, 1) if(KCPU_PARALLEL((size_t)N * C))
     for (int t = 0; t < nt; t++) {
         int c0 = (int)((long long)C * t / nt), c1 = (int)((long long)C * (t + 1) / nt);
         for (int n = 0; n < N; n++) {

@@ -8,7 +8,7 @@
 
 static void rope_apply(KBackend *b, float *x, int B, int T, int NH, int HS, KRope rope, float sign) {
     int half = HS / 2;
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static)
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL((size_t)B * T * NH * HS))
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T;
         float *row = x + (size_t)bt * NH * HS;

@@ -1,0 +1,41 @@
+# LLaMA trainer core: kernels (interface, CPU backend, plan backend), the model, the shared training
+# loop, build/train_vanilla, and their tests and benchmark. OpenMP for loops, OpenBLAS for GEMM.
+
+TRAINER_CFLAGS  := -fopenmp
+TRAINER_LDLIBS  := -fopenmp -lopenblas -lcjson
+TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h
+TRAINER_SRC     := kernels/kernels.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
+                   kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c \
+                   samples/checkpoint.c samples/safetensors.c samples/hf_config.c
+TRAINER_OBJ     := $(patsubst %.c,$(BUILD)/obj/trainer/%.o,$(TRAINER_SRC))
+TRAINER_LIB     := $(BUILD)/libtrainer.a
+
+$(BUILD)/obj/trainer/%.o: %.c $(TRAINER_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -c -o $@ $<
+
+$(TRAINER_LIB): $(TRAINER_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory
+$(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+$(BUILD)/bench/bench_trainer: samples/bench_trainer.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+.PHONY: trainer trainer-test
+trainer: $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/bench/bench_trainer
+trainer-test: trainer
+	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) tests/test_llama_cli.sh
+
+ALL     += $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/bench/bench_trainer
+TESTS   += $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) tests/test_llama_cli.sh
+BENCHES += $(BUILD)/bench/bench_trainer
