@@ -41,7 +41,7 @@ endif
 # Model-level tests: they link the trainer library (mk/trainer.mk; its variables are read at recipe
 # time, since that fragment is included after this one), so they exist only where that fragment does.
 ifneq ($(wildcard mk/trainer.mk),)
-$(BUILD)/tests/test_ckpt_model: tests/test_ckpt_model.c $(BUILD)/libtrainer.a $(CKPT_CORE_HDR) samples/checkpoint.h | $(DEPS_STAMP)
+$(BUILD)/tests/test_ckpt_model: tests/test_ckpt_model.c $(BUILD)/libtrainer.a $(CKPT_CORE_HDR) samples/checkpoint.h samples/lora.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 

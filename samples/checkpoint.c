@@ -361,6 +361,18 @@ done:
     return rc;
 }
 
+int ckpt_save_lora_adapters(const LoraAdapter *ads, int n, KBackend *kb, const char *base_model, const char *dir,
+                            char *err, size_t errlen) {
+    if (n <= 0) return fail(err, errlen, "%s: no LoRA adapters to save", dir);
+    CkptLoraAdapter *c = calloc((size_t)n, sizeof *c);
+    if (!c) return fail(err, errlen, "%s: out of memory", dir);
+    for (int i = 0; i < n; i++)
+        c[i] = (CkptLoraAdapter){ads[i].name, ads[i].IC, ads[i].OC, ads[i].r, ads[i].A, ads[i].B};
+    int rc = ckpt_save_lora(c, n, kb, ads[0].scale * (float)ads[0].r, base_model, dir, err, errlen);
+    free(c);
+    return rc;
+}
+
 int ckpt_save_lora(const CkptLoraAdapter *ad, int n, KBackend *kb, float alpha, const char *base_model, const char *dir,
                    char *err, size_t errlen) {
     DPMEM_SCOPE("checkpoint_save");

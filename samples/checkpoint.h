@@ -29,6 +29,7 @@
 
 #include "hf_config.h"
 #include "llama.h"
+#include "lora.h"
 #include "safetensors.h"
 
 #define CKPT_ERR 640
@@ -72,5 +73,11 @@ typedef struct {
 } CkptLoraAdapter;
 int ckpt_save_lora(const CkptLoraAdapter *adapters, int n, KBackend *kb, float alpha, const char *base_model,
                    const char *dir, char *err, size_t errlen);
+/* The same from lora.h's adapters (alpha = scale * r). With LoRA in merged form (lora.h), --save's
+   model.safetensors already holds W0 + s·B·A: a complete model. Write the adapters to a SUBDIRECTORY
+   (<save>/adapter): transformers, seeing adapter_config.json next to a model, would load the base and
+   apply the adapter again on top of the merged weights. */
+int ckpt_save_lora_adapters(const LoraAdapter *adapters, int n, KBackend *kb, const char *base_model,
+                            const char *dir, char *err, size_t errlen);
 
 #endif /* CHECKPOINT_H */

@@ -152,7 +152,7 @@ static void test_memory(const char *root) {
 }
 
 static void test_lora(const char *root) {
-    char dir[512], path[600], err[CKPT_ERR];
+    char dir[256], path[600], err[CKPT_ERR];
     snprintf(dir, sizeof dir, "%s/lora", root);
     float a0[2 * 5], b0[3 * 2], a1[2 * 5], b1[4 * 2];
     for (int i = 0; i < 10; i++) { a0[i] = (float)i * 0.5f; a1[i] = -(float)i; }
@@ -190,6 +190,21 @@ static void test_lora(const char *root) {
           !strcmp(cJSON_GetArrayItem(tm, 0)->valuestring, "q_proj") && !strcmp(cJSON_GetArrayItem(tm, 1)->valuestring, "v_proj") &&
           !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "task_type")), "CAUSAL_LM"),
           "adapter_config.json: %s", text);
+    cJSON_Delete(j);
+    /* From lora.h's adapters: alpha = scale * r. */
+    LoraAdapter la;
+    memset(&la, 0, sizeof la);
+    snprintf(la.name, sizeof la.name, "layers.0.self_attn.q_proj");
+    la.IC = 5; la.OC = 3; la.r = 2; la.scale = 4.0f; la.A = a0; la.B = b0;
+    char sub[560];
+    snprintf(sub, sizeof sub, "%s/adapter", dir);
+    CHECK(ckpt_save_lora_adapters(&la, 1, &kb, NULL, sub, err, sizeof err) == 0, "lora.h save: %s", err);
+    snprintf(path, sizeof path, "%s/adapter_config.json", sub);
+    f = fopen(path, "rb");
+    text[0] = 0;
+    if (f) { size_t n = fread(text, 1, sizeof text - 1, f); text[n] = 0; fclose(f); }
+    j = cJSON_Parse(text);
+    CHECK(j && cJSON_GetNumberValue(cJSON_GetObjectItem(j, "lora_alpha")) == 8, "alpha from scale x r: %s", text);
     cJSON_Delete(j);
     kbackend_destroy(&kb);
 }
