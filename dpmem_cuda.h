@@ -224,6 +224,7 @@ static struct {
        threads_lock; counter_lock is held across dpmem_live_bytes (dpmem's own lock, a leaf). */
     pthread_mutex_t threads_lock, counter_lock, sampler_lock;
     dpmem__cuda_thread *threads;
+    dpmem__cuda_thread *parent_threads;                /* in a forked child: the parent's, untouched */
 #ifndef DPMEM_NO_NVTX
     nvtxDomainHandle_t domain;
     /* Addresses registered as NVTX regions (open addressing; 1 marks a deleted slot), so that only
@@ -238,7 +239,7 @@ static struct {
     int sampler_on, sampler_stop, period_ms;
     pthread_cond_t sampler_wake;
 } dpmem__cuda = { PTHREAD_ONCE_INIT, 0, 0, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
-                  PTHREAD_MUTEX_INITIALIZER, NULL,
+                  PTHREAD_MUTEX_INITIALIZER, NULL, NULL,
 #ifndef DPMEM_NO_NVTX
                   NULL, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, 0, {{{0}, 0, 0}},
 #endif
@@ -714,6 +715,25 @@ DPMEM_DEF void dpmem_cuda_shutdown(void) {
 
 static void dpmem__cuda_atexit(void) { dpmem_cuda_shutdown(); }
 
+/* A forked child has one thread and no usable CUDA context: no sampler to stop, no timing, nothing
+   pending, and locks that another thread may have held at the fork start afresh. */
+static void dpmem__cuda_atfork_child(void) {
+    pthread_mutex_init(&dpmem__cuda.threads_lock, NULL);
+    pthread_mutex_init(&dpmem__cuda.counter_lock, NULL);
+    pthread_mutex_init(&dpmem__cuda.sampler_lock, NULL);
+#ifndef DPMEM_NO_NVTX
+    pthread_mutex_init(&dpmem__cuda.region_lock, NULL);
+#endif
+    dpmem__cuda.sampler_on = 0;
+    dpmem__cuda.parent_threads = dpmem__cuda.threads;  /* not ours to flush (their locks may be held) */
+    dpmem__cuda.threads = NULL;
+    dpmem__cuda_me = NULL;
+    if (dpmem__cuda.timing) {
+        dpmem__cuda.timing = 0;
+        dpmem_set_scope_hook(NULL, NULL);
+    }
+}
+
 static void dpmem__cuda_init_once(void) {
     pthread_condattr_t attr;
     int count = 0;
@@ -737,6 +757,7 @@ static void dpmem__cuda_init_once(void) {
 #else
     (void)tool;
 #endif
+    pthread_atfork(NULL, NULL, dpmem__cuda_atfork_child);
     atexit(dpmem__cuda_atexit);
 }
 

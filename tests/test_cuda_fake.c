@@ -14,6 +14,7 @@
      snapshot; 3000 scopes (past the pending ring) all get a GPU_TIME and events are recycled; a scope
      open when timing was switched off and on gets none; two threads each get their own, tied to their
      BEGIN events;
+   - a child forked while timing and the sampler run records no CUDA event and exits cleanly;
    - the sampler's DEVICE events carry the fake's figures. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem_cuda.h"
@@ -118,6 +119,18 @@ static void check_timing(void) {
     }
     pthread_create(&th, NULL, other_thread, NULL);
     pthread_join(th, NULL);
+    {   /* a forked child (timing and sampler on in the parent) runs a scope and exits cleanly */
+        int status = -1;
+        pid_t pid = fork();
+        if (pid == 0) {
+            long records = fake_cuda_stats().records;
+            alarm(10);                                 /* a hang at exit fails the check below */
+            { DPMEM_SCOPE("in_child"); }
+            exit(fake_cuda_stats().records == records ? 0 : 5);   /* no CUDA events in the child */
+        }
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "forked child: status %d", status);
+    }
     dpmem_cuda_flush();
     s1 = fake_cuda_stats();
     CHECK(s1.events_created <= 2 * 1024 + 64 + 2 && s1.events_created < s1.records / 2,
