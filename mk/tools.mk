@@ -28,9 +28,9 @@ ALL += $(TOOLS_BIN)
 tools: $(TOOLS_BIN)
 
 # Tests: C programs that write known logs (tools/synthlog.h), run the tools and check the results.
-TOOLS_TESTS := render report trace
+TOOLS_TESTS := render report trace kit
 define tools_test
-$(BUILD)/tests/test_tools_$(1): tests/test_tools_$(1).c tests/test_tools_common.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
+$(BUILD)/tests/test_tools_$(1): tests/test_tools_$(1).c tests/test_tools_common.h dpmem.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $$(@D)
 	$$(CC) $$(CPPFLAGS) $$(CFLAGS) $$< $(TOOLS_LIB) -o $$@ $$(LDFLAGS) $$(LDLIBS)
 endef
