@@ -7,10 +7,14 @@ TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h
 TRAINER_SRC     := kernels/kernels.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                    kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c \
                    samples/checkpoint.c samples/safetensors.c samples/hf_config.c
+# --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
+TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
+TRAINER_SRC     += $(TRAINER_CUDA_PLAN)
+TRAINER_CFLAGS  += $(if $(TRAINER_CUDA_PLAN),-DTRAIN_HAVE_CUDA_PLAN)
 TRAINER_OBJ     := $(patsubst %.c,$(BUILD)/obj/trainer/%.o,$(TRAINER_SRC))
 TRAINER_LIB     := $(BUILD)/libtrainer.a
 
-$(BUILD)/obj/trainer/%.o: %.c $(TRAINER_HDRS) | $(DEPS_STAMP)
+$(BUILD)/obj/trainer/%.o: %.c $(TRAINER_HDRS) mk/trainer.mk | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -c -o $@ $<
 
@@ -18,9 +22,16 @@ $(TRAINER_LIB): $(TRAINER_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
+# The real CUDA backend in build/train_vanilla where nvcc exists (mk/cuda_backend.mk's libkcuda.a), not
+# in the sanitizer build (the CUDA runtime does not run under ASan); TRAINER_CUDA=0 leaves it out.
+TRAINER_CUDA    ?= 1
+TRAINER_CUDA_ON := $(and $(filter 1,$(TRAINER_CUDA)),$(KCUDA_LIB),$(filter-out 1,$(SAN)))
+TRAINER_CUDA_LINK := $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB) \
+                     -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++)
+
+$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB)) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
 TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory
 $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)

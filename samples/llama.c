@@ -157,11 +157,19 @@ static void init_values(float *x, size_t n, float std, uint64_t seed) {
 
 static int init_tensor(LlamaModel *m, float *dst, const ParamInfo *p, uint64_t seed) {
     KBackend *kb = m->kb;
-    if (!kbackend_computes(kb)) return 0;               /* plan: nothing is touched */
+    size_t bytes = p->numel * sizeof(float);
+    if (!kbackend_computes(kb)) {                      /* plan: nothing is touched ... */
+        if (kb->space != DPMEM_HOST) {                 /* ... but the host staging of a device target is tagged */
+            const void *fake = (const void *)(uintptr_t)kb->next_fake;
+            dpmem_tag_alloc_space(fake, bytes, "workspace/init_staging", DPMEM_HOST);
+            DPMEM_TAG_FREE(fake);
+        }
+        return 0;
+    }
     float std = p->kind == HOOK_RMSNORM ? 0.0f : 0.02f;
     uint64_t s = seed ^ (0xA0761D6478BD642Full * (uint64_t)(p - m->params + 1));
     if (kb->space == DPMEM_HOST) { init_values(dst, p->numel, std, s); return 0; }
-    size_t bytes = p->numel * sizeof(float);           /* a device backend: through host staging */
+    /* a device backend: through host staging */
     float *h = malloc(bytes);
     if (!h) { snprintf(kb->err, sizeof kb->err, "out of host memory staging %s", p->name); return -1; }
     dpmem_tag_alloc_space(h, bytes, "workspace/init_staging", DPMEM_HOST);
@@ -212,6 +220,12 @@ int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int 
         if (!(*llama_tensor(&m->v, p) = alloc_tagged(kb, p->numel * sizeof(float), "optimizer/%s.exp_avg_sq", p->name))) return -1;
     }
     if (cfg->tie_embeddings) { m->w.lm_head = m->w.embed_tokens; m->dw.lm_head = m->dw.embed_tokens; }
+    /* zero grads and Adam state explicitly: a device allocator need not zero-fill */
+    for (int i = 0; i < m->n_params; i++) {
+        ParamInfo *p = &m->params[i];
+        float *ts[3] = { *llama_tensor(&m->dw, p), *llama_tensor(&m->m, p), *llama_tensor(&m->v, p) };
+        for (int j = 0; j < 3; j++) if (ts[j] && fill_buffer(kb, ts[j], 0.0f, p->numel) != 0) return -1;
+    }
     size_t N = (size_t)B * T;
     if (!(m->tokens = kbuf_alloc(kb, N * sizeof(int), "input/tokens"))) return -1;
     if (!(m->targets = kbuf_alloc(kb, N * sizeof(int), "input/targets"))) return -1;

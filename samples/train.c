@@ -4,6 +4,9 @@
 #include "train.h"
 #include "checkpoint.h"
 #include "dpmem.h"
+#ifdef TRAIN_HAVE_CUDA_PLAN
+#include "cuda/kernels_cuda.h"
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -108,15 +111,31 @@ static void print_summary(const TrainState *s, int steps, double secs, double fi
     }
 }
 
+/* Set by samples/train_cuda.c in programs linked with the CUDA backend (see train.h). */
+int (*train_cuda_backend_init)(KBackend *b) = NULL;
+int (*train_cuda_available)(void) = NULL;
+
 static int choose_backend(KBackend *kb, const TrainConfig *c) {
     const char *dev = c->device;
-    if (!strcmp(dev, "auto")) dev = "cpu";   /* a CUDA build chooses cuda here when a GPU is present */
-    if (!strcmp(dev, "cuda") || (!strcmp(dev, "plan") && !strcmp(c->plan_for, "cuda"))) {
-        fprintf(stderr, "error: this build has no CUDA backend (kernels/cuda); use --device cpu, or --device plan --plan-for cpu\n");
+    if (!strcmp(dev, "auto")) dev = train_cuda_available && train_cuda_available() ? "cuda" : "cpu";
+    if (!strcmp(dev, "cuda")) {
+        if (!train_cuda_backend_init) {
+            fprintf(stderr, "error: this binary was built without the CUDA backend (no nvcc at build time); use --device cpu or --device plan --plan-for cuda\n");
+            return -1;
+        }
+        if (train_cuda_backend_init(kb) != 0) { fprintf(stderr, "error: %s\n", kbackend_error(kb)); return -1; }
+    } else if (!strcmp(dev, "plan") && !strcmp(c->plan_for, "cuda")) {
+#ifdef TRAIN_HAVE_CUDA_PLAN
+        if (kbackend_cuda_plan_init(kb) != 0) { fprintf(stderr, "error: %s\n", kbackend_error(kb)); return -1; }
+#else
+        fprintf(stderr, "error: this build has no CUDA plan target (kernels/cuda/scratch_cuda.c); use --plan-for cpu\n");
         return -1;
+#endif
+    } else if (!strcmp(dev, "plan")) {
+        kbackend_plan_init(kb, &kops_cpu, c->threads);
+    } else {
+        kbackend_cpu_init(kb, c->threads);
     }
-    if (!strcmp(dev, "plan")) kbackend_plan_init(kb, &kops_cpu, c->threads);
-    else kbackend_cpu_init(kb, c->threads);
     kb->mem_limit = (size_t)c->mem_limit;
     return 0;
 }
@@ -142,6 +161,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     KBackend kb;
     if (choose_backend(&kb, c) != 0) return 1;
     kb.trace = st->trace; kb.trace_user = st->trace_user;
+    const size_t backend_own = kb.live;   /* what the backend allocated for itself (cuBLAS workspace) */
     if (c->log_path && dpmem_open(c->log_path) != 0) return 1;
     config_log(c);
     dpmem_meta("config.method", st->name);
@@ -219,8 +239,8 @@ fail:
 out:
     if (strategy_ready && st->destroy) st->destroy(st->user, &s);
     llama_free(&s.model);
-    if (rc == 0 && kb.live != 0) {
-        fprintf(stderr, "error: %zu bytes still allocated on the backend at exit (a leak in the trainer)\n", kb.live);
+    if (rc == 0 && kb.live != backend_own) {
+        fprintf(stderr, "error: %zu bytes still allocated on the backend at exit (a leak in the trainer)\n", kb.live - backend_own);
         rc = 1;
     }
     kbackend_destroy(&kb);

@@ -70,6 +70,12 @@ typedef struct TrainStrategy {
     void *trace_user;
 } TrainStrategy;
 
+/* The CUDA backend, when the program links samples/train_cuda.c and kernels/cuda (mk/trainer.mk does
+   for build/train_vanilla where nvcc exists): NULL otherwise. --device auto picks CUDA when
+   train_cuda_available() says a device is there. --plan-for cuda needs only kernels/cuda/scratch_cuda.c. */
+extern int (*train_cuda_backend_init)(KBackend *b);
+extern int (*train_cuda_available)(void);
+
 /* Runs the whole trainer: backend, log, model, steps, summary. Returns the process exit code:
    0 ok, 1 bad input or internal error, 3 out of memory (--mem-limit or the device), 4 non-finite
    values under --check-finite. Errors are one line on stderr. */

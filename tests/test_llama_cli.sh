@@ -72,5 +72,9 @@ grep -q "^model.layers.1.self_attn.k_proj.weight  *(32, 64) *fp32 *8192 *yes" "$
 grep -q "^total  *251200  *1004800" "$tmp/out" || { echo "FAIL: --print-params total (251200 with 2 kv heads)"; fail=1; }
 ok_run --device plan --model 3b --seq-len 16384 --steps 1
 grep -q "^  params  *13769792000 " "$tmp/out" || { echo "FAIL: plan 3b params bytes"; cat "$tmp/out"; fail=1; }
+if grep -q TRAIN_HAVE_CUDA_PLAN mk/trainer.mk 2>/dev/null && [ -f kernels/cuda/scratch_cuda.c ]; then
+    ok_run --device plan --plan-for cuda --model 3b --seq-len 16384 --steps 1
+    grep -q "^  params  *13769792000 " "$tmp/out" && grep -q "plan backend for cuda" "$tmp/out" || { echo "FAIL: plan for cuda"; cat "$tmp/out"; fail=1; }
+fi
 [ $fail -eq 0 ] && echo "all CLI checks passed"
 exit $fail
