@@ -4,7 +4,7 @@
    wall time and peak RSS. The baseline, measured in the same run, is one merged pass of the reader
    over the same log (open + iterate every event): each tool's time is also given as a multiple of it.
    The 10^7 log (~300 MB) is skipped when DPMEM_BENCH_SMALL is set or the disk has under 2 GB free;
-   the logs are deleted afterwards. It measures; it asserts nothing (the goals are in docs/TOOLS.md). */
+   the logs are deleted afterwards (kept with DPMEM_BENCH_KEEP=1, to look at them). It measures; it asserts nothing (the goals are in docs/TOOLS.md). */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
         printf("%10llu %8.1f %8.3f | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f | %8.3f %7.1f %7.1f\n", (unsigned long long)events, mib, rd,
                secs[0], secs[0] / rd, rss[0], secs[1], secs[1] / rd, rss[1], secs[2], secs[2] / rd, rss[2]);
         fflush(stdout);
-        remove(path); remove(json); remove(png);
+        if (!getenv("DPMEM_BENCH_KEEP")) { remove(path); remove(json); remove(png); }
     }
     return 0;
 }

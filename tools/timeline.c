@@ -405,8 +405,10 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         }
         /* snapshots */
         int last_label_end = -1000;
+        int dense = p->n_snaps * 8 > W;   /* many snapshots: short ticks at the top, not lines across the plot */
         for (int s = 0; s < p->n_snaps; s++) {
             int x = left + p->snap_col[s];
+            if (dense) { vline(&im, x, py0, py0 + 5, COLOUR_SNAP); continue; }
             for (int yy = py0; yy < py1; yy += 3) fill_rect(&im, x, yy, x + 1, yy + 1, COLOUR_SNAP);
             int tw = text_width(p->snap_label[s], 1);
             int tx = x + 3 + tw < left + W ? x + 3 : x - 3 - tw;   /* right of the mark, else left */
