@@ -43,12 +43,8 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
         return -1;
     }
     if (P > L) P = L;
-    if (L % P) {
+    if (!dp->poisson && L % P) {
         fprintf(stderr, "error: --batch-size %d is not a multiple of --max-physical-batch-size %d\n", L, P);
-        return -1;
-    }
-    if (dp->poisson) {
-        fprintf(stderr, "error: --poisson is not implemented yet (fixed-size batches only)\n");
         return -1;
     }
     if (cfg->model.tie_embeddings) {
@@ -58,7 +54,7 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     d->logical_batch = L;
     d->physical_batch = P;
     cfg->batch_size = P;
-    cfg->grad_accum = L / P;
+    cfg->grad_accum = dp->poisson ? (int)ceil((L + 6.0 * sqrt((double)L) + 1.0) / P) : L / P;
     st->name = name;
     st->user = d;
     st->init = dp_sgd_init;
@@ -165,7 +161,16 @@ int dp_sgd_init(void *user, TrainState *s) {
     }
     accountant_init(&d->acc);
     if (d->cfg.lora_rank > 0 && lora_setup(d, s)) return -1;
-    d->shortcut = (B == 1 && s->cfg->grad_accum == 1 && d->n_lora == 0);
+    d->shortcut = (B == 1 && s->cfg->grad_accum == 1 && d->n_lora == 0 && !d->cfg.poisson);
+    if (d->cfg.poisson) {
+        d->cap_rows = (long)B * s->cfg->grad_accum;
+        d->rows = malloc((size_t)d->cap_rows * sizeof *d->rows);
+        d->host_batch = malloc(2 * (size_t)B * m->T * sizeof *d->host_batch);
+        if (!d->rows || !d->host_batch) return fail(d, "%s", "out of host memory (Poisson rows)");
+        if (!(d->mask = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/sample_mask")) ||
+            !(d->weights = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/loss_weights")))
+            return -1;
+    }
     if (!s->cfg->quiet) {
         printf("DP-SGD: %s norms, %s clipping, C=%g, sigma=%.6g%s, delta=%g, logical batch %d (physical %d x %d), "
                "sample rate %.6g (%ld rows)%s\n",
@@ -391,11 +396,60 @@ static void collect_stats(DpSgd *d, int B) {
     }
 }
 
+/* The rows of this step: each of the dataset's rows with probability q, from (seed, step, row). */
+static void poisson_draw(DpSgd *d, TrainState *s) {
+    const uint32_t q32 = (uint32_t)fmin(4294967295.0, d->sample_rate * 4294967296.0);
+    d->n_rows = 0;
+    for (long i = 0; i < d->dataset_size; i++) {
+        philox4x32_ctr_t c = {{ (uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)s->step, 0x504F4953u /* "POIS" */ }};
+        philox4x32_key_t k = {{ (uint32_t)d->seed, (uint32_t)(d->seed >> 32) }};
+        if (philox4x32(c, k).v[0] >= q32) continue;
+        if (d->n_rows == d->cap_rows) { d->truncated++; continue; }
+        d->rows[d->n_rows++] = i;
+    }
+    d->sampled_total += d->n_rows;
+}
+
+/* Tokens of rows first .. first+real-1 into the model, padding rows after them (mask 0). */
+static int poisson_upload(DpSgd *d, TrainState *s, long first, int real) {
+    LlamaModel *m = &s->model;
+    const int B = m->B, T = m->T;
+    int *in = d->host_batch, *tg = d->host_batch + (size_t)B * T;
+    for (int b = 0; b < B; b++) {
+        if (b < real && !s->data.synthetic) {
+            const int *row = s->data.tokens + (size_t)d->rows[first + b] * (T + 1);
+            for (int t = 0; t < T; t++) { in[b * T + t] = row[t]; tg[b * T + t] = row[t + 1]; }
+        } else if (b < real) {
+            data_next(&s->data, in + (size_t)b * T, tg + (size_t)b * T, 1, T);   /* synthetic: a fresh row */
+        } else {
+            for (int t = 0; t < T; t++) { in[b * T + t] = 0; tg[b * T + t] = 0; }
+        }
+    }
+    float mask[64];
+    if (kbuf_upload(d->kb, m->tokens, in, (size_t)B * T * sizeof(int)) ||
+        kbuf_upload(d->kb, m->targets, tg, (size_t)B * T * sizeof(int)))
+        return -1;
+    for (int b0 = 0; b0 < B; b0 += 64) {
+        int n = B - b0 < 64 ? B - b0 : 64;
+        for (int i = 0; i < n; i++) mask[i] = b0 + i < real ? 1.0f : 0.0f;
+        if (kbuf_upload(d->kb, d->mask + b0, mask, (size_t)n * sizeof(float))) return -1;
+    }
+    return 0;
+}
+
 int dp_sgd_physical_batch(void *user, TrainState *s) {
     DpSgd *d = user;
     LlamaModel *m = &s->model;
     const int B = m->B, T = m->T;
     const float per_sample_scale = 1.0f / T;     /* g_b = ∇ (mean over the sequence's tokens) */
+    int real = B;                                /* rows of this physical batch that are data */
+    if (d->cfg.poisson) {
+        if (s->micro == 0) poisson_draw(d, s);
+        long first = (long)s->micro * B;
+        real = d->n_rows - first < B ? (int)(d->n_rows - first) : B;
+        if (real <= 0) return 0;                 /* this step drew fewer rows: nothing to do */
+        if (poisson_upload(d, s, first, real)) return -1;
+    }
     if (train_forward(s)) return -1;
     if (d->shortcut) {
         if (train_backward_scaled(s, NULL, per_sample_scale)) return -1;
@@ -419,7 +473,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         return 0;
     }
     const int bk = d->cfg.clip == DP_CLIP_BK;
-    GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = NULL,
+    GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
                     .retain_saved = bk && d->cfg.norm != DP_NORM_DIRECT, .frozen_too = d->n_lora > 0 };
     d->pass = 1;
     if (fill_buffer(d->kb, d->norm2, 0.0f, (size_t)B)) return -1;
@@ -427,7 +481,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     {
         DPMEM_SCOPE("clip");
         if (d->computes) dp_clip_factors(d->c, d->norm2, B, (float)d->cfg.max_grad_norm);
-        collect_stats(d, B);
+        collect_stats(d, real);
         if (!d->printed_choice) print_choice(d);
         if (bk) {
             for (int i = 0; i < d->n_params; i++) clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
@@ -442,7 +496,12 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     if (!bk) {
         /* two-pass: the second backward weights each sample's loss by c_b */
         if (train_forward(s)) return -1;
-        GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL, .loss_weights = d->c,
+        const float *w = d->c;
+        if (d->cfg.poisson) {
+            if (d->computes) for (int b = 0; b < B; b++) d->weights[b] = d->c[b] * d->mask[b];
+            w = d->weights;
+        }
+        GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL, .loss_weights = w,
                          .retain_saved = 0, .frozen_too = d->n_lora > 0 };
         d->pass = 2;
         int rc = train_backward_scaled(s, &h2, per_sample_scale);
@@ -513,6 +572,8 @@ void dp_sgd_destroy(void *user, TrainState *s) {
     if (d->kb) {
         free_kept(d);
         for (int k = d->n_lora - 1; k >= 0; k--) lora_free(&d->lora[k], d->kb);
+        kbuf_free(d->kb, d->weights); d->weights = NULL;
+        kbuf_free(d->kb, d->mask); d->mask = NULL;
         kbuf_free(d->kb, d->norm2); d->norm2 = NULL;
         kbuf_free(d->kb, d->c); d->c = NULL;
     }
@@ -533,6 +594,13 @@ void dp_sgd_destroy(void *user, TrainState *s) {
             printf("\n");
         }
     }
+    if (d->cfg.poisson) {
+        dpmem_meta_int("dp.poisson_truncated", d->truncated);
+        if (d->truncated && (!s || !s->cfg->quiet))
+            printf("DP-SGD: Poisson sampling drew more rows than a step holds %ld times (dropped)\n", d->truncated);
+    }
+    free(d->rows); d->rows = NULL;
+    free(d->host_batch); d->host_batch = NULL;
     free(d->ps); d->ps = NULL;
     free(d->lps); d->lps = NULL;
     free(d->lora); d->lora = NULL;

@@ -26,6 +26,13 @@
    an ordinary linear layer for the norms (B: hs → dy, A: x → dh); the adapters' optimizer step
    runs in before_update (scope "optimizer_step"), followed by the re-merge.
 
+   Poisson sampling (--poisson): each step includes every row of the dataset independently with
+   probability q = L / rows (a Philox stream of (seed, step, row)), processed in physical batches of
+   P with the last one padded by rows of loss weight 0 (they contribute exactly zero); the loop runs
+   ceil((L + 6√L + 1) / P) physical batches per step, so a step with more rows than that (probability
+   below 1e-9) is truncated, counted and logged (dp.poisson_truncated). The update is divided by the
+   expected batch size L, as Opacus does.
+
    Not here: the GPU (DP runs on the CPU and plan backends; kernels/cuda ports the kernels), tied
    embeddings (refused: lm_head and the embedding would share one per-sample gradient). */
 #ifndef DP_SGD_H
@@ -67,6 +74,13 @@ typedef struct DpSgd {
     DpParamState *lps;           /* [2 n_lora]: adapter k's A at 2k, its B at 2k+1 */
     float **lora_hs, **lora_dh;  /* [n_lora]: side products of the current backward */
     int pass;                    /* 1: norms, 2: two-pass's weighted backward */
+    /* Poisson sampling (--poisson): this step's rows, and the mask of real (1) vs padding (0) rows */
+    long *rows; long n_rows, cap_rows;
+    float *mask;                 /* backend [B] */
+    float *weights;              /* backend [B]: c_b · mask_b for the weighted backward */
+    int *host_batch;             /* [2 B T] staging */
+    long truncated;              /* samples dropped because the step's capacity was exceeded */
+    long sampled_total;
     Accountant acc;
     long steps_done;
     int printed_choice, shortcut, computes;

@@ -10,6 +10,8 @@
      - with C huge and σ = 0 the DP gradient after before_update equals the vanilla gradient;
      - logical batch 8 as 1×8, 2×4 and 8×1 physical batches gives the same update;
      - a physical batch of 1 (the shortcut) clips the ordinary gradient by the same factor;
+     - Poisson sampling draws the rows of the documented stream, pads the last physical batch with
+       rows that contribute nothing, and the update is Σ_b c_b g_b / L over the drawn rows;
      - memory: direct's per_sample_grads peak is B·|θ_trainable|·4 bytes exactly; ghost's Gram
        buffers are 2·B·T²·4 bytes; flash's `ghost` peak is one 2·R² tile and no T×T buffer.
    Tolerances: both sides are float32 computations of the same quantities that differ only in
@@ -23,6 +25,7 @@
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
 #include "dp_sgd.h"
+#include <Random123/philox.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -263,6 +266,79 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
     free(tok); free(tgt); free(g); free(rn); free(want); free(out); free(pre); free(vanilla);
 }
 
+/* Poisson sampling on a data set of 12 rows, logical batch 4 (q = 1/3), physical batches of 2: the
+   rows drawn are those of the documented stream (recomputed here), padding rows contribute nothing,
+   and the update is Σ_b c_b g_b / L over exactly the drawn rows. */
+static void test_poisson(const LlamaConfig *mc, int T, uint64_t seed) {
+    const int N = 12, L = 4, P = 2;
+    int *stream = xcalloc((size_t)N * (T + 1), sizeof(int));
+    uint64_t st = seed * 104729 + 3;
+    for (int i = 0; i < N * (T + 1); i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        stream[i] = (int)((st >> 33) % (uint64_t)mc->vocab_size);
+    }
+    for (int step = 0; step < 3; step++) {
+        Rig r;
+        DpConfig dp;
+        DpSgd d;
+        TrainStrategy strat;
+        rig_config(&r.cfg, mc, L, T);
+        dp_config_defaults(&dp, DP_NORM_FLASH, step == 1 ? DP_CLIP_TWOPASS : DP_CLIP_BK);
+        dp.poisson = 1; dp.max_physical_batch = P; dp.noise_multiplier = 0; dp.seed = seed; dp.flash_tile = 8;
+        dp.max_grad_norm = 0.5;
+        if (dp_sgd_prepare(&d, &strat, &dp, &r.cfg, "poisson")) { printf("FAIL: prepare\n"); exit(1); }
+        rig_open(&r, seed);
+        r.s.data.synthetic = 0; r.s.data.tokens = stream; r.s.data.n_tokens = (size_t)N * (T + 1);
+        if (dp_sgd_init(&d, &r.s)) { printf("FAIL: init: %s\n", kbackend_error(&r.kb)); exit(1); }
+        CHECK(d.dataset_size == N && fabs(d.sample_rate - (double)L / N) < 1e-15, "Poisson: dataset %ld rows, q %g",
+              d.dataset_size, d.sample_rate);
+        llama_zero_grad(&r.s.model);
+        r.s.step = step;
+        for (r.s.micro = 0; r.s.micro < r.cfg.grad_accum; r.s.micro++)
+            if (dp_sgd_physical_batch(&d, &r.s)) { printf("FAIL: Poisson batch: %s\n", kbackend_error(&r.kb)); exit(1); }
+        /* the documented draw */
+        long want_rows[12], n_want = 0;
+        for (long i = 0; i < N; i++) {
+            philox4x32_ctr_t c = {{ (uint32_t)i, 0, (uint32_t)step, 0x504F4953u }};
+            philox4x32_key_t k = {{ (uint32_t)seed, (uint32_t)(seed >> 32) }};
+            if (philox4x32(c, k).v[0] < (uint32_t)(4294967296.0 * L / N)) want_rows[n_want++] = i;
+        }
+        int same = d.n_rows == n_want;
+        for (long i = 0; same && i < n_want; i++) same = d.rows[i] == want_rows[i];
+        CHECK(same, "Poisson step %d: drew %ld rows, the stream says %ld", step, d.n_rows, n_want);
+        r.s.step = step;
+        if (dp_sgd_before_update(&d, &r.s)) { printf("FAIL: before_update\n"); exit(1); }
+        LlamaModel probe;
+        llama_describe(&probe, mc, 1, T);
+        const size_t Pn = n_trainable(&probe);
+        llama_free(&probe);
+        double *out = xcalloc(Pn, 8), *want = xcalloc(Pn, 8);
+        grads_flat(&r.s.model, out);
+        dp_sgd_destroy(&d, &r.s);
+        rig_close(&r);
+        if (n_want) {
+            int *tok = xcalloc((size_t)n_want * T, sizeof(int)), *tgt = xcalloc((size_t)n_want * T, sizeof(int));
+            for (long j = 0; j < n_want; j++)
+                for (int t = 0; t < T; t++) {
+                    tok[j * T + t] = stream[want_rows[j] * (T + 1) + t];
+                    tgt[j * T + t] = stream[want_rows[j] * (T + 1) + t + 1];
+                }
+            double *g = xcalloc((size_t)n_want * Pn, 8), *rn = xcalloc(n_want, 8);
+            reference(mc, T, (int)n_want, tok, tgt, seed, g, rn, Pn);
+            for (long j = 0; j < n_want; j++) {
+                double c = fmin(1.0, 0.5 / (sqrt(rn[j]) + 1e-6));
+                for (size_t k = 0; k < Pn; k++) want[k] += c * g[(size_t)j * Pn + k] / L;
+            }
+            free(tok); free(tgt); free(g); free(rn);
+        }
+        double sc = max_abs(want, Pn), e = max_diff(out, want, Pn);
+        CHECK(e <= 1e-5 * (sc + 1e-30) || (sc == 0 && e == 0), "Poisson step %d (%ld rows): update off by %.3g (scale %.3g)",
+              step, n_want, e, sc);
+        free(out); free(want);
+    }
+    free(stream);
+}
+
 int main(void) {
     LlamaConfig a = { .preset = "test", .vocab_size = 61, .dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
                       .ffn_dim = 48, .tie_embeddings = 0, .rope_theta = 10000.0f, .norm_eps = 1e-6f };
@@ -271,6 +347,7 @@ int main(void) {
     for (uint64_t seed = 1; seed <= 2; seed++) {
         test_config("GQA C32 T17 B3", &a, 3, 17, seed);
         test_config("MHA C24 T33 B4", &b, 4, 33, seed);
+        test_poisson(&a, 17, seed);
     }
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
     printf("dp train: %d checks passed\n", checks);
