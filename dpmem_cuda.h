@@ -52,7 +52,8 @@
                            later scope ends, at snapshots, at flush/exit) and logged as GPU_TIME events.
      DPMEM_SAMPLE_MS=N     a thread records cudaMemGetInfo every N ms (DEVICE events), for memory
                            moved by code that is not instrumented.
-     DPMEM_NVTX_MEM=0      do not register tagged allocations as NVTX memory regions.
+     DPMEM_NVTX_MEM=0      do not register tagged device and managed allocations as NVTX memory
+                           regions named by their tag (compute-sanitizer --nvtx yes shows the names).
      DPMEM_NVTX_COUNTERS=0 do not emit live bytes per category as NVTX counters.
      NVTX regions and counters are only emitted when a tool can listen (NVTX_INJECTION64_PATH is set,
      as Nsight Systems and compute-sanitizer do): otherwise a tagged allocation pays one branch.
@@ -66,9 +67,11 @@
    LIMITS
      GPU time of a scope is the device time between its begin and end events on the chosen stream:
      work the scope put on other streams is not in it unless those streams join it. Do not turn timing
-     on around CUDA graph capture of that stream. GPU times still pending when the log is closed are
-     lost: call dpmem_cuda_flush() (or dpmem_cuda_shutdown()) before dpmem_close(). Memory of
-     cudaMallocAsync pools that is freed but kept by the pool shows as untracked in snapshots.
+     on around CUDA graph capture of that stream. Pending GPU times are written at exit (before the
+     kit closes its log); if you call dpmem_close() yourself, call dpmem_cuda_flush() first or they are
+     lost. Memory of cudaMallocAsync pools that is freed but kept by the pool, and memory of other
+     processes on the same GPU, show as untracked in snapshots. A forked child neither times nor
+     samples.
 
    LICENCE: MIT. */
 
