@@ -12,6 +12,7 @@
    the norm is that of dW and clipping one scale, whatever --norm says (printed once).
    Not here: the kernels (kernels/cpu/dp_*.c), the loop (train.c), LoRA's adapters (lora.c). */
 #include "dp_sgd.h"
+#include "checkpoint.h"
 #include "dpmem.h"
 #include "noise.h"
 
@@ -61,7 +62,22 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     st->physical_batch = dp_sgd_physical_batch;
     st->before_update = dp_sgd_before_update;
     st->destroy = dp_sgd_destroy;
-    if (dp->lora_rank > 0) st->frozen = dp_sgd_frozen;
+    if (dp->lora_rank > 0) { st->frozen = dp_sgd_frozen; st->save = dp_sgd_save_adapters; }
+    return 0;
+}
+
+/* --save with LoRA: the model saved by the loop is already merged (lora.h); the adapters go to
+   <dir>/adapter in PEFT's layout (a subdirectory: see checkpoint.h). */
+int dp_sgd_save_adapters(void *user, TrainState *s, const char *dir) {
+    DpSgd *d = user;
+    if (d->n_lora == 0) return 0;
+    char sub[4096], err[CKPT_ERR];
+    snprintf(sub, sizeof sub, "%s/adapter", dir);
+    if (ckpt_save_lora_adapters(d->lora, d->n_lora, d->kb, s->cfg->init_from, sub, err, sizeof err) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return -1;
+    }
+    if (!s->cfg->quiet && kbackend_computes(d->kb)) printf("saved: %s/adapter_model.safetensors, adapter_config.json (PEFT)\n", sub);
     return 0;
 }
 

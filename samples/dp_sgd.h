@@ -97,6 +97,7 @@ int  dp_sgd_init(void *user, TrainState *s);
 int  dp_sgd_physical_batch(void *user, TrainState *s);
 int  dp_sgd_before_update(void *user, TrainState *s);
 void dp_sgd_destroy(void *user, TrainState *s);
+int  dp_sgd_save_adapters(void *user, TrainState *s, const char *dir);
 
 /* The hook (exposed for tests): per-sample norms of one weight gradient. */
 int  dp_sgd_weight_grad(void *user, const GradHookArgs *a);

@@ -66,6 +66,7 @@ typedef struct TrainStrategy {
     int  (*before_update)(void *user, TrainState *s);  /* NULL: nothing */
     void (*destroy)(void *user, TrainState *s);        /* may be NULL */
     int  (*frozen)(void *user, const ParamInfo *p);    /* NULL: all trainable */
+    int  (*save)(void *user, TrainState *s, const char *dir); /* after --save wrote the model (LoRA: the adapters); may be NULL */
     KTraceFn trace;         /* optional: sees every backend allocation and free (tests, tools) */
     void *trace_user;
 } TrainStrategy;
