@@ -3,7 +3,7 @@
 # loads back and saves again byte for byte (F32), --print-params shows the checkpoint's names, BF16
 # saves are half the size, and bad checkpoints or flags end with exit 1 and one line naming the
 # problem (missing directory, non-LLaMA config, truncated weights, a shape flag that contradicts
-# the checkpoint, an unknown --save-dtype).
+# the checkpoint, an unknown --save-dtype); a LoRA run's --save matches PEFT (tests/test_ckpt_peft.py).
 B=${DPMEM_BUILD:-build}
 T="$B/train_vanilla"
 [ -x "$T" ] || { echo "FAIL: $T not built"; exit 1; }
@@ -41,5 +41,13 @@ expect_error "truncated weights" "trunc/model.safetensors" -- "$T" --init-from "
 expect_error "shape flag against the checkpoint" "hidden_size" -- "$T" --init-from "$d/a" --dim 128 --steps 1
 expect_error "unknown --save-dtype" "--save-dtype" -- "$T" --save "$d/x" --save-dtype fp8 --steps 1
 expect_error "--init-from without a value" "--init-from" -- "$T" --steps 1 --init-from
+# LoRA: the merged model plus PEFT adapters in <save>/adapter, checked against PEFT's W0 + alpha/r B A.
+if [ -x "$B/train_lora" ] && command -v python3 >/dev/null 2>&1; then
+  "$B/train_lora" --init-from "$d/a" --lora-rank 2 --steps 3 --lr 0.01 --quiet --save "$d/lora" >/dev/null 2>"$d/err" \
+    || no "train_lora --save failed: $(cat "$d/err")"
+  python3 tests/test_ckpt_peft.py "$d/a" "$d/lora" || no "the LoRA save does not match PEFT's semantics"
+else
+  echo "note: no $B/train_lora (or python3): the PEFT save is not checked here"
+fi
 [ $fail -eq 0 ] && echo "checkpoint flags: save, load, re-save byte-identical, bf16, bad checkpoints OK"
 exit $fail
