@@ -1,15 +1,10 @@
 #!/bin/sh
-# make demo: runs the samples into results/<timestamp>/ and turns their logs into pictures and tables.
-set -eu
+# make demo: the experiment suite (tools/run_experiments) on its embedded default configuration:
+# every DP-SGD method side by side, each in its own process, into results/<UTC timestamp>/ with the
+# logs, summary.txt, results.csv, results.json and the PNGs; prints the summary table and the folder.
+# Usage: sh samples/demo.sh [BUILD] [run_experiments options...]; the EXP_* variables configure it
+# too (docs/EXPERIMENTS.md). `make` has already built everything when `make demo` calls this.
+set -u
 BUILD=${1:-build}
-out=results/$(date +%Y%m%d-%H%M%S)
-mkdir -p "$out"
-echo "== quickstart (the kit on a pretend training loop, 3 loader threads)"
-"$BUILD/quickstart" "$out/quickstart.log"
-if [ -x "$BUILD/dpmem-render" ]; then
-  "$BUILD/dpmem-render" "$out/quickstart.log" -o "$out/quickstart.png"
-fi
-if [ -x "$BUILD/dpmem-report" ]; then
-  "$BUILD/dpmem-report" "$out/quickstart.log" > "$out/summary.txt" && cat "$out/summary.txt"
-fi
-echo "results in $out/"
+[ $# -eq 0 ] || shift
+exec sh "$(dirname "$0")/../tools/run_experiments" --build "$BUILD" "$@"

@@ -1,0 +1,24 @@
+# The experiment suite (tools/run_experiments, a POSIX sh script: nothing to build), `make demo`'s
+# content (samples/demo.sh), the demo picture under docs/demo/ and the suite's tests.
+# tools.mk is read after this file: the tools library is named by its path here.
+
+SUITE_TOOLS_LIB := $(BUILD)/tools-obj/libdpmemtools.a
+
+# A helper of the tests: decodes a PNG and counts pixels per category colour.
+$(BUILD)/tests/test_suite_pngstat: tests/test_suite_pngstat.c $(SUITE_TOOLS_LIB) tools/palette.h tools/raster.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(SUITE_TOOLS_LIB) $(LDFLAGS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_suite_pngstat
+TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.sh tests/test_suite_sweep.sh \
+         tests/test_demo.sh tests/test_readme_commands.sh
+
+# `make demo-picture`: the demo at its default configuration, its pictures copied to docs/demo/
+# (the README shows docs/demo/breakdown.png). Commit the result.
+.PHONY: demo-picture
+demo-picture: all
+	@rm -rf $(BUILD)/demo-picture
+	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-picture --quiet
+	@mkdir -p docs/demo
+	cp $(BUILD)/demo-picture/breakdown.png $(BUILD)/demo-picture/timeline.png $(BUILD)/demo-picture/tradeoff.png \
+	   $(BUILD)/demo-picture/summary.txt docs/demo/
