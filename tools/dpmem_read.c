@@ -101,6 +101,16 @@ static int cmp_cat(const void *a, const void *b) {
     return strcmp(x, y);
 }
 
+/* Drops the whole pages of a chunk we are done with from our mapping: a file-backed page comes back
+   from the page cache if touched again (strings point into the mapping), so this only keeps the
+   resident set bounded on huge logs; it never changes what is read. */
+static void release(const DpmemLog *L, uint64_t off, uint64_t len) {
+    if (!L->mapped) return;
+    uint64_t page = 4096, a = (off + page - 1) / page * page, b = (off + len) / page * page;
+    if (b > L->size / page * page) b = L->size / page * page;
+    if (b > a) madvise((void *)(L->data + a), b - a, MADV_DONTNEED);
+}
+
 static void mark_bad(DpmemLog *L, uint64_t off, const char *why) {
     L->corrupt = 1; L->bad_offset = off;
     snprintf(L->why, sizeof L->why, "%s", why);
@@ -217,6 +227,7 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
             snprintf(L->why, sizeof L->why, "cut in the middle of an event");
             L->bad_offset = off + pos;
         }
+        release(L, off, avail);
         if (L->bad_offset) break;
     }
 done:
@@ -264,6 +275,8 @@ static int build_categories(DpmemLog *L, IdSet *tags, IdSet *catids) {
     return 0;
 }
 
+static int open_bytes(DpmemLog *L, const void *data, size_t size, int mapped, const char *name, char *err, size_t errlen);
+
 int dpmem_log_open(DpmemLog *L, const char *path, char *err, size_t errlen) {
     memset(L, 0, sizeof *L);
     int fd = open(path, O_RDONLY);
@@ -284,14 +297,18 @@ int dpmem_log_open(DpmemLog *L, const char *path, char *err, size_t errlen) {
     close(fd);
     if (m == MAP_FAILED) { snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno)); return -1; }
     madvise(m, size, MADV_SEQUENTIAL);
-    int rc = dpmem_log_open_memory(L, m, size, path, err, errlen);
-    if (rc == 0) L->mapped = 1;
-    else munmap(m, size);
+    int rc = open_bytes(L, m, size, 1, path, err, errlen);
+    if (rc) munmap(m, size);
     return rc;
 }
 
 int dpmem_log_open_memory(DpmemLog *L, const void *data, size_t size, const char *name, char *err, size_t errlen) {
+    return open_bytes(L, data, size, 0, name, err, errlen);
+}
+
+static int open_bytes(DpmemLog *L, const void *data, size_t size, int mapped, const char *name, char *err, size_t errlen) {
     memset(L, 0, sizeof *L);
+    L->mapped = mapped;
     L->path = name;
     L->t_first = UINT64_MAX;
     L->data = data;
@@ -413,6 +430,7 @@ const char *dpmem_log_run_name(const DpmemLog *L, char *buf, size_t n) {
 
 static void first_event_from(const DpmemLog *L, uint32_t *chunk, uint32_t *pos) {
     while (*chunk != UINT32_MAX && *pos >= L->chunks[*chunk].end) {
+        release(L, L->chunks[*chunk].offset, L->chunks[*chunk].end);
         *chunk = L->chunks[*chunk].next;
         *pos = 32;
     }
