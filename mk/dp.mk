@@ -70,3 +70,10 @@ $(BUILD)/tests/test_dp_lora: tests/test_dp_lora.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(
 
 ALL   += $(BUILD)/tests/test_dp_lora
 TESTS += $(BUILD)/tests/test_dp_lora
+
+$(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c samples/accountant.c samples/accountant.h | $(DEPS_STAMP) $(addprefix $(BUILD)/,$(DP_SAMPLES))
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cli.c samples/accountant.c $(LDFLAGS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_dp_cli
+TESTS += $(BUILD)/tests/test_dp_cli

@@ -136,9 +136,18 @@ static int lora_setup(DpSgd *d, TrainState *s) {
     return 0;
 }
 
+static int init_inner(DpSgd *d, TrainState *s);
+
+/* On failure the loop never calls destroy: free what was built here. */
 int dp_sgd_init(void *user, TrainState *s) {
     DPMEM_SCOPE("dp_setup");
     DpSgd *d = user;
+    int rc = init_inner(d, s);
+    if (rc) dp_sgd_destroy(d, s);
+    return rc;
+}
+
+static int init_inner(DpSgd *d, TrainState *s) {
     d->s = s;
     d->kb = s->kb;
     d->computes = kbackend_computes(s->kb);

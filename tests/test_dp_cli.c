@@ -1,0 +1,108 @@
+/* test_dp_cli.c — the DP samples as a user runs them (build/train_dpsgd, train_ghost, train_flash,
+   train_lora): a short run prints ε and stores it in the log (the exact value the accountant gives
+   for the run's σ, q, steps, δ is found among the log's strings, under the key dp.epsilon); σ from
+   --target-epsilon reaches the target within 0.01; --print-params of train_lora shows the base
+   frozen and the adapters; bad flags and impossible configurations give a one-line error and a
+   non-zero exit. Binaries are found through DPMEM_BUILD (default "build"). */
+#include "accountant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+#define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                               printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static const char *build_dir(void) { const char *b = getenv("DPMEM_BUILD"); return b && *b ? b : "build"; }
+
+/* Runs "<build>/<prog> args", stdout+stderr into out (n bytes); returns the exit status. */
+static int run(const char *prog, const char *args, char *out, size_t n) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/%s %s 2>&1", build_dir(), prog, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) { out[0] = 0; return -1; }
+    size_t len = fread(out, 1, n - 1, p);
+    out[len] = 0;
+    while (fgetc(p) != EOF) {}
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* 1 if the file contains the bytes s (with its NUL: a whole string of the log). */
+static int file_has_string(const char *path, const char *s) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc(n > 0 ? (size_t)n : 1);
+    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    size_t k = strlen(s) + 1;
+    int found = 0;
+    for (size_t i = 0; buf && i + k <= got && !found; i++) found = memcmp(buf + i, s, k) == 0;
+    free(buf);
+    return found;
+}
+
+int main(void) {
+    static char out[1 << 16];
+    char args[512], log[256], want[64];
+    const char *progs[] = { "train_dpsgd", "train_ghost", "train_flash", "train_lora" };
+    snprintf(log, sizeof log, "%s/test-out/dp_cli.log", build_dir());
+    char mk[300];
+    snprintf(mk, sizeof mk, "mkdir -p %s/test-out", build_dir());
+    if (system(mk) != 0) { printf("FAIL: cannot create %s/test-out\n", build_dir()); return 1; }
+
+    for (int i = 0; i < 4; i++) {
+        remove(log);
+        snprintf(args, sizeof args, "--model tiny --seq-len 16 --steps 2 --batch-size 4 --max-physical-batch-size 2 "
+                 "--noise-multiplier 1.3 --dataset-size 100 --log %s", log);
+        int rc = run(progs[i], args, out, sizeof out);
+        double eps = accountant_epsilon_for(1.3, 0.04, 2, 1e-5, NULL);
+        snprintf(want, sizeof want, "%.9g", eps);
+        char line[64];
+        snprintf(line, sizeof line, "epsilon = %.4f", eps);
+        CHECK(rc == 0 && strstr(out, line), "%s: rc %d, want '%s' in:\n%s", progs[i], rc, line, out);
+        CHECK(file_has_string(log, "dp.epsilon") && file_has_string(log, want),
+              "%s: the log must hold dp.epsilon = %s", progs[i], want);
+        CHECK(file_has_string(log, "dp.noise_multiplier") && file_has_string(log, "1.3"), "%s: dp.noise_multiplier", progs[i]);
+    }
+    /* σ from the target ε */
+    int rc = run("train_flash", "--model tiny --seq-len 16 --steps 3 --batch-size 4 --target-epsilon 2 --dataset-size 50",
+                 out, sizeof out);
+    const char *e = strstr(out, "epsilon = ");
+    double eps = e ? atof(e + 10) : -1;
+    CHECK(rc == 0 && eps <= 2.0 && eps > 1.99, "--target-epsilon 2: rc %d, epsilon %g\n%s", rc, eps, out);
+    /* LoRA's parameter table */
+    rc = run("train_lora", "--model tiny --print-params --lora-rank 4 --lora-targets q,down", out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "layers.1.mlp.down_proj.lora_B.weight") && strstr(out, "(64, 4)") &&
+          strstr(out, "layers.0.self_attn.q_proj.lora_A.weight") && !strstr(out, "v_proj.lora_A") &&
+          strstr(out, "LoRA trainable 3584 parameters"),
+          "train_lora --print-params:\n%s", out);
+    /* bad input */
+    const struct { const char *prog, *args, *says; } bad[] = {
+        { "train_flash", "--norm bogus", "--norm" },
+        { "train_ghost", "--clip", "--clip" },
+        { "train_dpsgd", "--batch-size 6 --max-physical-batch-size 4", "multiple" },
+        { "train_flash", "--noise-multiplier 1 --target-epsilon 2", "not both" },
+        { "train_lora", "--lora-rank 0", "--lora-rank" },
+        { "train_lora", "--lora-targets q,x", "--lora-targets" },
+        { "train_flash", "--max-grad-norm -1", "--max-grad-norm" },
+        { "train_flash", "--model tiny --steps 1 --dataset-size 2 --batch-size 4", "fewer than the batch" },
+        { "train_flash", "--model tiny --steps 10 --batch-size 4 --target-epsilon 0.000001 --delta 1e-12", "epsilon" },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        rc = run(bad[k].prog, bad[k].args, out, sizeof out);
+        int lines = 0;
+        for (const char *p = out; *p; p++) lines += *p == '\n';
+        CHECK(rc != 0 && strstr(out, "error") && strstr(out, bad[k].says) && lines == 1,
+              "%s %s: want one error line mentioning '%s', got rc %d:\n%s", bad[k].prog, bad[k].args, bad[k].says, rc, out);
+    }
+    remove(log);
+    if (failures) { printf("%d check(s) failed\n", failures); return 1; }
+    printf("dp cli: all checks passed\n");
+    return 0;
+}
