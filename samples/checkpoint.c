@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -311,11 +313,36 @@ static int make_dir(const char *dir, char *err, size_t errlen) {
     return fail(err, errlen, "%s: cannot create the directory: %s", dir, strerror(errno));
 }
 
+/* Copies base/name to dir/name when base has it (written aside, then renamed). */
+static int copy_if_present(const char *base, const char *dir, const char *name, char *err, size_t errlen) {
+    char from[4096], to[4096], tmp[4200];
+    join(from, sizeof from, base, name);
+    join(to, sizeof to, dir, name);
+    FILE *in = fopen(from, "rb");
+    if (!in) return errno == ENOENT ? 0 : fail(err, errlen, "%s: cannot open: %s", from, strerror(errno));
+    snprintf(tmp, sizeof tmp, "%s.tmp", to);
+    FILE *out = fopen(tmp, "wb");
+    if (!out) { fclose(in); return fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno)); }
+    char buf[1 << 16];
+    size_t n;
+    int ok = 1;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
+    ok = ok && !ferror(in);
+    fclose(in);
+    if (fclose(out) != 0) ok = 0;
+    if (!ok || rename(tmp, to) != 0) {
+        unlink(tmp);
+        return fail(err, errlen, "%s: copy to %s failed", from, to);
+    }
+    return 0;
+}
+
 static const char *torch_dtype_of(SafeTensorsDtype d) {
     return d == ST_BF16 ? "bfloat16" : d == ST_F16 ? "float16" : "float32";
 }
 
-int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, char *err, size_t errlen) {
+int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, char *err,
+              size_t errlen) {
     DPMEM_SCOPE("checkpoint_save");
     if (dtype != ST_F32 && dtype != ST_BF16 && dtype != ST_F16)
         return fail(err, errlen, "%s: can only save F32, BF16 or F16", dir);
@@ -324,6 +351,20 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, char
     HFConfig hf;
     ckpt_hf_config_from(&m->cfg, m->cfg.max_pos > 0 ? m->cfg.max_pos : (m->T > 2048 ? m->T : 2048), &hf);
     snprintf(hf.torch_dtype, sizeof hf.torch_dtype, "%s", torch_dtype_of(dtype));
+    if (base) { /* what the model struct does not carry: token ids; the tokenizer files */
+        HFConfig b;
+        char bpath[4096];
+        join(bpath, sizeof bpath, base, "config.json");
+        if (hf_config_read(&b, bpath, err, errlen)) return -1;
+        hf.bos_token_id = b.bos_token_id;
+        hf.eos_token_id = b.eos_token_id;
+        char rb[PATH_MAX], rd[PATH_MAX];
+        int same = realpath(base, rb) && realpath(dir, rd) && strcmp(rb, rd) == 0; /* saving over the base */
+        static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                            "tokenizer.model", "generation_config.json"};
+        for (size_t i = 0; !same && i < sizeof files / sizeof files[0]; i++)
+            if (copy_if_present(base, dir, files[i], err, errlen)) return -1;
+    }
     char path[4096];
     join(path, sizeof path, dir, "config.json");
     if (hf_config_write(&hf, path, err, errlen)) return -1;

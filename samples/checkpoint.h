@@ -57,8 +57,12 @@ int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen);
 
 /* --save: DIR/config.json and DIR/model.safetensors (created, tensors as `dtype`: ST_F32, ST_BF16
    or ST_F16; {"format": "pt"} metadata, which transformers requires). Frozen tensors are saved too
-   (they are the model). */
-int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, char *err, size_t errlen);
+   (they are the model). base: the --init-from directory or NULL; from it the config keeps
+   bos/eos_token_id and max_position_embeddings, and the tokenizer files (tokenizer.json,
+   tokenizer_config.json, special_tokens_map.json, tokenizer.model, generation_config.json) are
+   copied, so that DIR is a complete model directory for AutoTokenizer and AutoModelForCausalLM. */
+int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, char *err,
+              size_t errlen);
 
 /* LoRA: DIR/adapter_model.safetensors with PEFT's names
    (base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight [r, in], ...lora_B.weight [out, r])

@@ -228,7 +228,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     if (c->save_dir) { /* scope "checkpoint_save" */
         char err[CKPT_ERR];
         SafeTensorsDtype dt = !strcmp(c->save_dtype, "bf16") ? ST_BF16 : !strcmp(c->save_dtype, "f16") ? ST_F16 : ST_F32;
-        if (ckpt_save(&s.model, c->save_dir, dt, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
+        if (ckpt_save(&s.model, c->save_dir, dt, c->init_from, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
         if (!c->quiet && kbackend_computes(&kb)) printf("saved: %s/config.json, %s/model.safetensors (%s)\n", c->save_dir, c->save_dir, c->save_dtype);
         if (st->save && st->save(st->user, &s, c->save_dir) != 0) goto out;
     }

@@ -3,7 +3,8 @@
 # loads back and saves again byte for byte (F32), --print-params shows the checkpoint's names, BF16
 # saves are half the size, and bad checkpoints or flags end with exit 1 and one line naming the
 # problem (missing directory, non-LLaMA config, truncated weights, a shape flag that contradicts
-# the checkpoint, an unknown --save-dtype); a LoRA run's --save matches PEFT (tests/test_ckpt_peft.py).
+# the checkpoint, an unknown --save-dtype); a save from a Hugging Face layout keeps token ids, max
+# positions and rope scaling and copies the tokenizer files (also when saving over the base); a LoRA run's --save matches PEFT (tests/test_ckpt_peft.py).
 B=${DPMEM_BUILD:-build}
 T="$B/train_vanilla"
 [ -x "$T" ] || { echo "FAIL: $T not built"; exit 1; }
@@ -32,6 +33,23 @@ grep -q "^model.layers.1.self_attn.k_proj.weight  *(32, 64)" "$d/out" || no "--p
 a=$(wc -c <"$d/a/model.safetensors"); c=$(wc -c <"$d/c/model.safetensors")
 [ $((a - c)) -gt $((a / 2 - 2048)) ] || no "bf16 file is $c bytes, f32 is $a: not about half"
 grep -q '"torch_dtype":[[:space:]]*"bfloat16"' "$d/c/config.json" || no "bf16 save's config.json does not say bfloat16"
+
+# From a Hugging Face layout checkpoint: the saved directory keeps the token ids, max positions and
+# llama3 scaling of the base, and gets its tokenizer files.
+if command -v python3 >/dev/null 2>&1; then
+  python3 tests/test_ckpt_hf_layout.py "$d/hf" || no "layout writer failed"
+  printf '{"fake": "tokenizer"}\n' >"$d/hf/tokenizer.json"
+  printf '{"bos_token_id": 1}\n' >"$d/hf/generation_config.json"
+  "$T" --init-from "$d/hf" --steps 1 --quiet --seq-len 8 --save "$d/hf2" >/dev/null 2>"$d/err" || no "training from the HF layout failed: $(cat "$d/err")"
+  cmp -s "$d/hf/tokenizer.json" "$d/hf2/tokenizer.json" || no "tokenizer.json was not copied"
+  cmp -s "$d/hf/generation_config.json" "$d/hf2/generation_config.json" || no "generation_config.json was not copied"
+  for kv in '"bos_token_id":[[:space:]]*1,' '"eos_token_id":[[:space:]]*2,' '"max_position_embeddings":[[:space:]]*131072,' \
+            '"rope_type":[[:space:]]*"llama3"' '"tie_word_embeddings":[[:space:]]*true' '"num_key_value_heads":[[:space:]]*2,'; do
+    grep -q "$kv" "$d/hf2/config.json" || no "saved config.json lacks $kv"
+  done
+  "$T" --init-from "$d/hf2" --steps 0 --quiet --seq-len 8 --save "$d/hf2" >/dev/null 2>"$d/err" || no "saving over the --init-from directory failed: $(cat "$d/err")"
+  cmp -s "$d/hf/tokenizer.json" "$d/hf2/tokenizer.json" || no "saving over the base damaged tokenizer.json"
+fi
 
 expect_error "missing directory" "config.json" -- "$T" --init-from "$d/none" --steps 1
 mkdir -p "$d/mistral" && sed 's/LlamaForCausalLM/MistralForCausalLM/' "$d/a/config.json" >"$d/mistral/config.json"

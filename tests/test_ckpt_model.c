@@ -90,7 +90,7 @@ static void test_round_trip(const char *root, int tie, int llama3) {
     if (build(&a, &kb, &c, 1) || build(&b, &kb, &c, 2)) return;
     CHECK(!same_params(&a, &b, 0), "two seeds gave the same parameters");
     double la = loss_of(&a);
-    CHECK(ckpt_save(&a, dir, ST_F32, err, sizeof err) == 0, "save: %s", err);
+    CHECK(ckpt_save(&a, dir, ST_F32, NULL, err, sizeof err) == 0, "save: %s", err);
     LlamaConfig back;
     memset(&back, 0, sizeof back);
     CHECK(ckpt_read_config(dir, &back, NULL, err, sizeof err) == 0, "read config: %s", err);
@@ -105,7 +105,7 @@ static void test_round_trip(const char *root, int tie, int llama3) {
     CHECK(la == lb, "tie %d llama3 %d: loss %.9g after the round trip, %.9g before", tie, llama3, lb, la);
 
     /* BF16: every parameter comes back as its bf16 rounding. */
-    CHECK(ckpt_save(&a, dir, ST_BF16, err, sizeof err) == 0, "bf16 save: %s", err);
+    CHECK(ckpt_save(&a, dir, ST_BF16, NULL, err, sizeof err) == 0, "bf16 save: %s", err);
     CHECK(ckpt_load(&b, dir, err, sizeof err) == 0, "bf16 load: %s", err);
     int bad = 0;
     for (int i = 0; i < a.n_params; i++) {
@@ -134,7 +134,7 @@ static void test_memory(const char *root) {
         if (device) kb.space = DPMEM_DEVICE; /* the staging path, on host memory */
         LlamaModel m;
         if (build(&m, &kb, &c, 3)) return;
-        if (!device) CHECK(ckpt_save(&m, dir, ST_F32, err, sizeof err) == 0, "save: %s", err);
+        if (!device) CHECK(ckpt_save(&m, dir, ST_F32, NULL, err, sizeof err) == 0, "save: %s", err);
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         size_t fsize = file_size(path), largest = 0;
         for (int i = 0; i < m.n_params; i++) if (m.params[i].numel > largest) largest = m.params[i].numel;
@@ -262,12 +262,12 @@ static void test_bad(const char *root) {
     LlamaModel m;
     if (build(&m, &kb, &c, 4)) return;
     expect_fail(&m, dir, "no directory", "config.json", "No such file");
-    CHECK(ckpt_save(&m, dir, ST_F32, err, sizeof err) == 0, "save: %s", err);
+    CHECK(ckpt_save(&m, dir, ST_F32, NULL, err, sizeof err) == 0, "save: %s", err);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     unlink(path);
     expect_fail(&m, dir, "no weights", "neither model.safetensors", dir);
 
-    #define RESAVE() CHECK(ckpt_save(&m, dir, ST_F32, err, sizeof err) == 0, "save: %s", err)
+    #define RESAVE() CHECK(ckpt_save(&m, dir, ST_F32, NULL, err, sizeof err) == 0, "save: %s", err)
     RESAVE();
     LlamaConfig other = c;
     other.ffn_dim = 64;
