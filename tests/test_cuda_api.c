@@ -4,7 +4,8 @@
    Checks, with tests/nvtx_inject_ext.c attached as the NVTX tool:
    - tagged device and managed allocations register an NVTX memory region of the exact address and
      size, named by the tag; host and pinned ones do not; freeing unregisters (an unknown pointer does
-     not);
+     not); DPMEM_NVTX_MEM=0 and DPMEM_NVTX_COUNTERS=0 each turn their part off;
+   - two threads tagging at once: every region unregistered, counters end at the true live bytes;
    - NVTX counters: one per category and one for the device total, sampled with the exact live bytes
      whenever they change, and only then;
    - dpmem_cuda_nvtx(0, 0) silences both;
@@ -18,6 +19,7 @@
 #include "tests/logread.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <unistd.h>
 
@@ -40,6 +42,8 @@ static int failures;
             fputc('\n', stderr);                                                                   \
         }                                                                                          \
     } while (0)
+
+static unsigned long long activations_counter, device_counter;   /* ids the tool gave them */
 
 typedef const char *(*record_fn)(void);
 typedef void (*clear_fn)(void);
@@ -97,6 +101,7 @@ static void check_region_set(void) {
     int i, missing = 0;
     rec_clear();
     for (i = 0; i < N; i++) dpmem_cuda_tag(&slots[i], sizeof slots[i], "activations/many", DPMEM_DEVICE);
+    activations_counter = counter_id("dpmem activations bytes");
     CHECK(count_prefix("region+") == N, "%d regions registered, want %d", count_prefix("region+"), N);
     rec_clear();
     for (i = 0; i < N; i++) dpmem_cuda_untag(&slots[(i * 7) % N]);   /* 7 and 3000 are coprime */
@@ -115,6 +120,7 @@ static void check_nvtx(void) {
     CHECK(has_line("attached counters"), "the counters extension was not handed to the tool:\n%s", rec());
     params = counter_id("dpmem params bytes");
     device = counter_id("dpmem device bytes");
+    device_counter = device;
     CHECK(has_line("region+ %p 1000", (void *)a), "no region for params/wte:\n%s", rec());
     CHECK(has_line("name %p params/wte", (void *)a), "region not named by its tag:\n%s", rec());
     CHECK(params && has_line("sample %llu 1000", params), "params counter not at 1000:\n%s", rec());
@@ -169,6 +175,47 @@ static void check_nvtx(void) {
     /* live now: b (24, device), x (8, device) */
 }
 
+/* The value of the last sample of a counter in the capture (-1: none). */
+static long long last_sample(unsigned long long id) {
+    char want[64];
+    const char *p = rec(), *hit = NULL;
+    long long v = -1;
+    snprintf(want, sizeof want, "sample %llu ", id);
+    while ((p = strstr(p, want)) != NULL) {
+        if (p == rec() || p[-1] == '\n') hit = p;
+        p += strlen(want);
+    }
+    if (hit) sscanf(hit + strlen(want), "%lld", &v);
+    return v;
+}
+
+static char stress_bufs[2][64];
+
+static void *stress_thread(void *arg) {
+    char *base = (char *)arg;
+    for (int i = 0; i < 1000; i++) {
+        dpmem_cuda_tag(base + i % 50, 1 + (size_t)(i % 50), "activations/stress", DPMEM_DEVICE);
+        dpmem_cuda_untag(base + i % 50);
+    }
+    return NULL;
+}
+
+/* Two threads tag and untag at once with regions and counters on (the locks, under ASan too):
+   every region registered is unregistered, and the counters end at the true live bytes. */
+static void check_threads(void) {
+    pthread_t th[2];
+    size_t device_live = dpmem_live_bytes_in(DPMEM_DEVICE);
+    rec_clear();
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, stress_thread, stress_bufs[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(count_prefix("region+") == 2000 && count_prefix("region-") == 2000, "%d registered, %d unregistered, want 2000",
+          count_prefix("region+"), count_prefix("region-"));
+    CHECK(activations_counter && last_sample(activations_counter) == 0, "activations counter ends at %lld, want 0",
+          last_sample(activations_counter));
+    CHECK(device_counter && last_sample(device_counter) == (long long)device_live, "device counter ends at %lld, want %zu",
+          last_sample(device_counter), device_live);
+}
+
 static void check_no_gpu(void) {
     void *p = (void *)&failures, *q = NULL;
     size_t live = dpmem_live_bytes(NULL), used = 1, total = 1;
@@ -213,7 +260,31 @@ static void check_snapshot(const char *path, size_t want_total) {
     log_free(&lf);
 }
 
-int main(void) {
+/* Child mode "env": the DPMEM_NVTX_MEM / DPMEM_NVTX_COUNTERS switches given by the parent. */
+static int env_child(void) {
+    static char buf[256];
+    int want_regions = getenv("DPMEM_NVTX_MEM") && strcmp(getenv("DPMEM_NVTX_MEM"), "0") == 0 ? 0 : 1;
+    int want_counters = getenv("DPMEM_NVTX_COUNTERS") && strcmp(getenv("DPMEM_NVTX_COUNTERS"), "0") == 0 ? 0 : 1;
+    dpmem_cuda_init();
+    dpmem_cuda_tag(buf, sizeof buf, "params/env", DPMEM_DEVICE);
+    dpmem_cuda_untag(buf);
+    CHECK((count_prefix("region+") == 1) == want_regions && (count_prefix("region-") == 1) == want_regions,
+          "regions %s expected:\n%s", want_regions ? "on" : "off", rec());
+    CHECK((count_prefix("sample ") > 0) == want_counters, "counters %s expected:\n%s", want_counters ? "on" : "off", rec());
+    return failures ? 1 : 0;
+}
+
+static void check_env(const char *self) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "DPMEM_NVTX_MEM=0 '%s' env", self);
+    CHECK(system(cmd) == 0, "DPMEM_NVTX_MEM=0 not obeyed");
+    snprintf(cmd, sizeof cmd, "DPMEM_NVTX_COUNTERS=0 '%s' env", self);
+    CHECK(system(cmd) == 0, "DPMEM_NVTX_COUNTERS=0 not obeyed");
+    snprintf(cmd, sizeof cmd, "'%s' env", self);
+    CHECK(system(cmd) == 0, "regions and counters not on by default with a tool attached");
+}
+
+int main(int argc, char **argv) {
     const char *build = getenv("DPMEM_BUILD") ? getenv("DPMEM_BUILD") : "build";
     char lib[4096], path[256];
     void *h;
@@ -229,6 +300,7 @@ int main(void) {
     rec = (record_fn)(uintptr_t)dlsym(h, "nvtx_inject_ext_record");
     rec_clear = (clear_fn)(uintptr_t)dlsym(h, "nvtx_inject_ext_clear");
     if (!rec || !rec_clear) { fprintf(stderr, "FAIL: %s lacks its record functions\n", lib); return 1; }
+    if (argc > 1 && strcmp(argv[1], "env") == 0) return env_child();
 
     snprintf(path, sizeof path, "/tmp/dpmem_test_cuda_api_%d.log", (int)getpid());
     if (dpmem_open(path) != 0) { fprintf(stderr, "FAIL: cannot open %s\n", path); return 1; }
@@ -237,6 +309,8 @@ int main(void) {
     dpmem_cuda_init();
 
     check_nvtx();
+    check_threads();
+    check_env(argv[0]);
     if (!have_gpu) check_no_gpu();
     else {
         CHECK(dpmem_cuda_init() == 0, "init says there is no device");
