@@ -264,7 +264,12 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     p->used = stream_direct ? DP_NORM_MIXED : (int)method;
     if (bk && !p->psg) {
         if (g_owned) p->G = g_owned;
-        else {
+        else if (G == d->s->model.acts.logits && d->retain) {
+            /* lm_head: G is the logits buffer turned into dlogits in place, which the backward keeps
+               (retain_saved) until llama_release_saved: N x V floats not copied */
+            p->G = (float *)G;
+            p->G_borrowed = 1;
+        } else {
             if (!(p->G = alloc_tag(d, (size_t)B * T * dout, "bk", name, ".G"))) return -1;
             if (copy_buffer(d->kb, p->G, G, (size_t)B * T * dout)) return -1;
         }
@@ -351,7 +356,8 @@ int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
 
 static void free_state(DpSgd *d, DpParamState *p) {
     kbuf_free(d->kb, p->psg); p->psg = NULL;
-    kbuf_free(d->kb, p->G); p->G = NULL;
+    if (!p->G_borrowed) kbuf_free(d->kb, p->G);
+    p->G = NULL; p->G_borrowed = 0;
     kbuf_free(d->kb, p->A_owned); p->A_owned = NULL;
     p->A = NULL;
 }
@@ -498,8 +504,9 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         return 0;
     }
     const int bk = d->cfg.clip == DP_CLIP_BK;
+    d->retain = bk && d->cfg.norm != DP_NORM_DIRECT;
     GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
-                    .retain_saved = bk && d->cfg.norm != DP_NORM_DIRECT, .frozen_too = d->n_lora > 0 };
+                    .retain_saved = d->retain, .frozen_too = d->n_lora > 0 };
     d->pass = 1;
     if (fill_buffer(d->kb, d->norm2, 0.0f, (size_t)B)) return -1;
     if (train_backward_scaled(s, &h, per_sample_scale)) { free_kept(d); return -1; }
@@ -515,7 +522,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
                 clipped_sum(d, &d->lps[2 * k + 1], d->lora[k].dB, NULL, 0);
             }
         }
-        free_kept(d);
+        free_kept(d);                            /* before the release: borrowed buffers go with it */
         llama_release_saved(m);
     }
     if (!bk) {

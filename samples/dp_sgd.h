@@ -49,6 +49,7 @@ typedef struct {
     float *G;              /* bk: copy of the output gradient [B,T,d_out] (or LoRA's own dh) */
     const float *A;        /* bk: the saved input (retained by the backward, or LoRA's own hs) */
     float *A_owned;        /* bk: A when it is ours to free (LoRA's hs) */
+    int G_borrowed;        /* bk: G is the model's retained buffer (lm_head's dlogits), not a copy */
     int kind, B, T, d_in, d_out;
     int used;              /* the method used for this tensor (DpNorm), -1: none yet */
     DpIO io;               /* traffic of its norm computation, per physical batch */
@@ -74,6 +75,7 @@ typedef struct DpSgd {
     DpParamState *lps;           /* [2 n_lora]: adapter k's A at 2k, its B at 2k+1 */
     float **lora_hs, **lora_dh;  /* [n_lora]: side products of the current backward */
     int pass;                    /* 1: norms, 2: two-pass's weighted backward */
+    int retain;                  /* this backward keeps the saved activations (bk) */
     /* Poisson sampling (--poisson): this step's rows, and the mask of real (1) vs padding (0) rows */
     long *rows; long n_rows, cap_rows;
     float *mask;                 /* backend [B] */
