@@ -45,6 +45,11 @@ $(BUILD)/tests/test_ckpt_model: tests/test_ckpt_model.c $(BUILD)/libtrainer.a $(
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
-ALL   += $(BUILD)/tests/test_ckpt_model
+$(BUILD)/bench/bench_ckpt: tests/bench_ckpt.c $(BUILD)/libtrainer.a $(CKPT_CORE_HDR) samples/checkpoint.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL     += $(BUILD)/tests/test_ckpt_model $(BUILD)/bench/bench_ckpt
+BENCHES += $(BUILD)/bench/bench_ckpt
 TESTS += $(BUILD)/tests/test_ckpt_model tests/test_ckpt_hf.sh tests/test_ckpt_cli.sh
 endif
