@@ -1,0 +1,60 @@
+#!/bin/sh
+# test_suite_cli.sh — tools/run_experiments's command line: every bad flag, value, experiment, sweep
+# or impossible combination gives exit 2 and one line on stderr naming the problem, before any run;
+# --help exits 0 and lists every experiment. Exits 0 on pass, 1 on failure.
+B=${DPMEM_BUILD:-build}
+S=tools/run_experiments
+[ -x "$B/train_vanilla" ] || { echo "FAIL: $B/train_vanilla not built"; exit 1; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# expect_usage PATTERN ARGS...: exit 2, exactly one line on stderr, matching PATTERN; nothing run.
+expect_usage() {
+    pat=$1; shift
+    rm -rf "$tmp/out"
+    sh "$S" --build "$B" --out "$tmp/out" "$@" >"$tmp/stdout" 2>"$tmp/err"; rc=$?
+    lines=$(grep -c . "$tmp/err")
+    if [ $rc -ne 2 ]; then echo "FAIL [$*]: exit $rc, want 2"; cat "$tmp/err"; fail=1; return; fi
+    if [ "$lines" -ne 1 ]; then echo "FAIL [$*]: $lines lines on stderr, want 1"; cat "$tmp/err"; fail=1; return; fi
+    if ! grep -q -- "$pat" "$tmp/err"; then echo "FAIL [$*]: stderr lacks '$pat': $(cat "$tmp/err")"; fail=1; return; fi
+    if ls "$tmp/out"/*.log >/dev/null 2>&1; then echo "FAIL [$*]: a run started"; fail=1; return; fi
+    echo "ok   [$*] -> $(cat "$tmp/err")"
+}
+
+expect_usage "unknown option '--bogus'" --bogus 1
+expect_usage "unknown experiment 'dpsdg'" vanilla dpsdg
+expect_usage "experiment 'ghost' given twice" ghost ghost
+expect_usage "--steps needs a positive integer, got '0'" --steps 0
+expect_usage "--steps needs a positive integer, got 'abc'" --steps abc
+expect_usage "--seq-len needs a positive integer, got '-5'" --seq-len -5
+expect_usage "--dim needs a positive integer, got 'x'" --dim x
+expect_usage "--batch-size 8 is not a multiple of --physical-batch 3" --batch-size 8 --physical-batch 3
+expect_usage "--device must be cpu, cuda or auto, got 'tpu'" --device tpu
+expect_usage "--plan-for must be cpu or cuda" --plan --plan-for tpu
+expect_usage "--check compares the plan with a real run: give --plan too" --check
+expect_usage "--tolerance needs a number" --plan --check --tolerance 2x
+expect_usage "--sweep needs KEY=V1,V2" --sweep seq-len
+expect_usage "--sweep: unknown key 'heads'" --sweep heads=1,2
+expect_usage "--sweep seq-len: no values" --sweep seq-len=
+expect_usage "--sweep seq-len needs a positive integer, got 'big'" --sweep seq-len=64,big
+expect_usage "--sweep lora-rank: none of the experiments has that setting" --sweep lora-rank=4,8 vanilla ghost
+expect_usage "--steps needs a value" --steps
+expect_usage "--mem-limit needs a size such as 40M or 2G, got 'lots'" --mem-limit lots
+expect_usage "train_vanilla not found" --build "$tmp/nowhere"
+mkdir -p "$tmp/full" && : >"$tmp/full/x"
+expect_usage "is not empty" --out "$tmp/full"
+# environment variables are checked like flags
+rm -rf "$tmp/out"
+EXP_STEPS=zero sh "$S" --build "$B" --out "$tmp/out" >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "steps needs a positive integer, got 'zero'" "$tmp/err"; then echo "ok   [EXP_STEPS=zero] -> $(cat "$tmp/err")"
+else echo "FAIL [EXP_STEPS=zero]: exit $rc: $(cat "$tmp/err")"; fail=1; fi
+
+sh "$S" --help >"$tmp/help" 2>&1; rc=$?
+for e in vanilla dpsgd ghost flash mixed lora --sweep --plan --check --mem-limit; do
+    grep -q -- "$e" "$tmp/help" || { echo "FAIL: --help does not mention $e"; fail=1; }
+done
+[ $rc -eq 0 ] || { echo "FAIL: --help exit $rc"; fail=1; }
+
+[ $fail -eq 0 ] && echo "all command-line checks passed"
+exit $fail

@@ -1,0 +1,81 @@
+#!/bin/sh
+# test_suite_plan.sh — the planner through the suite: `run_experiments --plan --check` on the CPU
+# gives, for every method, a predicted peak (plan backend) EXACTLY equal to the measured tagged peak
+# of a real CPU run, on tiny (several shapes) and on the small preset (one layer) (skipped in the sanitizer pass:
+# 46M parameters under ASan are too slow). The numbers in check.txt are those the trainers printed.
+# Then --plan alone at 3b, T=16384: seconds, and the parameters at the peak are exactly 4 bytes per
+# parameter the trainer counted. Exits 0 on pass, 1 on failure.
+B=${DPMEM_BUILD:-build}
+S=tools/run_experiments
+[ -x "$B/train_vanilla" ] || { echo "FAIL: $B/train_vanilla not built"; exit 1; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1
+fail=0
+ALL6="vanilla dpsgd ghost flash mixed lora"
+
+# check_exact DIR: every experiment in check.txt is "exact" and its two numbers are those the two
+# runs printed ("peak tagged memory: N bytes").
+check_exact() {
+    d=$1; label=$2
+    for e in $ALL6; do
+        line=$(awk -v e="$e" '$1 == e' "$d/check.txt")
+        [ -n "$line" ] || { echo "FAIL [$label] $e: no line in check.txt"; fail=1; continue; }
+        set -- $line
+        pred=$(sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' "$d/$e.out")
+        meas=$(sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' "$d/$e.measured.out")
+        if [ "$5" != exact ] || [ "$2" != "$3" ]; then echo "FAIL [$label] $e: predicted $2, measured $3 ($5)"; fail=1
+        elif [ "$2" != "$pred" ] || [ "$3" != "$meas" ]; then echo "FAIL [$label] $e: check.txt says $2/$3, the runs printed $pred/$meas"; fail=1
+        elif ! grep -q -- '--device plan' "$d/$e.cmd" || ! grep -q -- '--device cpu' "$d/$e.measured.cmd"; then echo "FAIL [$label] $e: the two runs are not plan and cpu"; fail=1
+        else echo "ok   [$label] $e: predicted = measured = $2 bytes"; fi
+    done
+}
+
+# run_check LABEL ARGS...: the suite with --plan --check --tolerance 0; it must exit 0.
+run_check() {
+    label=$1; shift
+    d=$tmp/$label
+    sh "$S" --build "$B" --out "$d" --plan --check --tolerance 0 --device cpu --quiet "$@" >"$tmp/$label.stdout" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || { echo "FAIL [$label]: the suite exited $rc"; tail -n 20 "$tmp/$label.stdout"; fail=1; }
+    check_exact "$d" "$label"
+}
+
+run_check tiny-T32 --model tiny --seq-len 32 --batch-size 4 --physical-batch 2 --steps 1
+run_check tiny-T100-GQA --model tiny --seq-len 100 --kv-heads 2 --batch-size 6 --physical-batch 3 --steps 1 --lora-rank 3
+case $B in
+    */san | */san/*) echo "note: small skipped in the sanitizer build (too slow under ASan); tiny covered every method" ;;
+    *) run_check small --model small --layers 1 --seq-len 8 --batch-size 2 --physical-batch 2 --steps 1 ;;
+esac
+
+# A mismatch must be caught: the plan for the CUDA backend (other workspace sizes) against a CPU run
+# is OFF at tolerance 0, and the suite exits 1.
+d=$tmp/mismatch
+sh "$S" --build "$B" --out "$d" --plan --check --plan-for cuda --device cpu --tolerance 0 --quiet \
+    --model tiny --seq-len 32 --steps 1 vanilla >"$tmp/mismatch.stdout" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && awk '$1 == "vanilla" && $5 == "OFF" { ok = 1 } END { exit !ok }' "$d/check.txt"; then
+    echo "ok   [mismatch] plan for cuda vs cpu run: $(awk '$1 == "vanilla"' "$d/check.txt"), exit 1"
+else echo "FAIL [mismatch]: exit $rc, check.txt:"; cat "$d/check.txt"; fail=1; fi
+
+# --plan alone at a size no CPU here could run.
+d=$tmp/plan3b
+start=$(date +%s)
+sh "$S" --build "$B" --out "$d" --plan --model 3b --seq-len 16384 --batch-size 4 --physical-batch 4 --steps 1 --quiet >"$tmp/3b.stdout" 2>&1
+rc=$?; secs=$(( $(date +%s) - start ))
+if [ $rc -ne 0 ]; then echo "FAIL [3b plan]: exit $rc"; tail -n 20 "$tmp/3b.stdout"; fail=1
+else
+    for e in $ALL6; do
+        nparams=$(sed -n 's/.* \([0-9][0-9]*\) parameters,.*/\1/p' "$d/vanilla.out")
+        params=$(awk -F, -v e="$e" 'NR == 1 { for (c = 1; c <= NF; c++) ix[$c] = c; next } $ix["experiment"] == e { print $ix["at_peak.params"] }' "$d/results.csv")
+        peak=$(awk -F, -v e="$e" 'NR == 1 { for (c = 1; c <= NF; c++) ix[$c] = c; next } $ix["experiment"] == e { print $ix["peak_bytes"] }' "$d/results.csv")
+        want=$((nparams * 4))
+        if [ -z "$params" ] || [ "$params" != "$want" ] || [ "$peak" -lt $((100 * 1024 * 1024 * 1024)) ]; then
+            echo "FAIL [3b plan] $e: params at peak '$params' (want $want = 4 x $nparams), peak '$peak'"; fail=1
+        else echo "ok   [3b plan] $e: peak $peak bytes, params at the peak $params"; fi
+    done
+    echo "     (3b at T=16384, six methods planned in ${secs}s)"
+fi
+
+[ $fail -eq 0 ] && echo "planner checks passed"
+exit $fail
