@@ -1,0 +1,131 @@
+/* bench_cuda_kernels.cu — time of the CUDA backend's kernels at LLaMA-1B layer shapes, each beside a
+   baseline measured in the same run: the cuBLAS GEMM of the same layer (what a step must pay anyway).
+   Rows: attention forward/backward (T = 4096 and 16384) vs the q-projection GEMM; per-sample norms
+   (direct, ghost, flash) and book-keeping vs the layer's weight-gradient GEMM; RMSNorm, cross-entropy,
+   AdamW and noise as effective GB/s. Median of 5 timed runs after one warm-up, CUDA events.
+   Without a GPU it prints one SKIP line and exits 0 (make bench must not fail on a laptop).
+   Not here: correctness (tests/test_cuda_kernels.cu), whole training steps (the trainers' logs). */
+#include "kernels_cuda.h"
+#define DPMEM_IMPLEMENTATION
+#include "dpmem.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define cudaCheck(e) do { cudaError_t e_ = (e); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "%s:%d: CUDA error %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+static KBackend gpu;
+
+static float *buf(size_t n, const char *tag) {
+    float *p = (float *)kbuf_alloc(&gpu, n * sizeof(float), tag);
+    if (!p) { fprintf(stderr, "bench: %s\n", kbackend_error(&gpu)); exit(1); }
+    return p;
+}
+
+static int cmp(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return (x > y) - (x < y); }
+
+/* Median milliseconds of fn over 5 runs (after a warm-up). */
+#define TIME_MS(result, ...) do { \
+    cudaEvent_t e0_, e1_; float t_[5]; \
+    cudaCheck(cudaEventCreate(&e0_)); cudaCheck(cudaEventCreate(&e1_)); \
+    { __VA_ARGS__; } cudaCheck(cudaDeviceSynchronize()); \
+    for (int r_ = 0; r_ < 5; r_++) { cudaCheck(cudaEventRecord(e0_)); { __VA_ARGS__; } cudaCheck(cudaEventRecord(e1_)); \
+        cudaCheck(cudaEventSynchronize(e1_)); cudaCheck(cudaEventElapsedTime(&t_[r_], e0_, e1_)); } \
+    qsort(t_, 5, sizeof(float), cmp); result = t_[2]; \
+    cudaCheck(cudaEventDestroy(e0_)); cudaCheck(cudaEventDestroy(e1_)); } while (0)
+
+static void row(const char *what, float ms, float base_ms, const char *extra) {
+    printf("| %-44s | %10.3f | %7.2fx | %s |\n", what, ms, ms / base_ms, extra);
+}
+
+int main(void) {
+    if (!kcuda_device_available()) {
+        printf("SKIP: no CUDA device: CUDA kernel timings not measured\n");
+        return 0;
+    }
+    if (kbackend_cuda_init(&gpu, -1) != 0) { fprintf(stderr, "bench: %s\n", kbackend_error(&gpu)); return 1; }
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, TF32 GEMMs %s\n", prop.name, kcuda_tf32() ? "on" : "off");
+    const int C = 2048, NH = 32, NKV = 8, HS = 64;
+    char extra[128];
+
+    printf("\n| attention (1B shapes, B=1) | ms | vs q-proj GEMM | |\n|---|---|---|---|\n");
+    for (int T = 4096; T <= 16384; T *= 4) {
+        size_t nq = (size_t)T * NH * HS, nk = (size_t)T * NKV * HS;
+        float *x = buf((size_t)T * C, "bench/x"), *w = buf((size_t)C * C, "bench/w"), *y = buf((size_t)T * C, "bench/y");
+        float *q = buf(nq, "bench/q"), *k = buf(nk, "bench/k"), *v = buf(nk, "bench/v"), *o = buf(nq, "bench/o");
+        float *lse = buf((size_t)NH * T, "bench/lse"), *dq = buf(nq, "bench/dq"), *dk = buf(nk, "bench/dk"), *dv = buf(nk, "bench/dv");
+        fill_buffer(&gpu, q, 0.01f, nq); fill_buffer(&gpu, k, 0.02f, nk); fill_buffer(&gpu, v, 0.03f, nk);
+        float base, fwd, bwd;
+        TIME_MS(base, matmul_forward(&gpu, y, x, w, T, C, C, 0.0f));
+        TIME_MS(fwd, attention_forward(&gpu, o, lse, q, k, v, 1, T, NH, NKV, HS));
+        TIME_MS(bwd, attention_backward(&gpu, dq, dk, dv, o, q, k, v, o, lse, 1, T, NH, NKV, HS));
+        double flops = 4.0 * T * (double)T / 2 * NH * HS;   /* QKᵀ and PV, causal half */
+        snprintf(extra, sizeof extra, "T=%d base %.3f ms, %.1f TFLOP/s", T, base, flops / fwd / 1e9);
+        row("attention_forward", fwd, base, extra);
+        snprintf(extra, sizeof extra, "T=%d", T);
+        row("attention_backward", bwd, base, extra);
+        kbackend_free_all(&gpu);
+        kbackend_cuda_init(&gpu, -1);
+    }
+
+    printf("\n| per-sample norms, linear 2048x2048 | ms | vs weight-grad GEMM | |\n|---|---|---|---|\n");
+    const int Bs[2] = { 4, 1 }, Ts[2] = { 1024, 4096 };
+    for (int c = 0; c < 2; c++) {
+        int B = Bs[c], T = Ts[c], IC = C, OC = C;
+        float *a = buf((size_t)B * T * IC, "bench/a"), *g = buf((size_t)B * T * OC, "bench/g"), *dw = buf((size_t)OC * IC, "bench/dw");
+        float *n2 = buf(B, "bench/norm2"), *cf = buf(B, "bench/c");
+        fill_buffer(&gpu, a, 0.01f, (size_t)B * T * IC); fill_buffer(&gpu, g, 0.01f, (size_t)B * T * OC); fill_buffer(&gpu, cf, 0.5f, B);
+        float base, direct = 0, ghost = 0, flash, bk;
+        TIME_MS(base, matmul_backward_weight(&gpu, dw, g, a, B * T, IC, OC));
+        float *psg = buf((size_t)B * OC * IC, "per_sample_grads/bench");
+        TIME_MS(direct, dp_linear_norms_direct_cuda(n2, psg, a, g, B, T, IC, OC, NULL));
+        kbuf_free(&gpu, psg);
+        float *gram = buf(2 * (size_t)B * T * T, "ghost/bench.gram");
+        TIME_MS(ghost, dp_linear_norms_ghost_cuda(n2, gram, a, g, B, T, IC, OC, NULL));
+        kbuf_free(&gpu, gram);
+        TIME_MS(flash, dp_linear_norms_flash_cuda(n2, NULL, a, g, B, T, IC, OC, KCUDA_FLASH_R, NULL));
+        TIME_MS(bk, dp_linear_clipped_grad_bk_cuda(dw, a, g, cf, B, T, IC, OC));
+        snprintf(extra, sizeof extra, "B=%d T=%d base %.3f ms, scratch %.0f MiB", B, T, base, (double)B * OC * IC * 4 / 1048576);
+        row("direct (per-sample grads + sum of squares)", direct, base, extra);
+        snprintf(extra, sizeof extra, "B=%d T=%d scratch %.0f MiB (Gram matrices)", B, T, 2.0 * B * T * T * 4 / 1048576);
+        row("ghost (materialized Grams)", ghost, base, extra);
+        snprintf(extra, sizeof extra, "B=%d T=%d scratch 0 (32x32 tiles on chip)", B, T);
+        row("flash (tiled Grams, one kernel)", flash, base, extra);
+        snprintf(extra, sizeof extra, "B=%d T=%d (B GEMMs, alpha = c_b)", B, T);
+        row("book-keeping clipped gradient", bk, base, extra);
+        kbackend_free_all(&gpu);
+        kbackend_cuda_init(&gpu, -1);
+    }
+
+    printf("\n| memory-bound kernels | ms | GB/s | |\n|---|---|---|---|\n");
+    {
+        const int N = 16384, V = 32768;
+        float *x = buf((size_t)N * C, "bench/x"), *o = buf((size_t)N * C, "bench/o"), *w = buf(C, "bench/w"), *r = buf(N, "bench/rstd");
+        fill_buffer(&gpu, x, 0.5f, (size_t)N * C); fill_buffer(&gpu, w, 1.0f, C);
+        float t;
+        TIME_MS(t, rmsnorm_forward(&gpu, o, r, x, w, N, C, 1e-5f));
+        printf("| rmsnorm_forward N=%d C=%d | %.3f | %.0f | |\n", N, C, t, 2.0 * N * C * 4 / t / 1e6);
+        kbackend_free_all(&gpu);
+        kbackend_cuda_init(&gpu, -1);
+        float *lg = buf((size_t)4096 * V, "bench/logits"), *ls = buf(4096, "bench/losses");
+        int *tg = (int *)kbuf_alloc(&gpu, 4096 * sizeof(int), "bench/targets");
+        fill_buffer(&gpu, lg, 0.1f, (size_t)4096 * V);
+        TIME_MS(t, crossentropy_forward(&gpu, ls, lg, tg, 4096, V));
+        printf("| crossentropy_forward N=4096 V=%d | %.3f | %.0f | |\n", V, t, 4096.0 * V * 4 / t / 1e6);
+        kbackend_free_all(&gpu);
+        kbackend_cuda_init(&gpu, -1);
+        size_t P = (size_t)1 << 28;   /* 268M parameters */
+        float *p = buf(P, "bench/p"), *g = buf(P, "bench/g"), *m = buf(P, "bench/m"), *vv = buf(P, "bench/v");
+        TIME_MS(t, adamw_update(&gpu, p, g, m, vv, P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1));
+        printf("| adamw 2^28 params | %.3f | %.0f | |\n", t, 7.0 * P * 4 / t / 1e6);
+        TIME_MS(t, noise_add_gaussian_cuda(g, P, 1.0, 1234, 1, 0));
+        printf("| Philox noise 2^28 coords | %.3f | %.0f | |\n", t, 2.0 * P * 4 / t / 1e6);
+    }
+    kbackend_destroy(&gpu);
+    return 0;
+}

@@ -1,0 +1,119 @@
+/* backend_cuda.cu — the CUDA backend: device memory (zero-filled cudaMalloc; kbuf_alloc tags it in
+   the DEVICE space), synchronous transfers, the cuBLAS handle and its tagged workspace, fp32 GEMMs
+   through cuBLAS (TF32 tensor cores unless turned off), and the table of CUDA ops.
+   Row-major GEMMs map onto column-major cuBLAS by computing Cᵀ = op(B)ᵀ op(A)ᵀ: swap the operands,
+   swap M and N, keep the leading dimensions.
+   Not here: the ops themselves (one file each beside this one), scratch sizes (scratch_cuda.c). */
+#include "cuda_common.cuh"
+#include "ops_cuda.h"
+#include "dpmem.h"
+
+#include <string.h>
+
+static cublasHandle_t g_cublas = NULL;
+static int g_tf32 = 1;
+static __device__ float g_one = 1.0f;
+
+cublasHandle_t kcuda_cublas(void) {
+    if (!g_cublas) cublasCheck(cublasCreate(&g_cublas));
+    return g_cublas;
+}
+cublasComputeType_t kcuda_compute_type(void) { return g_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; }
+void kcuda_set_tf32(int on) { g_tf32 = on ? 1 : 0; }
+int  kcuda_tf32(void) { return g_tf32; }
+
+const float *kcuda_device_one(void) {
+    void *p = NULL;
+    cudaCheck(cudaGetSymbolAddress(&p, g_one));
+    return (const float *)p;
+}
+
+void kcuda_sync_check(const char *where) {
+    cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) {
+        fprintf(stderr, "[CUDA ERROR] %s: %s (%s)\n", where, cudaGetErrorString(err), cudaGetErrorName(err));
+        exit(EXIT_FAILURE);
+    }
+}
+
+int kcuda_device_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return n > 0;
+}
+
+static void *cuda_alloc(KBackend *b, size_t bytes) {
+    (void)b;
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) { (void)cudaGetLastError(); return NULL; }  /* kbuf_alloc reports it */
+    cudaCheck(err);
+    cudaCheck(cudaMemset(p, 0, bytes));
+    return p;
+}
+static void cuda_free(KBackend *b, void *p) { (void)b; cudaCheck(cudaFree(p)); }
+static void cuda_upload(KBackend *b, void *dst, const void *src, size_t n) {
+    (void)b; cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+}
+static void cuda_download(KBackend *b, void *dst, const void *src, size_t n) {
+    (void)b; cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+}
+
+void gemm_cuda(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+               const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
+               float beta, float *C, int ldc, long long strideC, int batch) {
+    (void)b;
+    cublasHandle_t h = kcuda_cublas();
+    cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    /* strideC == 0 with batch > 1 accumulates into one C (the CPU loop allows it): batches in order. */
+    int calls = (strideC == 0 && batch > 1) ? batch : 1, per = calls > 1 ? 1 : batch;
+    for (int i = 0; i < calls; i++)
+        cublasCheck(cublasGemmStridedBatchedEx(h, opB, opA, N, M, K, &alpha,
+                                               B + i * strideB, CUDA_R_32F, ldb, strideB,
+                                               A + i * strideA, CUDA_R_32F, lda, strideA, &beta,
+                                               C, CUDA_R_32F, ldc, strideC, per,
+                                               kcuda_compute_type(), CUBLAS_GEMM_DEFAULT));
+}
+
+extern "C" const KOps kops_cuda = {
+    "cuda", DPMEM_DEVICE,
+    cuda_alloc, cuda_free, cuda_upload, cuda_download,
+    kcuda_scratch_bytes,
+    gemm_cuda, fill_cuda, copy_cuda, add_cuda, scale_cuda,
+    sum_cuda, sumsq_cuda, count_nonfinite_cuda,
+    embedding_forward_cuda, embedding_backward_cuda,
+    rmsnorm_forward_cuda, rmsnorm_backward_cuda,
+    rope_forward_cuda, rope_backward_cuda,
+    attention_forward_cuda, attention_backward_cuda,
+    swiglu_forward_cuda, swiglu_backward_cuda,
+    crossentropy_forward_cuda, crossentropy_backward_cuda,
+    adamw_cuda, sgd_cuda,
+};
+
+int kbackend_cuda_init(KBackend *b, int device) {
+    memset(b, 0, sizeof *b);
+    b->kind = KB_CUDA;
+    b->ops = b->target = &kops_cuda;
+    b->space = kops_cuda.space;
+    b->nthreads = 1;
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        snprintf(b->err, sizeof b->err, "no CUDA device (%s): use --device cpu",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+        return -1;
+    }
+    if (device >= n) {
+        snprintf(b->err, sizeof b->err, "CUDA device %d does not exist (%d found)", device, n);
+        return -1;
+    }
+    if (device >= 0) cudaCheck(cudaSetDevice(device));
+    const char *tf = getenv("DPMEM_CUDA_TF32");
+    if (tf && *tf) kcuda_set_tf32(strcmp(tf, "0") != 0);
+    cublasHandle_t h = kcuda_cublas();
+    void *ws = kcuda_alloc_cublas_workspace(b);
+    if (!ws) return -1;   /* b->err says out of memory */
+    cublasCheck(cublasSetWorkspace(h, ws, KCUDA_CUBLAS_WORKSPACE));
+    return 0;
+}

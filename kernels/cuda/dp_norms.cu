@@ -1,0 +1,267 @@
+/* dp_norms.cu — DP-SGD's per-sample gradient norms and clipping on the GPU, with the contracts of
+   kernels/dp_kernels.h (norm2[b] += ‖g_b‖², device pointers) and the same DpIO accounting, so that
+   tests/test_cuda_kernels.cu can hold each against its kernels/cpu/dp_*.c twin.
+
+     direct   psg[b] = g_bᵀ a_b for all b in one strided-batched cuBLAS GEMM, then Σ psg².
+     ghost    both Gram matrices of every sample by two batched GEMMs (gram [2,B,T,T]), then ⟨·,·⟩.
+     flash    one kernel, grid (time block i, sample b): for j ≤ i it forms the 32×32 tiles
+              a_i a_jᵀ and g_i g_jᵀ in registers (8 per thread), streaming 32-wide column chunks of
+              a and g through shared memory, and adds w·Σ tile∘tile (w = 2 off the diagonal).
+              No T×T buffer and no scratch: global memory sees a and g read, B norms written.
+     embedding  one warp per position t: lanes compare token t with 32 earlier tokens at a time
+              (ballot), the warp dots g_t with each match.
+     rmsnorm  psg[b] = Σ_t dout·inp·rstd, one thread per (b, column).
+   Per-sample sums are added in double into a module accumulator (double atomics: the order of
+   additions may vary between runs by a double ulp, invisible after rounding to the float norm2),
+   then one kernel adds them into norm2 and clears the accumulator.
+   Book-keeping: dw += Σ_b c_b g_bᵀ a_b as B cuBLAS GEMMs with alpha = c_b (c is read back to the host
+   first, so samples with c_b = 0, e.g. a non-finite gradient, are skipped exactly as on the CPU).
+
+   Not here: the choice of method per layer (samples/dp_sgd.c, dp_mixed_uses_gram), tensor-core
+   tiles for flash (fp32 CUDA cores for now), more than KCUDA_MAX_B samples per call. */
+#include "cuda_common.cuh"
+#include "ops_cuda.h"
+
+#include <math.h>
+
+static __device__ double g_acc[KCUDA_MAX_B];
+
+static void check_b(int B, const char *what) {
+    if (B > KCUDA_MAX_B) {
+        fprintf(stderr, "%s (cuda): %d samples in one call, at most %d (KCUDA_MAX_B)\n", what, B, KCUDA_MAX_B);
+        exit(EXIT_FAILURE);
+    }
+}
+
+static double *acc_ptr(void) {
+    void *p = NULL;
+    cudaCheck(cudaGetSymbolAddress(&p, g_acc));
+    return (double *)p;
+}
+
+__global__ void acc_finalize_kernel(float *norm2, double *acc, int B) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < B) { norm2[b] += (float)acc[b]; acc[b] = 0.0; }
+}
+static void acc_finalize(float *norm2, int B) {
+    acc_finalize_kernel<<<(B + 127) / 128, 128>>>(norm2, acc_ptr(), B);
+    cudaLaunchCheck();
+}
+
+/* acc[b] += Σ_k x[b·P + k]·y[b·P + k] (y == NULL: x²), grid (parts, B). */
+__global__ void per_sample_dot_kernel(double *acc, const float *x, const float *y, size_t P) {
+    __shared__ double sh[32];
+    const float *xb = x + blockIdx.y * P, *yb = y ? y + blockIdx.y * P : NULL;
+    double s = 0.0;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < P; k += (size_t)gridDim.x * blockDim.x)
+        s += (double)xb[k] * (yb ? yb[k] : xb[k]);
+    s = kcuda_block_sum_d(s, sh);
+    if (threadIdx.x == 0) atomicAdd(&acc[blockIdx.y], s);
+}
+static void per_sample_dot(const float *x, const float *y, size_t P, int B) {
+    unsigned parts = (unsigned)((P + 1023) / 1024);
+    if (parts > 256) parts = 256;
+    if (parts == 0) parts = 1;
+    per_sample_dot_kernel<<<dim3(parts, B), 256>>>(acc_ptr(), x, y, P);
+    cudaLaunchCheck();
+}
+
+void dp_linear_norms_direct_cuda(float *norm2, float *psg, const float *a, const float *g,
+                                 int B, int T, int IC, int OC, DpIO *io) {
+    check_b(B, "dp_linear_norms_direct");
+    size_t per = (size_t)OC * IC;
+    gemm_cuda(NULL, 1, 0, OC, IC, T, 1.0f, g, OC, (long long)T * OC, a, IC, (long long)T * IC,
+              0.0f, psg, IC, (long long)per, B);
+    per_sample_dot(psg, NULL, per, B);
+    acc_finalize(norm2, B);
+    if (io) {
+        io->read += (uint64_t)B * T * (IC + OC) * 4 + (uint64_t)B * per * 4;
+        io->written += (uint64_t)B * per * 4 + (uint64_t)B * 4;
+    }
+}
+
+void dp_linear_norms_ghost_cuda(float *norm2, float *gram, const float *a, const float *g,
+                                int B, int T, int IC, int OC, DpIO *io) {
+    check_b(B, "dp_linear_norms_ghost");
+    size_t tt = (size_t)T * T;
+    float *ga = gram, *gg = gram + (size_t)B * tt;
+    gemm_cuda(NULL, 0, 1, T, T, IC, 1.0f, a, IC, (long long)T * IC, a, IC, (long long)T * IC, 0.0f, ga, T, (long long)tt, B);
+    gemm_cuda(NULL, 0, 1, T, T, OC, 1.0f, g, OC, (long long)T * OC, g, OC, (long long)T * OC, 0.0f, gg, T, (long long)tt, B);
+    per_sample_dot(ga, gg, tt, B);
+    acc_finalize(norm2, B);
+    if (io) {
+        io->read += (uint64_t)B * T * (IC + OC) * 4 + 2 * (uint64_t)B * tt * 4;
+        io->written += 2 * (uint64_t)B * tt * 4 + (uint64_t)B * 4;
+    }
+}
+
+#define FL_R 32           /* KCUDA_FLASH_R */
+#define FL_THREADS 256    /* 32 columns × 8 row groups; each thread owns 4 tile entries */
+
+/* tile[r][s] += Σ_c X[i0 + r, c] · X[j0 + s, c] over the D columns of X (rows of width D). */
+__device__ __forceinline__ void flash_tile(float t[4], const float *X, int D, int T, int i0, int j0,
+                                           float (*si)[FL_R + 1], float (*sj)[FL_R + 1]) {
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    for (int c0 = 0; c0 < D; c0 += FL_R) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < FL_R * FL_R; e += FL_THREADS) {
+            int rr = e / FL_R, cc = e % FL_R, c = c0 + cc;
+            si[rr][cc] = (i0 + rr < T && c < D) ? X[(size_t)(i0 + rr) * D + c] : 0.0f;
+            sj[rr][cc] = (j0 + rr < T && c < D) ? X[(size_t)(j0 + rr) * D + c] : 0.0f;
+        }
+        __syncthreads();
+        for (int cc = 0; cc < FL_R; cc++) {
+            float xj = sj[tx][cc];
+            for (int k = 0; k < 4; k++) t[k] += si[ty + 8 * k][cc] * xj;
+        }
+    }
+}
+
+__global__ void __launch_bounds__(FL_THREADS)
+flash_norm_kernel(double *acc, const float *a, const float *g, int T, int IC, int OC) {
+    __shared__ float si[FL_R][FL_R + 1], sj[FL_R][FL_R + 1];
+    __shared__ double sh[32];
+    const int I = blockIdx.x, b = blockIdx.y;
+    const float *ab = a + (size_t)b * T * IC, *gb = g + (size_t)b * T * OC;
+    double s = 0.0;
+    for (int J = 0; J <= I; J++) {
+        float ta[4] = {0, 0, 0, 0}, tg[4] = {0, 0, 0, 0};
+        flash_tile(ta, ab, IC, T, I * FL_R, J * FL_R, si, sj);
+        flash_tile(tg, gb, OC, T, I * FL_R, J * FL_R, si, sj);
+        double st = 0.0;   /* rows or columns past T were loaded as 0: their entries are 0 */
+        for (int k = 0; k < 4; k++) st += (double)ta[k] * tg[k];
+        s += (I == J ? 1.0 : 2.0) * st;
+    }
+    s = kcuda_block_sum_d(s, sh);
+    if (threadIdx.x == 0) atomicAdd(&acc[b], s);
+}
+
+void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const float *g,
+                                int B, int T, int IC, int OC, int R, DpIO *io) {
+    (void)tile; (void)R;
+    check_b(B, "dp_linear_norms_flash");
+    if (B <= 0 || T <= 0) return;
+    int nI = (T + FL_R - 1) / FL_R;
+    flash_norm_kernel<<<dim3(nI, B), FL_THREADS>>>(acc_ptr(), a, g, T, IC, OC);
+    cudaLaunchCheck();
+    acc_finalize(norm2, B);
+    if (io) {   /* block i read once and kept, each block j ≤ i streamed (as the CPU's figure) */
+        uint64_t rd = 0;
+        for (int i0 = 0; i0 < T; i0 += FL_R) {
+            int ri = T - i0 < FL_R ? T - i0 : FL_R;
+            rd += (uint64_t)ri * (IC + OC) * 4;
+            for (int j0 = 0; j0 < i0; j0 += FL_R) rd += (uint64_t)FL_R * (IC + OC) * 4;
+        }
+        io->read += rd * (uint64_t)B;
+        io->written += (uint64_t)B * 4;
+    }
+}
+
+/* One warp per position t of sample b: Σ_{u ≤ t, tok_u = tok_t} w·(g_t·g_u). */
+__global__ void embedding_norms_kernel(double *acc, const int *tokens, const float *g, int T, int C) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, b = blockIdx.y;
+    const int t = blockIdx.x * (blockDim.x / 32) + warp;
+    if (t >= T) return;                         /* whole warps leave together */
+    const int *tok = tokens + (size_t)b * T;
+    const float *gb = g + (size_t)b * T * C, *gt = gb + (size_t)t * C;
+    const int me = tok[t];
+    double s = 0.0;
+    for (int u0 = 0; u0 <= t; u0 += 32) {
+        int u = u0 + lane;
+        unsigned match = __ballot_sync(0xffffffffu, u <= t && tok[u <= t ? u : t] == me);
+        while (match) {
+            int bit = __ffs(match) - 1;
+            match &= match - 1;
+            int uu = u0 + bit;
+            const float *gu = gb + (size_t)uu * C;
+            double d = 0.0;
+            for (int i = lane; i < C; i += 32) d += (double)gt[i] * gu[i];
+            d = kcuda_warp_sum_d(d);
+            s += (uu == t ? 1.0 : 2.0) * d;
+        }
+    }
+    if (lane == 0) atomicAdd(&acc[b], s);
+}
+
+void dp_embedding_norms_cuda(float *norm2, const int *tokens, const float *g, int B, int T, int C, DpIO *io) {
+    check_b(B, "dp_embedding_norms");
+    if (B <= 0 || T <= 0) return;
+    embedding_norms_kernel<<<dim3((T + 7) / 8, B), 256>>>(acc_ptr(), tokens, g, T, C);
+    cudaLaunchCheck();
+    acc_finalize(norm2, B);
+    if (io) { io->read += (uint64_t)B * T * (C + 1) * 4; io->written += (uint64_t)B * 4; }
+}
+
+__global__ void rmsnorm_psg_kernel(double *acc, float *psg, const float *dout, const float *inp, const float *rstd,
+                                   int T, int C) {
+    __shared__ double sh[32];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+    double sq = 0.0;
+    if (i < C) {
+        float s = 0.0f;
+        for (int t = 0; t < T; t++) {
+            size_t r = ((size_t)b * T + t) * C + i;
+            s += dout[r] * inp[r] * rstd[(size_t)b * T + t];
+        }
+        psg[(size_t)b * C + i] = s;
+        sq = (double)s * s;
+    }
+    sq = kcuda_block_sum_d(sq, sh);
+    if (threadIdx.x == 0) atomicAdd(&acc[b], sq);
+}
+
+void dp_rmsnorm_norms_direct_cuda(float *norm2, float *psg, const float *dout, const float *inp,
+                                  const float *rstd, int B, int T, int C) {
+    check_b(B, "dp_rmsnorm_norms_direct");
+    if (B <= 0 || C <= 0) return;
+    rmsnorm_psg_kernel<<<dim3((C + 255) / 256, B), 256>>>(acc_ptr(), psg, dout, inp, rstd, T, C);
+    cudaLaunchCheck();
+    acc_finalize(norm2, B);
+}
+
+__global__ void clip_factors_kernel(float *c, const float *norm2, int B, float max_norm) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    if (!isfinite(norm2[b])) { c[b] = 0.0f; return; }   /* dropped, as the CPU: see dp_clip.c */
+    double f = (double)max_norm / (sqrt(fmax((double)norm2[b], 0.0)) + 1e-6);
+    c[b] = (float)(f < 1.0 ? f : 1.0);
+}
+
+void dp_clip_factors_cuda(float *c, const float *norm2, int B, float max_norm) {
+    if (B <= 0) return;
+    clip_factors_kernel<<<(B + 127) / 128, 128>>>(c, norm2, B, max_norm);
+    cudaLaunchCheck();
+}
+
+__global__ void clipped_sum_kernel(float *grad, const float *psg, const float *c, int B, size_t P) {
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < P; k += (size_t)gridDim.x * blockDim.x) {
+        float acc = grad[k];
+        for (int b = 0; b < B; b++)               /* samples in order, c_b = 0 skipped: as the CPU */
+            if (c[b] != 0.0f) acc += c[b] * psg[(size_t)b * P + k];
+        grad[k] = acc;
+    }
+}
+
+void dp_clipped_sum_cuda(float *grad, const float *psg, const float *c, int B, size_t P) {
+    if (B <= 0 || P == 0) return;
+    clipped_sum_kernel<<<kcuda_blocks(P, 256), 256>>>(grad, psg, c, B, P);
+    cudaLaunchCheck();
+}
+
+void dp_linear_clipped_grad_bk_cuda(float *dw, const float *a, const float *g, const float *c,
+                                    int B, int T, int IC, int OC) {
+    check_b(B, "dp_linear_clipped_grad_bk");
+    if (B <= 0) return;
+    float ch[KCUDA_MAX_B];
+    cudaCheck(cudaMemcpy(ch, c, (size_t)B * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int b = 0; b < B; b++) {
+        if (ch[b] == 0.0f) continue;
+        gemm_cuda(NULL, 1, 0, OC, IC, T, ch[b], g + (size_t)b * T * OC, OC, 0, a + (size_t)b * T * IC, IC, 0,
+                  1.0f, dw, IC, 0, 1);
+    }
+}
+
+void dp_embedding_clipped_grad_bk_cuda(float *dwte, const int *tokens, const float *g, const float *c,
+                                       int B, int T, int C) {
+    kcuda_embedding_scatter(dwte, tokens, g, c, B * T, T, C);
+}

@@ -1,0 +1,44 @@
+/* embedding.cu — token embedding lookup and its backward on the GPU. The backward gives each thread
+   one column of the table and walks all N rows in order: no atomics, so the result is the same bits
+   every run and equals the CPU's order of additions; no scratch. Book-keeping DP reuses the scatter
+   with a per-sample weight (kcuda_embedding_scatter).
+   Not here: sorting tokens for very large N (the column walk is fast enough for N = B·T ≤ ~64k). */
+#include "cuda_common.cuh"
+#include "ops_cuda.h"
+
+__global__ void embedding_forward_kernel(float *out, const int *tokens, const float *wte, int N, int C) {
+    size_t total = (size_t)N * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t n = i / C, c = i % C;
+        out[i] = wte[(size_t)tokens[n] * C + c];
+    }
+}
+
+/* Column c of the table, rows in order; w == NULL: weight 1, else w[n / T]. */
+__global__ void embedding_scatter_kernel(float *dwte, const int *tokens, const float *dout, const float *w,
+                                         int N, int T, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    for (int n = 0; n < N; n++) {
+        float d = dout[(size_t)n * C + c];
+        if (w) d *= w[n / T];
+        dwte[(size_t)tokens[n] * C + c] += d;
+    }
+}
+
+void embedding_forward_cuda(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C) {
+    (void)b;
+    embedding_forward_kernel<<<kcuda_blocks((size_t)N * C, 256), 256>>>(out, tokens, wte, N, C);
+    cudaLaunchCheck();
+}
+
+void kcuda_embedding_scatter(float *dwte, const int *tokens, const float *dout, const float *w, int N, int T, int C) {
+    if (N <= 0 || C <= 0) return;
+    embedding_scatter_kernel<<<(C + 127) / 128, 128>>>(dwte, tokens, dout, w, N, T, C);
+    cudaLaunchCheck();
+}
+
+void embedding_backward_cuda(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, void *scratch) {
+    (void)b; (void)scratch;
+    kcuda_embedding_scatter(dwte, tokens, dout, NULL, N, 1, C);
+}

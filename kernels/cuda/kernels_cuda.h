@@ -1,0 +1,98 @@
+/* kernels_cuda.h — the CUDA backend of kernels.h and the GPU twins of dp_kernels.h and noise.h.
+
+   Usable from C and C++ (no CUDA type appears here), so that the trainer can pick the backend at run
+   time: kbackend_cuda_init() makes a KBackend whose ops run on the current GPU (kops_cuda), and
+   kbackend_cuda_plan_init() makes a plan backend that predicts that run's tagged allocations exactly
+   (same tags, sizes and order; the plan part lives in scratch_cuda.c, plain C, so `--plan-for cuda`
+   works in a build that has no GPU and even no CUDA toolkit).
+
+   Structure (kernels/cuda/README.md has the table):
+     kernels_cuda.h    this interface                    cuda_common.cuh  cudaCheck, cublasCheck, the context
+     scratch_cuda.c    scratch sizes, plan target (C)    backend_cuda.cu  memory, table, init, cuBLAS GEMM
+     elementwise.cu    fill/copy/add/scale/reductions/SwiGLU
+     embedding.cu  rmsnorm.cu  rope.cu  attention.cu  crossentropy.cu  optimizer.cu
+     dp_norms.cu       per-sample norms (direct, ghost, flash), clipping, book-keeping
+     noise.cu          Philox noise, the same stream as samples/noise.c
+   Every op is checked against its kernels/cpu twin by tests/test_cuda_kernels.cu.
+
+   One CUDA backend per process (the cuBLAS handle is process state, created on the first init).
+   All pointers passed to ops and dp_*_cuda functions are device pointers; every function here is
+   asynchronous on the default stream except reductions (they return a value on the host) and
+   noise/init calls that say otherwise.
+
+   Not here (yet): the bf16 mode with fp32 master weights, multi-GPU, streams other than the default. */
+#ifndef KERNELS_CUDA_H
+#define KERNELS_CUDA_H
+
+#ifdef __cplusplus
+/* kernels.h and dp_kernels.h are C headers without linkage guards: their system headers first (so
+   that they are not declared with C linkage), then the headers themselves as C. */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+extern "C" {
+#endif
+#include "kernels.h"
+#include "dp_kernels.h"
+
+/* Sizes the plan must know: fixed, never asked of the device. */
+#define KCUDA_CUBLAS_WORKSPACE (32u << 20)  /* cuBLAS workspace, tagged cublas/workspace (Hopper: 32 MiB) */
+#define KCUDA_REDUCE_BLOCKS    256          /* partials of a reduction, combined in a fixed order     */
+#define KCUDA_RMSNORM_PARTS    64           /* row groups of the RMSNorm weight gradient              */
+#define KCUDA_FLASH_R          32           /* time block of the flash norm kernel (a 32×32 tile)     */
+#define KCUDA_MAX_B            4096         /* samples per call of the per-sample norm kernels        */
+
+extern const KOps kops_cuda;         /* the real table (backend_cuda.cu, needs the CUDA runtime)      */
+extern const KOps kops_cuda_target;  /* name, space and scratch sizes only: what a plan needs (C)     */
+
+/* Scratch bytes of each op on the CUDA target: a pure function of the shapes. */
+size_t kcuda_scratch_bytes(const KBackend *b, KOp op, const KShape *s);
+
+/* 1 when a CUDA device can be used, 0 otherwise (never fails loudly: for "--device auto"). */
+int kcuda_device_available(void);
+/* A CUDA backend on device `device` (-1: the current one). Allocates the cuBLAS workspace through
+   kbuf_alloc as "cublas/workspace" (so it is in the memory breakdown). 0, or -1 with b->err set. */
+int kbackend_cuda_init(KBackend *b, int device);
+/* A plan backend for the CUDA target, with the same cublas/workspace allocation first. */
+int kbackend_cuda_plan_init(KBackend *b);
+/* Allocates the workspace on either kind of backend (used by both inits). */
+void *kcuda_alloc_cublas_workspace(KBackend *b);
+
+/* GEMM precision: 1 (default) lets cuBLAS use TF32 tensor cores for fp32 (10-bit mantissa inputs,
+   fp32 accumulation), 0 forces full fp32. Also read from DPMEM_CUDA_TF32=0|1 at init. */
+void kcuda_set_tf32(int on);
+int  kcuda_tf32(void);
+/* Waits for the device and reports an asynchronous kernel error, with `where`, as exit(1). */
+void kcuda_sync_check(const char *where);
+
+/* ---- DP on the GPU: the same contracts as dp_kernels.h, on device pointers ---------------------- */
+/* psg [B, OC, IC] device; norm2[b] += ‖psg[b]‖² (one batched GEMM + a per-sample square sum). */
+void dp_linear_norms_direct_cuda(float *norm2, float *psg, const float *a, const float *g,
+                                 int B, int T, int IC, int OC, DpIO *io);
+/* gram [2, B, T, T] device (two batched GEMMs), then norm2[b] += ⟨aaᵀ, ggᵀ⟩. */
+void dp_linear_norms_ghost_cuda(float *norm2, float *gram, const float *a, const float *g,
+                                int B, int T, int IC, int OC, DpIO *io);
+/* Tiled ghost norm in one kernel: 32×32 tiles (KCUDA_FLASH_R) of both Gram matrices live in
+   registers, A and G blocks stream through shared memory; nothing of size T×T touches global memory.
+   `tile` and `R` of the CPU signature are accepted and ignored (the tile is on chip, R is fixed). */
+void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const float *g,
+                                int B, int T, int IC, int OC, int R, DpIO *io);
+void dp_linear_clipped_grad_bk_cuda(float *dw, const float *a, const float *g, const float *c,
+                                    int B, int T, int IC, int OC);
+void dp_embedding_norms_cuda(float *norm2, const int *tokens, const float *g, int B, int T, int C, DpIO *io);
+void dp_embedding_clipped_grad_bk_cuda(float *dwte, const int *tokens, const float *g, const float *c,
+                                       int B, int T, int C);
+void dp_rmsnorm_norms_direct_cuda(float *norm2, float *psg, const float *dout, const float *inp,
+                                  const float *rstd, int B, int T, int C);
+void dp_clip_factors_cuda(float *c, const float *norm2, int B, float max_norm);
+void dp_clipped_sum_cuda(float *grad, const float *psg, const float *c, int B, size_t P);
+
+/* ---- noise (samples/noise.h's stream: value i is z(seed, step, offset + i)) --------------------- */
+void noise_add_gaussian_cuda(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);
+void noise_privatize_cuda(float *g, size_t n, double sigma, double max_grad_norm, double logical_batch,
+                          uint64_t seed, uint64_t step, uint64_t offset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KERNELS_CUDA_H */

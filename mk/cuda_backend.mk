@@ -1,0 +1,94 @@
+# The CUDA backend (kernels/cuda): libkcuda.a (nvcc; CUDA runtime + cuBLAS), its plan target (plain C,
+# built always), and the tests that hold every CUDA op against its kernels/cpu twin. Everything builds
+# and links without a GPU; the GPU tests print one SKIP line and exit 77 where no device is found.
+#
+# -arch: CUDA_ARCH (the top Makefile fills it from nvidia-smi: sm_90 on H100/H200). With no GPU and no
+# CUDA_ARCH, a portable fatbin: sm_80 and sm_90 code plus compute_90 PTX for newer devices.
+#
+# Objects linked into the tests are built WITHOUT the sanitizers even when SAN=1: nvcc links the test,
+# and the CUDA runtime does not run under ASan (its shadow gap). The pure-C plan test is sanitized.
+
+KCUDA_SRC_CU := $(wildcard kernels/cuda/*.cu)
+KCUDA_HDRS   := kernels/cuda/kernels_cuda.h kernels/cuda/ops_cuda.h kernels/cuda/cuda_common.cuh \
+                kernels/kernels.h kernels/dp_kernels.h samples/noise.h dpmem.h
+KCUDA_PLAN_OBJ := $(BUILD)/obj/kcuda/scratch_cuda.o
+
+# Plain C (no CUDA): what `--plan-for cuda` needs. Sanitized like any C object of this build.
+$(KCUDA_PLAN_OBJ): kernels/cuda/scratch_cuda.c $(KCUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+# The reference side of the CPU-vs-GPU tests, unsanitized (see above): kernels.c, the CPU backend,
+# the plan backend, the DP kernels, the noise.
+KCUDA_REF_SRC := kernels/kernels.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
+                 kernels/plan/backend_plan.c kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c \
+                 kernels/cpu/dp_norms_flash.c kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c \
+                 samples/noise.c kernels/cuda/scratch_cuda.c
+KCUDA_REF_OBJ := $(patsubst %.c,$(BUILD)/obj/kcuda_ref/%.o,$(KCUDA_REF_SRC))
+KCUDA_CFLAGS_NOSAN := $(filter-out $(SANFLAGS),$(CFLAGS))
+
+$(BUILD)/obj/kcuda_ref/%.o: %.c $(KCUDA_HDRS) kernels/cpu/kernels_cpu.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(KCUDA_CFLAGS_NOSAN) -fopenmp -c -o $@ $<
+
+# The pure-C plan test: CUDA scratch sizes and the plan's tagged allocations, exact (runs everywhere).
+# It links the trainer library (mk/trainer.mk: kernels.c, the plan backend and the CPU table).
+$(BUILD)/tests/test_cuda_ops_plan: tests/test_cuda_ops_plan.c $(KCUDA_PLAN_OBJ) $(BUILD)/libtrainer.a $(KCUDA_HDRS) \
+        tests/check.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Ikernels/cuda $(CFLAGS) -fopenmp -o $@ tests/test_cuda_ops_plan.c $(KCUDA_PLAN_OBJ) $(BUILD)/libtrainer.a \
+	    $(LDFLAGS) -fopenmp -lopenblas -lcjson $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_cuda_ops_plan
+TESTS += $(BUILD)/tests/test_cuda_ops_plan
+
+ifneq ($(NVCC),)
+
+KCUDA_ARCH   := $(if $(CUDA_ARCH),,-gencode arch=compute_80$(comma)code=sm_80 -gencode arch=compute_90$(comma)code=sm_90 \
+                 -gencode arch=compute_90$(comma)code=compute_90)
+KCUDA_NVCCFLAGS := $(NVCCFLAGS) $(KCUDA_ARCH) -Ikernels/cuda
+KCUDA_OBJ    := $(patsubst kernels/cuda/%.cu,$(BUILD)/obj/kcuda/%.o,$(KCUDA_SRC_CU))
+KCUDA_LIB    := $(BUILD)/libkcuda.a
+# What a program linking libkcuda.a needs (also the plan object, scratch_cuda.o, which is in the lib).
+KCUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+
+$(BUILD)/obj/kcuda/%.o: kernels/cuda/%.cu $(KCUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(NVCC) $(KCUDA_NVCCFLAGS) $(CPPFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/kcuda/scratch_cuda_nosan.o: kernels/cuda/scratch_cuda.c $(KCUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(KCUDA_CFLAGS_NOSAN) -c -o $@ $<
+
+$(KCUDA_LIB): $(KCUDA_OBJ) $(BUILD)/obj/kcuda/scratch_cuda_nosan.o
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+# Every CUDA op against its CPU twin (SKIP without a GPU).
+# The CPU side every nvcc-linked program of this fragment needs (kernels.c, CPU and plan backends,
+# CPU DP kernels, noise), unsanitized; scratch_cuda comes from the library.
+KCUDA_TEST_REF := $(filter-out $(BUILD)/obj/kcuda_ref/kernels/cuda/%,$(KCUDA_REF_OBJ))
+KCUDA_DEPS_L   := $(if $(DEPS),-L$(DEPS)/lib/x86_64-linux-gnu -L$(DEPS)/lib/x86_64-linux-gnu/openblas-pthread)
+
+$(BUILD)/tests/test_cuda_kernels: tests/test_cuda_kernels.cu $(KCUDA_LIB) $(KCUDA_TEST_REF) $(KCUDA_HDRS) tests/check.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(NVCC) $(KCUDA_NVCCFLAGS) $(CPPFLAGS) -o $@ tests/test_cuda_kernels.cu $(KCUDA_TEST_REF) $(KCUDA_LIB) \
+	    $(KCUDA_DEPS_L) $(KCUDA_LDLIBS) -lopenblas -lgomp $(LDLIBS)
+
+# Kernel timings on the GPU vs cuBLAS GEMM of the same layer (SKIP line without a GPU).
+$(BUILD)/bench/bench_cuda_kernels: bench/bench_cuda_kernels.cu $(KCUDA_LIB) $(KCUDA_TEST_REF) $(KCUDA_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(NVCC) $(KCUDA_NVCCFLAGS) $(CPPFLAGS) -o $@ bench/bench_cuda_kernels.cu $(KCUDA_TEST_REF) $(KCUDA_LIB) \
+	    $(KCUDA_DEPS_L) $(KCUDA_LDLIBS) -lopenblas -lgomp $(LDLIBS)
+
+ALL     += $(KCUDA_LIB) $(BUILD)/tests/test_cuda_kernels $(BUILD)/bench/bench_cuda_kernels
+TESTS   += $(BUILD)/tests/test_cuda_kernels
+BENCHES += $(BUILD)/bench/bench_cuda_kernels
+
+.PHONY: cuda-backend
+cuda-backend: $(KCUDA_LIB) $(BUILD)/tests/test_cuda_kernels $(BUILD)/tests/test_cuda_ops_plan $(BUILD)/bench/bench_cuda_kernels
+
+else
+.PHONY: cuda-backend
+cuda-backend: $(BUILD)/tests/test_cuda_ops_plan
+endif

@@ -1,0 +1,501 @@
+/* test_cuda_kernels.cu — every CUDA op (kernels/cuda) against its CPU twin (kernels/cpu), in the
+   style of llm.c's dev/cuda: random inputs on odd shapes (T = 17 and 70 so that attention crosses
+   tiles, GQA with NH = 4 and NKV = 2, C = 67, V = 101), every GPU output poisoned with NaN bytes
+   before the run (an element the kernel forgets to write fails), and validate_result() allowing an
+   absolute plus a relative error whose size is justified next to each call. Then the DP kernels
+   (per-sample norms by every method against the CPU and against each other, clipping, book-keeping,
+   the DP step with sigma = 0 and a huge clip norm against the plain gradient), the noise stream
+   against samples/noise.c bit for bit, and a plan run for CUDA against a real run (same tagged
+   allocations, same order).
+
+   Tolerances. fp32 with a different summation order: relative error ≤ n·2⁻²⁴ in the worst case for
+   an n-term sum, ~√n·2⁻²⁴ in practice; our sums have n ≤ 128 (attention HS, V=101 tiles) so 1e-5
+   relative is ~100 ulp of margin. expf/sinf/cosf differ between glibc and CUDA by ≤ 2 ulp.
+   TF32 GEMMs (10-bit mantissa inputs): |error| ≤ 2⁻¹⁰·Σ_k |a_ik b_kj| per element, checked with that
+   bound computed on the host. Sums in double (reductions, norms): 1e-10 relative for reductions.
+
+   Exit 0 pass, 77 SKIP (no CUDA device: prints what it could not check), 1 on any failure.
+   Not here: timings (bench/bench_cuda_kernels.cu), the training loop (test of --device cuda). */
+#define DPMEM_IMPLEMENTATION
+#include "dpmem.h"
+#include "kernels_cuda.h"   /* first: it includes kernels.h and dp_kernels.h with C linkage */
+#include <Random123/philox.h>
+extern "C" {                 /* C headers without linkage guards */
+#include "cpu/kernels_cpu.h"
+#include "noise.h"
+}
+#include "check.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define cudaCheck(e) do { cudaError_t e_ = (e); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "%s:%d: CUDA error %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+static KBackend cpu, gpu;
+
+/* ---- random numbers (xorshift: reproducible, no libc rand) ------------------------------------ */
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float urand(void) {   /* [-1, 1) */
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static float *rand_host(size_t n, float scale) {
+    float *h = (float *)malloc(n * sizeof(float) + 1);
+    for (size_t i = 0; i < n; i++) h[i] = urand() * scale;
+    return h;
+}
+static int *rand_tokens(size_t n, int V) {
+    int *t = (int *)malloc(n * sizeof(int) + 1);
+    for (size_t i = 0; i < n; i++) t[i] = (int)(((urand() + 1.0f) * 0.5f) * V) % V;
+    return t;
+}
+
+/* ---- buffers on both backends ------------------------------------------------------------------ */
+static float *on_cpu(const float *h, size_t n) {
+    float *p = (float *)kbuf_alloc(&cpu, n * sizeof(float), "test/cpu");
+    if (h) memcpy(p, h, n * sizeof(float));
+    return p;
+}
+static float *on_gpu(const float *h, size_t n) {
+    float *p = (float *)kbuf_alloc(&gpu, n * sizeof(float), "test/gpu");
+    if (h) kbuf_upload(&gpu, p, h, n * sizeof(float));
+    else cudaCheck(cudaMemset(p, 0xFF, n * sizeof(float)));   /* poison: all-ones bytes are a NaN */
+    return p;
+}
+static int *ints_on(KBackend *b, const int *h, size_t n) {
+    int *p = (int *)kbuf_alloc(b, n * sizeof(int), "test/tokens");
+    kbuf_upload(b, p, h, n * sizeof(int));
+    return p;
+}
+static float *from_gpu(const float *d, size_t n) {
+    float *h = (float *)malloc(n * sizeof(float) + 1);
+    cudaCheck(cudaDeviceSynchronize());
+    kbuf_download(&gpu, h, d, n * sizeof(float));
+    return h;
+}
+
+/* llm.c's validate_result: |gpu - cpu| ≤ atol + rtol·|cpu| everywhere, NaN never; prints the first
+   few misses and the largest error. Returns 1 when it passed. */
+static int validate_result(const float *gpu_dev, const float *cpu_ref, const char *name, size_t n, float atol, float rtol) {
+    float *g = from_gpu(gpu_dev, n);
+    size_t bad = 0; double maxerr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)g[i] - cpu_ref[i]);
+        int ok = isfinite(g[i]) == isfinite(cpu_ref[i]) && (!isfinite(cpu_ref[i]) || d <= atol + rtol * fabs(cpu_ref[i]));
+        if (isfinite(d) && d > maxerr) maxerr = d;
+        if (!ok && bad++ < 5) fprintf(stderr, "  %s[%zu]: gpu %.9g cpu %.9g\n", name, i, g[i], cpu_ref[i]);
+    }
+    free(g);
+    CHECK__COUNT(check_count);
+    if (bad) { CHECK__COUNT(check_failures); fprintf(stderr, "FAIL %s: %zu of %zu elements off (max |err| %.3g)\n", name, bad, n, maxerr); }
+    else printf("ok   %-34s n=%-8zu max |err| %.3g\n", name, n, maxerr);
+    return bad == 0;
+}
+
+/* ---- the ops ------------------------------------------------------------------------------------ */
+static void test_gemm(void) {
+    const int M = 37, N = 29, K = 67, batch = 3;
+    for (int tf32 = 0; tf32 <= 1; tf32++)
+        for (int ta = 0; ta <= 1; ta++)
+            for (int tb = 0; tb <= 1; tb++) {
+                kcuda_set_tf32(tf32);
+                int lda = ta ? M : K, ldb = tb ? K : N;
+                size_t sa = (size_t)M * K, sb = (size_t)K * N, sc = (size_t)M * N;
+                float *A = rand_host(sa * batch, 1), *B = rand_host(sb * batch, 1), *C = rand_host(sc * batch, 1);
+                float *cA = on_cpu(A, sa * batch), *cB = on_cpu(B, sb * batch), *cC = on_cpu(C, sc * batch);
+                float *gA = on_gpu(A, sa * batch), *gB = on_gpu(B, sb * batch), *gC = on_gpu(C, sc * batch);
+                gemm_strided_batched(&cpu, ta, tb, M, N, K, 0.7f, cA, lda, sa, cB, ldb, sb, 0.3f, cC, N, sc, batch);
+                gemm_strided_batched(&gpu, ta, tb, M, N, K, 0.7f, gA, lda, sa, gB, ldb, sb, 0.3f, gC, N, sc, batch);
+                /* per-element bound: fp32 K·2⁻²⁴·Σ|ab| (+ beta·C rounding), tf32 2⁻¹⁰·Σ|ab| */
+                float *g = from_gpu(gC, sc * batch);
+                size_t bad = 0;
+                for (int bi = 0; bi < batch; bi++)
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) {
+                            double s = 0;
+                            for (int k = 0; k < K; k++) {
+                                float a = ta ? A[bi * sa + (size_t)k * lda + i] : A[bi * sa + (size_t)i * lda + k];
+                                float bb = tb ? B[bi * sb + (size_t)j * ldb + k] : B[bi * sb + (size_t)k * ldb + j];
+                                s += fabs((double)a * bb);
+                            }
+                            double bound = 0.7 * s * (tf32 ? 1.0 / 1024 : K / 16777216.0) + 1e-6;
+                            size_t e = bi * sc + (size_t)i * N + j;
+                            if (!(fabs((double)g[e] - cC[e]) <= bound) && bad++ < 3)
+                                fprintf(stderr, "  gemm ta=%d tb=%d tf32=%d [%zu]: gpu %.9g cpu %.9g bound %.3g\n",
+                                        ta, tb, tf32, e, g[e], cC[e], bound);
+                        }
+                CHECK(bad == 0);
+                if (!bad) printf("ok   gemm ta=%d tb=%d tf32=%d batch=%d\n", ta, tb, tf32, batch);
+                free(g); free(A); free(B); free(C);
+                kbuf_free(&cpu, cA); kbuf_free(&cpu, cB); kbuf_free(&cpu, cC);
+                kbuf_free(&gpu, gA); kbuf_free(&gpu, gB); kbuf_free(&gpu, gC);
+            }
+    kcuda_set_tf32(0);
+}
+
+static void test_elementwise(void) {
+    const size_t n = 100003;   /* odd, several blocks */
+    float *x = rand_host(n, 3), *y = rand_host(n, 3);
+    float *cx = on_cpu(x, n), *cy = on_cpu(y, n), *gx = on_gpu(x, n), *gy = on_gpu(y, n), *gz = on_gpu(NULL, n);
+    float *cz = on_cpu(NULL, n);
+    /* exact: one rounding per element, the same on both */
+    fill_buffer(&cpu, cz, 1.25f, n); fill_buffer(&gpu, gz, 1.25f, n);
+    validate_result(gz, cz, "fill", n, 0, 0);
+    copy_buffer(&cpu, cz, cx, n); copy_buffer(&gpu, gz, gx, n);
+    validate_result(gz, cz, "copy", n, 0, 0);
+    add_inplace(&cpu, cy, cx, n); add_inplace(&gpu, gy, gx, n);
+    validate_result(gy, cy, "add", n, 0, 0);
+    scale_inplace(&cpu, cy, -0.37f, n); scale_inplace(&gpu, gy, -0.37f, n);
+    validate_result(gy, cy, "scale", n, 0, 0);
+    /* reductions in double, different order: 1e-10 relative */
+    double cs, gs, cq, gq;
+    reduce_sum(&cpu, cx, n, &cs); reduce_sum(&gpu, gx, n, &gs);
+    reduce_sumsq(&cpu, cx, n, &cq); reduce_sumsq(&gpu, gx, n, &gq);
+    CHECK(fabs(cs - gs) <= 1e-10 * (fabs(cs) + n));
+    CHECK(fabs(cq - gq) <= 1e-10 * cq);
+    printf("ok   sum %.12g/%.12g sumsq %.12g/%.12g\n", cs, gs, cq, gq);
+    x[5] = NAN; x[n - 1] = INFINITY; x[777] = -INFINITY;
+    kbuf_upload(&gpu, gx, x, n * sizeof(float)); memcpy(cx, x, n * sizeof(float));
+    size_t cc, gc;
+    count_nonfinite(&cpu, cx, n, &cc); count_nonfinite(&gpu, gx, n, &gc);
+    CHECK_EQ_U(cc, 3); CHECK_EQ_U(gc, 3);
+    /* SwiGLU: expf ≤ 2 ulp apart, a few roundings: 1e-6 relative + 1e-7 */
+    float *g = rand_host(n, 4), *u = rand_host(n, 2), *dh = rand_host(n, 1);
+    float *cg = on_cpu(g, n), *cu = on_cpu(u, n), *cdh = on_cpu(dh, n), *ch = on_cpu(NULL, n), *cdg = on_cpu(NULL, n), *cdu = on_cpu(NULL, n);
+    float *gg = on_gpu(g, n), *gu = on_gpu(u, n), *gdh = on_gpu(dh, n), *gh = on_gpu(NULL, n), *gdg = on_gpu(NULL, n), *gdu = on_gpu(NULL, n);
+    swiglu_forward(&cpu, ch, cg, cu, n); swiglu_forward(&gpu, gh, gg, gu, n);
+    validate_result(gh, ch, "swiglu_forward", n, 1e-7f, 1e-6f);
+    swiglu_backward(&cpu, cdg, cdu, cdh, cg, cu, n); swiglu_backward(&gpu, gdg, gdu, gdh, gg, gu, n);
+    validate_result(gdg, cdg, "swiglu_backward dgate", n, 1e-7f, 1e-6f);
+    validate_result(gdu, cdu, "swiglu_backward dup", n, 1e-7f, 1e-6f);
+    /* AdamW and SGD, three steps (t = 1..3: bias corrections change): FMA contraction on the GPU
+       moves a rounding, 1e-6 relative on p over 3 steps */
+    float *p = rand_host(n, 1), *gr = rand_host(n, 0.1f);
+    float *cp = on_cpu(p, n), *cgr = on_cpu(gr, n), *cm = on_cpu(NULL, n), *cv = on_cpu(NULL, n);
+    float *gp = on_gpu(p, n), *ggr = on_gpu(gr, n), *gm = on_gpu(NULL, n), *gv = on_gpu(NULL, n);
+    fill_buffer(&gpu, gm, 0, n); fill_buffer(&gpu, gv, 0, n); fill_buffer(&cpu, cm, 0, n); fill_buffer(&cpu, cv, 0, n);
+    for (int t = 1; t <= 3; t++) {
+        adamw_update(&cpu, cp, cgr, cm, cv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        adamw_update(&gpu, gp, ggr, gm, gv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+    }
+    validate_result(gp, cp, "adamw p", n, 1e-7f, 1e-6f);
+    validate_result(gm, cm, "adamw m", n, 1e-9f, 1e-6f);
+    validate_result(gv, cv, "adamw v", n, 1e-12f, 1e-5f);
+    sgd_update(&cpu, cp, cgr, n, 0.01f, 0.1f); sgd_update(&gpu, gp, ggr, n, 0.01f, 0.1f);
+    validate_result(gp, cp, "sgd p", n, 1e-7f, 1e-6f);
+    free(x); free(y); free(g); free(u); free(dh); free(p); free(gr);
+    kbackend_free_all(&cpu);
+}
+
+static void test_embedding_rmsnorm_ce(void) {
+    const int B = 2, T = 17, N = B * T, C = 67, V = 101;
+    int *tok = rand_tokens(N, V);
+    tok[3] = tok[20] = tok[7];   /* repeated tokens: the backward must add, not overwrite */
+    float *wte = rand_host((size_t)V * C, 1), *dout = rand_host((size_t)N * C, 1), *dw0 = rand_host((size_t)V * C, 1);
+    int *ct = ints_on(&cpu, tok, N), *gt = ints_on(&gpu, tok, N);
+    float *cw = on_cpu(wte, (size_t)V * C), *gw = on_gpu(wte, (size_t)V * C);
+    float *co = on_cpu(NULL, (size_t)N * C), *go = on_gpu(NULL, (size_t)N * C);
+    embedding_forward(&cpu, co, ct, cw, N, C); embedding_forward(&gpu, go, gt, gw, N, C);
+    validate_result(go, co, "embedding_forward", (size_t)N * C, 0, 0);
+    /* backward: each column walks the rows in order on both: the same additions, exact */
+    float *cdo = on_cpu(dout, (size_t)N * C), *gdo = on_gpu(dout, (size_t)N * C);
+    float *cdw = on_cpu(dw0, (size_t)V * C), *gdw = on_gpu(dw0, (size_t)V * C);
+    embedding_backward(&cpu, cdw, ct, cdo, N, C, V); embedding_backward(&gpu, gdw, gt, gdo, N, C, V);
+    validate_result(gdw, cdw, "embedding_backward", (size_t)V * C, 0, 0);
+
+    /* RMSNorm: double sums in a different order, then float: 1e-6 relative + 1e-6 */
+    float *x = rand_host((size_t)N * C, 2), *w = rand_host(C, 1), *dx0 = rand_host((size_t)N * C, 1), *dwn0 = rand_host(C, 1);
+    float *cx = on_cpu(x, (size_t)N * C), *gx = on_gpu(x, (size_t)N * C), *cwn = on_cpu(w, C), *gwn = on_gpu(w, C);
+    float *cr = on_cpu(NULL, N), *gr = on_gpu(NULL, N);
+    rmsnorm_forward(&cpu, co, cr, cx, cwn, N, C, 1e-5f); rmsnorm_forward(&gpu, go, gr, gx, gwn, N, C, 1e-5f);
+    validate_result(go, co, "rmsnorm_forward out", (size_t)N * C, 1e-6f, 1e-6f);
+    validate_result(gr, cr, "rmsnorm_forward rstd", N, 0, 1e-6f);
+    float *cdx = on_cpu(dx0, (size_t)N * C), *gdx = on_gpu(dx0, (size_t)N * C);
+    float *cdwn = on_cpu(dwn0, C), *gdwn = on_gpu(dwn0, C);
+    rmsnorm_backward(&cpu, cdx, cdwn, cdo, cx, cwn, cr, N, C);
+    rmsnorm_backward(&gpu, gdx, gdwn, gdo, gx, gwn, gr, N, C);
+    validate_result(gdx, cdx, "rmsnorm_backward dinp", (size_t)N * C, 1e-5f, 1e-5f);
+    /* dw: a 34-term float sum, grouped differently: 1e-5 relative + 1e-5 */
+    validate_result(gdwn, cdwn, "rmsnorm_backward dw", C, 1e-5f, 1e-5f);
+
+    /* cross-entropy: the loss in double stats, dlogits in place with sample weights */
+    float *logits = rand_host((size_t)N * V, 5), *sw = rand_host(B, 1);
+    int *tg = rand_tokens(N, V);
+    int *ctg = ints_on(&cpu, tg, N), *gtg = ints_on(&gpu, tg, N);
+    float *cl = on_cpu(logits, (size_t)N * V), *gl = on_gpu(logits, (size_t)N * V);
+    float *closs = on_cpu(NULL, N), *gloss = on_gpu(NULL, N), *csw = on_cpu(sw, B), *gsw = on_gpu(sw, B);
+    crossentropy_forward(&cpu, closs, cl, ctg, N, V); crossentropy_forward(&gpu, gloss, gl, gtg, N, V);
+    validate_result(gloss, closs, "crossentropy_forward", N, 1e-5f, 1e-5f);
+    crossentropy_backward(&cpu, cl, ctg, 0.03f, csw, B, T, V); crossentropy_backward(&gpu, gl, gtg, 0.03f, gsw, B, T, V);
+    validate_result(gl, cl, "crossentropy_backward (weights)", (size_t)N * V, 1e-8f, 1e-5f);
+    kbuf_upload(&gpu, gl, logits, (size_t)N * V * 4); memcpy(cl, logits, (size_t)N * V * 4);
+    crossentropy_backward(&cpu, cl, ctg, 0.5f, NULL, B, T, V); crossentropy_backward(&gpu, gl, gtg, 0.5f, NULL, B, T, V);
+    validate_result(gl, cl, "crossentropy_backward (no weights)", (size_t)N * V, 1e-8f, 1e-5f);
+    free(tok); free(wte); free(dout); free(dw0); free(x); free(w); free(dx0); free(dwn0); free(logits); free(sw); free(tg);
+    kbackend_free_all(&cpu);
+}
+
+static void test_rope(void) {
+    const int B = 2, T = 70, NH = 4, HS = 24;
+    size_t n = (size_t)B * T * NH * HS;
+    KRope plain = { 10000.0f, 0, 0, 0, 0 }, llama3 = { 500000.0f, 32.0f, 1.0f, 4.0f, 8192.0f };
+    for (int k = 0; k < 2; k++) {
+        KRope r = k ? llama3 : plain;
+        float *x = rand_host(n, 1);
+        float *cx = on_cpu(x, n), *gx = on_gpu(x, n);
+        rope_forward(&cpu, cx, B, T, NH, HS, r); rope_forward(&gpu, gx, B, T, NH, HS, r);
+        /* sinf/cosf of angles up to 69 rad: ≤ 2 ulp apart; 2e-6 absolute on |x| ≤ √2 */
+        validate_result(gx, cx, k ? "rope_forward llama3" : "rope_forward", n, 2e-6f, 1e-6f);
+        rope_backward(&cpu, cx, B, T, NH, HS, r); rope_backward(&gpu, gx, B, T, NH, HS, r);
+        validate_result(gx, cx, k ? "rope_backward llama3" : "rope_backward", n, 4e-6f, 1e-6f);
+        validate_result(gx, x, "rope round trip = identity", n, 1e-5f, 0);
+        free(x);
+    }
+    kbackend_free_all(&cpu);
+}
+
+static void test_attention(int B, int T, int NH, int NKV, int HS) {
+    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS, nl = (size_t)B * NH * T;
+    float *q = rand_host(nq, 1), *k = rand_host(nk, 1), *v = rand_host(nk, 1), *dout = rand_host(nq, 1);
+    float *cq = on_cpu(q, nq), *ck = on_cpu(k, nk), *cv = on_cpu(v, nk), *cdo = on_cpu(dout, nq);
+    float *gq = on_gpu(q, nq), *gk = on_gpu(k, nk), *gv = on_gpu(v, nk), *gdo = on_gpu(dout, nq);
+    float *co = on_cpu(NULL, nq), *cl = on_cpu(NULL, nl), *go = on_gpu(NULL, nq), *gl = on_gpu(NULL, nl);
+    char name[96];
+    attention_forward(&cpu, co, cl, cq, ck, cv, B, T, NH, NKV, HS);
+    attention_forward(&gpu, go, gl, gq, gk, gv, B, T, NH, NKV, HS);
+    /* online softmax over tiles of 32 (GPU) vs 64 (CPU), HS-term dots in the same order:
+       1e-5 relative + 1e-6 on outputs of size ~1 */
+    snprintf(name, sizeof name, "attention_forward T=%d HS=%d out", T, HS);
+    validate_result(go, co, name, nq, 1e-6f, 1e-5f);
+    snprintf(name, sizeof name, "attention_forward T=%d HS=%d lse", T, HS);
+    validate_result(gl, cl, name, nl, 1e-6f, 1e-6f);
+    float *cdq = on_cpu(NULL, nq), *cdk = on_cpu(NULL, nk), *cdv = on_cpu(NULL, nk);
+    float *gdq = on_gpu(NULL, nq), *gdk = on_gpu(NULL, nk), *gdv = on_gpu(NULL, nk);
+    attention_backward(&cpu, cdq, cdk, cdv, cdo, cq, ck, cv, co, cl, B, T, NH, NKV, HS);
+    attention_backward(&gpu, gdq, gdk, gdv, gdo, gq, gk, gv, go, gl, B, T, NH, NKV, HS);
+    /* sums over up to T·NH/NKV terms of mixed sign: 1e-4 relative + 1e-5 absolute */
+    snprintf(name, sizeof name, "attention_backward T=%d HS=%d dq", T, HS);
+    validate_result(gdq, cdq, name, nq, 1e-5f, 1e-4f);
+    snprintf(name, sizeof name, "attention_backward T=%d HS=%d dk", T, HS);
+    validate_result(gdk, cdk, name, nk, 1e-5f, 1e-4f);
+    snprintf(name, sizeof name, "attention_backward T=%d HS=%d dv", T, HS);
+    validate_result(gdv, cdv, name, nk, 1e-5f, 1e-4f);
+    free(q); free(k); free(v); free(dout);
+    kbackend_free_all(&cpu);
+}
+
+/* ---- DP ------------------------------------------------------------------------------------------ */
+static void test_dp(void) {
+    const int B = 3, T = 17, IC = 67, OC = 45, C = 67;
+    kcuda_set_tf32(0);   /* the norms are compared at fp32 precision; TF32 is for training GEMMs */
+    size_t na = (size_t)B * T * IC, ng = (size_t)B * T * OC;
+    float *a = rand_host(na, 1), *g = rand_host(ng, 1), *n0 = rand_host(B, 0);
+    for (int b = 0; b < B; b++) n0[b] = 0.5f + b;   /* norm2 accumulates into what is there */
+    float *ga = on_gpu(a, na), *gg = on_gpu(g, ng);
+    float ref[3], tile[2 * 32 * 32];
+    float *psg_h = (float *)malloc((size_t)B * OC * IC * sizeof(float));
+    memcpy(ref, n0, sizeof ref);
+    DpIO cio = {0, 0}, gio = {0, 0};
+    dp_linear_norms_direct(ref, psg_h, a, g, B, T, IC, OC, &cio);
+    /* the norms: double accumulation of float GEMM outputs; 1e-5 relative */
+    float *gn = on_gpu(n0, B), *gpsg = on_gpu(NULL, (size_t)B * OC * IC);
+    dp_linear_norms_direct_cuda(gn, gpsg, ga, gg, B, T, IC, OC, &gio);
+    validate_result(gn, ref, "dp norms direct", B, 0, 1e-5f);
+    validate_result(gpsg, psg_h, "dp per-sample grads", (size_t)B * OC * IC, 1e-5f, 1e-5f);
+    CHECK_EQ_U(gio.read, cio.read); CHECK_EQ_U(gio.written, cio.written);
+    float *gram = on_gpu(NULL, 2 * (size_t)B * T * T);
+    kbuf_upload(&gpu, gn, n0, B * 4);
+    dp_linear_norms_ghost_cuda(gn, gram, ga, gg, B, T, IC, OC, NULL);
+    validate_result(gn, ref, "dp norms ghost (vs direct)", B, 0, 1e-5f);
+    for (int Tt = 17; Tt <= 70; Tt += 53) {   /* one partial tile; three tiles with a partial one */
+        size_t na2 = (size_t)B * Tt * IC, ng2 = (size_t)B * Tt * OC;
+        float *a2 = rand_host(na2, 1), *g2 = rand_host(ng2, 1), ref2[3];
+        memcpy(ref2, n0, sizeof ref2);
+        DpIO c2 = {0, 0}, g2io = {0, 0};
+        dp_linear_norms_flash(ref2, tile, a2, g2, B, Tt, IC, OC, 32, &c2);
+        float *ga2 = on_gpu(a2, na2), *gg2 = on_gpu(g2, ng2);
+        kbuf_upload(&gpu, gn, n0, B * 4);
+        dp_linear_norms_flash_cuda(gn, NULL, ga2, gg2, B, Tt, IC, OC, 32, &g2io);
+        validate_result(gn, ref2, Tt == 17 ? "dp norms flash T=17" : "dp norms flash T=70", B, 0, 1e-5f);
+        CHECK_EQ_U(g2io.read, c2.read); CHECK_EQ_U(g2io.written, c2.written);
+        free(a2); free(g2);
+    }
+    /* embedding norms: repeated tokens; double accumulation both sides */
+    int *tok = rand_tokens((size_t)B * T, 7);   /* a small vocabulary: many equal pairs */
+    float *ge = rand_host((size_t)B * T * C, 1), eref[3];
+    memcpy(eref, n0, sizeof eref);
+    dp_embedding_norms(eref, tok, ge, B, T, C, NULL);
+    int *gtok = ints_on(&gpu, tok, (size_t)B * T);
+    float *gge = on_gpu(ge, (size_t)B * T * C);
+    kbuf_upload(&gpu, gn, n0, B * 4);
+    dp_embedding_norms_cuda(gn, gtok, gge, B, T, C, NULL);
+    validate_result(gn, eref, "dp norms embedding", B, 0, 1e-6f);
+    /* RMSNorm weight: psg [B, C] then Σ psg² */
+    float *dout = rand_host((size_t)B * T * C, 1), *inp = rand_host((size_t)B * T * C, 1), *rstd = rand_host((size_t)B * T, 1);
+    float *rpsg = (float *)malloc((size_t)B * C * 4), rref[3];
+    memcpy(rref, n0, sizeof rref);
+    dp_rmsnorm_norms_direct(rref, rpsg, dout, inp, rstd, B, T, C);
+    float *gdo = on_gpu(dout, (size_t)B * T * C), *ginp = on_gpu(inp, (size_t)B * T * C), *grs = on_gpu(rstd, (size_t)B * T);
+    float *grpsg = on_gpu(NULL, (size_t)B * C);
+    kbuf_upload(&gpu, gn, n0, B * 4);
+    dp_rmsnorm_norms_direct_cuda(gn, grpsg, gdo, ginp, grs, B, T, C);
+    validate_result(grpsg, rpsg, "dp rmsnorm per-sample grads", (size_t)B * C, 1e-6f, 1e-5f);
+    validate_result(gn, rref, "dp norms rmsnorm", B, 0, 1e-5f);
+    /* clip factors (one NaN norm: dropped), clipped sum, book-keeping */
+    float nn[3] = { 4.0f, 0.01f, NAN }, cf[3];
+    dp_clip_factors(cf, nn, B, 1.0f);
+    float *gnn = on_gpu(nn, B), *gcf = on_gpu(NULL, B);
+    dp_clip_factors_cuda(gcf, gnn, B, 1.0f);
+    validate_result(gcf, cf, "dp clip factors", B, 0, 1e-7f);
+    float *grad0 = rand_host((size_t)OC * IC, 1), *gref = (float *)malloc((size_t)OC * IC * 4);
+    memcpy(gref, grad0, (size_t)OC * IC * 4);
+    dp_clipped_sum(gref, psg_h, cf, B, (size_t)OC * IC);
+    float *ggrad = on_gpu(grad0, (size_t)OC * IC);
+    dp_clipped_sum_cuda(ggrad, gpsg, gcf, B, (size_t)OC * IC);
+    validate_result(ggrad, gref, "dp clipped sum", (size_t)OC * IC, 1e-5f, 1e-5f);
+    memcpy(gref, grad0, (size_t)OC * IC * 4);
+    dp_linear_clipped_grad_bk(gref, a, g, cf, B, T, IC, OC);
+    kbuf_upload(&gpu, ggrad, grad0, (size_t)OC * IC * 4);
+    dp_linear_clipped_grad_bk_cuda(ggrad, ga, gg, gcf, B, T, IC, OC);
+    validate_result(ggrad, gref, "dp book-keeping linear", (size_t)OC * IC, 1e-5f, 1e-5f);
+    float *dwte0 = rand_host((size_t)7 * C, 1), *eb = (float *)malloc((size_t)7 * C * 4);
+    float cf2[3] = { 0.25f, 1.0f, 0.5f };
+    memcpy(eb, dwte0, (size_t)7 * C * 4);
+    dp_embedding_clipped_grad_bk(eb, tok, ge, cf2, B, T, C);
+    float *gdwte = on_gpu(dwte0, (size_t)7 * C), *gcf2 = on_gpu(cf2, B);
+    dp_embedding_clipped_grad_bk_cuda(gdwte, gtok, gge, gcf2, B, T, C);
+    validate_result(gdwte, eb, "dp book-keeping embedding", (size_t)7 * C, 1e-6f, 1e-6f);
+    /* the DP step with sigma = 0 and a huge clip norm is the vanilla step: clip factors are 1, the
+       clipped sum is the ordinary weight gradient, the noise step only divides by the batch */
+    float *gones = on_gpu(NULL, B), *gw_dp = on_gpu(NULL, (size_t)OC * IC), *gw_plain = on_gpu(NULL, (size_t)OC * IC);
+    kbuf_upload(&gpu, gn, n0, B * 4);
+    dp_linear_norms_flash_cuda(gn, NULL, ga, gg, B, T, IC, OC, 32, NULL);
+    dp_clip_factors_cuda(gones, gn, B, 1e30f);
+    float onesh[3] = { 1, 1, 1 };
+    validate_result(gones, onesh, "dp huge C: clip factors are 1", B, 0, 0);
+    fill_buffer(&gpu, gw_dp, 0, (size_t)OC * IC); fill_buffer(&gpu, gw_plain, 0, (size_t)OC * IC);
+    dp_linear_clipped_grad_bk_cuda(gw_dp, ga, gg, gones, B, T, IC, OC);
+    matmul_backward_weight(&gpu, gw_plain, gg, ga, B * T, IC, OC);
+    noise_privatize_cuda(gw_dp, (size_t)OC * IC, 0.0, 1e30, 4.0, 1234, 7, 0);
+    scale_inplace(&gpu, gw_plain, 0.25f, (size_t)OC * IC);
+    float *plain_h = from_gpu(gw_plain, (size_t)OC * IC);
+    validate_result(gw_dp, plain_h, "dp step sigma=0 huge C == vanilla", (size_t)OC * IC, 1e-5f, 1e-5f);
+    free(plain_h);
+    free(a); free(g); free(n0); free(psg_h); free(tok); free(ge); free(dout); free(inp); free(rstd); free(rpsg);
+    free(grad0); free(gref); free(dwte0); free(eb);
+}
+
+/* The same seed gives the same noise as samples/noise.c: a tensor that starts mid-block (offset 3)
+   and ends mid-block, and privatize's scaling. Counted bit for bit; CUDA's double libm may differ by
+   an ulp in rare cases, so up to 1 in 10⁴ values may differ by one float ulp, none by more. */
+static void test_noise(void) {
+    const size_t n = 100001;
+    const uint64_t seed = 0x1234567890abcdefull, step = 42, offset = 3;
+    float *h = (float *)calloc(n, sizeof(float));
+    noise_add_gaussian(h, n, 0.75, seed, step, offset);
+    float *d = on_gpu(NULL, n);
+    fill_buffer(&gpu, d, 0, n);
+    noise_add_gaussian_cuda(d, n, 0.75, seed, step, offset);
+    float *g = from_gpu(d, n);
+    size_t exact = 0, one_ulp = 0, worse = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (g[i] == h[i]) exact++;
+        else if (fabsf(g[i] - h[i]) <= fabsf(nextafterf(h[i], INFINITY) - h[i])) one_ulp++;
+        else if (worse++ < 3) fprintf(stderr, "  noise[%zu]: gpu %.9g cpu %.9g\n", i, g[i], h[i]);
+    }
+    printf("ok?  noise: %zu of %zu bit-identical, %zu one ulp apart, %zu worse\n", exact, n, one_ulp, worse);
+    CHECK(worse == 0);
+    CHECK(one_ulp * 10000 <= n);
+    /* privatize: (g + σ C z) / B */
+    float *x = rand_host(n, 1), *hx = (float *)malloc(n * 4);
+    memcpy(hx, x, n * 4);
+    noise_privatize(hx, n, 1.1, 0.5, 8.0, seed, step + 1, 12345);
+    kbuf_upload(&gpu, d, x, n * 4);
+    noise_privatize_cuda(d, n, 1.1, 0.5, 8.0, seed, step + 1, 12345);
+    validate_result(d, hx, "noise_privatize", n, 1e-7f, 2e-7f);
+    free(h); free(g); free(x); free(hx);
+}
+
+/* A plan run for CUDA and a real CUDA run of the same ops allocate the same tags and bytes in the
+   same order (--plan-for cuda predicts a CUDA run exactly). */
+typedef struct { char tag[48]; size_t bytes; } Ev;
+typedef struct { Ev ev[64]; int n; } Trace;
+static void record(void *user, const char *tag, size_t bytes, int is_alloc) {
+    Trace *t = (Trace *)user;
+    if (t->n == 64) return;
+    snprintf(t->ev[t->n].tag, sizeof t->ev[t->n].tag, "%s%s", is_alloc ? "+" : "-", tag);
+    t->ev[t->n++].bytes = bytes;
+}
+static void op_sequence(KBackend *b) {
+    const int B = 2, T = 17, NH = 4, NKV = 2, HS = 24, C = 67, V = 101, N = B * T;
+    float *x = (float *)kbuf_alloc(b, (size_t)N * V * 4, "activations/x");
+    float *y = (float *)kbuf_alloc(b, (size_t)N * V * 4, "activations/y");
+    int *t = (int *)kbuf_alloc(b, (size_t)N * 4, "activations/tokens");
+    double s;
+    if (kbackend_computes(b)) { fill_buffer(b, x, 0.01f, (size_t)N * V); fill_buffer(b, y, 0.02f, (size_t)N * V); }
+    reduce_sumsq(b, x, (size_t)N * V, &s);
+    rmsnorm_backward(b, x, y, x, y, y, y, N, C);
+    attention_forward(b, x, y, x, x, x, B, T, NH, NKV, HS);
+    attention_backward(b, y, y, y, x, x, x, x, x, x, B, T, NH, NKV, HS);
+    crossentropy_forward(b, y, x, t, N, V);
+    crossentropy_backward(b, x, t, 1.0f, NULL, B, T, V);
+    embedding_backward(b, x, t, y, N, C, V);
+    kbuf_free(b, t); kbuf_free(b, y); kbuf_free(b, x);
+}
+static void test_plan_matches_run(void) {
+    KBackend plan;
+    Trace tp = { {}, 0 }, tr = { {}, 0 };
+    CHECK(kbackend_cuda_plan_init(&plan) == 0);
+    plan.trace = record; plan.trace_user = &tp;
+    gpu.trace = record; gpu.trace_user = &tr;
+    op_sequence(&plan);
+    op_sequence(&gpu);
+    gpu.trace = NULL;
+    kcuda_sync_check("plan vs run sequence");
+    CHECK(tp.n == tr.n && tp.n > 6);
+    int same = tp.n == tr.n;
+    for (int i = 0; same && i < tp.n; i++)
+        if (strcmp(tp.ev[i].tag, tr.ev[i].tag) || tp.ev[i].bytes != tr.ev[i].bytes) {
+            same = 0;
+            fprintf(stderr, "  event %d: plan %s %zu, run %s %zu\n", i, tp.ev[i].tag, tp.ev[i].bytes, tr.ev[i].tag, tr.ev[i].bytes);
+        }
+    CHECK(same);
+    CHECK_EQ_U(plan.peak, gpu.peak);   /* run first: the GPU backend held only its workspace before */
+    if (same) printf("ok   plan for cuda == cuda run: %d allocation events\n", tp.n);
+    kbackend_destroy(&plan);
+}
+
+int main(void) {
+    int ndev = 0;
+    cudaError_t err = cudaGetDeviceCount(&ndev);
+    if (err != cudaSuccess || ndev == 0) {
+        printf("SKIP: no CUDA device (%s): the CUDA ops, DP kernels and noise were not checked against the CPU\n",
+               err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+        return 77;
+    }
+    kbackend_cpu_init(&cpu, 2);
+    if (kbackend_cuda_init(&gpu, -1) != 0) { fprintf(stderr, "kbackend_cuda_init: %s\n", kbackend_error(&gpu)); return 1; }
+    kcuda_set_tf32(0);
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    test_plan_matches_run();
+    test_gemm();
+    test_elementwise();
+    test_embedding_rmsnorm_ce();
+    test_rope();
+    test_attention(2, 17, 4, 2, 24);    /* one key tile, GQA */
+    test_attention(2, 70, 4, 2, 40);    /* three tiles with a partial one, DM = 2 */
+    test_attention(1, 45, 2, 1, 128);   /* the 3B head size, DM = 4, group of 2 */
+    test_attention(1, 33, 3, 3, 64);    /* MHA, the 1B head size */
+    test_dp();
+    test_noise();
+    kbackend_free_all(&gpu);
+    kcuda_sync_check("end of test");
+    kbackend_destroy(&gpu);
+    kbackend_destroy(&cpu);
+    return check_exit("test_cuda_kernels");
+}
