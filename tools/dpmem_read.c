@@ -430,7 +430,6 @@ const char *dpmem_log_run_name(const DpmemLog *L, char *buf, size_t n) {
 
 static void first_event_from(const DpmemLog *L, uint32_t *chunk, uint32_t *pos) {
     while (*chunk != UINT32_MAX && *pos >= L->chunks[*chunk].end) {
-        release(L, L->chunks[*chunk].offset, L->chunks[*chunk].end);
         *chunk = L->chunks[*chunk].next;
         *pos = 32;
     }
@@ -438,6 +437,7 @@ static void first_event_from(const DpmemLog *L, uint32_t *chunk, uint32_t *pos) 
 
 int dpmem_iter_begin(DpmemIter *it, const DpmemLog *L) {
     it->log = L;
+    it->pending = UINT32_MAX;
     size_t n = L->n_threads ? L->n_threads : 1;
     it->chunk = malloc(n * sizeof *it->chunk);
     it->pos = malloc(n * sizeof *it->pos);
@@ -469,11 +469,20 @@ int dpmem_iter_next(DpmemIter *it, DpmemEvent *e) {
         .offset = c->offset + it->pos[best],
     };
     it->pos[best] += bytes;
+    uint32_t was = it->chunk[best];
     first_event_from(L, &it->chunk[best], &it->pos[best]);
+    if (it->chunk[best] != was) {
+        /* The event handed out lies in chunk `was`: release it at the next call, not now (touching a
+           released page faults its neighbours back in, the whole chunk). */
+        if (it->pending != UINT32_MAX) release(L, L->chunks[it->pending].offset, L->chunks[it->pending].end);
+        it->pending = was;
+    }
     return 1;
 }
 
 void dpmem_iter_end(DpmemIter *it) {
+    if (it->log && it->pending != UINT32_MAX) release(it->log, it->log->chunks[it->pending].offset, it->log->chunks[it->pending].end);
+    it->pending = UINT32_MAX;
     free(it->chunk); free(it->pos);
     it->chunk = it->pos = NULL;
 }

@@ -115,6 +115,7 @@ typedef struct {
     const DpmemLog *log;
     uint32_t *chunk;          /* per thread slot: current chunk, or UINT32_MAX when done */
     uint32_t *pos;            /* per thread slot: offset of the next event in its chunk */
+    uint32_t pending;         /* a finished chunk whose pages are dropped at the next step */
 } DpmemIter;
 
 int  dpmem_iter_begin(DpmemIter *it, const DpmemLog *log);   /* 0, or -1 out of memory */
