@@ -162,7 +162,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     if (choose_backend(&kb, c) != 0) return 1;
     kb.trace = st->trace; kb.trace_user = st->trace_user;
     const size_t backend_own = kb.live;   /* what the backend allocated for itself (cuBLAS workspace) */
-    if (c->log_path && dpmem_open(c->log_path) != 0) return 1;
+    if (c->log_path && dpmem_open(c->log_path) != 0) { kbackend_destroy(&kb); return 1; }
     config_log(c);
     dpmem_meta("config.method", st->name);
     dpmem_meta("config.backend", kb.kind == KB_PLAN ? "plan" : kb.ops->name);
@@ -235,7 +235,9 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     rc = 0;
     goto out;
 fail:
-    if (!s.nonfinite) fprintf(stderr, "error: %s\n", kbackend_error(&kb));
+    if (s.nonfinite) {}   /* already said, naming the tensor */
+    else if (kb.err[0]) fprintf(stderr, "error: %s\n", kb.err);
+    else fprintf(stderr, "error: the %s strategy failed at step %d\n", st->name, s.step + 1);
     rc = error_code(&s);
 out:
     if (strategy_ready && st->destroy) st->destroy(st->user, &s);
