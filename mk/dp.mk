@@ -77,3 +77,10 @@ $(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c samples/accountant.c samples/acc
 
 ALL   += $(BUILD)/tests/test_dp_cli
 TESTS += $(BUILD)/tests/test_dp_cli
+
+$(BUILD)/bench/dp_train: samples/dp_bench_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL     += $(BUILD)/bench/dp_train
+BENCHES += $(BUILD)/bench/dp_train

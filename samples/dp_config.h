@@ -45,6 +45,7 @@ typedef struct {
     int    lora_rank;                /* 0: no LoRA */
     double lora_alpha;               /* 0: not given (2·rank) */
     unsigned lora_targets;
+    int    quiet_dp;                 /* no DP lines on stdout (benchmarks) */
 } DpConfig;
 
 /* Defaults for a sample that does `norm` + `clip` (the sample's own method). */

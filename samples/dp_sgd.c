@@ -77,7 +77,7 @@ int dp_sgd_save_adapters(void *user, TrainState *s, const char *dir) {
         fprintf(stderr, "error: %s\n", err);
         return -1;
     }
-    if (!s->cfg->quiet && kbackend_computes(d->kb)) printf("saved: %s/adapter_model.safetensors, adapter_config.json (PEFT)\n", sub);
+    if (!(s->cfg->quiet || d->cfg.quiet_dp) && kbackend_computes(d->kb)) printf("saved: %s/adapter_model.safetensors, adapter_config.json (PEFT)\n", sub);
     return 0;
 }
 
@@ -125,7 +125,7 @@ static int lora_setup(DpSgd *d, TrainState *s) {
         if (lora_merge(l, d->kb, W, 1.0f)) return -1;        /* B = 0: W is unchanged, but say what is meant */
     }
     for (int k = 0; k < 2 * d->n_lora; k++) d->lps[k].used = -1;
-    if (!s->cfg->quiet) {
+    if (!(s->cfg->quiet || d->cfg.quiet_dp)) {
         char t[64];
         printf("LoRA: rank %d, alpha %g (scale %g) on %s: %d adapters, %zu trainable parameters; the %zu base parameters are frozen\n",
                r, alpha, alpha / r, dp_lora_targets_string(d->cfg.lora_targets, t, sizeof t), d->n_lora,
@@ -196,7 +196,7 @@ static int init_inner(DpSgd *d, TrainState *s) {
             !(d->weights = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/loss_weights")))
             return -1;
     }
-    if (!s->cfg->quiet) {
+    if (!(s->cfg->quiet || d->cfg.quiet_dp)) {
         printf("DP-SGD: %s norms, %s clipping, C=%g, sigma=%.6g%s, delta=%g, logical batch %d (physical %d x %d), "
                "sample rate %.6g (%ld rows)%s\n",
                dp_norm_name(d->cfg.norm), d->cfg.norm == DP_NORM_DIRECT && d->cfg.clip == DP_CLIP_BK ? "per-sample-sum" : dp_clip_name(d->cfg.clip),
@@ -398,7 +398,7 @@ static void print_choice(DpSgd *d) {
         snprintf(key, sizeof key, "dp.io.%s", name);
         dpmem_meta_int(key, (long long)(p->io.read + p->io.written));
         io += p->io.read + p->io.written;
-        if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && !d->s->cfg->quiet)
+        if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && !(d->s->cfg->quiet || d->cfg.quiet_dp))
             printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s (2T^2 %s d_in*d_out)\n", name, p->d_out, p->d_in, p->T,
                    p->used == DP_NORM_FLASH ? "flash" : "direct", p->used == DP_NORM_FLASH ? "<=" : ">");
     }
@@ -409,7 +409,7 @@ static void print_choice(DpSgd *d) {
         snprintf(key, sizeof key, "dp.layer.%s.lora_%c", d->lora[k / 2].name, k % 2 ? 'B' : 'A');
         dpmem_meta(key, p->used == DP_NORM_MIXED ? "direct-streamed" : dp_norm_name((DpNorm)p->used));
         io += p->io.read + p->io.written;
-        if (d->cfg.norm == DP_NORM_MIXED && !d->s->cfg->quiet)
+        if (d->cfg.norm == DP_NORM_MIXED && !(d->s->cfg->quiet || d->cfg.quiet_dp))
             printf("DP-SGD mixed: %-27s.lora_%c %5dx%-5d T=%d: %s\n", d->lora[k / 2].name, k % 2 ? 'B' : 'A',
                    p->d_out, p->d_in, p->T, p->used == DP_NORM_FLASH ? "flash" : "direct");
     }
@@ -616,7 +616,7 @@ void dp_sgd_destroy(void *user, TrainState *s) {
         snprintf(buf, sizeof buf, "%.9g", eps); dpmem_meta("dp.epsilon", buf);
         snprintf(buf, sizeof buf, "%.9g", alpha); dpmem_meta("dp.best_alpha", buf);
         dpmem_meta_int("dp.steps", d->steps_done);
-        if (!s || !s->cfg->quiet) {
+        if (!s || !(s->cfg->quiet || d->cfg.quiet_dp)) {
             printf("DP-SGD: epsilon = %.4f at delta = %g after %ld steps (sigma %.4g, sample rate %.4g, RDP order %g)",
                    eps, d->cfg.delta, d->steps_done, d->sigma, d->sample_rate, alpha);
             if (d->norm_count)
@@ -628,7 +628,7 @@ void dp_sgd_destroy(void *user, TrainState *s) {
     }
     if (d->cfg.poisson) {
         dpmem_meta_int("dp.poisson_truncated", d->truncated);
-        if (d->truncated && (!s || !s->cfg->quiet))
+        if (d->truncated && (!s || !(s->cfg->quiet || d->cfg.quiet_dp)))
             printf("DP-SGD: Poisson sampling drew more rows than a step holds %ld times (dropped)\n", d->truncated);
     }
     free(d->rows); d->rows = NULL;

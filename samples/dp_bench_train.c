@@ -1,0 +1,124 @@
+/* dp_bench_train.c — `make bench` table of whole DP-SGD training steps on this machine's CPU: step
+   time and peak tagged memory of vanilla, direct (materialized per-sample gradients, summed),
+   ghost+twopass (Opacus ghost clipping), flash+bk and mixed+bk, on the tiny and small presets at
+   T = 128, 512, 1024 with batch 4, each as a ratio to vanilla measured in the same run. Beside the
+   time ratio, the floor: 1 + Σ_layers min(2T²(IC+OC), 2T·IC·OC) / Σ_layers 6T·IC·OC, the extra
+   matmul flops of the cheapest norm (DP_REFERENCE.md), what a perfect implementation would pay.
+
+   Each configuration runs the real trainer in-process (train_run, --quiet) for a few steps; the
+   step time is the fastest steady step (step 0 allocates and is excluded), taken from the step
+   boundaries the strategy sees. Usage: dp_bench_train [--quick] (--quick: tiny only).
+   Not here: kernel-level figures (dp_bench_norms.c), GPU runs. */
+#define DPMEM_IMPLEMENTATION
+#include "dpmem.h"
+#include "dp_sgd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    TrainStrategy inner;
+    uint64_t t[16];
+    int n;
+} Timed;
+
+static int timed_physical(void *user, TrainState *s) {
+    Timed *w = user;
+    if (s->micro == 0 && w->n < 16) w->t[w->n++] = dpmem_now_ns();
+    if (w->inner.physical_batch) return w->inner.physical_batch(w->inner.user, s);
+    return train_forward(s) || train_backward(s, NULL) ? -1 : 0;
+}
+static int timed_init(void *user, TrainState *s) { Timed *w = user; return w->inner.init ? w->inner.init(w->inner.user, s) : 0; }
+static int timed_before(void *user, TrainState *s) { Timed *w = user; return w->inner.before_update ? w->inner.before_update(w->inner.user, s) : 0; }
+static void timed_destroy(void *user, TrainState *s) {
+    Timed *w = user;
+    if (w->n < 16) w->t[w->n++] = dpmem_now_ns();
+    if (w->inner.destroy) w->inner.destroy(w->inner.user, s);
+}
+static int timed_frozen(void *user, const ParamInfo *p) { Timed *w = user; return w->inner.frozen(w->inner.user, p); }
+
+/* Runs one configuration; returns 0 and the fastest steady step (s) and the peak tagged bytes. */
+static int measure(const char *preset, int T, int steps, int method, double *secs, size_t *peak) {
+    static const struct { DpNorm norm; DpClip clip; } M[] = {
+        { 0, 0 }, { DP_NORM_DIRECT, DP_CLIP_BK }, { DP_NORM_GHOST, DP_CLIP_TWOPASS }, { DP_NORM_FLASH, DP_CLIP_BK },
+        { DP_NORM_MIXED, DP_CLIP_BK },
+    };
+    TrainConfig cfg;
+    config_defaults(&cfg);
+    config_preset(&cfg, preset);
+    cfg.seq_len = T; cfg.batch_size = 4; cfg.steps = steps; cfg.quiet = 2; cfg.run_name = "dp_bench";
+    DpConfig dp;
+    DpSgd d;
+    Timed w;
+    memset(&w, 0, sizeof w);
+    if (method > 0) {
+        dp_config_defaults(&dp, M[method].norm, M[method].clip);
+        dp.quiet_dp = 1;
+        if (dp_sgd_prepare(&d, &w.inner, &dp, &cfg, "bench")) return -1;
+    } else {
+        w.inner.name = "vanilla";
+    }
+    TrainStrategy st = { .name = w.inner.name, .user = &w, .init = timed_init, .physical_batch = timed_physical,
+                         .before_update = timed_before, .destroy = timed_destroy,
+                         .frozen = w.inner.frozen ? timed_frozen : NULL };
+    dpmem_reset_peak();
+    size_t base = dpmem_live_bytes(NULL);
+    if (train_run(&cfg, &st) != 0) return -1;
+    *peak = dpmem_peak_bytes(NULL) - base;
+    double best = INFINITY;
+    for (int i = 1; i + 1 < w.n; i++) best = fmin(best, (w.t[i + 1] - w.t[i]) * 1e-9);
+    *secs = best;
+    return 0;
+}
+
+/* 1 + Σ min(2T²(IC+OC), 2T·IC·OC) / Σ 6T·IC·OC over the linear layers of a preset. */
+static double floor_ratio(const char *preset, int T) {
+    TrainConfig cfg;
+    config_defaults(&cfg);
+    config_preset(&cfg, preset);
+    LlamaModel m;
+    if (llama_describe(&m, &cfg.model, 4, T)) return NAN;
+    double extra = 0, base = 0;
+    for (int i = 0; i < m.n_params; i++) {
+        const ParamInfo *p = &m.params[i];
+        if (p->kind != HOOK_LINEAR) continue;
+        double io = (double)p->rows * p->cols, gram = 2.0 * T * T * (p->rows + p->cols), direct = 2.0 * T * io;
+        extra += fmin(gram, direct);
+        base += 6.0 * T * io;
+    }
+    llama_free(&m);
+    return 1 + extra / base;
+}
+
+int main(int argc, char **argv) {
+    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    const char *presets[] = { "tiny", "small" };
+    const int Ts[] = { 128, 512, 1024 };
+    const char *names[] = { "vanilla", "direct", "ghost+twopass", "flash+bk", "mixed+bk" };
+    printf("DP-SGD training steps on the CPU, batch 4: time per step and peak tagged memory, ratio to vanilla\n");
+    printf("%-6s %5s | %-14s %10s %7s %7s | %12s %7s\n", "model", "T", "method", "step s", "x vanl", "floor",
+           "peak MiB", "x vanl");
+    int failed = 0;
+    for (int p = 0; p < (quick ? 1 : 2); p++)
+        for (int ti = 0; ti < 3; ti++) {
+            int T = Ts[ti], steps = p == 0 ? 5 : 3;
+            double v_s = 0, fl = floor_ratio(presets[p], T);
+            size_t v_peak = 0;
+            for (int mth = 0; mth < 5; mth++) {
+                double s;
+                size_t peak;
+                if (measure(presets[p], T, steps, mth, &s, &peak)) {
+                    printf("%-6s %5d | %-14s failed: see the error above\n", presets[p], T, names[mth]);
+                    failed = 1;
+                    continue;
+                }
+                if (mth == 0) { v_s = s; v_peak = peak; }
+                printf("%-6s %5d | %-14s %10.4f %7.2f %7.2f | %12.1f %7.2f\n", presets[p], T, names[mth], s, s / v_s,
+                       mth == 0 ? 1.0 : fl, peak / 1048576.0, (double)peak / v_peak);
+                fflush(stdout);
+            }
+        }
+    printf("goal (issue 5): flash+bk and mixed+bk within 1.3x vanilla time and under 1.10x peak memory at T=1024\n");
+    return failed;
+}
