@@ -55,8 +55,9 @@
      DPMEM_NVTX_MEM=0      do not register tagged device and managed allocations as NVTX memory
                            regions named by their tag (compute-sanitizer --nvtx yes shows the names).
      DPMEM_NVTX_COUNTERS=0 do not emit live bytes per category as NVTX counters.
-     NVTX regions and counters are only emitted when a tool can listen (NVTX_INJECTION64_PATH is set,
-     as Nsight Systems and compute-sanitizer do): otherwise a tagged allocation pays one branch.
+     NVTX regions and counters are only emitted when a tool listens (NVTX_INJECTION64_PATH is set, or
+     NVTX hands out domains, which it does only with a tool attached): otherwise a tagged allocation
+     pays one branch.
 
    OPTIONS (define before including)
      DPMEM_DISABLE      every macro and function becomes the bare CUDA call (or nothing): no dpmem,
@@ -433,7 +434,6 @@ static void dpmem__cuda_counters_update(void) {
 DPMEM_DEF void dpmem_cuda_nvtx(int regions, int counters) {
     dpmem_cuda_init();
 #ifndef DPMEM_NO_NVTX
-    if ((regions || counters) && !dpmem__cuda.domain) dpmem__cuda.domain = nvtxDomainCreateA("dpmem");
     __atomic_store_n(&dpmem__cuda.regions, regions != 0, __ATOMIC_RELAXED);
     __atomic_store_n(&dpmem__cuda.counters, counters != 0, __ATOMIC_RELAXED);
 #else
@@ -740,7 +740,6 @@ static void dpmem__cuda_atfork_child(void) {
 static void dpmem__cuda_init_once(void) {
     pthread_condattr_t attr;
     int count = 0;
-    int tool = getenv("NVTX_INJECTION64_PATH") != NULL;   /* no tool can listen without it */
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&dpmem__cuda.sampler_wake, &attr);
@@ -751,14 +750,16 @@ static void dpmem__cuda_init_once(void) {
     dpmem_set_device_info(dpmem__cuda_device_info, NULL);
 #ifndef DPMEM_NO_NVTX
     {
-        int regions = tool && dpmem__cuda_env_int("DPMEM_NVTX_MEM", 1) != 0;
-        int counters = tool && dpmem__cuda_env_int("DPMEM_NVTX_COUNTERS", 1) != 0;
-        if (regions || counters) dpmem__cuda.domain = nvtxDomainCreateA("dpmem");
+        /* A tool listens if one was named for loading (Nsight Systems, compute-sanitizer) or if the
+           core NVTX hands out domains (only an attached tool does; dpmem.h has initialized NVTX). */
+        int tool, regions, counters;
+        dpmem__cuda.domain = nvtxDomainCreateA("dpmem");
+        tool = getenv("NVTX_INJECTION64_PATH") != NULL || dpmem__cuda.domain != NULL;
+        regions = tool && dpmem__cuda_env_int("DPMEM_NVTX_MEM", 1) != 0;
+        counters = tool && dpmem__cuda_env_int("DPMEM_NVTX_COUNTERS", 1) != 0;
         dpmem__cuda.regions = regions;
         dpmem__cuda.counters = counters;
     }
-#else
-    (void)tool;
 #endif
     pthread_atfork(NULL, NULL, dpmem__cuda_atfork_child);
     atexit(dpmem__cuda_atexit);

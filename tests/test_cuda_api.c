@@ -4,7 +4,8 @@
    Checks, with tests/nvtx_inject_ext.c attached as the NVTX tool:
    - tagged device and managed allocations register an NVTX memory region of the exact address and
      size, named by the tag; host and pinned ones do not; freeing unregisters (an unknown pointer does
-     not); DPMEM_NVTX_MEM=0 and DPMEM_NVTX_COUNTERS=0 each turn their part off;
+     not); DPMEM_NVTX_MEM=0 and DPMEM_NVTX_COUNTERS=0 each turn their part off; with no tool
+     attached both stay off;
    - two threads tagging at once: every region unregistered, counters end at the true live bytes;
    - NVTX counters: one per category and one for the device total, sampled with the exact live bytes
      whenever they change, and only then;
@@ -282,6 +283,8 @@ static void check_env(const char *self) {
     CHECK(system(cmd) == 0, "DPMEM_NVTX_COUNTERS=0 not obeyed");
     snprintf(cmd, sizeof cmd, "'%s' env", self);
     CHECK(system(cmd) == 0, "regions and counters not on by default with a tool attached");
+    snprintf(cmd, sizeof cmd, "env -u NVTX_INJECTION64_PATH '%s' notool", self);
+    CHECK(system(cmd) == 0, "regions or counters on without a tool");
 }
 
 int main(int argc, char **argv) {
@@ -291,6 +294,14 @@ int main(int argc, char **argv) {
     int ndev = 0, have_gpu;
     size_t used = 0, total = 0;
 
+    if (argc > 1 && strcmp(argv[1], "notool") == 0) {  /* no tool attached: regions and counters stay off */
+        dpmem_cuda_init();
+        if (dpmem__cuda.regions || dpmem__cuda.counters || dpmem__cuda.domain) {
+            fprintf(stderr, "FAIL: NVTX regions/counters on with no tool attached\n");
+            return 1;
+        }
+        return 0;
+    }
     /* Attach the capture library as NVTX's tool before the first NVTX call. */
     snprintf(lib, sizeof lib, "%s/tests/libnvtx_inject_ext.so", build);
     if (access(lib, R_OK) != 0) { fprintf(stderr, "FAIL: %s is missing (make builds it)\n", lib); return 1; }
