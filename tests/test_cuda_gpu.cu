@@ -273,7 +273,8 @@ static void check_log(const char *path, size_t total) {
                 if (!relaxed) CHECK(gpu >= 5000000ull && gpu < 7000000ull, "gpu_spin_5ms took %llu ns", (unsigned long long)gpu);
             } else if (strcmp(name, "gpu_tiny") == 0) {
                 tiny++;
-                CHECK(gpu >= 1000 && gpu < 100000000ull, "gpu_tiny took %llu ns", (unsigned long long)gpu);
+                /* > 0 only: %globaltimer and event resolution (~0.5 µs) blur a 1 µs spin */
+                CHECK(gpu > 0 && gpu < 100000000ull, "gpu_tiny took %llu ns", (unsigned long long)gpu);
             }
         }
         if (e->type == 12) {
