@@ -82,7 +82,7 @@ $(BUILD)/bench/bench_cuda_kernels: bench/bench_cuda_kernels.cu $(KCUDA_LIB) $(KC
 	    $(KCUDA_DEPS_L) $(KCUDA_LDLIBS) -lopenblas -lgomp $(LDLIBS)
 
 ALL     += $(KCUDA_LIB) $(BUILD)/tests/test_cuda_kernels $(BUILD)/bench/bench_cuda_kernels
-TESTS   += $(BUILD)/tests/test_cuda_kernels
+TESTS   += $(BUILD)/tests/test_cuda_kernels tests/test_cuda_ops_train.sh tests/test_cuda_ops_sanitize.sh
 BENCHES += $(BUILD)/bench/bench_cuda_kernels
 
 .PHONY: cuda-backend

@@ -271,7 +271,7 @@ static void test_attention(int B, int T, int NH, int NKV, int HS) {
     snprintf(name, sizeof name, "attention_forward T=%d HS=%d out", T, HS);
     validate_result(go, co, name, nq, 1e-6f, 1e-5f);
     snprintf(name, sizeof name, "attention_forward T=%d HS=%d lse", T, HS);
-    validate_result(gl, cl, name, nl, 1e-6f, 1e-6f);
+    validate_result(gl, cl, name, nl, 1e-5f, 1e-5f);   /* lse ≈ 4: 1e-5 is ~20 ulp */
     float *cdq = on_cpu(NULL, nq), *cdk = on_cpu(NULL, nk), *cdv = on_cpu(NULL, nk);
     float *gdq = on_gpu(NULL, nq), *gdk = on_gpu(NULL, nk), *gdv = on_gpu(NULL, nk);
     attention_backward(&cpu, cdq, cdk, cdv, cdo, cq, ck, cv, co, cl, B, T, NH, NKV, HS);
