@@ -458,8 +458,10 @@ DPMEM_DEF size_t dpmem_cuda_untag(const void *ptr) {
     dpmem_cuda_init();
     bytes = dpmem_tag_free(ptr);
 #ifndef DPMEM_NO_NVTX
-    if (bytes) dpmem__cuda_nvtx_unregister(ptr);
-    if (__atomic_load_n(&dpmem__cuda.counters, __ATOMIC_RELAXED)) dpmem__cuda_counters_update();
+    if (bytes) {                                       /* an unknown pointer changed nothing */
+        dpmem__cuda_nvtx_unregister(ptr);
+        if (__atomic_load_n(&dpmem__cuda.counters, __ATOMIC_RELAXED)) dpmem__cuda_counters_update();
+    }
 #endif
     return bytes;
 }
