@@ -1,4 +1,4 @@
-# The experiment suite (tools/run_experiments, a POSIX sh script: nothing to build), `make demo`'s
+# The experiment suite (tools/run_experiments, a POSIX sh script, and its sweep chart), `make demo`'s
 # content (samples/demo.sh), the demo picture under docs/demo/ and the suite's tests.
 # tools.mk is read after this file: the tools library is named by its path here.
 
@@ -9,7 +9,12 @@ $(BUILD)/tests/test_suite_pngstat: tests/test_suite_pngstat.c $(SUITE_TOOLS_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(SUITE_TOOLS_LIB) $(LDFLAGS) $(LDLIBS)
 
-ALL   += $(BUILD)/tests/test_suite_pngstat
+# The sweep chart: peak and per-phase memory vs the swept value, one line per experiment.
+$(BUILD)/run-experiments-sweep: tools/run_experiments_sweep.c $(SUITE_TOOLS_LIB) tools/dpmem_read.h tools/runstats.h tools/raster.h tools/palette.h tools/units.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(SUITE_TOOLS_LIB) $(LDFLAGS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_suite_pngstat $(BUILD)/run-experiments-sweep
 TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.sh tests/test_suite_sweep.sh \
          tests/test_demo.sh tests/test_readme_commands.sh
 

@@ -1,0 +1,63 @@
+#!/bin/sh
+# test_suite_sweep.sh — run_experiments --sweep: every experiment at every value, each run with the
+# swept flag on its command line; sweep.csv holds exactly the peaks the trainers printed, in value
+# order; the peaks move the way the method's memory must (a longer sequence costs more; a larger LoRA
+# rank costs more; a smaller physical batch costs less); sweep.png (all experiments) decodes and is
+# not blank; settings a method lacks are left out of the sweep.
+# Exits 0 on pass, 1 on failure.
+B=${DPMEM_BUILD:-build}
+S=tools/run_experiments
+PNGSTAT=$B/tests/test_suite_pngstat
+[ -x "$B/train_vanilla" ] && [ -x "$PNGSTAT" ] || { echo "FAIL: $B/train_vanilla or $PNGSTAT not built"; exit 1; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+peak_of() { sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' "$1"; }
+
+# sweep LABEL KEY VALUES FLAG ORDER EXPERIMENTS... : runs the sweep, checks the table and the commands.
+# ORDER: "up" (peak strictly increasing with the value) or "nondown".
+sweep() {
+    label=$1; key=$2; vals=$3; flag=$4; order=$5; shift 5
+    d=$tmp/$label
+    sh "$S" --build "$B" --out "$d" --model tiny --seq-len 32 --batch-size 4 --physical-batch 2 --steps 1 --quiet \
+        --sweep "$key=$vals" "$@" >"$tmp/$label.stdout" 2>&1 || { bad "[$label] the suite failed"; tail -n 20 "$tmp/$label.stdout"; return; }
+    exps=$(head -n 1 "$d/sweep.csv" | cut -d, -f2- | tr ',' ' ')
+    echo "$label: experiments in the sweep: $exps"
+    j=1
+    for e in $exps; do
+        j=$((j + 1)); prev=0
+        for v in $(echo "$vals" | tr ',' ' '); do
+            run=$d/$e-$key$v
+            got=$(awk -F, -v v="$v" -v j=$j '$1 == v { print $j }' "$d/sweep.csv")
+            want=$(peak_of "$run.out")
+            grep -q -- "$flag $v\\( \\|$\\)" "$run.cmd" || bad "[$label] $e at $v: '$flag $v' not on its command line: $(cat "$run.cmd")"
+            [ -n "$want" ] && [ "$got" = "$want" ] || { bad "[$label] $e at $key=$v: sweep.csv has '$got', the trainer printed '$want'"; continue; }
+            case $order in
+                up) [ "$got" -gt "$prev" ] || bad "[$label] $e: peak $got at $key=$v is not above $prev at the value before" ;;
+                nondown) [ "$got" -ge "$prev" ] || bad "[$label] $e: peak $got at $key=$v is below $prev at the value before" ;;
+            esac
+            prev=$got
+        done
+        echo "ok   [$label] $e: $(awk -F, -v j=$j 'NR > 1 { printf "%s:%s ", $1, $j }' "$d/sweep.csv")"
+    done
+    pngs=$d/sweep.png
+    for p in $pngs; do
+        if ! "$PNGSTAT" "$p" >"$tmp/stat" 2>&1; then bad "[$label] $(basename "$p") missing or does not decode"; continue; fi
+        ink=$(sed -n 's/^ink //p' "$tmp/stat")
+        awk -v i="$ink" 'BEGIN { exit !(i > 1) }' || bad "[$label] $(basename "$p") is blank ($ink% ink)"
+    done
+    echo "ok   [$label] pictures:$(for p in $pngs; do printf ' %s' "$(basename "$p")"; done)"
+}
+
+sweep seq seq-len 16,32,64 --seq-len up vanilla ghost
+sweep rank lora-rank 2,8,32 --lora-rank up                  # all six asked: only lora has a rank
+[ "$(head -n 1 "$tmp/rank/sweep.csv")" = "lora-rank,lora" ] || bad "[rank] the sweep is not of lora alone: $(head -n 1 "$tmp/rank/sweep.csv")"
+sweep phys physical-batch 1,2,4 --max-physical-batch-size nondown vanilla dpsgd ghost
+grep -q "vanilla has no physical batch" "$tmp/phys.stdout" || bad "[phys] vanilla left out without a word"
+[ ! -e "$tmp/phys/vanilla-physical-batch1.log" ] || bad "[phys] vanilla ran in a physical-batch sweep"
+sweep batch batch-size 2,4 --batch-size up vanilla flash
+
+[ $fail -eq 0 ] && echo "sweep checks passed"
+exit $fail
