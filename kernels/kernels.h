@@ -66,7 +66,7 @@ KROPE_FN float krope_inv_freq(KRope r, int i, int HS) {
 typedef struct KOps {
     const char *name;                                     /* "cpu", "cuda" */
     int space;                                            /* DPMEM_HOST or DPMEM_DEVICE */
-    void  *(*alloc)(KBackend *b, size_t bytes);           /* zero-filled; NULL when the device is full */
+    void  *(*alloc)(KBackend *b, size_t bytes);           /* NULL when the device is full; need not be zeroed */
     void   (*free)(KBackend *b, void *p);
     void   (*upload)(KBackend *b, void *dst, const void *src, size_t bytes);
     void   (*download)(KBackend *b, void *dst, const void *src, size_t bytes);
@@ -129,8 +129,9 @@ struct KBackend {
     char err[256];
 };
 
-/* Backends. kbackend_plan_init(b, &kops_cpu) plans for the CPU (nthreads as given, the CPU's thread
-   count by default); a CUDA build passes its own table. */
+/* Backends. kbackend_plan_init(b, &kops_cpu, n) plans for the CPU (n threads; <= 0: OpenMP's
+   default); for the CUDA target use kbackend_cuda_plan_init (kernels/cuda/kernels_cuda.h), which
+   also records the cuBLAS workspace a CUDA backend allocates first. */
 extern const KOps kops_cpu;
 extern const KOps kops_plan;
 void kbackend_cpu_init(KBackend *b, int nthreads);   /* nthreads <= 0: OpenMP's default */

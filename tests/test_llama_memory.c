@@ -124,7 +124,7 @@ static void check_mem_limit(void) {
     config_defaults(&c);
     KBackend kb;
     kbackend_plan_init(&kb, &kops_cpu, 2);
-    kb.mem_limit = 300000;   /* the 256,000-byte embedding fits, the lm_head after it does not */
+    kb.mem_limit = 300000;   /* the 256,000-byte embedding and two 16 KiB projections fit, the third does not */
     LlamaModel m;
     int rc = llama_build(&m, &kb, &c.model, 1, 8, "adamw", 1, NULL, NULL);
     if (rc == 0 || strstr(kbackend_error(&kb), "out of memory") == NULL || strstr(kbackend_error(&kb), "params/") == NULL) {

@@ -4,11 +4,17 @@
 #include "kernels_cpu.h"
 #include <math.h>
 
-static void row_stats(const float *x, int V, float *mx, double *sum) {
+/* Row max and Σ exp(x - max): expf per element (each term <= 1, so fp32 is exact enough), summed in
+   double. If e is given, the exponentials are stored there (the backward's softmax numerators). */
+static void row_stats(const float *x, int V, float *mx, double *sum, float *e) {
     float m = -INFINITY;
     for (int i = 0; i < V; i++) if (x[i] > m) m = x[i];
     double s = 0.0;
-    for (int i = 0; i < V; i++) s += exp((double)(x[i] - m));
+    for (int i = 0; i < V; i++) {
+        float t = expf(x[i] - m);
+        if (e) e[i] = t;
+        s += t;
+    }
     *mx = m; *sum = s;
 }
 
@@ -19,7 +25,7 @@ void crossentropy_forward_cpu(KBackend *b, float *losses, const float *logits, c
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * V;
         float m; double s;
-        row_stats(x, V, &m, &s);
+        row_stats(x, V, &m, &s, NULL);
         losses[n] = (float)(log(s) + m - x[targets[n]]);
     }
 }
@@ -31,10 +37,10 @@ void crossentropy_backward_cpu(KBackend *b, float *logits, const int *targets, f
     for (int n = 0; n < B * T; n++) {
         float *x = logits + (size_t)n * V;
         float m; double s;
-        row_stats(x, V, &m, &s);
+        row_stats(x, V, &m, &s, x);   /* x now holds exp(x - m) */
         float w = scale * (sample_weight ? sample_weight[n / T] : 1.0f);
-        float inv = (float)(1.0 / s);
-        for (int i = 0; i < V; i++) x[i] = expf(x[i] - m) * inv * w;
+        float f = (float)(w / s);
+        for (int i = 0; i < V; i++) x[i] *= f;
         x[targets[n]] -= w;
     }
 }
