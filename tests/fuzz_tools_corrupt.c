@@ -10,14 +10,14 @@
 #include "fuzz_tools_exercise.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-#define DEFAULT_CASES 1500
+#define DEFAULT_CASES 1000
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define DEFAULT_CASES 1500
+#define DEFAULT_CASES 1000
 #endif
 #endif
 #ifndef DEFAULT_CASES
-#define DEFAULT_CASES 3000
+#define DEFAULT_CASES 2500
 #endif
 
 static uint64_t rng_state = 1;

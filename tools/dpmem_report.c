@@ -5,7 +5,6 @@
    buffers, OOM post-mortems, and the health checks. Across runs: a comparison table against a
    baseline run. CSV and JSON come from one table of columns (so they carry the same numbers; the
    schema is in docs/TOOLS.md). The computing is tools/runstats.c, the charts tools/charts.c. */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
