@@ -275,8 +275,16 @@ int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
                  "does not match its weights?)", w.files[i].path, name);
             goto done;
         }
-    if (!kbackend_computes(m->kb)) { rc = 0; goto done; } /* plan: checked, nothing written */
     int direct = m->kb->space == DPMEM_HOST;
+    if (!kbackend_computes(m->kb)) { /* plan: checked, nothing written; a device target's staging is tagged */
+        if (!direct) {
+            const void *fake = (const void *)(uintptr_t)m->kb->next_fake;
+            dpmem_tag_alloc_space(fake, largest * sizeof(float), "checkpoint/staging", DPMEM_HOST);
+            DPMEM_TAG_FREE(fake);
+        }
+        rc = 0;
+        goto done;
+    }
     if (!direct) {
         staging = malloc(largest * sizeof(float));
         if (!staging) { fail(err, errlen, "%s: out of host memory for a %zu-byte staging buffer", dir, largest * 4); goto done; }

@@ -120,6 +120,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         if (!*v) { fprintf(stderr, "error: --init-from needs a checkpoint directory\n"); return -1; }
         if (ckpt_read_config(v, &c->model, NULL, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); return -1; }
         c->init_from = v;
+        c->model.no_init = 1; /* the random initialisation would be overwritten by the load */
         ffn_given = 1;
     }
     for (int i = 1; i < argc; i++) {

@@ -20,6 +20,7 @@ typedef struct {
     float rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_pos;
     int max_pos;           /* max_position_embeddings of --init-from's config (0: unknown), kept for --save */
+    int no_init;           /* leave the parameters zero: a checkpoint fills them (--init-from) */
 } LlamaConfig;
 
 typedef struct {

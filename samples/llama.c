@@ -158,6 +158,7 @@ static void init_values(float *x, size_t n, float std, uint64_t seed) {
 static int init_tensor(LlamaModel *m, float *dst, const ParamInfo *p, uint64_t seed) {
     KBackend *kb = m->kb;
     size_t bytes = p->numel * sizeof(float);
+    if (m->cfg.no_init) return 0;                      /* --init-from: the checkpoint fills them */
     if (!kbackend_computes(kb)) {                      /* plan: nothing is touched ... */
         if (kb->space != DPMEM_HOST) {                 /* ... but the host staging of a device target is tagged */
             const void *fake = (const void *)(uintptr_t)kb->next_fake;
@@ -473,7 +474,7 @@ int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
     {
         int r = hook(m, h, -1, W_EMBED_TOKENS, NULL, NULL, d_resid, C, C);
         if (r < 0) goto done;
-        if (r == 0) CK(embedding_backward(kb, m->dw.embed_tokens, m->tokens, d_resid, N, C, V));
+        if (r == 0 && m->dw.embed_tokens) CK(embedding_backward(kb, m->dw.embed_tokens, m->tokens, d_resid, N, C, V));
     }
     CK(drop(m, &a->embed, h));
     rc = 0;
