@@ -6,7 +6,7 @@ ifneq ($(NVCC),)
 DPMEM_CUDA_LIBDIR := $(CUDA_HOME)/lib64
 DPMEM_CUDA_LIBS   := -L$(DPMEM_CUDA_LIBDIR) -Wl,-rpath,$(DPMEM_CUDA_LIBDIR) -lcudart
 DPMEM_CUDA_CLANG       := $(shell command -v clang-14 || command -v clang)
-DPMEM_CUDA_HDRS   := dpmem_cuda.h dpmem.h tests/logread.h
+DPMEM_CUDA_HDRS   := dpmem_cuda.h dpmem.h tests/logread.h tests/test_cuda_common.h
 
 # The NVTX extension capture library, loaded by tests through NVTX_INJECTION64_PATH. Never built with
 # the sanitizers: the nvcc-built test (not sanitized) loads it too, and ASan must come first or not at all.

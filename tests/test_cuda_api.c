@@ -18,6 +18,7 @@
 #define DPMEM_IMPLEMENTATION
 #include "dpmem_cuda.h"
 #include "tests/logread.h"
+#include "tests/test_cuda_common.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -33,16 +34,6 @@ const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "protect_shadow_gap=0"; }
 #endif
 
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
 
 static unsigned long long activations_counter, device_counter;   /* ids the tool gave them */
 
@@ -289,7 +280,7 @@ static void check_env(const char *self) {
 
 int main(int argc, char **argv) {
     const char *build = getenv("DPMEM_BUILD") ? getenv("DPMEM_BUILD") : "build";
-    char lib[4096], path[256];
+    char lib[4096], path[600];
     void *h;
     int ndev = 0, have_gpu;
     size_t used = 0, total = 0;
@@ -313,7 +304,7 @@ int main(int argc, char **argv) {
     if (!rec || !rec_clear) { fprintf(stderr, "FAIL: %s lacks its record functions\n", lib); return 1; }
     if (argc > 1 && strcmp(argv[1], "env") == 0) return env_child();
 
-    snprintf(path, sizeof path, "/tmp/dpmem_test_cuda_api_%d.log", (int)getpid());
+    test_cuda_path(path, sizeof path, "cuda_api.log");
     if (dpmem_open(path) != 0) { fprintf(stderr, "FAIL: cannot open %s\n", path); return 1; }
     have_gpu = cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
     (void)cudaGetLastError();

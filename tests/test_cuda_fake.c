@@ -20,22 +20,7 @@
 #include "dpmem_cuda.h"
 #include "tests/logread.h"
 #include "tests/test_cuda_fakert.h"
-
-#include <sys/wait.h>
-#include <unistd.h>
-
-#define MiB ((size_t)1 << 20)
-
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "tests/test_cuda_common.h"
 
 static size_t fake_used(void) {
     size_t f, t;
@@ -137,78 +122,7 @@ static void check_timing(void) {
           "%ld events created for %ld records: not recycled", s1.events_created, s1.records);
 }
 
-/* ---- OOM in a child ---- */
-
-static int child_oom(const char *log) {
-    void *p, *g, *x = NULL;
-    if (dpmem_open(log) != 0) return 2;
-    DPMEM_SCOPE("step");
-    if (dpmem_cuda_malloc(&p, 64 * MiB, "params/wte") || dpmem_cuda_malloc(&g, 32 * MiB, "grads/wte")) return 2;
-    {
-        DPMEM_SCOPE("backward");
-        if (dpmem_cuda_malloc(&x, FAKE_TOTAL, "ghost/layers.7.ggT") != cudaErrorMemoryAllocation) return 2;
-        if (cudaGetLastError() != cudaErrorMemoryAllocation) return 4;   /* the post-mortem kept the error */
-        _exit(3);                                      /* no close: the OOM event must already be in the file */
-    }
-}
-
-static void check_oom(const char *self) {
-    char log[256], errf[256], cmd[1200], text[8192] = "", err[1024];
-    LogFile lf;
-    int status, ooms = 0, allocs = 0;
-    size_t n;
-    FILE *fp;
-    snprintf(log, sizeof log, "/tmp/dpmem_test_cuda_fake_oom_%d.log", (int)getpid());
-    snprintf(errf, sizeof errf, "/tmp/dpmem_test_cuda_fake_oom_%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "DPMEM_CUDA_TIMING= DPMEM_SAMPLE_MS= '%s' oom '%s' 2> '%s'", self, log, errf);
-    status = system(cmd);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 3, "the OOM child exited with status %d", status);
-    fp = fopen(errf, "r");
-    n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
-    text[n] = 0;
-    if (fp) fclose(fp);
-    CHECK(strstr(text, "OOM in backward: asked 1.0 GiB for ghost/layers.7.ggT") && strstr(text, "params 64.0 MiB") &&
-          strstr(text, "grads 32.0 MiB"), "stderr report:\n%s", text);
-    if (log_read(log, &lf, err, sizeof err) != 0) { CHECK(0, "reading the OOM log: %s", err); return; }
-    CHECK(!lf.closed, "the child's log was closed, it should have died first");
-    for (size_t i = 0; i < lf.nev; i++) {
-        const LogEvent *e = &lf.ev[i];
-        const uint8_t *p = e->payload, *q;
-        uint32_t nstack, ncat, ntop;
-        int params = 0, grads = 0;
-        if (e->type == 6) allocs++;
-        if (e->type != 11) continue;
-        ooms++;
-        nstack = lr_u32(p + 24); ncat = lr_u32(p + 28); ntop = lr_u32(p + 32);
-        q = p + 40;
-        CHECK(strcmp(log_str(&lf, e->id), "ghost/layers.7.ggT") == 0 && e->aux == DPMEM_DEVICE, "OOM tag/space");
-        CHECK(lr_u64(p) == FAKE_TOTAL, "requested %llu", (unsigned long long)lr_u64(p));
-        CHECK(lr_u64(p + 8) == FAKE_CONTEXT + 96 * MiB && lr_u64(p + 16) == FAKE_TOTAL, "device figures %llu/%llu",
-              (unsigned long long)lr_u64(p + 8), (unsigned long long)lr_u64(p + 16));
-        CHECK(nstack == 2 && strcmp(log_str(&lf, lr_u32(q)), "step") == 0 && strcmp(log_str(&lf, lr_u32(q + 4)), "backward") == 0,
-              "scope stack (%u deep)", nstack);
-        q += (4 * nstack + 7) & ~7u;
-        for (uint32_t c = 0; c < ncat; c++, q += 16) {
-            if (strcmp(log_str(&lf, lr_u32(q)), "params") == 0) params = lr_u64(q + 8) == 64 * MiB;
-            if (strcmp(log_str(&lf, lr_u32(q)), "grads") == 0) grads = lr_u64(q + 8) == 32 * MiB;
-        }
-        CHECK(params && grads, "categories");
-        CHECK(ntop == 2 && strcmp(log_str(&lf, lr_u32(q)), "params/wte") == 0 && lr_u64(q + 8) == 64 * MiB &&
-              strcmp(log_str(&lf, lr_u32(q + 16)), "grads/wte") == 0 && lr_u64(q + 24) == 32 * MiB, "largest buffers");
-    }
-    CHECK(ooms == 1 && allocs == 2, "%d OOM and %d ALLOC events, want 1 and 2", ooms, allocs);
-    log_free(&lf);
-    unlink(log);
-    unlink(errf);
-}
-
 /* ---- the log ---- */
-
-static const LogEvent *find_begin(const LogFile *lf, uint32_t id, uint32_t thread, uint64_t ts) {
-    for (size_t i = 0; i < lf->nev; i++)
-        if (lf->ev[i].type == 4 && lf->ev[i].id == id && lf->ev[i].thread == thread && lf->ev[i].ts == ts) return &lf->ev[i];
-    return NULL;
-}
 
 static void check_log(const char *path) {
     LogFile lf;
@@ -235,7 +149,7 @@ static void check_log(const char *path) {
         if (e->type != 10) continue;
         uint32_t thread = lr_u32(e->payload);
         uint64_t begin = lr_u64(e->payload + 8), gpu = lr_u64(e->payload + 16);
-        CHECK(find_begin(&lf, e->id, thread, begin), "GPU_TIME of %s not tied to a BEGIN", name);
+        CHECK(test_cuda_find_begin(&lf, e->id, thread, begin), "GPU_TIME of %s not tied to a BEGIN", name);
         if (strcmp(name, "spin_25ms") == 0) {
             n25++;
             main_thread = thread;
@@ -266,11 +180,11 @@ static void check_log(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    char path[256];
-    if (argc > 2 && strcmp(argv[1], "oom") == 0) return child_oom(argv[2]);
+    char path[600];
+    if (argc > 3 && strcmp(argv[1], "oom") == 0) return test_cuda_oom_child(argv[2], (size_t)strtoull(argv[3], NULL, 10));
     setenv("DPMEM_CUDA_TIMING", "1", 1);
     setenv("DPMEM_SAMPLE_MS", "5", 1);
-    snprintf(path, sizeof path, "/tmp/dpmem_test_cuda_fake_%d.log", (int)getpid());
+    test_cuda_path(path, sizeof path, "cuda_fake.log");
     if (dpmem_open(path) != 0) { fprintf(stderr, "FAIL: cannot open %s\n", path); return 1; }
     CHECK(dpmem_cuda_init() == 0, "the fake device was not found");
     check_accounting();
@@ -280,7 +194,7 @@ int main(int argc, char **argv) {
     dpmem_close();
     check_log(path);
     unlink(path);
-    check_oom(argv[0]);
+    test_cuda_oom_check(argv[0], FAKE_TOTAL, FAKE_TOTAL, FAKE_CONTEXT + 96 * MiB);
     if (failures) { fprintf(stderr, "%d check(s) failed\n", failures); return 1; }
     printf("test_cuda_fake: all checks passed\n");
     return 0;

@@ -24,22 +24,9 @@
 #define DPMEM_CUDA_CUBLAS
 #include "dpmem_cuda.h"
 #include "tests/logread.h"
+#include "tests/test_cuda_common.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#define MiB ((size_t)1 << 20)
-
-static int failures, relaxed;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+static int relaxed;
 
 #define CUDA_CHECK(call)                                                                           \
     do {                                                                                           \
@@ -231,12 +218,6 @@ static void check_sampler(void) {
 
 /* ---- the log of all the above -------------------------------------------------------------------- */
 
-static const LogEvent *find_begin(const LogFile *lf, uint32_t id, uint32_t thread, uint64_t ts) {
-    for (size_t i = 0; i < lf->nev; i++)
-        if (lf->ev[i].type == 4 && lf->ev[i].id == id && lf->ev[i].thread == thread && lf->ev[i].ts == ts) return &lf->ev[i];
-    return NULL;
-}
-
 static void check_log(const char *path, size_t total) {
     LogFile lf;
     char err[1024];
@@ -261,7 +242,7 @@ static void check_log(const char *path, size_t total) {
         if (e->type == 10) {
             uint32_t thread = lr_u32(e->payload);
             uint64_t begin = lr_u64(e->payload + 8), gpu = lr_u64(e->payload + 16);
-            CHECK(find_begin(&lf, e->id, thread, begin) != NULL, "GPU_TIME of %s has no BEGIN at its ts", name);
+            CHECK(test_cuda_find_begin(&lf, e->id, thread, begin) != NULL, "GPU_TIME of %s has no BEGIN at its ts", name);
             if (strcmp(name, "gpu_spin_25ms") == 0) {
                 spin25++;
                 printf("  GPU time of gpu_spin_25ms: %.3f ms\n", gpu / 1e6);
@@ -292,79 +273,10 @@ static void check_log(const char *path, size_t total) {
     log_free(&lf);
 }
 
-/* ---- OOM, in a child that dies without closing its log ------------------------------------------- */
-
-static int child_oom(const char *log) {
-    void *pa, *pg, *x = NULL;
-    size_t f, t;
-    if (dpmem_open(log) != 0) return 2;
-    dpmem_cuda_init();
-    DPMEM_SCOPE("step");
-    CUDA_CHECK(dpmem_cuda_malloc(&pa, 64 * MiB, "params/wte"));
-    CUDA_CHECK(dpmem_cuda_malloc(&pg, 32 * MiB, "grads/wte"));
-    {
-        DPMEM_SCOPE("backward");
-        CUDA_CHECK(cudaMemGetInfo(&f, &t));
-        if (dpmem_cuda_malloc(&x, t + ((size_t)1 << 30), "ghost/layers.7.ggT") != cudaErrorMemoryAllocation) return 2;
-        _exit(3);                                      /* no dpmem_close, no atexit: the OOM must be on disk */
-    }
-}
-
-static void check_oom(const char *self) {
-    char log[256], errf[256], cmd[1200], text[8192] = "";
-    LogFile lf;
-    char err[1024];
-    size_t total = total_now(), n;
-    int status, ooms = 0, allocs = 0;
-    FILE *fp;
-    snprintf(log, sizeof log, "/tmp/dpmem_test_cuda_oom_%d.log", (int)getpid());
-    snprintf(errf, sizeof errf, "/tmp/dpmem_test_cuda_oom_%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' oom '%s' 2> '%s'", self, log, errf);
-    status = system(cmd);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 3, "the OOM child exited with status %d", status);
-    fp = fopen(errf, "r");
-    n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
-    text[n] = 0;
-    if (fp) fclose(fp);
-    printf("  OOM report: %s", text);
-    CHECK(strstr(text, "OOM in backward: asked") && strstr(text, "ghost/layers.7.ggT") && strstr(text, "params"),
-          "stderr report:\n%s", text);
-    if (log_read(log, &lf, err, sizeof err) != 0) { CHECK(0, "reading the OOM log: %s", err); return; }
-    for (size_t i = 0; i < lf.nev; i++) {
-        const LogEvent *e = &lf.ev[i];
-        if (e->type == 6) allocs++;
-        if (e->type != 11) continue;
-        ooms++;
-        const uint8_t *p = e->payload;
-        uint32_t nstack = lr_u32(p + 24), ncat = lr_u32(p + 28), ntop = lr_u32(p + 32);
-        const uint8_t *q = p + 40;
-        CHECK(strcmp(log_str(&lf, e->id), "ghost/layers.7.ggT") == 0 && e->aux == DPMEM_DEVICE, "OOM tag/space");
-        CHECK(lr_u64(p) == total + ((size_t)1 << 30), "OOM requested %llu", (unsigned long long)lr_u64(p));
-        CHECK(lr_u64(p + 16) == total && lr_u64(p + 8) > 0 && lr_u64(p + 8) <= total, "OOM device figures");
-        CHECK(nstack == 2 && strcmp(log_str(&lf, lr_u32(q)), "step") == 0 && strcmp(log_str(&lf, lr_u32(q + 4)), "backward") == 0,
-              "OOM scope stack (%u deep)", nstack);
-        q += (4 * nstack + 7) & ~7u;
-        int params = 0, grads = 0;
-        for (uint32_t c = 0; c < ncat; c++, q += 16) {
-            const char *cat = log_str(&lf, lr_u32(q));
-            if (strcmp(cat, "params") == 0) params = lr_u64(q + 8) == 64 * MiB;
-            if (strcmp(cat, "grads") == 0) grads = lr_u64(q + 8) == 32 * MiB;
-        }
-        CHECK(params && grads, "OOM categories: params 64 MiB and grads 32 MiB expected");
-        CHECK(ntop >= 2 && strcmp(log_str(&lf, lr_u32(q)), "params/wte") == 0 && lr_u64(q + 8) == 64 * MiB &&
-              strcmp(log_str(&lf, lr_u32(q + 16)), "grads/wte") == 0 && lr_u64(q + 24) == 32 * MiB,
-              "OOM largest buffers");
-    }
-    CHECK(ooms == 1 && allocs == 2, "OOM log: %d OOM and %d ALLOC events, want 1 and 2", ooms, allocs);
-    log_free(&lf);
-    unlink(log);
-    unlink(errf);
-}
-
 int main(int argc, char **argv) {
     int ndev = 0;
-    char path[256];
-    if (argc > 2 && strcmp(argv[1], "oom") == 0) return child_oom(argv[2]);
+    char path[600];
+    if (argc > 3 && strcmp(argv[1], "oom") == 0) return test_cuda_oom_child(argv[2], (size_t)strtoull(argv[3], NULL, 10));
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("SKIP test_cuda_gpu: no CUDA device (%s): tagged totals vs cudaMemGetInfo, GPU scope times, "
                "OOM post-mortem, async/pinned/managed variants, sampler not checked\n",
@@ -377,7 +289,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     relaxed = argc > 1 && strcmp(argv[1], "clean") == 0;
-    snprintf(path, sizeof path, "/tmp/dpmem_test_cuda_gpu_%d.log", (int)getpid());
+    test_cuda_path(path, sizeof path, "cuda_gpu.log");
     CUDA_CHECK(cudaFree(0));                           /* create the context before measuring */
     if (dpmem_open(path) != 0) { fprintf(stderr, "FAIL: cannot open %s\n", path); return 1; }
     CHECK(dpmem_cuda_init() == 0, "init found no device");
@@ -394,7 +306,7 @@ int main(int argc, char **argv) {
     dpmem_close();
     check_log(path, total_now());
     unlink(path);
-    if (!relaxed) check_oom(argv[0]);
+    if (!relaxed) test_cuda_oom_check(argv[0], total_now() + GiB, total_now(), 0);
     if (failures) { fprintf(stderr, "%d check(s) failed\n", failures); return 1; }
     printf("test_cuda_gpu: all checks passed\n");
     return 0;
