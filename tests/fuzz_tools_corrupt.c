@@ -43,14 +43,7 @@ static void odd_log(const char *path) {
     synth_device(&S, 3, T0 + 103, 8 << 20, 80ull << 30);
     synth_gpu_time(&S, 1, T0 + 104, "outer", 1, T0 + 10, 50);
     synth_gpu_time(&S, 1, T0 + 105, "outer", 77, T0 - 5, 50);   /* a thread that does not exist, a ts before t0 */
-    uint8_t oom[40 + 8 + 16 + 16] = { 0 };
-    uint32_t tag = synth_str(&S, 1, T0 + 106, "activations/h"), cat = synth_str(&S, 1, T0 + 106, "activations"), scope = synth_str(&S, 1, T0 + 106, "outer");
-    synth_put64(oom, 1ull << 40); synth_put64(oom + 8, 79ull << 30); synth_put64(oom + 16, 80ull << 30);
-    synth_put32(oom + 24, 1); synth_put32(oom + 28, 1); synth_put32(oom + 32, 1);
-    synth_put32(oom + 40, scope);
-    synth_put32(oom + 48, cat); synth_put64(oom + 56, 3 << 20);
-    synth_put32(oom + 64, tag); synth_put64(oom + 72, 3 << 20);
-    synth_event(&S, 1, 11, 1, tag, T0 + 107, oom, sizeof oom);
+    synth_oom(&S, 1, T0 + 107, "activations/h", 1, 1ull << 40, 79ull << 30, 80ull << 30, "outer", "activations", 3 << 20, 3 << 20);
     synth_event(&S, 1, 200, 7, 12345, T0 + 108, "future", 7);   /* an unknown type: skipped by its length */
     synth_alloc(&S, 1, T0 + 109, "ghost/x", 1, 0x3000, 1 << 20);
     synth_event(&S, 1, 4, 0, 999999, T0 + 110, NULL, 0);          /* BEGIN of an id with no STRING */

@@ -62,6 +62,40 @@ static inline int tt_run(const char *tool, const char *fmt, ...) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* Runs "$DPMEM_BUILD/<tool> <args>" (args may hold up to three %s: tt_dir) and checks that it fails the way bad
+   input must: exit 1 or 2, exactly one line on stderr, containing want. */
+#define tt_expect_error(tool, args, want) tt_expect_error_at(__FILE__, __LINE__, tool, args, want)
+static inline char *tt_slurp(const char *path, size_t *len);
+static inline void tt_expect_error_at(const char *file, int line, const char *tool, const char *args, const char *want) {
+    int rc = tt_run(tool, args, tt_dir, tt_dir, tt_dir);
+    char errpath[600];
+    snprintf(errpath, sizeof errpath, "%s/err.txt", tt_dir);
+    char *e = tt_slurp(errpath, NULL);
+    int lines = 0;
+    for (char *q = e; q && *q; q++) lines += *q == '\n';
+    if (!(rc >= 1 && rc <= 2 && e && strstr(e, want) && lines == 1)) {
+        tt_failures++;
+        fprintf(stderr, "FAIL %s:%d: %s %s: exit %d, stderr: %s(want one line with \"%s\")\n", file, line, tool, args, rc, e ? e : "", want);
+    }
+    free(e);
+}
+
+/* Writes script to tt_dir/name and runs python3 on it with two arguments; 0 when it printed "ok". */
+static inline int tt_python(const char *name, const char *script, const char *arg1, const char *arg2) {
+    char path[600], outp[600], cmd[2048];
+    snprintf(path, sizeof path, "%s/%s", tt_dir, name);
+    snprintf(outp, sizeof outp, "%s/%s.out", tt_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(script, f) < 0 || fclose(f) != 0) return -1;
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s' '%s' >'%s' 2>&1", path, arg1, arg2, outp);
+    int rc = system(cmd);
+    char *out = tt_slurp(outp, NULL);
+    int ok = rc == 0 && out && strstr(out, "ok\n");
+    if (!ok) fprintf(stderr, "python3 %s failed:\n%s\n", name, out ? out : "(no output)");
+    free(out);
+    return ok ? 0 : -1;
+}
+
 /* The whole file as a NUL-terminated string (NULL if it cannot be read). */
 static inline char *tt_slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");

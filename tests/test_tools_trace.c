@@ -17,9 +17,7 @@ int main(void) {
     char *err = tt_slurp(tt_path("err.txt"), NULL);
     CHECK(rc == 0 && has(err, "not closed cleanly"), "cut log: exit %d, stderr %s", rc, err ? err : "");
     free(err);
-    FILE *py = fopen(tt_path("check.py"), "w");
-    if (!py) { CHECK(0, "cannot write check.py"); return 1; }
-    fprintf(py,
+    static const char script[] =
         "import json, sys, collections\n"
         "t = json.load(open(sys.argv[1]))\n"
         "ev = t['traceEvents']\n"
@@ -50,26 +48,15 @@ int main(void) {
         "u = json.load(open(sys.argv[2]))['traceEvents']\n"
         "assert len([e for e in u if e['ph'] == 'B']) == len([e for e in u if e['ph'] == 'E'])\n"
         "assert json.load(open(sys.argv[2]))['otherData']['closed'] is False\n"
-        "print('trace ok')\n");
-    fclose(py);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "python3 '%s' '%s' '%s' >'%s/py.txt' 2>&1", tt_path("check.py"), tt_path("known.json"), tt_path("cut.json"), tt_dir);
-    rc = system(cmd);
-    char *out = tt_slurp(tt_path("py.txt"), NULL);
-    CHECK(rc == 0 && has(out, "trace ok"), "trace check: %s", out ? out : "");
-    free(out);
+        "print('ok')\n";
+    CHECK(tt_python("check.py", script, tt_path("known.json"), tt_path("cut.json")) == 0, "the trace JSON is not as expected (see above)");
     /* bad input */
     FILE *f = fopen(tt_path("garbage.log"), "wb");
     for (int i = 0; f && i < 3000; i++) fputc(i * 37 & 0xff, f);
     if (f) fclose(f);
     const char *bad[][2] = { { "'%s/garbage.log' -o x.json", "not a dpmem log" }, { "'%s/none.log' -o x.json", "No such file" },
                              { "'%s/known.log'", "no output file" }, { "'%s/known.log' -o x.json --zap", "unknown option" } };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        rc = tt_run("dpmem-trace", bad[i][0], tt_dir);
-        char *e = tt_slurp(tt_path("err.txt"), NULL);
-        CHECK(rc != 0 && rc < 128 && has(e, bad[i][1]) && strchr(e, '\n') == e + strlen(e) - 1, "%s: exit %d, stderr %s", bad[i][0], rc, e ? e : "");
-        free(e);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) tt_expect_error("dpmem-trace", bad[i][0], bad[i][1]);
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("trace: all checks passed\n");
     return 0;

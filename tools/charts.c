@@ -14,11 +14,6 @@
 
 #define T2 2
 
-static uint64_t at_peak_of(const RunStats *r, const char *cat) {
-    for (uint32_t i = 0; i < r->log->n_cats; i++)
-        if (strcmp(r->log->cats[i], cat) == 0) return r->at_peak[i];
-    return 0;
-}
 
 /* A distinct colour per run (runs are not categories: a muted qualitative palette). */
 static Rgb run_colour(int i) {
@@ -91,7 +86,7 @@ static int chart_breakdown(RunStats **runs, int n, int base, const char **cats, 
         int cx = a.x0 + slot * i + slot / 2;
         double cum = 0;
         for (int c = 0; c < nc; c++) {
-            double v = (double)at_peak_of(runs[i], cats[c]);
+            double v = (double)runstats_at_peak(runs[i], cats[c]);
             if (v <= 0) continue;
             fill_rect(&im, cx - bw / 2, ypx(&a, cum + v), cx + bw / 2, ypx(&a, cum), category_colour(cats[c]));
             cum += v;

@@ -28,6 +28,11 @@ static uint32_t rd32(const uint8_t *p) {
 }
 static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
+const char *dpmem_space_name(uint32_t s) {
+    static const char *n[] = { "host", "device", "pinned", "managed" };
+    return s < 4 ? n[s] : "unknown";
+}
+
 uint64_t dpmem_ev_u64(const DpmemEvent *e, uint32_t off) {
     return (uint64_t)off + 8 <= e->n ? rd64(e->p + off) : 0;
 }
@@ -424,6 +429,13 @@ const char *dpmem_log_run_name(const DpmemLog *L, char *buf, size_t n) {
     if (len >= n) len = n - 1;
     memcpy(buf, base, len); buf[len] = 0;
     return buf;
+}
+
+void dpmem_log_event_at(const DpmemLog *L, uint64_t offset, DpmemEvent *e) {
+    const uint8_t *ev = L->data + offset;
+    uint32_t head = rd32(ev);
+    *e = (DpmemEvent){ .type = head & 0xff, .aux = (head >> 8) & 0xff, .id = rd32(ev + 4), .ts = rd64(ev + 8),
+                       .p = ev + 16, .n = (head >> 16) * 8 - 16, .offset = offset };
 }
 
 /* ---- the merged iterator ---- */

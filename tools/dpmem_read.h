@@ -106,9 +106,15 @@ const char *dpmem_log_meta(const DpmemLog *log, const char *key);
 /* The run's name: META "run", else the file name without directories and extension (into buf). */
 const char *dpmem_log_run_name(const DpmemLog *log, char *buf, size_t n);
 
+/* "host", "device", "pinned", "managed" for the memory spaces 0..3, else "unknown". */
+const char *dpmem_space_name(uint32_t space);
 /* Little-endian payload words; 0 past the payload's end. */
 uint64_t dpmem_ev_u64(const DpmemEvent *e, uint32_t byte_offset);
 uint32_t dpmem_ev_u32(const DpmemEvent *e, uint32_t byte_offset);
+
+/* The event at a file offset that an earlier pass handed out (DpmemEvent.offset), e.g. to print it in
+   full later (thread and slot are not filled in). */
+void dpmem_log_event_at(const DpmemLog *log, uint64_t offset, DpmemEvent *e);
 
 /* Events of all threads in timestamp order (ties: by thread slot, then file order). */
 typedef struct {

@@ -67,11 +67,6 @@ static int cmp_scope_name(const void *a, const void *b) {
     return rx != ry ? (rx > ry) - (rx < ry) : strcmp(x, y);
 }
 
-static uint64_t at_peak_of(const RunStats *r, const char *cat) {
-    for (uint32_t i = 0; i < r->log->n_cats; i++)
-        if (strcmp(r->log->cats[i], cat) == 0) return r->at_peak[i];
-    return 0;
-}
 static const ScopeStats *scope_of(const RunStats *r, const char *name) {
     for (uint32_t i = 0; i < r->log->n_strings; i++)
         if (r->scopes[i].count && strcmp(r->log->strings[i], name) == 0) return &r->scopes[i];
@@ -150,22 +145,16 @@ static int write_json(const Table *t, const char *path) {
 
 /* ---- text ---- */
 
-static const char *space_name(uint32_t s) {
-    static const char *n[] = { "host", "device", "pinned", "managed" };
-    return s < 4 ? n[s] : "?";
-}
 
 static double ms(double ns) { return ns / 1e6; }
 
 static void print_oom(const RunStats *r, uint64_t offset) {
     const DpmemLog *L = r->log;
-    /* Re-read the one event at its offset: the reader validated it. */
-    const uint8_t *ev = L->data + offset;
-    DpmemEvent e = { .type = ev[0], .aux = ev[1], .id = (uint32_t)ev[4] | (uint32_t)ev[5] << 8 | (uint32_t)ev[6] << 16 | (uint32_t)ev[7] << 24,
-                     .p = ev + 16, .n = ((uint32_t)ev[2] | (uint32_t)ev[3] << 8) * 8 - 16 };
+    DpmemEvent e;
+    dpmem_log_event_at(L, offset, &e);
     char b1[32], b2[32], b3[32];
     printf("  OOM: %s requested for %s (%s); device used %s of %s\n", fmt_bytes(b1, sizeof b1, (double)dpmem_ev_u64(&e, 0)),
-           dpmem_log_string(L, e.id), space_name(e.aux), fmt_bytes(b2, sizeof b2, (double)dpmem_ev_u64(&e, 8)),
+           dpmem_log_string(L, e.id), dpmem_space_name(e.aux), fmt_bytes(b2, sizeof b2, (double)dpmem_ev_u64(&e, 8)),
            fmt_bytes(b3, sizeof b3, (double)dpmem_ev_u64(&e, 16)));
     uint32_t ns = dpmem_ev_u32(&e, 24), nc = dpmem_ev_u32(&e, 28), nt = dpmem_ev_u32(&e, 32);
     uint32_t q = 40 + (ns * 4 + 7) / 8 * 8;
@@ -198,7 +187,7 @@ static void print_run(const RunStats *r, const Names *cats) {
            ms((double)r->peak_ts));
     printf("breakdown at the peak:\n  %-22s %14s %12s %7s %14s\n", "category", "bytes", "MiB", "share", "own peak MiB");
     for (int c = 0; c < cats->n; c++) {
-        uint64_t v = at_peak_of(r, cats->v[c]);
+        uint64_t v = runstats_at_peak(r, cats->v[c]);
         uint64_t own = 0;
         for (uint32_t i = 0; i < L->n_cats; i++)
             if (strcmp(L->cats[i], cats->v[c]) == 0) own = r->cat_peak[i];
@@ -258,7 +247,7 @@ static void print_run(const RunStats *r, const Names *cats) {
         printf("largest buffers (top %u by their largest allocation):\n  %-40s %14s %10s %8s %8s\n", r->n_top, "tag", "bytes", "MiB", "space", "allocs");
         for (uint32_t i = 0; i < r->n_top; i++)
             printf("  %-40s %14llu %10.2f %8s %8llu\n", L->strings[r->top[i].tag], (unsigned long long)r->top[i].bytes,
-                   r->top[i].bytes / 1048576.0, space_name(r->top[i].space), (unsigned long long)r->top[i].allocs);
+                   r->top[i].bytes / 1048576.0, dpmem_space_name(r->top[i].space), (unsigned long long)r->top[i].allocs);
     }
     for (uint32_t i = 0; i < r->n_oom && i < 4; i++) print_oom(r, r->oom_offset[i]);
     printf("health:\n");
@@ -287,7 +276,7 @@ static void print_comparison(RunStats **runs, int n, int base, const Names *cats
     for (int i = 0; i < n; i++) {
         const RunStats *r = runs[i];
         printf("  %-20.20s %10.2f %8.3f", r->name, r->peak / 1048576.0, b->peak ? (double)r->peak / (double)b->peak : 0.0);
-        for (int c = 0; c < cats->n; c++) printf(" %12.2f", at_peak_of(r, cats->v[c]) / 1048576.0);
+        for (int c = 0; c < cats->n; c++) printf(" %12.2f", runstats_at_peak(r, cats->v[c]) / 1048576.0);
         double t = runstats_step_mean_ns(r);
         if (t > 0) printf(" %12.3f", ms(t));
         else printf(" %12s", "-");
@@ -299,7 +288,7 @@ static void print_comparison(RunStats **runs, int n, int base, const Names *cats
         if (i == base) continue;
         printf("  %-20.20s %+10.2f %8s", runs[i]->name, ((double)runs[i]->peak - (double)b->peak) / 1048576.0, "");
         for (int c = 0; c < cats->n; c++)
-            printf(" %+12.2f", ((double)at_peak_of(runs[i], cats->v[c]) - (double)at_peak_of(b, cats->v[c])) / 1048576.0);
+            printf(" %+12.2f", ((double)runstats_at_peak(runs[i], cats->v[c]) - (double)runstats_at_peak(b, cats->v[c])) / 1048576.0);
         printf("\n");
     }
     printf("\n");
@@ -327,11 +316,11 @@ static void fill_row(Table *t, int row, const RunStats *r, const RunStats *b, co
     char col[300];
     for (int c = 0; c < cats->n; c++) {
         snprintf(col, sizeof col, "at_peak.%s", cats->v[c]);
-        put(t, row, col, 0, "%llu", (unsigned long long)at_peak_of(r, cats->v[c]));
+        put(t, row, col, 0, "%llu", (unsigned long long)runstats_at_peak(r, cats->v[c]));
     }
     for (int c = 0; c < cats->n; c++) {
         snprintf(col, sizeof col, "overhead.%s", cats->v[c]);
-        put(t, row, col, 0, "%lld", (long long)at_peak_of(r, cats->v[c]) - (long long)at_peak_of(b, cats->v[c]));
+        put(t, row, col, 0, "%lld", (long long)runstats_at_peak(r, cats->v[c]) - (long long)runstats_at_peak(b, cats->v[c]));
     }
     for (int k = 0; k < scopes->n; k++) {
         const ScopeStats *s = scope_of(r, scopes->v[k]);

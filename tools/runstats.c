@@ -9,6 +9,12 @@
 
 typedef struct { int32_t name; uint64_t ts, live0, max_live; } Open;
 
+uint64_t runstats_at_peak(const RunStats *r, const char *cat) {
+    for (uint32_t i = 0; i < r->log->n_cats; i++)
+        if (strcmp(r->log->cats[i], cat) == 0) return r->at_peak[i];
+    return 0;
+}
+
 double runstats_step_mean_ns(const RunStats *r) {
     if (!r->step_scope) return 0;
     for (uint32_t i = 0; i < r->log->n_strings; i++)

@@ -65,6 +65,8 @@ typedef struct {
 
 int  runstats_compute(RunStats *r, const DpmemLog *log);   /* 0, or -1 out of memory */
 void runstats_free(RunStats *r);
+/* Bytes of a category (by name) at the run's peak; 0 when the run has no such category. */
+uint64_t runstats_at_peak(const RunStats *r, const char *category);
 /* Mean of the step scope in ns (0 when there is none). */
 double runstats_step_mean_ns(const RunStats *r);
 

@@ -177,6 +177,19 @@ static inline void synth_gpu_time(SynthLog *S, uint32_t t, uint64_t ts, const ch
     synth_event(S, t, 10, 0, synth_str(S, t, ts, name), ts, p, 24);
 }
 
+/* An OOM post-mortem: one scope on the stack, one category's live bytes, one largest buffer. */
+static inline void synth_oom(SynthLog *S, uint32_t t, uint64_t ts, const char *tag, uint32_t space, uint64_t requested,
+                             uint64_t used, uint64_t total, const char *scope, const char *cat, uint64_t live, uint64_t top_bytes) {
+    uint8_t p[40 + 8 + 16 + 16] = { 0 };
+    uint32_t tg = synth_str(S, t, ts, tag), sc = synth_str(S, t, ts, scope), ca = synth_str(S, t, ts, cat);
+    synth_put64(p, requested); synth_put64(p + 8, used); synth_put64(p + 16, total);
+    synth_put32(p + 24, 1); synth_put32(p + 28, 1); synth_put32(p + 32, 1);
+    synth_put32(p + 40, sc);
+    synth_put32(p + 48, ca); synth_put64(p + 56, live);
+    synth_put32(p + 64, tg); synth_put64(p + 72, top_bytes);
+    synth_event(S, t, 11, space, tg, ts, p, sizeof p);
+}
+
 static inline void synth_device(SynthLog *S, uint32_t t, uint64_t ts, uint64_t used, uint64_t total) {
     uint8_t p[16];
     synth_put64(p, used);

@@ -10,10 +10,6 @@
 #define MAX_DEPTH 64
 #define GPU_TID_BASE 1000000u
 
-static const char *space_name(uint32_t s) {
-    static const char *n[] = { "host", "device", "pinned", "managed" };
-    return s < 4 ? n[s] : "unknown";
-}
 
 static void us(FILE *f, uint64_t rel_ns) { fprintf(f, "%" PRIu64 ".%03u", rel_ns / 1000, (unsigned)(rel_ns % 1000)); }
 
@@ -86,7 +82,7 @@ int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
                 json_write_escaped(f, dpmem_log_string(L, e.id));
                 fprintf(f, "\",\"cat\":\"memory\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, e.thread);
                 us(f, rel);
-                fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 ",\"address\":\"0x%" PRIx64 "\",\"space\":\"%s\"}}", bytes, dpmem_ev_u64(&e, 0), space_name(e.aux));
+                fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 ",\"address\":\"0x%" PRIx64 "\",\"space\":\"%s\"}}", bytes, dpmem_ev_u64(&e, 0), dpmem_space_name(e.aux));
             }
             fprintf(f, ",\n{\"ph\":\"C\",\"name\":");
             char cn[300];
@@ -145,7 +141,7 @@ int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
             us(f, rel);
             if (e.type == DPMEM_EV_WARN) fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", dpmem_ev_u64(&e, 0));
             else fprintf(f, ",\"args\":{\"requested\":%" PRIu64 ",\"device_used\":%" PRIu64 ",\"device_total\":%" PRIu64 ",\"space\":\"%s\"}}",
-                         dpmem_ev_u64(&e, 0), dpmem_ev_u64(&e, 8), dpmem_ev_u64(&e, 16), space_name(e.aux));
+                         dpmem_ev_u64(&e, 0), dpmem_ev_u64(&e, 8), dpmem_ev_u64(&e, 16), dpmem_space_name(e.aux));
             break;
         }
         case DPMEM_EV_DEVICE:
