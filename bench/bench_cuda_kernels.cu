@@ -49,7 +49,7 @@ int main(void) {
     if (kbackend_cuda_init(&gpu, -1) != 0) { fprintf(stderr, "bench: %s\n", kbackend_error(&gpu)); return 1; }
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
-    printf("device: %s, TF32 GEMMs %s\n", prop.name, kcuda_tf32() ? "on" : "off");
+    printf("device: %s, GEMMs in %s (DPMEM_CUDA_GEMM)\n", prop.name, kcuda_gemm_precision_name());
     const int C = 2048, NH = 32, NKV = 8, HS = 64;
     char extra[128];
 

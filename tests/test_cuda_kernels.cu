@@ -12,7 +12,7 @@
    an n-term sum, ~√n·2⁻²⁴ in practice; our sums have n ≤ 128 (attention HS, V=101 tiles) so 1e-5
    relative is ~100 ulp of margin. expf/sinf/cosf differ between glibc and CUDA by ≤ 2 ulp.
    TF32 GEMMs (10-bit mantissa inputs): |error| ≤ 2⁻¹⁰·Σ_k |a_ik b_kj| per element, checked with that
-   bound computed on the host. Sums in double (reductions, norms): 1e-10 relative for reductions.
+   bound computed on the host; bf16 GEMMs (8-bit mantissas): 2⁻⁷·Σ_k |a_ik b_kj|. Sums in double (reductions, norms): 1e-10 relative for reductions.
 
    Exit 0 pass, 77 SKIP (no CUDA device: prints what it could not check), 1 on any failure.
    Not here: timings (bench/bench_cuda_kernels.cu), the training loop (test of --device cuda). */
@@ -98,10 +98,10 @@ static int validate_result(const float *gpu_dev, const float *cpu_ref, const cha
 /* ---- the ops ------------------------------------------------------------------------------------ */
 static void test_gemm(void) {
     const int M = 37, N = 29, K = 67, batch = 3;
-    for (int tf32 = 0; tf32 <= 1; tf32++)
+    for (int prec = KCUDA_GEMM_FP32; prec <= KCUDA_GEMM_BF16; prec++)
         for (int ta = 0; ta <= 1; ta++)
             for (int tb = 0; tb <= 1; tb++) {
-                kcuda_set_tf32(tf32);
+                kcuda_set_gemm_precision(prec);
                 int lda = ta ? M : K, ldb = tb ? K : N;
                 size_t sa = (size_t)M * K, sb = (size_t)K * N, sc = (size_t)M * N;
                 float *A = rand_host(sa * batch, 1), *B = rand_host(sb * batch, 1), *C = rand_host(sc * batch, 1);
@@ -109,7 +109,8 @@ static void test_gemm(void) {
                 float *gA = on_gpu(A, sa * batch), *gB = on_gpu(B, sb * batch), *gC = on_gpu(C, sc * batch);
                 gemm_strided_batched(&cpu, ta, tb, M, N, K, 0.7f, cA, lda, sa, cB, ldb, sb, 0.3f, cC, N, sc, batch);
                 gemm_strided_batched(&gpu, ta, tb, M, N, K, 0.7f, gA, lda, sa, gB, ldb, sb, 0.3f, gC, N, sc, batch);
-                /* per-element bound: fp32 K·2⁻²⁴·Σ|ab| (+ beta·C rounding), tf32 2⁻¹⁰·Σ|ab| */
+                /* per-element bound: fp32 K·2⁻²⁴·Σ|ab| (+ beta·C rounding), tf32 2⁻¹⁰·Σ|ab|, bf16 2⁻⁷·Σ|ab| */
+                const double rel = prec == KCUDA_GEMM_TF32 ? 1.0 / 1024 : prec == KCUDA_GEMM_BF16 ? 1.0 / 128 : K / 16777216.0;
                 float *g = from_gpu(gC, sc * batch);
                 size_t bad = 0;
                 for (int bi = 0; bi < batch; bi++)
@@ -121,14 +122,14 @@ static void test_gemm(void) {
                                 float bb = tb ? B[bi * sb + (size_t)j * ldb + k] : B[bi * sb + (size_t)k * ldb + j];
                                 s += fabs((double)a * bb);
                             }
-                            double bound = 0.7 * s * (tf32 ? 1.0 / 1024 : K / 16777216.0) + 1e-6;
+                            double bound = 0.7 * s * rel + 1e-6;
                             size_t e = bi * sc + (size_t)i * N + j;
                             if (!(fabs((double)g[e] - cC[e]) <= bound) && bad++ < 3)
-                                fprintf(stderr, "  gemm ta=%d tb=%d tf32=%d [%zu]: gpu %.9g cpu %.9g bound %.3g\n",
-                                        ta, tb, tf32, e, g[e], cC[e], bound);
+                                fprintf(stderr, "  gemm ta=%d tb=%d %s [%zu]: gpu %.9g cpu %.9g bound %.3g\n",
+                                        ta, tb, kcuda_gemm_precision_name(), e, g[e], cC[e], bound);
                         }
                 CHECK(bad == 0);
-                if (!bad) printf("ok   gemm ta=%d tb=%d tf32=%d batch=%d\n", ta, tb, tf32, batch);
+                if (!bad) printf("ok   gemm ta=%d tb=%d %s batch=%d\n", ta, tb, kcuda_gemm_precision_name(), batch);
                 free(g); free(A); free(B); free(C);
                 kbuf_free(&cpu, cA); kbuf_free(&cpu, cB); kbuf_free(&cpu, cC);
                 kbuf_free(&gpu, gA); kbuf_free(&gpu, gB); kbuf_free(&gpu, gC);

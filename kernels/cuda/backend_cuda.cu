@@ -1,6 +1,7 @@
 /* backend_cuda.cu — the CUDA backend: device memory (zero-filled cudaMalloc; kbuf_alloc tags it in
    the DEVICE space), synchronous transfers, the cuBLAS handle and its tagged workspace, fp32 GEMMs
-   through cuBLAS (TF32 tensor cores unless turned off), and the table of CUDA ops.
+   through cuBLAS (TF32 tensor cores by default; full fp32, or bf16 tensor cores with the fp32
+   tensors as master weights, on request), and the table of CUDA ops.
    Row-major GEMMs map onto column-major cuBLAS by computing Cᵀ = op(B)ᵀ op(A)ᵀ: swap the operands,
    swap M and N, keep the leading dimensions.
    Not here: the ops themselves (one file each beside this one), scratch sizes (scratch_cuda.c). */
@@ -11,16 +12,24 @@
 #include <string.h>
 
 static cublasHandle_t g_cublas = NULL;
-static int g_tf32 = 1;
+static int g_prec = KCUDA_GEMM_TF32;
 static __device__ float g_one = 1.0f;
 
 cublasHandle_t kcuda_cublas(void) {
     if (!g_cublas) cublasCheck(cublasCreate(&g_cublas));
     return g_cublas;
 }
-cublasComputeType_t kcuda_compute_type(void) { return g_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; }
-void kcuda_set_tf32(int on) { g_tf32 = on ? 1 : 0; }
-int  kcuda_tf32(void) { return g_tf32; }
+cublasComputeType_t kcuda_compute_type(void) {
+    return g_prec == KCUDA_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+         : g_prec == KCUDA_GEMM_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+}
+void kcuda_set_gemm_precision(int p) { g_prec = p == KCUDA_GEMM_FP32 || p == KCUDA_GEMM_BF16 ? p : KCUDA_GEMM_TF32; }
+int  kcuda_gemm_precision(void) { return g_prec; }
+const char *kcuda_gemm_precision_name(void) {
+    return g_prec == KCUDA_GEMM_TF32 ? "tf32" : g_prec == KCUDA_GEMM_BF16 ? "bf16" : "fp32";
+}
+void kcuda_set_tf32(int on) { g_prec = on ? KCUDA_GEMM_TF32 : KCUDA_GEMM_FP32; }
+int  kcuda_tf32(void) { return g_prec == KCUDA_GEMM_TF32; }
 
 const float *kcuda_device_one(void) {
     void *p = NULL;
@@ -109,8 +118,17 @@ int kbackend_cuda_init(KBackend *b, int device) {
         return -1;
     }
     if (device >= 0) cudaCheck(cudaSetDevice(device));
-    const char *tf = getenv("DPMEM_CUDA_TF32");
+    const char *tf = getenv("DPMEM_CUDA_TF32"), *gm = getenv("DPMEM_CUDA_GEMM");
     if (tf && *tf) kcuda_set_tf32(strcmp(tf, "0") != 0);
+    if (gm && *gm) {
+        if (!strcmp(gm, "fp32")) kcuda_set_gemm_precision(KCUDA_GEMM_FP32);
+        else if (!strcmp(gm, "tf32")) kcuda_set_gemm_precision(KCUDA_GEMM_TF32);
+        else if (!strcmp(gm, "bf16")) kcuda_set_gemm_precision(KCUDA_GEMM_BF16);
+        else {
+            snprintf(b->err, sizeof b->err, "DPMEM_CUDA_GEMM must be fp32, tf32 or bf16, got '%s'", gm);
+            return -1;
+        }
+    }
     cublasHandle_t h = kcuda_cublas();
     void *ws = kcuda_alloc_cublas_workspace(b);
     if (!ws) return -1;   /* b->err says out of memory */

@@ -7,7 +7,7 @@
 #   build  make the CUDA backend, its tests and the trainers for the GPU found (CUDA_ARCH from
 #          nvidia-smi, sm_90 on H100/H200) into build/gpu
 #   test   the CPU-vs-GPU op test, plan test, loss curves vs CPU, compute-sanitizer runs
-#   bench  bench_cuda_kernels with TF32 on and off
+#   bench  bench_cuda_kernels with TF32 (default), fp32 and bf16 GEMMs
 #   train  train_vanilla --device cuda at the 1b preset (T = 16384) and 3b (T = 4096), each beside the
 #          plan for cuda (peak tagged bytes must be equal; a run the plan says cannot fit is skipped)
 # Each stage fits in a few minutes; run them separately when commands are time-limited.
@@ -49,8 +49,10 @@ fi
 if [ "$stage" = bench ] || [ "$stage" = all ]; then
   note "## Kernel benchmark, TF32 on (default)"
   "$B/bench/bench_cuda_kernels" 2>&1 | block
-  note "## Kernel benchmark, TF32 off (DPMEM_CUDA_TF32=0)"
-  DPMEM_CUDA_TF32=0 "$B/bench/bench_cuda_kernels" 2>&1 | block
+  note "## Kernel benchmark, fp32 GEMMs (DPMEM_CUDA_GEMM=fp32)"
+  DPMEM_CUDA_GEMM=fp32 "$B/bench/bench_cuda_kernels" 2>&1 | block
+  note "## Kernel benchmark, bf16 GEMMs (DPMEM_CUDA_GEMM=bf16)"
+  DPMEM_CUDA_GEMM=bf16 "$B/bench/bench_cuda_kernels" 2>&1 | block
 fi
 
 if [ "$stage" = train ] || [ "$stage" = all ]; then

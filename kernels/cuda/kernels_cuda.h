@@ -58,10 +58,18 @@ int kbackend_cuda_plan_init(KBackend *b);
 /* Allocates the workspace on either kind of backend (used by both inits). */
 void *kcuda_alloc_cublas_workspace(KBackend *b);
 
-/* GEMM precision: 1 (default) lets cuBLAS use TF32 tensor cores for fp32 (10-bit mantissa inputs,
-   fp32 accumulation), 0 forces full fp32. Also read from DPMEM_CUDA_TF32=0|1 at init. */
-void kcuda_set_tf32(int on);
-int  kcuda_tf32(void);
+/* GEMM precision of fp32 GEMMs (weights, activations and optimizer state stay fp32 in every mode):
+     KCUDA_GEMM_FP32  full fp32
+     KCUDA_GEMM_TF32  (default) TF32 tensor cores: inputs rounded to 10-bit mantissas, fp32 accumulation
+     KCUDA_GEMM_BF16  bf16 tensor cores: inputs rounded to bf16 (8-bit mantissas) inside cuBLAS, fp32
+                      accumulation and output; the fp32 parameters are the master weights
+   Read from DPMEM_CUDA_GEMM=fp32|tf32|bf16 (and DPMEM_CUDA_TF32=0 as fp32) by kbackend_cuda_init. */
+enum { KCUDA_GEMM_FP32 = 0, KCUDA_GEMM_TF32 = 1, KCUDA_GEMM_BF16 = 2 };
+void kcuda_set_gemm_precision(int p);
+int  kcuda_gemm_precision(void);
+const char *kcuda_gemm_precision_name(void);
+void kcuda_set_tf32(int on);   /* 1: TF32, 0: FP32 */
+int  kcuda_tf32(void);         /* 1 when the precision is TF32 */
 /* Waits for the device and reports an asynchronous kernel error, with `where`, as exit(1). */
 void kcuda_sync_check(const char *where);
 
