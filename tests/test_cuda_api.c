@@ -185,7 +185,7 @@ static char stress_bufs[2][64];
 
 static void *stress_thread(void *arg) {
     char *base = (char *)arg;
-    for (int i = 0; i < 1000; i++) {
+    for (int i = 0; i < 500; i++) {
         dpmem_cuda_tag(base + i % 50, 1 + (size_t)(i % 50), "activations/stress", DPMEM_DEVICE);
         dpmem_cuda_untag(base + i % 50);
     }
@@ -200,7 +200,7 @@ static void check_threads(void) {
     rec_clear();
     for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, stress_thread, stress_bufs[i]);
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-    CHECK(count_prefix("region+") == 2000 && count_prefix("region-") == 2000, "%d registered, %d unregistered, want 2000",
+    CHECK(count_prefix("region+") == 1000 && count_prefix("region-") == 1000, "%d registered, %d unregistered, want 1000",
           count_prefix("region+"), count_prefix("region-"));
     CHECK(activations_counter && last_sample(activations_counter) == 0, "activations counter ends at %lld, want 0",
           last_sample(activations_counter));
