@@ -23,6 +23,16 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
+/* A name from a file as it may appear in a one-line message: control bytes become '?', cut at 100. */
+typedef struct { char s[104]; } Shown;
+static Shown show(const char *name) {
+    Shown o;
+    size_t i = 0;
+    for (; name && name[i] && i < 100; i++) o.s[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+    o.s[i] = 0;
+    return o;
+}
+
 static void join(char *out, size_t n, const char *dir, const char *file) {
     size_t k = strlen(dir);
     snprintf(out, n, "%s%s%s", dir, k && dir[k - 1] == '/' ? "" : "/", file);
@@ -112,14 +122,14 @@ static int open_index(CkptWeights *w, const char *dir, const char *index_path, c
     }
     cJSON_ArrayForEach(e, map) {
         if (!cJSON_IsString(e) || !e->string) {
-            fail(err, errlen, "%s: weight_map value of '%.100s' is not a file name", index_path, e->string ? e->string : "?");
+            fail(err, errlen, "%s: weight_map value of '%s' is not a file name", index_path, show(e->string).s);
             goto done;
         }
         const char *shard = e->valuestring;
         /* A shard is a file in DIR: no path, no parent directory, nothing hidden. */
         if (!shard[0] || strchr(shard, '/') || shard[0] == '.' || strlen(shard) > 255) {
-            fail(err, errlen, "%s: tensor '%.100s': shard name \"%.100s\" is not a plain file name in the directory",
-                 index_path, e->string, shard);
+            fail(err, errlen, "%s: tensor '%s': shard name \"%s\" is not a plain file name in the directory",
+                 index_path, show(e->string).s, show(shard).s);
             goto done;
         }
         int have = 0;
@@ -137,14 +147,14 @@ static int open_index(CkptWeights *w, const char *dir, const char *index_path, c
     cJSON_ArrayForEach(e, map) {
         const SafeTensors *file = NULL;
         if (!ckpt_weights_find(w, e->string, &file)) {
-            fail(err, errlen, "%s: tensor '%.100s' is listed in %s but no shard holds it", index_path, e->string,
-                 e->valuestring);
+            fail(err, errlen, "%s: tensor '%s' is listed in %s but no shard holds it", index_path, show(e->string).s,
+                 show(e->valuestring).s);
             goto done;
         }
         const char *p = strrchr(file->path, '/');
         if (strcmp(p ? p + 1 : file->path, e->valuestring) != 0) {
-            fail(err, errlen, "%s: tensor '%.100s' is listed in %s but found in %s", index_path, e->string,
-                 e->valuestring, file->path);
+            fail(err, errlen, "%s: tensor '%s' is listed in %s but found in %s", index_path, show(e->string).s,
+                 show(e->valuestring).s, file->path);
             goto done;
         }
     }
@@ -169,8 +179,8 @@ int ckpt_weights_open(CkptWeights *w, const char *dir, char *err, size_t errlen)
             for (int t = 0; t < w->files[i].n && rc == 0; t++)
                 for (int j = i + 1; j < w->n_files && rc == 0; j++)
                     if (safetensors_find(&w->files[j], w->files[i].tensors[t].name))
-                        rc = fail(err, errlen, "%s: tensor '%.100s' is in both %s and %s", dir,
-                                  w->files[i].tensors[t].name, w->files[i].path, w->files[j].path);
+                        rc = fail(err, errlen, "%s: tensor '%s' is in both %s and %s", dir,
+                                  show(w->files[i].tensors[t].name).s, w->files[i].path, w->files[j].path);
     }
     if (rc) ckpt_weights_close(w);
     return rc;
@@ -271,8 +281,8 @@ int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
             const char *name = w.files[i].tensors[j].name;
             if (is_param_name(m, name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
             if (m->cfg.tie_embeddings && strcmp(name, "lm_head.weight") == 0) continue; /* tied: transformers ignores it */
-            fail(err, errlen, "%s: tensor '%.200s' has no place in the model built from config.json (a config that "
-                 "does not match its weights?)", w.files[i].path, name);
+            fail(err, errlen, "%s: tensor '%s' has no place in the model built from config.json (a config that "
+                 "does not match its weights?)", w.files[i].path, show(name).s);
             goto done;
         }
     int direct = m->kb->space == DPMEM_HOST;

@@ -241,8 +241,8 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
             const cJSON *m;
             cJSON_ArrayForEach(m, e) {
                 if (!cJSON_IsString(m) || !m->string) {
-                    fail(err, errlen, "%s: __metadata__ value of '%.100s' is not a string", label,
-                         m->string ? m->string : "?");
+                    fail(err, errlen, "%s: __metadata__ value of '%s' is not a string", label,
+                         show(m->string ? m->string : "?").s);
                     goto done;
                 }
                 st->meta_keys[st->n_meta] = strdup(m->string);

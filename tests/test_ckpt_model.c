@@ -289,6 +289,9 @@ static void test_bad(const char *root) {
     rewrite(dir, NULL, "model.layers.2.mlp.up_proj.weight", NULL);
     expect_fail(&m, dir, "a third layer", "'model.layers.2.mlp.up_proj.weight'", "no place");
     RESAVE();
+    rewrite(dir, NULL, "model.evil\nname", NULL);
+    expect_fail(&m, dir, "a name with a newline", "'model.evil?name'", "no place");
+    RESAVE();
     rewrite(dir, NULL, "model.layers.0.self_attn.rotary_emb.inv_freq", NULL);
     CHECK(ckpt_load(&m, dir, err, sizeof err) == 0, "an old rotary_emb.inv_freq buffer must be ignored: %s", err);
 

@@ -213,6 +213,7 @@ static void test_corrupt(const char *dir) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 9, "1 bytes", NULL},
         {"{\"__metadata__\":{\"format\":7},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
          "format", "string"},
+        {"{\"__metadata__\":{\"a\\nb\":7}}", 0, "'a?b'", "string"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 8, "'a'", "dimensions"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
