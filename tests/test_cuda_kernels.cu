@@ -469,7 +469,30 @@ static void test_plan_matches_run(void) {
     kbackend_destroy(&plan);
 }
 
+/* Checks that need no device: every entry of the table is set, and the real table and the plan
+   target agree on name, memory space and scratch sizes. */
+static void test_table(void) {
+    const char *names[] = { "alloc", "free", "upload", "download", "scratch_bytes", "gemm", "fill", "copy", "add",
+        "scale", "sum", "sumsq", "count_nonfinite", "embedding_forward", "embedding_backward", "rmsnorm_forward",
+        "rmsnorm_backward", "rope_forward", "rope_backward", "attention_forward", "attention_backward",
+        "swiglu_forward", "swiglu_backward", "crossentropy_forward", "crossentropy_backward", "adamw", "sgd" };
+    const char *first = (const char *)&kops_cuda.alloc, *end = (const char *)(&kops_cuda.sgd + 1);
+    size_t n = (size_t)(end - first) / sizeof(void (*)(void));
+    CHECK_EQ_U(n, sizeof names / sizeof *names);   /* KOps grew: add the new entry here and to kops_cuda */
+    for (size_t i = 0; i < n; i++) {
+        void (*fp)(void);
+        memcpy(&fp, first + i * sizeof fp, sizeof fp);
+        if (!fp) fprintf(stderr, "kops_cuda.%s is NULL\n", i < sizeof names / sizeof *names ? names[i] : "?");
+        CHECK(fp != NULL);
+    }
+    CHECK(strcmp(kops_cuda.name, kops_cuda_target.name) == 0);
+    CHECK(kops_cuda.space == kops_cuda_target.space && kops_cuda.space == DPMEM_DEVICE);
+    CHECK(kops_cuda.scratch_bytes == kops_cuda_target.scratch_bytes);
+}
+
 int main(void) {
+    test_table();
+    if (check_failures) return check_exit("test_cuda_kernels");
     int ndev = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);
     if (err != cudaSuccess || ndev == 0) {

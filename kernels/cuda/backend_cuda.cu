@@ -85,18 +85,18 @@ void gemm_cuda(KBackend *b, int transA, int transB, int M, int N, int K, float a
 }
 
 extern "C" const KOps kops_cuda = {
-    "cuda", DPMEM_DEVICE,
-    cuda_alloc, cuda_free, cuda_upload, cuda_download,
-    kcuda_scratch_bytes,
-    gemm_cuda, fill_cuda, copy_cuda, add_cuda, scale_cuda,
-    sum_cuda, sumsq_cuda, count_nonfinite_cuda,
-    embedding_forward_cuda, embedding_backward_cuda,
-    rmsnorm_forward_cuda, rmsnorm_backward_cuda,
-    rope_forward_cuda, rope_backward_cuda,
-    attention_forward_cuda, attention_backward_cuda,
-    swiglu_forward_cuda, swiglu_backward_cuda,
-    crossentropy_forward_cuda, crossentropy_backward_cuda,
-    adamw_cuda, sgd_cuda,
+    .name = "cuda", .space = DPMEM_DEVICE,
+    .alloc = cuda_alloc, .free = cuda_free, .upload = cuda_upload, .download = cuda_download,
+    .scratch_bytes = kcuda_scratch_bytes,
+    .gemm = gemm_cuda, .fill = fill_cuda, .copy = copy_cuda, .add = add_cuda, .scale = scale_cuda,
+    .sum = sum_cuda, .sumsq = sumsq_cuda, .count_nonfinite = count_nonfinite_cuda,
+    .embedding_forward = embedding_forward_cuda, .embedding_backward = embedding_backward_cuda,
+    .rmsnorm_forward = rmsnorm_forward_cuda, .rmsnorm_backward = rmsnorm_backward_cuda,
+    .rope_forward = rope_forward_cuda, .rope_backward = rope_backward_cuda,
+    .attention_forward = attention_forward_cuda, .attention_backward = attention_backward_cuda,
+    .swiglu_forward = swiglu_forward_cuda, .swiglu_backward = swiglu_backward_cuda,
+    .crossentropy_forward = crossentropy_forward_cuda, .crossentropy_backward = crossentropy_backward_cuda,
+    .adamw = adamw_cuda, .sgd = sgd_cuda,
 };
 
 int kbackend_cuda_init(KBackend *b, int device) {
