@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "axes.h"
 #include "palette.h"
 #include "raster.h"
 #include "timeline.h"
@@ -20,33 +21,6 @@ static Rgb run_colour(int i) {
     static const Rgb t[] = { { 31, 119, 180 }, { 214, 39, 40 }, { 44, 160, 44 }, { 148, 103, 189 }, { 255, 127, 14 },
                              { 140, 86, 75 }, { 227, 119, 194 }, { 23, 190, 207 }, { 127, 127, 127 }, { 188, 189, 34 } };
     return t[i % 10];
-}
-
-typedef struct { int x0, y0, x1, y1; double ymax; Unit u; double step; } Axes;   /* y1: bottom (exclusive) */
-
-static int ypx(const Axes *a, double v) { return a->y1 - px_clamp(v / a->ymax * (a->y1 - a->y0) + 0.5, 0, a->y1 - a->y0); }
-
-/* Y axis from 0 to a nice number above max; unit: bytes (binary) when is_bytes, else plain. */
-static void y_axis(Image *im, Axes *a, double max, int is_bytes, const char *label, Rgb grid) {
-    a->u = is_bytes ? byte_unit(max > 0 ? max : 1024) : (Unit){ 1, "" };
-    double m = (max > 0 ? max : (is_bytes ? 1024 : 1)) / a->u.div;
-    a->step = nice_step(m, 5);
-    a->ymax = ceil(m / a->step * (1 + 1e-12)) * a->step;
-    if (a->ymax < m * 1.04) a->ymax += a->step;
-    a->ymax *= a->u.div;
-    char b[48], c[64];
-    for (double v = 0; v <= a->ymax / a->u.div * (1 + 1e-9); v += a->step) {
-        int y = ypx(a, v * a->u.div);
-        if (v > 0) hline(im, a->x0, a->x1 - 1, y, grid);
-        hline(im, a->x0 - 5, a->x0 - 1, y, COLOUR_AXIS);
-        fmt_tick(b, sizeof b, v, a->step);
-        snprintf(c, sizeof c, "%s%s%s", b, *a->u.name ? " " : "", a->u.name);
-        draw_text(im, a->x0 - 8 - text_width(c, T2), y - text_height(T2) / 2, c, T2, COLOUR_TEXT);
-    }
-    vline(im, a->x0 - 1, a->y0, a->y1, COLOUR_AXIS);
-    hline(im, a->x0 - 1, a->x1, a->y1, COLOUR_AXIS);
-    if (label) draw_text(im, a->x0 - 8 - text_width(label, T2) / 2 > 4 ? a->x0 - text_width(label, T2) / 2 : 4,
-                         a->y0 - text_height(T2) - 10, label, T2, COLOUR_MUTED);
 }
 
 static void centred(Image *im, int cx, int y, const char *s, int scale, Rgb c) {
@@ -78,8 +52,9 @@ static int chart_breakdown(RunStats **runs, int n, int base, const char **cats, 
     draw_text(&im, 20, 12, "Memory at the peak, by category", T2, COLOUR_TEXT);
     double maxv = 0;
     for (int i = 0; i < n; i++) if ((double)runs[i]->peak > maxv) maxv = (double)runs[i]->peak;
-    Axes a = { 130, 80, 760, H - 70, 0, { 1, "" }, 0 };
-    y_axis(&im, &a, maxv, 1, NULL, COLOUR_GRID);
+    Axes a = { .x0 = 130, .y0 = 80, .x1 = 760, .y1 = H - 70 };
+    axes_scale(&a, maxv, 1);
+    axes_draw_y(&im, &a);
     int slot = (a.x1 - a.x0) / n, bw = slot * 6 / 10;
     if (bw > 120) bw = 120;
     for (int i = 0; i < n; i++) {
@@ -88,7 +63,7 @@ static int chart_breakdown(RunStats **runs, int n, int base, const char **cats, 
         for (int c = 0; c < nc; c++) {
             double v = (double)runstats_at_peak(runs[i], cats[c]);
             if (v <= 0) continue;
-            fill_rect(&im, cx - bw / 2, ypx(&a, cum + v), cx + bw / 2, ypx(&a, cum), category_colour(cats[c]));
+            fill_rect(&im, cx - bw / 2, axes_y(&a, cum + v), cx + bw / 2, axes_y(&a, cum), category_colour(cats[c]));
             cum += v;
         }
         bar_label(&im, cx, a.y1 + 10, runs[i]->name, slot);
@@ -107,18 +82,19 @@ static int chart_breakdown(RunStats **runs, int n, int base, const char **cats, 
     double maxr = 1;
     for (int i = 0; i < n; i++)
         if (runs[base]->peak && (double)runs[i]->peak / (double)runs[base]->peak > maxr) maxr = (double)runs[i]->peak / (double)runs[base]->peak;
-    Axes r = { 1060, 80, 1380, H - 70, 0, { 1, "" }, 0 };
-    y_axis(&im, &r, maxr, 0, NULL, COLOUR_GRID);
+    Axes r = { .x0 = 1060, .y0 = 80, .x1 = 1380, .y1 = H - 70 };
+    axes_scale(&r, maxr, 0);
+    axes_draw_y(&im, &r);
     int rslot = (r.x1 - r.x0) / n, rbw = rslot * 6 / 10;
     for (int i = 0; i < n; i++) {
         int cx = r.x0 + rslot * i + rslot / 2;
         double v = runs[base]->peak ? (double)runs[i]->peak / (double)runs[base]->peak : 0;
-        fill_rect(&im, cx - rbw / 2, ypx(&r, v), cx + rbw / 2, r.y1, i == base ? RGB(170, 170, 170) : run_colour(i));
+        fill_rect(&im, cx - rbw / 2, axes_y(&r, v), cx + rbw / 2, r.y1, i == base ? RGB(170, 170, 170) : run_colour(i));
         snprintf(b, sizeof b, "%.3fx", v);
-        centred(&im, cx, ypx(&r, v) - text_height(T2) - 6, b, rbw >= text_width(b, T2) ? T2 : 1, COLOUR_TEXT);
+        centred(&im, cx, axes_y(&r, v) - text_height(T2) - 6, b, rslot - 4 >= text_width(b, T2) ? T2 : 1, COLOUR_TEXT);
         bar_label(&im, cx, r.y1 + 10, runs[i]->name, rslot);
     }
-    int y1 = ypx(&r, 1.0);
+    int y1 = axes_y(&r, 1.0);
     for (int x = r.x0; x < r.x1; x += 6) hline(&im, x, x + 2, y1, COLOUR_AXIS);   /* the 1x line */
     return save(&im, dir, "breakdown.png", err, errlen);
 }
@@ -134,8 +110,9 @@ static int chart_tradeoff(RunStats **runs, int n, const char *dir, char *err, si
         double t = runstats_step_mean_ns(runs[i]);
         if (t > maxt) maxt = t;
     }
-    Axes a = { 130, 70, W - 40, H - 80, 0, { 1, "" }, 0 };
-    y_axis(&im, &a, maxm, 1, NULL, COLOUR_GRID);
+    Axes a = { .x0 = 130, .y0 = 70, .x1 = W - 40, .y1 = H - 80 };
+    axes_scale(&a, maxm, 1);
+    axes_draw_y(&im, &a);
     Unit tu = time_unit(maxt > 0 ? maxt : 1e6);
     double xm = (maxt > 0 ? maxt : 1e6) / tu.div, xs = nice_step(xm, 6), xmax = ceil(xm / xs * (1 + 1e-12)) * xs;
     if (xmax < xm * 1.08) xmax += xs;
@@ -153,7 +130,7 @@ static int chart_tradeoff(RunStats **runs, int n, const char *dir, char *err, si
     int placed[64][4], np = 0;   /* label rectangles already drawn: a label that would touch one moves down */
     for (int i = 0; i < n; i++) {
         double t = runstats_step_mean_ns(runs[i]);
-        int x = a.x0 + px_clamp(t / tu.div / xmax * (a.x1 - a.x0), 0, a.x1 - a.x0), y = ypx(&a, (double)runs[i]->peak);
+        int x = a.x0 + px_clamp(t / tu.div / xmax * (a.x1 - a.x0), 0, a.x1 - a.x0), y = axes_y(&a, (double)runs[i]->peak);
         fill_rect(&im, x - 5, y - 5, x + 6, y + 6, run_colour(i));
         snprintf(c, sizeof c, "%s%s", runs[i]->name, t <= 0 ? " (no step scope)" : "");
         int tw = text_width(c, T2), th = text_height(T2);
@@ -245,15 +222,16 @@ static int chart_sweep(RunStats **runs, int n, const char *key, const char **sco
                 if (runs[i]->scopes[k].count && !strcmp(runs[i]->log->strings[k], ph[p])) vals[i] = (double)runs[i]->scopes[k].mem_delta;
             if (vals[i] > maxv) maxv = vals[i];
         }
-        Axes a = { ox + 120, oy + 40, ox + pw - 30, oy + phh - 60, 0, { 1, "" }, 0 };
-        y_axis(&im, &a, maxv, 1, NULL, COLOUR_GRID);
+        Axes a = { .x0 = ox + 120, .y0 = oy + 40, .x1 = ox + pw - 30, .y1 = oy + phh - 60 };
+        axes_scale(&a, maxv, 1);
+    axes_draw_y(&im, &a);
         centred(&im, (a.x0 + a.x1) / 2, oy + 10, ph[p], T2, scope_colour(ph[p]).r + scope_colour(ph[p]).g < 300 ? scope_colour(ph[p]) : COLOUR_TEXT);
         int px[64], py[64];
         for (int k = 0; k < nn; k++) {
             int i = order[k];
             double xv = log2x ? log2(xs[i]) : xs[i];
             px[k] = a.x0 + 10 + px_clamp((xv - xmin) / (xmax - xmin) * (a.x1 - a.x0 - 20), 0, a.x1 - a.x0 - 20);
-            py[k] = ypx(&a, vals[i]);
+            py[k] = axes_y(&a, vals[i]);
         }
         int last_end = -1000;
         for (int k = 0; k < nn; k++) {

@@ -39,6 +39,16 @@ Rgb category_colour(const char *name) {
     return k >= 0 ? category_table[k] : hashed_colour(name);
 }
 
+Rgb buffer_colour(const char *tag) {
+    const char *slash = strchr(tag, '/');
+    char cat[64];
+    size_t len = slash ? (size_t)(slash - tag) : strlen(tag);
+    if (len >= sizeof cat) len = sizeof cat - 1;
+    memcpy(cat, tag, len); cat[len] = 0;
+    Rgb c = category_colour(cat), h = hashed_colour(tag);
+    return RGB((uint8_t)((2 * c.r + h.r) / 3), (uint8_t)((2 * c.g + h.g) / 3), (uint8_t)((2 * c.b + h.b) / 3));
+}
+
 /* Scopes: the DP-SGD phases get fixed, light colours (the lane sits above the stacked areas and should
    not compete with them); anything else is hashed. */
 Rgb scope_colour(const char *name) {

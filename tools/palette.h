@@ -7,6 +7,9 @@
 
 Rgb category_colour(const char *name);
 Rgb scope_colour(const char *name);
+/* A buffer (a whole tag, "category/name"): its category's colour shifted by a hash of the name, so
+   that two buffers of one category differ but stay near their category. */
+Rgb buffer_colour(const char *tag);
 
 #define COLOUR_BG     RGB(255, 255, 255)
 #define COLOUR_AXIS   RGB(60, 60, 60)

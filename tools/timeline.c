@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "axes.h"
 #include "palette.h"
 #include "raster.h"
 #include "units.h"
@@ -254,14 +255,7 @@ static int panel_build(Panel *p, const DpmemLog *L, const TimelineOptions *o, do
         const char *n = p->names[s];
         if (!o->by_name) p->colour[s] = strcmp(n, "?") == 0 ? RGB(90, 90, 90) : category_colour(n);
         else if (s == S - 1) p->colour[s] = RGB(190, 190, 190);
-        else {
-            /* a buffer: the hue of a hash of its whole tag, so two buffers of one category differ */
-            p->colour[s] = scope_colour(n);
-            Rgb cc = category_colour(n);
-            p->colour[s] = RGB((uint8_t)((p->colour[s].r + cc.r) / 2 - 30 > 0 ? (p->colour[s].r + cc.r) / 2 - 30 : 0),
-                               (uint8_t)((p->colour[s].g + cc.g) / 2 - 30 > 0 ? (p->colour[s].g + cc.g) / 2 - 30 : 0),
-                               (uint8_t)((p->colour[s].b + cc.b) / 2 - 30 > 0 ? (p->colour[s].b + cc.b) / 2 - 30 : 0));
-        }
+        else p->colour[s] = buffer_colour(n);
     }
     for (int x = 0; x < W; x++) p->col_total[x] = UINT64_MAX;
     for (int i = 0; i < MAX_LANES * W; i++) p->lane_name[i] = -1;
@@ -277,8 +271,6 @@ static int panel_build(Panel *p, const DpmemLog *L, const TimelineOptions *o, do
         }
     return 0;
 }
-
-static int hpx(uint64_t v, double ymax, int plot_h) { return px_clamp((double)v / ymax * plot_h + 0.5, 0, plot_h); }
 
 static void title_of(char *out, size_t n, const DpmemLog *L) {
     char name[128];
@@ -324,11 +316,8 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
     for (int i = 0; i < n_logs; i++)
         for (int x = 0; x < W; x++)
             if (P[i].col_total[x] != UINT64_MAX && P[i].col_total[x] > maxv) maxv = P[i].col_total[x];
-    Unit bu = byte_unit(maxv ? (double)maxv : 1024);
-    double ystep = nice_step((double)(maxv ? maxv : 1024) / bu.div, 5);
-    double ymax = ceil((double)(maxv ? maxv : 1024) / bu.div / ystep * (1 + 1e-12)) * ystep;
-    if (ymax * bu.div < (double)maxv * 1.04) ymax += ystep;    /* headroom over the peak */
-    double ymax_b = ymax * bu.div;
+    Axes ax = { .x0 = left, .x1 = left + W };   /* one memory scale for all panels */
+    axes_scale(&ax, (double)maxv, 1);
     Unit tu = time_unit(to - from);
     double xstep = nice_step((to - from) / tu.div, 8);
 
@@ -379,17 +368,9 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         int peak_row = y;
         int py0 = peak_row + text_height(TEXT2) + 8;
         int py1 = top + panel_h - 44;   /* exclusive; below: ticks and their labels */
-        int ph = py1 - py0;
-        if (ph < 40) { snprintf(err, errlen, "image too small for %d scope lanes: make it taller (--size)", p->n_lanes); rc = -1; goto out; }
-        /* grid and y ticks */
-        for (double v = 0; v <= ymax * (1 + 1e-9); v += ystep) {
-            int yy = py1 - hpx((uint64_t)(v * bu.div), ymax_b, ph);
-            if (v > 0) hline(&im, left, left + W - 1, yy, COLOUR_GRID);
-            hline(&im, left - 5, left - 1, yy, COLOUR_AXIS);
-            fmt_tick(b2, sizeof b2, v, ystep);
-            snprintf(b3, sizeof b3, "%s %s", b2, bu.name);
-            draw_text(&im, left - 8 - text_width(b3, TEXT2), yy - text_height(TEXT2) / 2, b3, TEXT2, COLOUR_TEXT);
-        }
+        if (py1 - py0 < 40) { snprintf(err, errlen, "image too small for %d scope lanes: make it taller (--size)", p->n_lanes); rc = -1; goto out; }
+        ax.y0 = py0; ax.y1 = py1;
+        axes_draw_y(&im, &ax);
         /* stacked areas */
         for (int x = 0; x < W; x++) {
             if (p->col_total[x] == UINT64_MAX) continue;
@@ -397,9 +378,9 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
             for (int s = 0; s < p->n_series; s++) {
                 uint64_t b = p->col_break[(size_t)x * p->n_series + s];
                 if (!b) continue;
-                int lo = hpx(cum, ymax_b, ph);
+                int lo = axes_h(&ax, (double)cum);
                 cum += b;
-                int hi = hpx(cum, ymax_b, ph);
+                int hi = axes_h(&ax, (double)cum);
                 fill_rect(&im, left + x, py1 - hi, left + x + 1, py1 - lo, p->colour[s]);
             }
         }
@@ -417,9 +398,7 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
                 last_label_end = tx + tw;
             }
         }
-        /* axes */
-        vline(&im, left - 1, py0, py1, COLOUR_AXIS);
-        hline(&im, left - 1, left + W, py1, COLOUR_AXIS);
+        /* time axis */
         double first = ceil(from / tu.div / xstep - 1e-9) * xstep;
         for (double t = first; t * tu.div <= to; t += xstep) {
             int x = left + px_clamp((t * tu.div - from) * W / (to - from), 0, W - 1);
@@ -433,7 +412,7 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         /* peak */
         if (p->peak) {
             int x = left + p->peak_col;
-            dashed_vline(&im, x, peak_row + text_height(TEXT2) + 2, py1 - 1 - hpx(p->peak, ymax_b, ph), COLOUR_PEAK);
+            dashed_vline(&im, x, peak_row + text_height(TEXT2) + 2, axes_y(&ax, (double)p->peak) - 1, COLOUR_PEAK);
             snprintf(buf, sizeof buf, "peak %s at %s", fmt_bytes(b2, sizeof b2, (double)p->peak), fmt_time(b3, sizeof b3, (double)p->peak_ns));
             int tw = text_width(buf, TEXT2);
             int tx = x - tw / 2;
@@ -460,7 +439,7 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         }
         if (o->verbose)
             printf("panel %d plot %d %d %d %d ymax %.0f from %.0f to %.0f peak %llu col %d lanes %d\n", i, left, py0,
-                   left + W, py1, ymax_b, from, to, (unsigned long long)p->peak, p->peak_col, p->n_lanes);
+                   left + W, py1, ax.ymax, from, to, (unsigned long long)p->peak, p->peak_col, p->n_lanes);
         if (i + 1 < n_logs) hline(&im, 0, o->width - 1, top + panel_h - 1, COLOUR_GRID);
     }
     if (path && image_write_png(&im, path)) { snprintf(err, errlen, "%s: cannot write the PNG", path); rc = -1; }
