@@ -69,7 +69,7 @@ int main(void) {
         row("attention_forward", fwd, base, extra);
         snprintf(extra, sizeof extra, "T=%d", T);
         row("attention_backward", bwd, base, extra);
-        kbackend_free_all(&gpu);
+        kbackend_destroy(&gpu);   /* frees every buffer and the workspace; init makes a new one */
         kbackend_cuda_init(&gpu, -1);
     }
 
@@ -98,7 +98,7 @@ int main(void) {
         row("flash (tiled Grams, one kernel)", flash, base, extra);
         snprintf(extra, sizeof extra, "B=%d T=%d (B GEMMs, alpha = c_b)", B, T);
         row("book-keeping clipped gradient", bk, base, extra);
-        kbackend_free_all(&gpu);
+        kbackend_destroy(&gpu);   /* frees every buffer and the workspace; init makes a new one */
         kbackend_cuda_init(&gpu, -1);
     }
 
@@ -110,14 +110,14 @@ int main(void) {
         float t;
         TIME_MS(t, rmsnorm_forward(&gpu, o, r, x, w, N, C, 1e-5f));
         printf("| rmsnorm_forward N=%d C=%d | %.3f | %.0f | |\n", N, C, t, 2.0 * N * C * 4 / t / 1e6);
-        kbackend_free_all(&gpu);
+        kbackend_destroy(&gpu);   /* frees every buffer and the workspace; init makes a new one */
         kbackend_cuda_init(&gpu, -1);
         float *lg = buf((size_t)4096 * V, "bench/logits"), *ls = buf(4096, "bench/losses");
         int *tg = (int *)kbuf_alloc(&gpu, 4096 * sizeof(int), "bench/targets");
         fill_buffer(&gpu, lg, 0.1f, (size_t)4096 * V);
         TIME_MS(t, crossentropy_forward(&gpu, ls, lg, tg, 4096, V));
         printf("| crossentropy_forward N=4096 V=%d | %.3f | %.0f | |\n", V, t, 4096.0 * V * 4 / t / 1e6);
-        kbackend_free_all(&gpu);
+        kbackend_destroy(&gpu);   /* frees every buffer and the workspace; init makes a new one */
         kbackend_cuda_init(&gpu, -1);
         size_t P = (size_t)1 << 28;   /* 268M parameters */
         float *p = buf(P, "bench/p"), *g = buf(P, "bench/g"), *m = buf(P, "bench/m"), *vv = buf(P, "bench/v");
