@@ -13,6 +13,9 @@
    copied until the caller converts. Every check happens in safetensors_parse() before any pointer is
    formed: no read past the mapping, whatever the file says.
 
+   A file truncated by another process while it is mapped raises SIGBUS on access, as with any mmap
+   reader; checkpoints are not expected to change under a running trainer.
+
    What it does not do: big-endian hosts, writing anything but F32/BF16/F16 data, or the F8/F4/F6
    dtypes beyond naming them in errors (they are listed as unsupported, not silently misread).
 
