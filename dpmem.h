@@ -177,43 +177,50 @@ struct dpmem__scoped {
 
 #else /* DPMEM_DISABLE: everything is a no-op expression; nothing is emitted, no symbol remains. */
 
+/* A value that may also stand alone as a statement without -Wunused-value. */
+#if defined(__cplusplus) || !defined(__GNUC__)
+#define DPMEM__VALUE(v) ((void)0, (v))
+#else
+#define DPMEM__VALUE(v) (__extension__({ (v); }))
+#endif
+
 #define DPMEM_SCOPE(name)                ((void)0)
 #define DPMEM_SCOPE_DYN(name)            ((void)0)
 #define DPMEM_TAG_ALLOC(ptr, bytes, tag) ((void)0)
 #define DPMEM_TAG_FREE(ptr)              ((void)0)
 #define DPMEM_SNAPSHOT(label)            ((void)0)
-#define dpmem_open(path)                 ((void)(path), 0)
+#define dpmem_open(path)                 DPMEM__VALUE(0)
 #define dpmem_close()                    ((void)0)
-#define dpmem_logging()                  0
+#define dpmem_logging()                  DPMEM__VALUE(0)
 #define dpmem_meta(k, v)                 ((void)0)
 #define dpmem_meta_int(k, v)             ((void)0)
 #define dpmem_range_push(name)           ((void)0)
 #define dpmem_range_pop()                ((void)0)
 #define dpmem_tag_alloc(p, n, t)         ((void)0)
 #define dpmem_tag_alloc_space(p, n, t, s) ((void)0)
-#define dpmem_tag_free(p)                ((size_t)0)
+#define dpmem_tag_free(p)                DPMEM__VALUE((size_t)0)
 #define dpmem_snapshot(label)            ((void)0)
-#define dpmem_live_bytes(c)              ((size_t)0)
-#define dpmem_peak_bytes(c)              ((size_t)0)
-#define dpmem_bytes_at_peak(c)           ((size_t)0)
-#define dpmem_live_bytes_in(s)           ((size_t)0)
-#define dpmem_category_count()           0
-#define dpmem_category_name(i)           ((const char *)0)
-#define dpmem_tag_bytes(p)               ((size_t)0)
+#define dpmem_live_bytes(c)              DPMEM__VALUE((size_t)0)
+#define dpmem_peak_bytes(c)              DPMEM__VALUE((size_t)0)
+#define dpmem_bytes_at_peak(c)           DPMEM__VALUE((size_t)0)
+#define dpmem_live_bytes_in(s)           DPMEM__VALUE((size_t)0)
+#define dpmem_category_count()           DPMEM__VALUE(0)
+#define dpmem_category_name(i)           DPMEM__VALUE((const char *)0)
+#define dpmem_tag_bytes(p)               DPMEM__VALUE((size_t)0)
 #define dpmem_reset_peak()               ((void)0)
 #define dpmem_oom(n, t, s, u, tot)       ((void)0)
-#define dpmem_now_ns()                   ((uint64_t)0)
+#define dpmem_now_ns()                   DPMEM__VALUE((uint64_t)0)
 #define dpmem_thread_name(n)             ((void)0)
-#define dpmem_thread_index()             ((uint32_t)0)
+#define dpmem_thread_index()             DPMEM__VALUE((uint32_t)0)
 #define dpmem_set_scope_hook(f, u)       ((void)0)
 #define dpmem_set_device_info(f, u)      ((void)0)
 #define dpmem_set_close_hook(f, u)       ((void)0)
 #define dpmem_log_gpu_time(a, b, c, d)   ((void)0)
 #define dpmem_log_device_sample(u, t)    ((void)0)
 #define dpmem_warn(m, v)                 ((void)0)
-#define dpmem_intern(s)                  ((uint32_t)0)
-#define dpmem_string(id)                 ((const char *)0)
-#define dpmem_scope_stack(ids, max)      0
+#define dpmem_intern(s)                  DPMEM__VALUE((uint32_t)0)
+#define dpmem_string(id)                 DPMEM__VALUE((const char *)0)
+#define dpmem_scope_stack(ids, max)      DPMEM__VALUE(0)
 
 #endif /* DPMEM_DISABLE */
 #endif /* DPMEM_H */
@@ -792,6 +799,11 @@ static inline void dpmem__init(void) {
 DPMEM_DEF int dpmem_open(const char *path) {
     dpmem__init();
     if (dpmem__log_open()) dpmem_close();
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "dpmem: cannot log to %s: not a regular file (the log is written through a memory mapping)\n", path);
+        return -1;
+    }
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) { fprintf(stderr, "dpmem: cannot open log %s: %s\n", path, strerror(errno)); return -1; }
     uint8_t head[DPMEM__HEADER_BYTES];

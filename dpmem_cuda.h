@@ -20,8 +20,7 @@
          { DPMEM_SCOPE("backward"); ... }                     // with DPMEM_CUDA_TIMING=1: GPU time too
          dpmem_snapshot("after step 1");                      // + device used/total, untracked
          DPMEM_CUDA_FREE(w);
-         dpmem_cuda_flush();                                  // write the GPU times still pending
-         dpmem_close();
+         dpmem_close();                                       // GPU times still pending go in first
 
    API (every allocation function returns the CUDA error of the underlying call unchanged)
      dpmem_cuda_malloc(&p, bytes, tag)        cudaMalloc + accounting (space DEVICE)
@@ -68,9 +67,8 @@
    LIMITS
      GPU time of a scope is the device time between its begin and end events on the chosen stream:
      work the scope put on other streams is not in it unless those streams join it. Do not turn timing
-     on around CUDA graph capture of that stream. Pending GPU times are written at exit (before the
-     kit closes its log); if you call dpmem_close() yourself, call dpmem_cuda_flush() first or they are
-     lost. Memory of cudaMallocAsync pools that is freed but kept by the pool, and memory of other
+     on around CUDA graph capture of that stream. Pending GPU times are written when the log closes
+     (dpmem_close() or exit), before its CLOSE event. Memory of cudaMallocAsync pools that is freed but kept by the pool, and memory of other
      processes on the same GPU, show as untracked in snapshots. A forked child neither times nor
      samples.
 
@@ -739,6 +737,8 @@ static void dpmem__cuda_atfork_child(void) {
     }
 }
 
+static void dpmem__cuda_on_close(void *user) { (void)user; dpmem_cuda_flush(); }
+
 static void dpmem__cuda_init_once(void) {
     pthread_condattr_t attr;
     int count = 0;
@@ -750,6 +750,7 @@ static void dpmem__cuda_init_once(void) {
     dpmem__cuda.have_device = count > 0;
     if (cudaGetDevice(&dpmem__cuda.device) != cudaSuccess) { (void)cudaGetLastError(); dpmem__cuda.device = 0; }
     dpmem_set_device_info(dpmem__cuda_device_info, NULL);
+    dpmem_set_close_hook(dpmem__cuda_on_close, NULL);   /* pending GPU times go in before CLOSE */
 #ifndef DPMEM_NO_NVTX
     {
         /* A tool listens if one was named for loading (Nsight Systems, compute-sanitizer) or if the

@@ -127,7 +127,7 @@ static void check_timing(void) {
 static void check_log(const char *path) {
     LogFile lf;
     char err[1024];
-    size_t n25 = 0, n5 = 0, tiny = 0, across = 0, after = 0, other = 0, samples = 0, snaps = 0, pinned = 0;
+    size_t last = 0, n25 = 0, n5 = 0, tiny = 0, across = 0, after = 0, other = 0, samples = 0, snaps = 0, pinned = 0;
     uint32_t main_thread = 0, b_thread = 0;
     if (log_read(path, &lf, err, sizeof err) != 0) { CHECK(0, "reading the log: %s", err); return; }
     for (size_t i = 0; i < lf.nev; i++) {
@@ -168,8 +168,13 @@ static void check_log(const char *path) {
         } else if (strcmp(name, "thread_b") == 0) {
             other++;
             b_thread = thread;
+        } else if (strcmp(name, "last_before_close") == 0) {
+            last++;
+            /* the queue was idle: the time also holds the host gap between the begin event and the launch */
+            CHECK(gpu >= 1000000 && gpu < 1200000, "last_before_close: %llu ns", (unsigned long long)gpu);
         }
     }
+    CHECK(last == 1, "%zu GPU_TIME for the scope that only dpmem_close() could flush", last);
     CHECK(snaps == 1 && pinned == 1, "%zu snapshots, %zu pinned ALLOCs", snaps, pinned);
     CHECK(n25 == 1 && n5 == 1, "GPU_TIME: %zu spin_25ms, %zu spin_5ms", n25, n5);
     CHECK(tiny == 3000, "%zu GPU_TIME for 3000 tiny scopes", tiny);
@@ -190,8 +195,12 @@ int main(int argc, char **argv) {
     check_accounting();
     check_timing();
     usleep(30000);                                     /* let the sampler write a few */
-    dpmem_cuda_shutdown();
+    {   /* no flush: dpmem_close() itself must write this scope's GPU time (the kit's close hook) */
+        DPMEM_SCOPE("last_before_close");
+        fake_cuda_launch(1000000);
+    }
     dpmem_close();
+    dpmem_cuda_shutdown();
     check_log(path);
     unlink(path);
     test_cuda_oom_check(argv[0], FAKE_TOTAL, FAKE_TOTAL, FAKE_CONTEXT + 96 * MiB);

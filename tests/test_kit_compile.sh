@@ -12,7 +12,7 @@ INC="-I. -I$CUDA_HOME/include"
 W="-Wall -Wextra -Wpedantic -Werror"
 fail=0
 run() { # name, expected line
-  out=$("$B/$1") || { echo "FAIL $1: exit $?: $out"; fail=1; return; }
+  out=$("$B/$1" 2>"$B/$1.stderr") || { echo "FAIL $1: exit $?: $out"; cat "$B/$1.stderr"; fail=1; return; }
   [ "$out" = "$2" ] || { echo "FAIL $1: printed '$out', expected '$2'"; fail=1; return; }
   echo "ok   $1"
 }
