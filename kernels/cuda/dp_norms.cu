@@ -4,7 +4,7 @@
 
      direct   psg[b] = g_bᵀ a_b for all b in one strided-batched cuBLAS GEMM, then Σ psg².
      ghost    both Gram matrices of every sample by two batched GEMMs (gram [2,B,T,T]), then ⟨·,·⟩.
-     flash    one kernel, grid (time block i, sample b): for j ≤ i it forms the 32×32 tiles
+     flash    one kernel, grid (time blocks i and nI-1-i, sample b): for j ≤ i it forms the 32×32 tiles
               a_i a_jᵀ and g_i g_jᵀ in registers (8 per thread), streaming 32-wide column chunks of
               a and g through shared memory, and adds w·Σ tile∘tile (w = 2 off the diagonal).
               No T×T buffer and no scratch: global memory sees a and g read, B norms written.
@@ -117,20 +117,27 @@ __device__ __forceinline__ void flash_tile(float t[4], const float *X, int D, in
     }
 }
 
+/* Block x owns the time-block rows I = x and I = nI-1-x (once when they coincide): row I visits
+   I+1 tile pairs, so every block does nI+1 of them and no block is the long tail. */
 __global__ void __launch_bounds__(FL_THREADS)
-flash_norm_kernel(double *acc, const float *a, const float *g, int T, int IC, int OC) {
+flash_norm_kernel(double *acc, const float *a, const float *g, int T, int IC, int OC, int nI) {
     __shared__ float si[FL_R][FL_R + 1], sj[FL_R][FL_R + 1];
     __shared__ double sh[32];
-    const int I = blockIdx.x, b = blockIdx.y;
+    const int b = blockIdx.y;
     const float *ab = a + (size_t)b * T * IC, *gb = g + (size_t)b * T * OC;
+    const int I0 = (int)blockIdx.x, I1 = nI - 1 - I0;
     double s = 0.0;
-    for (int J = 0; J <= I; J++) {
-        float ta[4] = {0, 0, 0, 0}, tg[4] = {0, 0, 0, 0};
-        flash_tile(ta, ab, IC, T, I * FL_R, J * FL_R, si, sj);
-        flash_tile(tg, gb, OC, T, I * FL_R, J * FL_R, si, sj);
-        double st = 0.0;   /* rows or columns past T were loaded as 0: their entries are 0 */
-        for (int k = 0; k < 4; k++) st += (double)ta[k] * tg[k];
-        s += (I == J ? 1.0 : 2.0) * st;
+    for (int r = 0; r < 2; r++) {
+        const int I = r == 0 ? I0 : I1;
+        if (r == 1 && I1 == I0) break;           /* block-uniform */
+        for (int J = 0; J <= I; J++) {
+            float ta[4] = {0, 0, 0, 0}, tg[4] = {0, 0, 0, 0};
+            flash_tile(ta, ab, IC, T, I * FL_R, J * FL_R, si, sj);
+            flash_tile(tg, gb, OC, T, I * FL_R, J * FL_R, si, sj);
+            double st = 0.0;   /* rows or columns past T were loaded as 0: their entries are 0 */
+            for (int k = 0; k < 4; k++) st += (double)ta[k] * tg[k];
+            s += (I == J ? 1.0 : 2.0) * st;
+        }
     }
     s = kcuda_block_sum_d(s, sh);
     if (threadIdx.x == 0) atomicAdd(&acc[b], s);
@@ -142,7 +149,7 @@ void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const
     check_b(B, "dp_linear_norms_flash");
     if (B <= 0 || T <= 0) return;
     int nI = (T + FL_R - 1) / FL_R;
-    flash_norm_kernel<<<dim3(nI, B), FL_THREADS>>>(acc_ptr(), a, g, T, IC, OC);
+    flash_norm_kernel<<<dim3((nI + 1) / 2, B), FL_THREADS>>>(acc_ptr(), a, g, T, IC, OC, nI);
     cudaLaunchCheck();
     acc_finalize(norm2, B);
     if (io) {   /* block i read once and kept, each block j ≤ i streamed (as the CPU's figure) */
