@@ -25,12 +25,36 @@
 #define ATT_MAX_HS 128
 #define FULL 0xffffffffu
 
+/* Row stride of the tiles that lane j reads row j of. When HS % 4 == 0 rows are read as float4
+   (one 128-bit shared load per 4 FMAs) and the pad keeps each group of 8 lanes on distinct banks:
+   (HSP/4) odd. Otherwise scalar reads and a pad of 1. */
+__host__ __device__ __forceinline__ int att_hsp(int HS) {
+    return HS % 4 ? HS + 1 : HS + (HS % 8 ? 8 : 4);
+}
+
+/* a·b over HS floats, summed in index order (the CPU's order); float4 reads when HS % 4 == 0 (both
+   rows 16-byte aligned then: every tile offset and stride is a multiple of 4 floats). */
+__device__ __forceinline__ float att_dot(const float *a, const float *b, int HS) {
+    float s = 0.0f;
+    if (HS % 4 == 0) {
+        const float4 *a4 = (const float4 *)a, *b4 = (const float4 *)b;
+        for (int d = 0; d < HS / 4; d++) {
+            float4 x = a4[d], y = b4[d];
+            s += x.x * y.x; s += x.y * y.y; s += x.z * y.z; s += x.w * y.w;
+        }
+    } else {
+        for (int d = 0; d < HS; d++) s += a[d] * b[d];
+    }
+    return s;
+}
+
 template <int DM>
 __global__ void __launch_bounds__(ATT_ROWS * 32)
 attention_forward_kernel(float *out, float *lse, const float *q, const float *k, const float *v,
                          int T, int NH, int NKV, int HS, float scale) {
-    extern __shared__ float sm[];
-    const int HSP = HS + 1;                      /* padded: lane j reads row j without bank conflicts */
+    extern __shared__ float4 sm4[];              /* float4: 16-byte aligned base */
+    float *sm = (float *)sm4;
+    const int HSP = att_hsp(HS);                 /* padded: lane j reads row j without bank conflicts */
     float *ks = sm, *vs = ks + ATT_KT * HSP, *qs = vs + ATT_KT * HS;
     const int bb = blockIdx.z, h = blockIdx.y, kh = h / (NH / NKV);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -55,12 +79,7 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
         if (i >= T || j0 > i) continue;          /* warp-uniform */
         const int j = j0 + lane;
         float s = -INFINITY;
-        if (j <= i) {
-            const float *kr = ks + lane * HSP;
-            float dot = 0.0f;
-            for (int d = 0; d < HS; d++) dot += qr[d] * kr[d];
-            s = dot * scale;
-        }
+        if (j <= i) s = att_dot(qr, ks + lane * HSP, HS) * scale;
         float mnew = fmaxf(m, kcuda_warp_max(s)); /* finite: key j0 ≤ i is in the tile */
         float corr = expf(m - mnew);              /* 0 on the first tile (m = -inf) */
         float p = j <= i ? expf(s - mnew) : 0.0f;
@@ -105,8 +124,9 @@ template <int DM>
 __global__ void __launch_bounds__(ATT_ROWS * 32)
 attention_backward_dq_kernel(float *dq, const float *dout, const float *q, const float *k, const float *v,
                              const float *lse, const float *delta, int T, int NH, int NKV, int HS, float scale) {
-    extern __shared__ float sm[];
-    const int HSP = HS + 1;
+    extern __shared__ float4 sm4[];
+    float *sm = (float *)sm4;
+    const int HSP = att_hsp(HS);
     float *ks = sm, *vs = ks + ATT_KT * HSP, *qs = vs + ATT_KT * HSP, *ds_ = qs + ATT_ROWS * HS;
     const int bb = blockIdx.z, h = blockIdx.y, kh = h / (NH / NKV);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -136,9 +156,7 @@ attention_backward_dq_kernel(float *dq, const float *dout, const float *q, const
         const int j = j0 + lane;
         float ds = 0.0f;
         if (j <= i) {
-            const float *kr = ks + lane * HSP, *vr = vs + lane * HSP;
-            float sdot = 0.0f, pdot = 0.0f;
-            for (int d = 0; d < HS; d++) { sdot += qr[d] * kr[d]; pdot += dor[d] * vr[d]; }
+            float sdot = att_dot(qr, ks + lane * HSP, HS), pdot = att_dot(dor, vs + lane * HSP, HS);
             float p = expf(sdot * scale - L);
             ds = p * (pdot - D) * scale;
         }
@@ -164,8 +182,9 @@ template <int DM>
 __global__ void __launch_bounds__(ATT_ROWS * 32)
 attention_backward_dkv_kernel(float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
                               const float *lse, const float *delta, int T, int NH, int NKV, int HS, float scale) {
-    extern __shared__ float sm[];
-    const int HSP = HS + 1;
+    extern __shared__ float4 sm4[];
+    float *sm = (float *)sm4;
+    const int HSP = att_hsp(HS);
     float *qs = sm, *dos = qs + ATT_KT * HSP, *kr_ = dos + ATT_KT * HSP, *vr_ = kr_ + ATT_ROWS * HS;
     float *Ls = vr_ + ATT_ROWS * HS, *Ds = Ls + ATT_KT;
     const int bb = blockIdx.z, kh = blockIdx.y, group = NH / NKV;
@@ -199,9 +218,7 @@ attention_backward_dkv_kernel(float *dk, float *dv, const float *dout, const flo
             const int i = i0 + lane;
             float p = 0.0f, ds = 0.0f;
             if (i < T && i >= j) {
-                const float *qi = qs + lane * HSP, *doi = dos + lane * HSP;
-                float sdot = 0.0f, pdot = 0.0f;
-                for (int d = 0; d < HS; d++) { sdot += qi[d] * kr[d]; pdot += doi[d] * vr[d]; }
+                float sdot = att_dot(qs + lane * HSP, kr, HS), pdot = att_dot(dos + lane * HSP, vr, HS);
                 p = expf(sdot * scale - Ls[lane]);
                 ds = p * (pdot - Ds[lane]) * scale;
             }
@@ -240,7 +257,7 @@ void attention_forward_cuda(KBackend *b, float *out, float *lse, const float *q,
     if (B <= 0 || T <= 0) return;
     check_shape(NH, NKV, HS);
     dim3 grid((T + ATT_ROWS - 1) / ATT_ROWS, NH, B);
-    size_t shmem = (size_t)(ATT_KT * (HS + 1) + ATT_KT * HS + ATT_ROWS * HS) * sizeof(float);
+    size_t shmem = (size_t)(ATT_KT * att_hsp(HS) + ATT_KT * HS + ATT_ROWS * HS) * sizeof(float);
     float scale = 1.0f / sqrtf((float)HS);
 #define LAUNCH_F(DM) attention_forward_kernel<DM><<<grid, ATT_ROWS * 32, shmem>>>(out, lse, q, k, v, T, NH, NKV, HS, scale)
     ATT_DISPATCH(HS, LAUNCH_F);
@@ -258,8 +275,8 @@ void attention_backward_cuda(KBackend *b, float *dq, float *dk, float *dv, const
     attention_delta_kernel<<<(unsigned)((rows * 32 + 255) / 256), 256>>>(delta, dout, out, B, T, NH, HS);
     cudaLaunchCheck();
     dim3 gq((T + ATT_ROWS - 1) / ATT_ROWS, NH, B), gk((T + ATT_ROWS - 1) / ATT_ROWS, NKV, B);
-    size_t sq = (size_t)(2 * ATT_KT * (HS + 1) + 2 * ATT_ROWS * HS) * sizeof(float);
-    size_t sk = (size_t)(2 * ATT_KT * (HS + 1) + 2 * ATT_ROWS * HS + 2 * ATT_KT) * sizeof(float);
+    size_t sq = (size_t)(2 * ATT_KT * att_hsp(HS) + 2 * ATT_ROWS * HS) * sizeof(float);
+    size_t sk = (size_t)(2 * ATT_KT * att_hsp(HS) + 2 * ATT_ROWS * HS + 2 * ATT_KT) * sizeof(float);
 #define LAUNCH_DQ(DM) attention_backward_dq_kernel<DM><<<gq, ATT_ROWS * 32, sq>>>(dq, dout, q, k, v, lse, delta, T, NH, NKV, HS, scale)
 #define LAUNCH_DKV(DM) attention_backward_dkv_kernel<DM><<<gk, ATT_ROWS * 32, sk>>>(dk, dv, dout, q, k, v, lse, delta, T, NH, NKV, HS, scale)
     ATT_DISPATCH(HS, LAUNCH_DQ);
