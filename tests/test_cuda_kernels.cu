@@ -519,6 +519,8 @@ int main(void) {
     test_attention(2, 70, 4, 2, 40);    /* three tiles with a partial one, DM = 2 */
     test_attention(1, 45, 2, 1, 128);   /* the 3B head size, DM = 4, group of 2 */
     test_attention(1, 33, 3, 3, 64);    /* MHA, the 1B head size */
+    test_attention(2, 37, 4, 2, 18);    /* HS % 4 != 0: the scalar dot-product path */
+    test_attention(1, 40, 2, 2, 44);    /* HS % 8 == 4: the pad of 8 */
     test_dp();
     test_noise();
     kbackend_free_all(&gpu);
