@@ -494,7 +494,24 @@ static void test_table(void) {
     CHECK(kops_cuda.scratch_bytes == kops_cuda_target.scratch_bytes);
 }
 
-int main(void) {
+/* Groups to run: all without arguments, else those named (e.g. `test_cuda_kernels attention dp`),
+   for debugging one kernel or a faster compute-sanitizer run. */
+static int want(int argc, char **argv, const char *group) {
+    if (argc < 2) return 1;
+    for (int i = 1; i < argc; i++) if (!strcmp(argv[i], group)) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static const char *const groups[] = { "plan", "gemm", "elementwise", "norms", "rope", "attention", "dp", "noise" };
+    for (int i = 1; i < argc; i++) {
+        int ok = 0;
+        for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) ok |= !strcmp(argv[i], groups[g]);
+        if (!ok) {
+            fprintf(stderr, "test_cuda_kernels: unknown group '%s' (plan gemm elementwise norms rope attention dp noise)\n", argv[i]);
+            return 2;
+        }
+    }
     test_table();
     if (check_failures) return check_exit("test_cuda_kernels");
     int ndev = 0;
@@ -510,19 +527,21 @@ int main(void) {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-    test_plan_matches_run();
-    test_gemm();
-    test_elementwise();
-    test_embedding_rmsnorm_ce();
-    test_rope();
-    test_attention(2, 17, 4, 2, 24);    /* one key tile, GQA */
-    test_attention(2, 70, 4, 2, 40);    /* three tiles with a partial one, DM = 2 */
-    test_attention(1, 45, 2, 1, 128);   /* the 3B head size, DM = 4, group of 2 */
-    test_attention(1, 33, 3, 3, 64);    /* MHA, the 1B head size */
-    test_attention(2, 37, 4, 2, 18);    /* HS % 4 != 0: the scalar dot-product path */
-    test_attention(1, 40, 2, 2, 44);    /* HS % 8 == 4: the pad of 8 */
-    test_dp();
-    test_noise();
+    if (want(argc, argv, "plan")) test_plan_matches_run();   /* first: the backend holds only its workspace */
+    if (want(argc, argv, "gemm")) test_gemm();
+    if (want(argc, argv, "elementwise")) test_elementwise();
+    if (want(argc, argv, "norms")) test_embedding_rmsnorm_ce();
+    if (want(argc, argv, "rope")) test_rope();
+    if (want(argc, argv, "attention")) {
+        test_attention(2, 17, 4, 2, 24);    /* one key tile, GQA */
+        test_attention(2, 70, 4, 2, 40);    /* three tiles with a partial one, DM = 2 */
+        test_attention(1, 45, 2, 1, 128);   /* the 3B head size, DM = 4, group of 2 */
+        test_attention(1, 33, 3, 3, 64);    /* MHA, the 1B head size */
+        test_attention(2, 37, 4, 2, 18);    /* HS % 4 != 0: the scalar dot-product path */
+        test_attention(1, 40, 2, 2, 44);    /* HS % 8 == 4: the pad of 8 */
+    }
+    if (want(argc, argv, "dp")) test_dp();
+    if (want(argc, argv, "noise")) test_noise();
     kbackend_free_all(&gpu);
     kcuda_sync_check("end of test");
     kbackend_destroy(&gpu);
