@@ -12,6 +12,7 @@
 #include <string.h>
 
 static cublasHandle_t g_cublas = NULL;
+static void *g_workspace = NULL;   /* the workspace cuBLAS holds: taken back before it is freed */
 static int g_prec = KCUDA_GEMM_TF32;
 static __device__ float g_one = 1.0f;
 
@@ -60,7 +61,14 @@ static void *cuda_alloc(KBackend *b, size_t bytes) {
     cudaCheck(cudaMemset(p, 0, bytes));
     return p;
 }
-static void cuda_free(KBackend *b, void *p) { (void)b; cudaCheck(cudaFree(p)); }
+static void cuda_free(KBackend *b, void *p) {
+    (void)b;
+    if (p == g_workspace) {   /* kbackend_destroy frees it: cuBLAS must not keep a dangling pointer */
+        cublasCheck(cublasSetWorkspace(kcuda_cublas(), NULL, 0));
+        g_workspace = NULL;
+    }
+    cudaCheck(cudaFree(p));
+}
 static void cuda_upload(KBackend *b, void *dst, const void *src, size_t n) {
     (void)b; cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
 }
@@ -133,5 +141,6 @@ int kbackend_cuda_init(KBackend *b, int device) {
     void *ws = kcuda_alloc_cublas_workspace(b);
     if (!ws) return -1;   /* b->err says out of memory */
     cublasCheck(cublasSetWorkspace(h, ws, KCUDA_CUBLAS_WORKSPACE));
+    g_workspace = ws;
     return 0;
 }
