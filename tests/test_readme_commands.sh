@@ -38,7 +38,7 @@ for s in $(ls "$tmp/blocks" | grep '\.sh$' | sort -n); do
     ln -s "$build" "$w/build"
     for d in tools samples kernels tests docs Makefile mk dpmem.h dpmem_cuda.h; do [ -e "$repo/$d" ] && ln -s "$repo/$d" "$w/$d"; done
     start=$(date +%s)
-    (cd "$w" && timeout 300 sh -e "$tmp/blocks/$s") >"$tmp/out$k" 2>&1
+    (cd "$w" && DPMEM_BUILD=build timeout 300 sh -e "$tmp/blocks/$s") >"$tmp/out$k" 2>&1
     rc=$?; secs=$(( $(date +%s) - start ))
     if [ $rc -ne 0 ]; then
         echo "FAIL $where (exit $rc, ${secs}s):"; sed 's/^/    | /' "$tmp/blocks/$s"; tail -n 15 "$tmp/out$k" | sed 's/^/    > /'; fail=1
