@@ -34,7 +34,7 @@ for e in $ALL6; do
     st=$(awk -F, -v e="$e" 'NR == 1 { for (c = 1; c <= NF; c++) ix[$c] = c; next } $ix["experiment"] == e { print $ix["status"] "," $ix["exit"] }' "$d/results.csv")
     js=$(grep "\"experiment\": \"$e\"" "$d/results.json" | sed -n 's/.*"status": "\([a-z]*\)", "exit": \([0-9]*\).*/\1,\2/p')
     if [ "$p" -gt "$limit" ]; then
-        nfail=$((nfail + 1)); last_fail=$k
+        nfail=$((nfail + 1))
         if [ "$st" != "oom,3" ] || [ "$js" != "oom,3" ]; then echo "FAIL $e (peak $p > limit): csv '$st', json '$js', want oom,3"; fail=1; continue; fi
         # the post-mortem in summary.txt: the failed request, its scope stack, the live bytes
         pm=$(awk -v e="$e" '$0 == e ": oom (exit 3)" { on = 1; next } on && /^$/ { exit } on' "$d/summary.txt")

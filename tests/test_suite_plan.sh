@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_suite_plan.sh — the planner through the suite: `run_experiments --plan --check` on the CPU
 # gives, for every method, a predicted peak (plan backend) EXACTLY equal to the measured tagged peak
-# of a real CPU run, on tiny (several shapes) and on the small preset (one layer) (skipped in the sanitizer pass:
+# of a real CPU run, on tiny (several shapes) and on the small preset (one layer, 8000 tokens) (skipped in the sanitizer pass:
 # 46M parameters under ASan are too slow). The numbers in check.txt are those the trainers printed.
 # Then --plan alone at 3b, T=16384: seconds, and the parameters at the peak are exactly 4 bytes per
 # parameter the trainer counted. Exits 0 on pass, 1 on failure.
@@ -45,7 +45,7 @@ run_check tiny-T32 --model tiny --seq-len 32 --batch-size 4 --physical-batch 2 -
 run_check tiny-T100-GQA --model tiny --seq-len 100 --kv-heads 2 --batch-size 6 --physical-batch 3 --steps 1 --lora-rank 3
 case $B in
     */san | */san/*) echo "note: small skipped in the sanitizer build (too slow under ASan); tiny covered every method" ;;
-    *) run_check small --model small --layers 1 --seq-len 8 --batch-size 2 --physical-batch 2 --steps 1 ;;
+    *) run_check small --model small --layers 1 --vocab 8000 --seq-len 8 --batch-size 2 --physical-batch 2 --steps 1 ;;
 esac
 
 # A mismatch must be caught: the plan for the CUDA backend (other workspace sizes) against a CPU run
