@@ -76,10 +76,9 @@ static void cuda_download(KBackend *b, void *dst, const void *src, size_t n) {
     (void)b; cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
 }
 
-void gemm_cuda(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
-               const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
-               float beta, float *C, int ldc, long long strideC, int batch) {
-    (void)b;
+static void gemm_with(cublasComputeType_t ct, int transA, int transB, int M, int N, int K, float alpha,
+                      const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
+                      float beta, float *C, int ldc, long long strideC, int batch) {
     cublasHandle_t h = kcuda_cublas();
     cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     /* strideC == 0 with batch > 1 accumulates into one C (the CPU loop allows it): batches in order. */
@@ -89,7 +88,22 @@ void gemm_cuda(KBackend *b, int transA, int transB, int M, int N, int K, float a
                                                B + i * strideB, CUDA_R_32F, ldb, strideB,
                                                A + i * strideA, CUDA_R_32F, lda, strideA, &beta,
                                                C, CUDA_R_32F, ldc, strideC, per,
-                                               kcuda_compute_type(), CUBLAS_GEMM_DEFAULT));
+                                               ct, CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_cuda(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+               const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
+               float beta, float *C, int ldc, long long strideC, int batch) {
+    (void)b;
+    gemm_with(kcuda_compute_type(), transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
+              beta, C, ldc, strideC, batch);
+}
+
+void kcuda_gemm_fp32(int transA, int transB, int M, int N, int K, float alpha,
+                     const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
+                     float beta, float *C, int ldc, long long strideC, int batch) {
+    gemm_with(CUBLAS_COMPUTE_32F, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB,
+              beta, C, ldc, strideC, batch);
 }
 
 extern "C" const KOps kops_cuda = {

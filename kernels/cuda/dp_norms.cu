@@ -17,6 +17,10 @@
    Book-keeping: dw += Σ_b c_b g_bᵀ a_b as B cuBLAS GEMMs with alpha = c_b (c is read back to the host
    first, so samples with c_b = 0, e.g. a non-finite gradient, are skipped exactly as on the CPU).
 
+   Precision: every GEMM here is full fp32 whatever DPMEM_CUDA_GEMM says. The privacy guarantee rests
+   on ‖c_b g_b‖ ≤ C; a norm measured with TF32 or bf16 inputs (relative error ~1e-3 / ~1e-2) could
+   let a clipped per-sample gradient exceed C by that much. The flash kernel is fp32 by construction.
+
    Not here: the choice of method per layer (samples/dp_sgd.c, dp_mixed_uses_gram), tensor-core
    tiles for flash (fp32 CUDA cores for now), more than KCUDA_MAX_B samples per call. */
 #include "cuda_common.cuh"
@@ -70,7 +74,7 @@ void dp_linear_norms_direct_cuda(float *norm2, float *psg, const float *a, const
                                  int B, int T, int IC, int OC, DpIO *io) {
     check_b(B, "dp_linear_norms_direct");
     size_t per = (size_t)OC * IC;
-    gemm_cuda(NULL, 1, 0, OC, IC, T, 1.0f, g, OC, (long long)T * OC, a, IC, (long long)T * IC,
+    kcuda_gemm_fp32(1, 0, OC, IC, T, 1.0f, g, OC, (long long)T * OC, a, IC, (long long)T * IC,
               0.0f, psg, IC, (long long)per, B);
     per_sample_dot(psg, NULL, per, B);
     acc_finalize(norm2, B);
@@ -85,8 +89,8 @@ void dp_linear_norms_ghost_cuda(float *norm2, float *gram, const float *a, const
     check_b(B, "dp_linear_norms_ghost");
     size_t tt = (size_t)T * T;
     float *ga = gram, *gg = gram + (size_t)B * tt;
-    gemm_cuda(NULL, 0, 1, T, T, IC, 1.0f, a, IC, (long long)T * IC, a, IC, (long long)T * IC, 0.0f, ga, T, (long long)tt, B);
-    gemm_cuda(NULL, 0, 1, T, T, OC, 1.0f, g, OC, (long long)T * OC, g, OC, (long long)T * OC, 0.0f, gg, T, (long long)tt, B);
+    kcuda_gemm_fp32(0, 1, T, T, IC, 1.0f, a, IC, (long long)T * IC, a, IC, (long long)T * IC, 0.0f, ga, T, (long long)tt, B);
+    kcuda_gemm_fp32(0, 1, T, T, OC, 1.0f, g, OC, (long long)T * OC, g, OC, (long long)T * OC, 0.0f, gg, T, (long long)tt, B);
     per_sample_dot(ga, gg, tt, B);
     acc_finalize(norm2, B);
     if (io) {
@@ -263,7 +267,7 @@ void dp_linear_clipped_grad_bk_cuda(float *dw, const float *a, const float *g, c
     cudaCheck(cudaMemcpy(ch, c, (size_t)B * sizeof(float), cudaMemcpyDeviceToHost));
     for (int b = 0; b < B; b++) {
         if (ch[b] == 0.0f) continue;
-        gemm_cuda(NULL, 1, 0, OC, IC, T, ch[b], g + (size_t)b * T * OC, OC, 0, a + (size_t)b * T * IC, IC, 0,
+        kcuda_gemm_fp32(1, 0, OC, IC, T, ch[b], g + (size_t)b * T * OC, OC, 0, a + (size_t)b * T * IC, IC, 0,
                   1.0f, dw, IC, 0, 1);
     }
 }

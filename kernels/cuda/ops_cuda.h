@@ -38,6 +38,11 @@ void adamw_cuda(KBackend *b, float *p, const float *g, float *m, float *v, size_
                 float beta1, float beta2, float eps, float weight_decay, int t);
 void sgd_cuda(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay);
 
+/* Full-fp32 GEMM whatever the precision setting: the DP kernels use it (see dp_norms.cu). */
+void kcuda_gemm_fp32(int transA, int transB, int M, int N, int K, float alpha,
+                     const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
+                     float beta, float *C, int ldc, long long strideC, int batch);
+
 /* Embedding scatter-add with an optional per-sample weight w[n / T] (book-keeping uses it). */
 void kcuda_embedding_scatter(float *dwte, const int *tokens, const float *dout, const float *w,
                              int N, int T, int C);
