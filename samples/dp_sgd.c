@@ -160,7 +160,8 @@ static int init_inner(DpSgd *d, TrainState *s) {
     if (!d->ps) return fail(d, "%s", "out of host memory (DP state)");
     for (int i = 0; i <= m->n_params; i++) d->ps[i].used = -1;
     if (!(d->norm2 = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/per_sample_norm2")) ||
-        !(d->c = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/clip_factors")))
+        !(d->c = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/clip_factors")) ||
+        !(d->scratch_norm2 = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/scratch")))
         return -1;
     /* sample rate and σ */
     long rows = d->cfg.dataset_size;
@@ -223,25 +224,31 @@ static int init_inner(DpSgd *d, TrainState *s) {
 
 /* ---- the hook ------------------------------------------------------------------------------------ */
 
-/* Per-sample norms of one linear layer (or adapter) by the configured method, adding into norm2;
-   under bk keeps what the clipped sum needs. a_owned/g_owned: A or G are our buffers (LoRA's hs,
-   dh), to keep as they are instead of copying. */
+/* Per-sample norms of one linear layer (or adapter) by the configured method, adding into norm2.
+   Under bk it also keeps what the clipped sum needs, whichever is smaller: the per-sample gradients
+   (B·IC·OC, when IC ≤ T; for direct norms they exist anyway) or the output gradient G (B·T·OC) and
+   the input A. lm_head's G is the model's retained dlogits (free to keep); LoRA's dh (g_owned) is
+   ours: its adapter keeps per-sample gradients, so that LoRA never needs the retained activations.
+   a_owned: A is ours to keep and free (LoRA's hs). */
 static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float *A, const float *G,
                        int B, int T, int din, int dout, float *a_owned, float *g_owned) {
     const int bk = d->cfg.clip == DP_CLIP_BK, run = d->computes;
+    const int borrow = bk && !g_owned && G == d->s->model.acts.logits && d->retain;
+    const int keep_psg = bk && !borrow && (g_owned || din <= T || !d->retain);
     p->kind = HOOK_LINEAR; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
     p->io = (DpIO){ 0, 0 };
     DpNorm method = d->cfg.norm;
-    int stream_direct = 0;
+    int mixed_direct = 0;
     if (method == DP_NORM_MIXED) {
         if (dp_mixed_uses_gram(T, din, dout)) method = DP_NORM_FLASH;
-        else { method = DP_NORM_DIRECT; stream_direct = 1; }
+        else { method = DP_NORM_DIRECT; mixed_direct = 1; }
     }
-    if (method == DP_NORM_DIRECT && !stream_direct) {
+    if (method == DP_NORM_DIRECT && (!mixed_direct || keep_psg)) {
+        /* every sample's gradient at once; kept under bk (direct's sum of clipped per-sample grads) */
         if (!(p->psg = alloc_tag(d, dp_linear_direct_floats(B, din, dout), "per_sample_grads", name, ""))) return -1;
         if (run) dp_linear_norms_direct(d->norm2, p->psg, A, G, B, T, din, dout, &p->io);
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
-    } else if (stream_direct) {
+    } else if (mixed_direct) {
         /* one sample's gradient at a time, squared and thrown away: memory of one weight */
         float *one = alloc_tag(d, dp_linear_direct_floats(1, din, dout), "per_sample_grads", name, ".one");
         if (!one) return -1;
@@ -261,10 +268,15 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         if (run) dp_linear_norms_flash(d->norm2, tile, A, G, B, T, din, dout, d->cfg.flash_tile, &p->io);
         kbuf_free(d->kb, tile);
     }
-    p->used = stream_direct ? DP_NORM_MIXED : (int)method;
+    p->used = mixed_direct ? DP_NORM_MIXED : (int)method;
+    if (keep_psg && !p->psg) {
+        /* the Gram path gave the norms; the clipped sum needs g_b: the same GEMMs book-keeping would
+           run after the backward, run now while A and G are at hand (norms into a throw-away vector) */
+        if (!(p->psg = alloc_tag(d, dp_linear_direct_floats(B, din, dout), "per_sample_grads", name, ""))) return -1;
+        if (run) dp_linear_norms_direct(d->scratch_norm2, p->psg, A, G, B, T, din, dout, NULL);
+    }
     if (bk && !p->psg) {
-        if (g_owned) p->G = g_owned;
-        else if (G == d->s->model.acts.logits && d->retain) {
+        if (borrow) {
             /* lm_head: G is the logits buffer turned into dlogits in place, which the backward keeps
                (retain_saved) until llama_release_saved: N x V floats not copied */
             p->G = (float *)G;
@@ -299,7 +311,7 @@ static int lora_hook(DpSgd *d, int k, const GradHookArgs *a) {
     if (linear_norm(d, &d->lps[2 * k + 1], name, hs, a->G, B, T, r, l->OC, hs, NULL)) return -1;
     snprintf(name, sizeof name, "%s.lora_A", l->name);
     if (linear_norm(d, &d->lps[2 * k], name, a->A, dh, B, T, l->IC, r, NULL, dh)) return -1;
-    /* kept by bk (unless direct norms kept per-sample gradients instead) */
+    /* kept by bk only where the adapter keeps G and A instead of per-sample gradients */
     if (!keep || d->lps[2 * k + 1].A_owned != hs) kbuf_free(d->kb, hs);
     if (!keep || d->lps[2 * k].G != dh) kbuf_free(d->kb, dh);
     return 0;
@@ -504,7 +516,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         return 0;
     }
     const int bk = d->cfg.clip == DP_CLIP_BK;
-    d->retain = bk && d->cfg.norm != DP_NORM_DIRECT;
+    d->retain = bk && d->cfg.norm != DP_NORM_DIRECT && d->n_lora == 0;   /* LoRA adapters keep psg */
     GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
                     .retain_saved = d->retain, .frozen_too = d->n_lora > 0 };
     d->pass = 1;
@@ -606,6 +618,7 @@ void dp_sgd_destroy(void *user, TrainState *s) {
         for (int k = d->n_lora - 1; k >= 0; k--) lora_free(&d->lora[k], d->kb);
         kbuf_free(d->kb, d->weights); d->weights = NULL;
         kbuf_free(d->kb, d->mask); d->mask = NULL;
+        kbuf_free(d->kb, d->scratch_norm2); d->scratch_norm2 = NULL;
         kbuf_free(d->kb, d->norm2); d->norm2 = NULL;
         kbuf_free(d->kb, d->c); d->c = NULL;
     }

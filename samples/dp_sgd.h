@@ -16,9 +16,11 @@
    loop's physical batch and grad_accum.
 
    Memory tags: norms/per_sample_norm2, norms/clip_factors, per_sample_grads/<param> (direct; the
-   RMSNorm weights under every method), ghost/<param>.gram (ghost), ghost/<param>.tile (flash),
+   RMSNorm weights under every method; under bk, every layer whose per-sample gradients B·IC·OC
+   are smaller than a copy of its output gradient B·T·OC, i.e. IC ≤ T, and LoRA's adapters), ghost/<param>.gram (ghost), ghost/<param>.tile (flash),
    per_sample_grads/<param>.one (mixed's direct path: one sample at a time), bk/<param>.G (the output
-   gradients book-keeping keeps), lora/... (samples/lora.h).
+   gradients book-keeping keeps for layers with IC > T; lm_head's is the model's retained dlogits, not
+   a copy), lora/... (samples/lora.h).
 
    LoRA (--lora-rank r): adapters on the --lora-targets projections (lora.h, merged form), every
    base tensor frozen (no grads, no optimizer state, no per-sample anything), DP on the adapters:
@@ -67,6 +69,7 @@ typedef struct DpSgd {
     TrainState *s;
     KBackend *kb;
     float *norm2, *c;            /* backend [B] */
+    float *scratch_norm2;        /* backend [B]: norms nobody reads (bk's per-sample gradients) */
     int n_params;
     DpParamState *ps;            /* [n_params] */
     LoraAdapter *lora;           /* [n_lora] adapters (--lora-rank > 0); the base is then frozen */

@@ -13,7 +13,9 @@
      - Poisson sampling draws the rows of the documented stream, pads the last physical batch with
        rows that contribute nothing, and the update is Σ_b c_b g_b / L over the drawn rows;
      - memory: direct's per_sample_grads peak is B·|θ_trainable|·4 bytes exactly; ghost's Gram
-       buffers are 2·B·T²·4 bytes; flash's `ghost` peak is one 2·R² tile and no T×T buffer.
+       buffers are 2·B·T²·4 bytes; flash's `ghost` peak is one 2·R² tile and no T×T buffer;
+       book-keeping keeps exactly B·IC·OC per-sample floats for layers with IC ≤ T and a B·T·OC
+       copy of G for the others (and the embedding), none for lm_head.
    Tolerances: both sides are float32 computations of the same quantities that differ only in
    summation order and batching (per-sample GEMMs vs batched ones, Gram sums vs direct sums). A
    float32 sum of K terms has relative error ≤ K·u (u = 6e-8) of the sum of magnitudes; with K up to
@@ -111,7 +113,7 @@ static void reference(const LlamaConfig *mc, int T, int rows, const int *tok, co
    clipped sum before the noise step in pre (if non-NULL). */
 static void dp_run(const LlamaConfig *mc, int T, int rows, int P_phys, const int *tok, const int *tgt, uint64_t seed,
                    DpNorm norm, DpClip clip, double C, int tile, double *out, float *norm2, double *pre,
-                   size_t *peak_psg, size_t *peak_ghost) {
+                   size_t *peak_psg, size_t *peak_ghost, size_t *peak_bk) {
     Rig r;
     DpConfig dp;
     DpSgd d;
@@ -124,7 +126,7 @@ static void dp_run(const LlamaConfig *mc, int T, int rows, int P_phys, const int
     if (dp_sgd_init(&d, &r.s)) { printf("FAIL: dp_sgd_init: %s\n", kbackend_error(&r.kb)); exit(1); }
     llama_zero_grad(&r.s.model);
     dpmem_reset_peak();
-    size_t psg0 = dpmem_live_bytes("per_sample_grads"), gh0 = dpmem_live_bytes("ghost");
+    size_t psg0 = dpmem_live_bytes("per_sample_grads"), gh0 = dpmem_live_bytes("ghost"), bk0 = dpmem_live_bytes("bk");
     for (int p = 0; p < rows / P_phys; p++) {
         r.s.micro = p;
         rig_rows(&r, tok, tgt, p * P_phys);
@@ -132,6 +134,7 @@ static void dp_run(const LlamaConfig *mc, int T, int rows, int P_phys, const int
     }
     if (peak_psg) *peak_psg = dpmem_peak_bytes("per_sample_grads") - psg0;
     if (peak_ghost) *peak_ghost = dpmem_peak_bytes("ghost") - gh0;
+    if (peak_bk) *peak_bk = dpmem_peak_bytes("bk") - bk0;
     if (norm2) memcpy(norm2, d.norm2, (size_t)P_phys * sizeof(float));
     if (pre) grads_flat(&r.s.model, pre);
     r.s.step = 0;
@@ -184,9 +187,9 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
     float norm2[8];
     for (int norm = 0; norm < 4; norm++)
         for (int clip = 0; clip < 2; clip++) {
-            size_t peak_psg = 0, peak_ghost = 0;
+            size_t peak_psg = 0, peak_ghost = 0, peak_bk = 0;
             int tile = 8;
-            dp_run(mc, T, B, B, tok, tgt, seed, (DpNorm)norm, (DpClip)clip, C, tile, out, norm2, pre, &peak_psg, &peak_ghost);
+            dp_run(mc, T, B, B, tok, tgt, seed, (DpNorm)norm, (DpClip)clip, C, tile, out, norm2, pre, &peak_psg, &peak_ghost, &peak_bk);
             char what[128];
             snprintf(what, sizeof what, "%s seed %llu %s+%s", name, (unsigned long long)seed,
                      dp_norm_name((DpNorm)norm), dp_clip_name((DpClip)clip));
@@ -210,7 +213,24 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
             if (norm == DP_NORM_FLASH) {
                 CHECK(peak_ghost == 2 * (size_t)R * R * 4, "%s: ghost peak %zu, want one tile 2*R*R*4 = %zu", what, peak_ghost,
                       2 * (size_t)R * R * 4);
-                CHECK(peak_psg <= rms, "%s: per_sample_grads peak %zu above the RMSNorm vectors %zu", what, peak_psg, rms);
+                if (clip == DP_CLIP_TWOPASS)
+                    CHECK(peak_psg <= rms, "%s: per_sample_grads peak %zu above the RMSNorm vectors %zu", what, peak_psg, rms);
+            }
+            if ((norm == DP_NORM_FLASH || norm == DP_NORM_GHOST) && clip == DP_CLIP_BK) {
+                /* book-keeping keeps per-sample gradients where IC <= T (smaller than a copy of G),
+                   G copies elsewhere; lm_head's G is the model's own retained buffer */
+                LlamaModel pm;
+                llama_describe(&pm, mc, B, T);
+                size_t want_psg = rms, want_bk = (size_t)B * T * mc->dim * 4;   /* the embedding's G */
+                for (int i = 0; i < pm.n_params; i++) {
+                    const ParamInfo *q = &pm.params[i];
+                    if (q->kind != HOOK_LINEAR || q->which == W_LM_HEAD) continue;
+                    if (q->cols <= T) want_psg += (size_t)B * q->numel * 4;
+                    else want_bk += (size_t)B * T * q->rows * 4;
+                }
+                llama_free(&pm);
+                CHECK(peak_psg == want_psg, "%s: per_sample_grads peak %zu, want %zu", what, peak_psg, want_psg);
+                CHECK(peak_bk == want_bk, "%s: bk peak %zu, want %zu", what, peak_bk, want_bk);
             }
         }
     /* C huge, σ = 0: the vanilla step */
@@ -226,7 +246,7 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
         double vs = max_abs(vanilla, P);
         for (int norm = 0; norm < 4; norm++)
             for (int clip = 0; clip < 2; clip++) {
-                dp_run(mc, T, B, B, tok, tgt, seed, (DpNorm)norm, (DpClip)clip, 1e30, 64, out, NULL, NULL, NULL, NULL);
+                dp_run(mc, T, B, B, tok, tgt, seed, (DpNorm)norm, (DpClip)clip, 1e30, 64, out, NULL, NULL, NULL, NULL, NULL);
                 double e = max_diff(out, vanilla, P);
                 CHECK(e <= 1e-4 * vs, "%s seed %llu %s+%s, C huge, sigma 0: differs from the vanilla gradient by %.3g (scale %.3g)",
                       name, (unsigned long long)seed, dp_norm_name((DpNorm)norm), dp_clip_name((DpClip)clip), e, vs);
@@ -246,7 +266,7 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
         const DpClip clips[3] = { DP_CLIP_BK, DP_CLIP_TWOPASS, DP_CLIP_BK };
         for (int k = 0; k < 3; k++)
             for (int p = 0; p < 3; p++) {
-                dp_run(mc, T, rows, phys[p], tok, tgt, seed, norms[k], clips[k], C8, 8, out, NULL, NULL, NULL, NULL);
+                dp_run(mc, T, rows, phys[p], tok, tgt, seed, norms[k], clips[k], C8, 8, out, NULL, NULL, NULL, NULL, NULL);
                 double e = max_diff(out, ref8, P);
                 CHECK(e <= 1e-4 * s8, "%s: logical 8 as physical %dx%d (%s+%s) off by %.3g (scale %.3g)", name,
                       8 / phys[p], phys[p], dp_norm_name(norms[k]), dp_clip_name(clips[k]), e, s8);
@@ -256,7 +276,7 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
     /* physical batch of 1, no accumulation: the shortcut */
     {
         double C1 = sqrt(rn[2]) * 0.5;
-        dp_run(mc, T, 1, 1, tok + 2 * T, tgt + 2 * T, seed, DP_NORM_GHOST, DP_CLIP_TWOPASS, C1, 8, out, norm2, NULL, NULL, NULL);
+        dp_run(mc, T, 1, 1, tok + 2 * T, tgt + 2 * T, seed, DP_NORM_GHOST, DP_CLIP_TWOPASS, C1, 8, out, norm2, NULL, NULL, NULL, NULL);
         double c = fmin(1.0, C1 / (sqrt(rn[2]) + 1e-6));
         double e = 0, s1 = 0;
         for (size_t k = 0; k < P; k++) { e = fmax(e, fabs(out[k] - c * g[2 * P + k])); s1 = fmax(s1, fabs(c * g[2 * P + k])); }
