@@ -19,11 +19,17 @@ TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.s
          tests/test_demo.sh tests/test_readme_commands.sh
 
 # `make demo-picture`: the demo at its default configuration, its pictures copied to docs/demo/
-# (the README shows docs/demo/breakdown.png). Commit the result.
+# (the README shows docs/demo/breakdown.png), and the planned 1b sweep over T = 64 ... 16384
+# (docs/demo/sweep-1b-plan.png). Commit the result.
 .PHONY: demo-picture
 demo-picture: all
 	@rm -rf $(BUILD)/demo-picture
 	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-picture --quiet
+	@rm -rf $(BUILD)/demo-sweep
+	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-sweep --quiet --plan --device cpu --model 1b \
+	    --batch-size 4 --physical-batch 4 --steps 1 --sweep seq-len=64,256,1024,4096,16384 > /dev/null
 	@mkdir -p docs/demo
 	cp $(BUILD)/demo-picture/breakdown.png $(BUILD)/demo-picture/timeline.png $(BUILD)/demo-picture/tradeoff.png \
 	   $(BUILD)/demo-picture/summary.txt docs/demo/
+	cp $(BUILD)/demo-sweep/sweep.png docs/demo/sweep-1b-plan.png
+	cp $(BUILD)/demo-sweep/sweep.txt docs/demo/sweep-1b-plan.txt

@@ -1,5 +1,5 @@
 /* run_experiments_sweep.c — run-experiments-sweep: the sweep chart of tools/run_experiments. One
-   panel for the peak and one per training phase (its memory delta: the most it adds over what was
+   panel for the peak, one for the peak relative to vanilla's at the same value, and one per phase (its memory delta: the most it adds over what was
    live when it began), memory against the swept value, one line per experiment, so the methods are
    compared in one picture whatever the swept setting (dpmem-report's sweep.png needs exactly one
    config.* key to differ, which a LoRA-rank or physical-batch sweep does not give).
@@ -44,17 +44,28 @@ static int fail(const char *msg, const char *arg) {
     return 2;
 }
 
+/* The value a panel plots for a point: its peak (which -1), its peak over vanilla's at the same
+   value (which -2; 0 when there is no such vanilla run), or a phase's memory delta. */
+static double point_value(const Point *pts, int np, int i, int which) {
+    if (which == -1) return (double)pts[i].peak;
+    if (which >= 0) return (double)pts[i].phase[which];
+    for (int k = 0; k < np; k++)
+        if (!strcmp(pts[k].exp, "vanilla") && pts[k].value == pts[i].value && pts[k].peak)
+            return (double)pts[i].peak / (double)pts[k].peak;
+    return 0;
+}
+
 /* One panel: axes, a line per experiment through its points in value order. */
 static void panel(Image *im, int x0, int y0, int w, int h, const char *title, const Point *pts, int np, int which,
                   const char **exps, int ne, double xmin, double xmax, int log2x, const char *xlabel) {
     double maxv = 0;
     for (int i = 0; i < np; i++) {
-        double v = which < 0 ? (double)pts[i].peak : (double)pts[i].phase[which];
+        double v = point_value(pts, np, i, which);
         if (v > maxv) maxv = v;
     }
     int ax0 = x0 + 110, ax1 = x0 + w - 20, ay0 = y0 + 34, ay1 = y0 + h - 46;
     draw_text(im, (ax0 + ax1) / 2 - text_width(title, T2) / 2, y0 + 6, title, T2, COLOUR_TEXT);
-    Unit u = byte_unit(maxv > 0 ? maxv : 1024);
+    Unit u = which == -2 ? (Unit){ 1, "x" } : byte_unit(maxv > 0 ? maxv : 1024);
     double m = (maxv > 0 ? maxv : 1024) / u.div, step = nice_step(m, 4);
     double ymax = ceil(m / step * (1 + 1e-12)) * step;
     if (ymax < m * 1.04) ymax += step;
@@ -64,7 +75,7 @@ static void panel(Image *im, int x0, int y0, int w, int h, const char *title, co
         if (v > 0) hline(im, ax0, ax1, y, COLOUR_GRID);
         hline(im, ax0 - 5, ax0 - 1, y, COLOUR_AXIS);
         fmt_tick(b, sizeof b, v, step);
-        snprintf(c, sizeof c, "%s %s", b, u.name);
+        snprintf(c, sizeof c, which == -2 ? "%s%s" : "%s %s", b, u.name);
         draw_text(im, ax0 - 8 - text_width(c, T2), y - text_height(T2) / 2, c, T2, COLOUR_TEXT);
     }
     vline(im, ax0 - 1, ay0, ay1, COLOUR_AXIS);
@@ -96,7 +107,8 @@ static void panel(Image *im, int x0, int y0, int w, int h, const char *title, co
         for (int k = 0; k < nx; k++)
             for (int i = 0; i < np; i++) {
                 if (strcmp(pts[i].exp, exps[e]) || pts[i].value != xs[k]) continue;
-                double v = which < 0 ? (double)pts[i].peak : (double)pts[i].phase[which];
+                double v = point_value(pts, np, i, which);
+                if (which == -2 && v == 0) continue;   /* no vanilla run at this value */
                 int x = XPX(pts[i].value), y = YPX(v);
                 if (px >= 0) draw_line(im, px, py, x, y, col);
                 /* markers shrink with the experiment's index: coinciding points show as nested squares */
@@ -165,8 +177,10 @@ int main(int argc, char **argv) {
     }
     if (xmax <= xmin) xmax = xmin + 1;
     /* panels: the peak, then each phase that adds memory in some run */
-    int which[1 + N_PHASES], npanels = 0;
+    int which[2 + N_PHASES], npanels = 0, have_vanilla = 0;
+    for (int e = 0; e < ne; e++) have_vanilla |= !strcmp(exps[e], "vanilla");
     which[npanels++] = -1;
+    if (have_vanilla && ne > 1) which[npanels++] = -2;
     for (int k = 0; k < N_PHASES; k++) {
         int any = 0;
         for (int i = 0; i < np; i++) any |= pts[i].phase[k] != 0;
@@ -187,7 +201,7 @@ int main(int argc, char **argv) {
     }
     for (int p = 0; p < npanels; p++) {
         char t[64];
-        snprintf(t, sizeof t, "%s", which[p] < 0 ? "peak (total)" : PHASES[which[p]]);
+        snprintf(t, sizeof t, "%s", which[p] == -1 ? "peak (total)" : which[p] == -2 ? "peak / vanilla's" : PHASES[which[p]]);
         panel(&im, 10 + (p % cols) * pw, 80 + (p / cols) * ph, pw, ph, t, pts, np, which[p], exps, ne, xmin, xmax, log2x, key);
     }
     rc = image_write_png(&im, out) ? fail("cannot write the PNG", out) : 0;
