@@ -248,6 +248,15 @@ static void check_shape(int NH, int NKV, int HS) {
     }
 }
 
+/* Dynamic shared memory above 48 KiB needs an opt-in attribute per kernel; the tile sizes keep every
+   kernel under it for HS ≤ 128 (at most 42 KiB). Checked so that a change of the constants fails loudly. */
+static void check_smem(size_t bytes) {
+    if (bytes > 48 * 1024) {
+        fprintf(stderr, "attention (cuda): %zu bytes of shared memory per block exceed 48 KiB (ATT_KT/ATT_ROWS too large)\n", bytes);
+        exit(EXIT_FAILURE);
+    }
+}
+
 #define ATT_DISPATCH(HS, launch) \
     switch (((HS) + 31) / 32) { case 1: launch(1); break; case 2: launch(2); break; case 3: launch(3); break; default: launch(4); }
 
@@ -259,6 +268,7 @@ void attention_forward_cuda(KBackend *b, float *out, float *lse, const float *q,
     dim3 grid((T + ATT_ROWS - 1) / ATT_ROWS, NH, B);
     size_t shmem = (size_t)(ATT_KT * att_hsp(HS) + ATT_KT * HS + ATT_ROWS * HS) * sizeof(float);
     float scale = 1.0f / sqrtf((float)HS);
+    check_smem(shmem);
 #define LAUNCH_F(DM) attention_forward_kernel<DM><<<grid, ATT_ROWS * 32, shmem>>>(out, lse, q, k, v, T, NH, NKV, HS, scale)
     ATT_DISPATCH(HS, LAUNCH_F);
     cudaLaunchCheck();
@@ -277,6 +287,8 @@ void attention_backward_cuda(KBackend *b, float *dq, float *dk, float *dv, const
     dim3 gq((T + ATT_ROWS - 1) / ATT_ROWS, NH, B), gk((T + ATT_ROWS - 1) / ATT_ROWS, NKV, B);
     size_t sq = (size_t)(2 * ATT_KT * att_hsp(HS) + 2 * ATT_ROWS * HS) * sizeof(float);
     size_t sk = (size_t)(2 * ATT_KT * att_hsp(HS) + 2 * ATT_ROWS * HS + 2 * ATT_KT) * sizeof(float);
+    check_smem(sq);
+    check_smem(sk);
 #define LAUNCH_DQ(DM) attention_backward_dq_kernel<DM><<<gq, ATT_ROWS * 32, sq>>>(dq, dout, q, k, v, lse, delta, T, NH, NKV, HS, scale)
 #define LAUNCH_DKV(DM) attention_backward_dkv_kernel<DM><<<gk, ATT_ROWS * 32, sk>>>(dk, dv, dout, q, k, v, lse, delta, T, NH, NKV, HS, scale)
     ATT_DISPATCH(HS, LAUNCH_DQ);
