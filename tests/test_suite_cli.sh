@@ -42,6 +42,7 @@ expect_usage "--sweep lora-rank: none of the experiments has that setting" --swe
 expect_usage "--steps needs a value" --steps
 expect_usage "--mem-limit needs a size such as 40M or 2G, got 'lots'" --mem-limit lots
 expect_usage "train_vanilla not found" --build "$tmp/nowhere"
+expect_usage "must be paths without spaces" --out "$tmp/a b"
 mkdir -p "$tmp/full" && : >"$tmp/full/x"
 expect_usage "is not empty" --out "$tmp/full"
 # environment variables are checked like flags
