@@ -40,6 +40,7 @@ expect_usage "--sweep seq-len: no values" --sweep seq-len=
 expect_usage "--sweep seq-len needs a positive integer, got 'big'" --sweep seq-len=64,big
 expect_usage "--sweep lora-rank: none of the experiments has that setting" --sweep lora-rank=4,8 vanilla ghost
 expect_usage "--steps needs a value" --steps
+expect_usage "--sweep physical-batch: 3 does not divide --batch-size 8" --batch-size 8 --sweep physical-batch=2,3
 expect_usage "--mem-limit needs a size such as 40M or 2G, got 'lots'" --mem-limit lots
 expect_usage "train_vanilla not found" --build "$tmp/nowhere"
 expect_usage "must be paths without spaces" --out "$tmp/a b"
