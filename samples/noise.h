@@ -40,8 +40,15 @@ static inline NOISE_HD void noise_normal4(uint64_t seed, uint64_t step, uint64_t
     double rad0 = sqrt(-2.0 * log(((double)r.v[0] + 1.0) / two32));
     double rad1 = sqrt(-2.0 * log(((double)r.v[2] + 1.0) / two32));
     double th0 = two_pi * ((double)r.v[1] / two32), th1 = two_pi * ((double)r.v[3] / two32);
-    z[0] = rad0 * cos(th0); z[1] = rad0 * sin(th0);
-    z[2] = rad1 * cos(th1); z[3] = rad1 * sin(th1);
+    double s0, c0, s1, c1;
+#if !defined(__CUDA_ARCH__) && defined(__GLIBC__) && defined(_GNU_SOURCE)
+    /* glibc's sincos returns exactly sin and cos (checked on 2·10⁷ angles), in one call */
+    sincos(th0, &s0, &c0); sincos(th1, &s1, &c1);
+#else
+    s0 = sin(th0); c0 = cos(th0); s1 = sin(th1); c1 = cos(th1);
+#endif
+    z[0] = rad0 * c0; z[1] = rad0 * s0;
+    z[2] = rad1 * c1; z[3] = rad1 * s1;
 }
 
 /* The standard normal value of one coordinate. */

@@ -40,6 +40,24 @@ int main(void) {
         CHECK(fabs(noise_normal(0, 0, (uint64_t)i) - want[i]) < 1e-12, "coordinate %d: %.15g, want %.15g",
               i, noise_normal(0, 0, (uint64_t)i), want[i]);
 
+    /* noise_add_gaussian adds exactly (float)(std · noise_normal(index)) */
+    {
+        float x[13] = { 0 };
+        noise_add_gaussian(x, 13, 0.75, 99, 5, 1001);
+        int same = 1;
+        for (int i = 0; i < 13; i++) same &= x[i] == (float)(0.75 * noise_normal(99, 5, 1001 + (uint64_t)i));
+        CHECK(same, "noise_add_gaussian must add (float)(std * noise_normal(index))");
+        /* and the sin/cos of the mapping are those of libm's separate sin and cos */
+        double z[4];
+        noise_normal4(7, 3, 12345, z);
+        philox4x32_ctr_t c = {{ 12345, 0, 3, 0 }};
+        philox4x32_key_t k = {{ 7, 0 }};
+        philox4x32_ctr_t rr = philox4x32(c, k);
+        double rad = sqrt(-2.0 * log(((double)rr.v[0] + 1.0) / 4294967296.0));
+        double th = 6.283185307179586476925286766559 * ((double)rr.v[1] / 4294967296.0);
+        CHECK(z[0] == rad * cos(th) && z[1] == rad * sin(th), "lanes 0, 1 must be exactly rad·cos, rad·sin");
+    }
+
     /* Statistics of a privatized zero gradient: (0 + σC z) / B. */
     const size_t n = (size_t)1 << 20;
     const double sigma = 1.3, C = 0.7, B = 8, sd = sigma * C / B;
