@@ -34,7 +34,7 @@ void *kbuf_alloc(KBackend *b, size_t bytes, const char *tag) {
     if (b->mem_limit && (bytes > b->mem_limit || b->live > b->mem_limit - bytes)) {
         dpmem_oom(bytes, tag, b->space, 0, 0);
         snprintf(b->err, sizeof b->err,
-                 "out of memory: %s needs %zu bytes but %zu of the %zu-byte limit (--mem-limit) are in use",
+                 "out of memory: %s needs %zu bytes but %zu of the %zu-byte limit are in use (--mem-limit; on the CPU the default is 90%% of the memory available at start)",
                  tag, bytes, b->live, b->mem_limit);
         return NULL;
     }

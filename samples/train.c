@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TRY(x) do { if ((x) != 0) return -1; } while (0)
 
@@ -115,6 +116,19 @@ static void print_summary(const TrainState *s, int steps, double secs, double fi
 int (*train_cuda_backend_init)(KBackend *b) = NULL;
 int (*train_cuda_available)(void) = NULL;
 
+/* 90% of MemAvailable from /proc/meminfo, else of physical memory, else 0 (no limit). */
+static size_t available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb) return (size_t)(kb * 1024 / 10 * 9);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 10 * 9 : 0;
+}
+
 static int choose_backend(KBackend *kb, const TrainConfig *c) {
     const char *dev = c->device;
     if (!strcmp(dev, "auto")) dev = train_cuda_available && train_cuda_available() ? "cuda" : "cpu";
@@ -137,6 +151,10 @@ static int choose_backend(KBackend *kb, const TrainConfig *c) {
         kbackend_cpu_init(kb, c->threads);
     }
     kb->mem_limit = (size_t)c->mem_limit;
+    /* On the CPU the limit defaults to 90% of the memory available now (MemAvailable; the rest for the
+       kernel and the untagged heap): a config that cannot fit fails with a clear out-of-memory error
+       instead of being killed by the OOM killer once its pages are touched. */
+    if (kb->kind == KB_CPU && kb->mem_limit == 0) kb->mem_limit = available_memory();
     return 0;
 }
 
