@@ -1144,8 +1144,8 @@ DPMEM_DEF void dpmem_oom(size_t bytes, const char *tag, int space, size_t device
     for (uint64_t i = 0; i < dpmem__G.rec_cap; i++) {
         const dpmem__rec *r = &dpmem__G.recs[i];
         if (!r->used) continue;
-        int j = ntop < TOP ? ntop++ : TOP - 1;
-        if (j == TOP - 1 && ntop == TOP && r->bytes <= top[TOP - 1].bytes) continue;
+        if (ntop == TOP && r->bytes <= top[TOP - 1].bytes) continue;   /* not among the largest */
+        int j = ntop < TOP ? ntop++ : TOP - 1;                          /* insertion sort, descending */
         while (j > 0 && top[j - 1].bytes < r->bytes) { top[j] = top[j - 1]; j--; }
         top[j] = *r;
     }
