@@ -1,11 +1,15 @@
 /* kernels.h — the one interface between the LLaMA model and the machine that runs it.
 
    A KBackend is a device: the CPU (kernels/cpu, OpenBLAS + OpenMP, fp32), the plan backend
-   (kernels/plan: records every allocation exactly and computes nothing) or, later, CUDA
-   (kernels/cuda, same table). The model calls the wrappers below (matmul_forward, attention_backward,
+   (kernels/plan: records every allocation exactly and computes nothing) or CUDA (kernels/cuda,
+   the same table). The model calls the wrappers below (matmul_forward, attention_backward,
    ...); they ask the backend how much scratch the op needs (a pure function of the shapes and the
    target), allocate it through kbuf_alloc under a fixed `workspace/...` tag, run the op and free the
-   scratch. So a plan run replays the allocation sequence of a real run of its target exactly.
+   scratch. So a plan run replays the allocation sequence of a real run of its target exactly
+   (tests/test_llama_memory.c checks it event by event against the CPU).
+   A new backend: fill a KOps (compute entries never allocate; scratch_bytes says what each op
+   needs, from KShape alone), init a KBackend with it, and allocate anything of its own (cuBLAS
+   workspace...) through kbuf_alloc too.
 
    Every buffer is allocated with kbuf_alloc(b, bytes, "category/name"), which tags it with
    dpmem (DPMEM_TAG_ALLOC) in the backend's memory space and enforces the backend's memory limit:

@@ -98,6 +98,7 @@ static void bench_plan(void) {
 }
 
 int main(int argc, char **argv) {
+    train_prefer_passive_omp(argv);
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     printf("Vanilla trainer on this machine's CPU (%d OpenMP threads, OpenBLAS single-threaded per thread)\n",
            kcpu_max_threads());

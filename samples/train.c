@@ -116,6 +116,12 @@ static void print_summary(const TrainState *s, int steps, double secs, double fi
 int (*train_cuda_backend_init)(KBackend *b) = NULL;
 int (*train_cuda_available)(void) = NULL;
 
+void train_prefer_passive_omp(char **argv) {
+    if (getenv("OMP_WAIT_POLICY")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);   /* returns only on failure: then go on as we are */
+}
+
 /* 90% of MemAvailable from /proc/meminfo, else of physical memory, else 0 (no limit). */
 static size_t available_memory(void) {
     FILE *f = fopen("/proc/meminfo", "r");

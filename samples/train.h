@@ -77,6 +77,12 @@ typedef struct TrainStrategy {
 extern int (*train_cuda_backend_init)(KBackend *b);
 extern int (*train_cuda_available)(void);
 
+/* Call first thing in main(): unless OMP_WAIT_POLICY is set, sets it to "passive" and re-executes the
+   program (libgomp reads it only at load time). Idle OpenMP threads then sleep instead of spinning:
+   2x faster steps on a shared 2-core machine (small model: 1.6 s -> 0.7 s), nothing lost when idle.
+   OMP_WAIT_POLICY=active in the environment keeps spinning. */
+void train_prefer_passive_omp(char **argv);
+
 /* Runs the whole trainer: backend, log, model, steps, summary. Returns the process exit code:
    0 ok, 1 bad input or internal error, 3 out of memory (--mem-limit or the device), 4 non-finite
    values under --check-finite. Errors are one line on stderr. */

@@ -16,6 +16,7 @@
 #include "train.h"
 
 int main(int argc, char **argv) {
+    train_prefer_passive_omp(argv);
     TrainConfig cfg;
     config_defaults(&cfg);
     cfg.run_name = "train_vanilla";

@@ -8,7 +8,7 @@ T=$B/train_vanilla
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-export OMP_NUM_THREADS=1
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive   # (passive: no re-exec, see train_prefer_passive_omp)
 
 # expect_fail CODE PATTERN ARGS...: exit code CODE (or any non-zero for "x"), stderr one line matching PATTERN
 expect_fail() {

@@ -13,7 +13,7 @@
    Not here: the kernels one by one (test_kernels_cpu), training (test_llama_train). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "llama.h"
+#include "train.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -214,7 +214,9 @@ static void check_hooks(LlamaConfig *cfg) {
     kbackend_destroy(&kb);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    train_prefer_passive_omp(argv);
     TrainConfig c;
     config_defaults(&c);   /* the tiny preset */
     LlamaConfig mha = c.model, gqa = c.model, tied = c.model;

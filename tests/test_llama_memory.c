@@ -135,7 +135,9 @@ static void check_mem_limit(void) {
     kbackend_destroy(&kb);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    train_prefer_passive_omp(argv);
     check_preset("tiny", 0, "adamw", 0, 256);
     EXPECT_EQ("tiny parameter count (hand-counted)", closed_form(1000, 64, 2, 4, 4, 256, 0), 259392);
     check_preset("tiny", 0, "sgd", 1, 256);

@@ -53,7 +53,9 @@ static const char *write_token_file(void) {
     return path;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    train_prefer_passive_omp(argv);
     const char *data = write_token_file();
     TrainConfig c;
     config_defaults(&c);
