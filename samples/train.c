@@ -16,9 +16,17 @@
 
 #define TRY(x) do { if ((x) != 0) return -1; } while (0)
 
+enum { PH_DATA, PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_OPTIMIZER, PH_ZERO_GRAD };
+static const char *const PHASE_NAMES[6] = { "data", "forward", "loss", "backward", "optimizer_step", "zero_grad" };
+static void phase_add(TrainState *s, int ph, uint64_t t0) { s->phase_s[ph] += (double)(dpmem_now_ns() - t0) * 1e-9; }
+
 int train_forward(TrainState *s) {
+    uint64_t t0 = dpmem_now_ns();
     { DPMEM_SCOPE("forward"); TRY(llama_forward(&s->model)); }
+    phase_add(s, PH_FORWARD, t0);
+    t0 = dpmem_now_ns();
     { DPMEM_SCOPE("loss"); TRY(llama_loss(&s->model, &s->loss)); }
+    phase_add(s, PH_LOSS, t0);
     return 0;
 }
 
@@ -45,7 +53,9 @@ int train_check_finite(TrainState *s, int grads, const char *phase) {
 }
 
 int train_backward_scaled(TrainState *s, const GradHooks *hooks, float loss_scale) {
+    uint64_t t0 = dpmem_now_ns();
     { DPMEM_SCOPE("backward"); TRY(llama_backward(&s->model, hooks, loss_scale)); }
+    phase_add(s, PH_BACKWARD, t0);
     return train_check_finite(s, 1, "backward");
 }
 
@@ -77,10 +87,12 @@ static int optimizer_step(TrainState *s) {
 
 static int next_batch(TrainState *s) {
     DPMEM_SCOPE("data");
+    uint64_t t0 = dpmem_now_ns();
     int N = s->cfg->batch_size * s->cfg->seq_len;
     data_next(&s->data, s->batch_host, s->batch_host + N, s->cfg->batch_size, s->cfg->seq_len);
     TRY(kbuf_upload(s->kb, s->model.tokens, s->batch_host, (size_t)N * sizeof(int)));
     TRY(kbuf_upload(s->kb, s->model.targets, s->batch_host + N, (size_t)N * sizeof(int)));
+    phase_add(s, PH_DATA, t0);
     return 0;
 }
 
@@ -101,6 +113,12 @@ static void print_summary(const TrainState *s, int steps, double secs, double fi
     else
         printf("done: planned %d steps in %.3f s (plan backend for %s: nothing computed, no loss)\n", steps, secs,
                s->kb->target->name);
+    if (steps > 0 && kbackend_computes(s->kb)) {
+        double known = 0;
+        printf("time per step (ms):");
+        for (int i = 0; i < 6; i++) { printf(" %s %.2f |", PHASE_NAMES[i], s->phase_s[i] * 1e3 / steps); known += s->phase_s[i]; }
+        printf(" other %.2f\n", (secs - known) * 1e3 / steps);   /* the strategy's own work, checks */
+    }
     size_t peak = dpmem_peak_bytes(NULL);
     human_bytes(hb, sizeof hb, (double)peak);
     printf("peak tagged memory: %zu bytes (%s); at the peak:\n", peak, hb);
@@ -234,9 +252,13 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
             if (s.step == 0 && s.micro == 0) first_loss = s.loss;
         }
         if (st->before_update && st->before_update(st->user, &s) != 0) goto fail;
+        uint64_t tp = dpmem_now_ns();
         { DPMEM_SCOPE("optimizer_step"); if (optimizer_step(&s) != 0) goto fail; }
+        phase_add(&s, PH_OPTIMIZER, tp);
         if (train_check_finite(&s, 0, "optimizer_step") != 0) goto fail;
+        tp = dpmem_now_ns();
         { DPMEM_SCOPE("zero_grad"); if (llama_zero_grad(&s.model) != 0) goto fail; }
+        phase_add(&s, PH_ZERO_GRAD, tp);
         steps_done = s.step + 1;
         uint64_t now = dpmem_now_ns();
         if (!c->quiet && now - last_print > 2000000000ull && steps_done < c->steps) {

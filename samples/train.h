@@ -56,6 +56,7 @@ typedef struct TrainState {
     float loss_scale;       /* 1/(B*T*grad_accum): the default backward's loss scale */
     int *batch_host;        /* host staging: inputs [B*T], then targets [B*T] */
     int nonfinite;          /* set when --check-finite found NaN/Inf */
+    double phase_s[6];      /* seconds spent in data, forward, loss, backward, optimizer_step, zero_grad */
 } TrainState;
 
 typedef struct TrainStrategy {
