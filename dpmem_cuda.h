@@ -11,6 +11,9 @@
      Include after (or instead of) dpmem.h; in exactly one .c or .cu file
          #define DPMEM_IMPLEMENTATION
          #include "dpmem_cuda.h"          // also brings dpmem.h and its implementation
+     or, when dpmem.h's implementation already lives in a file built without CUDA, in one CUDA file
+         #define DPMEM_CUDA_IMPLEMENTATION
+         #include "dpmem_cuda.h"          // this layer's implementation only
      Link with -lcudart -ldl -lpthread (and -lcublas for the workspace helper).
 
          dpmem_cuda_init();                                   // or let the first dpmem_cuda_* call do it
@@ -169,7 +172,7 @@ DPMEM_DEF cublasStatus_t dpmem_cublas_set_workspace(cublasHandle_t handle, void 
 /* ============================================================================================== */
 /*                                       IMPLEMENTATION                                           */
 /* ============================================================================================== */
-#if defined(DPMEM_IMPLEMENTATION) && !defined(DPMEM_DISABLE) && !defined(DPMEM_CUDA__IMPLEMENTED)
+#if (defined(DPMEM_IMPLEMENTATION) || defined(DPMEM_CUDA_IMPLEMENTATION)) && !defined(DPMEM_DISABLE) && !defined(DPMEM_CUDA__IMPLEMENTED)
 #define DPMEM_CUDA__IMPLEMENTED
 
 #include <pthread.h>

@@ -29,10 +29,17 @@ static int live_push(KBackend *b, void *p, size_t bytes, const char *tag) {
     return 0;
 }
 
+/* The OOM post-mortem, with the device's figures when the backend knows them. */
+static void report_oom(KBackend *b, size_t bytes, const char *tag) {
+    size_t used = 0, total = 0;
+    if (b->ops && b->ops->meminfo && b->ops->meminfo(b, &used, &total) != 0) used = total = 0;
+    dpmem_oom(bytes, tag, b->space, used, total);
+}
+
 void *kbuf_alloc(KBackend *b, size_t bytes, const char *tag) {
     if (bytes == 0) return NULL;
     if (b->mem_limit && (bytes > b->mem_limit || b->live > b->mem_limit - bytes)) {
-        dpmem_oom(bytes, tag, b->space, 0, 0);
+        report_oom(b, bytes, tag);
         snprintf(b->err, sizeof b->err,
                  "out of memory: %s needs %zu bytes but %zu of the %zu-byte limit are in use (--mem-limit; on the CPU the default is 90%% of the memory available at start)",
                  tag, bytes, b->live, b->mem_limit);
@@ -46,7 +53,7 @@ void *kbuf_alloc(KBackend *b, size_t bytes, const char *tag) {
     } else {
         p = b->ops->alloc(b, bytes);
         if (!p) {
-            dpmem_oom(bytes, tag, b->space, 0, 0);
+            report_oom(b, bytes, tag);
             snprintf(b->err, sizeof b->err, "out of memory: the %s backend could not allocate %zu bytes for %s",
                      b->ops->name, bytes, tag);
             return NULL;

@@ -72,6 +72,8 @@ typedef struct KOps {
     int space;                                            /* DPMEM_HOST or DPMEM_DEVICE */
     void  *(*alloc)(KBackend *b, size_t bytes);           /* NULL when the device is full; need not be zeroed */
     void   (*free)(KBackend *b, void *p);
+    /* The device's used and total bytes (cudaMemGetInfo), for the OOM post-mortem; NULL: not known. */
+    int    (*meminfo)(KBackend *b, size_t *used, size_t *total);
     void   (*upload)(KBackend *b, void *dst, const void *src, size_t bytes);
     void   (*download)(KBackend *b, void *dst, const void *src, size_t bytes);
     size_t (*scratch_bytes)(const KBackend *b, KOp op, const KShape *s);

@@ -60,7 +60,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --data FILE (llm.c .bin of uint16/uint32 tokens, else the file's bytes as tokens; default synthetic)\n"
            "  --init-from DIR (Hugging Face LLaMA checkpoint: config.json + model.safetensors; sets the model)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
-           "  --log FILE (dpmem log)  --print-params  --check-finite  --quiet  --help\n%s",
+           "  --log FILE (dpmem log)  --run-name NAME (the run's name in the log and charts)\n"
+           "  --print-params  --check-finite  --quiet  --help\n%s",
            prog, extra_usage ? extra_usage : "");
 }
 
@@ -169,6 +170,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--save")) { if (!v || !*v) { fprintf(stderr, "error: --save needs a directory\n"); return -1; } c->save_dir = v; }
         else if (!strcmp(a, "--save-dtype")) { static const char *const dts[] = { "f32", "bf16", "f16", NULL }; rc = parse_choice(a, v, dts, c->save_dtype, sizeof c->save_dtype); }
         else if (!strcmp(a, "--log")) { if (!v || !*v) { fprintf(stderr, "error: --log needs a file name\n"); return -1; } c->log_path = v; }
+        else if (!strcmp(a, "--run-name")) { if (!v || !*v) { fprintf(stderr, "error: --run-name needs a name\n"); return -1; } c->run_name = v; }
         else if (!strcmp(a, "--mem-limit")) {
             if (!v) { fprintf(stderr, "error: --mem-limit needs a value\n"); return -1; }
             c->mem_limit = parse_bytes(v);

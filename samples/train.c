@@ -200,11 +200,12 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         llama_free(&m);
         return 0;
     }
+    /* The log first: the backend's own buffers (the cuBLAS workspace) belong in it too. */
+    if (c->log_path && dpmem_open(c->log_path) != 0) return 1;
     KBackend kb;
-    if (choose_backend(&kb, c) != 0) return 1;
+    if (choose_backend(&kb, c) != 0) { dpmem_close(); return 1; }
     kb.trace = st->trace; kb.trace_user = st->trace_user;
     const size_t backend_own = kb.live;   /* what the backend allocated for itself (cuBLAS workspace) */
-    if (c->log_path && dpmem_open(c->log_path) != 0) { kbackend_destroy(&kb); return 1; }
     config_log(c);
     dpmem_meta("config.method", st->name);
     dpmem_meta("config.backend", kb.kind == KB_PLAN ? "plan" : kb.ops->name);

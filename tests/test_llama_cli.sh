@@ -67,6 +67,10 @@ for s in config.seq_len config.model train_vanilla params/layers.1.mlp.down_proj
          activations/layers.0.self_attn.lse workspace/attn_backward model_creation optimizer_step zero_grad backward; do
     grep -aq "$s" "$tmp/run.log" || { echo "FAIL: the log lacks '$s'"; fail=1; }
 done
+ok_run --steps 1 --seq-len 16 --run-name ghost-T16 --log "$tmp/named.log"
+grep -aq "ghost-T16" "$tmp/named.log" || { echo "FAIL: --run-name did not reach the log"; fail=1; }
+grep -aq "train_vanilla" "$tmp/named.log" && { echo "FAIL: the default run name is still in the log after --run-name"; fail=1; }
+expect_fail 1 "--run-name needs a name" --run-name
 ok_run --print-params --kv-heads 2
 grep -q "^model.layers.1.self_attn.k_proj.weight  *(32, 64) *fp32 *8192 *yes" "$tmp/out" || { echo "FAIL: --print-params row"; cat "$tmp/out"; fail=1; }
 grep -q "^total  *251200  *1004800" "$tmp/out" || { echo "FAIL: --print-params total (251200 with 2 kv heads)"; fail=1; }

@@ -69,6 +69,13 @@ static void cuda_free(KBackend *b, void *p) {
     }
     cudaCheck(cudaFree(p));
 }
+static int cuda_meminfo(KBackend *b, size_t *used, size_t *total) {
+    (void)b;
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) { (void)cudaGetLastError(); return -1; }
+    *used = total_bytes - free_bytes; *total = total_bytes;
+    return 0;
+}
 static void cuda_upload(KBackend *b, void *dst, const void *src, size_t n) {
     (void)b; cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
 }
@@ -108,7 +115,7 @@ void kcuda_gemm_fp32(int transA, int transB, int M, int N, int K, float alpha,
 
 extern "C" const KOps kops_cuda = {
     .name = "cuda", .space = DPMEM_DEVICE,
-    .alloc = cuda_alloc, .free = cuda_free, .upload = cuda_upload, .download = cuda_download,
+    .alloc = cuda_alloc, .free = cuda_free, .meminfo = cuda_meminfo, .upload = cuda_upload, .download = cuda_download,
     .scratch_bytes = kcuda_scratch_bytes,
     .gemm = gemm_cuda, .fill = fill_cuda, .copy = copy_cuda, .add = add_cuda, .scale = scale_cuda,
     .sum = sum_cuda, .sumsq = sumsq_cuda, .count_nonfinite = count_nonfinite_cuda,
