@@ -14,3 +14,16 @@ out=$(cd "$B" && ./example)
 [ -s "$B/run.log" ] || { echo "FAIL: no run.log written"; exit 1; }
 head -c 8 "$B/run.log" | grep -q DPMEMLOG || { echo "FAIL: run.log has no DPMEMLOG header"; exit 1; }
 echo "README example: ok ($out)"
+
+# The dpmem_cuda.h snippet: compiles and links warning-free (it needs a GPU to run, so it is not run).
+awk '/^```c$/{n++; if(n==2){on=1; next}} /^```$/{if(on){exit}} on' README.md > "$B/cuda_example.c"
+[ -s "$B/cuda_example.c" ] || { echo "FAIL: no dpmem_cuda.h example (second C block) in README.md"; exit 1; }
+printf '\nint main(void) { float *w; return setup(&w, 1024) == 0 ? 0 : 1; }\n' >> "$B/cuda_example.c"
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ -f "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
+  ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. -I$CUDA_HOME/include "$B/cuda_example.c" -o "$B/cuda_example" \
+    -L$CUDA_HOME/lib64 -lcudart -ldl -lpthread
+  echo "README dpmem_cuda.h example: compiles and links"
+else
+  echo "README dpmem_cuda.h example: not compiled (no CUDA toolkit under $CUDA_HOME)"
+fi

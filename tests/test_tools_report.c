@@ -146,6 +146,18 @@ static void check_oom(void) {
                            "  WARNING: 1 out-of-memory event(s)\n" };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(rc == 0 && has(out, want[i]), "OOM report lacks: %s", want[i]);
     free(out);
+
+    /* A host OOM (a CPU run's --mem-limit) has no device figures: none are printed. */
+    synth_init(&S, 65536, T0);
+    synth_alloc(&S, 1, T0 + 2, "activations/h", 0, 0x1000, 3 * MiB);
+    synth_oom(&S, 1, T0 + 3, "activations/g", 0, 4 * MiB, 0, 0, "forward", "activations", 3 * MiB, 3 * MiB);
+    synth_save(&S, tt_path("oom_host.log"));
+    synth_release(&S);
+    rc = tt_run("dpmem-report", "'%s'", tt_path("oom_host.log"));
+    out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0 && has(out, "  OOM: 4.00 MiB requested for activations/g (host)\n") && !has(out, "device used"),
+          "host OOM report:\n%s", out ? out : "");
+    free(out);
 }
 
 static void check_bad_input(void) {

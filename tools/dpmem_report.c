@@ -153,9 +153,12 @@ static void print_oom(const RunStats *r, uint64_t offset) {
     DpmemEvent e;
     dpmem_log_event_at(L, offset, &e);
     char b1[32], b2[32], b3[32];
-    printf("  OOM: %s requested for %s (%s); device used %s of %s\n", fmt_bytes(b1, sizeof b1, (double)dpmem_ev_u64(&e, 0)),
-           dpmem_log_string(L, e.id), dpmem_space_name(e.aux), fmt_bytes(b2, sizeof b2, (double)dpmem_ev_u64(&e, 8)),
-           fmt_bytes(b3, sizeof b3, (double)dpmem_ev_u64(&e, 16)));
+    printf("  OOM: %s requested for %s (%s)", fmt_bytes(b1, sizeof b1, (double)dpmem_ev_u64(&e, 0)),
+           dpmem_log_string(L, e.id), dpmem_space_name(e.aux));
+    if (dpmem_ev_u64(&e, 16))   /* device_total 0: the writer had no device figures */
+        printf("; device used %s of %s", fmt_bytes(b2, sizeof b2, (double)dpmem_ev_u64(&e, 8)),
+               fmt_bytes(b3, sizeof b3, (double)dpmem_ev_u64(&e, 16)));
+    printf("\n");
     uint32_t ns = dpmem_ev_u32(&e, 24), nc = dpmem_ev_u32(&e, 28), nt = dpmem_ev_u32(&e, 32);
     uint32_t q = 40 + (ns * 4 + 7) / 8 * 8;
     printf("       in scope:");
