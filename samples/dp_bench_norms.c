@@ -5,7 +5,7 @@
    flop floor of the norm beside it: min(2T²(IC+OC), 2T·IC·OC) / (2T·IC·OC).
 
    Shapes: batch 4, T = 128, 512, 1024, the square projection (C×C) and the FFN projection (C×F) of
-   a "tiny" (C=64, F=172) and a "small" (C=256, F=688) model. Not here: whole training steps (the
+   the "tiny" (C=64, F=256) and "small" (C=512, F=1536) presets. Not here: whole training steps (the
    trainer benchmark), GPU kernels. */
 #include "dp_kernels.h"
 
@@ -33,7 +33,7 @@ static void *xmalloc(size_t n) {
 
 int main(void) {
     const int B = 4, R = 64;
-    const struct { const char *model; int C, F; } models[] = { { "tiny", 64, 172 }, { "small", 256, 688 } };
+    const struct { const char *model; int C, F; } models[] = { { "tiny", 64, 256 }, { "small", 512, 1536 } };
     const int Ts[] = { 128, 512, 1024 };
     printf("per-sample norms of one linear layer, batch %d, flash tile %d; ratios to the weight gradient Gᵀ A\n", B, R);
     printf("%-6s %5s %9s %9s | %8s %7s %7s %7s %7s %7s | %9s %9s %9s | %8s %8s\n", "model", "T", "layer",
