@@ -11,27 +11,9 @@
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "file_errors.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
-/* A name from a file as it may appear in a one-line message: control bytes become '?', cut at 100. */
-typedef struct { char s[104]; } Shown;
-static Shown show(const char *name) {
-    Shown o;
-    size_t i = 0;
-    for (; name && name[i] && i < 100; i++) o.s[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
-    o.s[i] = 0;
-    return o;
-}
 
 static void join(char *out, size_t n, const char *dir, const char *file) {
     size_t k = strlen(dir);

@@ -8,28 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "file_errors.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
-/* A string from the file as it may appear in a one-line message. */
-typedef struct { char s[64]; } Shown;
-static Shown show(const char *str) {
-    Shown o;
-    size_t i = 0;
-    for (; str[i] && i < sizeof o.s - 4; i++) o.s[i] = (unsigned char)str[i] < 0x20 || str[i] == 0x7f ? '?' : str[i];
-    if (str[i]) { memcpy(o.s + i, "...", 3); i += 3; }
-    o.s[i] = 0;
-    return o;
-}
 
 #define MAX_DIM (1 << 24) /* far above any real model; keeps products of two sizes inside size_t math */
 

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "file_errors.h"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* dtypes */
@@ -91,27 +92,7 @@ uint16_t safetensors_f32_to_f16(float f) {
 /* ---------------------------------------------------------------------------------------------- */
 /* reading */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
-/* A tensor name as it may appear in a one-line message: control bytes become '?', long names are cut. */
-typedef struct { char s[100]; } Shown;
-static Shown show(const char *name) {
-    Shown o;
-    size_t i = 0;
-    for (; name[i] && i < sizeof o.s - 4; i++) o.s[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
-    if (name[i]) { memcpy(o.s + i, "...", 3); i += 3; }
-    o.s[i] = 0;
-    return o;
-}
 
 #define MAX_EXACT 9007199254740992.0 /* 2^53: doubles are exact integers up to here */
 
