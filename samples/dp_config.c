@@ -20,7 +20,7 @@ void dp_config_defaults(DpConfig *c, DpNorm norm, DpClip clip) {
     c->enabled = 1;
     c->norm = norm; c->clip = clip;
     c->max_grad_norm = 1.0; c->noise_multiplier = 1.0; c->delta = 1e-5;
-    c->seed = 1234; c->flash_tile = 64;
+    c->flash_tile = 64;
     c->lora_targets = LORA_Q | LORA_V;
 }
 
@@ -35,7 +35,7 @@ const char DP_CONFIG_USAGE[] =
     "  --max-physical-batch-size P       physical batch (logical batch: --batch-size)\n"
     "  --poisson                         Poisson sampling at rate batch / dataset size\n"
     "  --dataset-size N                  rows for the sample rate (data file rows; synthetic 65536)\n"
-    "  --seed N | --secure-seed          noise seed (1234) | from getrandom()\n"
+    "  --noise-seed N | --secure-seed    noise seed (default: --seed) | from getrandom()\n"
     "  --flash-tile R                    time block of flash norms (64)\n"
     "  --lora-rank r --lora-alpha a      LoRA adapters (rank 0: off; alpha default 2r)\n"
     "  --lora-targets q,k,v,o,gate,up,down  projections with adapters (q,v)\n";
@@ -98,7 +98,7 @@ int dp_config_flag(DpConfig *c, int argc, char **argv, int *i) {
     if (!strcmp(f, "--poisson")) { c->poisson = 1; return 1; }
     if (!strcmp(f, "--secure-seed")) { c->secure_seed = 1; return 1; }
     static const char *valued[] = { "--norm", "--clip", "--max-grad-norm", "--noise-multiplier", "--target-epsilon",
-                                    "--delta", "--max-physical-batch-size", "--seed", "--flash-tile", "--lora-rank",
+                                    "--delta", "--max-physical-batch-size", "--noise-seed", "--flash-tile", "--lora-rank",
                                     "--lora-alpha", "--lora-targets", "--dataset-size" };
     int k;
     for (k = 0; k < 13; k++) if (!strcmp(f, valued[k])) break;
@@ -121,8 +121,8 @@ int dp_config_flag(DpConfig *c, int argc, char **argv, int *i) {
     case 7: {
         char *end; errno = 0;
         unsigned long long sd = strtoull(v, &end, 10);
-        if (errno || end == v || *end || v[0] == '-') { fprintf(stderr, "error: --seed expects a whole number >= 0, got '%s'\n", v); return -1; }
-        c->seed = sd; break;
+        if (errno || end == v || *end || v[0] == '-') { fprintf(stderr, "error: --noise-seed expects a whole number >= 0, got '%s'\n", v); return -1; }
+        c->seed = sd; c->seed_given = 1; break;
     }
     case 8: if (whole(f, v, 1, 1 << 16, &x)) return -1; c->flash_tile = (int)x; break;
     case 9: if (whole(f, v, 0, 1 << 16, &x)) return -1; c->lora_rank = (int)x; break;   /* 0: off */

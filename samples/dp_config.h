@@ -10,7 +10,7 @@
      --max-physical-batch-size P          physical batch; logical = --batch-size      [= batch]
      --poisson                            Poisson sampling at rate batch/dataset size
      --dataset-size N                     rows for the sample rate  [data file rows; synthetic 65536]
-     --seed N / --secure-seed             noise seed / a seed from getrandom()        [1234]
+     --noise-seed N / --secure-seed       noise seed / one from getrandom()   [the trainer's --seed]
      --flash-tile R                       time block of the flash norms               [64]
      --lora-rank r, --lora-alpha a        LoRA adapters of rank r (0: off), scale a/r [0, 2r]
      --lora-targets q,k,v,o,gate,up,down  projections that get adapters               [q,v]
@@ -39,7 +39,8 @@ typedef struct {
     int    max_physical_batch;       /* 0: the logical batch */
     int    poisson;
     long   dataset_size;             /* 0: from the data (rows of T+1 tokens), synthetic 65536 */
-    uint64_t seed;
+    uint64_t seed;                   /* --noise-seed */
+    int    seed_given;
     int    secure_seed;
     int    flash_tile;
     int    lora_rank;                /* 0: no LoRA */

@@ -179,7 +179,7 @@ static int init_inner(DpSgd *d, TrainState *s) {
         d->sigma = accountant_sigma_for_epsilon(d->cfg.target_epsilon, d->sample_rate, s->cfg->steps, d->cfg.delta, err);
         if (d->sigma < 0) { snprintf(d->kb->err, sizeof d->kb->err, "%s", err); return -1; }
     }
-    d->seed = d->cfg.seed;
+    d->seed = d->cfg.seed_given ? d->cfg.seed : (uint64_t)s->cfg->seed;   /* default: the run's --seed */
     if (d->cfg.secure_seed) {
         int ok = 0;
         d->seed = noise_secure_seed(&ok);

@@ -70,6 +70,22 @@ int main(void) {
               "%s: the log must hold dp.epsilon = %s", progs[i], want);
         CHECK(file_has_string(log, "dp.noise_multiplier") && file_has_string(log, "1.3"), "%s: dp.noise_multiplier", progs[i]);
     }
+    /* the noise seed: the trainer's --seed by default, --noise-seed overrides it */
+    {
+        static char o1[1 << 16], o2[1 << 16], o3[1 << 16];
+        const char *base = "--model tiny --seq-len 16 --steps 2 --batch-size 4 --quiet --noise-multiplier 5 --optimizer sgd --lr 0.05";
+        snprintf(args, sizeof args, "%s --seed 7", base);
+        int r1 = run("train_flash", args, o1, sizeof o1);
+        snprintf(args, sizeof args, "%s --seed 7 --noise-seed 99", base);
+        int r2 = run("train_flash", args, o2, sizeof o2);
+        snprintf(args, sizeof args, "%s --seed 99 --noise-seed 99", base);
+        int r3 = run("train_flash", args, o3, sizeof o3);
+        const char *l1 = strstr(o1, "done:"), *l2 = strstr(o2, "done:"), *l3 = strstr(o3, "done:");
+        const char *e1 = l1 ? strstr(l1, "-> ") : NULL, *e2 = l2 ? strstr(l2, "-> ") : NULL, *e3 = l3 ? strstr(l3, "-> ") : NULL;
+        CHECK(r1 == 0 && r2 == 0 && r3 == 0 && e1 && e2 && e3 && atof(e1 + 3) != atof(e2 + 3),
+              "--noise-seed must change the noise (final losses %s / %s)", e1 ? e1 : "?", e2 ? e2 : "?");
+        (void)e3;
+    }
     /* σ from the target ε */
     int rc = run("train_flash", "--model tiny --seq-len 16 --steps 3 --batch-size 4 --target-epsilon 2 --dataset-size 50",
                  out, sizeof out);

@@ -29,11 +29,11 @@ static int parse(DpConfig *c, const char *line) {
 int main(void) {
     DpConfig c;
     int r = parse(&c, "--norm flash --clip bk --max-grad-norm 0.5 --noise-multiplier 1.1 --delta 1e-6 "
-                      "--max-physical-batch-size 2 --poisson --seed 18446744073709551615 --flash-tile 32 "
+                      "--max-physical-batch-size 2 --poisson --noise-seed 18446744073709551615 --flash-tile 32 "
                       "--lora-rank 8 --lora-alpha 16 --lora-targets q,k,down --dataset-size 1000 --batch-size 8");
     CHECK(r == 2, "--batch-size 8 must be left to the caller, got %d", r);
     CHECK(c.norm == DP_NORM_FLASH && c.clip == DP_CLIP_BK && c.max_grad_norm == 0.5 && c.noise_multiplier == 1.1 &&
-          c.delta == 1e-6 && c.max_physical_batch == 2 && c.poisson && c.seed == 18446744073709551615ull &&
+          c.delta == 1e-6 && c.max_physical_batch == 2 && c.poisson && c.seed == 18446744073709551615ull && c.seed_given &&
           c.flash_tile == 32 && c.lora_rank == 8 && c.lora_alpha == 16 &&
           c.lora_targets == (LORA_Q | LORA_K | LORA_DOWN) && c.dataset_size == 1000, "values not parsed");
     char buf[64];
@@ -44,7 +44,7 @@ int main(void) {
     CHECK(r == 0 && c.max_grad_norm == 1.0 && c.noise_multiplier == 1.0 && c.delta == 1e-5 &&
           c.lora_targets == (LORA_Q | LORA_V) && c.flash_tile == 64, "defaults");
     const char *bad[] = { "--norm fast", "--clip", "--max-grad-norm 0", "--max-grad-norm 1x", "--delta 1",
-                          "--delta 0", "--max-physical-batch-size 0", "--max-physical-batch-size 2.5", "--seed -1",
+                          "--delta 0", "--max-physical-batch-size 0", "--max-physical-batch-size 2.5", "--noise-seed -1",
                           "--lora-targets q,x", "--lora-targets q,", "--lora-rank -1", "--noise-multiplier -1",
                           "--noise-multiplier 1 --target-epsilon 2", "--lora-alpha 8", "--flash-tile 0",
                           "--noise-multiplier nan", "--target-epsilon inf", "--dataset-size 0" };

@@ -304,7 +304,7 @@ static void test_poisson(const LlamaConfig *mc, int T, uint64_t seed) {
         TrainStrategy strat;
         rig_config(&r.cfg, mc, L, T);
         dp_config_defaults(&dp, DP_NORM_FLASH, step == 1 ? DP_CLIP_TWOPASS : DP_CLIP_BK);
-        dp.poisson = 1; dp.max_physical_batch = P; dp.noise_multiplier = 0; dp.seed = seed; dp.flash_tile = 8;
+        dp.poisson = 1; dp.max_physical_batch = P; dp.noise_multiplier = 0; dp.seed = seed; dp.seed_given = 1; dp.flash_tile = 8;
         dp.max_grad_norm = 0.5;
         if (dp_sgd_prepare(&d, &strat, &dp, &r.cfg, "poisson")) { printf("FAIL: prepare\n"); exit(1); }
         rig_open(&r, seed);
