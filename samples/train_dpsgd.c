@@ -12,6 +12,7 @@
 #include "dp_sgd.h"
 
 int main(int argc, char **argv) {
+    train_prefer_passive_omp(argv);
     TrainConfig cfg;
     DpConfig dp;
     DpSgd d;

@@ -48,6 +48,7 @@ static int print_adapters(const TrainConfig *cfg, const DpConfig *dp) {
 }
 
 int main(int argc, char **argv) {
+    train_prefer_passive_omp(argv);
     TrainConfig cfg;
     DpConfig dp;
     DpSgd d;
