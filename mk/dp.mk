@@ -71,7 +71,8 @@ $(BUILD)/tests/test_dp_lora: tests/test_dp_lora.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(
 ALL   += $(BUILD)/tests/test_dp_lora
 TESTS += $(BUILD)/tests/test_dp_lora
 
-$(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c samples/accountant.c samples/accountant.h | $(DEPS_STAMP) $(addprefix $(BUILD)/,$(DP_SAMPLES))
+# (the samples are real prerequisites: the test runs them, so a changed sample must be rebuilt first)
+$(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c samples/accountant.c samples/accountant.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cli.c samples/accountant.c $(LDFLAGS) $(LDLIBS)
 
