@@ -171,6 +171,12 @@ static int init_inner(DpSgd *d, TrainState *s) {
                  rows, m->T + 1, d->logical_batch);
         return -1;
     }
+    if (d->cfg.poisson && rows > 100000000L) {
+        /* the draw visits every row each step (one Philox call per row) */
+        snprintf(d->kb->err, sizeof d->kb->err, "--poisson draws each of the %ld rows every step: at most 10^8 rows "
+                 "(give a smaller --dataset-size)", rows);
+        return -1;
+    }
     d->dataset_size = rows;
     d->sample_rate = (double)d->logical_batch / rows;
     d->sigma = d->cfg.noise_multiplier;

@@ -109,6 +109,7 @@ int main(void) {
         { "train_flash", "--max-grad-norm -1", "--max-grad-norm" },
         { "train_flash", "--model tiny --steps 1 --dataset-size 2 --batch-size 4", "fewer than the batch" },
         { "train_flash", "--model tiny --steps 10 --batch-size 4 --target-epsilon 0.000001 --delta 1e-12", "epsilon" },
+        { "train_flash", "--model tiny --steps 1 --batch-size 4 --poisson --dataset-size 1000000000000", "--dataset-size" },
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         rc = run(bad[k].prog, bad[k].args, out, sizeof out);
