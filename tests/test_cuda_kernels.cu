@@ -479,7 +479,7 @@ static void test_plan_matches_run(void) {
 /* Checks that need no device: every entry of the table is set, and the real table and the plan
    target agree on name, memory space and scratch sizes. */
 static void test_table(void) {
-    const char *names[] = { "alloc", "free", "upload", "download", "scratch_bytes", "gemm", "fill", "copy", "add",
+    const char *names[] = { "alloc", "free", "meminfo", "upload", "download", "scratch_bytes", "gemm", "fill", "copy", "add",
         "scale", "sum", "sumsq", "count_nonfinite", "embedding_forward", "embedding_backward", "rmsnorm_forward",
         "rmsnorm_backward", "rope_forward", "rope_backward", "attention_forward", "attention_backward",
         "swiglu_forward", "swiglu_backward", "crossentropy_forward", "crossentropy_backward", "adamw", "sgd" };
