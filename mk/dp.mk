@@ -51,9 +51,17 @@ DP_LIB_SRC := samples/dp_sgd.c samples/lora.c samples/dp_config.c samples/accoun
 DP_LIB_HDR := samples/dp_sgd.h samples/lora.h samples/dp_config.h samples/accountant.h samples/noise.h kernels/dp_kernels.h
 DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 
-$(addprefix $(BUILD)/,$(DP_SAMPLES)): $(BUILD)/%: samples/%.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+# The DP samples link the CUDA backend exactly as train_vanilla does (mk/trainer.mk's TRAINER_CUDA_LINK:
+# where nvcc exists, not under SAN=1, not with TRAINER_CUDA=0), and then dp_sgd.c is built with
+# DP_HAVE_CUDA (its `_cuda` kernel calls). DP_CUDA_ON repeats TRAINER_CUDA_ON's condition because
+# prerequisites are expanded before trainer.mk is read (recipes are expanded later: they use its names).
+DP_CUDA_ON   := $(and $(filter 1,$(or $(TRAINER_CUDA),1)),$(KCUDA_LIB),$(filter-out 1,$(SAN)))
+DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h)
+
+$(addprefix $(BUILD)/,$(DP_SAMPLES)): $(BUILD)/%: samples/%.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) $(DP_CUDA_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) $(if $(TRAINER_CUDA_ON),-DDP_HAVE_CUDA) -o $@ $< $(DP_LIB_SRC) \
+	    $(TRAINER_CUDA_LINK) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
 ALL += $(addprefix $(BUILD)/,$(DP_SAMPLES))
 
@@ -85,3 +93,16 @@ $(BUILD)/bench/dp_train: samples/dp_bench_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(
 
 ALL     += $(BUILD)/bench/dp_train
 BENCHES += $(BUILD)/bench/dp_train
+
+# DP on the CUDA target: the plan's DP buffers are those of the CUDA path (runs everywhere), and the
+# GPU run against the CPU (SKIP line and exit 77 without a GPU). Both run the samples.
+$(BUILD)/tests/test_dp_cuda: tests/test_dp_cuda.c tests/logread.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cuda.c $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/test_dp_cuda_gpu: tests/test_dp_cuda_gpu.c $(addprefix $(BUILD)/,$(DP_SAMPLES) train_vanilla) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cuda_gpu.c $(LDFLAGS) $(LDLIBS) -lm
+
+ALL   += $(BUILD)/tests/test_dp_cuda $(BUILD)/tests/test_dp_cuda_gpu
+TESTS += $(BUILD)/tests/test_dp_cuda $(BUILD)/tests/test_dp_cuda_gpu

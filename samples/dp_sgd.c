@@ -10,11 +10,18 @@
    coordinate i of the flat trainable vector from (seed, step, i); the accountant counts the step.
    Physical batch of 1 with no accumulation: the per-sample gradient is the ordinary gradient, so
    the norm is that of dW and clipping one scale, whatever --norm says (printed once).
-   Not here: the kernels (kernels/cpu/dp_*.c), the loop (train.c), LoRA's adapters (lora.c). */
+   On the CUDA backend every DP kernel call goes to its `_cuda` twin (kernels/cuda/kernels_cuda.h) on
+   device pointers; the host reads back only B floats per physical batch (the norms and clip factors,
+   for the summary's statistics). A plan for the CUDA target allocates what that path allocates: the
+   same tags and sizes, except flash's tile, which lives on chip there (no ghost/<param>.tile).
+   Built with DP_HAVE_CUDA where the program links the CUDA backend (mk/dp.mk); without it a CUDA
+   backend cannot exist in the process, and the GPU calls are never reached.
+   Not here: the kernels (kernels/cpu/dp_*.c, kernels/cuda), the loop (train.c), LoRA's adapters (lora.c). */
 #include "dp_sgd.h"
 #include "checkpoint.h"
 #include "dpmem.h"
 #include "noise.h"
+#include "cuda/kernels_cuda.h"   /* plain C: the GPU twins' declarations and KCUDA_MAX_B */
 
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +32,18 @@ static int fail(DpSgd *d, const char *fmt, const char *what) {
     snprintf(d->kb->err, sizeof d->kb->err, fmt, what);
     return -1;
 }
+
+/* DP_GPU(call): a call to a `_cuda` kernel, compiled only where the program links them. Reached only
+   when d->cuda is set, which needs a CUDA backend, which needs the same link. */
+#ifdef DP_HAVE_CUDA
+#define DP_GPU(call) (call)
+#else
+#define DP_GPU(call) dp_no_gpu_kernels()
+static void dp_no_gpu_kernels(void) {
+    fprintf(stderr, "error: DP-SGD on a CUDA backend in a program built without the DP CUDA kernels\n");
+    exit(1);
+}
+#endif
 
 static float *alloc_tag(DpSgd *d, size_t floats, const char *cat, const char *name, const char *suffix) {
     char tag[160];
@@ -151,10 +170,18 @@ static int init_inner(DpSgd *d, TrainState *s) {
     d->s = s;
     d->kb = s->kb;
     d->computes = kbackend_computes(s->kb);
-    if (s->kb->kind == KB_CUDA || (s->kb->kind == KB_PLAN && s->kb->target && s->kb->target->space != 0))
-        return fail(d, "%s", "DP-SGD runs on the CPU backend (and plans for it); the CUDA port is not done yet (--device cpu)");
+    d->cuda = s->kb->kind == KB_CUDA;
+    d->gpu = d->cuda || (s->kb->kind == KB_PLAN && s->kb->target && s->kb->target->space != 0);
     LlamaModel *m = &s->model;
     const int B = m->B;
+#ifndef DP_HAVE_CUDA
+    if (d->cuda) return fail(d, "%s", "this program was built without the DP CUDA kernels (no nvcc at build time, or SAN=1); use --device cpu");
+#endif
+    if (d->gpu && B > KCUDA_MAX_B) {
+        snprintf(d->kb->err, sizeof d->kb->err, "the CUDA DP kernels take at most %d samples per physical batch, not %d "
+                 "(give --max-physical-batch-size)", KCUDA_MAX_B, B);
+        return -1;
+    }
     d->n_params = m->n_params;
     d->ps = calloc((size_t)m->n_params + 1, sizeof *d->ps);
     if (!d->ps) return fail(d, "%s", "out of host memory (DP state)");
@@ -252,22 +279,29 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     if (method == DP_NORM_DIRECT && (!mixed_direct || keep_psg)) {
         /* every sample's gradient at once; kept under bk (direct's sum of clipped per-sample grads) */
         if (!(p->psg = alloc_tag(d, dp_linear_direct_floats(B, din, dout), "per_sample_grads", name, ""))) return -1;
-        if (run) dp_linear_norms_direct(d->norm2, p->psg, A, G, B, T, din, dout, &p->io);
+        if (run && d->cuda) DP_GPU(dp_linear_norms_direct_cuda(d->norm2, p->psg, A, G, B, T, din, dout, &p->io));
+        else if (run) dp_linear_norms_direct(d->norm2, p->psg, A, G, B, T, din, dout, &p->io);
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
     } else if (mixed_direct) {
         /* one sample's gradient at a time, squared and thrown away: memory of one weight */
         float *one = alloc_tag(d, dp_linear_direct_floats(1, din, dout), "per_sample_grads", name, ".one");
         if (!one) return -1;
         if (run)
-            for (int b = 0; b < B; b++)
-                dp_linear_norms_direct(d->norm2 + b, one, A + (size_t)b * T * din, G + (size_t)b * T * dout,
-                                       1, T, din, dout, &p->io);
+            for (int b = 0; b < B; b++) {
+                const float *Ab = A + (size_t)b * T * din, *Gb = G + (size_t)b * T * dout;
+                if (d->cuda) DP_GPU(dp_linear_norms_direct_cuda(d->norm2 + b, one, Ab, Gb, 1, T, din, dout, &p->io));
+                else dp_linear_norms_direct(d->norm2 + b, one, Ab, Gb, 1, T, din, dout, &p->io);
+            }
         kbuf_free(d->kb, one);
     } else if (method == DP_NORM_GHOST) {
         float *gram = alloc_tag(d, dp_linear_ghost_floats(B, T), "ghost", name, ".gram");
         if (!gram) return -1;
-        if (run) dp_linear_norms_ghost(d->norm2, gram, A, G, B, T, din, dout, &p->io);
+        if (run && d->cuda) DP_GPU(dp_linear_norms_ghost_cuda(d->norm2, gram, A, G, B, T, din, dout, &p->io));
+        else if (run) dp_linear_norms_ghost(d->norm2, gram, A, G, B, T, din, dout, &p->io);
         kbuf_free(d->kb, gram);
+    } else if (d->gpu) {
+        /* the GPU kernel keeps its tiles in registers and shared memory: no buffer (and R is fixed) */
+        if (run) DP_GPU(dp_linear_norms_flash_cuda(d->norm2, NULL, A, G, B, T, din, dout, KCUDA_FLASH_R, &p->io));
     } else {
         float *tile = alloc_tag(d, dp_linear_flash_floats(T, d->cfg.flash_tile), "ghost", name, ".tile");
         if (!tile) return -1;
@@ -279,7 +313,8 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         /* the Gram path gave the norms; the clipped sum needs g_b: the same GEMMs book-keeping would
            run after the backward, run now while A and G are at hand (norms into a throw-away vector) */
         if (!(p->psg = alloc_tag(d, dp_linear_direct_floats(B, din, dout), "per_sample_grads", name, ""))) return -1;
-        if (run) dp_linear_norms_direct(d->scratch_norm2, p->psg, A, G, B, T, din, dout, NULL);
+        if (run && d->cuda) DP_GPU(dp_linear_norms_direct_cuda(d->scratch_norm2, p->psg, A, G, B, T, din, dout, NULL));
+        else if (run) dp_linear_norms_direct(d->scratch_norm2, p->psg, A, G, B, T, din, dout, NULL);
     }
     if (bk && !p->psg) {
         if (borrow) {
@@ -341,7 +376,8 @@ int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
         p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
         /* B x C is small: always direct (kept for the clipped sum under bk) */
         if (!(p->psg = alloc_tag(d, (size_t)B * dout, "per_sample_grads", a->name, ""))) return -1;
-        if (run) dp_rmsnorm_norms_direct(d->norm2, p->psg, a->G, a->A, a->rstd, B, T, dout);
+        if (run && d->cuda) DP_GPU(dp_rmsnorm_norms_direct_cuda(d->norm2, p->psg, a->G, a->A, a->rstd, B, T, dout));
+        else if (run) dp_rmsnorm_norms_direct(d->norm2, p->psg, a->G, a->A, a->rstd, B, T, dout);
         p->io.read = (uint64_t)B * T * (2 * dout + 1) * 4; p->io.written = (uint64_t)B * (dout + 1) * 4;
         p->used = DP_NORM_DIRECT;
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
@@ -352,12 +388,22 @@ int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
         p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
         if (d->cfg.norm == DP_NORM_DIRECT) {
             if (!(p->psg = alloc_tag(d, (size_t)B * V * dout, "per_sample_grads", a->name, ""))) return -1;
-            if (run) dp_embedding_norms_direct(d->norm2, p->psg, a->tokens, a->G, B, T, dout, V);
+            if (run && d->cuda) {
+                /* no scatter-into-psg twin on the GPU: each sample's rows by the backend's embedding
+                   backward (its scratch, if any, is the target's and so in the plan), the norms by
+                   token equality (the same sum: ‖scatter(g_b)‖² = Σ_{t,s} [tok_t = tok_s] g_t·g_s) */
+                if (fill_buffer(d->kb, p->psg, 0.0f, (size_t)B * V * dout)) return -1;
+                for (int b = 0; b < B; b++)
+                    if (embedding_backward(d->kb, p->psg + (size_t)b * V * dout, a->tokens + (size_t)b * T,
+                                           a->G + (size_t)b * T * dout, T, dout, V)) return -1;
+                DP_GPU(dp_embedding_norms_cuda(d->norm2, a->tokens, a->G, B, T, dout, NULL));
+            } else if (run) dp_embedding_norms_direct(d->norm2, p->psg, a->tokens, a->G, B, T, dout, V);
             p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * V * dout * 4;
             p->used = DP_NORM_DIRECT;
             if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
         } else {
-            if (run) dp_embedding_norms(d->norm2, a->tokens, a->G, B, T, dout, NULL);
+            if (run && d->cuda) DP_GPU(dp_embedding_norms_cuda(d->norm2, a->tokens, a->G, B, T, dout, NULL));
+            else if (run) dp_embedding_norms(d->norm2, a->tokens, a->G, B, T, dout, NULL);
             p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * 4;
             p->used = DP_NORM_GHOST;
             if (bk) {
@@ -389,8 +435,15 @@ static void free_kept(DpSgd *d) {
 static void clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, int V) {
     const int B = p->B, T = p->T;
     if (!dw || !d->computes) return;
-    if (p->psg) dp_clipped_sum(dw, p->psg, d->c, B, p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out
-                                              : p->kind == HOOK_RMSNORM ? (size_t)p->d_out : (size_t)V * p->d_out);
+    const size_t P = p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
+                   : (size_t)V * p->d_out;
+    if (d->cuda) {
+        if (p->psg) DP_GPU(dp_clipped_sum_cuda(dw, p->psg, d->c, B, P));
+        else if (p->G && p->kind == HOOK_EMBEDDING) DP_GPU(dp_embedding_clipped_grad_bk_cuda(dw, tokens, p->G, d->c, B, T, p->d_out));
+        else if (p->G) DP_GPU(dp_linear_clipped_grad_bk_cuda(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out));
+        return;
+    }
+    if (p->psg) dp_clipped_sum(dw, p->psg, d->c, B, P);
     else if (p->G && p->kind == HOOK_EMBEDDING) dp_embedding_clipped_grad_bk(dw, tokens, p->G, d->c, B, T, p->d_out);
     else if (p->G) dp_linear_clipped_grad_bk(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out);
 }
@@ -436,13 +489,28 @@ static void print_choice(DpSgd *d) {
     d->printed_choice = 1;
 }
 
-static void collect_stats(DpSgd *d, int B) {
-    if (!d->computes) return;
-    for (int b = 0; b < B; b++) {
-        d->norm_sum += sqrt(fmax(d->norm2[b], 0));
-        d->clipped_frac_sum += d->c[b] < 1.0f;
-        d->norm_count++;
+/* The summary's statistics from norm2 and c (on the GPU: B floats of each read back, in chunks). */
+static int collect_stats(DpSgd *d, int B) {
+    if (!d->computes) return 0;
+    float n2[256], c[256];
+    for (int b0 = 0; b0 < B; b0 += 256) {
+        const int n = B - b0 < 256 ? B - b0 : 256;
+        if (kbuf_download(d->kb, n2, d->norm2 + b0, (size_t)n * sizeof(float)) ||
+            kbuf_download(d->kb, c, d->c + b0, (size_t)n * sizeof(float)))
+            return -1;
+        for (int i = 0; i < n; i++) {
+            d->norm_sum += sqrt(fmax(n2[i], 0));
+            d->clipped_frac_sum += c[i] < 1.0f;
+            d->norm_count++;
+        }
     }
+    return 0;
+}
+
+static void clip_factors(DpSgd *d, int B) {
+    if (!d->computes) return;
+    if (d->cuda) DP_GPU(dp_clip_factors_cuda(d->c, d->norm2, B, (float)d->cfg.max_grad_norm));
+    else dp_clip_factors(d->c, d->norm2, B, (float)d->cfg.max_grad_norm);
 }
 
 /* The rows of this step: each of the dataset's rows with probability q, from (seed, step, row). */
@@ -510,16 +578,16 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
             if (g && reduce_sumsq(d->kb, g, m->params[i].numel, &x)) return -1;
             n2 += x;
         }
-        if (d->computes) {
-            d->norm2[0] = (float)n2;
-            dp_clip_factors(d->c, d->norm2, 1, (float)d->cfg.max_grad_norm);
-        }
+        /* one sample: the factor on the host (the same function), then stored where the stats read it */
+        float n2f = (float)n2, c0 = 1.0f;
+        dp_clip_factors(&c0, &n2f, 1, (float)d->cfg.max_grad_norm);
+        if (d->computes && (kbuf_upload(d->kb, d->norm2, &n2f, sizeof n2f) || kbuf_upload(d->kb, d->c, &c0, sizeof c0)))
+            return -1;
         for (int i = 0; i < m->n_params; i++) {
             float *g = *llama_tensor(&m->dw, &m->params[i]);
-            if (g && d->computes && d->c[0] != 1.0f && scale_inplace(d->kb, g, d->c[0], m->params[i].numel)) return -1;
+            if (g && d->computes && c0 != 1.0f && scale_inplace(d->kb, g, c0, m->params[i].numel)) return -1;
         }
-        collect_stats(d, 1);
-        return 0;
+        return collect_stats(d, 1);
     }
     const int bk = d->cfg.clip == DP_CLIP_BK;
     d->retain = bk && d->cfg.norm != DP_NORM_DIRECT && d->n_lora == 0;   /* LoRA adapters keep psg */
@@ -530,8 +598,8 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     if (train_backward_scaled(s, &h, per_sample_scale)) { free_kept(d); return -1; }
     {
         DPMEM_SCOPE("clip");
-        if (d->computes) dp_clip_factors(d->c, d->norm2, B, (float)d->cfg.max_grad_norm);
-        collect_stats(d, real);
+        clip_factors(d, B);
+        if (collect_stats(d, real)) { free_kept(d); return -1; }
         if (!d->printed_choice) print_choice(d);
         if (bk) {
             for (int i = 0; i < d->n_params; i++) clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
@@ -548,7 +616,12 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         if (train_forward(s)) return -1;
         const float *w = d->c;
         if (d->cfg.poisson) {
-            if (d->computes) for (int b = 0; b < B; b++) d->weights[b] = d->c[b] * d->mask[b];
+            if (d->cuda) {
+                /* mask is 1 on the first `real` rows, 0 after: c_b there, 0 on the padding */
+                if (copy_buffer(d->kb, d->weights, d->c, (size_t)real) ||
+                    (real < B && fill_buffer(d->kb, d->weights + real, 0.0f, (size_t)(B - real))))
+                    return -1;
+            } else if (d->computes) for (int b = 0; b < B; b++) d->weights[b] = d->c[b] * d->mask[b];
             w = d->weights;
         }
         GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL, .loss_weights = w,
@@ -587,6 +660,13 @@ static int lora_step(DpSgd *d, TrainState *s) {
     return 0;
 }
 
+/* g = (g + N(0, σ²C²)) / L with the noise stream of samples/noise.h (the same values on both devices). */
+static void privatize(DpSgd *d, float *g, size_t n, uint64_t step, uint64_t offset) {
+    if (!d->computes) return;
+    if (d->cuda) DP_GPU(noise_privatize_cuda(g, n, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, step, offset));
+    else noise_privatize(g, n, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, step, offset);
+}
+
 int dp_sgd_before_update(void *user, TrainState *s) {
     DPMEM_SCOPE("noise");
     DpSgd *d = user;
@@ -596,19 +676,13 @@ int dp_sgd_before_update(void *user, TrainState *s) {
         const ParamInfo *p = &m->params[i];
         float *g = *llama_tensor(&m->dw, p);
         if (!g || !p->trainable) continue;
-        if (d->computes)
-            noise_privatize(g, p->numel, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed,
-                            (uint64_t)s->step, offset);
+        privatize(d, g, p->numel, (uint64_t)s->step, offset);
         offset += p->numel;
     }
     for (int k = 0; k < d->n_lora; k++) {
         LoraAdapter *l = &d->lora[k];
-        if (d->computes) {
-            noise_privatize(l->dA, (size_t)l->r * l->IC, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed,
-                            (uint64_t)s->step, offset);
-            noise_privatize(l->dB, (size_t)l->OC * l->r, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed,
-                            (uint64_t)s->step, offset + (size_t)l->r * l->IC);
-        }
+        privatize(d, l->dA, (size_t)l->r * l->IC, (uint64_t)s->step, offset);
+        privatize(d, l->dB, (size_t)l->OC * l->r, (uint64_t)s->step, offset + (size_t)l->r * l->IC);
         offset += lora_param_count(l);
     }
     if (d->n_lora && lora_step(d, s)) return -1;

@@ -35,8 +35,11 @@
    below 1e-9) is truncated, counted and logged (dp.poisson_truncated). The update is divided by the
    expected batch size L, as Opacus does.
 
-   Not here: the GPU (DP runs on the CPU and plan backends; kernels/cuda ports the kernels), tied
-   embeddings (refused: lm_head and the embedding would share one per-sample gradient). */
+   Backends: CPU, CUDA (every kernel is the `_cuda` twin of kernels/cuda; at most KCUDA_MAX_B samples
+   per physical batch) and plan for either target (`--plan-for cuda` allocates what the CUDA path does:
+   no ghost/<param>.tile, flash's tiles are on chip there).
+
+   Not here: tied embeddings (refused: lm_head and the embedding would share one per-sample gradient). */
 #ifndef DP_SGD_H
 #define DP_SGD_H
 
@@ -89,6 +92,8 @@ typedef struct DpSgd {
     Accountant acc;
     long steps_done;
     int printed_choice, shortcut, computes;
+    int cuda;                    /* the backend is CUDA: kernels are the `_cuda` twins on device pointers */
+    int gpu;                     /* allocations are those of the CUDA path (CUDA, or a plan for it) */
     double clipped_frac_sum, norm_sum; long norm_count;  /* statistics for the summary */
     uint64_t io_step;            /* norm IO of one logical step (first step) */
 } DpSgd;

@@ -1,0 +1,176 @@
+/* test_dp_cuda_gpu.c — DP-SGD on the GPU (`--device cuda`) against the CPU, through the samples as a
+   user runs them. Needs a CUDA device: without one (or in a build whose trainers have no CUDA
+   backend, e.g. SAN=1) it prints one SKIP line and exits 77.
+   One step of the tiny model with plain SGD (lr 10, so that the update is far above float rounding),
+   GEMMs in full fp32 (DPMEM_CUDA_GEMM=fp32), the model saved as f32 safetensors and compared tensor
+   by tensor, with u = max|w_cpu − w₀| the size of the CPU's update (w₀: the same run at lr 0):
+     - every --norm × --clip, plus Poisson sampling and LoRA, with σ = 0 and C = 0.01 (every sample
+       clipped, so each per-sample norm sets its sample's weight in the update): max|w_gpu − w_cpu|
+       ≤ 1e-3·u, and the printed mean per-sample norm and clipped share agree (the norms themselves);
+     - σ = 0, C = 1e6 (nothing clipped): DP on the GPU equals train_vanilla on the GPU (≤ 1e-3·u);
+     - σ = 1, same --seed: the GPU's noise is the CPU's (≤ 1e-3·u, where different noise is ~u).
+   DP_CUDA_TEST_DEVICE=cpu runs the "GPU" side on the CPU: it checks this test's own logic on a
+   machine without a GPU (then every difference is 0). Binaries through DPMEM_BUILD. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static int failures = 0;
+#define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                               printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static const char *build_dir(void) { const char *b = getenv("DPMEM_BUILD"); return b && *b ? b : "build"; }
+static const char *dev = "cuda";
+static char tmp[64];
+
+static int run(const char *prog, const char *args, char *out, size_t n) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/%s %s 2>&1", build_dir(), prog, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) { out[0] = 0; return -1; }
+    size_t len = fread(out, 1, n - 1, p);
+    out[len] = 0;
+    while (fgetc(p) != EOF) {}
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A saved model: the safetensors header and the raw f32 data after it. */
+typedef struct { char *head; size_t nhead; float *w; size_t n; } Model;
+
+static int load(const char *dir, Model *m) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    memset(m, 0, sizeof *m);
+    FILE *f = fopen(path, "rb");
+    if (!f) { printf("FAIL: cannot open %s\n", path); failures++; return -1; }
+    uint64_t h = 0;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (fread(&h, 8, 1, f) != 1 || size < 8 || h > (uint64_t)size - 8 || ((uint64_t)size - 8 - h) % 4) {
+        fclose(f); printf("FAIL: %s: bad safetensors header\n", path); failures++; return -1;
+    }
+    m->nhead = (size_t)h;
+    m->n = ((size_t)size - 8 - m->nhead) / 4;
+    m->head = malloc(m->nhead + 1);
+    m->w = malloc(m->n * 4 + 4);
+    if (!m->head || !m->w || fread(m->head, 1, m->nhead, f) != m->nhead || fread(m->w, 4, m->n, f) != m->n) {
+        fclose(f); printf("FAIL: %s: short read\n", path); failures++; return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+static void unload(Model *m) { free(m->head); free(m->w); memset(m, 0, sizeof *m); }
+
+/* max |a − b| over the weights; -1 when the layouts differ */
+static double maxdiff(const Model *a, const Model *b) {
+    if (a->nhead != b->nhead || a->n != b->n || memcmp(a->head, b->head, a->nhead)) return -1;
+    double d = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        double x = fabs((double)a->w[i] - b->w[i]);
+        if (!(x <= d)) d = x;   /* NaN wins */
+    }
+    return d;
+}
+
+/* One step of prog on device d with the given extra args, saved under tmp/name; its output in out. */
+static int step(const char *prog, const char *d, const char *extra, const char *name, Model *m, char *out, size_t n) {
+    char args[1536];
+    snprintf(args, sizeof args, "--model tiny --steps 1 --seed 7 --optimizer sgd --lr 10 --weight-decay 0 "
+             "--warmup-steps 0 --device %s --save %s/%s --save-dtype f32 %s", d, tmp, name, extra);
+    int rc = run(prog, args, out, n);
+    CHECK(rc == 0, "%s %s: exit %d: %.2000s", prog, args, rc, out);
+    if (rc) return -1;
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    return load(dir, m);
+}
+
+/* "mean per-sample norm X, Y% of samples clipped" of the DP summary */
+static int stats(const char *out, double *norm, double *clipped) {
+    const char *p = strstr(out, "mean per-sample norm ");
+    return p && sscanf(p, "mean per-sample norm %lf, %lf%%", norm, clipped) == 2 ? 0 : -1;
+}
+
+static Model w0;
+
+static void compare(const char *prog, const char *what, const char *extra, int check_stats) {
+    static char oc[65536], og[65536];
+    Model c, g;
+    if (step(prog, "cpu", extra, "cpu", &c, oc, sizeof oc)) return;
+    if (step(prog, dev, extra, "dev", &g, og, sizeof og)) { unload(&c); return; }
+    double u = maxdiff(&c, &w0), e = maxdiff(&c, &g);
+    CHECK(u > 1e-5, "%s %s: the CPU's update is %g (the comparison would say nothing)", prog, what, u);
+    CHECK(e >= 0 && e <= 1e-3 * u, "%s %s: max |w_%s - w_cpu| = %g, update %g", prog, what, dev, e, u);
+    if (check_stats) {
+        double nc, cc, ng, cg;
+        if (stats(oc, &nc, &cc) || stats(og, &ng, &cg)) CHECK(0, "%s %s: no per-sample norm statistics printed", prog, what);
+        else {
+            CHECK(fabs(nc - ng) <= 2e-3 * nc && nc > 0, "%s %s: mean per-sample norm cpu %g, %s %g", prog, what, nc, dev, ng);
+            CHECK(cc == cg, "%s %s: clipped share cpu %g%%, %s %g%%", prog, what, cc, dev, cg);
+        }
+    }
+    unload(&c); unload(&g);
+}
+
+int main(void) {
+    const char *e = getenv("DP_CUDA_TEST_DEVICE");
+    if (e && *e) dev = e;
+    static char out[65536];
+    if (!strcmp(dev, "cuda")) {
+        if (system("nvidia-smi -L >/dev/null 2>&1") != 0) {
+            printf("SKIP test_dp_cuda_gpu: no CUDA device here: DP-SGD --device cuda vs cpu (norms, clipped step, noise) not checked\n");
+            return 77;
+        }
+        int rc = run("train_ghost", "--model tiny --steps 1 --quiet --device cuda", out, sizeof out);
+        if (rc != 0 && strstr(out, "built without")) {
+            printf("SKIP test_dp_cuda_gpu: the trainers of this build have no CUDA backend (SAN=1 or no nvcc): DP on the GPU not checked\n");
+            return 77;
+        }
+        CHECK(rc == 0, "train_ghost --device cuda: exit %d: %.2000s", rc, out);
+    }
+    setenv("DPMEM_CUDA_GEMM", "fp32", 1);
+    snprintf(tmp, sizeof tmp, "/tmp/test_dp_cuda_gpu.XXXXXX");
+    if (!mkdtemp(tmp)) { printf("FAIL: mkdtemp\n"); return 1; }
+    if (step("train_dpsgd", "cpu", "--lr 0 --noise-multiplier 0", "w0", &w0, out, sizeof out)) goto done;
+
+    static const char *norms[] = { "direct", "ghost", "flash", "mixed" };
+    static const char *clips[] = { "bk", "twopass" };
+    char what[128], extra[512];
+    Model van, dp;
+    Model *vp = NULL;
+    if (step("train_vanilla", dev, "", "vanilla", &van, out, sizeof out) == 0) vp = &van;
+    for (int n = 0; n < 4; n++)
+        for (int c = 0; c < 2; c++) {
+            snprintf(what, sizeof what, "--norm %s --clip %s", norms[n], clips[c]);
+            snprintf(extra, sizeof extra, "%s --noise-multiplier 0 --max-grad-norm 0.01", what);
+            compare("train_dpsgd", what, extra, 1);
+            /* C huge, σ 0: vanilla SGD (on the same device) */
+            snprintf(extra, sizeof extra, "%s --noise-multiplier 0 --max-grad-norm 1e6", what);
+            if (vp && step("train_dpsgd", dev, extra, "huge", &dp, out, sizeof out) == 0) {
+                double u = maxdiff(vp, &w0), d = maxdiff(vp, &dp);
+                CHECK(u > 1e-5 && d >= 0 && d <= 1e-3 * u, "%s, C 1e6, sigma 0 on %s: max |w_dp - w_vanilla| = %g, update %g", what, dev, d, u);
+                unload(&dp);
+            }
+        }
+    compare("train_flash", "--poisson", "--noise-multiplier 0 --max-grad-norm 0.01 --poisson --batch-size 8 --max-physical-batch-size 4", 1);
+    compare("train_lora", "LoRA flash bk", "--noise-multiplier 0 --max-grad-norm 0.01 --norm flash --clip bk --lora-rank 4", 1);
+    compare("train_lora", "LoRA ghost twopass", "--noise-multiplier 0 --max-grad-norm 0.01 --norm ghost --clip twopass --lora-rank 4", 1);
+    /* the noise: σ 1, the same seed on both devices */
+    compare("train_dpsgd", "ghost bk, sigma 1", "--norm ghost --clip bk --noise-multiplier 1 --max-grad-norm 0.01", 1);
+    compare("train_lora", "LoRA, sigma 1", "--norm direct --clip bk --noise-multiplier 1 --max-grad-norm 0.01 --lora-rank 4", 0);
+    if (vp) unload(vp);
+    unload(&w0);
+done:;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
+    if (failures) { printf("test_dp_cuda_gpu: %d failures (device %s)\n", failures, dev); return 1; }
+    printf("test_dp_cuda_gpu: OK (device %s vs cpu: 8 norm x clip, Poisson, LoRA; vanilla at C huge; the same noise)\n", dev);
+    return 0;
+}
