@@ -80,7 +80,7 @@ ALL   += $(BUILD)/tests/test_dp_lora
 TESTS += $(BUILD)/tests/test_dp_lora
 
 # (the samples are real prerequisites: the test runs them, so a changed sample must be rebuilt first)
-$(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c samples/accountant.c samples/accountant.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
+$(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c tests/test_dp_common.h samples/accountant.c samples/accountant.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cli.c samples/accountant.c $(LDFLAGS) $(LDLIBS)
 
@@ -96,11 +96,11 @@ BENCHES += $(BUILD)/bench/dp_train
 
 # DP on the CUDA target: the plan's DP buffers are those of the CUDA path (runs everywhere), and the
 # GPU run against the CPU (SKIP line and exit 77 without a GPU). Both run the samples.
-$(BUILD)/tests/test_dp_cuda: tests/test_dp_cuda.c tests/logread.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
+$(BUILD)/tests/test_dp_cuda: tests/test_dp_cuda.c tests/test_dp_common.h tests/logread.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cuda.c $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/test_dp_cuda_gpu: tests/test_dp_cuda_gpu.c $(addprefix $(BUILD)/,$(DP_SAMPLES) train_vanilla) | $(DEPS_STAMP)
+$(BUILD)/tests/test_dp_cuda_gpu: tests/test_dp_cuda_gpu.c tests/test_dp_common.h $(addprefix $(BUILD)/,$(DP_SAMPLES) train_vanilla) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cuda_gpu.c $(LDFLAGS) $(LDLIBS) -lm
 

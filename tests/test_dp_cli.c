@@ -11,24 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
-#define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-                                               printf(__VA_ARGS__); printf("\n"); } } while (0)
+#include "test_dp_common.h"
 
-static const char *build_dir(void) { const char *b = getenv("DPMEM_BUILD"); return b && *b ? b : "build"; }
-
-/* Runs "<build>/<prog> args", stdout+stderr into out (n bytes); returns the exit status. */
-static int run(const char *prog, const char *args, char *out, size_t n) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/%s %s 2>&1", build_dir(), prog, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) { out[0] = 0; return -1; }
-    size_t len = fread(out, 1, n - 1, p);
-    out[len] = 0;
-    while (fgetc(p) != EOF) {}
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* 1 if the file contains the bytes s (with its NUL: a whole string of the log). */
 static int file_has_string(const char *path, const char *s) {
