@@ -25,7 +25,7 @@ DP_KERNEL_SRC := kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kern
 
 $(BUILD)/tests/test_dp_norms: tests/test_dp_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_norms.c $(DP_KERNEL_SRC) $(LDFLAGS) -lopenblas $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fopenmp -o $@ tests/test_dp_norms.c $(DP_KERNEL_SRC) $(LDFLAGS) -fopenmp -lopenblas $(LDLIBS)
 
 ALL   += $(BUILD)/tests/test_dp_norms
 TESTS += $(BUILD)/tests/test_dp_norms

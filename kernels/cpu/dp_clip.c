@@ -19,20 +19,33 @@ void dp_clip_factors(float *c, const float *norm2, int B, float max_norm) {
 }
 
 void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t P) {
-    for (int b = 0; b < B; b++) {
-        if (c[b] == 0) continue;
-        const float *p = psg + (size_t)b * P;
-        float cb = c[b];
-        for (size_t k = 0; k < P; k++) grad[k] += cb * p[k];
+    /* Elements in parallel; each element still sums its samples in order b = 0, 1, ... */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (P >= 65536)
+#endif
+    for (size_t k = 0; k < P; k++) {
+        float s = grad[k];
+        for (int b = 0; b < B; b++)
+            if (c[b] != 0) s += c[b] * psg[(size_t)b * P + k];
+        grad[k] = s;
     }
 }
 
 void dp_linear_clipped_grad_bk(float *dw, const float *a, const float *g, const float *c,
                                int B, int T, int IC, int OC) {
-    for (int b = 0; b < B; b++) {
-        if (c[b] == 0) continue;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, T, c[b],
-                    g + (size_t)b * T * OC, OC, a + (size_t)b * T * IC, IC, 1.0f, dw, IC);
+    /* Blocks of output rows in parallel: each block accumulates every sample itself, so no two
+       threads write the same row and no reduction buffer is needed. */
+    const int rows = 64, nblk = (OC + rows - 1) / rows;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (nblk > 1)
+#endif
+    for (int blk = 0; blk < nblk; blk++) {
+        int o0 = blk * rows, n = OC - o0 < rows ? OC - o0 : rows;
+        for (int b = 0; b < B; b++) {
+            if (c[b] == 0) continue;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, IC, T, c[b],
+                        g + (size_t)b * T * OC + o0, OC, a + (size_t)b * T * IC, IC, 1.0f, dw + (size_t)o0 * IC, IC);
+        }
     }
 }
 

@@ -21,6 +21,11 @@ size_t dp_linear_direct_floats(int B, int IC, int OC) { return (size_t)B * OC * 
 void dp_linear_norms_direct(float *norm2, float *psg, const float *a, const float *g,
                             int B, int T, int IC, int OC, DpIO *io) {
     size_t per = (size_t)OC * IC;
+    /* Samples in parallel: each writes its own slice and its own norm. (The trainer runs OpenBLAS on
+       one thread and parallelizes around it; without this loop the DP work used one core of two.) */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (B > 1)
+#endif
     for (int b = 0; b < B; b++) {
         float *p = psg + b * per;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, T, 1.0f,

@@ -14,6 +14,9 @@ void dp_linear_norms_ghost(float *norm2, float *gram, const float *a, const floa
                            int B, int T, int IC, int OC, DpIO *io) {
     size_t tt = (size_t)T * T;
     float *aat = gram, *ggt = gram + (size_t)B * tt;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (B > 1)
+#endif
     for (int b = 0; b < B; b++) {
         const float *ab = a + (size_t)b * T * IC, *gb = g + (size_t)b * T * OC;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, IC, 1.0f, ab, IC, ab, IC, 0.0f, aat + b * tt, T);
