@@ -65,14 +65,14 @@ $(addprefix $(BUILD)/,$(DP_SAMPLES)): $(BUILD)/%: samples/%.c $(DP_LIB_SRC) $(DP
 
 ALL += $(addprefix $(BUILD)/,$(DP_SAMPLES))
 
-$(BUILD)/tests/test_dp_train: tests/test_dp_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+$(BUILD)/tests/test_dp_train: tests/test_dp_train.c tests/test_dp_rig.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
 ALL   += $(BUILD)/tests/test_dp_train
 TESTS += $(BUILD)/tests/test_dp_train
 
-$(BUILD)/tests/test_dp_lora: tests/test_dp_lora.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+$(BUILD)/tests/test_dp_lora: tests/test_dp_lora.c tests/test_dp_rig.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 

@@ -27,43 +27,7 @@ static int failures = 0, checks = 0;
 #define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
                                                printf(__VA_ARGS__); printf("\n"); } } while (0)
 
-typedef struct { TrainConfig cfg; KBackend kb; TrainState s; } Rig;
-
-static void *xcalloc(size_t n, size_t sz) {
-    void *p = calloc(n ? n : 1, sz);
-    if (!p) { printf("FAIL: out of memory\n"); exit(1); }
-    return p;
-}
-
-static void rig_config(TrainConfig *c, const LlamaConfig *mc, int B, int T) {
-    config_defaults(c);
-    c->model = *mc;
-    c->batch_size = B; c->seq_len = T; c->steps = 1; c->quiet = 1; c->threads = 1;
-    snprintf(c->optimizer, sizeof c->optimizer, "adamw");
-}
-
-static void rig_open(Rig *r, uint64_t seed, int (*frozen)(void *, const ParamInfo *)) {
-    kbackend_cpu_init(&r->kb, 1);
-    memset(&r->s, 0, sizeof r->s);
-    r->s.cfg = &r->cfg; r->s.kb = &r->kb;
-    r->s.data.synthetic = 1;
-    if (llama_build(&r->s.model, &r->kb, &r->cfg.model, r->cfg.batch_size, r->cfg.seq_len, r->cfg.optimizer, seed,
-                    frozen, NULL)) {
-        printf("FAIL: llama_build: %s\n", kbackend_error(&r->kb)); exit(1);
-    }
-}
-
-static void rig_close(Rig *r) {
-    llama_free(&r->s.model);
-    CHECK(r->kb.live == 0, "%zu bytes left allocated", r->kb.live);
-    kbackend_destroy(&r->kb);
-}
-
-static void rig_rows(Rig *r, const int *tok, const int *tgt, int row0) {
-    size_t n = (size_t)r->s.model.B * r->s.model.T, off = (size_t)row0 * r->s.model.T;
-    kbuf_upload(&r->kb, r->s.model.tokens, tok + off, n * sizeof(int));
-    kbuf_upload(&r->kb, r->s.model.targets, tgt + off, n * sizeof(int));
-}
+#include "test_dp_rig.h"
 
 static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNorm norm, DpClip clip, uint64_t seed) {
     int *tok = xcalloc((size_t)B * T, sizeof(int)), *tgt = xcalloc((size_t)B * T, sizeof(int));
@@ -78,7 +42,7 @@ static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNo
     DpConfig dp;
     DpSgd d;
     TrainStrategy strat;
-    rig_config(&r.cfg, mc, B, T);
+    rig_config(&r.cfg, mc, B, T, "adamw");
     dp_config_defaults(&dp, norm, clip);
     dp.lora_rank = 3; dp.lora_alpha = 5; dp.lora_targets = targets; dp.noise_multiplier = 0; dp.flash_tile = 8;
     if (dp_sgd_prepare(&d, &strat, &dp, &r.cfg, "lora-test")) { printf("FAIL: prepare\n"); exit(1); }
@@ -105,7 +69,7 @@ static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNo
     double *gref = xcalloc((size_t)B * PL, 8), *rn = xcalloc(B, 8);
     {
         Rig ref;
-        rig_config(&ref.cfg, mc, 1, T);
+        rig_config(&ref.cfg, mc, 1, T, "adamw");
         rig_open(&ref, seed, NULL);
         for (int k = 0; k < d.n_lora; k++) {
             LoraAdapter *l = &d.lora[k];

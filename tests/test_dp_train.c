@@ -38,43 +38,7 @@ static int failures = 0, checks = 0;
 #define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
                                                printf(__VA_ARGS__); printf("\n"); } } while (0)
 
-typedef struct { TrainConfig cfg; KBackend kb; TrainState s; } Rig;
-
-static void *xcalloc(size_t n, size_t sz) {
-    void *p = calloc(n ? n : 1, sz);
-    if (!p) { printf("FAIL: out of memory\n"); exit(1); }
-    return p;
-}
-
-static void rig_config(TrainConfig *c, const LlamaConfig *mc, int B, int T) {
-    config_defaults(c);
-    c->model = *mc;
-    c->batch_size = B; c->seq_len = T; c->steps = 1; c->quiet = 1; c->threads = 1;
-    snprintf(c->optimizer, sizeof c->optimizer, "sgd");
-}
-
-static void rig_open(Rig *r, uint64_t seed) {
-    kbackend_cpu_init(&r->kb, 1);
-    memset(&r->s, 0, sizeof r->s);
-    r->s.cfg = &r->cfg; r->s.kb = &r->kb;
-    r->s.data.synthetic = 1;
-    if (llama_build(&r->s.model, &r->kb, &r->cfg.model, r->cfg.batch_size, r->cfg.seq_len, "sgd", seed, NULL, NULL)) {
-        printf("FAIL: llama_build: %s\n", kbackend_error(&r->kb)); exit(1);
-    }
-}
-
-static void rig_close(Rig *r) {
-    llama_free(&r->s.model);
-    CHECK(r->kb.live == 0, "%zu bytes left allocated", r->kb.live);
-    kbackend_destroy(&r->kb);
-}
-
-static void rig_rows(Rig *r, const int *tok, const int *tgt, int row0) {
-    size_t n = (size_t)r->s.model.B * r->s.model.T;
-    size_t off = (size_t)row0 * r->s.model.T;
-    kbuf_upload(&r->kb, r->s.model.tokens, tok + off, n * sizeof(int));
-    kbuf_upload(&r->kb, r->s.model.targets, tgt + off, n * sizeof(int));
-}
+#include "test_dp_rig.h"
 
 static size_t n_trainable(const LlamaModel *m) {
     size_t n = 0;
@@ -95,8 +59,8 @@ static void grads_flat(LlamaModel *m, double *out) {
 static void reference(const LlamaConfig *mc, int T, int rows, const int *tok, const int *tgt, uint64_t seed,
                       double *g, double *norm2, size_t P) {
     Rig r;
-    rig_config(&r.cfg, mc, 1, T);
-    rig_open(&r, seed);
+    rig_config(&r.cfg, mc, 1, T, "sgd");
+    rig_open(&r, seed, NULL);
     for (int b = 0; b < rows; b++) {
         llama_zero_grad(&r.s.model);
         rig_rows(&r, tok, tgt, b);
@@ -118,11 +82,11 @@ static void dp_run(const LlamaConfig *mc, int T, int rows, int P_phys, const int
     DpConfig dp;
     DpSgd d;
     TrainStrategy st;
-    rig_config(&r.cfg, mc, rows, T);
+    rig_config(&r.cfg, mc, rows, T, "sgd");
     dp_config_defaults(&dp, norm, clip);
     dp.max_grad_norm = C; dp.noise_multiplier = 0; dp.max_physical_batch = P_phys; dp.flash_tile = tile;
     if (dp_sgd_prepare(&d, &st, &dp, &r.cfg, "test")) { printf("FAIL: dp_sgd_prepare\n"); exit(1); }
-    rig_open(&r, seed);
+    rig_open(&r, seed, NULL);
     if (dp_sgd_init(&d, &r.s)) { printf("FAIL: dp_sgd_init: %s\n", kbackend_error(&r.kb)); exit(1); }
     llama_zero_grad(&r.s.model);
     dpmem_reset_peak();
@@ -236,8 +200,8 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
     /* C huge, σ = 0: the vanilla step */
     {
         Rig r;
-        rig_config(&r.cfg, mc, B, T);
-        rig_open(&r, seed);
+        rig_config(&r.cfg, mc, B, T, "sgd");
+        rig_open(&r, seed, NULL);
         llama_zero_grad(&r.s.model);
         rig_rows(&r, tok, tgt, 0);
         if (train_forward(&r.s) || train_backward_scaled(&r.s, NULL, 1.0f / ((float)B * T))) { printf("FAIL: vanilla\n"); exit(1); }
@@ -302,12 +266,12 @@ static void test_poisson(const LlamaConfig *mc, int T, uint64_t seed) {
         DpConfig dp;
         DpSgd d;
         TrainStrategy strat;
-        rig_config(&r.cfg, mc, L, T);
+        rig_config(&r.cfg, mc, L, T, "sgd");
         dp_config_defaults(&dp, DP_NORM_FLASH, step == 1 ? DP_CLIP_TWOPASS : DP_CLIP_BK);
         dp.poisson = 1; dp.max_physical_batch = P; dp.noise_multiplier = 0; dp.seed = seed; dp.seed_given = 1; dp.flash_tile = 8;
         dp.max_grad_norm = 0.5;
         if (dp_sgd_prepare(&d, &strat, &dp, &r.cfg, "poisson")) { printf("FAIL: prepare\n"); exit(1); }
-        rig_open(&r, seed);
+        rig_open(&r, seed, NULL);
         r.s.data.synthetic = 0; r.s.data.tokens = stream; r.s.data.n_tokens = (size_t)N * (T + 1);
         if (dp_sgd_init(&d, &r.s)) { printf("FAIL: init: %s\n", kbackend_error(&r.kb)); exit(1); }
         CHECK(d.dataset_size == N && fabs(d.sample_rate - (double)L / N) < 1e-15, "Poisson: dataset %ld rows, q %g",
