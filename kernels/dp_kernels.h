@@ -13,7 +13,7 @@
      ghost   the Gram identity ‖g_bᵀa_b‖² = Σ_{t,s} (a_t·a_s)(g_t·g_s), with both T×T Gram matrices
              of every sample materialized, gram [2, B, T, T] (as Opacus's ghost clipping).
      flash   the same sum over R×R tiles of time blocks, j ≤ i only (off-diagonal tiles count twice):
-             only one tile pair lives at a time, tile [2, R, R]; no T×T buffer.
+             one tile pair per thread, [2, R, R] each; no T×T buffer.
      mixed   per layer, the Gram path when 2T² ≤ IC·OC, else direct (dp_mixed_uses_gram).
    Scratch is the caller's (the trainer allocates it through kbuf_alloc under the `per_sample_grads`,
    `ghost` tags). Every function that reads the big operands accounts its memory traffic in a DpIO
@@ -36,19 +36,25 @@ typedef struct { uint64_t read, written; } DpIO;   /* bytes from and to (global)
 /* psg[b] = g_bᵀ a_b, [B, OC, IC]; norm2[b] += ‖psg[b]‖². */
 void dp_linear_norms_direct(float *norm2, float *psg, const float *a, const float *g,
                             int B, int T, int IC, int OC, DpIO *io);
+/* The same with sample 0's gradient at `first` [OC, IC] and samples 1..B-1 at `rest` [B-1, OC, IC]
+   (book-keeping writes sample 0 straight into the layer's still-empty dW: one slice less to keep). */
+void dp_linear_norms_direct_split(float *norm2, float *first, float *rest, const float *a, const float *g,
+                                  int B, int T, int IC, int OC, DpIO *io);
 /* gram [2, B, T, T]: a_b a_bᵀ then g_b g_bᵀ for every b; norm2[b] += ⟨aaᵀ, ggᵀ⟩. */
 void dp_linear_norms_ghost(float *norm2, float *gram, const float *a, const float *g,
                            int B, int T, int IC, int OC, DpIO *io);
-/* tile [2, R, R]; norm2[b] += Σ_{j≤i} w_ij ⟨a_i a_jᵀ, g_i g_jᵀ⟩ over time blocks of R (w = 1 on
-   the diagonal, 2 off it). R ≥ 1; R ≥ T is the ghost sum with one tile. */
-void dp_linear_norms_flash(float *norm2, float *tile, const float *a, const float *g,
-                           int B, int T, int IC, int OC, int R, DpIO *io);
+/* norm2[b] += Σ_{j≤i} w_ij ⟨a_i a_jᵀ, g_i g_jᵀ⟩ over time blocks of R (w = 1 on the diagonal, 2 off
+   it), on nt threads. R ≥ 1; R ≥ T is the ghost sum with one tile. scratch: B·⌈T/R⌉ row sums
+   (double) and one tile pair [2, R, R] per thread (dp_linear_flash_floats); the result does not
+   depend on nt. */
+void dp_linear_norms_flash(float *norm2, float *scratch, const float *a, const float *g,
+                           int B, int T, int IC, int OC, int R, int nt, DpIO *io);
 /* The mixed ghost clipping rule: 1 when the Gram path is cheaper (2T² ≤ IC·OC). */
 int  dp_mixed_uses_gram(int T, int IC, int OC);
 /* Scratch floats of each method (what the caller allocates). */
 size_t dp_linear_direct_floats(int B, int IC, int OC);
 size_t dp_linear_ghost_floats(int B, int T);
-size_t dp_linear_flash_floats(int T, int R);
+size_t dp_linear_flash_floats(int B, int T, int R, int nt);
 
 /* Book-keeping: dw [OC, IC] += Σ_b c_b g_bᵀ a_b (one GEMM per sample, alpha = c_b; no second backward). */
 void dp_linear_clipped_grad_bk(float *dw, const float *a, const float *g, const float *c,
@@ -74,5 +80,8 @@ void dp_rmsnorm_norms_direct(float *norm2, float *psg, const float *dout, const 
 void dp_clip_factors(float *c, const float *norm2, int B, float max_norm);
 /* grad [P] += Σ_b c_b psg[b] for psg [B, P]. */
 void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t P);
+/* grad [P] holds sample 0's gradient (dp_linear_norms_direct_split): grad = c_0 grad + Σ_{b≥1} c_b
+   rest[b-1] for rest [B-1, P]. */
+void dp_clipped_sum_first(float *grad, const float *rest, const float *c, int B, size_t P);
 
 #endif /* DP_KERNELS_H */

@@ -32,7 +32,7 @@ static void *xmalloc(size_t n) {
 }
 
 int main(void) {
-    const int B = 4, R = 64;
+    const int B = 4, R = 128;
     const struct { const char *model; int C, F; } models[] = { { "tiny", 64, 256 }, { "small", 512, 1536 } };
     const int Ts[] = { 128, 512, 1024 };
     printf("per-sample norms of one linear layer, batch %d, flash tile %d; ratios to the weight gradient Gᵀ A\n", B, R);
@@ -49,17 +49,17 @@ int main(void) {
                 for (size_t k = 0; k < ng; k++) g[k] = (float)((k * 40503u) % 1000) / 1000.0f - 0.5f;
                 float *psg = xmalloc(dp_linear_direct_floats(B, IC, OC) * 4);
                 float *gram = xmalloc(dp_linear_ghost_floats(B, T) * 4);
-                float *tile = xmalloc(dp_linear_flash_floats(T, R) * 4);
+                float *tile = xmalloc(dp_linear_flash_floats(B, T, R, 1) * 4);
                 float norm2[4] = { 0 }, c[4] = { 1, 0.5f, 0.25f, 1 };
                 DpIO iog = { 0, 0 }, iof = { 0, 0 };
                 double t_dw, t_direct, t_ghost, t_flash, t_bk;
                 TIME_IT(t_dw, cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, B * T, 1.0f, g, OC, a, IC, 1.0f, dw, IC));
                 TIME_IT(t_direct, dp_linear_norms_direct(norm2, psg, a, g, B, T, IC, OC, NULL));
                 TIME_IT(t_ghost, dp_linear_norms_ghost(norm2, gram, a, g, B, T, IC, OC, NULL));
-                TIME_IT(t_flash, dp_linear_norms_flash(norm2, tile, a, g, B, T, IC, OC, R, NULL));
+                TIME_IT(t_flash, dp_linear_norms_flash(norm2, tile, a, g, B, T, IC, OC, R, 1, NULL));
                 TIME_IT(t_bk, dp_linear_clipped_grad_bk(dw, a, g, c, B, T, IC, OC));
                 dp_linear_norms_ghost(norm2, gram, a, g, B, T, IC, OC, &iog);
-                dp_linear_norms_flash(norm2, tile, a, g, B, T, IC, OC, R, &iof);
+                dp_linear_norms_flash(norm2, tile, a, g, B, T, IC, OC, R, 1, &iof);
                 int gram_path = dp_mixed_uses_gram(T, IC, OC);
                 double t_mixed = gram_path ? t_flash : t_direct;
                 double fl_w = 2.0 * T * IC * OC, fl_g = 2.0 * T * T * (IC + OC);
@@ -69,7 +69,7 @@ int main(void) {
                        models[m].model, T, name, t_dw * 1e3, (fl_g < fl_w ? fl_g : fl_w) / fl_w,
                        t_direct / t_dw, t_ghost / t_dw, t_flash / t_dw, t_mixed / t_dw, gram_path ? "g" : "d",
                        t_bk / t_dw, dp_linear_direct_floats(B, IC, OC) * 4 / 1e6,
-                       dp_linear_ghost_floats(B, T) * 4 / 1e6, dp_linear_flash_floats(T, R) * 4 / 1e3,
+                       dp_linear_ghost_floats(B, T) * 4 / 1e6, dp_linear_flash_floats(B, T, R, 1) * 4 / 1e3,
                        (iog.read + iog.written) / 1e6, (iof.read + iof.written) / 1e6);
                 if (norm2[0] != norm2[0]) printf("(NaN norm)\n");   /* keeps the results alive */
                 free(a); free(g); free(dw); free(psg); free(gram); free(tile);

@@ -298,7 +298,8 @@ static void test_dp(void) {
     float *a = rand_host(na, 1), *g = rand_host(ng, 1), *n0 = rand_host(B, 0);
     for (int b = 0; b < B; b++) n0[b] = 0.5f + b;   /* norm2 accumulates into what is there */
     float *ga = on_gpu(a, na), *gg = on_gpu(g, ng);
-    float ref[3], tile[2 * 32 * 32];
+    float ref[3];
+    alignas(8) float tile[2 * 3 * 5 + 2 * 32 * 32];   /* dp_linear_flash_floats(3, T ≤ 135, 32, 1): row sums are doubles */
     float *psg_h = (float *)malloc((size_t)B * OC * IC * sizeof(float));
     memcpy(ref, n0, sizeof ref);
     DpIO cio = {0, 0}, gio = {0, 0};
@@ -320,7 +321,7 @@ static void test_dp(void) {
         float *a2 = rand_host(na2, 1), *g2 = rand_host(ng2, 1), ref2[3];
         memcpy(ref2, n0, sizeof ref2);
         DpIO c2 = {0, 0}, g2io = {0, 0};
-        dp_linear_norms_flash(ref2, tile, a2, g2, B, Tt, IC, OC, 32, &c2);
+        dp_linear_norms_flash(ref2, tile, a2, g2, B, Tt, IC, OC, 32, 1, &c2);
         float *ga2 = on_gpu(a2, na2), *gg2 = on_gpu(g2, ng2);
         kbuf_upload(&gpu, gn, n0, B * 4);
         dp_linear_norms_flash_cuda(gn, NULL, ga2, gg2, B, Tt, IC, OC, 32, &g2io);
@@ -363,6 +364,12 @@ static void test_dp(void) {
     float *ggrad = on_gpu(grad0, (size_t)OC * IC);
     dp_clipped_sum_cuda(ggrad, gpsg, gcf, B, (size_t)OC * IC);
     validate_result(ggrad, gref, "dp clipped sum", (size_t)OC * IC, 1e-5f, 1e-5f);
+    /* sample 0's gradient already in grad (book-keeping's split), the others after it */
+    memcpy(gref, psg_h, (size_t)OC * IC * 4);
+    dp_clipped_sum_first(gref, psg_h + (size_t)OC * IC, cf, B, (size_t)OC * IC);
+    kbuf_upload(&gpu, ggrad, psg_h, (size_t)OC * IC * 4);
+    dp_clipped_sum_first_cuda(ggrad, gpsg + (size_t)OC * IC, gcf, B, (size_t)OC * IC);
+    validate_result(ggrad, gref, "dp clipped sum, sample 0 in grad", (size_t)OC * IC, 1e-5f, 1e-5f);
     memcpy(gref, grad0, (size_t)OC * IC * 4);
     dp_linear_clipped_grad_bk(gref, a, g, cf, B, T, IC, OC);
     kbuf_upload(&gpu, ggrad, grad0, (size_t)OC * IC * 4);

@@ -109,26 +109,33 @@ static void test_linear(int B, int T, int IC, int OC, uint64_t seed, float mean)
     CHECK(io.read == (uint64_t)B * T * (IC + OC) * 4 + 2ull * B * T * T * 4 && io.written == 2ull * B * T * T * 4 + (uint64_t)B * 4,
           "ghost IO %llu/%llu", (unsigned long long)io.read, (unsigned long long)io.written);
 
-    /* flash, for several tile sizes (1, uneven, exact divisor, ≥ T) */
+    /* flash, for several tile sizes (1, uneven, exact divisor, ≥ T), on 1 and 3 threads: the rows
+       are summed per sample in a fixed order, so the thread count must not change a bit */
     const int tiles[] = { 1, 4, 5, 16, T, T + 9 };
     for (int k = 0; k < 6; k++) {
         int R = tiles[k];
-        float *tile = xcalloc(dp_linear_flash_floats(T, R), 4);
-        memset(norm2, 0, (size_t)B * 4);
-        io = (DpIO){ 0, 0 };
-        dp_linear_norms_flash(norm2, tile, a, g, B, T, IC, OC, R, &io);
-        for (int b = 0; b < B; b++) {
-            double tol = 2.0 * (T + IC + OC + 4) * U * M[b];
-            CHECK(fabs(norm2[b] - rn[b]) <= tol, "flash R%d B%d T%d IC%d OC%d seed %llu b%d: %.9g vs %.9g (tol %.3g)",
-                  R, B, T, IC, OC, (unsigned long long)seed, b, norm2[b], rn[b], tol);
+        float *n1 = xcalloc(B, 4);
+        for (int nt = 1; nt <= 3; nt += 2) {
+            float *tile = xcalloc(dp_linear_flash_floats(B, T, R, nt), 4);
+            memset(norm2, 0, (size_t)B * 4);
+            io = (DpIO){ 0, 0 };
+            dp_linear_norms_flash(norm2, tile, a, g, B, T, IC, OC, R, nt, &io);
+            for (int b = 0; b < B; b++) {
+                double tol = 2.0 * (T + IC + OC + 4) * U * M[b];
+                CHECK(fabs(norm2[b] - rn[b]) <= tol, "flash R%d nt%d B%d T%d IC%d OC%d seed %llu b%d: %.9g vs %.9g (tol %.3g)",
+                      R, nt, B, T, IC, OC, (unsigned long long)seed, b, norm2[b], rn[b], tol);
+            }
+            if (nt == 1) memcpy(n1, norm2, (size_t)B * 4);
+            else CHECK(!memcmp(n1, norm2, (size_t)B * 4), "flash R%d: 3 threads changed the norms (%.9g vs %.9g)", R, norm2[0], n1[0]);
+            /* documented IO: row i reads block i and every block j < i */
+            uint64_t want = 0;
+            int r = R < T ? R : T;
+            for (int i0 = 0; i0 < T; i0 += r) want += (uint64_t)(i0 + (T - i0 < r ? T - i0 : r)) * (IC + OC) * 4;
+            CHECK(io.read == (uint64_t)B * want && io.written == (uint64_t)B * 4, "flash R%d IO %llu, want %llu",
+                  R, (unsigned long long)io.read, (unsigned long long)(B * want));
+            free(tile);
         }
-        /* documented IO: row i reads block i and every block j < i */
-        uint64_t want = 0;
-        int r = R < T ? R : T;
-        for (int i0 = 0; i0 < T; i0 += r) want += (uint64_t)(i0 + (T - i0 < r ? T - i0 : r)) * (IC + OC) * 4;
-        CHECK(io.read == (uint64_t)B * want && io.written == (uint64_t)B * 4, "flash R%d IO %llu, want %llu",
-              R, (unsigned long long)io.read, (unsigned long long)(B * want));
-        free(tile);
+        free(n1);
     }
 
     /* clipping: C at the median-ish norm so that some samples clip and some do not */
@@ -152,6 +159,19 @@ static void test_linear(int B, int T, int IC, int OC, uint64_t seed, float mean)
         float *dw = xcalloc((size_t)OC * IC, 4), *dw2 = xcalloc((size_t)OC * IC, 4);
         dp_linear_clipped_grad_bk(dw, a, g, c, B, T, IC, OC);
         dp_clipped_sum(dw2, psg, c, B, (size_t)OC * IC);
+        /* book-keeping's split: sample 0's gradient written into the (zero) dW, the rest apart; the
+           norms, the slices and the clipped sum must be bit for bit those of the contiguous route */
+        {
+            size_t per = (size_t)OC * IC;
+            float *dw3 = xcalloc(per, 4), *rest = xcalloc(per * (B > 1 ? B - 1 : 1), 4), *n3 = xcalloc(B, 4), *n4 = xcalloc(B, 4);
+            dp_linear_norms_direct(n4, psg, a, g, B, T, IC, OC, NULL);
+            dp_linear_norms_direct_split(n3, dw3, rest, a, g, B, T, IC, OC, NULL);
+            CHECK(!memcmp(n3, n4, (size_t)B * 4) && !memcmp(dw3, psg, per * 4) &&
+                  (B == 1 || !memcmp(rest, psg + per, per * (B - 1) * 4)), "direct split: norms or slices differ");
+            dp_clipped_sum_first(dw3, rest, c, B, per);
+            CHECK(!memcmp(dw3, dw2, per * 4), "clipped sum with sample 0 in dW differs from the plain one (%g vs %g)", dw3[0], dw2[0]);
+            free(dw3); free(rest); free(n3); free(n4);
+        }
         double worst = 0, worst2 = 0, scale = 0;
         for (size_t k = 0; k < (size_t)OC * IC; k++) {
             double want = 0;
@@ -248,12 +268,16 @@ int main(void) {
     /* the mixed rule's boundary: 2T² ≤ IC·OC */
     CHECK(dp_mixed_uses_gram(16, 32, 16) == 1 && dp_mixed_uses_gram(17, 32, 16) == 0 &&
           dp_mixed_uses_gram(1024, 4096, 512) == 1 && dp_mixed_uses_gram(1024, 64, 64) == 0, "mixed rule");
-    CHECK(dp_linear_flash_floats(1024, 64) == 2 * 64 * 64 && dp_linear_flash_floats(17, 64) == 2 * 17 * 17 &&
+    CHECK(dp_linear_flash_floats(4, 1024, 64, 1) == 2 * 4 * 16 + 2 * 64 * 64 && dp_linear_flash_floats(3, 17, 64, 2) == 2 * 3 + 2 * 2 * 17 * 17 &&
           dp_linear_ghost_floats(4, 1024) == 2ull * 4 * 1024 * 1024 && dp_linear_direct_floats(3, 5, 7) == 105, "scratch sizes");
     /* a non-finite norm drops its sample */
     float nn[3] = { 4.0f, NAN, INFINITY }, cc[3];
     dp_clip_factors(cc, nn, 3, 1.0f);
     CHECK(fabs(cc[0] - 1.0 / (2 + 1e-6)) < 1e-7 && cc[1] == 0 && cc[2] == 0, "non-finite norms: %g %g %g", cc[0], cc[1], cc[2]);
+    /* ... also when it is sample 0 and its NaN gradient sits in dW (the split route) */
+    float gsplit[2] = { NAN, INFINITY }, rsplit[4] = { 1, 2, 3, 4 }, csplit[3] = { 0, 0.5f, 2 };
+    dp_clipped_sum_first(gsplit, rsplit, csplit, 3, 2);
+    CHECK(gsplit[0] == 0.5f * 1 + 2 * 3 && gsplit[1] == 0.5f * 2 + 2 * 4, "dropped sample 0 in dW: %g %g", gsplit[0], gsplit[1]);
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
     printf("dp norms: %d checks passed\n", checks);
     return 0;

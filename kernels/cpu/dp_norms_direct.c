@@ -18,8 +18,8 @@ static double sumsq(const float *x, size_t n) {
 
 size_t dp_linear_direct_floats(int B, int IC, int OC) { return (size_t)B * OC * IC; }
 
-void dp_linear_norms_direct(float *norm2, float *psg, const float *a, const float *g,
-                            int B, int T, int IC, int OC, DpIO *io) {
+void dp_linear_norms_direct_split(float *norm2, float *first, float *rest, const float *a, const float *g,
+                                  int B, int T, int IC, int OC, DpIO *io) {
     size_t per = (size_t)OC * IC;
     /* Samples in parallel: each writes its own slice and its own norm. (The trainer runs OpenBLAS on
        one thread and parallelizes around it; without this loop the DP work used one core of two.) */
@@ -27,7 +27,7 @@ void dp_linear_norms_direct(float *norm2, float *psg, const float *a, const floa
 #pragma omp parallel for schedule(static) if (B > 1)
 #endif
     for (int b = 0; b < B; b++) {
-        float *p = psg + b * per;
+        float *p = b == 0 ? first : rest + (size_t)(b - 1) * per;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, T, 1.0f,
                     g + (size_t)b * T * OC, OC, a + (size_t)b * T * IC, IC, 0.0f, p, IC);
         norm2[b] += (float)sumsq(p, per);
@@ -36,6 +36,11 @@ void dp_linear_norms_direct(float *norm2, float *psg, const float *a, const floa
         io->read += (uint64_t)B * T * (IC + OC) * 4 + (uint64_t)B * per * 4;   /* operands, then psg for the sum of squares */
         io->written += (uint64_t)B * per * 4 + (uint64_t)B * 4;
     }
+}
+
+void dp_linear_norms_direct(float *norm2, float *psg, const float *a, const float *g,
+                            int B, int T, int IC, int OC, DpIO *io) {
+    dp_linear_norms_direct_split(norm2, psg, psg + (size_t)OC * IC, a, g, B, T, IC, OC, io);
 }
 
 void dp_embedding_norms_direct(float *norm2, float *psg, const int *tokens, const float *g,

@@ -3,46 +3,69 @@
 
    Time is cut into blocks of R steps. For blocks i ≥ j the tile pair (a_i a_jᵀ, g_i g_jᵀ), R×R each,
    is formed, multiplied elementwise and summed; diagonal tiles count once, off-diagonal ones twice
-   (the Gram matrices are symmetric). Only one tile pair ever exists: memory 2R² floats whatever T.
+   (the Gram matrices are symmetric). No T×T buffer ever exists: each of the nt threads owns one tile
+   pair (2R² floats), whatever T.
+   Threads: the rows (sample b, block i) are the units of work, biggest first (row i has i+1 tiles);
+   each row's sum goes to its own slot and a sample's rows are added in order afterwards, so the norms
+   do not depend on the number of threads or on which thread ran which row.
    The IO figure assumes the GPU schedule this mirrors: for each row i, block i of a and g is read
    once and kept on chip, each block j ≤ i is streamed in; tiles never leave the chip; only the B
    norms are written. Not here: a fused GPU kernel (kernels/cuda). */
 #include "dp_kernels.h"
 
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 int dp_mixed_uses_gram(int T, int IC, int OC) { return 2.0 * T * T <= (double)IC * OC; }
 
-size_t dp_linear_flash_floats(int T, int R) {
-    size_t r = (size_t)(R < T ? R : T);
-    return 2 * r * r;
+static int clamp_tile(int T, int R) { return R > T ? T : R < 1 ? 1 : R; }
+
+size_t dp_linear_flash_floats(int B, int T, int R, int nt) {
+    size_t r = (size_t)clamp_tile(T, R), blocks = ((size_t)T + r - 1) / r;
+    if (nt < 1) nt = 1;
+    return 2 * (size_t)B * blocks + (size_t)nt * 2 * r * r;   /* row sums (double), then the tile pairs */
 }
 
-void dp_linear_norms_flash(float *norm2, float *tile, const float *a, const float *g,
-                           int B, int T, int IC, int OC, int R, DpIO *io) {
-    if (R > T) R = T;
-    if (R < 1) R = 1;
-    float *ta = tile, *tg = tile + (size_t)R * R;
-    uint64_t rd = 0;
-    for (int b = 0; b < B; b++) {
+void dp_linear_norms_flash(float *norm2, float *scratch, const float *a, const float *g,
+                           int B, int T, int IC, int OC, int R, int nt, DpIO *io) {
+    R = clamp_tile(T, R);
+    if (nt < 1) nt = 1;
+    const int nblk = (T + R - 1) / R;
+    const long long rows = (long long)B * nblk;
+    double *rowsum = (double *)scratch;                 /* [B, nblk]; kbuf memory is 64-byte aligned */
+    float *tiles = scratch + 2 * (size_t)rows;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1 && rows > 1)
+#endif
+    for (long long q = 0; q < rows; q++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        float *ta = tiles + (size_t)tid * 2 * R * R, *tg = ta + (size_t)R * R;
+        const int b = (int)(q % B), i0 = (nblk - 1 - (int)(q / B)) * R, ri = T - i0 < R ? T - i0 : R;
         const float *ab = a + (size_t)b * T * IC, *gb = g + (size_t)b * T * OC;
         double s = 0;
-        for (int i0 = 0; i0 < T; i0 += R) {
-            int ri = T - i0 < R ? T - i0 : R;
-            rd += (uint64_t)ri * (IC + OC) * 4;
-            for (int j0 = 0; j0 <= i0; j0 += R) {
-                int rj = T - j0 < R ? T - j0 : R;
-                if (j0 != i0) rd += (uint64_t)rj * (IC + OC) * 4;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri, rj, IC, 1.0f,
-                            ab + (size_t)i0 * IC, IC, ab + (size_t)j0 * IC, IC, 0.0f, ta, rj);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri, rj, OC, 1.0f,
-                            gb + (size_t)i0 * OC, OC, gb + (size_t)j0 * OC, OC, 0.0f, tg, rj);
-                double st = 0;
-                for (int k = 0; k < ri * rj; k++) st += (double)ta[k] * tg[k];
-                s += (i0 == j0 ? 1.0 : 2.0) * st;
-            }
+        for (int j0 = 0; j0 <= i0; j0 += R) {
+            int rj = T - j0 < R ? T - j0 : R;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri, rj, IC, 1.0f,
+                        ab + (size_t)i0 * IC, IC, ab + (size_t)j0 * IC, IC, 0.0f, ta, rj);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri, rj, OC, 1.0f,
+                        gb + (size_t)i0 * OC, OC, gb + (size_t)j0 * OC, OC, 0.0f, tg, rj);
+            double st = 0;
+            for (int k = 0; k < ri * rj; k++) st += (double)ta[k] * tg[k];
+            s += (i0 == j0 ? 1.0 : 2.0) * st;
         }
+        rowsum[(size_t)b * nblk + i0 / R] = s;
+    }
+    uint64_t rd = 0;
+    for (int b = 0; b < B; b++) {
+        double s = 0;
+        for (int i = 0; i < nblk; i++) s += rowsum[(size_t)b * nblk + i];
         norm2[b] += (float)s;
     }
-    if (io) { io->read += rd; io->written += (uint64_t)B * 4; }
+    for (int i0 = 0; i0 < T; i0 += R) rd += (uint64_t)(i0 + (T - i0 < R ? T - i0 : R)) * (IC + OC) * 4;
+    if (io) { io->read += (uint64_t)B * rd; io->written += (uint64_t)B * 4; }
 }

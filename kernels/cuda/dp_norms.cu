@@ -259,6 +259,21 @@ void dp_clipped_sum_cuda(float *grad, const float *psg, const float *c, int B, s
     cudaLaunchCheck();
 }
 
+__global__ void clipped_sum_first_kernel(float *grad, const float *rest, const float *c, int B, size_t P) {
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < P; k += (size_t)gridDim.x * blockDim.x) {
+        float acc = c[0] != 0.0f ? c[0] * grad[k] : 0.0f;   /* grad holds sample 0's gradient */
+        for (int b = 1; b < B; b++)
+            if (c[b] != 0.0f) acc += c[b] * rest[(size_t)(b - 1) * P + k];
+        grad[k] = acc;
+    }
+}
+
+void dp_clipped_sum_first_cuda(float *grad, const float *rest, const float *c, int B, size_t P) {
+    if (B <= 0 || P == 0) return;
+    clipped_sum_first_kernel<<<kcuda_blocks(P, 256), 256>>>(grad, rest, c, B, P);
+    cudaLaunchCheck();
+}
+
 void dp_linear_clipped_grad_bk_cuda(float *dw, const float *a, const float *g, const float *c,
                                     int B, int T, int IC, int OC) {
     check_b(B, "dp_linear_clipped_grad_bk");

@@ -94,6 +94,7 @@ void dp_rmsnorm_norms_direct_cuda(float *norm2, float *psg, const float *dout, c
                                   const float *rstd, int B, int T, int C);
 void dp_clip_factors_cuda(float *c, const float *norm2, int B, float max_norm);
 void dp_clipped_sum_cuda(float *grad, const float *psg, const float *c, int B, size_t P);
+void dp_clipped_sum_first_cuda(float *grad, const float *rest, const float *c, int B, size_t P);
 
 /* ---- noise (samples/noise.h's stream: value i is z(seed, step, offset + i)) --------------------- */
 void noise_add_gaussian_cuda(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);
