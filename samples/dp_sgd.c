@@ -257,42 +257,60 @@ static int init_inner(DpSgd *d, TrainState *s) {
 
 /* ---- the hook ------------------------------------------------------------------------------------ */
 
+/* Every sample's gradient G_bᵀA_b, sample 0's at `first` and the others at `rest`, and their norms. */
+static void direct_norms(DpSgd *d, float *norm2, float *first, float *rest, const float *A, const float *G,
+                         int B, int T, int din, int dout, DpIO *io) {
+    if (!d->cuda) { dp_linear_norms_direct_split(norm2, first, rest, A, G, B, T, din, dout, io); return; }
+    if (rest == first + (size_t)din * dout) { DP_GPU(dp_linear_norms_direct_cuda(norm2, first, A, G, B, T, din, dout, io)); return; }
+    DP_GPU(dp_linear_norms_direct_cuda(norm2, first, A, G, 1, T, din, dout, io));
+    if (B > 1) DP_GPU(dp_linear_norms_direct_cuda(norm2 + 1, rest, A + (size_t)T * din, G + (size_t)T * dout, B - 1, T, din, dout, io));
+}
+
 /* Per-sample norms of one linear layer (or adapter) by the configured method, adding into norm2.
    Under bk it also keeps what the clipped sum needs, whichever is smaller: the per-sample gradients
-   (B·IC·OC, when IC ≤ T; for direct norms they exist anyway) or the output gradient G (B·T·OC) and
-   the input A. lm_head's G is the model's retained dlogits (free to keep); LoRA's dh (g_owned) is
-   ours: its adapter keeps per-sample gradients, so that LoRA never needs the retained activations.
-   a_owned: A is ours to keep and free (LoRA's hs). */
+   (B·IC·OC, when IC ≤ T) or the output gradient G (B·T·OC) and the input A. lm_head's G is the
+   model's retained dlogits (free to keep); LoRA's dh (g_owned) is ours: its adapter keeps per-sample
+   gradients, so that LoRA never needs the retained activations. Where the per-sample gradients are
+   kept their norms come with them, whatever --norm says: a Gram method would spend 2T²(IC+OC)
+   more flops on the same number. On the first physical batch of a step dW is still zero, so sample
+   0's gradient goes straight into it (one slice less; not for --norm direct, whose B·|θ| is the
+   Opacus baseline being measured). a_owned: A is ours to keep and free (LoRA's hs). */
 static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float *A, const float *G,
-                       int B, int T, int din, int dout, float *a_owned, float *g_owned) {
+                       int B, int T, int din, int dout, float *a_owned, float *g_owned, float *dw) {
     const int bk = d->cfg.clip == DP_CLIP_BK, run = d->computes;
     const int borrow = bk && !g_owned && G == d->s->model.acts.logits && d->retain;
     const int keep_psg = bk && !borrow && (g_owned || din <= T || !d->retain);
+    const int nt = d->gpu || d->kb->nthreads < 1 ? 1 : d->kb->nthreads;   /* CPU threads that each need their own scratch */
     p->kind = HOOK_LINEAR; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
     p->io = (DpIO){ 0, 0 };
+    p->kept = keep_psg && d->cfg.norm != DP_NORM_DIRECT;
     DpNorm method = d->cfg.norm;
-    int mixed_direct = 0;
-    if (method == DP_NORM_MIXED) {
-        if (dp_mixed_uses_gram(T, din, dout)) method = DP_NORM_FLASH;
-        else { method = DP_NORM_DIRECT; mixed_direct = 1; }
-    }
-    if (method == DP_NORM_DIRECT && (!mixed_direct || keep_psg)) {
-        /* every sample's gradient at once; kept under bk (direct's sum of clipped per-sample grads) */
-        if (!(p->psg = alloc_tag(d, dp_linear_direct_floats(B, din, dout), "per_sample_grads", name, ""))) return -1;
-        if (run && d->cuda) DP_GPU(dp_linear_norms_direct_cuda(d->norm2, p->psg, A, G, B, T, din, dout, &p->io));
-        else if (run) dp_linear_norms_direct(d->norm2, p->psg, A, G, B, T, din, dout, &p->io);
+    if (method == DP_NORM_MIXED) method = dp_mixed_uses_gram(T, din, dout) ? DP_NORM_FLASH : DP_NORM_DIRECT;
+    if (keep_psg) method = DP_NORM_DIRECT;
+    if (method == DP_NORM_DIRECT && (d->cfg.norm == DP_NORM_DIRECT || keep_psg)) {
+        /* every sample's gradient at once; kept under bk */
+        const size_t per = (size_t)din * dout;
+        float *first = p->kept && dw && d->s->micro == 0 ? dw : NULL;
+        const int slices = first ? B - 1 : B;
+        if (slices > 0 && !(p->psg = alloc_tag(d, dp_linear_direct_floats(slices, din, dout), "per_sample_grads", name, "")))
+            return -1;
+        p->psg_first = first;
+        if (run) direct_norms(d, d->norm2, first ? first : p->psg, first ? p->psg : p->psg + per, A, G, B, T, din, dout, &p->io);
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
-    } else if (mixed_direct) {
-        /* one sample's gradient at a time, squared and thrown away: memory of one weight */
-        float *one = alloc_tag(d, dp_linear_direct_floats(1, din, dout), "per_sample_grads", name, ".one");
-        if (!one) return -1;
+    } else if (method == DP_NORM_DIRECT) {
+        /* mixed: nt samples' gradients at a time (one per thread), squared and thrown away */
+        const int chunk = B < nt ? B : nt;
+        float *some = alloc_tag(d, dp_linear_direct_floats(chunk, din, dout), "per_sample_grads", name, ".stream");
+        if (!some) return -1;
         if (run)
-            for (int b = 0; b < B; b++) {
+            for (int b = 0; b < B; b += chunk) {
+                const int n = B - b < chunk ? B - b : chunk;
                 const float *Ab = A + (size_t)b * T * din, *Gb = G + (size_t)b * T * dout;
-                if (d->cuda) DP_GPU(dp_linear_norms_direct_cuda(d->norm2 + b, one, Ab, Gb, 1, T, din, dout, &p->io));
-                else dp_linear_norms_direct(d->norm2 + b, one, Ab, Gb, 1, T, din, dout, &p->io);
+                if (d->cuda) DP_GPU(dp_linear_norms_direct_cuda(d->norm2 + b, some, Ab, Gb, n, T, din, dout, &p->io));
+                else dp_linear_norms_direct(d->norm2 + b, some, Ab, Gb, n, T, din, dout, &p->io);
             }
-        kbuf_free(d->kb, one);
+        kbuf_free(d->kb, some);
+        method = DP_NORM_MIXED;                  /* recorded as "direct-streamed" */
     } else if (method == DP_NORM_GHOST) {
         float *gram = alloc_tag(d, dp_linear_ghost_floats(B, T), "ghost", name, ".gram");
         if (!gram) return -1;
@@ -303,20 +321,14 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         /* the GPU kernel keeps its tiles in registers and shared memory: no buffer (and R is fixed) */
         if (run) DP_GPU(dp_linear_norms_flash_cuda(d->norm2, NULL, A, G, B, T, din, dout, KCUDA_FLASH_R, &p->io));
     } else {
-        float *tile = alloc_tag(d, dp_linear_flash_floats(T, d->cfg.flash_tile), "ghost", name, ".tile");
+        /* one tile pair per thread, and the row sums */
+        float *tile = alloc_tag(d, dp_linear_flash_floats(B, T, d->cfg.flash_tile, nt), "ghost", name, ".tile");
         if (!tile) return -1;
-        if (run) dp_linear_norms_flash(d->norm2, tile, A, G, B, T, din, dout, d->cfg.flash_tile, &p->io);
+        if (run) dp_linear_norms_flash(d->norm2, tile, A, G, B, T, din, dout, d->cfg.flash_tile, nt, &p->io);
         kbuf_free(d->kb, tile);
     }
-    p->used = mixed_direct ? DP_NORM_MIXED : (int)method;
-    if (keep_psg && !p->psg) {
-        /* the Gram path gave the norms; the clipped sum needs g_b: the same GEMMs book-keeping would
-           run after the backward, run now while A and G are at hand (norms into a throw-away vector) */
-        if (!(p->psg = alloc_tag(d, dp_linear_direct_floats(B, din, dout), "per_sample_grads", name, ""))) return -1;
-        if (run && d->cuda) DP_GPU(dp_linear_norms_direct_cuda(d->scratch_norm2, p->psg, A, G, B, T, din, dout, NULL));
-        else if (run) dp_linear_norms_direct(d->scratch_norm2, p->psg, A, G, B, T, din, dout, NULL);
-    }
-    if (bk && !p->psg) {
+    p->used = (int)method;
+    if (bk && !keep_psg) {
         if (borrow) {
             /* lm_head: G is the logits buffer turned into dlogits in place, which the backward keeps
                (retain_saved) until llama_release_saved: N x V floats not copied */
@@ -349,9 +361,9 @@ static int lora_hook(DpSgd *d, int k, const GradHookArgs *a) {
     }
     const int keep = d->cfg.clip == DP_CLIP_BK;
     snprintf(name, sizeof name, "%s.lora_B", l->name);
-    if (linear_norm(d, &d->lps[2 * k + 1], name, hs, a->G, B, T, r, l->OC, hs, NULL)) return -1;
+    if (linear_norm(d, &d->lps[2 * k + 1], name, hs, a->G, B, T, r, l->OC, hs, NULL, l->dB)) return -1;
     snprintf(name, sizeof name, "%s.lora_A", l->name);
-    if (linear_norm(d, &d->lps[2 * k], name, a->A, dh, B, T, l->IC, r, NULL, dh)) return -1;
+    if (linear_norm(d, &d->lps[2 * k], name, a->A, dh, B, T, l->IC, r, NULL, dh, l->dA)) return -1;
     /* kept by bk only where the adapter keeps G and A instead of per-sample gradients */
     if (!keep || d->lps[2 * k + 1].A_owned != hs) kbuf_free(d->kb, hs);
     if (!keep || d->lps[2 * k].G != dh) kbuf_free(d->kb, dh);
@@ -413,13 +425,14 @@ int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
         }
         return 1;
     }
-    return linear_norm(d, p, a->name, a->A, a->G, B, T, din, dout, NULL, NULL) ? -1 : 1;
+    return linear_norm(d, p, a->name, a->A, a->G, B, T, din, dout, NULL, NULL, a->dW) ? -1 : 1;
 }
 
 /* ---- one physical batch -------------------------------------------------------------------------- */
 
 static void free_state(DpSgd *d, DpParamState *p) {
     kbuf_free(d->kb, p->psg); p->psg = NULL;
+    p->psg_first = NULL;                         /* dW itself: not ours */
     if (!p->G_borrowed) kbuf_free(d->kb, p->G);
     p->G = NULL; p->G_borrowed = 0;
     kbuf_free(d->kb, p->A_owned); p->A_owned = NULL;
@@ -438,12 +451,14 @@ static void clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens,
     const size_t P = p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
                    : (size_t)V * p->d_out;
     if (d->cuda) {
-        if (p->psg) DP_GPU(dp_clipped_sum_cuda(dw, p->psg, d->c, B, P));
+        if (p->psg_first) DP_GPU(dp_clipped_sum_first_cuda(dw, p->psg, d->c, B, P));
+        else if (p->psg) DP_GPU(dp_clipped_sum_cuda(dw, p->psg, d->c, B, P));
         else if (p->G && p->kind == HOOK_EMBEDDING) DP_GPU(dp_embedding_clipped_grad_bk_cuda(dw, tokens, p->G, d->c, B, T, p->d_out));
         else if (p->G) DP_GPU(dp_linear_clipped_grad_bk_cuda(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out));
         return;
     }
-    if (p->psg) dp_clipped_sum(dw, p->psg, d->c, B, P);
+    if (p->psg_first) dp_clipped_sum_first(dw, p->psg, d->c, B, P);
+    else if (p->psg) dp_clipped_sum(dw, p->psg, d->c, B, P);
     else if (p->G && p->kind == HOOK_EMBEDDING) dp_embedding_clipped_grad_bk(dw, tokens, p->G, d->c, B, T, p->d_out);
     else if (p->G) dp_linear_clipped_grad_bk(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out);
 }
@@ -456,33 +471,40 @@ static float *slot_grad(DpSgd *d, int i) {
 static void print_choice(DpSgd *d) {
     LlamaModel *m = &d->s->model;
     uint64_t io = 0;
+    int n_linear = 0, n_kept = 0;
     for (int i = 0; i < d->n_params; i++) {
         DpParamState *p = &d->ps[i];
         if (p->used < 0) continue;
         const char *name = m->params[i].name;
         const char *how = p->kind == HOOK_RMSNORM ? "direct" : p->kind == HOOK_EMBEDDING
                           ? (p->used == DP_NORM_DIRECT ? "direct" : "token-equality")
-                          : p->used == DP_NORM_MIXED ? "direct-streamed" : dp_norm_name((DpNorm)p->used);
+                          : p->kept ? "direct-kept" : p->used == DP_NORM_MIXED ? "direct-streamed" : dp_norm_name((DpNorm)p->used);
         char key[128];
         snprintf(key, sizeof key, "dp.layer.%s", name);
         dpmem_meta(key, how);
         snprintf(key, sizeof key, "dp.io.%s", name);
         dpmem_meta_int(key, (long long)(p->io.read + p->io.written));
         io += p->io.read + p->io.written;
+        if (p->kind == HOOK_LINEAR) { n_linear++; n_kept += p->kept; }
         if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && !(d->s->cfg->quiet || d->cfg.quiet_dp))
-            printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s (2T^2 %s d_in*d_out)\n", name, p->d_out, p->d_in, p->T,
-                   p->used == DP_NORM_FLASH ? "flash" : "direct", p->used == DP_NORM_FLASH ? "<=" : ">");
+            printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s\n", name, p->d_out, p->d_in, p->T,
+                   p->kept ? "direct, kept for book-keeping (d_in <= T)" : p->used == DP_NORM_FLASH ? "flash (2T^2 <= d_in*d_out)"
+                   : "direct (2T^2 > d_in*d_out)");
     }
+    if (n_kept && d->cfg.norm != DP_NORM_MIXED && !(d->s->cfg->quiet || d->cfg.quiet_dp))
+        printf("DP-SGD %s: %d of %d linear layers (d_in <= T) keep their per-sample gradients for book-keeping "
+               "and take their norms from them; %s for the others\n", dp_norm_name(d->cfg.norm), n_kept, n_linear,
+               dp_norm_name(d->cfg.norm));
     for (int k = 0; k < 2 * d->n_lora; k++) {
         DpParamState *p = &d->lps[k];
         if (p->used < 0) continue;
         char key[160];
         snprintf(key, sizeof key, "dp.layer.%s.lora_%c", d->lora[k / 2].name, k % 2 ? 'B' : 'A');
-        dpmem_meta(key, p->used == DP_NORM_MIXED ? "direct-streamed" : dp_norm_name((DpNorm)p->used));
+        dpmem_meta(key, p->kept ? "direct-kept" : p->used == DP_NORM_MIXED ? "direct-streamed" : dp_norm_name((DpNorm)p->used));
         io += p->io.read + p->io.written;
-        if (d->cfg.norm == DP_NORM_MIXED && !(d->s->cfg->quiet || d->cfg.quiet_dp))
-            printf("DP-SGD mixed: %-27s.lora_%c %5dx%-5d T=%d: %s\n", d->lora[k / 2].name, k % 2 ? 'B' : 'A',
-                   p->d_out, p->d_in, p->T, p->used == DP_NORM_FLASH ? "flash" : "direct");
+        if ((d->cfg.norm == DP_NORM_MIXED || p->kept) && !(d->s->cfg->quiet || d->cfg.quiet_dp))
+            printf("DP-SGD %s: %-27s.lora_%c %5dx%-5d T=%d: %s\n", dp_norm_name(d->cfg.norm), d->lora[k / 2].name, k % 2 ? 'B' : 'A',
+                   p->d_out, p->d_in, p->T, p->kept ? "direct, from the kept per-sample gradients" : p->used == DP_NORM_FLASH ? "flash" : "direct");
     }
     d->io_step = io * (uint64_t)d->s->cfg->grad_accum;
     dpmem_meta_int("dp.norm_io_bytes_per_step", (long long)d->io_step);

@@ -50,7 +50,10 @@
 #include "train.h"
 
 typedef struct {
-    float *psg;            /* per-sample gradients kept until the clip (direct, RMSNorm) */
+    float *psg;            /* per-sample gradients kept until the clip (direct, RMSNorm); with
+                              psg_first, those of samples 1..B-1 */
+    float *psg_first;      /* bk: sample 0's gradient, written into the still-zero dW (not ours) */
+    int kept;              /* bk keeps this layer's per-sample gradients: the norms came from them */
     float *G;              /* bk: copy of the output gradient [B,T,d_out] (or LoRA's own dh) */
     const float *A;        /* bk: the saved input (retained by the backward, or LoRA's own hs) */
     float *A_owned;        /* bk: A when it is ours to free (LoRA's hs) */

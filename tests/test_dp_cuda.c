@@ -4,7 +4,8 @@
    dpmem logs and asserts, on the DP buffers (tags norms/, per_sample_grads/, ghost/, bk/, lora/):
      - the CUDA plan has no ghost/<param>.tile (the GPU flash kernel keeps its tiles on chip), and the
        CPU plan has them wherever flash ran (so the comparison below is not vacuous);
-     - apart from those tiles, the two plans allocate the same tags, sizes, in the same order;
+     - apart from those tiles, the two plans allocate the same tags, sizes, in the same order (mixed's
+       streamed per-sample gradients, `.stream`, hold one sample per CPU thread, one on the GPU);
      - every DP buffer of the CUDA plan is in device memory (space 1): no host-side scratch;
    and that `--plan-for cuda` no longer stops with an error. The GPU run itself is
    tests/test_dp_cuda_gpu.c. Binaries through DPMEM_BUILD (default "build"). */
@@ -28,10 +29,15 @@ static int dp_tag(const char *t) {
     return 0;
 }
 
-static int is_tile(const char *t) {
-    size_t n = strlen(t);
-    return n > 5 && !strcmp(t + n - 5, ".tile");
+static int ends_with(const char *t, const char *suffix) {
+    size_t n = strlen(t), k = strlen(suffix);
+    return n > k && !strcmp(t + n - k, suffix);
 }
+static int is_tile(const char *t) { return ends_with(t, ".tile"); }
+
+/* Both plans run with --threads 2 and the tiny model's batch of 4: the CPU streams mixed's per-sample
+   gradients two samples at a time (one per thread), the GPU one at a time. */
+enum { PLAN_THREADS = 2, TINY_BATCH = 4 };
 
 /* The DP allocations of a log, in order; the count, or -1. */
 static int read_allocs(const char *path, Alloc *out, int cap) {
@@ -64,10 +70,10 @@ static void check_config(const char *dir, const char *prog, const char *args, in
     snprintf(lc, sizeof lc, "%s/cpu.log", dir);
     snprintf(lg, sizeof lg, "%s/cuda.log", dir);
     unlink(lc); unlink(lg);
-    snprintf(a, sizeof a, "--model tiny --steps 2 --quiet --device plan --plan-for cpu --log %s %s", lc, args);
+    snprintf(a, sizeof a, "--model tiny --steps 2 --quiet --threads 2 --device plan --plan-for cpu --log %s %s", lc, args);
     int rc = run(prog, a, out, sizeof out);
     CHECK(rc == 0, "%s %s: exit %d: %s", prog, a, rc, out);
-    snprintf(a, sizeof a, "--model tiny --steps 2 --quiet --device plan --plan-for cuda --log %s %s", lg, args);
+    snprintf(a, sizeof a, "--model tiny --steps 2 --quiet --threads 2 --device plan --plan-for cuda --log %s %s", lg, args);
     rc = run(prog, a, out, sizeof out);
     CHECK(rc == 0, "%s %s: exit %d: %s", prog, a, rc, out);
     if (rc) return;
@@ -82,7 +88,8 @@ static void check_config(const char *dir, const char *prog, const char *args, in
         if (is_tile(cpu[i].tag)) { tiles++; continue; }
         dp++;
         if (j >= ng) { CHECK(0, "%s %s: the CUDA plan lacks %s (%llu bytes)", prog, args, cpu[i].tag, (unsigned long long)cpu[i].bytes); break; }
-        if (strcmp(cpu[i].tag, gpu[j].tag) || cpu[i].bytes != gpu[j].bytes) {
+        const uint64_t per_thread = ends_with(cpu[i].tag, ".stream") ? (PLAN_THREADS < TINY_BATCH ? PLAN_THREADS : TINY_BATCH) : 1;
+        if (strcmp(cpu[i].tag, gpu[j].tag) || cpu[i].bytes != per_thread * gpu[j].bytes) {
             CHECK(0, "%s %s: DP allocation %d: cpu %s %llu bytes, cuda %s %llu bytes", prog, args, i, cpu[i].tag,
                   (unsigned long long)cpu[i].bytes, gpu[j].tag, (unsigned long long)gpu[j].bytes);
             break;
@@ -109,7 +116,9 @@ int main(void) {
             check_config(dir, "train_dpsgd", args, n >= 2);
         }
     check_config(dir, "train_flash", "--poisson --batch-size 8 --max-physical-batch-size 4", 1);
-    check_config(dir, "train_lora", "--norm flash --clip bk --lora-rank 4", 1);
+    check_config(dir, "train_lora", "--norm flash --clip twopass --lora-rank 4", 1);
+    /* under bk every adapter keeps its per-sample gradients (B·r·d is small), so no tile */
+    check_config(dir, "train_lora", "--norm flash --clip bk --lora-rank 4", 0);
     check_config(dir, "train_lora", "--norm ghost --clip twopass --lora-rank 4", 0);
     char out[8192];
     /* an impossible CUDA config: more samples than the GPU norm kernels take, one line */
@@ -120,6 +129,6 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
     if (failures) { printf("test_dp_cuda: %d failures\n", failures); return 1; }
-    printf("test_dp_cuda: OK (8 norm x clip, Poisson, 2 LoRA: the CUDA plan's DP buffers are the CPU plan's minus flash tiles, all on the device)\n");
+    printf("test_dp_cuda: OK (8 norm x clip, Poisson, 3 LoRA: the CUDA plan's DP buffers are the CPU plan's minus flash tiles, all on the device)\n");
     return 0;
 }
