@@ -40,6 +40,19 @@ int main(void) {
         CHECK(fabs(noise_normal(0, 0, (uint64_t)i) - want[i]) < 1e-12, "coordinate %d: %.15g, want %.15g",
               i, noise_normal(0, 0, (uint64_t)i), want[i]);
 
+    /* cos and sin by octant equal cos and sin of 2π·r/2³² to 1e-15: the reference's own angle is
+       rounded by up to half an ulp of 2π (4.4e-16), each libm result by another ~1e-16; a wrong sign
+       or a missed swap is off by O(1). Every octant's start, end and middle, and 10⁶ random angles. */
+    double worst = 0;
+    for (uint64_t i = 0; i < 1000000 + 8 * 5; i++) {
+        uint32_t rr = i < 40 ? (uint32_t)((i / 5) << 29) + (uint32_t[]){ 0, 1, 0x10000000u, 0x1FFFFFFFu, 0x0ABCDEFu }[i % 5]
+                             : (uint32_t)(i * 2654435761u);
+        double cc, ss, th = 2 * M_PI * (rr / 4294967296.0);
+        noise_cos_sin(rr, &cc, &ss);
+        worst = fmax(worst, fmax(fabs(cc - cos(th)), fabs(ss - sin(th))));
+    }
+    CHECK(worst <= 1e-15, "noise_cos_sin off cos/sin by %.3g", worst);
+
     /* noise_add_gaussian adds exactly (float)(std · noise_normal(index)) */
     {
         float x[13] = { 0 };
@@ -47,15 +60,20 @@ int main(void) {
         int same = 1;
         for (int i = 0; i < 13; i++) same &= x[i] == (float)(0.75 * noise_normal(99, 5, 1001 + (uint64_t)i));
         CHECK(same, "noise_add_gaussian must add (float)(std * noise_normal(index))");
-        /* and the sin/cos of the mapping are those of libm's separate sin and cos */
+        /* and the sin/cos of the mapping are those of libm's separate sin and cos of the octant's
+           angle, rotated by the octant (the table written out: θ = kπ/4 + x or (k+1)π/4 − x) */
         double z[4];
         noise_normal4(7, 3, 12345, z);
         philox4x32_ctr_t c = {{ 12345, 0, 3, 0 }};
         philox4x32_key_t k = {{ 7, 0 }};
         philox4x32_ctr_t rr = philox4x32(c, k);
         double rad = sqrt(-2.0 * log(((double)rr.v[0] + 1.0) / 4294967296.0));
-        double th = 6.283185307179586476925286766559 * ((double)rr.v[1] / 4294967296.0);
-        CHECK(z[0] == rad * cos(th) && z[1] == rad * sin(th), "lanes 0, 1 must be exactly rad·cos, rad·sin");
+        uint32_t oct = rr.v[1] >> 29, f = rr.v[1] & 0x1FFFFFFFu;
+        double ang = (6.283185307179586476925286766559 / 4294967296.0) * (double)(oct & 1 ? 0x20000000u - f : f);
+        double cx = cos(ang), sx = sin(ang);
+        const double table[8][2] = { { cx, sx }, { sx, cx }, { -sx, cx }, { -cx, sx },
+                                     { -cx, -sx }, { -sx, -cx }, { sx, -cx }, { cx, -sx } };
+        CHECK(z[0] == rad * table[oct][0] && z[1] == rad * table[oct][1], "lanes 0, 1 must be exactly rad·cos, rad·sin (octant %u)", oct);
     }
 
     /* Statistics of a privatized zero gradient: (0 + σC z) / B. */
