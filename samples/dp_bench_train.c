@@ -2,12 +2,12 @@
    time and peak tagged memory of vanilla, direct (materialized per-sample gradients, summed),
    ghost+twopass (Opacus ghost clipping), flash+bk and mixed+bk, on the tiny and small presets at
    T = 128, 512, 1024 with batch 4, each as a ratio to vanilla measured in the same run. Beside the
-   time ratio, the floor: 1 + Σ_layers min(2T²(IC+OC), 2T·IC·OC) / Σ_layers 6T·IC·OC, the extra
-   matmul flops of the cheapest norm (DP_REFERENCE.md), what a perfect implementation would pay.
+   time ratio, the floor of the book-keeping methods (floor_ratio): the extra matmul flops a perfect
+   implementation would pay, as a ratio to vanilla's.
 
    Each configuration runs the real trainer in-process (train_run, --quiet) for a few steps; the
    step time is the fastest steady step (step 0 allocates and is excluded; tiny runs 10 steps,
-   small 3), taken from the step boundaries the strategy sees, as wall time and as the
+   small 3; at T = 1024 the fastest of two rounds), taken from the step boundaries the strategy sees, as wall time and as the
    process's CPU time (all threads): on a shared machine the CPU-time ratio is the steadier one.
    Usage: dp_bench_train [--quick] (--quick: tiny only; the full table takes 10-20 minutes here).
    Not here: kernel-level figures (dp_bench_norms.c), GPU runs. */
@@ -87,8 +87,12 @@ static int measure(const char *preset, int T, int steps, int method, double *sec
     return 0;
 }
 
-/* 1 + Σ min(2T²(IC+OC), 2T·IC·OC) / Σ 6T·IC·OC over the linear layers of a preset. */
-static double floor_ratio(const char *preset, int T) {
+/* The floor of flash+bk and mixed+bk: 1 + Σ extra / Σ 6T·IC·OC over the linear layers, where a layer
+   whose per-sample gradients book-keeping keeps (IC ≤ T; not lm_head, whose G is kept instead) costs
+   nothing extra (its per-sample GEMMs replace the weight-gradient GEMM) and any other costs its
+   norm: flash's Gram tiles j ≤ i, T²(IC+OC), or for mixed the cheaper of those and the per-sample
+   gradients, 2T·IC·OC. */
+static double floor_ratio(const char *preset, int T, int mixed) {
     TrainConfig cfg;
     config_defaults(&cfg);
     config_preset(&cfg, preset);
@@ -98,8 +102,8 @@ static double floor_ratio(const char *preset, int T) {
     for (int i = 0; i < m.n_params; i++) {
         const ParamInfo *p = &m.params[i];
         if (p->kind != HOOK_LINEAR) continue;
-        double io = (double)p->rows * p->cols, gram = 2.0 * T * T * (p->rows + p->cols), direct = 2.0 * T * io;
-        extra += fmin(gram, direct);
+        double io = (double)p->rows * p->cols, gram = (double)T * T * (p->rows + p->cols), direct = 2.0 * T * io;
+        if (p->cols > T || p->which == W_LM_HEAD) extra += mixed ? fmin(gram, direct) : gram;
         base += 6.0 * T * io;
     }
     llama_free(&m);
@@ -124,19 +128,36 @@ int main(int argc, char **argv) {
     for (int p = 0; p < (quick ? 1 : 2); p++)
         for (int ti = 0; ti < 3; ti++) {
             int T = Ts[ti], steps = p == 0 ? 10 : 3;
-            double v_s = 0, v_cpu = 0, fl = floor_ratio(presets[p], T);
+            double v_s = 0, v_cpu = 0, floor_flash = floor_ratio(presets[p], T, 0), floor_mixed = floor_ratio(presets[p], T, 1);
             size_t v_peak = 0;
+            /* At the goal's T every method runs twice, in two rounds (vanilla, ..., mixed+bk, then
+               again), and keeps its faster round: a slow spell of a shared machine then has to hit
+               both runs of a method to move its ratio. */
+            const int rounds = T == 1024 ? 2 : 1;
+            double best_s[5], best_cpu[5];
+            size_t peaks[5];
+            int ok[5] = { 0 };
+            for (int r = 0; r < rounds; r++)
+                for (int mth = 0; mth < 5; mth++) {
+                    double s, cpu;
+                    size_t peak;
+                    if (measure(presets[p], T, steps, mth, &s, &cpu, &peak)) { ok[mth] = -1; continue; }
+                    if (ok[mth] == 0) { best_s[mth] = s; best_cpu[mth] = cpu; peaks[mth] = peak; ok[mth] = 1; }
+                    else if (ok[mth] > 0) { best_s[mth] = fmin(best_s[mth], s); best_cpu[mth] = fmin(best_cpu[mth], cpu); }
+                }
             for (int mth = 0; mth < 5; mth++) {
-                double s, cpu;
-                size_t peak;
-                if (measure(presets[p], T, steps, mth, &s, &cpu, &peak)) {
+                if (ok[mth] <= 0) {
                     printf("%-6s %5d | %-14s failed: see the error above\n", presets[p], T, names[mth]);
                     failed = 1;
                     continue;
                 }
+                double s = best_s[mth], cpu = best_cpu[mth];
+                size_t peak = peaks[mth];
                 if (mth == 0) { v_s = s; v_cpu = cpu; v_peak = peak; }
-                printf("%-6s %5d | %-14s %9.3f %7.2f %9.3f %7.2f %6.2f | %10.1f %7.2f\n", presets[p], T, names[mth], s,
-                       s / v_s, cpu, cpu / v_cpu, mth == 0 ? 1.0 : fl, peak / 1048576.0, (double)peak / v_peak);
+                char floor_s[16] = "-";
+                if (mth >= 3) snprintf(floor_s, sizeof floor_s, "%.2f", mth == 3 ? floor_flash : floor_mixed);
+                printf("%-6s %5d | %-14s %9.3f %7.2f %9.3f %7.2f %6s | %10.1f %7.2f\n", presets[p], T, names[mth], s,
+                       s / v_s, cpu, cpu / v_cpu, floor_s, peak / 1048576.0, (double)peak / v_peak);
                 fflush(stdout);
             }
         }

@@ -20,7 +20,7 @@ void dp_config_defaults(DpConfig *c, DpNorm norm, DpClip clip) {
     c->enabled = 1;
     c->norm = norm; c->clip = clip;
     c->max_grad_norm = 1.0; c->noise_multiplier = 1.0; c->delta = 1e-5;
-    c->flash_tile = 64;
+    c->flash_tile = 128;
     c->lora_targets = LORA_Q | LORA_V;
 }
 
@@ -36,7 +36,7 @@ const char DP_CONFIG_USAGE[] =
     "  --poisson                         Poisson sampling at rate batch / dataset size\n"
     "  --dataset-size N                  rows for the sample rate (data file rows; synthetic 65536)\n"
     "  --noise-seed N | --secure-seed    noise seed (default: --seed) | from getrandom()\n"
-    "  --flash-tile R                    time block of flash norms (64)\n"
+    "  --flash-tile R                    time block of flash norms (128)\n"
     "  --lora-rank r --lora-alpha a      LoRA adapters (rank 0: off; alpha default 2r)\n"
     "  --lora-targets q,k,v,o,gate,up,down  projections with adapters (q,v)\n";
 

@@ -42,7 +42,7 @@ int main(void) {
     CHECK(r == 0 && c.norm == DP_NORM_MIXED && c.target_epsilon == 3, "target epsilon");
     r = parse(&c, "");
     CHECK(r == 0 && c.max_grad_norm == 1.0 && c.noise_multiplier == 1.0 && c.delta == 1e-5 &&
-          c.lora_targets == (LORA_Q | LORA_V) && c.flash_tile == 64, "defaults");
+          c.lora_targets == (LORA_Q | LORA_V) && c.flash_tile == 128, "defaults");
     const char *bad[] = { "--norm fast", "--clip", "--max-grad-norm 0", "--max-grad-norm 1x", "--delta 1",
                           "--delta 0", "--max-physical-batch-size 0", "--max-physical-batch-size 2.5", "--noise-seed -1",
                           "--lora-targets q,x", "--lora-targets q,", "--lora-rank -1", "--noise-multiplier -1",
