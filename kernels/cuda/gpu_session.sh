@@ -2,17 +2,22 @@
 # gpu_session.sh — everything a session on a GPU machine (H100/H200) should run for the CUDA backend,
 # with the results written to docs/CUDA_RESULTS_<date>.md (a dated table to commit).
 #
-#   sh kernels/cuda/gpu_session.sh [build|test|bench|train|all] [OUT.md]
+#   sh kernels/cuda/gpu_session.sh [build|test|bench|train|dp|all] [OUT.md]
 #
 #   build  make the CUDA backend, its tests and the trainers for the GPU found (CUDA_ARCH from
 #          nvidia-smi, sm_90 on H100/H200) into build/gpu
-#   test   the CPU-vs-GPU op test, plan test, loss curves vs CPU, compute-sanitizer runs
+#   test   the CPU-vs-GPU op test, plan test, loss curves vs CPU, compute-sanitizer runs, and DP-SGD
+#          on the GPU against the CPU (every norm x clip, sigma=0 vs vanilla, the same noise)
 #   bench  bench_cuda_kernels with TF32 (default), fp32 and bf16 GEMMs
 #   train  train_vanilla --device cuda at the 1b preset (T = 16384) and 3b (T = 4096), each beside the
 #          plan for cuda (peak tagged bytes must be equal; a run the plan says cannot fit is skipped)
+#   dp     DP-SGD steps on the GPU: vanilla, direct, ghost+twopass, flash+bk, mixed+bk at small,
+#          medium and 1b (T = 16384), step time and peak as ratios to vanilla in the same session
+#          (issue 7's goal: flash/mixed+bk within 1.10x of vanilla's time and peak on 1b at 16384).
+#          A logical batch of 2 in physical batches of 1, so that the per-sample methods really run
+#          (a lone batch of 1 is clipped as one gradient, whatever --norm says)
 # Each stage fits in a few minutes; run them separately when commands are time-limited.
-# Without a GPU it stops at once with one line (nothing to measure). Not here: the DP trainers on
-# the GPU (they refuse --device cuda until samples/dp_sgd.c calls the dp_*_cuda kernels).
+# Without a GPU it stops at once with one line (nothing to measure).
 set -u
 stage=${1:-all}
 day=$(date -u +%Y-%m-%d)
@@ -33,7 +38,8 @@ if [ ! -f "$OUT" ]; then
 fi
 
 if [ "$stage" = build ] || [ "$stage" = all ]; then
-  make -j"$J" BUILD="$B" CUDA_ARCH="$arch" cuda-backend "$B/train_vanilla" "$B/tests/test_cuda_gpu" >"$B.build.log" 2>&1 \
+  make -j"$J" BUILD="$B" CUDA_ARCH="$arch" cuda-backend "$B/train_vanilla" "$B/train_dpsgd" "$B/train_ghost" "$B/train_flash" \
+      "$B/train_lora" "$B/dpmem-report" "$B/tests/test_cuda_gpu" "$B/tests/test_dp_cuda_gpu" >"$B.build.log" 2>&1 \
     || { tail -n 30 "$B.build.log"; echo "gpu_session: build failed (log: $B.build.log)"; exit 1; }
   echo "built into $B for $arch"
 fi
@@ -41,7 +47,7 @@ fi
 if [ "$stage" = test ] || [ "$stage" = all ]; then
   note "## Tests ($B, $arch)"
   DPMEM_BUILD="$B" sh tests/run_tests.sh "$B/tests/test_cuda_kernels" "$B/tests/test_cuda_ops_plan" \
-      tests/test_cuda_ops_train.sh tests/test_cuda_ops_sanitize.sh 2>&1 | tee "$B.test.log" | block
+      tests/test_cuda_ops_train.sh tests/test_cuda_ops_sanitize.sh "$B/tests/test_dp_cuda_gpu" 2>&1 | tee "$B.test.log" | block
   note "Per-op detail (test_cuda_kernels):"
   DPMEM_CUDA_TF32=0 "$B/tests/test_cuda_kernels" 2>&1 | block
 fi
@@ -75,5 +81,38 @@ if [ "$stage" = train ] || [ "$stage" = all ]; then
     fi
     note ""
   done
+fi
+if [ "$stage" = dp ] || [ "$stage" = all ]; then
+  note "## DP-SGD steps with --device cuda: ratios to vanilla in this session"
+  note ""
+  note "Step time: mean of steps 2..N of the log's \`step\` scope (the first, slowest, left out)."
+  note ""
+  note "| model | T | method | ms/step | x vanilla | peak MiB | x vanilla |"
+  note "|---|---|---|---|---|---|---|"
+  for cfg in "small 1024" "medium 4096" "1b 16384"; do
+    set -- $cfg
+    model=$1 T=$2 v_ms= v_peak=
+    for m in vanilla "direct bk" "ghost twopass" "flash bk" "mixed bk"; do
+      log="$B.dp.$model.$T.log"
+      rm -f "$log"
+      if [ "$m" = vanilla ]; then
+        "$B/train_vanilla" --device cuda --model "$model" --seq-len "$T" --batch-size 1 --grad-accum 2 --steps 4 --quiet --log "$log" \
+            >"$log.out" 2>&1
+      else
+        set -- $m
+        "$B/train_flash" --device cuda --model "$model" --seq-len "$T" --batch-size 2 --max-physical-batch-size 1 --steps 4 \
+            --norm "$1" --clip "$2" --quiet --log "$log" >"$log.out" 2>&1
+      fi
+      rc=$?
+      name=$(echo "$m" | tr ' ' +)
+      if [ $rc -ne 0 ]; then note "| $model | $T | $name | exit $rc: $(tail -n 1 "$log.out") | | | |"; continue; fi
+      rep=$("$B/dpmem-report" "$log")
+      ms=$(printf '%s\n' "$rep" | awk '$1 == "step" && $2 > 1 { printf "%.1f", ($3 - $5) / ($2 - 1) }')
+      peak=$(printf '%s\n' "$rep" | sed -n 's/^peak total: .*(\([0-9]*\) bytes).*/\1/p')
+      [ "$m" = vanilla ] && { v_ms=$ms; v_peak=$peak; }
+      note "| $model | $T | $name | $ms | $(awk -v a="$ms" -v b="$v_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b }') | $(awk -v p="$peak" 'BEGIN { printf "%.0f", p / 1048576 }') | $(awk -v a="$peak" -v b="$v_peak" 'BEGIN { if (b > 0) printf "%.3f", a / b }') |"
+    done
+  done
+  note ""
 fi
 echo "gpu_session: results in $OUT"
