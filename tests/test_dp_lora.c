@@ -182,6 +182,12 @@ int main(void) {
                 run_case(&mc, 3, 17, LORA_Q | LORA_V, (DpNorm)norm, (DpClip)clip, seed);
                 run_case(&mc, 3, 33, all, (DpNorm)norm, (DpClip)clip, seed);
             }
+    /* tied embeddings (Llama-3.2's layout): the tied matrix is frozen with the base, the adapters
+       train as usual */
+    LlamaConfig tied = mc;
+    tied.tie_embeddings = 1;
+    for (int norm = 0; norm < 4; norm++)
+        for (int clip = 0; clip < 2; clip++) run_case(&tied, 3, 17, LORA_Q | LORA_V | LORA_DOWN, (DpNorm)norm, (DpClip)clip, 3);
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
     printf("dp lora: %d checks passed\n", checks);
     return 0;
