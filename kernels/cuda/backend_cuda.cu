@@ -63,8 +63,14 @@ static void *cuda_alloc(KBackend *b, size_t bytes) {
 }
 static void cuda_free(KBackend *b, void *p) {
     (void)b;
-    if (p == g_workspace) {   /* kbackend_destroy frees it: cuBLAS must not keep a dangling pointer */
-        cublasCheck(cublasSetWorkspace(kcuda_cublas(), NULL, 0));
+    if (p == g_workspace) {
+        /* kbackend_destroy frees the workspace last (it is the backend's first allocation): the backend
+           is going away, so the handle goes with it. Kept alive, cuBLAS would hold a dangling workspace,
+           and the handle's own device memory would still be allocated at exit, which compute-sanitizer
+           --leak-check full (test_cuda_ops_sanitize.sh) reports as leaks. The next kbackend_cuda_init
+           (or a DP GEMM) creates a new handle. */
+        if (g_cublas) cublasCheck(cublasDestroy(g_cublas));
+        g_cublas = NULL;
         g_workspace = NULL;
     }
     cudaCheck(cudaFree(p));
