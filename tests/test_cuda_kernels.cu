@@ -314,6 +314,15 @@ static void test_dp(void) {
     kbuf_upload(&gpu, gn, n0, B * 4);
     dp_linear_norms_ghost_cuda(gn, gram, ga, gg, B, T, IC, OC, NULL);
     validate_result(gn, ref, "dp norms ghost (vs direct)", B, 0, 1e-5f);
+    {   /* no samples: nothing happens, as in the CPU loops (a grid with gridDim.y = 0 would be an
+           invalid launch, and cudaLaunchCheck would end the program) */
+        float *before = from_gpu(gn, B);
+        dp_linear_norms_direct_cuda(gn, gpsg, ga, gg, 0, T, IC, OC, NULL);
+        dp_linear_norms_ghost_cuda(gn, gram, ga, gg, 0, T, IC, OC, NULL);
+        dp_linear_norms_flash_cuda(gn, NULL, ga, gg, 0, T, IC, OC, 32, NULL);
+        validate_result(gn, before, "dp norms with B = 0: norm2 untouched", B, 0, 0);
+        free(before);
+    }
     const int flashT[3] = { 17, 70, 135 };   /* 1 partial time block; 3 (rows {0,2}, {1}); 5 (rows {0,4}, {1,3}, {2}) */
     for (int f = 0; f < 3; f++) {
         const int Tt = flashT[f];

@@ -73,6 +73,7 @@ static void per_sample_dot(const float *x, const float *y, size_t P, int B) {
 void dp_linear_norms_direct_cuda(float *norm2, float *psg, const float *a, const float *g,
                                  int B, int T, int IC, int OC, DpIO *io) {
     check_b(B, "dp_linear_norms_direct");
+    if (B <= 0) return;   /* as the CPU loop: a grid with gridDim.y = 0 is an invalid launch */
     size_t per = (size_t)OC * IC;
     kcuda_gemm_fp32(1, 0, OC, IC, T, 1.0f, g, OC, (long long)T * OC, a, IC, (long long)T * IC,
               0.0f, psg, IC, (long long)per, B);
@@ -87,6 +88,7 @@ void dp_linear_norms_direct_cuda(float *norm2, float *psg, const float *a, const
 void dp_linear_norms_ghost_cuda(float *norm2, float *gram, const float *a, const float *g,
                                 int B, int T, int IC, int OC, DpIO *io) {
     check_b(B, "dp_linear_norms_ghost");
+    if (B <= 0) return;   /* as the CPU loop: a grid with gridDim.y = 0 is an invalid launch */
     size_t tt = (size_t)T * T;
     float *ga = gram, *gg = gram + (size_t)B * tt;
     kcuda_gemm_fp32(0, 1, T, T, IC, 1.0f, a, IC, (long long)T * IC, a, IC, (long long)T * IC, 0.0f, ga, T, (long long)tt, B);
