@@ -25,6 +25,13 @@ static float *buf(size_t n, const char *tag) {
     return p;
 }
 
+/* Frees every buffer, the workspace and the cuBLAS handle, then makes a new backend (checked: a failed
+   init would leave gpu without a workspace and every later row would time an uninitialized backend). */
+static void fresh_backend(void) {
+    kbackend_destroy(&gpu);
+    if (kbackend_cuda_init(&gpu, -1) != 0) { fprintf(stderr, "bench: %s\n", kbackend_error(&gpu)); exit(1); }
+}
+
 static int cmp(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return (x > y) - (x < y); }
 
 /* Median milliseconds of fn over 5 runs (after a warm-up). */
@@ -69,8 +76,7 @@ int main(void) {
         row("attention_forward", fwd, base, extra);
         snprintf(extra, sizeof extra, "T=%d", T);
         row("attention_backward", bwd, base, extra);
-        kbackend_destroy(&gpu);   /* frees every buffer and the workspace; init makes a new one */
-        kbackend_cuda_init(&gpu, -1);
+        fresh_backend();
     }
 
     printf("\n| per-sample norms, linear 2048x2048 | ms | vs weight-grad GEMM | |\n|---|---|---|---|\n");
@@ -98,8 +104,7 @@ int main(void) {
         row("flash (tiled Grams, one kernel)", flash, base, extra);
         snprintf(extra, sizeof extra, "B=%d T=%d (B GEMMs, alpha = c_b)", B, T);
         row("book-keeping clipped gradient", bk, base, extra);
-        kbackend_destroy(&gpu);   /* frees every buffer and the workspace; init makes a new one */
-        kbackend_cuda_init(&gpu, -1);
+        fresh_backend();
     }
 
     printf("\n| memory-bound kernels | ms | GB/s | |\n|---|---|---|---|\n");
@@ -110,15 +115,13 @@ int main(void) {
         float t;
         TIME_MS(t, rmsnorm_forward(&gpu, o, r, x, w, N, C, 1e-5f));
         printf("| rmsnorm_forward N=%d C=%d | %.3f | %.0f | |\n", N, C, t, 2.0 * N * C * 4 / t / 1e6);
-        kbackend_destroy(&gpu);   /* frees every buffer and the workspace; init makes a new one */
-        kbackend_cuda_init(&gpu, -1);
+        fresh_backend();
         float *lg = buf((size_t)4096 * V, "bench/logits"), *ls = buf(4096, "bench/losses");
         int *tg = (int *)kbuf_alloc(&gpu, 4096 * sizeof(int), "bench/targets");
         fill_buffer(&gpu, lg, 0.1f, (size_t)4096 * V);
         TIME_MS(t, crossentropy_forward(&gpu, ls, lg, tg, 4096, V));
         printf("| crossentropy_forward N=4096 V=%d | %.3f | %.0f | |\n", V, t, 4096.0 * V * 4 / t / 1e6);
-        kbackend_destroy(&gpu);   /* frees every buffer and the workspace; init makes a new one */
-        kbackend_cuda_init(&gpu, -1);
+        fresh_backend();
         size_t P = (size_t)1 << 28;   /* 268M parameters */
         float *p = buf(P, "bench/p"), *g = buf(P, "bench/g"), *m = buf(P, "bench/m"), *vv = buf(P, "bench/v");
         TIME_MS(t, adamw_update(&gpu, p, g, m, vv, P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1));
