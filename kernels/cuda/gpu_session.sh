@@ -7,7 +7,9 @@
 #   build  make the CUDA backend, its tests and the trainers for the GPU found (CUDA_ARCH from
 #          nvidia-smi, sm_90 on H100/H200) into build/gpu
 #   test   the CPU-vs-GPU op test, plan test, loss curves vs CPU, compute-sanitizer runs, and DP-SGD
-#          on the GPU against the CPU (every norm x clip, sigma=0 vs vanilla, the same noise)
+#          on the GPU against the CPU (every norm x clip, sigma=0 vs vanilla, the same noise), and
+#          dpmem_cuda.h on the GPU (test_cuda_gpu: tags vs cudaMemGetInfo, scope times, OOM report;
+#          test_cuda_memcheck.sh: memcheck, leaks named by tag) — built here, never run on a GPU yet
 #   bench  bench_cuda_kernels with TF32 (default), fp32 and bf16 GEMMs
 #   train  train_vanilla --device cuda at the 1b preset (T = 16384) and 3b (T = 4096), each beside the
 #          plan for cuda (peak tagged bytes must be equal; a run the plan says cannot fit is skipped)
@@ -47,7 +49,8 @@ fi
 if [ "$stage" = test ] || [ "$stage" = all ]; then
   note "## Tests ($B, $arch)"
   DPMEM_BUILD="$B" sh tests/run_tests.sh "$B/tests/test_cuda_kernels" "$B/tests/test_cuda_ops_plan" \
-      tests/test_cuda_ops_train.sh tests/test_cuda_ops_sanitize.sh "$B/tests/test_dp_cuda_gpu" 2>&1 | tee "$B.test.log" | block
+      tests/test_cuda_ops_train.sh tests/test_cuda_ops_sanitize.sh "$B/tests/test_dp_cuda_gpu" \
+      "$B/tests/test_cuda_gpu" tests/test_cuda_memcheck.sh 2>&1 | tee "$B.test.log" | block
   note "Per-op detail (test_cuda_kernels):"
   DPMEM_CUDA_TF32=0 "$B/tests/test_cuda_kernels" 2>&1 | block
 fi
