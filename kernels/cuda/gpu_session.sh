@@ -18,7 +18,10 @@
 #          (issue 7's goal: flash/mixed+bk within 1.10x of vanilla's time and peak on 1b at 16384).
 #          A logical batch of 2 in physical batches of 1, so that the per-sample methods really run
 #          (a lone batch of 1 is clipped as one gradient, whatever --norm says)
-# Each stage fits in a few minutes; run them separately when commands are time-limited.
+# Run the stages separately when commands are time-limited. The dp stage is the long one (an estimate,
+# not a measurement: at 1b, T = 16384 each DP method's 8 physical batches of flash norms on fp32 CUDA
+# cores may take minutes); DP_MODELS="small medium" (or "1b") runs only those models' rows, e.g.
+#   DP_MODELS="small medium" sh kernels/cuda/gpu_session.sh dp; DP_MODELS=1b sh kernels/cuda/gpu_session.sh dp
 # Without a GPU it stops at once with one line (nothing to measure).
 set -u
 stage=${1:-all}
@@ -94,6 +97,7 @@ if [ "$stage" = dp ] || [ "$stage" = all ]; then
   note "|---|---|---|---|---|---|---|"
   for cfg in "small 1024" "medium 4096" "1b 16384"; do
     set -- $cfg
+    case " ${DP_MODELS:-small medium 1b} " in *" $1 "*) ;; *) continue ;; esac
     model=$1 T=$2 v_ms= v_peak=
     for m in vanilla "direct bk" "ghost twopass" "flash bk" "mixed bk"; do
       log="$B.dp.$model.$T.log"
