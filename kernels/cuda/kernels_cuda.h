@@ -15,7 +15,8 @@
      noise.cu          Philox noise, the same stream as samples/noise.c
    Every op is checked against its kernels/cpu twin by tests/test_cuda_kernels.cu.
 
-   One CUDA backend per process (the cuBLAS handle is process state, created on the first init).
+   One CUDA backend at a time (the cuBLAS handle is process state, created by the init and destroyed
+   when kbackend_destroy frees the backend's workspace).
    All pointers passed to ops and dp_*_cuda functions are device pointers; every function here is
    asynchronous on the default stream except reductions (they return a value on the host) and
    noise/init calls that say otherwise.
