@@ -547,9 +547,15 @@ static void dpmem__cuda_event_put(dpmem__cuda_thread *t, cudaEvent_t ev) {
    has). Returns 1 if it consumed the entry, 0 if it is still running. Caller holds t->lock. */
 static int dpmem__cuda_resolve_oldest(dpmem__cuda_thread *t, int wait) {
     dpmem__cuda_span *s = &t->ring[t->head];
-    cudaError_t err = wait ? cudaEventSynchronize(s->end) : cudaEventQuery(s->end);
+    cudaError_t err;
     float ms = 0;
-    if (err == cudaErrorNotReady) return 0;
+    /* A query's cudaErrorNotReady is left as the thread's last error (PyTorch's and Paddle's event
+       polls clear it for that reason), where the program's next cudaGetLastError, a launch check,
+       would report "device not ready". So: no poll while the program has an error of its own pending
+       (ours would replace it), and our NotReady cleared at once (a no-op where it was not recorded). */
+    if (!wait && cudaPeekAtLastError() != cudaSuccess) return 0;
+    err = wait ? cudaEventSynchronize(s->end) : cudaEventQuery(s->end);
+    if (err == cudaErrorNotReady) { (void)cudaGetLastError(); return 0; }
     if (err == cudaSuccess && cudaEventElapsedTime(&ms, s->begin, s->end) == cudaSuccess)
         dpmem_log_gpu_time(t->thread, s->name, s->ts, (uint64_t)((double)ms * 1e6 + 0.5));
     else

@@ -10,7 +10,8 @@
    - OOM (in a child that then dies without closing the log): the OOM event with exact request,
      device used/total, scope stack, categories and largest buffers, and the stderr report;
    - GPU time of scopes: nested 20+5 ms of simulated GPU work give 25 ms and 5 ms; the scopes and a
-     snapshot taken meanwhile never wait (no event synchronize); the times come out after the busy
+     snapshot taken meanwhile never wait (no event synchronize) and leave no cudaErrorNotReady as the
+     thread's last error (nor clear the program's own); the times come out after the busy
      snapshot; 3000 scopes (past the pending ring) all get a GPU_TIME and events are recycled; a scope
      open when timing was switched off and on gets none; two threads each get their own, tied to their
      BEGIN events;
@@ -85,9 +86,21 @@ static void check_timing(void) {
         }
     }
     dpmem_snapshot("while busy");
+    /* the scope ends and the snapshot polled events still pending (cudaErrorNotReady): none of it may
+       be left as this thread's last error, or the next launch check (cudaGetLastError) of the program,
+       e.g. the CUDA backend's cudaLaunchCheck, would fail with "device not ready" */
+    CHECK(cudaGetLastError() == cudaSuccess, "polling pending GPU times left an error behind");
     s1 = fake_cuda_stats();
     CHECK(s1.records - s0.records == 4, "%ld events recorded for 2 scopes", s1.records - s0.records);
     CHECK(s1.syncs == s0.syncs, "the scopes or the snapshot waited for the GPU (%ld syncs)", s1.syncs - s0.syncs);
+    {   /* and an error of the program's own, not yet checked, is still there after a scope ends */
+        CHECK(cudaSetDevice(7) == cudaErrorInvalidDevice, "the fake's cudaSetDevice(7)");
+        {
+            DPMEM_SCOPE("user_error_pending");
+            fake_cuda_launch(1000000);
+        }
+        CHECK(cudaGetLastError() == cudaErrorInvalidDevice, "the program's pending error was lost at a scope end");
+    }
 
     for (int i = 0; i < 3000; i++) {
         DPMEM_SCOPE("tiny");

@@ -8,6 +8,9 @@
    memory behind them): never dereference them. One timeline for all streams, in wall-clock time:
    fake_cuda_launch(ns) queues ns of work after what is queued; an event recorded now completes when
    the queue drains to it. Only the functions dpmem_cuda.h calls exist. Thread-safe (one lock).
+   The last error is per host thread, as the runtime's, and cudaEventQuery's cudaErrorNotReady is
+   recorded there too (the runtime's behaviour that PyTorch's and Paddle's event polls clear after
+   each query), so a caller's next cudaGetLastError sees it unless the poller cleans up.
    It does NOT simulate errors beyond out-of-memory and the one injected by fake_cuda_fail_next. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -23,7 +26,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t used = FAKE_CONTEXT;
 static uint64_t busy_until;                     /* when the queued work ends (monotonic ns) */
 static uintptr_t next_addr = (uintptr_t)0x7f0000000000ull;
-static cudaError_t last_error = cudaSuccess, fail_next = cudaSuccess;
+static _Thread_local cudaError_t last_error = cudaSuccess;
+static cudaError_t fail_next = cudaSuccess;
 static FakeCudaStats stats;
 static struct { uintptr_t addr; size_t bytes; int counts; } live[4096];
 static int nlive;
@@ -109,13 +113,12 @@ cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
 
 cudaError_t cudaGetLastError(void) {
-    cudaError_t e;
-    pthread_mutex_lock(&lock);
-    e = last_error;
+    cudaError_t e = last_error;
     last_error = cudaSuccess;
-    pthread_mutex_unlock(&lock);
     return e;
 }
+
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
 
 const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
@@ -159,7 +162,7 @@ cudaError_t cudaEventQuery(cudaEvent_t ev) {
     pthread_mutex_lock(&lock);
     stats.queries++;
     pthread_mutex_unlock(&lock);
-    return !ev->recorded || now_ns() >= ev->t ? cudaSuccess : cudaErrorNotReady;
+    return !ev->recorded || now_ns() >= ev->t ? cudaSuccess : fail(cudaErrorNotReady);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {

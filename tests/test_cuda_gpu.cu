@@ -156,6 +156,8 @@ static void check_timing(void) {
     t0 = dpmem_now_ns();
     dpmem_snapshot("while the GPU spins");
     snapshot_ns = dpmem_now_ns() - t0;
+    /* their polls met pending events (cudaErrorNotReady): nothing may be left for the next launch check */
+    CHECK(cudaGetLastError() == cudaSuccess, "timed scopes or the snapshot left an error as the thread's last error");
     printf("  scopes around 25 ms of GPU work took %.3f ms on the host; a snapshot meanwhile %.3f ms\n",
            scope_host_ns / 1e6, snapshot_ns / 1e6);
     if (!relaxed) {
