@@ -225,6 +225,18 @@ static void test_embedding(int B, int T, int C, int V, uint64_t seed) {
     double worst = 0;
     for (size_t k = 0; k < (size_t)V * C; k++) worst = fmax(worst, fabs(d1[k] - d2[k]));
     CHECK(worst <= 4 * B * T * U * T * 2, "embedding bk vs psg sum off by %.3g", worst);
+    /* a dropped sample (c = 0) with a NaN gradient leaves no trace: the sum of the others */
+    if (B > 1) {
+        memset(d1, 0, (size_t)V * C * 4); memset(d2, 0, (size_t)V * C * 4);
+        c[0] = 0;
+        dp_clipped_sum(d2, psg, c, B, (size_t)V * C);
+        for (size_t k = 0; k < (size_t)T * C; k++) g[k] = NAN;   /* sample 0's rows */
+        dp_embedding_clipped_grad_bk(d1, tok, g, c, B, T, C);
+        int finite = 1;
+        worst = 0;
+        for (size_t k = 0; k < (size_t)V * C; k++) { finite &= isfinite(d1[k]) != 0; worst = fmax(worst, fabs(d1[k] - d2[k])); }
+        CHECK(finite && worst <= 4 * B * T * U * T * 2, "embedding bk with a dropped NaN sample: finite %d, off by %.3g", finite, worst);
+    }
     free(tok); free(g); free(n1); free(n2); free(psg); free(c); free(ref); free(d1); free(d2);
 }
 

@@ -76,6 +76,7 @@ void dp_embedding_clipped_grad_bk(float *dwte, const int *tokens, const float *g
                                   int B, int T, int C) {
     for (int b = 0; b < B; b++) {
         float cb = c[b];
+        if (cb == 0) continue;                   /* a dropped sample: 0 · NaN would still poison the sum */
         for (int t = 0; t < T; t++) {
             float *row = dwte + (size_t)tokens[b * T + t] * C;
             const float *gt = g + ((size_t)b * T + t) * C;

@@ -21,7 +21,11 @@ __global__ void embedding_scatter_kernel(float *dwte, const int *tokens, const f
     if (c >= C) return;
     for (int n = 0; n < N; n++) {
         float d = dout[(size_t)n * C + c];
-        if (w) d *= w[n / T];
+        if (w) {
+            const float wn = w[n / T];
+            if (wn == 0.0f) continue;            /* a dropped sample (as the CPU): 0 · NaN is NaN */
+            d *= wn;
+        }
         dwte[(size_t)tokens[n] * C + c] += d;
     }
 }
