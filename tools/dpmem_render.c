@@ -22,6 +22,7 @@ static void usage(FILE *f) {
         "  --by category|name stack by category (default) or by buffer: the --top N largest tags\n"
         "  --top N            buffers shown with --by name (default 8), the rest as \"other\"\n"
         "  --compare          the logs are drawn one above the other on a shared time axis\n"
+        "  --no-device-line   leave out the device-used line (snapshots with cudaMemGetInfo figures)\n"
         "  -v                 print the layout (plot rectangle, scales) on stdout\n");
 }
 
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
             o.top_n = (int)v;
         } else if (!strcmp(a, "--compare")) compare = 1;
         else if (!strcmp(a, "-v")) o.verbose = 1;
+        else if (!strcmp(a, "--no-device-line")) o.no_device_line = 1;
         else if (a[0] == '-' && a[1]) return fail("unknown option", a);
         else {
             if (n == MAX_LOGS) return fail("too many logs (at most 16)", NULL);

@@ -18,5 +18,9 @@ Rgb buffer_colour(const char *tag);
 #define COLOUR_MUTED  RGB(110, 110, 110)
 #define COLOUR_PEAK   RGB(200, 0, 0)
 #define COLOUR_SNAP   RGB(40, 40, 40)
+/* The timeline's device-used line: dark violet, drawn over the mid-light areas. A green of 0 is out of
+   reach of every category, buffer and scope colour (their green channels are all 87 or more), so no
+   series can be mistaken for it. */
+#define COLOUR_DEVICE RGB(110, 0, 150)
 
 #endif

@@ -36,6 +36,11 @@ typedef struct {
     int n_snaps;
     int snap_col[MAX_SNAPS];
     const char *snap_label[MAX_SNAPS];
+    /* device_used of the snapshots with device figures (device_total > 0), per column: the first, the
+       last, the smallest and the largest in that column (UINT64_MAX: none there). NULL: not drawn. */
+    uint64_t *dev_first, *dev_last, *dev_lo, *dev_hi;
+    int n_dev, n_dev_cols;        /* such snapshots in the window; columns that hold one */
+    uint64_t dev_max;
     char **owned;                 /* names this panel allocated */
     int n_owned;
 } Panel;
@@ -150,6 +155,19 @@ static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
                 p->snap_col[p->n_snaps] = cur;
                 p->snap_label[p->n_snaps++] = dpmem_log_string(L, e.id);
             }
+            if (!find_top && in && p->dev_first && dpmem_ev_u64(&e, 8) > 0) {   /* device_total > 0 */
+                uint64_t used = dpmem_ev_u64(&e, 0);
+                int x = cur;
+                if (p->dev_first[x] == UINT64_MAX) {
+                    p->dev_first[x] = p->dev_lo[x] = p->dev_hi[x] = used;
+                    p->n_dev_cols++;
+                }
+                if (used < p->dev_lo[x]) p->dev_lo[x] = used;
+                if (used > p->dev_hi[x]) p->dev_hi[x] = used;
+                p->dev_last[x] = used;
+                if (used > p->dev_max) p->dev_max = used;
+                p->n_dev++;
+            }
             break;
         default: break;
         }
@@ -177,6 +195,7 @@ static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
 static void panel_free(Panel *p) {
     free(p->names); free(p->colour); free(p->series_of); free(p->col_total); free(p->col_break);
     free(p->peak_break); free(p->lane_name); free(p->lane_begin);
+    free(p->dev_first); free(p->dev_last); free(p->dev_lo); free(p->dev_hi);
     for (int i = 0; i < p->n_owned; i++) free(p->owned[i]);
     free(p->owned);
     memset(p, 0, sizeof *p);
@@ -251,6 +270,14 @@ static int panel_build(Panel *p, const DpmemLog *L, const TimelineOptions *o, do
     p->lane_name = malloc((size_t)MAX_LANES * W * sizeof *p->lane_name);
     p->lane_begin = calloc((size_t)MAX_LANES * W, 1);
     if (!p->colour || !p->col_total || !p->col_break || !p->peak_break || !p->lane_name || !p->lane_begin) return -1;
+    if (!o->no_device_line) {
+        p->dev_first = malloc((size_t)W * sizeof *p->dev_first);
+        p->dev_last = malloc((size_t)W * sizeof *p->dev_last);
+        p->dev_lo = malloc((size_t)W * sizeof *p->dev_lo);
+        p->dev_hi = malloc((size_t)W * sizeof *p->dev_hi);
+        if (!p->dev_first || !p->dev_last || !p->dev_lo || !p->dev_hi) return -1;
+        for (int x = 0; x < W; x++) p->dev_first[x] = p->dev_last[x] = p->dev_lo[x] = p->dev_hi[x] = UINT64_MAX;
+    }
     for (int s = 0; s < S; s++) {
         const char *n = p->names[s];
         if (!o->by_name) p->colour[s] = strcmp(n, "?") == 0 ? RGB(90, 90, 90) : category_colour(n);
@@ -270,6 +297,62 @@ static int panel_build(Panel *p, const DpmemLog *L, const TimelineOptions *o, do
             }
         }
     return 0;
+}
+
+/* The device-used line is clipped to the plot rectangle, columns [x0, x1) and rows [y0, y1), so that
+   the axes stay whole. Every pixel is a function of integers the tests can recompute. */
+static void plot_fill(Image *im, const Axes *a, int x0, int y0, int x1, int y1, Rgb c) {
+    if (x0 < a->x0) x0 = a->x0;
+    if (x1 > a->x1) x1 = a->x1;
+    if (y0 < a->y0) y0 = a->y0;
+    if (y1 > a->y1) y1 = a->y1;
+    if (x0 < x1 && y0 < y1) fill_rect(im, x0, y0, x1, y1, c);
+}
+
+/* A marker: a (2r+1)-pixel square in the line's colour, in a 1-pixel white ring when ring is set. */
+static void device_marker(Image *im, const Axes *a, int x, int y, int r, int ring) {
+    if (ring) plot_fill(im, a, x - r - 1, y - r - 1, x + r + 2, y + r + 2, COLOUR_BG);
+    plot_fill(im, a, x - r, y - r, x + r + 1, y + r + 1, COLOUR_DEVICE);
+}
+
+/* A segment from (xa, ya) to (xb, yb), xb > xa: in column x the row ya + round((yb - ya)(x - xa) / (xb - xa))
+   (halves away from zero), joined to the previous column's row by a vertical run, 2 pixels thick
+   (that row and the one above it). */
+static void device_segment(Image *im, const Axes *a, int xa, int ya, int xb, int yb) {
+    long long d = xb - xa;
+    int yprev = ya;
+    for (int x = xa; x <= xb; x++) {
+        long long n = (long long)(yb - ya) * (x - xa);
+        int y = ya + (int)(n >= 0 ? (2 * n + d) / (2 * d) : -((-2 * n + d) / (2 * d)));
+        int lo = y < yprev ? y : yprev, hi = y < yprev ? yprev : y;
+        plot_fill(im, a, x, lo - 1, x + 1, hi + 1, COLOUR_DEVICE);
+        yprev = y;
+    }
+}
+
+/* device_used at each snapshot that has device figures, as markers joined by straight segments.
+   Straight, not steps: cudaMemGetInfo is sampled only at the snapshots, and between two of them the
+   device's use rises and falls with every allocation (the stacked areas show how much). A step would
+   claim the value held still until the next snapshot and then jumped, which the log does not say;
+   a straight segment only links one sample to the next, and the markers show where the samples are.
+   Several snapshots in one column: a vertical run from the smallest to the largest, entered at the
+   first and left at the last, with a marker at each end. More than one snapshot per 10 columns:
+   the markers shrink to 3x3 (no ring), or they would merge into a band. */
+static void draw_device_line(Image *im, const Panel *p, const Axes *a) {
+    int prev = -1, yprev = 0, dense = p->n_dev_cols * 10 > p->W;
+    for (int x = 0; x < p->W; x++) {
+        if (p->dev_first[x] == UINT64_MAX) continue;
+        int X = a->x0 + x;
+        if (prev >= 0) device_segment(im, a, a->x0 + prev, yprev, X, axes_y(a, (double)p->dev_first[x]));
+        plot_fill(im, a, X, axes_y(a, (double)p->dev_hi[x]) - 1, X + 1, axes_y(a, (double)p->dev_lo[x]) + 1, COLOUR_DEVICE);
+        prev = x;
+        yprev = axes_y(a, (double)p->dev_last[x]);
+    }
+    for (int x = 0; x < p->W; x++) {
+        if (p->dev_first[x] == UINT64_MAX) continue;
+        device_marker(im, a, a->x0 + x, axes_y(a, (double)p->dev_lo[x]), dense ? 1 : 3, !dense);
+        if (p->dev_hi[x] != p->dev_lo[x]) device_marker(im, a, a->x0 + x, axes_y(a, (double)p->dev_hi[x]), dense ? 1 : 3, !dense);
+    }
 }
 
 static void title_of(char *out, size_t n, const DpmemLog *L) {
@@ -316,6 +399,8 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
     for (int i = 0; i < n_logs; i++)
         for (int x = 0; x < W; x++)
             if (P[i].col_total[x] != UINT64_MAX && P[i].col_total[x] > maxv) maxv = P[i].col_total[x];
+    for (int i = 0; i < n_logs; i++)   /* the device line is never clipped */
+        if (P[i].n_dev_cols && P[i].dev_max > maxv) maxv = P[i].dev_max;
     Axes ax = { .x0 = left, .x1 = left + W };   /* one memory scale for all panels */
     axes_scale(&ax, (double)maxv, 1);
     Unit tu = time_unit(to - from);
@@ -420,8 +505,21 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
             if (tx + tw > left + W) tx = left + W - tw;
             draw_text(&im, tx, peak_row, buf, TEXT2, COLOUR_PEAK);
         }
-        /* legend: series with their bytes at the peak */
+        /* device used */
+        if (p->n_dev_cols) draw_device_line(&im, p, &ax);
+        /* legend: the device line (with its largest value), then the series with their bytes at the peak */
         int lx = left + W + 20, ly = py0;
+        if (p->n_dev_cols) {
+            fill_rect(&im, lx, ly + 6, lx + 15, ly + 8, COLOUR_DEVICE);   /* a piece of line with a marker */
+            fill_rect(&im, lx + 3, ly + 3, lx + 12, ly + 12, COLOUR_BG);
+            fill_rect(&im, lx + 4, ly + 4, lx + 11, ly + 11, COLOUR_DEVICE);
+            draw_text(&im, lx + 20, ly + 1, "device used", TEXT2, COLOUR_TEXT);
+            fmt_bytes(b2, sizeof b2, (double)p->dev_max);
+            draw_text(&im, o->width - 10 - text_width(b2, TEXT2), ly + 1, b2, TEXT2, COLOUR_TEXT);
+            ly += text_height(TEXT2) + 5;
+            draw_text(&im, lx + 20, ly, "(cudaMemGetInfo), largest", 1, COLOUR_MUTED);
+            ly += text_height(1) + 14;
+        }
         draw_text(&im, lx, ly, "at peak:", TEXT2, COLOUR_TEXT);
         ly += text_height(TEXT2) + 8;
         int lh = text_height(TEXT2) + 6;
@@ -440,6 +538,8 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         if (o->verbose)
             printf("panel %d plot %d %d %d %d ymax %.0f from %.0f to %.0f peak %llu col %d lanes %d\n", i, left, py0,
                    left + W, py1, ax.ymax, from, to, (unsigned long long)p->peak, p->peak_col, p->n_lanes);
+        if (o->verbose && p->n_dev_cols)
+            printf("device %d snapshots %d max %llu legend %d %d\n", i, p->n_dev, (unsigned long long)p->dev_max, lx, py0);
         if (i + 1 < n_logs) hline(&im, 0, o->width - 1, top + panel_h - 1, COLOUR_GRID);
     }
     if (path && image_write_png(&im, path)) { snprintf(err, errlen, "%s: cannot write the PNG", path); rc = -1; }
