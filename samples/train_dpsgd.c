@@ -1,6 +1,7 @@
-/* train_dpsgd.c — Opacus's default ("hooks") DP-SGD: every sample's gradient materialized (B x .
+/* train_dpsgd.c — Opacus's default ("hooks") DP-SGD: every sample's gradient materialized (B x |θ|,
+   tagged per_sample_grads/...), clipped and summed.
 
-   The shared loop (train.c) with the DP-SGD strategy (dp_sgd.c); defaults: theta|, tagged per_sample_grads/...), clipped and summed|--norm direct. Every
+   The shared loop (train.c) with the DP-SGD strategy (dp_sgd.c); defaults: --norm direct. Every
    combination of --norm direct|ghost|flash|mixed and --clip twopass|bk works here, so methods can
    be compared on one binary; `--help` lists the flags (model, data, DP). Prints ε at the end and
    logs it (META dp.epsilon). Not here: the methods themselves (dp_sgd.c, kernels/cpu/dp_*.c).

@@ -1,9 +1,11 @@
-/* train_flash.c — tiled ("flash") ghost norms, no T x T buffer, and book-keeping: the clipped gradient formed per layer from the one backward, no second backward.
+/* train_flash.c — tiled ("flash") ghost norms, no T x T buffer, and book-keeping: the clipped
+   gradient formed per layer from the one backward, no second backward.
 
-   The shared loop (train.c) with the DP-SGD strategy (dp_sgd.c); defaults: --norm flash --clip bk (or --norm mixed). Every
-   combination of --norm direct|ghost|flash|mixed and --clip twopass|bk works here, so methods can
-   be compared on one binary; `--help` lists the flags (model, data, DP). Prints ε at the end and
-   logs it (META dp.epsilon). Not here: the methods themselves (dp_sgd.c, kernels/cpu/dp_*.c).
+   The shared loop (train.c) with the DP-SGD strategy (dp_sgd.c); defaults: --norm flash --clip bk (or
+   --norm mixed). Every combination of --norm direct|ghost|flash|mixed and --clip twopass|bk works
+   here, so methods can be compared on one binary; `--help` lists the flags (model, data, DP). Prints
+   ε at the end and logs it (META dp.epsilon). Not here: the methods themselves (dp_sgd.c,
+   kernels/cpu/dp_*.c).
 
      build/train_flash --model tiny --steps 20 --batch-size 8 --max-physical-batch-size 4 \
          --max-grad-norm 1 --target-epsilon 8 --log run.log */
