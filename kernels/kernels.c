@@ -287,3 +287,169 @@ int sgd_update(KBackend *b, float *p, const float *g, size_t n, float lr, float 
     if (n) b->ops->sgd(b, p, g, n, lr, weight_decay);
     return 0;
 }
+
+/* ---- mixed precision ---------------------------------------------------------------------------- */
+
+int gemm_ex(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+            const void *A, int lda, long long strideA, const void *B, int ldb, long long strideB,
+            float beta, void *C, int ldc, long long strideC, int batch, KDtype ab, KDtype c) {
+    if (ab == KDT_F32 && c == KDT_F32)
+        return gemm_strided_batched(b, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta,
+                                    C, ldc, strideC, batch);
+    if (M <= 0 || N <= 0 || batch <= 0) return 0;
+    KShape s = { .M = M, .N = N, .K = K, .transA = transA, .transB = transB, .ab = ab, .c = c };
+    void *w;
+    if (scratch_get(b, KOP_GEMM_EX, &s, "workspace/gemm_bf16", &w)) return -1;
+    b->ops->gemm_ex(b, transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
+                    batch, ab, c, w);
+    kbuf_free(b, w);
+    return 0;
+}
+
+int matmul_forward_ex(KBackend *b, KDtype dt, KDtype ydt, float *y, const float *x, const float *w,
+                      int N, int IC, int OC, float beta) {
+    return gemm_ex(b, 0, 1, N, OC, IC, 1.0f, x, IC, 0, w, IC, 0, beta, y, OC, 0, 1, dt, ydt);
+}
+
+int matmul_backward_input_ex(KBackend *b, KDtype dt, float *dx, const float *dy, const float *w,
+                             int N, int IC, int OC, float beta) {
+    return gemm_ex(b, 0, 0, N, IC, OC, 1.0f, dy, OC, 0, w, IC, 0, beta, dx, IC, 0, 1, dt, dt);
+}
+
+int matmul_backward_weight_ex(KBackend *b, KDtype dt, float *dw, const float *dy, const float *x,
+                              int N, int IC, int OC) {
+    return gemm_ex(b, 1, 0, OC, IC, N, 1.0f, dy, OC, 0, x, IC, 0, 1.0f, dw, IC, 0, 1, dt, KDT_F32);
+}
+
+int widen_buffer(KBackend *b, float *dst, const float *src, size_t n) { if (n) b->ops->widen(b, dst, src, n); return 0; }
+int narrow_buffer(KBackend *b, float *dst, const float *src, size_t n) { if (n) b->ops->narrow(b, dst, src, n); return 0; }
+int narrow_inplace(KBackend *b, float *x, size_t n) { if (n) b->ops->narrow_inplace(b, x, n); return 0; }
+
+int copy_ex(KBackend *b, KDtype dt, float *dst, const float *src, size_t n) {
+    if (n) b->ops->copy_bytes(b, dst, src, n * KDT_SIZE(dt));
+    return 0;
+}
+
+int zero_ex(KBackend *b, KDtype dt, float *x, size_t n) {
+    if (n) b->ops->zero_bytes(b, x, n * KDT_SIZE(dt));
+    return 0;
+}
+
+/* Conversion at the op boundary: an fp32 twin of n elements of a bf16 buffer (src NULL: left
+   uninitialised, for an output), tagged workspace/widen.<op>; the caller frees the twins in reverse. */
+static float *twin(KBackend *b, const float *src, size_t n, const char *op) {
+    char tag[64];
+    snprintf(tag, sizeof tag, "workspace/widen.%s", op);
+    float *w = kbuf_alloc(b, n ? n * sizeof(float) : sizeof(float), tag);
+    if (w && src && n) b->ops->widen(b, w, src, n);
+    return w;
+}
+static void back(KBackend *b, float *dst, const float *w, size_t n) { if (n) b->ops->narrow(b, dst, w, n); }
+
+int embedding_forward_ex(KBackend *b, KDtype dt, float *out, const int *tokens, const float *wte, int N, int C) {
+    if (dt == KDT_F32) return embedding_forward(b, out, tokens, wte, N, C);
+    size_t n = (size_t)N * C;
+    float *o = twin(b, NULL, n, "embedding_forward");
+    if (!o) return -1;
+    int rc = embedding_forward(b, o, tokens, wte, N, C);
+    if (!rc) back(b, out, o, n);
+    kbuf_free(b, o);
+    return rc;
+}
+
+int embedding_backward_ex(KBackend *b, KDtype dt, float *dwte, const int *tokens, const float *dout, int N, int C, int V) {
+    if (dt == KDT_F32) return embedding_backward(b, dwte, tokens, dout, N, C, V);
+    float *d = twin(b, dout, (size_t)N * C, "embedding_backward");
+    if (!d) return -1;
+    int rc = embedding_backward(b, dwte, tokens, d, N, C, V);
+    kbuf_free(b, d);
+    return rc;
+}
+
+int rmsnorm_forward_ex(KBackend *b, KDtype dt, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    if (dt == KDT_F32) return rmsnorm_forward(b, out, rstd, inp, w, N, C, eps);
+    size_t n = (size_t)N * C;
+    float *i = twin(b, inp, n, "rmsnorm_forward"), *o = i ? twin(b, NULL, n, "rmsnorm_forward") : NULL;
+    int rc = -1;
+    if (o && !(rc = rmsnorm_forward(b, o, rstd, i, w, N, C, eps))) back(b, out, o, n);
+    kbuf_free(b, o); kbuf_free(b, i);
+    return rc;
+}
+
+int rmsnorm_backward_ex(KBackend *b, KDtype dt, float *dinp, float *dw, const float *dout, const float *inp,
+                        const float *w, const float *rstd, int N, int C) {
+    if (dt == KDT_F32) return rmsnorm_backward(b, dinp, dw, dout, inp, w, rstd, N, C);
+    size_t n = (size_t)N * C;
+    float *di = twin(b, dinp, n, "rmsnorm_backward"), *dy = di ? twin(b, dout, n, "rmsnorm_backward") : NULL;
+    float *x = dy ? twin(b, inp, n, "rmsnorm_backward") : NULL;
+    int rc = -1;
+    if (x && !(rc = rmsnorm_backward(b, di, dw, dy, x, w, rstd, N, C))) back(b, dinp, di, n);
+    kbuf_free(b, x); kbuf_free(b, dy); kbuf_free(b, di);
+    return rc;
+}
+
+static int rope_ex(KBackend *b, KDtype dt, float *x, int B, int T, int NH, int HS, KRope rope, int backward) {
+    if (dt == KDT_F32) return backward ? rope_backward(b, x, B, T, NH, HS, rope) : rope_forward(b, x, B, T, NH, HS, rope);
+    size_t n = (size_t)B * T * NH * HS;
+    float *w = twin(b, x, n, backward ? "rope_backward" : "rope_forward");
+    if (!w) return -1;
+    int rc = backward ? rope_backward(b, w, B, T, NH, HS, rope) : rope_forward(b, w, B, T, NH, HS, rope);
+    if (!rc) back(b, x, w, n);
+    kbuf_free(b, w);
+    return rc;
+}
+int rope_forward_ex(KBackend *b, KDtype dt, float *x, int B, int T, int NH, int HS, KRope rope) { return rope_ex(b, dt, x, B, T, NH, HS, rope, 0); }
+int rope_backward_ex(KBackend *b, KDtype dt, float *dx, int B, int T, int NH, int HS, KRope rope) { return rope_ex(b, dt, dx, B, T, NH, HS, rope, 1); }
+
+int attention_forward_ex(KBackend *b, KDtype dt, float *out, float *lse, const float *q, const float *k, const float *v,
+                         int B, int T, int NH, int NKV, int HS) {
+    if (dt == KDT_F32) return attention_forward(b, out, lse, q, k, v, B, T, NH, NKV, HS);
+    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS;
+    float *qw = twin(b, q, nq, "attention_forward"), *kw = qw ? twin(b, k, nk, "attention_forward") : NULL;
+    float *vw = kw ? twin(b, v, nk, "attention_forward") : NULL, *ow = vw ? twin(b, NULL, nq, "attention_forward") : NULL;
+    int rc = -1;
+    if (ow && !(rc = attention_forward(b, ow, lse, qw, kw, vw, B, T, NH, NKV, HS))) back(b, out, ow, nq);
+    kbuf_free(b, ow); kbuf_free(b, vw); kbuf_free(b, kw); kbuf_free(b, qw);
+    return rc;
+}
+
+int attention_backward_ex(KBackend *b, KDtype dt, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *out, const float *lse,
+                          int B, int T, int NH, int NKV, int HS) {
+    if (dt == KDT_F32) return attention_backward(b, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HS);
+    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS;
+    const char *op = "attention_backward";
+    float *w[8] = { 0 };
+    const float *src[8] = { dout, q, k, v, out, NULL, NULL, NULL };
+    const size_t len[8] = { nq, nq, nk, nk, nq, nq, nk, nk };
+    int rc = -1, i;
+    for (i = 0; i < 8; i++) if (!(w[i] = twin(b, src[i], len[i], op))) break;
+    if (i == 8 && !(rc = attention_backward(b, w[5], w[6], w[7], w[0], w[1], w[2], w[3], w[4], lse, B, T, NH, NKV, HS))) {
+        back(b, dq, w[5], nq); back(b, dk, w[6], nk); back(b, dv, w[7], nk);
+    }
+    for (i = 7; i >= 0; i--) kbuf_free(b, w[i]);
+    return rc;
+}
+
+int swiglu_forward_ex(KBackend *b, KDtype dt, float *h, const float *gate, const float *up, size_t n) {
+    if (dt == KDT_F32) return swiglu_forward(b, h, gate, up, n);
+    float *g = twin(b, gate, n, "swiglu_forward"), *u = g ? twin(b, up, n, "swiglu_forward") : NULL;
+    float *o = u ? twin(b, NULL, n, "swiglu_forward") : NULL;
+    int rc = -1;
+    if (o && !(rc = swiglu_forward(b, o, g, u, n))) back(b, h, o, n);
+    kbuf_free(b, o); kbuf_free(b, u); kbuf_free(b, g);
+    return rc;
+}
+
+int swiglu_backward_ex(KBackend *b, KDtype dt, float *dgate, float *dup, const float *dh, const float *gate,
+                       const float *up, size_t n) {
+    if (dt == KDT_F32) return swiglu_backward(b, dgate, dup, dh, gate, up, n);
+    const char *op = "swiglu_backward";
+    float *w[5] = { 0 };
+    const float *src[5] = { dh, gate, up, NULL, NULL };
+    int rc = -1, i;
+    for (i = 0; i < 5; i++) if (!(w[i] = twin(b, src[i], n, op))) break;
+    if (i == 5 && !(rc = swiglu_backward(b, w[3], w[4], w[0], w[1], w[2], n))) { back(b, dgate, w[3], n); back(b, dup, w[4], n); }
+    for (i = 4; i >= 0; i--) kbuf_free(b, w[i]);
+    return rc;
+}

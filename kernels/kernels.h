@@ -20,25 +20,41 @@
    (GQA: query head h reads kv head h / (NH/NKV)), HS head size, F FFN width, V vocabulary,
    N = B*T rows. All tensors are row-major fp32 unless said otherwise; token ids are int32.
 
-   Not here: mixed precision, fused kernels beyond what the model needs, the DP per-sample norm
-   kernels (kernels/cpu/dp_*.c, their own interface). */
+   Mixed precision (bf16 storage, fp32 arithmetic): a KDtype says how a buffer stores its elements.
+   GEMMs take bf16 operands natively (gemm_ex: fp32 accumulation, fp32 or bf16 output; OpenBLAS's
+   cblas_sbgemm on the CPU where the library exports it, else the operands are widened into tagged
+   scratch; cuBLAS GemmEx on the GPU). Every other op keeps its one fp32 implementation: the `_ex`
+   wrappers below take the storage type of the activations and, for bf16, widen the inputs into
+   fp32 workspace (workspace/widen.<op>), run the fp32 op, and round the outputs back to bf16
+   (round to nearest even) — conversion at the op boundary, as autocast does for its fp32 ops.
+   Pointers to bf16 buffers are passed as float * (the storage is uint16_t): offset them with
+   kact_at(), never with float arithmetic.
+
+   Not here: fused kernels beyond what the model needs, native bf16 versions of the element-wise
+   ops, the DP per-sample norm kernels (kernels/cpu/dp_*.c, their own interface). */
 #ifndef KERNELS_H
 #define KERNELS_H
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum { KB_CPU = 0, KB_PLAN = 1, KB_CUDA = 2 };
+
+/* How a buffer stores its elements. */
+typedef enum { KDT_F32 = 0, KDT_BF16 = 1 } KDtype;
+#define KDT_SIZE(t) ((t) == KDT_BF16 ? (size_t)2 : (size_t)4)
 
 /* Ops that may need scratch; the scratch size is scratch_bytes(target, op, shape). */
 typedef enum {
     KOP_ATTENTION_FORWARD = 0, KOP_ATTENTION_BACKWARD, KOP_RMSNORM_BACKWARD, KOP_EMBEDDING_BACKWARD,
-    KOP_CROSSENTROPY_FORWARD, KOP_CROSSENTROPY_BACKWARD, KOP_REDUCE, KOP_COUNT
+    KOP_CROSSENTROPY_FORWARD, KOP_CROSSENTROPY_BACKWARD, KOP_REDUCE, KOP_GEMM_EX, KOP_COUNT
 } KOp;
 
-/* Every size an op's scratch may depend on (unused ones 0). */
-typedef struct { int B, T, C, NH, NKV, HS, V; size_t n; } KShape;
+/* Every size an op's scratch may depend on (unused ones 0). KOP_GEMM_EX: M, N, K, the transposes,
+   the operands' type ab and the output's type c (one product: the batch reuses the scratch). */
+typedef struct { int B, T, C, NH, NKV, HS, V; size_t n; int M, N, K, transA, transB; KDtype ab, c; } KShape;
 
 typedef struct KBackend KBackend;
 
@@ -52,6 +68,21 @@ typedef struct { float theta, factor, low_freq_factor, high_freq_factor, origina
 #else
 #define KROPE_FN static inline
 #endif
+/* fp32 -> bf16, round to nearest even (as torch's .to(torch.bfloat16)); NaN stays a quiet NaN of the
+   same sign, ±Inf stays ±Inf, values above the largest bf16 round to ±Inf. bf16 -> fp32 is exact. */
+KROPE_FN uint16_t kbf16_from_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+KROPE_FN float kbf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 KROPE_FN float krope_inv_freq(KRope r, int i, int HS) {
     float f = 1.0f / powf(r.theta, (float)(2 * i) / (float)HS);
     if (r.factor > 0.0f) {
@@ -113,6 +144,18 @@ typedef struct KOps {
     void (*adamw)(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, int t);
     void (*sgd)(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay);
+    /* ---- mixed precision ---- */
+    /* gemm with operands A, B of type ab and output C of type c (void pointers: either storage),
+       fp32 accumulation; scratch: scratch_bytes(KOP_GEMM_EX). ab = c = KDT_F32 is never passed. */
+    void (*gemm_ex)(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+                    const void *A, int lda, long long strideA, const void *B, int ldb, long long strideB,
+                    float beta, void *C, int ldc, long long strideC, int batch, KDtype ab, KDtype c, void *scratch);
+    void (*widen)(KBackend *b, float *dst, const void *src_bf16, size_t n);   /* exact */
+    void (*narrow)(KBackend *b, void *dst_bf16, const float *src, size_t n);  /* round to nearest even */
+    /* In place: the n floats at x become n bf16 values in its first 2n bytes. */
+    void (*narrow_inplace)(KBackend *b, void *x, size_t n);
+    void (*copy_bytes)(KBackend *b, void *dst, const void *src, size_t bytes);
+    void (*zero_bytes)(KBackend *b, void *x, size_t bytes);
 } KOps;
 
 /* One live allocation, as the backend remembers it (for kbackend_free_all and tests). */
@@ -206,7 +249,50 @@ int adamw_update(KBackend *b, float *p, const float *g, float *m, float *v, size
                  float beta1, float beta2, float eps, float weight_decay, int t);
 int sgd_update(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay);
 
+/* ---- mixed precision (see the top of this file) ------------------------------------------------ */
+/* The element at index i of a buffer of type dt. */
+static inline float *kact_at(const float *p, size_t i, KDtype dt) {
+    return (float *)(uintptr_t)((const char *)p + i * KDT_SIZE(dt));
+}
+int gemm_ex(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+            const void *A, int lda, long long strideA, const void *B, int ldb, long long strideB,
+            float beta, void *C, int ldc, long long strideC, int batch, KDtype ab, KDtype c);
+/* The matmul_* above with x, dy, w of type dt and y (or dx) of type ydt; dW is fp32. */
+int matmul_forward_ex(KBackend *b, KDtype dt, KDtype ydt, float *y, const float *x, const float *w,
+                      int N, int IC, int OC, float beta);
+int matmul_backward_input_ex(KBackend *b, KDtype dt, float *dx, const float *dy, const float *w,
+                             int N, int IC, int OC, float beta);
+int matmul_backward_weight_ex(KBackend *b, KDtype dt, float *dw, const float *dy, const float *x,
+                              int N, int IC, int OC);
+int widen_buffer(KBackend *b, float *dst, const float *src_bf16, size_t n);
+int narrow_buffer(KBackend *b, float *dst_bf16, const float *src, size_t n);
+int narrow_inplace(KBackend *b, float *x, size_t n);
+/* n elements of type dt: copied, zeroed. */
+int copy_ex(KBackend *b, KDtype dt, float *dst, const float *src, size_t n);
+int zero_ex(KBackend *b, KDtype dt, float *x, size_t n);
+/* The model's ops with activations (and activation gradients) stored as dt; for dt = KDT_F32 each is
+   the plain op. Statistics (rstd, lse), weights and weight gradients stay fp32. */
+int embedding_forward_ex(KBackend *b, KDtype dt, float *out, const int *tokens, const float *wte, int N, int C);
+int embedding_backward_ex(KBackend *b, KDtype dt, float *dwte, const int *tokens, const float *dout, int N, int C, int V);
+int rmsnorm_forward_ex(KBackend *b, KDtype dt, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
+int rmsnorm_backward_ex(KBackend *b, KDtype dt, float *dinp, float *dw, const float *dout, const float *inp,
+                        const float *w, const float *rstd, int N, int C);
+int rope_forward_ex(KBackend *b, KDtype dt, float *x, int B, int T, int NH, int HS, KRope rope);
+int rope_backward_ex(KBackend *b, KDtype dt, float *dx, int B, int T, int NH, int HS, KRope rope);
+int attention_forward_ex(KBackend *b, KDtype dt, float *out, float *lse, const float *q, const float *k, const float *v,
+                         int B, int T, int NH, int NKV, int HS);
+int attention_backward_ex(KBackend *b, KDtype dt, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *out, const float *lse,
+                          int B, int T, int NH, int NKV, int HS);
+int swiglu_forward_ex(KBackend *b, KDtype dt, float *h, const float *gate, const float *up, size_t n);
+int swiglu_backward_ex(KBackend *b, KDtype dt, float *dgate, float *dup, const float *dh, const float *gate,
+                       const float *up, size_t n);
+
 /* Scratch sizes of the CPU target (kernels/cpu/scratch.c); a CUDA table has its own. */
 size_t kcpu_scratch_bytes(const KBackend *b, KOp op, const KShape *s);
+/* 1 when the CPU's GEMMs with bf16 operands go to OpenBLAS's cblas_sbgemm (found at run time with
+   dlsym: Debian's 0.3.21 declares it but does not export it), 0 when they widen into scratch.
+   DPMEM_CPU_SBGEMM=0 forces the widening path. The CPU plan asks the same question. */
+int kcpu_have_sbgemm(void);
 
 #endif /* KERNELS_H */

@@ -58,6 +58,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
            "  --device auto|cpu|cuda|plan  --plan-for cpu|cuda  --mem-limit BYTES (e.g. 2G)\n"
            "  --data FILE (llm.c .bin of uint16/uint32 tokens, else the file's bytes as tokens; default synthetic)\n"
+           "  --precision fp32|bf16 (bf16: mixed precision, fp32 master weights and optimizer state)\n"
+           "  --checkpoint-activations (keep each block's input only; recompute the block in the backward)\n"
            "  --init-from DIR (Hugging Face LLaMA checkpoint: config.json + model.safetensors; sets the model)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
            "  --log FILE (dpmem log)  --run-name NAME (the run's name in the log and charts)\n"
@@ -140,6 +142,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         if (!strcmp(a, "--check-finite")) { c->check_finite = 1; continue; }
         if (!strcmp(a, "--tie-embeddings")) { c->model.tie_embeddings = 1; continue; }
         if (!strcmp(a, "--quiet")) { c->quiet = 1; continue; }
+        if (!strcmp(a, "--checkpoint-activations")) { c->model.checkpoint_activations = 1; continue; }
         int took_next = 0;
         if (!v) { v = i + 1 < argc ? argv[i + 1] : NULL; took_next = 1; }
         int rc = 0;
@@ -165,6 +168,11 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--optimizer")) rc = parse_choice(a, v, opts, c->optimizer, sizeof c->optimizer);
         else if (!strcmp(a, "--device")) rc = parse_choice(a, v, devs, c->device, sizeof c->device);
         else if (!strcmp(a, "--plan-for")) rc = parse_choice(a, v, targets, c->plan_for, sizeof c->plan_for);
+        else if (!strcmp(a, "--precision")) {
+            static const char *const precs[] = { "fp32", "bf16", NULL };
+            char p[8];
+            if (!(rc = parse_choice(a, v, precs, p, sizeof p))) c->model.precision = !strcmp(p, "bf16");
+        }
         else if (!strcmp(a, "--data")) { if (!v || !*v) { fprintf(stderr, "error: --data needs a file name\n"); return -1; } c->data_path = v; }
         else if (!strcmp(a, "--init-from")) rc = 0;
         else if (!strcmp(a, "--save")) { if (!v || !*v) { fprintf(stderr, "error: --save needs a directory\n"); return -1; } c->save_dir = v; }
@@ -221,6 +229,8 @@ void config_log(const TrainConfig *c) {
     dpmem_meta_int("config.n_kv_heads", m->n_kv_heads);
     dpmem_meta_int("config.ffn_dim", m->ffn_dim);
     dpmem_meta_int("config.tie_embeddings", m->tie_embeddings);
+    dpmem_meta("config.precision", m->precision ? "bf16" : "fp32");
+    dpmem_meta_int("config.checkpoint_activations", m->checkpoint_activations);
     dpmem_meta_int("config.batch_size", c->batch_size);
     dpmem_meta_int("config.seq_len", c->seq_len);
     dpmem_meta_int("config.steps", c->steps);

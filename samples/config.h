@@ -21,6 +21,8 @@ typedef struct {
     int rope_original_max_pos;
     int max_pos;           /* max_position_embeddings of --init-from's config (0: unknown), kept for --save */
     int no_init;           /* leave the parameters zero: a checkpoint fills them (--init-from) */
+    int precision;         /* --precision: 0 fp32, 1 bf16 (KDT_F32, KDT_BF16 of kernels.h; llama.h says what is bf16) */
+    int checkpoint_activations; /* --checkpoint-activations: keep each block's input only, recompute it in the backward */
 } LlamaConfig;
 
 typedef struct {

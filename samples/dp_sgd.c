@@ -67,6 +67,10 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
         fprintf(stderr, "error: --batch-size %d is not a multiple of --max-physical-batch-size %d\n", L, P);
         return -1;
     }
+    if (cfg->model.precision) {
+        fprintf(stderr, "error: DP-SGD with --precision bf16 is not implemented yet\n");
+        return -1;
+    }
     if (cfg->model.tie_embeddings && dp->lora_rank == 0) {
         /* with LoRA the tied matrix is frozen like the rest of the base: nothing per-sample about it */
         fprintf(stderr, "error: DP with tied embeddings trains the tied matrix, which is not supported (lm_head and "

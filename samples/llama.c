@@ -92,6 +92,8 @@ int llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T) {
     m->C = cfg->dim; m->L = cfg->n_layers; m->NH = cfg->n_heads; m->NKV = cfg->n_kv_heads;
     m->HS = cfg->dim / cfg->n_heads; m->F = cfg->ffn_dim; m->V = cfg->vocab_size;
     m->B = B; m->T = T;
+    m->dt = cfg->precision ? KDT_BF16 : KDT_F32;
+    m->ckpt = cfg->checkpoint_activations;
     int n = 3 + 9 * m->L;
     m->params = calloc((size_t)n, sizeof *m->params);
     if (!m->params) { fprintf(stderr, "error: out of host memory for the parameter table\n"); return -1; }
@@ -113,8 +115,9 @@ int llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T) {
     m->dw.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
     m->m.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
     m->v.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
+    m->w16.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
     m->acts.layers = calloc((size_t)m->L, sizeof(LlamaLayerActs));
-    if (!m->w.layers || !m->dw.layers || !m->m.layers || !m->v.layers || !m->acts.layers) {
+    if (!m->w.layers || !m->dw.layers || !m->m.layers || !m->v.layers || !m->w16.layers || !m->acts.layers) {
         fprintf(stderr, "error: out of host memory for the model tables\n");
         return -1;
     }
@@ -183,6 +186,12 @@ static int init_tensor(LlamaModel *m, float *dst, const ParamInfo *p, uint64_t s
 
 /* ---- build / free ------------------------------------------------------------------------------ */
 
+/* Weights a GEMM reads get a bf16 copy: the linear layers and lm_head (the tied matrix once, as
+   embed_tokens, whose lookup itself reads the fp32 master). */
+static int has_bf16_copy(const LlamaModel *m, const ParamInfo *p) {
+    return p->kind == HOOK_LINEAR || (p->which == W_EMBED_TOKENS && m->cfg.tie_embeddings);
+}
+
 static void *alloc_tagged(KBackend *kb, size_t bytes, const char *fmt, ...) {
     char tag[160];
     va_list ap;
@@ -209,6 +218,11 @@ int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int 
         if (!x || init_tensor(m, x, p, seed) != 0) return -1;
         *llama_tensor(&m->w, p) = x;
     }
+    for (int i = 0; m->dt == KDT_BF16 && i < m->n_params; i++) {   /* the GEMMs' bf16 copies */
+        ParamInfo *p = &m->params[i];
+        if (!has_bf16_copy(m, p)) continue;
+        if (!(*llama_tensor(&m->w16, p) = alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name))) return -1;
+    }
     for (int i = 0; i < m->n_params; i++) {
         ParamInfo *p = &m->params[i];
         if (!p->trainable) continue;
@@ -220,7 +234,9 @@ int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int 
         if (!(*llama_tensor(&m->m, p) = alloc_tagged(kb, p->numel * sizeof(float), "optimizer/%s.exp_avg", p->name))) return -1;
         if (!(*llama_tensor(&m->v, p) = alloc_tagged(kb, p->numel * sizeof(float), "optimizer/%s.exp_avg_sq", p->name))) return -1;
     }
-    if (cfg->tie_embeddings) { m->w.lm_head = m->w.embed_tokens; m->dw.lm_head = m->dw.embed_tokens; }
+    if (cfg->tie_embeddings) {
+        m->w.lm_head = m->w.embed_tokens; m->dw.lm_head = m->dw.embed_tokens; m->w16.lm_head = m->w16.embed_tokens;
+    }
     /* zero grads and Adam state explicitly: a device allocator need not zero-fill */
     for (int i = 0; i < m->n_params; i++) {
         ParamInfo *p = &m->params[i];
@@ -251,14 +267,15 @@ static void release_acts(LlamaModel *m) {
 void llama_release_saved(LlamaModel *m) {
     for (int i = 0; i < m->n_deferred; i++) kbuf_free(m->kb, m->deferred[i]);
     m->n_deferred = 0;
+    m->n_keep = 0;
 }
 
 void llama_free(LlamaModel *m) {
     if (m->kb) {
         release_acts(m);
         llama_release_saved(m);
-        LlamaTensors *sets[] = { &m->v, &m->m, &m->dw, &m->w };
-        for (int s = 0; s < 4; s++)
+        LlamaTensors *sets[] = { &m->v, &m->m, &m->dw, &m->w16, &m->w };
+        for (int s = 0; s < 5; s++)
             for (int i = m->n_params - 1; i >= 0; i--) {
                 float **slot = llama_tensor(sets[s], &m->params[i]);
                 kbuf_free(m->kb, *slot);
@@ -268,7 +285,8 @@ void llama_free(LlamaModel *m) {
         kbuf_free(m->kb, m->tokens);
     }
     free(m->deferred);
-    free(m->w.layers); free(m->dw.layers); free(m->m.layers); free(m->v.layers); free(m->acts.layers);
+    free(m->keep);
+    free(m->w.layers); free(m->dw.layers); free(m->m.layers); free(m->v.layers); free(m->w16.layers); free(m->acts.layers);
     free(m->params);
     memset(m, 0, sizeof *m);
 }
@@ -276,66 +294,113 @@ void llama_free(LlamaModel *m) {
 /* ---- forward ----------------------------------------------------------------------------------- */
 
 #define TRY(x) do { if ((x) != 0) return -1; } while (0)
-#define SAVE(ptr, count, ...) do { if (!((ptr) = alloc_tagged(kb, (size_t)(count) * sizeof(float), __VA_ARGS__))) return -1; } while (0)
+/* A saved buffer of `count` elements of the activation type, or of fp32 (statistics, logits). */
+#define SAVE(ptr, count, ...) do { if (!((ptr) = alloc_tagged(kb, (size_t)(count) * KDT_SIZE(dt), __VA_ARGS__))) return -1; } while (0)
+#define SAVE32(ptr, count, ...) do { if (!((ptr) = alloc_tagged(kb, (size_t)(count) * sizeof(float), __VA_ARGS__))) return -1; } while (0)
+#define DROP(ptr) do { kbuf_free(kb, (ptr)); (ptr) = NULL; } while (0)
+
+/* bf16: every GEMM weight's copy from its master (as autocast casts them at each forward). */
+static int cast_weights(LlamaModel *m) {
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        float *c = *llama_tensor(&m->w16, p);
+        if (c) TRY(narrow_buffer(m->kb, c, *llama_tensor(&m->w, p), p->numel));
+    }
+    return 0;
+}
+
+/* The weights the GEMMs of block l read: the bf16 copies under bf16. */
+static const LlamaLayerTensors *gemm_weights(const LlamaModel *m, int l) {
+    return m->dt == KDT_BF16 ? &m->w16.layers[l] : &m->w.layers[l];
+}
+
+/* What a block's forward keeps. */
+enum {
+    FWD_SAVE,        /* every activation the block's backward reads, and its output (no checkpointing) */
+    FWD_CKPT,        /* its output only (the next block's input); the rest is freed as soon as it dies */
+    FWD_RECOMPUTE    /* in the backward: what the block's backward reads; not the output (dropped already) */
+};
+
+/* Block l on input x (its previous block's resid_out, or the embedding). The same ops in the same
+   order in every mode, so that a recomputation reproduces the saved run bit for bit. */
+static int block_forward(LlamaModel *m, int l, const float *x, int mode) {
+    KBackend *kb = m->kb;
+    const KDtype dt = m->dt;
+    const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F;
+    const int N = B * T, QD = NH * HS, KD = NKV * HS;
+    const float eps = m->cfg.norm_eps;
+    const KRope rope = llama_rope(&m->cfg);
+    const int ck = mode == FWD_CKPT;
+    LlamaLayerActs *s = &m->acts.layers[l];
+    const LlamaLayerTensors *w = &m->w.layers[l], *g = gemm_weights(m, l);
+    SAVE(s->ln1, (size_t)N * C, "activations/layers.%d.input_layernorm", l);
+    SAVE32(s->ln1_rstd, N, "activations/layers.%d.input_layernorm.rstd", l);
+    TRY(rmsnorm_forward_ex(kb, dt, s->ln1, s->ln1_rstd, x, w->input_layernorm, N, C, eps));
+    if (ck) DROP(s->ln1_rstd);
+    SAVE(s->q, (size_t)N * QD, "activations/layers.%d.self_attn.q", l);
+    SAVE(s->k, (size_t)N * KD, "activations/layers.%d.self_attn.k", l);
+    SAVE(s->v, (size_t)N * KD, "activations/layers.%d.self_attn.v", l);
+    TRY(matmul_forward_ex(kb, dt, dt, s->q, s->ln1, g->q_proj, N, C, QD, 0.0f));
+    TRY(matmul_forward_ex(kb, dt, dt, s->k, s->ln1, g->k_proj, N, C, KD, 0.0f));
+    TRY(matmul_forward_ex(kb, dt, dt, s->v, s->ln1, g->v_proj, N, C, KD, 0.0f));
+    if (ck) DROP(s->ln1);
+    TRY(rope_forward_ex(kb, dt, s->q, B, T, NH, HS, rope));
+    TRY(rope_forward_ex(kb, dt, s->k, B, T, NKV, HS, rope));
+    SAVE(s->attn, (size_t)N * QD, "activations/layers.%d.self_attn.attn_out", l);
+    SAVE32(s->lse, (size_t)B * NH * T, "activations/layers.%d.self_attn.lse", l);
+    TRY(attention_forward_ex(kb, dt, s->attn, s->lse, s->q, s->k, s->v, B, T, NH, NKV, HS));
+    if (ck) { DROP(s->lse); DROP(s->v); DROP(s->k); DROP(s->q); }
+    SAVE(s->resid_mid, (size_t)N * C, "activations/layers.%d.resid_mid", l);
+    TRY(copy_ex(kb, dt, s->resid_mid, x, (size_t)N * C));
+    TRY(matmul_forward_ex(kb, dt, dt, s->resid_mid, s->attn, g->o_proj, N, QD, C, 1.0f));
+    if (ck) DROP(s->attn);
+    SAVE(s->ln2, (size_t)N * C, "activations/layers.%d.post_attention_layernorm", l);
+    SAVE32(s->ln2_rstd, N, "activations/layers.%d.post_attention_layernorm.rstd", l);
+    TRY(rmsnorm_forward_ex(kb, dt, s->ln2, s->ln2_rstd, s->resid_mid, w->post_attention_layernorm, N, C, eps));
+    if (ck) DROP(s->ln2_rstd);
+    SAVE(s->gate, (size_t)N * F, "activations/layers.%d.mlp.gate", l);
+    SAVE(s->up, (size_t)N * F, "activations/layers.%d.mlp.up", l);
+    TRY(matmul_forward_ex(kb, dt, dt, s->gate, s->ln2, g->gate_proj, N, C, F, 0.0f));
+    TRY(matmul_forward_ex(kb, dt, dt, s->up, s->ln2, g->up_proj, N, C, F, 0.0f));
+    if (ck) DROP(s->ln2);
+    SAVE(s->h, (size_t)N * F, "activations/layers.%d.mlp.act", l);
+    TRY(swiglu_forward_ex(kb, dt, s->h, s->gate, s->up, (size_t)N * F));
+    if (ck) { DROP(s->up); DROP(s->gate); }
+    if (mode == FWD_RECOMPUTE) return 0;
+    SAVE(s->resid_out, (size_t)N * C, "activations/layers.%d.resid_out", l);
+    TRY(copy_ex(kb, dt, s->resid_out, s->resid_mid, (size_t)N * C));
+    TRY(matmul_forward_ex(kb, dt, dt, s->resid_out, s->h, g->down_proj, N, F, C, 1.0f));
+    if (ck) { DROP(s->h); DROP(s->resid_mid); }
+    return 0;
+}
 
 int llama_forward(LlamaModel *m) {
     KBackend *kb = m->kb;
     release_acts(m);
     llama_release_saved(m);
-    const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F, V = m->V;
-    const int N = B * T, QD = NH * HS, KD = NKV * HS;
-    const float eps = m->cfg.norm_eps;
-    const KRope rope = llama_rope(&m->cfg);
+    const KDtype dt = m->dt;
+    const int B = m->B, T = m->T, C = m->C, V = m->V, N = B * T;
     LlamaActs *a = &m->acts;
+    if (dt == KDT_BF16) TRY(cast_weights(m));
     SAVE(a->embed, (size_t)N * C, "activations/embed_tokens");
-    TRY(embedding_forward(kb, a->embed, m->tokens, m->w.embed_tokens, N, C));
+    TRY(embedding_forward_ex(kb, dt, a->embed, m->tokens, m->w.embed_tokens, N, C));
     const float *x = a->embed;
     for (int l = 0; l < m->L; l++) {
-        LlamaLayerActs *s = &a->layers[l];
-        const LlamaLayerTensors *w = &m->w.layers[l];
-        SAVE(s->ln1, (size_t)N * C, "activations/layers.%d.input_layernorm", l);
-        SAVE(s->ln1_rstd, N, "activations/layers.%d.input_layernorm.rstd", l);
-        TRY(rmsnorm_forward(kb, s->ln1, s->ln1_rstd, x, w->input_layernorm, N, C, eps));
-        SAVE(s->q, (size_t)N * QD, "activations/layers.%d.self_attn.q", l);
-        SAVE(s->k, (size_t)N * KD, "activations/layers.%d.self_attn.k", l);
-        SAVE(s->v, (size_t)N * KD, "activations/layers.%d.self_attn.v", l);
-        TRY(matmul_forward(kb, s->q, s->ln1, w->q_proj, N, C, QD, 0.0f));
-        TRY(matmul_forward(kb, s->k, s->ln1, w->k_proj, N, C, KD, 0.0f));
-        TRY(matmul_forward(kb, s->v, s->ln1, w->v_proj, N, C, KD, 0.0f));
-        TRY(rope_forward(kb, s->q, B, T, NH, HS, rope));
-        TRY(rope_forward(kb, s->k, B, T, NKV, HS, rope));
-        SAVE(s->attn, (size_t)N * QD, "activations/layers.%d.self_attn.attn_out", l);
-        SAVE(s->lse, (size_t)B * NH * T, "activations/layers.%d.self_attn.lse", l);
-        TRY(attention_forward(kb, s->attn, s->lse, s->q, s->k, s->v, B, T, NH, NKV, HS));
-        SAVE(s->resid_mid, (size_t)N * C, "activations/layers.%d.resid_mid", l);
-        TRY(copy_buffer(kb, s->resid_mid, x, (size_t)N * C));
-        TRY(matmul_forward(kb, s->resid_mid, s->attn, w->o_proj, N, QD, C, 1.0f));
-        SAVE(s->ln2, (size_t)N * C, "activations/layers.%d.post_attention_layernorm", l);
-        SAVE(s->ln2_rstd, N, "activations/layers.%d.post_attention_layernorm.rstd", l);
-        TRY(rmsnorm_forward(kb, s->ln2, s->ln2_rstd, s->resid_mid, w->post_attention_layernorm, N, C, eps));
-        SAVE(s->gate, (size_t)N * F, "activations/layers.%d.mlp.gate", l);
-        SAVE(s->up, (size_t)N * F, "activations/layers.%d.mlp.up", l);
-        TRY(matmul_forward(kb, s->gate, s->ln2, w->gate_proj, N, C, F, 0.0f));
-        TRY(matmul_forward(kb, s->up, s->ln2, w->up_proj, N, C, F, 0.0f));
-        SAVE(s->h, (size_t)N * F, "activations/layers.%d.mlp.act", l);
-        TRY(swiglu_forward(kb, s->h, s->gate, s->up, (size_t)N * F));
-        SAVE(s->resid_out, (size_t)N * C, "activations/layers.%d.resid_out", l);
-        TRY(copy_buffer(kb, s->resid_out, s->resid_mid, (size_t)N * C));
-        TRY(matmul_forward(kb, s->resid_out, s->h, w->down_proj, N, F, C, 1.0f));
-        x = s->resid_out;
+        TRY(block_forward(m, l, x, m->ckpt ? FWD_CKPT : FWD_SAVE));
+        x = a->layers[l].resid_out;
     }
     SAVE(a->lnf, (size_t)N * C, "activations/norm");
-    SAVE(a->lnf_rstd, N, "activations/norm.rstd");
-    TRY(rmsnorm_forward(kb, a->lnf, a->lnf_rstd, x, m->w.norm, N, C, eps));
-    SAVE(a->logits, (size_t)N * V, "activations/logits");
-    TRY(matmul_forward(kb, a->logits, a->lnf, m->w.lm_head, N, C, V, 0.0f));
+    SAVE32(a->lnf_rstd, N, "activations/norm.rstd");
+    TRY(rmsnorm_forward_ex(kb, dt, a->lnf, a->lnf_rstd, x, m->w.norm, N, C, m->cfg.norm_eps));
+    SAVE32(a->logits, (size_t)N * V, "activations/logits");
+    TRY(matmul_forward_ex(kb, dt, KDT_F32, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, N, C, V, 0.0f));
     return 0;
 }
 
 int llama_loss(LlamaModel *m, double *mean_loss) {
     KBackend *kb = m->kb;
     int N = m->B * m->T;
-    if (!m->acts.losses) SAVE(m->acts.losses, N, "activations/losses");
+    if (!m->acts.losses) SAVE32(m->acts.losses, N, "activations/losses");
     TRY(crossentropy_forward(kb, m->acts.losses, m->acts.logits, m->targets, N, m->V));
     double sum = 0.0;
     TRY(reduce_sum(kb, m->acts.losses, (size_t)N, &sum));
@@ -345,10 +410,28 @@ int llama_loss(LlamaModel *m, double *mean_loss) {
 
 /* ---- backward ---------------------------------------------------------------------------------- */
 
+static int is_kept(const LlamaModel *m, const void *p) {
+    for (int i = 0; i < m->n_keep; i++) if (m->keep[i] == p) return 1;
+    return 0;
+}
+
+/* A hook asked to keep p past the backward (GRAD_HOOK_KEEP_*). */
+static int keep(LlamaModel *m, const void *p) {
+    if (!p || is_kept(m, p)) return 0;
+    if (m->n_keep == m->cap_keep) {
+        int cap = m->cap_keep ? 2 * m->cap_keep : 32;
+        const void **nk = realloc(m->keep, (size_t)cap * sizeof *nk);
+        if (!nk) { snprintf(m->kb->err, sizeof m->kb->err, "out of host memory (kept buffers)"); return -1; }
+        m->keep = nk; m->cap_keep = cap;
+    }
+    m->keep[m->n_keep++] = p;
+    return 0;
+}
+
 /* A saved buffer the backward is done with: freed now, or kept for the hooks' owner. */
 static int drop(LlamaModel *m, float **pp, const GradHooks *h) {
     if (!*pp) return 0;
-    if (h && h->retain_saved) {
+    if ((h && h->retain_saved) || is_kept(m, *pp)) {
         if (m->n_deferred == m->cap_deferred) {
             int cap = m->cap_deferred ? 2 * m->cap_deferred : 64;
             void **nd = realloc(m->deferred, (size_t)cap * sizeof *nd);
@@ -363,33 +446,36 @@ static int drop(LlamaModel *m, float **pp, const GradHooks *h) {
     return 0;
 }
 
-/* Calls the hook of one weight (if any, and if the weight is trainable or hooks->frozen_too). 1: skip dW. */
+/* Calls the hook of one weight (if any, and if the weight is trainable or hooks->frozen_too), and
+   records what it asks to keep. Returns GRAD_HOOK_* bits (SKIP_DW set for frozen weights), -1 on error. */
 static int hook(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which, const float *A,
                 const float *rstd, const float *G, int d_in, int d_out) {
     int idx = param_index(m, layer, which);
     const ParamInfo *p = &m->params[idx];
-    if (!p->trainable && !(h && h->frozen_too && h->weight_grad)) return 1;
+    if (!p->trainable && !(h && h->frozen_too && h->weight_grad)) return GRAD_HOOK_SKIP_DW;
     if (!h || !h->weight_grad) return 0;
     GradHookArgs a = {
         .kind = which == W_LM_HEAD ? HOOK_LINEAR : p->kind,
         .name = which == W_LM_HEAD ? "lm_head" : p->name, .param_index = idx, .layer = layer,
-        .B = m->B, .T = m->T, .d_in = d_in, .d_out = d_out, .A = A, .rstd = rstd, .tokens = m->tokens,
+        .B = m->B, .T = m->T, .d_in = d_in, .d_out = d_out, .dt = m->dt, .A = A, .rstd = rstd, .tokens = m->tokens,
         .G = G, .dW = *llama_tensor(&m->dw, p), .W = *llama_tensor(&m->w, p),
     };
     if (which == W_LM_HEAD) { a.dW = m->dw.lm_head; a.W = m->w.lm_head; }
     int r = h->weight_grad(h->user, &a);
     if (r < 0 && !m->kb->err[0]) snprintf(m->kb->err, sizeof m->kb->err, "the gradient hook failed at %s", a.name);
-    return r < 0 ? r : p->trainable ? r : 1;
+    if (r < 0) return r;
+    if (((r & GRAD_HOOK_KEEP_A) && keep(m, A)) || ((r & GRAD_HOOK_KEEP_G) && keep(m, G))) return -1;
+    return p->trainable ? r : r | GRAD_HOOK_SKIP_DW;
 }
 
-/* dx = beta*dx + dy W, and (unless the hook says otherwise) dW += dyᵀ x. */
+/* dx = beta*dx + dy W (W: the GEMM's copy), and (unless the hook says otherwise) dW += dyᵀ x. */
 static int linear_backward(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which, float *dx,
                            const float *dy, const float *x, const float *W, float *dW, int N, int IC, int OC,
                            float beta) {
     int r = hook(m, h, layer, which, x, NULL, dy, IC, OC);
     if (r < 0) return -1;
-    if (r == 0 && dW) TRY(matmul_backward_weight(m->kb, dW, dy, x, N, IC, OC));
-    if (dx) TRY(matmul_backward_input(m->kb, dx, dy, W, N, IC, OC, beta));
+    if (!(r & GRAD_HOOK_SKIP_DW) && dW) TRY(matmul_backward_weight_ex(m->kb, m->dt, dW, dy, x, N, IC, OC));
+    if (dx) TRY(matmul_backward_input_ex(m->kb, m->dt, dx, dy, W, N, IC, OC, beta));
     return 0;
 }
 
@@ -398,11 +484,13 @@ static int norm_backward(LlamaModel *m, const GradHooks *h, int layer, WhichTens
                          const float *dout, const float *inp, const float *w, float *dw, const float *rstd) {
     int r = hook(m, h, layer, which, inp, rstd, dout, m->C, m->C);
     if (r < 0) return -1;
-    return rmsnorm_backward(m->kb, dinp, r == 0 ? dw : NULL, dout, inp, w, rstd, m->B * m->T, m->C);
+    return rmsnorm_backward_ex(m->kb, m->dt, dinp, (r & GRAD_HOOK_SKIP_DW) ? NULL : dw, dout, inp, w, rstd,
+                               m->B * m->T, m->C);
 }
 
 int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
     KBackend *kb = m->kb;
+    const KDtype dt = m->dt;
     const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F, V = m->V;
     const int N = B * T, QD = NH * HS, KD = NKV * HS;
     const KRope rope = llama_rope(&m->cfg);
@@ -411,7 +499,7 @@ int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
     float *d_resid = NULL, *d_norm = NULL, *d_q = NULL, *d_k = NULL, *d_v = NULL, *d_attn = NULL,
           *d_h = NULL, *d_gate = NULL, *d_up = NULL;
     int rc = -1;
-#define WS(p, count, name) do { if (!((p) = kbuf_alloc(kb, (size_t)(count) * sizeof(float), "workspace/backward." name))) goto done; } while (0)
+#define WS(p, count, name) do { if (!((p) = kbuf_alloc(kb, (size_t)(count) * KDT_SIZE(dt), "workspace/backward." name))) goto done; } while (0)
 #define CK(x) do { if ((x) != 0) goto done; } while (0)
     WS(d_resid, (size_t)N * C, "d_resid");
     WS(d_norm, (size_t)N * C, "d_norm_out");
@@ -423,49 +511,52 @@ int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
     WS(d_gate, (size_t)N * F, "d_gate");
     WS(d_up, (size_t)N * F, "d_up");
 
-    /* loss and head: logits become dlogits in place */
+    /* loss and head: logits become dlogits in place (bf16: then bf16 in the buffer's first half) */
     CK(crossentropy_backward(kb, a->logits, m->targets, loss_scale, h ? h->loss_weights : NULL, B, T, V));
+    if (dt == KDT_BF16) CK(narrow_inplace(kb, a->logits, (size_t)N * V));
     CK(drop(m, &a->losses, h));
-    CK(linear_backward(m, h, -1, W_LM_HEAD, d_norm, a->logits, a->lnf, m->w.lm_head, m->dw.lm_head, N, C, V, 0.0f));
+    CK(linear_backward(m, h, -1, W_LM_HEAD, d_norm, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head,
+                       m->dw.lm_head, N, C, V, 0.0f));
     CK(drop(m, &a->logits, h));
     const float *x_last = m->L ? a->layers[m->L - 1].resid_out : a->embed;
-    CK(fill_buffer(kb, d_resid, 0.0f, (size_t)N * C));
+    CK(zero_ex(kb, dt, d_resid, (size_t)N * C));
     CK(norm_backward(m, h, -1, W_NORM, d_resid, d_norm, x_last, m->w.norm, m->dw.norm, a->lnf_rstd));
     CK(drop(m, &a->lnf, h));
     CK(drop(m, &a->lnf_rstd, h));
 
     for (int l = m->L - 1; l >= 0; l--) {
         LlamaLayerActs *s = &a->layers[l];
-        const LlamaLayerTensors *w = &m->w.layers[l];
+        const LlamaLayerTensors *w = &m->w.layers[l], *g = gemm_weights(m, l);
         LlamaLayerTensors *dw = &m->dw.layers[l];
         const float *x_in = l > 0 ? a->layers[l - 1].resid_out : a->embed;
         CK(drop(m, &s->resid_out, h));  /* the next block (or the final norm) has used it */
+        if (m->ckpt) { DPMEM_SCOPE("recompute"); CK(block_forward(m, l, x_in, FWD_RECOMPUTE)); }
         /* MLP: resid_out = resid_mid + down(h); d_resid is d(resid_out), and d(resid_mid) through the skip */
-        CK(linear_backward(m, h, l, W_DOWN_PROJ, d_h, d_resid, s->h, w->down_proj, dw->down_proj, N, F, C, 0.0f));
+        CK(linear_backward(m, h, l, W_DOWN_PROJ, d_h, d_resid, s->h, g->down_proj, dw->down_proj, N, F, C, 0.0f));
         CK(drop(m, &s->h, h));
-        CK(swiglu_backward(kb, d_gate, d_up, d_h, s->gate, s->up, (size_t)N * F));
+        CK(swiglu_backward_ex(kb, dt, d_gate, d_up, d_h, s->gate, s->up, (size_t)N * F));
         CK(drop(m, &s->gate, h));
         CK(drop(m, &s->up, h));
-        CK(linear_backward(m, h, l, W_GATE_PROJ, d_norm, d_gate, s->ln2, w->gate_proj, dw->gate_proj, N, C, F, 0.0f));
-        CK(linear_backward(m, h, l, W_UP_PROJ, d_norm, d_up, s->ln2, w->up_proj, dw->up_proj, N, C, F, 1.0f));
+        CK(linear_backward(m, h, l, W_GATE_PROJ, d_norm, d_gate, s->ln2, g->gate_proj, dw->gate_proj, N, C, F, 0.0f));
+        CK(linear_backward(m, h, l, W_UP_PROJ, d_norm, d_up, s->ln2, g->up_proj, dw->up_proj, N, C, F, 1.0f));
         CK(drop(m, &s->ln2, h));
         CK(norm_backward(m, h, l, W_POST_ATTENTION_LAYERNORM, d_resid, d_norm, s->resid_mid,
                          w->post_attention_layernorm, dw->post_attention_layernorm, s->ln2_rstd));
         CK(drop(m, &s->ln2_rstd, h));
         CK(drop(m, &s->resid_mid, h));
         /* attention: resid_mid = x_in + o(attn); d_resid is now d(resid_mid) */
-        CK(linear_backward(m, h, l, W_O_PROJ, d_attn, d_resid, s->attn, w->o_proj, dw->o_proj, N, QD, C, 0.0f));
-        CK(attention_backward(kb, d_q, d_k, d_v, d_attn, s->q, s->k, s->v, s->attn, s->lse, B, T, NH, NKV, HS));
+        CK(linear_backward(m, h, l, W_O_PROJ, d_attn, d_resid, s->attn, g->o_proj, dw->o_proj, N, QD, C, 0.0f));
+        CK(attention_backward_ex(kb, dt, d_q, d_k, d_v, d_attn, s->q, s->k, s->v, s->attn, s->lse, B, T, NH, NKV, HS));
         CK(drop(m, &s->attn, h));
         CK(drop(m, &s->lse, h));
         CK(drop(m, &s->q, h));
         CK(drop(m, &s->k, h));
         CK(drop(m, &s->v, h));
-        CK(rope_backward(kb, d_q, B, T, NH, HS, rope));
-        CK(rope_backward(kb, d_k, B, T, NKV, HS, rope));
-        CK(linear_backward(m, h, l, W_Q_PROJ, d_norm, d_q, s->ln1, w->q_proj, dw->q_proj, N, C, QD, 0.0f));
-        CK(linear_backward(m, h, l, W_K_PROJ, d_norm, d_k, s->ln1, w->k_proj, dw->k_proj, N, C, KD, 1.0f));
-        CK(linear_backward(m, h, l, W_V_PROJ, d_norm, d_v, s->ln1, w->v_proj, dw->v_proj, N, C, KD, 1.0f));
+        CK(rope_backward_ex(kb, dt, d_q, B, T, NH, HS, rope));
+        CK(rope_backward_ex(kb, dt, d_k, B, T, NKV, HS, rope));
+        CK(linear_backward(m, h, l, W_Q_PROJ, d_norm, d_q, s->ln1, g->q_proj, dw->q_proj, N, C, QD, 0.0f));
+        CK(linear_backward(m, h, l, W_K_PROJ, d_norm, d_k, s->ln1, g->k_proj, dw->k_proj, N, C, KD, 1.0f));
+        CK(linear_backward(m, h, l, W_V_PROJ, d_norm, d_v, s->ln1, g->v_proj, dw->v_proj, N, C, KD, 1.0f));
         CK(drop(m, &s->ln1, h));
         CK(norm_backward(m, h, l, W_INPUT_LAYERNORM, d_resid, d_norm, x_in, w->input_layernorm,
                          dw->input_layernorm, s->ln1_rstd));
@@ -474,11 +565,12 @@ int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
     {
         int r = hook(m, h, -1, W_EMBED_TOKENS, NULL, NULL, d_resid, C, C);
         if (r < 0) goto done;
-        if (r == 0 && m->dw.embed_tokens) CK(embedding_backward(kb, m->dw.embed_tokens, m->tokens, d_resid, N, C, V));
+        if (!(r & GRAD_HOOK_SKIP_DW) && m->dw.embed_tokens) CK(embedding_backward_ex(kb, dt, m->dw.embed_tokens, m->tokens, d_resid, N, C, V));
     }
     CK(drop(m, &a->embed, h));
     rc = 0;
 done:
+    m->n_keep = 0;   /* every kept buffer is on the deferred list now (or the backward failed) */
     kbuf_free(kb, d_up); kbuf_free(kb, d_gate); kbuf_free(kb, d_h); kbuf_free(kb, d_attn);
     kbuf_free(kb, d_v); kbuf_free(kb, d_k); kbuf_free(kb, d_q); kbuf_free(kb, d_norm); kbuf_free(kb, d_resid);
     return rc;

@@ -2,7 +2,25 @@
 
    token embedding, L blocks of (RMSNorm, causal attention with RoPE θ=10000 (rotate-half) and
    grouped-query heads, residual, RMSNorm, SwiGLU MLP, residual), final RMSNorm, LM head (untied
-   unless tie_embeddings), no biases. fp32.
+   unless tie_embeddings), no biases. fp32, or bf16 mixed precision (cfg.precision).
+
+   Mixed precision (--precision bf16; docs/PRECISION.md says why this scheme): the parameters stay
+   fp32 (the master weights, params/<name>) and each weight a GEMM uses has a bf16 copy
+   (params/<name>.bf16: every linear layer and lm_head; the tied matrix once), refreshed from the
+   master at the start of every forward, as autocast casts the weights at every forward. Activations
+   and activation gradients are bf16 (2 bytes), including the residual stream. fp32: gradients
+   (accumulated in fp32: the weight-gradient GEMMs write fp32), optimizer state, RMSNorm weights and
+   the embedding lookup's table (not GEMM operands), the RMSNorm and attention statistics (rstd,
+   lse), the logits, the softmax and the loss. The backward turns the fp32 logits into fp32
+   dlogits in place and then rounds them to bf16 in the same buffer (its first half) for lm_head's
+   GEMMs: no second N×V buffer.
+
+   Activation checkpointing (cfg.checkpoint_activations): the forward keeps each block's input only
+   (the embedding and every block's resid_out) and frees the block's other activations as soon as
+   the block's forward no longer needs them; the backward recomputes block l's activations from its
+   input (scope "recompute", the same ops in the same order: the same bits on the CPU) just before
+   block l's backward, which frees them as usual. The final norm, the logits and the loss are not
+   in a block and are kept.
 
    Memory: every tensor is its own tagged buffer (kbuf_alloc):
      params/<name>, grads/<name>, optimizer/<name>.exp_avg and .exp_avg_sq (Adam m, v),
@@ -15,11 +33,13 @@
    Backward hooks (GradHooks): at every weight gradient (each linear layer, lm_head, the embedding,
    each RMSNorm weight) the backward calls hooks->weight_grad with the layer's saved input A and its
    output gradient G; the hook may read them (per-sample norms) and may tell the backward to skip
-   the ordinary dW += GᵀA. hooks->loss_weights scales each sample's loss. See train.h for how a DP
+   the ordinary dW += GᵀA, and to keep A (or G, when G is a saved buffer: lm_head's dlogits) alive
+   past the backward. hooks->loss_weights scales each sample's loss. See train.h for how a DP
    strategy uses this.
 
    Dimension letters as kernels.h; N = B*T.
-   Not here: the training loop (train.h), checkpoint loading, KV cache / generation. */
+   Not here: the training loop (train.h), checkpoint loading, KV cache / generation, bf16 weights
+   without an fp32 master (pure bf16 training). */
 #ifndef LLAMA_H
 #define LLAMA_H
 
@@ -77,25 +97,35 @@ typedef struct {
     int param_index;         /* into LlamaModel.params */
     int layer;               /* block index; -1 for embed_tokens, norm, lm_head */
     int B, T, d_in, d_out;   /* linear: A [B,T,d_in], G [B,T,d_out]; rmsnorm, embedding: d_in = d_out = C */
+    KDtype dt;               /* how A and G store their elements (bf16 under --precision bf16); rstd, dW, W are fp32 */
     const float *A;          /* linear: the input; rmsnorm: the norm's input x (x̂ = x * rstd[row]); embedding: NULL */
     const float *rstd;       /* rmsnorm: [B*T] */
     const int *tokens;       /* embedding: [B*T] token ids */
     const float *G;          /* gradient w.r.t. the layer's output, [B,T,d_out] */
     float *dW;               /* the ordinary gradient's buffer (accumulated into), NULL if frozen */
-    const float *W;          /* the weight */
+    const float *W;          /* the weight (the fp32 master) */
 } GradHookArgs;
+
+/* weight_grad's answer: 0 lets the backward do dW += GᵀA; bits: */
+enum {
+    GRAD_HOOK_SKIP_DW = 1,   /* the hook handles dW */
+    GRAD_HOOK_KEEP_A = 2,    /* A stays allocated until llama_release_saved (book-keeping under checkpointing) */
+    GRAD_HOOK_KEEP_G = 4     /* the same for G when it is a saved buffer (lm_head's dlogits) */
+};
 
 typedef struct GradHooks {
     void *user;
-    /* 0: let the backward do dW += GᵀA; 1: skip it (the hook handles dW); -1: abort the backward. */
+    /* 0 or GRAD_HOOK_* bits (1: skip dW, as before the bits); -1: abort the backward. */
     int (*weight_grad)(void *user, const GradHookArgs *a);
     const float *loss_weights; /* device [B]: per-sample loss weights c_b; NULL = 1 */
-    int retain_saved;          /* keep the saved activations (the A's) until llama_release_saved */
+    int retain_saved;          /* keep every saved activation until llama_release_saved (book-keeping without
+                                  checkpointing; with it, the hooks' KEEP bits keep only what they need) */
     int frozen_too;            /* also call weight_grad for frozen weights (args->dW = NULL; the backward
                                   skips their dW whatever it returns): LoRA adapters on a frozen base */
 } GradHooks;
 
-/* Saved activations of one block (allocated by the forward, freed by the backward). */
+/* Saved activations of one block (allocated by the forward, freed by the backward), of the model's
+   activation type except the statistics (rstd, lse: fp32). */
 typedef struct {
     float *ln1, *ln1_rstd;           /* (N, C), (N) */
     float *q, *k, *v;                /* (N, NH*HS), (N, NKV*HS) x2, after RoPE (q, k) */
@@ -110,7 +140,8 @@ typedef struct {
     float *embed;                    /* (N, C) */
     LlamaLayerActs *layers;          /* [L] */
     float *lnf, *lnf_rstd;           /* (N, C), (N) */
-    float *logits;                   /* (N, V); the backward turns it into dlogits in place */
+    float *logits;                   /* (N, V) fp32; the backward turns it into dlogits in place (bf16: then
+                                        rounded to bf16 in its first half) */
     float *losses;                   /* (N) per-position loss */
 } LlamaActs;
 
@@ -122,21 +153,26 @@ typedef struct {
     int n_params;
     ParamInfo *params;               /* every tensor, in checkpoint order */
     LlamaTensors w, dw, m, v;        /* parameters, gradients, Adam m, v (NULL where frozen) */
+    LlamaTensors w16;                /* bf16 copies of the GEMM weights (bf16 only; NULL elsewhere) */
+    KDtype dt;                       /* activations and activation gradients (cfg.precision) */
+    int ckpt;                        /* cfg.checkpoint_activations */
     LlamaActs acts;
     int *tokens, *targets;           /* device (N) */
     void **deferred; int n_deferred, cap_deferred; /* saved buffers kept for retain_saved */
-    size_t bytes_params, bytes_trainable;
+    const void **keep; int n_keep, cap_keep;       /* buffers the hooks asked to keep (GRAD_HOOK_KEEP_*) */
+    size_t bytes_params, bytes_trainable;  /* fp32 bytes (the masters), whatever the precision */
 } LlamaModel;
 
 /* Fills m->params from the config (no allocation on the backend): enough for --print-params. */
 int  llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T);
 /* llama_describe, then allocates parameters (initialised: normal(0, 0.02) for matrices, 1 for norm
-   weights, from seed), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
+   weights, from seed; bf16: then their GEMM copies), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
    and the token buffers. frozen: optional callback saying which tensors are frozen (LoRA).
    0, or -1 with kbackend_error(kb) / a message on stderr. */
 int  llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int T, const char *optimizer,
                  unsigned long long seed, int (*frozen)(void *user, const ParamInfo *p), void *frozen_user);
-/* Forward to logits (saving activations), then the per-position losses; *mean_loss on the host. */
+/* Forward to logits (saving activations; bf16: after refreshing the weights' bf16 copies), then the
+   per-position losses; *mean_loss on the host. */
 int  llama_forward(LlamaModel *m);
 int  llama_loss(LlamaModel *m, double *mean_loss);
 /* Backward of loss_scale * Σ_b w_b Σ_t loss_bt into m->dw (accumulated: zero it between steps).

@@ -48,6 +48,8 @@ const KOps kops_cpu = {
     .swiglu_forward = swiglu_forward_cpu, .swiglu_backward = swiglu_backward_cpu,
     .crossentropy_forward = crossentropy_forward_cpu, .crossentropy_backward = crossentropy_backward_cpu,
     .adamw = adamw_cpu, .sgd = sgd_cpu,
+    .gemm_ex = gemm_ex_cpu, .widen = widen_cpu, .narrow = narrow_cpu, .narrow_inplace = narrow_inplace_cpu,
+    .copy_bytes = copy_bytes_cpu, .zero_bytes = zero_bytes_cpu,
 };
 
 void kbackend_cpu_init(KBackend *b, int nthreads) {

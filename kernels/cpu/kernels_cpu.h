@@ -1,5 +1,5 @@
 /* kernels_cpu.h — the CPU backend's op implementations (one file per concept in kernels/cpu/), for
-   the table in backend_cpu.c. fp32, loops parallel with OpenMP over `b->nthreads` threads, GEMM via
+   the table in backend_cpu.c. fp32 (bf16 only in gemm_ex.c and convert.c), loops parallel with OpenMP over `b->nthreads` threads, GEMM via
    OpenBLAS. Each is checked against a double-precision reference in tests/test_kernels_cpu.c.
    Not here: allocation policy or scratch sizes (kernels.c, scratch.c). */
 #ifndef KERNELS_CPU_H
@@ -46,6 +46,16 @@ void crossentropy_backward_cpu(KBackend *b, float *logits, const int *targets, f
 void adamw_cpu(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
                float beta1, float beta2, float eps, float weight_decay, int t);
 void sgd_cpu(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay);
+/* mixed precision (gemm_ex.c, convert.c) */
+void gemm_ex_cpu(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+                 const void *A, int lda, long long strideA, const void *B, int ldb, long long strideB,
+                 float beta, void *C, int ldc, long long strideC, int batch, KDtype ab, KDtype c, void *scratch);
+size_t kcpu_gemm_ex_scratch_floats(int M, int N, int K, KDtype ab, KDtype c);
+void widen_cpu(KBackend *b, float *dst, const void *src, size_t n);
+void narrow_cpu(KBackend *b, void *dst, const float *src, size_t n);
+void narrow_inplace_cpu(KBackend *b, void *x, size_t n);
+void copy_bytes_cpu(KBackend *b, void *dst, const void *src, size_t bytes);
+void zero_bytes_cpu(KBackend *b, void *x, size_t bytes);
 
 /* OpenBLAS on one thread (the backend splits large GEMMs itself); called by kbackend_cpu_init. */
 void kcpu_blas_single_thread(void);

@@ -11,6 +11,8 @@ size_t kcpu_scratch_bytes(const KBackend *b, KOp op, const KShape *s) {
         return ((size_t)s->B * s->NH * s->T + nt * 2 * (size_t)KCPU_ATTN_TILE * KCPU_ATTN_TILE) * sizeof(float);
     case KOP_REDUCE:              /* one partial per thread, combined in order: deterministic */
         return nt * sizeof(double);
+    case KOP_GEMM_EX:             /* widened blocks (no sbgemm), or an fp32 output to round */
+        return kcpu_gemm_ex_scratch_floats(s->M, s->N, s->K, s->ab, s->c) * sizeof(float);
     default:
         return 0;
     }

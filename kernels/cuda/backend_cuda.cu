@@ -119,6 +119,34 @@ void kcuda_gemm_fp32(int transA, int transB, int M, int N, int K, float alpha,
               beta, C, ldc, strideC, batch);
 }
 
+/* bf16 operands (CUDA_R_16BF) with fp32 accumulation, fp32 or bf16 output: the products of
+   --precision bf16. CUBLAS_COMPUTE_32F: bf16 products are exact in fp32, the sums fp32. */
+static cudaDataType_t cuda_type(KDtype t) { return t == KDT_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+void kcuda_gemm_ex_fp32acc(int transA, int transB, int M, int N, int K, float alpha,
+                           const void *A, int lda, long long strideA, const void *B, int ldb, long long strideB,
+                           float beta, void *C, int ldc, long long strideC, int batch, KDtype ab, KDtype c) {
+    cublasHandle_t h = kcuda_cublas();
+    cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const size_t eab = KDT_SIZE(ab), ec = KDT_SIZE(c);
+    int calls = (strideC == 0 && batch > 1) ? batch : 1, per = calls > 1 ? 1 : batch;
+    for (int i = 0; i < calls; i++)
+        cublasCheck(cublasGemmStridedBatchedEx(h, opB, opA, N, M, K, &alpha,
+                                               (const char *)B + (size_t)(i * strideB) * eab, cuda_type(ab), ldb, strideB,
+                                               (const char *)A + (size_t)(i * strideA) * eab, cuda_type(ab), lda, strideA, &beta,
+                                               C, cuda_type(c), ldc, strideC, per,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    (void)ec;
+}
+
+void gemm_ex_cuda(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+                  const void *A, int lda, long long strideA, const void *B, int ldb, long long strideB,
+                  float beta, void *C, int ldc, long long strideC, int batch, KDtype ab, KDtype c, void *scratch) {
+    (void)b; (void)scratch;
+    kcuda_gemm_ex_fp32acc(transA, transB, M, N, K, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC,
+                          batch, ab, c);
+}
+
 extern "C" const KOps kops_cuda = {
     .name = "cuda", .space = DPMEM_DEVICE,
     .alloc = cuda_alloc, .free = cuda_free, .meminfo = cuda_meminfo, .upload = cuda_upload, .download = cuda_download,
@@ -132,6 +160,8 @@ extern "C" const KOps kops_cuda = {
     .swiglu_forward = swiglu_forward_cuda, .swiglu_backward = swiglu_backward_cuda,
     .crossentropy_forward = crossentropy_forward_cuda, .crossentropy_backward = crossentropy_backward_cuda,
     .adamw = adamw_cuda, .sgd = sgd_cuda,
+    .gemm_ex = gemm_ex_cuda, .widen = widen_cuda, .narrow = narrow_cuda, .narrow_inplace = narrow_inplace_cuda,
+    .copy_bytes = copy_bytes_cuda, .zero_bytes = zero_bytes_cuda,
 };
 
 int kbackend_cuda_init(KBackend *b, int device) {

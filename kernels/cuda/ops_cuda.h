@@ -38,6 +38,21 @@ void adamw_cuda(KBackend *b, float *p, const float *g, float *m, float *v, size_
                 float beta1, float beta2, float eps, float weight_decay, int t);
 void sgd_cuda(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay);
 
+/* mixed precision (convert.cu; gemm_ex_cuda in backend_cuda.cu) */
+void gemm_ex_cuda(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
+                  const void *A, int lda, long long strideA, const void *B, int ldb, long long strideB,
+                  float beta, void *C, int ldc, long long strideC, int batch, KDtype ab, KDtype c, void *scratch);
+void widen_cuda(KBackend *b, float *dst, const void *src, size_t n);
+void narrow_cuda(KBackend *b, void *dst, const float *src, size_t n);
+void narrow_inplace_cuda(KBackend *b, void *x, size_t n);
+void copy_bytes_cuda(KBackend *b, void *dst, const void *src, size_t bytes);
+void zero_bytes_cuda(KBackend *b, void *x, size_t bytes);
+/* A GEMM with operands of type ab and output of type c, fp32 accumulation (CUBLAS_COMPUTE_32F, no
+   reduced-precision shortcuts): the DP kernels' products on bf16 activations. */
+void kcuda_gemm_ex_fp32acc(int transA, int transB, int M, int N, int K, float alpha,
+                           const void *A, int lda, long long strideA, const void *B, int ldb, long long strideB,
+                           float beta, void *C, int ldc, long long strideC, int batch, KDtype ab, KDtype c);
+
 /* Full-fp32 GEMM whatever the precision setting: the DP kernels use it (see dp_norms.cu). */
 void kcuda_gemm_fp32(int transA, int transB, int M, int N, int K, float alpha,
                      const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,

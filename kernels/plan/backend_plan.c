@@ -69,6 +69,18 @@ static void plan_sgd(KBackend *b, float *p, const float *g, size_t n, float lr, 
     (void)b; (void)p; (void)g; (void)n; (void)lr; (void)wd;
 }
 
+static void plan_gemm_ex(KBackend *b, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda,
+                         long long sa, const void *B, int ldb, long long sb, float beta, void *C, int ldc,
+                         long long sc, int batch, KDtype ab, KDtype c, void *s) {
+    (void)b; (void)ta; (void)tb; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda; (void)sa;
+    (void)B; (void)ldb; (void)sb; (void)beta; (void)C; (void)ldc; (void)sc; (void)batch; (void)ab; (void)c; (void)s;
+}
+static void plan_widen(KBackend *b, float *d, const void *s, size_t n) { (void)b; (void)d; (void)s; (void)n; }
+static void plan_narrow(KBackend *b, void *d, const float *s, size_t n) { (void)b; (void)d; (void)s; (void)n; }
+static void plan_narrow_inplace(KBackend *b, void *x, size_t n) { (void)b; (void)x; (void)n; }
+static void plan_copy_bytes(KBackend *b, void *d, const void *s, size_t n) { (void)b; (void)d; (void)s; (void)n; }
+static void plan_zero_bytes(KBackend *b, void *x, size_t n) { (void)b; (void)x; (void)n; }
+
 const KOps kops_plan = {
     .name = "plan", .space = 0,
     .alloc = plan_alloc, .free = plan_free, .upload = plan_xfer, .download = plan_xfer,
@@ -82,6 +94,8 @@ const KOps kops_plan = {
     .swiglu_forward = plan_swi_f, .swiglu_backward = plan_swi_b,
     .crossentropy_forward = plan_ce_f, .crossentropy_backward = plan_ce_b,
     .adamw = plan_adamw, .sgd = plan_sgd,
+    .gemm_ex = plan_gemm_ex, .widen = plan_widen, .narrow = plan_narrow, .narrow_inplace = plan_narrow_inplace,
+    .copy_bytes = plan_copy_bytes, .zero_bytes = plan_zero_bytes,
 };
 
 void kbackend_plan_init(KBackend *b, const KOps *target, int nthreads) {
