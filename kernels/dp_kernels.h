@@ -22,6 +22,11 @@
 
    Dimension letters: B samples (one sequence each, the privacy unit), T time steps, IC inputs, OC
    outputs, C width, V vocabulary, R tile size. Row-major fp32; sums of squares accumulate in double.
+   bf16 activations (--precision bf16): the GPU twins read them (the `_dt` entries of
+   kernels/cuda/kernels_cuda.h); on the CPU the trainer widens one sample's A and G at a time and
+   calls these fp32 kernels with B = 1 (samples/dp_sgd.c). Either way the products and sums are fp32
+   or double over exactly the bf16 values, and the per-sample gradients, norms, factors and clipped
+   sums stay fp32.
    Not here: the second backward of two-pass clipping and the noise (samples/noise.h), GPU versions
    (kernels/cuda, to be checked against these). */
 #ifndef DP_KERNELS_H
@@ -78,6 +83,13 @@ void dp_rmsnorm_norms_direct(float *norm2, float *psg, const float *dout, const 
 /* ---- clipping --------------------------------------------------------------------------------- */
 /* c[b] = min(1, max_norm / (sqrt(norm2[b]) + 1e-6)) (Opacus's factor); 0 when norm2[b] is not finite. */
 void dp_clip_factors(float *c, const float *norm2, int B, float max_norm);
+/* The factor with a margin: c[b] = min(1, max_norm / (sqrt(norm2[b])·(1 + rel) + 1e-6)), computed in
+   double and rounded down to float, so that c_b·‖g_b‖ ≤ max_norm holds even when the measured norm
+   is low by up to a relative `rel` (and through the float rounding of norm2 and of c). The bf16
+   trainers use rel = DP_BF16_CLIP_MARGIN: their norms are fp32/double sums over bf16 values, whose
+   error is far below it, and the margin itself is 16 times below bf16's resolution (2^-8). */
+#define DP_BF16_CLIP_MARGIN 0x1p-12
+void dp_clip_factors_safe(float *c, const float *norm2, int B, float max_norm, double rel);
 /* grad [P] += Σ_b c_b psg[b] for psg [B, P]. */
 void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t P);
 /* grad [P] holds sample 0's gradient (dp_linear_norms_direct_split): grad = c_0 grad + Σ_{b≥1} c_b

@@ -72,6 +72,13 @@ $(BUILD)/tests/test_dp_train: tests/test_dp_train.c tests/test_dp_rig.h $(DP_LIB
 ALL   += $(BUILD)/tests/test_dp_train
 TESTS += $(BUILD)/tests/test_dp_train
 
+$(BUILD)/tests/test_dp_precision: tests/test_dp_precision.c tests/test_dp_rig.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_dp_precision
+TESTS += $(BUILD)/tests/test_dp_precision
+
 $(BUILD)/tests/test_dp_lora: tests/test_dp_lora.c tests/test_dp_rig.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)

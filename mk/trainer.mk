@@ -33,10 +33,16 @@ $(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
-TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory
+TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision
 $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+# The bf16 kernels' test exports its own cblas_sbgemm (-rdynamic), so that the sbgemm path is run
+# here too (Debian's OpenBLAS does not export one), then runs itself again on the widening path.
+$(BUILD)/tests/test_kernels_bf16: tests/test_kernels_bf16.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -rdynamic -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
 $(BUILD)/bench/bench_trainer: samples/bench_trainer.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -47,6 +53,6 @@ trainer: $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(
 trainer-test: trainer
 	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) tests/test_llama_cli.sh
 
-ALL     += $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/bench/bench_trainer
-TESTS   += $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) tests/test_llama_cli.sh
+ALL     += $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 $(BUILD)/bench/bench_trainer
+TESTS   += $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 tests/test_llama_cli.sh
 BENCHES += $(BUILD)/bench/bench_trainer

@@ -67,10 +67,6 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
         fprintf(stderr, "error: --batch-size %d is not a multiple of --max-physical-batch-size %d\n", L, P);
         return -1;
     }
-    if (cfg->model.precision) {
-        fprintf(stderr, "error: DP-SGD with --precision bf16 is not implemented yet\n");
-        return -1;
-    }
     if (cfg->model.tie_embeddings && dp->lora_rank == 0) {
         /* with LoRA the tied matrix is frozen like the rest of the base: nothing per-sample about it */
         fprintf(stderr, "error: DP with tied embeddings trains the tied matrix, which is not supported (lm_head and "
@@ -144,7 +140,7 @@ static int lora_setup(DpSgd *d, TrainState *s) {
         d->lora_of[i] = -1;
         if (!(lora_target_bit(p->which) & d->cfg.lora_targets)) continue;
         LoraAdapter *l = &d->lora[d->n_lora];
-        if (lora_build(l, d->kb, p->name, i, p->cols, p->rows, r, alpha, adam, (unsigned long long)s->cfg->seed)) return -1;
+        if (lora_build(l, d->kb, p->name, i, p->cols, p->rows, r, alpha, adam, (unsigned long long)s->cfg->seed, m->dt)) return -1;
         d->lora_of[i] = d->n_lora++;
         float *W = *llama_tensor(&m->w, p);
         if (lora_merge(l, d->kb, W, 1.0f)) return -1;        /* B = 0: W is unchanged, but say what is meant */
@@ -179,6 +175,9 @@ static int init_inner(DpSgd *d, TrainState *s) {
     d->cuda = s->kb->kind == KB_CUDA;
     d->gpu = d->cuda || (s->kb->kind == KB_PLAN && s->kb->target && s->kb->target->space != 0);
     LlamaModel *m = &s->model;
+    d->dt = m->dt;
+    d->ckpt = m->ckpt;
+    d->clip_in_hooks = m->dt == KDT_BF16;
     const int B = m->B;
 #ifndef DP_HAVE_CUDA
     if (d->cuda) return fail(d, "%s", "this program was built without the DP CUDA kernels (no nvcc at build time, or SAN=1); use --device cpu");
@@ -263,13 +262,55 @@ static int init_inner(DpSgd *d, TrainState *s) {
 
 /* ---- the hook ------------------------------------------------------------------------------------ */
 
+/* CPU with bf16 activations: the fp32 kernels of kernels/cpu see one sample at a time, its rows of A
+   and G widened (exactly) into two workspace buffers, T·d_in and T·d_out floats
+   (workspace/dp_widen.A, .G). Only on the CPU target: the GPU kernels read bf16 themselves. */
+typedef struct { float *a, *g; } Widen;
+
+static int widen_open(DpSgd *d, Widen *w, int T, int din, int dout) {
+    w->a = w->g = NULL;
+    if (d->dt != KDT_BF16 || d->gpu) return 0;
+    if (din > 0 && !(w->a = kbuf_alloc(d->kb, (size_t)T * din * sizeof(float), "workspace/dp_widen.A"))) return -1;
+    if (!(w->g = kbuf_alloc(d->kb, (size_t)T * dout * sizeof(float), "workspace/dp_widen.G"))) {
+        kbuf_free(d->kb, w->a); w->a = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void widen_close(DpSgd *d, Widen *w) { kbuf_free(d->kb, w->g); kbuf_free(d->kb, w->a); w->a = w->g = NULL; }
+
+/* Sample b's rows of A [B,T,din] (if given) and G [B,T,dout] into w. */
+static void widen_sample(DpSgd *d, Widen *w, const float *A, const float *G, int b, int T, int din, int dout) {
+    if (A) widen_buffer(d->kb, w->a, kact_at(A, (size_t)b * T * din, KDT_BF16), (size_t)T * din);
+    widen_buffer(d->kb, w->g, kact_at(G, (size_t)b * T * dout, KDT_BF16), (size_t)T * dout);
+}
+
+static float *alloc_act(DpSgd *d, size_t elems, const char *cat, const char *name, const char *suffix) {
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s/%s%s", cat, name, suffix);
+    return kbuf_alloc(d->kb, elems * KDT_SIZE(d->dt), tag);
+}
+
 /* Every sample's gradient G_bᵀA_b, sample 0's at `first` and the others at `rest`, and their norms. */
 static void direct_norms(DpSgd *d, float *norm2, float *first, float *rest, const float *A, const float *G,
-                         int B, int T, int din, int dout, DpIO *io) {
+                         int B, int T, int din, int dout, Widen *wd, DpIO *io) {
+    const size_t per = (size_t)din * dout;
+    const KDtype dt = d->dt;
+    (void)dt;                                    /* only the GPU calls read it */
+    if (wd->g) {
+        for (int b = 0; b < B; b++) {
+            widen_sample(d, wd, A, G, b, T, din, dout);
+            dp_linear_norms_direct_split(norm2 + b, b == 0 ? first : rest + (size_t)(b - 1) * per, NULL, wd->a, wd->g,
+                                         1, T, din, dout, io);
+        }
+        return;
+    }
     if (!d->cuda) { dp_linear_norms_direct_split(norm2, first, rest, A, G, B, T, din, dout, io); return; }
-    if (rest == first + (size_t)din * dout) { DP_GPU(dp_linear_norms_direct_cuda(norm2, first, A, G, B, T, din, dout, io)); return; }
-    DP_GPU(dp_linear_norms_direct_cuda(norm2, first, A, G, 1, T, din, dout, io));
-    if (B > 1) DP_GPU(dp_linear_norms_direct_cuda(norm2 + 1, rest, A + (size_t)T * din, G + (size_t)T * dout, B - 1, T, din, dout, io));
+    if (rest == first + per) { DP_GPU(dp_linear_norms_direct_cuda_dt(norm2, first, A, G, B, T, din, dout, dt, io)); return; }
+    DP_GPU(dp_linear_norms_direct_cuda_dt(norm2, first, A, G, 1, T, din, dout, dt, io));
+    if (B > 1) DP_GPU(dp_linear_norms_direct_cuda_dt(norm2 + 1, rest, kact_at(A, (size_t)T * din, dt), kact_at(G, (size_t)T * dout, dt),
+                                                     B - 1, T, din, dout, dt, io));
 }
 
 /* Per-sample norms of one linear layer (or adapter) by the configured method, adding into norm2.
@@ -280,10 +321,13 @@ static void direct_norms(DpSgd *d, float *norm2, float *first, float *rest, cons
    kept their norms come with them, whatever --norm says: a Gram method would spend 2T²(IC+OC)
    more flops on the same number. On the first physical batch of a step dW is still zero, so sample
    0's gradient goes straight into it (one slice less; not for --norm direct, whose B·|θ| is the
-   Opacus baseline being measured). a_owned: A is ours to keep and free (LoRA's hs). */
+   Opacus baseline being measured). a_owned: A is ours to keep and free (LoRA's hs).
+   Under checkpointing the backward keeps only what the hooks ask for: d->keep_bits says which
+   (A where G is copied, G where it is borrowed). */
 static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float *A, const float *G,
                        int B, int T, int din, int dout, float *a_owned, float *g_owned, float *dw) {
     const int bk = d->cfg.clip == DP_CLIP_BK, run = d->computes;
+    const KDtype dt = d->dt;
     const int borrow = bk && !g_owned && G == d->s->model.acts.logits && d->retain;
     const int keep_psg = bk && !borrow && (g_owned || din <= T || !d->retain);
     const int nt = d->gpu || d->kb->nthreads < 1 ? 1 : d->kb->nthreads;   /* CPU threads that each need their own scratch */
@@ -293,61 +337,159 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     DpNorm method = d->cfg.norm;
     if (method == DP_NORM_MIXED) method = dp_mixed_uses_gram(T, din, dout) ? DP_NORM_FLASH : DP_NORM_DIRECT;
     if (keep_psg) method = DP_NORM_DIRECT;
+    Widen wd;
+    if (widen_open(d, &wd, T, din, dout)) return -1;
+    int rc = -1;
     if (method == DP_NORM_DIRECT && (d->cfg.norm == DP_NORM_DIRECT || keep_psg)) {
         /* every sample's gradient at once; kept under bk */
         const size_t per = (size_t)din * dout;
         float *first = p->kept && dw && d->s->micro == 0 ? dw : NULL;
         const int slices = first ? B - 1 : B;
         if (slices > 0 && !(p->psg = alloc_tag(d, dp_linear_direct_floats(slices, din, dout), "per_sample_grads", name, "")))
-            return -1;
+            goto out;
         p->psg_first = first;
-        if (run) direct_norms(d, d->norm2, first ? first : p->psg, first ? p->psg : p->psg + per, A, G, B, T, din, dout, &p->io);
+        if (run) direct_norms(d, d->norm2, first ? first : p->psg, first ? p->psg : p->psg + per, A, G, B, T, din, dout, &wd, &p->io);
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
     } else if (method == DP_NORM_DIRECT) {
         /* mixed: nt samples' gradients at a time (one per thread), squared and thrown away */
         const int chunk = B < nt ? B : nt;
         float *some = alloc_tag(d, dp_linear_direct_floats(chunk, din, dout), "per_sample_grads", name, ".stream");
-        if (!some) return -1;
+        if (!some) goto out;
         if (run)
             for (int b = 0; b < B; b += chunk) {
                 const int n = B - b < chunk ? B - b : chunk;
-                const float *Ab = A + (size_t)b * T * din, *Gb = G + (size_t)b * T * dout;
-                if (d->cuda) DP_GPU(dp_linear_norms_direct_cuda(d->norm2 + b, some, Ab, Gb, n, T, din, dout, &p->io));
+                const float *Ab = kact_at(A, (size_t)b * T * din, dt), *Gb = kact_at(G, (size_t)b * T * dout, dt);
+                if (d->cuda) DP_GPU(dp_linear_norms_direct_cuda_dt(d->norm2 + b, some, Ab, Gb, n, T, din, dout, dt, &p->io));
+                else if (wd.g)
+                    for (int j = 0; j < n; j++) {
+                        widen_sample(d, &wd, A, G, b + j, T, din, dout);
+                        dp_linear_norms_direct(d->norm2 + b + j, some, wd.a, wd.g, 1, T, din, dout, &p->io);
+                    }
                 else dp_linear_norms_direct(d->norm2 + b, some, Ab, Gb, n, T, din, dout, &p->io);
             }
         kbuf_free(d->kb, some);
         method = DP_NORM_MIXED;                  /* recorded as "direct-streamed" */
     } else if (method == DP_NORM_GHOST) {
         float *gram = alloc_tag(d, dp_linear_ghost_floats(B, T), "ghost", name, ".gram");
-        if (!gram) return -1;
-        if (run && d->cuda) DP_GPU(dp_linear_norms_ghost_cuda(d->norm2, gram, A, G, B, T, din, dout, &p->io));
+        if (!gram) goto out;
+        if (run && d->cuda) DP_GPU(dp_linear_norms_ghost_cuda_dt(d->norm2, gram, A, G, B, T, din, dout, dt, &p->io));
+        else if (run && wd.g)
+            for (int b = 0; b < B; b++) {        /* sample b's two Gram matrices in its own part of the buffer */
+                widen_sample(d, &wd, A, G, b, T, din, dout);
+                dp_linear_norms_ghost(d->norm2 + b, gram + 2 * (size_t)b * T * T, wd.a, wd.g, 1, T, din, dout, &p->io);
+            }
         else if (run) dp_linear_norms_ghost(d->norm2, gram, A, G, B, T, din, dout, &p->io);
         kbuf_free(d->kb, gram);
     } else if (d->gpu) {
         /* the GPU kernel keeps its tiles in registers and shared memory: no buffer (and R is fixed) */
-        if (run) DP_GPU(dp_linear_norms_flash_cuda(d->norm2, NULL, A, G, B, T, din, dout, KCUDA_FLASH_R, &p->io));
+        if (run) DP_GPU(dp_linear_norms_flash_cuda_dt(d->norm2, NULL, A, G, B, T, din, dout, KCUDA_FLASH_R, dt, &p->io));
     } else {
         /* one tile pair per thread, and the row sums */
         float *tile = alloc_tag(d, dp_linear_flash_floats(B, T, d->cfg.flash_tile, nt), "ghost", name, ".tile");
-        if (!tile) return -1;
-        if (run) dp_linear_norms_flash(d->norm2, tile, A, G, B, T, din, dout, d->cfg.flash_tile, nt, &p->io);
+        if (!tile) goto out;
+        if (run && wd.g)
+            for (int b = 0; b < B; b++) {
+                widen_sample(d, &wd, A, G, b, T, din, dout);
+                dp_linear_norms_flash(d->norm2 + b, tile, wd.a, wd.g, 1, T, din, dout, d->cfg.flash_tile, nt, &p->io);
+            }
+        else if (run) dp_linear_norms_flash(d->norm2, tile, A, G, B, T, din, dout, d->cfg.flash_tile, nt, &p->io);
         kbuf_free(d->kb, tile);
     }
     p->used = (int)method;
+    rc = 0;
+out:
+    widen_close(d, &wd);
+    if (rc) return rc;
     if (bk && !keep_psg) {
         if (borrow) {
             /* lm_head: G is the logits buffer turned into dlogits in place, which the backward keeps
-               (retain_saved) until llama_release_saved: N x V floats not copied */
+               (retain_saved, or GRAD_HOOK_KEEP_G) until llama_release_saved: N x V not copied */
             p->G = (float *)G;
             p->G_borrowed = 1;
+            d->keep_bits |= GRAD_HOOK_KEEP_G;
         } else {
-            if (!(p->G = alloc_tag(d, (size_t)B * T * dout, "bk", name, ".G"))) return -1;
-            if (copy_buffer(d->kb, p->G, G, (size_t)B * T * dout)) return -1;
+            if (!(p->G = alloc_act(d, (size_t)B * T * dout, "bk", name, ".G"))) return -1;
+            if (copy_ex(d->kb, dt, p->G, G, (size_t)B * T * dout)) return -1;
         }
         p->A = A;
         p->A_owned = a_owned;
+        if (!a_owned) d->keep_bits |= GRAD_HOOK_KEEP_A;
     }
     return 0;
+}
+
+/* dW += Σ_b c_b g_b of one tensor from what its hook kept (per-sample gradients, or A and G). */
+static int clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, int V) {
+    const int B = p->B, T = p->T, run = d->computes;
+    const KDtype dt = d->dt;
+    (void)dt;
+    if (!dw) return 0;
+    const size_t P = p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
+                   : (size_t)V * p->d_out;
+    if (p->psg_first || p->psg) {
+        if (!run) return 0;
+        if (d->cuda) {
+            if (p->psg_first) DP_GPU(dp_clipped_sum_first_cuda(dw, p->psg, d->c, B, P));
+            else DP_GPU(dp_clipped_sum_cuda(dw, p->psg, d->c, B, P));
+        } else if (p->psg_first) dp_clipped_sum_first(dw, p->psg, d->c, B, P);
+        else dp_clipped_sum(dw, p->psg, d->c, B, P);
+        return 0;
+    }
+    if (!p->G) return 0;
+    const int emb = p->kind == HOOK_EMBEDDING;
+    Widen wd;
+    if (widen_open(d, &wd, T, emb ? 0 : p->d_in, p->d_out)) return -1;
+    if (run && d->cuda) {
+        if (emb) DP_GPU(dp_embedding_clipped_grad_bk_cuda_dt(dw, tokens, p->G, d->c, B, T, p->d_out, dt));
+        else DP_GPU(dp_linear_clipped_grad_bk_cuda_dt(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out, dt));
+    } else if (run && wd.g) {
+        for (int b = 0; b < B; b++) {
+            if (d->c[b] == 0.0f) continue;       /* dropped (the kernels skip it too): nothing to widen */
+            widen_sample(d, &wd, emb ? NULL : p->A, p->G, b, T, p->d_in, p->d_out);
+            if (emb) dp_embedding_clipped_grad_bk(dw, tokens + (size_t)b * T, wd.g, d->c + b, 1, T, p->d_out);
+            else dp_linear_clipped_grad_bk(dw, wd.a, wd.g, d->c + b, 1, T, p->d_in, p->d_out);
+        }
+    } else if (run) {
+        if (emb) dp_embedding_clipped_grad_bk(dw, tokens, p->G, d->c, B, T, p->d_out);
+        else dp_linear_clipped_grad_bk(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out);
+    }
+    widen_close(d, &wd);
+    return 0;
+}
+
+/* RMSNorm weight: psg [B, C] = Σ_t dout·inp·rstd, its norms into norm2. */
+static void rmsnorm_norms(DpSgd *d, float *norm2, float *psg, const GradHookArgs *a, Widen *wd) {
+    const int B = a->B, T = a->T, C = a->d_out;
+    if (d->cuda) DP_GPU(dp_rmsnorm_norms_direct_cuda_dt(norm2, psg, a->G, a->A, a->rstd, B, T, C, a->dt));
+    else if (wd->g)
+        for (int b = 0; b < B; b++) {
+            widen_sample(d, wd, a->A, a->G, b, T, C, C);
+            dp_rmsnorm_norms_direct(norm2 + b, psg + (size_t)b * C, wd->g, wd->a, a->rstd + (size_t)b * T, 1, T, C);
+        }
+    else dp_rmsnorm_norms_direct(norm2, psg, a->G, a->A, a->rstd, B, T, C);
+}
+
+/* Two-pass under bf16: the second backward runs with the first one's loss weights, so its
+   activation gradients are those of the first (the same ops: the same bits), and each weight's
+   clipped sum Σ_b c_b g_b is formed here, from exactly the values whose norms were measured.
+   (A loss weighted by c_b would be rounded to bf16 after the scaling: not c_b times the measured
+   gradient.) The RMSNorm weights' per-sample gradients are formed again (B·C each). */
+static int pass2_clipped(DpSgd *d, const GradHookArgs *a) {
+    DpParamState t = { .kind = a->kind, .B = a->B, .T = a->T, .d_in = a->d_in, .d_out = a->d_out, .used = -1 };
+    if (a->kind == HOOK_RMSNORM) {
+        Widen wd;
+        if (widen_open(d, &wd, a->T, a->d_in, a->d_out)) return -1;
+        t.psg = alloc_tag(d, (size_t)a->B * a->d_out, "per_sample_grads", a->name, "");
+        if (t.psg && d->computes) rmsnorm_norms(d, d->scratch_norm2, t.psg, a, &wd);
+        widen_close(d, &wd);
+        if (!t.psg) return -1;
+        int rc = clipped_sum(d, &t, a->dW, NULL, 0);
+        kbuf_free(d->kb, t.psg);
+        return rc;
+    }
+    t.G = (float *)a->G;
+    t.A = a->A;
+    return clipped_sum(d, &t, a->dW, a->tokens, d->s->model.V);
 }
 
 /* A frozen projection with an adapter: hs and dh from x and dy, then the adapter's two halves. */
@@ -355,13 +497,21 @@ static int lora_hook(DpSgd *d, int k, const GradHookArgs *a) {
     LoraAdapter *l = &d->lora[k];
     const int B = a->B, T = a->T, N = B * T, r = l->r;
     char name[96];
-    float *hs = alloc_tag(d, (size_t)N * r, "lora", l->name, ".hs");
-    float *dh = alloc_tag(d, (size_t)N * r, "lora", l->name, ".dh");
+    float *hs = alloc_act(d, (size_t)N * r, "lora", l->name, ".hs");
+    float *dh = alloc_act(d, (size_t)N * r, "lora", l->name, ".dh");
     if (!hs || !dh) { kbuf_free(d->kb, hs); kbuf_free(d->kb, dh); return -1; }
     if (lora_side(l, d->kb, hs, dh, a->A, a->G, N)) return -1;
     if (d->pass == 2) {
-        /* two-pass's second backward: dy is already weighted by c_b */
-        int rc = lora_accumulate(l, d->kb, a->A, a->G, hs, dh, N);
+        int rc;
+        if (!d->clip_in_hooks) {
+            /* two-pass's second backward: dy is already weighted by c_b */
+            rc = lora_accumulate(l, d->kb, a->A, a->G, hs, dh, N);
+        } else {
+            /* bf16: the clipped sums of both halves from this backward's unweighted hs, dy, x, dh */
+            DpParamState tb = { .kind = HOOK_LINEAR, .B = B, .T = T, .d_in = r, .d_out = l->OC, .A = hs, .G = (float *)a->G };
+            DpParamState ta = { .kind = HOOK_LINEAR, .B = B, .T = T, .d_in = l->IC, .d_out = r, .A = a->A, .G = dh };
+            rc = clipped_sum(d, &tb, l->dB, NULL, 0) || clipped_sum(d, &ta, l->dA, NULL, 0) ? -1 : 0;
+        }
         kbuf_free(d->kb, dh); kbuf_free(d->kb, hs);
         return rc;
     }
@@ -381,57 +531,80 @@ int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
     DpSgd *d = user;
     int idx = a->param_index;
     if (idx < 0 || idx >= d->n_params) return -1;
+    if (d->observe) d->observe(d->observe_user, a);
     if (!a->dW) {                                   /* frozen: only adapters have work here */
         int k = d->lora_of ? d->lora_of[idx] : -1;
-        if (k < 0) return 1;
-        return lora_hook(d, k, a) ? -1 : 1;
+        if (k < 0) return GRAD_HOOK_SKIP_DW;
+        return lora_hook(d, k, a) ? -1 : GRAD_HOOK_SKIP_DW;
     }
-    if (d->pass == 2) return 0;                     /* the weighted backward forms dW itself */
+    if (d->pass == 2) {
+        if (!d->clip_in_hooks) return 0;            /* the weighted backward forms dW itself */
+        return pass2_clipped(d, a) ? -1 : GRAD_HOOK_SKIP_DW;
+    }
     DpParamState *p = &d->ps[idx];
     const int B = a->B, T = a->T, din = a->d_in, dout = a->d_out, bk = d->cfg.clip == DP_CLIP_BK;
     const int run = d->computes;
     if (a->kind == HOOK_RMSNORM) {
         p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
         /* B x C is small: always direct (kept for the clipped sum under bk) */
-        if (!(p->psg = alloc_tag(d, (size_t)B * dout, "per_sample_grads", a->name, ""))) return -1;
-        if (run && d->cuda) DP_GPU(dp_rmsnorm_norms_direct_cuda(d->norm2, p->psg, a->G, a->A, a->rstd, B, T, dout));
-        else if (run) dp_rmsnorm_norms_direct(d->norm2, p->psg, a->G, a->A, a->rstd, B, T, dout);
+        Widen wd;
+        if (widen_open(d, &wd, T, din, dout)) return -1;
+        if (!(p->psg = alloc_tag(d, (size_t)B * dout, "per_sample_grads", a->name, ""))) { widen_close(d, &wd); return -1; }
+        if (run) rmsnorm_norms(d, d->norm2, p->psg, a, &wd);
+        widen_close(d, &wd);
         p->io.read = (uint64_t)B * T * (2 * dout + 1) * 4; p->io.written = (uint64_t)B * (dout + 1) * 4;
         p->used = DP_NORM_DIRECT;
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
-        return 1;
+        return GRAD_HOOK_SKIP_DW;
     }
     if (a->kind == HOOK_EMBEDDING) {
         const int V = d->s->model.V;
+        const KDtype dt = a->dt;
         p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
+        Widen wd;
+        if (widen_open(d, &wd, T, 0, dout)) return -1;
         if (d->cfg.norm == DP_NORM_DIRECT) {
-            if (!(p->psg = alloc_tag(d, (size_t)B * V * dout, "per_sample_grads", a->name, ""))) return -1;
+            if (!(p->psg = alloc_tag(d, (size_t)B * V * dout, "per_sample_grads", a->name, ""))) { widen_close(d, &wd); return -1; }
             if (run && d->cuda) {
                 /* no scatter-into-psg twin on the GPU: each sample's rows by the backend's embedding
                    backward (its scratch, if any, is the target's and so in the plan), the norms by
                    token equality (the same sum: ‖scatter(g_b)‖² = Σ_{t,s} [tok_t = tok_s] g_t·g_s) */
                 if (fill_buffer(d->kb, p->psg, 0.0f, (size_t)B * V * dout)) return -1;
                 for (int b = 0; b < B; b++)
-                    if (embedding_backward(d->kb, p->psg + (size_t)b * V * dout, a->tokens + (size_t)b * T,
-                                           a->G + (size_t)b * T * dout, T, dout, V)) return -1;
-                DP_GPU(dp_embedding_norms_cuda(d->norm2, a->tokens, a->G, B, T, dout, NULL));
-            } else if (run) dp_embedding_norms_direct(d->norm2, p->psg, a->tokens, a->G, B, T, dout, V);
+                    if (embedding_backward_ex(d->kb, dt, p->psg + (size_t)b * V * dout, a->tokens + (size_t)b * T,
+                                              kact_at(a->G, (size_t)b * T * dout, dt), T, dout, V)) return -1;
+                DP_GPU(dp_embedding_norms_cuda_dt(d->norm2, a->tokens, a->G, B, T, dout, dt, NULL));
+            } else if (run && wd.g)
+                for (int b = 0; b < B; b++) {
+                    widen_sample(d, &wd, NULL, a->G, b, T, 0, dout);
+                    dp_embedding_norms_direct(d->norm2 + b, p->psg + (size_t)b * V * dout, a->tokens + (size_t)b * T, wd.g, 1, T, dout, V);
+                }
+            else if (run) dp_embedding_norms_direct(d->norm2, p->psg, a->tokens, a->G, B, T, dout, V);
             p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * V * dout * 4;
             p->used = DP_NORM_DIRECT;
             if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
+            widen_close(d, &wd);
         } else {
-            if (run && d->cuda) DP_GPU(dp_embedding_norms_cuda(d->norm2, a->tokens, a->G, B, T, dout, NULL));
+            if (run && d->cuda) DP_GPU(dp_embedding_norms_cuda_dt(d->norm2, a->tokens, a->G, B, T, dout, dt, NULL));
+            else if (run && wd.g)
+                for (int b = 0; b < B; b++) {
+                    widen_sample(d, &wd, NULL, a->G, b, T, 0, dout);
+                    dp_embedding_norms(d->norm2 + b, a->tokens + (size_t)b * T, wd.g, 1, T, dout, NULL);
+                }
             else if (run) dp_embedding_norms(d->norm2, a->tokens, a->G, B, T, dout, NULL);
+            widen_close(d, &wd);
             p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * 4;
             p->used = DP_NORM_GHOST;
             if (bk) {
-                if (!(p->G = alloc_tag(d, (size_t)B * T * dout, "bk", a->name, ".G"))) return -1;
-                if (copy_buffer(d->kb, p->G, a->G, (size_t)B * T * dout)) return -1;
+                if (!(p->G = alloc_act(d, (size_t)B * T * dout, "bk", a->name, ".G"))) return -1;
+                if (copy_ex(d->kb, dt, p->G, a->G, (size_t)B * T * dout)) return -1;
             }
         }
-        return 1;
+        return GRAD_HOOK_SKIP_DW;
     }
-    return linear_norm(d, p, a->name, a->A, a->G, B, T, din, dout, NULL, NULL, a->dW) ? -1 : 1;
+    d->keep_bits = 0;
+    if (linear_norm(d, p, a->name, a->A, a->G, B, T, din, dout, NULL, NULL, a->dW)) return -1;
+    return GRAD_HOOK_SKIP_DW | (d->ckpt ? d->keep_bits : 0);
 }
 
 /* ---- one physical batch -------------------------------------------------------------------------- */
@@ -448,25 +621,6 @@ static void free_state(DpSgd *d, DpParamState *p) {
 static void free_kept(DpSgd *d) {
     for (int i = 0; d->ps && i < d->n_params; i++) free_state(d, &d->ps[i]);
     for (int k = 0; d->lps && k < 2 * d->n_lora; k++) free_state(d, &d->lps[k]);
-}
-
-/* dW += Σ_b c_b g_b of one tensor from what its hook kept. */
-static void clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, int V) {
-    const int B = p->B, T = p->T;
-    if (!dw || !d->computes) return;
-    const size_t P = p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
-                   : (size_t)V * p->d_out;
-    if (d->cuda) {
-        if (p->psg_first) DP_GPU(dp_clipped_sum_first_cuda(dw, p->psg, d->c, B, P));
-        else if (p->psg) DP_GPU(dp_clipped_sum_cuda(dw, p->psg, d->c, B, P));
-        else if (p->G && p->kind == HOOK_EMBEDDING) DP_GPU(dp_embedding_clipped_grad_bk_cuda(dw, tokens, p->G, d->c, B, T, p->d_out));
-        else if (p->G) DP_GPU(dp_linear_clipped_grad_bk_cuda(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out));
-        return;
-    }
-    if (p->psg_first) dp_clipped_sum_first(dw, p->psg, d->c, B, P);
-    else if (p->psg) dp_clipped_sum(dw, p->psg, d->c, B, P);
-    else if (p->G && p->kind == HOOK_EMBEDDING) dp_embedding_clipped_grad_bk(dw, tokens, p->G, d->c, B, T, p->d_out);
-    else if (p->G) dp_linear_clipped_grad_bk(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out);
 }
 
 static float *slot_grad(DpSgd *d, int i) {
@@ -535,10 +689,16 @@ static int collect_stats(DpSgd *d, int B) {
     return 0;
 }
 
+/* Under bf16 the factors keep a margin (DP_BF16_CLIP_MARGIN, dp_kernels.h): c_b·‖g_b‖ ≤ C also when
+   the measured norm is a little low. fp32 keeps Opacus's factor, bit for bit as before. */
 static void clip_factors(DpSgd *d, int B) {
     if (!d->computes) return;
-    if (d->cuda) DP_GPU(dp_clip_factors_cuda(d->c, d->norm2, B, (float)d->cfg.max_grad_norm));
-    else dp_clip_factors(d->c, d->norm2, B, (float)d->cfg.max_grad_norm);
+    const float C = (float)d->cfg.max_grad_norm;
+    if (d->dt == KDT_BF16) {
+        if (d->cuda) DP_GPU(dp_clip_factors_safe_cuda(d->c, d->norm2, B, C, DP_BF16_CLIP_MARGIN));
+        else dp_clip_factors_safe(d->c, d->norm2, B, C, DP_BF16_CLIP_MARGIN);
+    } else if (d->cuda) DP_GPU(dp_clip_factors_cuda(d->c, d->norm2, B, C));
+    else dp_clip_factors(d->c, d->norm2, B, C);
 }
 
 /* The rows of this step: each of the dataset's rows with probability q, from (seed, step, row). */
@@ -608,7 +768,8 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         }
         /* one sample: the factor on the host (the same function), then stored where the stats read it */
         float n2f = (float)n2, c0 = 1.0f;
-        dp_clip_factors(&c0, &n2f, 1, (float)d->cfg.max_grad_norm);
+        if (d->dt == KDT_BF16) dp_clip_factors_safe(&c0, &n2f, 1, (float)d->cfg.max_grad_norm, DP_BF16_CLIP_MARGIN);
+        else dp_clip_factors(&c0, &n2f, 1, (float)d->cfg.max_grad_norm);
         if (d->computes && (kbuf_upload(d->kb, d->norm2, &n2f, sizeof n2f) || kbuf_upload(d->kb, d->c, &c0, sizeof c0)))
             return -1;
         for (int i = 0; i < m->n_params; i++) {
@@ -619,8 +780,10 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     }
     const int bk = d->cfg.clip == DP_CLIP_BK;
     d->retain = bk && d->cfg.norm != DP_NORM_DIRECT && d->n_lora == 0;   /* LoRA adapters keep psg */
+    /* bk keeps A and G: every saved activation (retain_saved), or under checkpointing only the A's the
+       hooks ask for (GRAD_HOOK_KEEP_*: the recomputed layer inputs, lm_head's dlogits) */
     GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
-                    .retain_saved = d->retain, .frozen_too = d->n_lora > 0 };
+                    .retain_saved = d->retain && !d->ckpt, .frozen_too = d->n_lora > 0 };
     d->pass = 1;
     if (fill_buffer(d->kb, d->norm2, 0.0f, (size_t)B)) return -1;
     if (train_backward_scaled(s, &h, per_sample_scale)) { free_kept(d); return -1; }
@@ -630,16 +793,25 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         if (collect_stats(d, real)) { free_kept(d); return -1; }
         if (!d->printed_choice) print_choice(d);
         if (bk) {
-            for (int i = 0; i < d->n_params; i++) clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
-            for (int k = 0; k < d->n_lora; k++) {
-                clipped_sum(d, &d->lps[2 * k], d->lora[k].dA, NULL, 0);
-                clipped_sum(d, &d->lps[2 * k + 1], d->lora[k].dB, NULL, 0);
-            }
+            int bad = 0;
+            for (int i = 0; i < d->n_params && !bad; i++) bad = clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
+            for (int k = 0; k < d->n_lora && !bad; k++)
+                bad = clipped_sum(d, &d->lps[2 * k], d->lora[k].dA, NULL, 0) || clipped_sum(d, &d->lps[2 * k + 1], d->lora[k].dB, NULL, 0);
+            if (bad) { free_kept(d); llama_release_saved(m); return -1; }
         }
         free_kept(d);                            /* before the release: borrowed buffers go with it */
         llama_release_saved(m);
     }
-    if (!bk) {
+    if (!bk && d->clip_in_hooks) {
+        /* two-pass under bf16: the second backward as the first, the clipped sums in the hooks */
+        if (train_forward(s)) return -1;
+        GradHooks h2 = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
+                         .retain_saved = 0, .frozen_too = d->n_lora > 0 };
+        d->pass = 2;
+        int rc = train_backward_scaled(s, &h2, per_sample_scale);
+        d->pass = 1;
+        if (rc) return -1;
+    } else if (!bk) {
         /* two-pass: the second backward weights each sample's loss by c_b */
         if (train_forward(s)) return -1;
         const float *w = d->c;

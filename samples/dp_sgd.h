@@ -97,6 +97,13 @@ typedef struct DpSgd {
     int printed_choice, shortcut, computes;
     int cuda;                    /* the backend is CUDA: kernels are the `_cuda` twins on device pointers */
     int gpu;                     /* allocations are those of the CUDA path (CUDA, or a plan for it) */
+    KDtype dt;                   /* the model's activations (bf16: the norms read bf16 A and G) */
+    int ckpt;                    /* the model checkpoints activations: bk keeps A's through GRAD_HOOK_KEEP_* */
+    int clip_in_hooks;           /* bf16 two-pass: the second backward's hooks form Σ_b c_b g_b */
+    int keep_bits;               /* what the current linear hook asks the backward to keep */
+    /* Tests: called with every hook's arguments before anything else (A and G as the hooks see them). */
+    void (*observe)(void *user, const GradHookArgs *a);
+    void *observe_user;
     double clipped_frac_sum, norm_sum; long norm_count;  /* statistics for the summary */
     uint64_t io_step;            /* norm IO of one logical step (first step) */
 } DpSgd;

@@ -13,6 +13,9 @@
 
    Memory tags: lora/<name>.lora_A|lora_B (the adapters), grads/<name>.lora_A|B, optimizer/
    <name>.lora_A|B.exp_avg|exp_avg_sq; the frozen W has no grads and no optimizer state.
+   bf16 (the model's --precision): the adapters stay fp32 (masters, merged into the fp32 W); x, dy,
+   hs and dh are bf16, and the side products use bf16 copies of A and B (lora/<name>.lora_A.bf16,
+   .lora_B.bf16, refreshed from the masters at each use, as autocast casts at each use).
 
    Not here: which projections get adapters (dp_lora.c, from --lora-targets), DP (dp_sgd.c). */
 #ifndef LORA_H
@@ -25,7 +28,9 @@ typedef struct {
     int param_index;                 /* into LlamaModel.params */
     int IC, OC, r;
     float scale;                     /* alpha / r */
+    KDtype dt;                       /* of x, dy, hs, dh (the model's activations) */
     float *A, *B;                    /* (r, IC), (OC, r) */
+    float *A16, *B16;                /* bf16 copies for the side products (bf16 only) */
     float *dA, *dB;                  /* gradients, same shapes */
     float *mA, *vA, *mB, *vB;        /* Adam state (NULL with SGD) */
 } LoraAdapter;
@@ -33,13 +38,13 @@ typedef struct {
 /* Allocates A, B, dA, dB (and m, v when adam) and initialises A ~ U(-1/√IC, 1/√IC) from seed (the
    bound of PyTorch's kaiming-uniform default that peft uses), B = 0. 0, or -1 (kbackend_error). */
 int  lora_build(LoraAdapter *l, KBackend *kb, const char *name, int param_index, int IC, int OC, int r,
-                float alpha, int adam, unsigned long long seed);
+                float alpha, int adam, unsigned long long seed, KDtype dt);
 void lora_free(LoraAdapter *l, KBackend *kb);
 size_t lora_param_count(const LoraAdapter *l);      /* r·IC + OC·r */
 
 /* W (OC, IC) += sign · s · B A. */
 int  lora_merge(LoraAdapter *l, KBackend *kb, float *W, float sign);
-/* hs (N, r) = s·x Aᵀ and dh (N, r) = s·dy B (either may be NULL). */
+/* hs (N, r) = s·x Aᵀ and dh (N, r) = s·dy B (either may be NULL); x, dy, hs, dh of type l->dt. */
 int  lora_side(LoraAdapter *l, KBackend *kb, float *hs, float *dh, const float *x, const float *dy, int N);
 /* dB += dyᵀ hs, dA += dhᵀ x. */
 int  lora_accumulate(LoraAdapter *l, KBackend *kb, const float *x, const float *dy, const float *hs,

@@ -5,7 +5,8 @@
       (no grads, no state), and every tensor is tagged with its own exact size.
    2. The plan backend replays a real CPU run exactly: two training steps of the same configuration
       through the real loop (train_run) give the same sequence of (tag, bytes, alloc/free) and the
-      same peak, on the backend and in dpmem's counters.
+      same peak, on the backend and in dpmem's counters; in fp32 and bf16, with and without
+      activation checkpointing.
    3. The memory limit: a build that does not fit fails cleanly with "out of memory" and the tag.
    Not here: the gradients (test_llama_grad) or the CLI (test_llama_cli.sh). */
 #define DPMEM_IMPLEMENTATION
@@ -74,10 +75,11 @@ static void record(void *user, const char *tag, size_t bytes, int is_alloc) {
     e->bytes = bytes; e->alloc = is_alloc;
 }
 
-static size_t run_traced(const char *device, Trace *t, size_t *by_category_at_peak) {
+static size_t run_traced(const char *device, Trace *t, size_t *by_category_at_peak, int bf16, int ckpt) {
     TrainConfig c;
     config_defaults(&c);
     c.model.n_kv_heads = 2; c.batch_size = 2; c.seq_len = 17; c.steps = 2; c.grad_accum = 2;
+    c.model.precision = bf16; c.model.checkpoint_activations = ckpt;
     c.quiet = 1; c.threads = 2; c.run_name = "test_llama_memory";
     snprintf(c.device, sizeof c.device, "%s", device);
     TrainStrategy st = { .name = "vanilla", .trace = record, .trace_user = t };
@@ -89,11 +91,12 @@ static size_t run_traced(const char *device, Trace *t, size_t *by_category_at_pe
     return dpmem_peak_bytes(NULL);
 }
 
-static void check_plan_matches_cpu(void) {
+static void check_plan_matches_cpu(int bf16, int ckpt) {
     Trace cpu = { 0 }, plan = { 0 };
     size_t cat_cpu[6], cat_plan[6];
-    size_t peak_cpu = run_traced("cpu", &cpu, cat_cpu);
-    size_t peak_plan = run_traced("plan", &plan, cat_plan);
+    size_t peak_cpu = run_traced("cpu", &cpu, cat_cpu, bf16, ckpt);
+    size_t peak_plan = run_traced("plan", &plan, cat_plan, bf16, ckpt);
+    printf("     (%s%s)\n", bf16 ? "bf16" : "fp32", ckpt ? ", activations checkpointed" : "");
     int first_diff = -1;
     for (int i = 0; i < cpu.n && i < plan.n && first_diff < 0; i++)
         if (strcmp(cpu.ev[i].tag, plan.ev[i].tag) || cpu.ev[i].bytes != plan.ev[i].bytes || cpu.ev[i].alloc != plan.ev[i].alloc) first_diff = i;
@@ -108,10 +111,12 @@ static void check_plan_matches_cpu(void) {
     for (int i = 0; i < cpu.n; i++) {
         allocs += cpu.ev[i].alloc;
         if (!strcmp(cpu.ev[i].tag, "workspace/attn_backward")) has_scratch = 1;
+        if (bf16 && !strcmp(cpu.ev[i].tag, "params/lm_head.bf16")) has_scratch |= 2;
         if (!strcmp(cpu.ev[i].tag, "activations/layers.1.self_attn.lse")) has_act = 1;
     }
     if (allocs * 2 != cpu.n) { printf("FAIL %d allocations but %d frees: something leaked\n", allocs, cpu.n - allocs); failures++; }
-    if (!has_scratch || !has_act) { printf("FAIL the trace lacks op scratch or saved activations\n"); failures++; }
+    if (!(has_scratch & 1) || !has_act) { printf("FAIL the trace lacks op scratch or saved activations\n"); failures++; }
+    if (bf16 && !(has_scratch & 2)) { printf("FAIL the bf16 trace lacks the weights' bf16 copies\n"); failures++; }
     EXPECT_EQ("peak tagged bytes, plan == cpu", peak_plan, peak_cpu);
     for (int i = 0; i < 6; i++) if (cat_cpu[i] != cat_plan[i]) { printf("FAIL category %d at the peak: cpu %zu plan %zu\n", i, cat_cpu[i], cat_plan[i]); failures++; }
     /* The peak is at the end of the forward: params + grads + optimizer + every saved activation. */
@@ -145,7 +150,8 @@ int main(int argc, char **argv) {
     check_preset("medium", 1, "adamw", 1, 2816);
     check_preset("1b", 1, "adamw", 0, 5632);    /* TinyLlama's FFN width for dim 2048 */
     check_preset("3b", 1, "adamw", 0, 8704);
-    check_plan_matches_cpu();
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (int ckpt = 0; ckpt < 2; ckpt++) check_plan_matches_cpu(bf16, ckpt);
     check_mem_limit();
     if (failures) { printf("%d check(s) failed\n", failures); return 1; }
     printf("all memory accounting checks passed\n");

@@ -21,6 +21,16 @@ void dp_clip_factors(float *c, const float *norm2, int B, float max_norm) {
     }
 }
 
+void dp_clip_factors_safe(float *c, const float *norm2, int B, float max_norm, double rel) {
+    for (int b = 0; b < B; b++) {
+        if (!isfinite(norm2[b])) { c[b] = 0; continue; }
+        double f = (double)max_norm / (sqrt(fmax((double)norm2[b], 0.0)) * (1.0 + rel) + 1e-6);
+        if (f >= 1.0) { c[b] = 1.0f; continue; }
+        float cf = (float)f;
+        c[b] = (double)cf > f ? nextafterf(cf, 0.0f) : cf;   /* rounded down */
+    }
+}
+
 void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t P) {
     /* Elements in parallel; each element still sums its samples in order b = 0, 1, ... */
 #ifdef _OPENMP

@@ -17,6 +17,9 @@
    Book-keeping: dw += Σ_b c_b g_bᵀ a_b as B cuBLAS GEMMs with alpha = c_b (c is read back to the host
    first, so samples with c_b = 0, e.g. a non-finite gradient, are skipped exactly as on the CPU).
 
+   bf16 activations (the `_dt` entries): the GEMMs take bf16 operands with CUBLAS_COMPUTE_32F (bf16
+   products are exact in fp32), the other kernels load bf16 and compute as in fp32; psg, Gram
+   matrices, norms and sums stay fp32/double. The fp32 entries are the `_dt` ones with KDT_F32.
    Precision: every GEMM here is full fp32 whatever DPMEM_CUDA_GEMM says. The privacy guarantee rests
    on ‖c_b g_b‖ ≤ C; a norm measured with TF32 or bf16 inputs (relative error ~1e-3 / ~1e-2) could
    let a clipped per-sample gradient exceed C by that much. The flash kernel is fp32 by construction.
@@ -29,6 +32,9 @@
 #include <math.h>
 
 static __device__ double g_acc[KCUDA_MAX_B];
+
+static __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
+static __device__ __forceinline__ float ld(const uint16_t *p, size_t i) { return kbf16_to_f32(p[i]); }
 
 static void check_b(int B, const char *what) {
     if (B > KCUDA_MAX_B) {
@@ -72,11 +78,16 @@ static void per_sample_dot(const float *x, const float *y, size_t P, int B) {
 
 void dp_linear_norms_direct_cuda(float *norm2, float *psg, const float *a, const float *g,
                                  int B, int T, int IC, int OC, DpIO *io) {
+    dp_linear_norms_direct_cuda_dt(norm2, psg, a, g, B, T, IC, OC, KDT_F32, io);
+}
+
+void dp_linear_norms_direct_cuda_dt(float *norm2, float *psg, const float *a, const float *g,
+                                    int B, int T, int IC, int OC, KDtype dt, DpIO *io) {
     check_b(B, "dp_linear_norms_direct");
     if (B <= 0) return;   /* as the CPU loop: a grid with gridDim.y = 0 is an invalid launch */
     size_t per = (size_t)OC * IC;
-    kcuda_gemm_fp32(1, 0, OC, IC, T, 1.0f, g, OC, (long long)T * OC, a, IC, (long long)T * IC,
-              0.0f, psg, IC, (long long)per, B);
+    kcuda_gemm_ex_fp32acc(1, 0, OC, IC, T, 1.0f, g, OC, (long long)T * OC, a, IC, (long long)T * IC,
+                          0.0f, psg, IC, (long long)per, B, dt, KDT_F32);
     per_sample_dot(psg, NULL, per, B);
     acc_finalize(norm2, B);
     if (io) {
@@ -87,12 +98,19 @@ void dp_linear_norms_direct_cuda(float *norm2, float *psg, const float *a, const
 
 void dp_linear_norms_ghost_cuda(float *norm2, float *gram, const float *a, const float *g,
                                 int B, int T, int IC, int OC, DpIO *io) {
+    dp_linear_norms_ghost_cuda_dt(norm2, gram, a, g, B, T, IC, OC, KDT_F32, io);
+}
+
+void dp_linear_norms_ghost_cuda_dt(float *norm2, float *gram, const float *a, const float *g,
+                                   int B, int T, int IC, int OC, KDtype dt, DpIO *io) {
     check_b(B, "dp_linear_norms_ghost");
     if (B <= 0) return;   /* as the CPU loop: a grid with gridDim.y = 0 is an invalid launch */
     size_t tt = (size_t)T * T;
     float *ga = gram, *gg = gram + (size_t)B * tt;
-    kcuda_gemm_fp32(0, 1, T, T, IC, 1.0f, a, IC, (long long)T * IC, a, IC, (long long)T * IC, 0.0f, ga, T, (long long)tt, B);
-    kcuda_gemm_fp32(0, 1, T, T, OC, 1.0f, g, OC, (long long)T * OC, g, OC, (long long)T * OC, 0.0f, gg, T, (long long)tt, B);
+    kcuda_gemm_ex_fp32acc(0, 1, T, T, IC, 1.0f, a, IC, (long long)T * IC, a, IC, (long long)T * IC, 0.0f, ga, T,
+                          (long long)tt, B, dt, KDT_F32);
+    kcuda_gemm_ex_fp32acc(0, 1, T, T, OC, 1.0f, g, OC, (long long)T * OC, g, OC, (long long)T * OC, 0.0f, gg, T,
+                          (long long)tt, B, dt, KDT_F32);
     per_sample_dot(ga, gg, tt, B);
     acc_finalize(norm2, B);
     if (io) {
@@ -105,15 +123,16 @@ void dp_linear_norms_ghost_cuda(float *norm2, float *gram, const float *a, const
 #define FL_THREADS 256    /* 32 columns × 8 row groups; each thread owns 4 tile entries */
 
 /* tile[r][s] += Σ_c X[i0 + r, c] · X[j0 + s, c] over the D columns of X (rows of width D). */
-__device__ __forceinline__ void flash_tile(float t[4], const float *X, int D, int T, int i0, int j0,
+template <typename E>
+__device__ __forceinline__ void flash_tile(float t[4], const E *X, int D, int T, int i0, int j0,
                                            float (*si)[FL_R + 1], float (*sj)[FL_R + 1]) {
     const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
     for (int c0 = 0; c0 < D; c0 += FL_R) {
         __syncthreads();
         for (int e = threadIdx.x; e < FL_R * FL_R; e += FL_THREADS) {
             int rr = e / FL_R, cc = e % FL_R, c = c0 + cc;
-            si[rr][cc] = (i0 + rr < T && c < D) ? X[(size_t)(i0 + rr) * D + c] : 0.0f;
-            sj[rr][cc] = (j0 + rr < T && c < D) ? X[(size_t)(j0 + rr) * D + c] : 0.0f;
+            si[rr][cc] = (i0 + rr < T && c < D) ? ld(X, (size_t)(i0 + rr) * D + c) : 0.0f;
+            sj[rr][cc] = (j0 + rr < T && c < D) ? ld(X, (size_t)(j0 + rr) * D + c) : 0.0f;
         }
         __syncthreads();
         for (int cc = 0; cc < FL_R; cc++) {
@@ -125,12 +144,13 @@ __device__ __forceinline__ void flash_tile(float t[4], const float *X, int D, in
 
 /* Block x owns the time-block rows I = x and I = nI-1-x (once when they coincide): row I visits
    I+1 tile pairs, so every block does nI+1 of them and no block is the long tail. */
+template <typename E>
 __global__ void __launch_bounds__(FL_THREADS)
-flash_norm_kernel(double *acc, const float *a, const float *g, int T, int IC, int OC, int nI) {
+flash_norm_kernel(double *acc, const E *a, const E *g, int T, int IC, int OC, int nI) {
     __shared__ float si[FL_R][FL_R + 1], sj[FL_R][FL_R + 1];
     __shared__ double sh[32];
     const int b = blockIdx.y;
-    const float *ab = a + (size_t)b * T * IC, *gb = g + (size_t)b * T * OC;
+    const E *ab = a + (size_t)b * T * IC, *gb = g + (size_t)b * T * OC;
     const int I0 = (int)blockIdx.x, I1 = nI - 1 - I0;
     double s = 0.0;
     for (int r = 0; r < 2; r++) {
@@ -151,11 +171,19 @@ flash_norm_kernel(double *acc, const float *a, const float *g, int T, int IC, in
 
 void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const float *g,
                                 int B, int T, int IC, int OC, int R, DpIO *io) {
+    dp_linear_norms_flash_cuda_dt(norm2, tile, a, g, B, T, IC, OC, R, KDT_F32, io);
+}
+
+void dp_linear_norms_flash_cuda_dt(float *norm2, float *tile, const float *a, const float *g,
+                                   int B, int T, int IC, int OC, int R, KDtype dt, DpIO *io) {
     (void)tile; (void)R;
     check_b(B, "dp_linear_norms_flash");
     if (B <= 0 || T <= 0) return;
     int nI = (T + FL_R - 1) / FL_R;
-    flash_norm_kernel<<<dim3((nI + 1) / 2, B), FL_THREADS>>>(acc_ptr(), a, g, T, IC, OC, nI);
+    dim3 grid((nI + 1) / 2, B);
+    if (dt == KDT_BF16)
+        flash_norm_kernel<<<grid, FL_THREADS>>>(acc_ptr(), (const uint16_t *)a, (const uint16_t *)g, T, IC, OC, nI);
+    else flash_norm_kernel<<<grid, FL_THREADS>>>(acc_ptr(), a, g, T, IC, OC, nI);
     cudaLaunchCheck();
     acc_finalize(norm2, B);
     if (io) {   /* block i read once and kept, each block j ≤ i streamed (as the CPU's figure) */
@@ -171,12 +199,13 @@ void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const
 }
 
 /* One warp per position t of sample b: Σ_{u ≤ t, tok_u = tok_t} w·(g_t·g_u). */
-__global__ void embedding_norms_kernel(double *acc, const int *tokens, const float *g, int T, int C) {
+template <typename E>
+__global__ void embedding_norms_kernel(double *acc, const int *tokens, const E *g, int T, int C) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, b = blockIdx.y;
     const int t = blockIdx.x * (blockDim.x / 32) + warp;
     if (t >= T) return;                         /* whole warps leave together */
     const int *tok = tokens + (size_t)b * T;
-    const float *gb = g + (size_t)b * T * C, *gt = gb + (size_t)t * C;
+    const E *gb = g + (size_t)b * T * C, *gt = gb + (size_t)t * C;
     const int me = tok[t];
     double s = 0.0;
     for (int u0 = 0; u0 <= t; u0 += 32) {
@@ -186,9 +215,9 @@ __global__ void embedding_norms_kernel(double *acc, const int *tokens, const flo
             int bit = __ffs(match) - 1;
             match &= match - 1;
             int uu = u0 + bit;
-            const float *gu = gb + (size_t)uu * C;
+            const E *gu = gb + (size_t)uu * C;
             double d = 0.0;
-            for (int i = lane; i < C; i += 32) d += (double)gt[i] * gu[i];
+            for (int i = lane; i < C; i += 32) d += (double)ld(gt, i) * ld(gu, i);
             d = kcuda_warp_sum_d(d);
             s += (uu == t ? 1.0 : 2.0) * d;
         }
@@ -197,15 +226,21 @@ __global__ void embedding_norms_kernel(double *acc, const int *tokens, const flo
 }
 
 void dp_embedding_norms_cuda(float *norm2, const int *tokens, const float *g, int B, int T, int C, DpIO *io) {
+    dp_embedding_norms_cuda_dt(norm2, tokens, g, B, T, C, KDT_F32, io);
+}
+
+void dp_embedding_norms_cuda_dt(float *norm2, const int *tokens, const float *g, int B, int T, int C, KDtype dt, DpIO *io) {
     check_b(B, "dp_embedding_norms");
     if (B <= 0 || T <= 0) return;
-    embedding_norms_kernel<<<dim3((T + 7) / 8, B), 256>>>(acc_ptr(), tokens, g, T, C);
+    if (dt == KDT_BF16) embedding_norms_kernel<<<dim3((T + 7) / 8, B), 256>>>(acc_ptr(), tokens, (const uint16_t *)g, T, C);
+    else embedding_norms_kernel<<<dim3((T + 7) / 8, B), 256>>>(acc_ptr(), tokens, g, T, C);
     cudaLaunchCheck();
     acc_finalize(norm2, B);
     if (io) { io->read += (uint64_t)B * T * (C + 1) * 4; io->written += (uint64_t)B * 4; }
 }
 
-__global__ void rmsnorm_psg_kernel(double *acc, float *psg, const float *dout, const float *inp, const float *rstd,
+template <typename E>
+__global__ void rmsnorm_psg_kernel(double *acc, float *psg, const E *dout, const E *inp, const float *rstd,
                                    int T, int C) {
     __shared__ double sh[32];
     const int i = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
@@ -214,7 +249,7 @@ __global__ void rmsnorm_psg_kernel(double *acc, float *psg, const float *dout, c
         float s = 0.0f;
         for (int t = 0; t < T; t++) {
             size_t r = ((size_t)b * T + t) * C + i;
-            s += dout[r] * inp[r] * rstd[(size_t)b * T + t];
+            s += ld(dout, r) * ld(inp, r) * rstd[(size_t)b * T + t];
         }
         psg[(size_t)b * C + i] = s;
         sq = (double)s * s;
@@ -225,9 +260,17 @@ __global__ void rmsnorm_psg_kernel(double *acc, float *psg, const float *dout, c
 
 void dp_rmsnorm_norms_direct_cuda(float *norm2, float *psg, const float *dout, const float *inp,
                                   const float *rstd, int B, int T, int C) {
+    dp_rmsnorm_norms_direct_cuda_dt(norm2, psg, dout, inp, rstd, B, T, C, KDT_F32);
+}
+
+void dp_rmsnorm_norms_direct_cuda_dt(float *norm2, float *psg, const float *dout, const float *inp,
+                                     const float *rstd, int B, int T, int C, KDtype dt) {
     check_b(B, "dp_rmsnorm_norms_direct");
     if (B <= 0 || C <= 0) return;
-    rmsnorm_psg_kernel<<<dim3((C + 255) / 256, B), 256>>>(acc_ptr(), psg, dout, inp, rstd, T, C);
+    dim3 grid((C + 255) / 256, B);
+    if (dt == KDT_BF16)
+        rmsnorm_psg_kernel<<<grid, 256>>>(acc_ptr(), psg, (const uint16_t *)dout, (const uint16_t *)inp, rstd, T, C);
+    else rmsnorm_psg_kernel<<<grid, 256>>>(acc_ptr(), psg, dout, inp, rstd, T, C);
     cudaLaunchCheck();
     acc_finalize(norm2, B);
 }
@@ -243,6 +286,21 @@ __global__ void clip_factors_kernel(float *c, const float *norm2, int B, float m
 void dp_clip_factors_cuda(float *c, const float *norm2, int B, float max_norm) {
     if (B <= 0) return;
     clip_factors_kernel<<<(B + 127) / 128, 128>>>(c, norm2, B, max_norm);
+    cudaLaunchCheck();
+}
+
+__global__ void clip_factors_safe_kernel(float *c, const float *norm2, int B, float max_norm, double rel) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    if (!isfinite(norm2[b])) { c[b] = 0.0f; return; }
+    double f = (double)max_norm / (sqrt(fmax((double)norm2[b], 0.0)) * (1.0 + rel) + 1e-6);
+    if (f >= 1.0) { c[b] = 1.0f; return; }
+    c[b] = __double2float_rz(f);   /* rounded toward zero: down, as the CPU's */
+}
+
+void dp_clip_factors_safe_cuda(float *c, const float *norm2, int B, float max_norm, double rel) {
+    if (B <= 0) return;
+    clip_factors_safe_kernel<<<(B + 127) / 128, 128>>>(c, norm2, B, max_norm, rel);
     cudaLaunchCheck();
 }
 
@@ -278,18 +336,29 @@ void dp_clipped_sum_first_cuda(float *grad, const float *rest, const float *c, i
 
 void dp_linear_clipped_grad_bk_cuda(float *dw, const float *a, const float *g, const float *c,
                                     int B, int T, int IC, int OC) {
+    dp_linear_clipped_grad_bk_cuda_dt(dw, a, g, c, B, T, IC, OC, KDT_F32);
+}
+
+void dp_linear_clipped_grad_bk_cuda_dt(float *dw, const float *a, const float *g, const float *c,
+                                       int B, int T, int IC, int OC, KDtype dt) {
     check_b(B, "dp_linear_clipped_grad_bk");
     if (B <= 0) return;
     float ch[KCUDA_MAX_B];
     cudaCheck(cudaMemcpy(ch, c, (size_t)B * sizeof(float), cudaMemcpyDeviceToHost));
+    const size_t e = KDT_SIZE(dt);
     for (int b = 0; b < B; b++) {
         if (ch[b] == 0.0f) continue;
-        kcuda_gemm_fp32(1, 0, OC, IC, T, ch[b], g + (size_t)b * T * OC, OC, 0, a + (size_t)b * T * IC, IC, 0,
-                  1.0f, dw, IC, 0, 1);
+        kcuda_gemm_ex_fp32acc(1, 0, OC, IC, T, ch[b], (const char *)g + (size_t)b * T * OC * e, OC, 0,
+                              (const char *)a + (size_t)b * T * IC * e, IC, 0, 1.0f, dw, IC, 0, 1, dt, KDT_F32);
     }
 }
 
 void dp_embedding_clipped_grad_bk_cuda(float *dwte, const int *tokens, const float *g, const float *c,
                                        int B, int T, int C) {
     kcuda_embedding_scatter(dwte, tokens, g, c, B * T, T, C);
+}
+
+void dp_embedding_clipped_grad_bk_cuda_dt(float *dwte, const int *tokens, const float *g, const float *c,
+                                          int B, int T, int C, KDtype dt) {
+    kcuda_embedding_scatter_dt(dwte, tokens, g, c, B * T, T, C, dt);
 }

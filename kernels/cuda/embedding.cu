@@ -14,13 +14,17 @@ __global__ void embedding_forward_kernel(float *out, const int *tokens, const fl
     }
 }
 
-/* Column c of the table, rows in order; w == NULL: weight 1, else w[n / T]. */
-__global__ void embedding_scatter_kernel(float *dwte, const int *tokens, const float *dout, const float *w,
+static __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
+static __device__ __forceinline__ float ld(const uint16_t *p, size_t i) { return kbf16_to_f32(p[i]); }
+
+/* Column c of the table, rows in order; w == NULL: weight 1, else w[n / T]. dout fp32 or bf16 (E). */
+template <typename E>
+__global__ void embedding_scatter_kernel(float *dwte, const int *tokens, const E *dout, const float *w,
                                          int N, int T, int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     for (int n = 0; n < N; n++) {
-        float d = dout[(size_t)n * C + c];
+        float d = ld(dout, (size_t)n * C + c);
         if (w) {
             const float wn = w[n / T];
             if (wn == 0.0f) continue;            /* a dropped sample (as the CPU): 0 · NaN is NaN */
@@ -36,10 +40,16 @@ void embedding_forward_cuda(KBackend *b, float *out, const int *tokens, const fl
     cudaLaunchCheck();
 }
 
-void kcuda_embedding_scatter(float *dwte, const int *tokens, const float *dout, const float *w, int N, int T, int C) {
+void kcuda_embedding_scatter_dt(float *dwte, const int *tokens, const void *dout, const float *w, int N, int T, int C,
+                                KDtype dt) {
     if (N <= 0 || C <= 0) return;
-    embedding_scatter_kernel<<<(C + 127) / 128, 128>>>(dwte, tokens, dout, w, N, T, C);
+    if (dt == KDT_BF16) embedding_scatter_kernel<<<(C + 127) / 128, 128>>>(dwte, tokens, (const uint16_t *)dout, w, N, T, C);
+    else embedding_scatter_kernel<<<(C + 127) / 128, 128>>>(dwte, tokens, (const float *)dout, w, N, T, C);
     cudaLaunchCheck();
+}
+
+void kcuda_embedding_scatter(float *dwte, const int *tokens, const float *dout, const float *w, int N, int T, int C) {
+    kcuda_embedding_scatter_dt(dwte, tokens, dout, w, N, T, C, KDT_F32);
 }
 
 void embedding_backward_cuda(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, void *scratch) {

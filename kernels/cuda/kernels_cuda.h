@@ -21,7 +21,8 @@
    asynchronous on the default stream except reductions (they return a value on the host) and
    noise/init calls that say otherwise.
 
-   Not here (yet): the bf16 mode with fp32 master weights, multi-GPU, streams other than the default. */
+   Not here (yet): native bf16 element-wise, norm, RoPE and attention kernels (kernels.h widens their
+   operands at the op boundary), multi-GPU, streams other than the default. */
 #ifndef KERNELS_CUDA_H
 #define KERNELS_CUDA_H
 
@@ -97,6 +98,25 @@ void dp_rmsnorm_norms_direct_cuda(float *norm2, float *psg, const float *dout, c
 void dp_clip_factors_cuda(float *c, const float *norm2, int B, float max_norm);
 void dp_clipped_sum_cuda(float *grad, const float *psg, const float *c, int B, size_t P);
 void dp_clipped_sum_first_cuda(float *grad, const float *rest, const float *c, int B, size_t P);
+
+/* The same on bf16 activations (dt = KDT_BF16: a and g, dout and inp, g of the embedding are bf16;
+   everything else fp32): GEMMs with bf16 operands and CUBLAS_COMPUTE_32F, the flash, embedding and
+   RMSNorm kernels load bf16 and compute as the fp32 ones. dt = KDT_F32 is the entry above. */
+void dp_linear_norms_direct_cuda_dt(float *norm2, float *psg, const float *a, const float *g,
+                                    int B, int T, int IC, int OC, KDtype dt, DpIO *io);
+void dp_linear_norms_ghost_cuda_dt(float *norm2, float *gram, const float *a, const float *g,
+                                   int B, int T, int IC, int OC, KDtype dt, DpIO *io);
+void dp_linear_norms_flash_cuda_dt(float *norm2, float *tile, const float *a, const float *g,
+                                   int B, int T, int IC, int OC, int R, KDtype dt, DpIO *io);
+void dp_linear_clipped_grad_bk_cuda_dt(float *dw, const float *a, const float *g, const float *c,
+                                       int B, int T, int IC, int OC, KDtype dt);
+void dp_embedding_norms_cuda_dt(float *norm2, const int *tokens, const float *g, int B, int T, int C, KDtype dt, DpIO *io);
+void dp_embedding_clipped_grad_bk_cuda_dt(float *dwte, const int *tokens, const float *g, const float *c,
+                                          int B, int T, int C, KDtype dt);
+void dp_rmsnorm_norms_direct_cuda_dt(float *norm2, float *psg, const float *dout, const float *inp,
+                                     const float *rstd, int B, int T, int C, KDtype dt);
+/* dp_clip_factors_safe's twin (dp_kernels.h). */
+void dp_clip_factors_safe_cuda(float *c, const float *norm2, int B, float max_norm, double rel);
 
 /* ---- noise (samples/noise.h's stream: value i is z(seed, step, offset + i)) --------------------- */
 void noise_add_gaussian_cuda(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);

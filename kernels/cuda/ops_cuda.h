@@ -61,4 +61,6 @@ void kcuda_gemm_fp32(int transA, int transB, int M, int N, int K, float alpha,
 /* Embedding scatter-add with an optional per-sample weight w[n / T] (book-keeping uses it). */
 void kcuda_embedding_scatter(float *dwte, const int *tokens, const float *dout, const float *w,
                              int N, int T, int C);
+void kcuda_embedding_scatter_dt(float *dwte, const int *tokens, const void *dout, const float *w,
+                                int N, int T, int C, KDtype dt);
 #endif
