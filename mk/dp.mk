@@ -101,6 +101,14 @@ $(BUILD)/bench/dp_train: samples/dp_bench_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(
 ALL     += $(BUILD)/bench/dp_train
 BENCHES += $(BUILD)/bench/dp_train
 
+# The two memory levers (bf16, activation checkpointing): time and peak ratios in one run.
+$(BUILD)/bench/levers: samples/bench_levers.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL     += $(BUILD)/bench/levers
+BENCHES += $(BUILD)/bench/levers
+
 # DP on the CUDA target: the plan's DP buffers are those of the CUDA path (runs everywhere), and the
 # GPU run against the CPU (SKIP line and exit 77 without a GPU). Both run the samples.
 $(BUILD)/tests/test_dp_cuda: tests/test_dp_cuda.c tests/test_dp_common.h tests/logread.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)

@@ -5,8 +5,9 @@
    absolute plus a relative error whose size is justified next to each call. Then the DP kernels
    (per-sample norms by every method against the CPU and against each other, clipping, book-keeping,
    the DP step with sigma = 0 and a huge clip norm against the plain gradient), the noise stream
-   against samples/noise.c bit for bit, and a plan run for CUDA against a real run (same tagged
-   allocations, same order).
+   against samples/noise.c bit for bit, a plan run for CUDA against a real run (same tagged
+   allocations, same order), and mixed precision: the bf16 conversions bit for bit, gemm_ex with
+   bf16 operands, the DP kernels on bf16 activations against the fp32 CPU kernels (test_bf16).
 
    Tolerances. fp32 with a different summation order: relative error ≤ n·2⁻²⁴ in the worst case for
    an n-term sum, ~√n·2⁻²⁴ in practice; our sums have n ≤ 128 (attention HS, V=101 tiles) so 1e-5
@@ -412,6 +413,153 @@ static void test_dp(void) {
     free(grad0); free(gref); free(dwte0); free(eb);
 }
 
+/* ---- mixed precision ------------------------------------------------------------------------------ */
+/* n random values representable in bf16, as bf16 (host) */
+static uint16_t *rand_bf16(size_t n, float scale) {
+    uint16_t *h = (uint16_t *)malloc(n * sizeof(uint16_t) + 2);
+    for (size_t i = 0; i < n; i++) h[i] = kbf16_from_f32(urand() * scale);
+    return h;
+}
+static float *widened(const uint16_t *h, size_t n) {
+    float *f = (float *)malloc(n * sizeof(float) + 4);
+    for (size_t i = 0; i < n; i++) f[i] = kbf16_to_f32(h[i]);
+    return f;
+}
+static void *bytes_on(KBackend *b, const void *h, size_t bytes) {
+    void *p = kbuf_alloc(b, bytes, "test/bf16");
+    kbuf_upload(b, p, h, bytes);
+    return p;
+}
+
+/* The conversions bit for bit against the CPU's; gemm_ex against the CPU's gemm_ex on the same bf16
+   operands (fp32 accumulation on both: the fp32 bound K·2⁻²⁴·Σ|ab|, plus one bf16 ulp, 2⁻⁷ relative,
+   for a bf16 output that the two sides may round to neighbouring values); the DP kernels on bf16
+   activations (`_dt`) against the fp32 CPU kernels on the widened values (1e-5 relative, as above);
+   the safe clip factors bit for bit. */
+static void test_bf16(void) {
+    const size_t n = 100003;
+    float *x = rand_host(n, 100);
+    x[3] = NAN; x[4] = INFINITY;
+    uint16_t *hc = (uint16_t *)malloc(n * 2), *hg = (uint16_t *)malloc(n * 2);
+    narrow_cpu(&cpu, hc, x, n);
+    float *gx = on_gpu(x, n);
+    void *g16 = kbuf_alloc(&gpu, n * 2, "test/bf16");
+    gpu.ops->narrow(&gpu, g16, gx, n);
+    cudaCheck(cudaDeviceSynchronize());
+    kbuf_download(&gpu, hg, g16, n * 2);
+    CHECK(memcmp(hc, hg, n * 2) == 0);
+    float *gw = on_gpu(NULL, n);
+    gpu.ops->widen(&gpu, gw, g16, n);
+    float *wc = widened(hc, n);
+    validate_result(gw, wc, "bf16 widen", n, 0, 0);
+    gpu.ops->narrow_inplace(&gpu, gx, n);   /* in place: the first 2n bytes */
+    cudaCheck(cudaDeviceSynchronize());
+    kbuf_download(&gpu, hg, gx, n * 2);
+    CHECK(memcmp(hc, hg, n * 2) == 0);
+    printf("ok   bf16 narrow, widen, narrow in place: bit for bit as the CPU (n=%zu)\n", n);
+    free(x); free(hc); free(hg); free(wc);
+    kbuf_free(&gpu, gw); kbuf_free(&gpu, g16); kbuf_free(&gpu, gx);
+
+    /* gemm_ex */
+    const int M = 37, N = 29, K = 67, batch = 2;
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (int c = 0; c <= 1; c++) {
+                const KDtype ct = c ? KDT_BF16 : KDT_F32;
+                int lda = ta ? M : K, ldb = tb ? K : N;
+                size_t sa = (size_t)M * K, sb = (size_t)K * N, sc = (size_t)M * N;
+                uint16_t *A = rand_bf16(sa * batch, 1), *B = rand_bf16(sb * batch, 1);
+                uint16_t *C16 = rand_bf16(sc * batch, 1);
+                float *C32 = rand_host(sc * batch, 1);
+                const void *Ch = c ? (const void *)C16 : (const void *)C32;
+                const size_t cbytes = sc * batch * KDT_SIZE(ct);
+                void *cA = bytes_on(&cpu, A, sa * batch * 2), *cB = bytes_on(&cpu, B, sb * batch * 2), *cC = bytes_on(&cpu, Ch, cbytes);
+                void *gA = bytes_on(&gpu, A, sa * batch * 2), *gB = bytes_on(&gpu, B, sb * batch * 2), *gC = bytes_on(&gpu, Ch, cbytes);
+                gemm_ex(&cpu, ta, tb, M, N, K, 0.7f, cA, lda, sa, cB, ldb, sb, 0.3f, cC, N, sc, batch, KDT_BF16, ct);
+                gemm_ex(&gpu, ta, tb, M, N, K, 0.7f, gA, lda, sa, gB, ldb, sb, 0.3f, gC, N, sc, batch, KDT_BF16, ct);
+                cudaCheck(cudaDeviceSynchronize());
+                void *got = malloc(cbytes);
+                kbuf_download(&gpu, got, gC, cbytes);
+                size_t bad = 0;
+                for (int bi = 0; bi < batch; bi++)
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) {
+                            double s = 0;
+                            for (int k = 0; k < K; k++)
+                                s += fabs((double)kbf16_to_f32(ta ? A[bi * sa + (size_t)k * lda + i] : A[bi * sa + (size_t)i * lda + k]) *
+                                          kbf16_to_f32(tb ? B[bi * sb + (size_t)j * ldb + k] : B[bi * sb + (size_t)k * ldb + j]));
+                            size_t e = bi * sc + (size_t)i * N + j;
+                            double want = c ? kbf16_to_f32(((uint16_t *)cC)[e]) : ((float *)cC)[e];
+                            double have = c ? kbf16_to_f32(((uint16_t *)got)[e]) : ((float *)got)[e];
+                            double bound = 0.7 * s * (K + 2) / 16777216.0 + 1e-6 + (c ? fabs(want) / 128 : 0);
+                            if (!(fabs(have - want) <= bound) && bad++ < 3)
+                                fprintf(stderr, "  gemm_ex ta=%d tb=%d c=%s [%zu]: gpu %.9g cpu %.9g bound %.3g\n", ta, tb,
+                                        c ? "bf16" : "fp32", e, have, want, bound);
+                        }
+                CHECK(bad == 0);
+                if (!bad) printf("ok   gemm_ex bf16 operands ta=%d tb=%d, %s output, batch=%d\n", ta, tb, c ? "bf16" : "fp32", batch);
+                free(got); free(A); free(B); free(C16); free(C32);
+                kbuf_free(&cpu, cC); kbuf_free(&cpu, cB); kbuf_free(&cpu, cA);
+                kbuf_free(&gpu, gC); kbuf_free(&gpu, gB); kbuf_free(&gpu, gA);
+            }
+
+    /* the DP kernels on bf16 activations */
+    const int Bs = 3, T = 70, IC = 67, OC = 45, Cd = 67;
+    const size_t na = (size_t)Bs * T * IC, ng = (size_t)Bs * T * OC, ne = (size_t)Bs * T * Cd;
+    uint16_t *a16 = rand_bf16(na, 1), *g16h = rand_bf16(ng, 1), *e16 = rand_bf16(ne, 1), *d16 = rand_bf16(ne, 1);
+    float *a = widened(a16, na), *g = widened(g16h, ng), *e = widened(e16, ne), *d = widened(d16, ne);
+    float *ga = (float *)bytes_on(&gpu, a16, na * 2), *gg = (float *)bytes_on(&gpu, g16h, ng * 2);
+    float *ge = (float *)bytes_on(&gpu, e16, ne * 2), *gd = (float *)bytes_on(&gpu, d16, ne * 2);
+    float zero[3] = { 0, 0, 0 }, ref[3], rd[3];
+    float *psg = (float *)malloc((size_t)Bs * OC * IC * 4);
+    memcpy(ref, zero, sizeof ref);
+    dp_linear_norms_direct(ref, psg, a, g, Bs, T, IC, OC, NULL);
+    float *gn = on_gpu(zero, Bs), *gpsg = on_gpu(NULL, (size_t)Bs * OC * IC), *gram = on_gpu(NULL, 2 * (size_t)Bs * T * T);
+    dp_linear_norms_direct_cuda_dt(gn, gpsg, ga, gg, Bs, T, IC, OC, KDT_BF16, NULL);
+    validate_result(gn, ref, "dp bf16 norms direct", Bs, 0, 1e-5f);
+    validate_result(gpsg, psg, "dp bf16 per-sample grads", (size_t)Bs * OC * IC, 1e-5f, 1e-5f);
+    kbuf_upload(&gpu, gn, zero, sizeof zero);
+    dp_linear_norms_ghost_cuda_dt(gn, gram, ga, gg, Bs, T, IC, OC, KDT_BF16, NULL);
+    validate_result(gn, ref, "dp bf16 norms ghost", Bs, 0, 1e-5f);
+    kbuf_upload(&gpu, gn, zero, sizeof zero);
+    dp_linear_norms_flash_cuda_dt(gn, NULL, ga, gg, Bs, T, IC, OC, 32, KDT_BF16, NULL);
+    validate_result(gn, ref, "dp bf16 norms flash", Bs, 0, 1e-5f);
+    int *tok = rand_tokens((size_t)Bs * T, 7), *gtok = ints_on(&gpu, tok, (size_t)Bs * T);
+    memcpy(ref, zero, sizeof ref);
+    dp_embedding_norms(ref, tok, e, Bs, T, Cd, NULL);
+    kbuf_upload(&gpu, gn, zero, sizeof zero);
+    dp_embedding_norms_cuda_dt(gn, gtok, ge, Bs, T, Cd, KDT_BF16, NULL);
+    validate_result(gn, ref, "dp bf16 norms embedding", Bs, 0, 1e-6f);
+    float *rstd = rand_host((size_t)Bs * T, 1), *rpsg = (float *)malloc((size_t)Bs * Cd * 4);
+    memcpy(rd, zero, sizeof rd);
+    dp_rmsnorm_norms_direct(rd, rpsg, d, e, rstd, Bs, T, Cd);
+    float *grs = on_gpu(rstd, (size_t)Bs * T), *grpsg = on_gpu(NULL, (size_t)Bs * Cd);
+    kbuf_upload(&gpu, gn, zero, sizeof zero);
+    dp_rmsnorm_norms_direct_cuda_dt(gn, grpsg, gd, ge, grs, Bs, T, Cd, KDT_BF16);
+    validate_result(grpsg, rpsg, "dp bf16 rmsnorm per-sample grads", (size_t)Bs * Cd, 1e-6f, 1e-5f);
+    validate_result(gn, rd, "dp bf16 norms rmsnorm", Bs, 0, 1e-5f);
+    float cf[3] = { 0.25f, 0.0f, 0.5f };   /* a dropped sample too */
+    float *gcf = on_gpu(cf, Bs), *w0 = rand_host((size_t)OC * IC, 1), *wr = (float *)malloc((size_t)OC * IC * 4);
+    memcpy(wr, w0, (size_t)OC * IC * 4);
+    dp_linear_clipped_grad_bk(wr, a, g, cf, Bs, T, IC, OC);
+    float *gwr = on_gpu(w0, (size_t)OC * IC);
+    dp_linear_clipped_grad_bk_cuda_dt(gwr, ga, gg, gcf, Bs, T, IC, OC, KDT_BF16);
+    validate_result(gwr, wr, "dp bf16 book-keeping linear", (size_t)OC * IC, 1e-5f, 1e-5f);
+    float *t0 = rand_host((size_t)7 * Cd, 1), *tr = (float *)malloc((size_t)7 * Cd * 4);
+    memcpy(tr, t0, (size_t)7 * Cd * 4);
+    dp_embedding_clipped_grad_bk(tr, tok, e, cf, Bs, T, Cd);
+    float *gtr = on_gpu(t0, (size_t)7 * Cd);
+    dp_embedding_clipped_grad_bk_cuda_dt(gtr, gtok, ge, gcf, Bs, T, Cd, KDT_BF16);
+    validate_result(gtr, tr, "dp bf16 book-keeping embedding", (size_t)7 * Cd, 1e-6f, 1e-6f);
+    float nn[3] = { 4.0f, 0.01f, NAN }, sc[3];
+    dp_clip_factors_safe(sc, nn, 3, 1.0f, DP_BF16_CLIP_MARGIN);
+    float *gnn = on_gpu(nn, 3), *gsc = on_gpu(NULL, 3);
+    dp_clip_factors_safe_cuda(gsc, gnn, 3, 1.0f, DP_BF16_CLIP_MARGIN);
+    validate_result(gsc, sc, "dp safe clip factors (bit for bit)", 3, 0, 0);
+    free(a16); free(g16h); free(e16); free(d16); free(a); free(g); free(e); free(d); free(psg); free(tok); free(rstd);
+    free(rpsg); free(w0); free(wr); free(t0); free(tr);
+}
+
 /* The same seed gives the same noise as samples/noise.c: a tensor that starts mid-block (offset 3)
    and ends mid-block, and privatize's scaling. Counted bit for bit; CUDA's double libm may differ by
    an ulp in rare cases, so up to 1 in 10⁴ values may differ by one float ulp, none by more. */
@@ -498,8 +646,9 @@ static void test_table(void) {
     const char *names[] = { "alloc", "free", "meminfo", "upload", "download", "scratch_bytes", "gemm", "fill", "copy", "add",
         "scale", "sum", "sumsq", "count_nonfinite", "embedding_forward", "embedding_backward", "rmsnorm_forward",
         "rmsnorm_backward", "rope_forward", "rope_backward", "attention_forward", "attention_backward",
-        "swiglu_forward", "swiglu_backward", "crossentropy_forward", "crossentropy_backward", "adamw", "sgd" };
-    const char *first = (const char *)&kops_cuda.alloc, *end = (const char *)(&kops_cuda.sgd + 1);
+        "swiglu_forward", "swiglu_backward", "crossentropy_forward", "crossentropy_backward", "adamw", "sgd",
+        "gemm_ex", "widen", "narrow", "narrow_inplace", "copy_bytes", "zero_bytes" };
+    const char *first = (const char *)&kops_cuda.alloc, *end = (const char *)(&kops_cuda.zero_bytes + 1);
     size_t n = (size_t)(end - first) / sizeof(void (*)(void));
     CHECK_EQ_U(n, sizeof names / sizeof *names);   /* KOps grew: add the new entry here and to kops_cuda */
     for (size_t i = 0; i < n; i++) {
@@ -522,12 +671,12 @@ static int want(int argc, char **argv, const char *group) {
 }
 
 int main(int argc, char **argv) {
-    static const char *const groups[] = { "plan", "gemm", "elementwise", "norms", "rope", "attention", "dp", "noise" };
+    static const char *const groups[] = { "plan", "gemm", "elementwise", "norms", "rope", "attention", "dp", "noise", "bf16" };
     for (int i = 1; i < argc; i++) {
         int ok = 0;
         for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) ok |= !strcmp(argv[i], groups[g]);
         if (!ok) {
-            fprintf(stderr, "test_cuda_kernels: unknown group '%s' (plan gemm elementwise norms rope attention dp noise)\n", argv[i]);
+            fprintf(stderr, "test_cuda_kernels: unknown group '%s' (plan gemm elementwise norms rope attention dp noise bf16)\n", argv[i]);
             return 2;
         }
     }
@@ -561,6 +710,7 @@ int main(int argc, char **argv) {
     }
     if (want(argc, argv, "dp")) test_dp();
     if (want(argc, argv, "noise")) test_noise();
+    if (want(argc, argv, "bf16")) test_bf16();
     kbackend_free_all(&gpu);
     kcuda_sync_check("end of test");
     kbackend_destroy(&gpu);

@@ -51,6 +51,10 @@ int main(void) {
     KShape big = { .B = 1, .T = 16384, .NH = 32, .NKV = 8, .HS = 64 };
     CHECK_EQ_U(kcuda_scratch_bytes(&dummy, KOP_ATTENTION_BACKWARD, &big), (size_t)16384 * 32 * 4);
 
+    /* bf16 operands: cuBLAS GemmEx takes them as they are, no scratch (the CPU widens blocks) */
+    KShape gx = { .M = 700, .N = 600, .K = 1030, .ab = KDT_BF16, .c = KDT_BF16 };
+    CHECK_EQ_U(kcuda_scratch_bytes(&dummy, KOP_GEMM_EX, &gx), 0);
+
     /* A plan run for CUDA: the same calls the model makes, buffers never touched. */
     KBackend kb;
     Trace tr = { .n = 0 };

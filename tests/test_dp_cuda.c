@@ -7,6 +7,7 @@
      - apart from those tiles, the two plans allocate the same tags, sizes, in the same order (mixed's
        streamed per-sample gradients, `.stream`, hold one sample per CPU thread, one on the GPU);
      - every DP buffer of the CUDA plan is in device memory (space 1): no host-side scratch;
+     - under --precision bf16 the CPU plan widens A and G (workspace/dp_widen.*), the CUDA plan never;
    and that `--plan-for cuda` no longer stops with an error. The GPU run itself is
    tests/test_dp_cuda_gpu.c. Binaries through DPMEM_BUILD (default "build"). */
 #include "logread.h"
@@ -22,8 +23,12 @@
 
 typedef struct { char tag[160]; uint64_t bytes; uint32_t space; } Alloc;
 
+static const char *g_extra_tag = NULL;   /* read_allocs also counts tags with this prefix (in g_extra) */
+static int g_extra;
+
 static int dp_tag(const char *t) {
     static const char *pre[] = { "norms/", "per_sample_grads/", "ghost/", "bk/", "lora/" };
+    if (g_extra_tag && !strncmp(t, g_extra_tag, strlen(g_extra_tag))) { g_extra++; return 0; }
     for (size_t i = 0; i < sizeof pre / sizeof *pre; i++)
         if (!strncmp(t, pre[i], strlen(pre[i]))) return 1;
     return 0;
@@ -64,8 +69,10 @@ enum { CAP = 4096 };
 static Alloc cpu[CAP], gpu[CAP];
 
 /* One configuration: prog with args, planned for both targets, compared. expect_tiles: the CPU plan
-   must have flash tiles. */
+   must have flash tiles. Under --precision bf16 the CPU plan also widens A and G
+   (workspace/dp_widen.*) and the CUDA plan must not (its kernels read bf16). */
 static void check_config(const char *dir, const char *prog, const char *args, int expect_tiles) {
+    const int bf16 = strstr(args, "bf16") != NULL;
     char a[1024], out[8192], lc[512], lg[512];
     snprintf(lc, sizeof lc, "%s/cpu.log", dir);
     snprintf(lg, sizeof lg, "%s/cuda.log", dir);
@@ -77,8 +84,16 @@ static void check_config(const char *dir, const char *prog, const char *args, in
     rc = run(prog, a, out, sizeof out);
     CHECK(rc == 0, "%s %s: exit %d: %s", prog, a, rc, out);
     if (rc) return;
-    int nc = read_allocs(lc, cpu, CAP), ng = read_allocs(lg, gpu, CAP);
+    g_extra_tag = "workspace/dp_widen."; g_extra = 0;
+    int nc = read_allocs(lc, cpu, CAP);
+    const int widen_cpu = g_extra;
+    g_extra = 0;
+    int ng = read_allocs(lg, gpu, CAP);
+    const int widen_gpu = g_extra;
+    g_extra_tag = NULL;
     if (nc < 0 || ng < 0) return;
+    CHECK(widen_gpu == 0, "%s %s: the CUDA plan widens A or G %d times (the GPU kernels read bf16)", prog, args, widen_gpu);
+    CHECK(bf16 ? widen_cpu > 0 : widen_cpu == 0, "%s %s: the CPU plan widens %d times", prog, args, widen_cpu);
     int tiles = 0, j = 0, dp = 0;
     for (int i = 0; i < ng; i++) {
         CHECK(!is_tile(gpu[i].tag), "%s %s: the CUDA plan allocates %s (the GPU kernel needs no tile)", prog, args, gpu[i].tag);
@@ -120,6 +135,11 @@ int main(void) {
     /* under bk every adapter keeps its per-sample gradients (B·r·d is small), so no tile */
     check_config(dir, "train_lora", "--norm flash --clip bk --lora-rank 4", 0);
     check_config(dir, "train_lora", "--norm ghost --clip twopass --lora-rank 4", 0);
+    /* the levers: bf16 (its G copies are bf16 on both targets), checkpointing */
+    check_config(dir, "train_dpsgd", "--norm flash --clip bk --precision bf16", 1);
+    check_config(dir, "train_dpsgd", "--norm ghost --clip twopass --precision bf16 --checkpoint-activations", 0);
+    check_config(dir, "train_dpsgd", "--norm mixed --clip bk --checkpoint-activations", 1);
+    check_config(dir, "train_lora", "--norm flash --clip twopass --lora-rank 4 --precision bf16 --checkpoint-activations", 1);
     char out[8192];
     /* an impossible CUDA config: more samples than the GPU norm kernels take, one line */
     int rc = run("train_dpsgd", "--model tiny --steps 1 --quiet --device plan --plan-for cuda --batch-size 5000 --seq-len 4", out, sizeof out);
@@ -129,6 +149,6 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
     if (failures) { printf("test_dp_cuda: %d failures\n", failures); return 1; }
-    printf("test_dp_cuda: OK (8 norm x clip, Poisson, 3 LoRA: the CUDA plan's DP buffers are the CPU plan's minus flash tiles, all on the device)\n");
+    printf("test_dp_cuda: OK (8 norm x clip, Poisson, 3 LoRA, 4 under bf16 or checkpointing: the CUDA plan's DP buffers are the CPU plan's minus flash tiles, all on the device; no widening on the GPU)\n");
     return 0;
 }

@@ -185,7 +185,8 @@ static void test_gemm(int sb) {
             for (int c = 0; c < 2; c++) {
                 const float betas[3] = { 0.0f, 1.0f, 0.5f };
                 for (int k = 0; k < 3; k++) { gemm_case(&kb, ta, tb, 13, 9, 21, betas[k], (KDtype)c, 1); cases++; }
-                gemm_case(&kb, ta, tb, 530, 517, 1030, 1.0f, (KDtype)c, 1); cases++;   /* crosses every block edge */
+                gemm_case(&kb, ta, tb, 600, 40, 1030, 1.0f, (KDtype)c, 1); cases++;    /* crosses M and K block edges */
+                gemm_case(&kb, ta, tb, 20, 530, 30, 0.5f, (KDtype)c, 1); cases++;      /* crosses N block edges */
                 gemm_case(&kb, ta, tb, 7, 5, 0, 0.5f, (KDtype)c, 1); cases++;          /* K = 0: C = beta C */
                 gemm_case(&kb, ta, tb, 17, 33, 40, 0.0f, (KDtype)c, 3); cases++;       /* batched, strided */
             }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_suite_plan.sh — the planner through the suite: `run_experiments --plan --check` on the CPU
 # gives, for every method, a predicted peak (plan backend) EXACTLY equal to the measured tagged peak
-# of a real CPU run, on tiny (several shapes) and on the small preset (one layer, 8000 tokens) (skipped in the sanitizer pass:
+# of a real CPU run, on tiny (several shapes; fp32 and bf16, with and without activation
+# checkpointing) and on the small preset (one layer, 8000 tokens) (skipped in the sanitizer pass:
 # 46M parameters under ASan are too slow). The numbers in check.txt are those the trainers printed.
 # Then --plan alone at 3b, T=16384: seconds, and the parameters at the peak are exactly 4 bytes per
 # parameter the trainer counted. Exits 0 on pass, 1 on failure.
@@ -43,6 +44,19 @@ run_check() {
 
 run_check tiny-T32 --model tiny --seq-len 32 --batch-size 4 --physical-batch 2 --steps 1
 run_check tiny-T100-GQA --model tiny --seq-len 100 --kv-heads 2 --batch-size 6 --physical-batch 3 --steps 1 --lora-rank 3
+# the levers: every precision x checkpointing, every method
+run_check tiny-T32-bf16 --model tiny --seq-len 32 --batch-size 4 --physical-batch 2 --steps 1 --precision bf16
+run_check tiny-T32-ckpt --model tiny --seq-len 32 --batch-size 4 --physical-batch 2 --steps 1 --checkpoint-activations
+run_check tiny-T100-GQA-bf16-ckpt --model tiny --seq-len 100 --kv-heads 2 --batch-size 6 --physical-batch 3 --steps 1 --lora-rank 3 \
+    --precision bf16 --checkpoint-activations
+for l in tiny-T32-bf16 tiny-T32-ckpt tiny-T100-GQA-bf16-ckpt; do   # the flags reached both runs of every method
+    for e in $ALL6; do
+        case $l in *bf16*) grep -q -- '--precision bf16' "$tmp/$l/$e.cmd" && grep -q -- '--precision bf16' "$tmp/$l/$e.measured.cmd" ||
+            { echo "FAIL [$l] $e: --precision bf16 not on both command lines"; fail=1; } ;; esac
+        case $l in *ckpt*) grep -q -- '--checkpoint-activations' "$tmp/$l/$e.cmd" && grep -q -- '--checkpoint-activations' "$tmp/$l/$e.measured.cmd" ||
+            { echo "FAIL [$l] $e: --checkpoint-activations not on both command lines"; fail=1; } ;; esac
+    done
+done
 case $B in
     */san | */san/*) echo "note: small skipped in the sanitizer build (too slow under ASan); tiny covered every method" ;;
     *) run_check small --model small --layers 1 --vocab 8000 --seq-len 8 --batch-size 2 --physical-batch 2 --steps 1 ;;

@@ -2,8 +2,9 @@
 # test_suite_sweep.sh — run_experiments --sweep: every experiment at every value, each run with the
 # swept flag on its command line; sweep.csv holds exactly the peaks the trainers printed, in value
 # order; the peaks move the way the method's memory must (a longer sequence costs more; a larger LoRA
-# rank costs more; a smaller physical batch costs less); sweep.png (all experiments) decodes and is
-# not blank; settings a method lacks are left out of the sweep.
+# rank costs more; a smaller physical batch costs less; activation checkpointing costs less); the
+# precision sweep (fp32, bf16) and the checkpointing sweep (0, 1) pass their flags; sweep.png (all
+# experiments) decodes and is not blank; settings a method lacks are left out of the sweep.
 # Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
 S=tools/run_experiments
@@ -37,6 +38,7 @@ sweep() {
             case $order in
                 up) [ "$got" -gt "$prev" ] || bad "[$label] $e: peak $got at $key=$v is not above $prev at the value before" ;;
                 nondown) [ "$got" -ge "$prev" ] || bad "[$label] $e: peak $got at $key=$v is below $prev at the value before" ;;
+                any) ;;
             esac
             prev=$got
         done
@@ -58,6 +60,23 @@ sweep phys physical-batch 1,2,4 --max-physical-batch-size nondown vanilla dpsgd 
 grep -q "vanilla has no physical batch" "$tmp/phys.stdout" || bad "[phys] vanilla left out without a word"
 [ ! -e "$tmp/phys/vanilla-physical-batch1.log" ] || bad "[phys] vanilla ran in a physical-batch sweep"
 sweep batch batch-size 2,4 --batch-size up vanilla flash
+sweep prec precision fp32,bf16 --precision any vanilla ghost flash lora
+
+# the checkpointing sweep: the flag on the checkpointed runs only, and it never costs memory here
+d=$tmp/ckpt
+if sh "$S" --build "$B" --out "$d" --model tiny --seq-len 64 --batch-size 4 --physical-batch 2 --steps 1 --quiet \
+       --sweep checkpoint=0,1 vanilla dpsgd ghost flash mixed lora >"$tmp/ckpt.stdout" 2>&1; then
+    for e in vanilla dpsgd ghost flash mixed lora; do
+        p0=$(peak_of "$d/$e-checkpoint0.out"); p1=$(peak_of "$d/$e-checkpoint1.out")
+        ! grep -q -- --checkpoint-activations "$d/$e-checkpoint0.cmd" && grep -q -- --checkpoint-activations "$d/$e-checkpoint1.cmd" ||
+            bad "[ckpt] $e: --checkpoint-activations must be on the checkpoint1 run only"
+        [ -n "$p0" ] && [ -n "$p1" ] && [ "$p1" -lt "$p0" ] || bad "[ckpt] $e: checkpointed peak '$p1' not below '$p0'"
+        row=$(awk -F, -v e="$e" 'NR == 1 { for (c = 1; c <= NF; c++) if ($c == e) j = c; next } { printf "%s ", $j }' "$d/sweep.csv")
+        [ "$row" = "$p0 $p1 " ] || bad "[ckpt] $e: sweep.csv has '$row', the trainers printed '$p0 $p1'"
+    done
+    "$PNGSTAT" "$d/sweep.png" >/dev/null 2>&1 || bad "[ckpt] sweep.png missing or does not decode"
+    echo "ok   [ckpt] every method's checkpointed peak below its plain one; sweep.csv = the trainers' peaks"
+else bad "[ckpt] the suite failed"; tail -n 20 "$tmp/ckpt.stdout"; fi
 
 [ $fail -eq 0 ] && echo "sweep checks passed"
 exit $fail
