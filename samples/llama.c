@@ -590,14 +590,17 @@ int llama_zero_grad(LlamaModel *m) {
 /* ---- --print-params ---------------------------------------------------------------------------- */
 
 void llama_print_params(const LlamaModel *m, FILE *out) {
-    size_t by_group[GROUP_COUNT] = { 0 }, total = 0, trainable = 0;
-    fprintf(out, "%-40s %-14s %-6s %14s %9s\n", "parameter", "shape", "dtype", "bytes", "trainable");
+    size_t by_group[GROUP_COUNT] = { 0 }, total = 0, trainable = 0, copies = 0;
+    fprintf(out, "%-40s %-14s %-9s %14s %9s\n", "parameter", "shape", "dtype", "bytes", "trainable");
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
         char shape[32];
         if (p->rows == 1) snprintf(shape, sizeof shape, "(%d)", p->cols);
         else snprintf(shape, sizeof shape, "(%d, %d)", p->rows, p->cols);
-        fprintf(out, "%-40s %-14s %-6s %14zu %9s\n", p->hf_name, shape, "fp32", p->numel * 4, p->trainable ? "yes" : "no");
+        const int copy = m->dt == KDT_BF16 && has_bf16_copy(m, p);   /* + its bf16 GEMM copy */
+        if (copy) copies += p->numel;
+        fprintf(out, "%-40s %-14s %-9s %14zu %9s\n", p->hf_name, shape, copy ? "fp32+bf16" : "fp32", p->numel * (copy ? 6 : 4),
+                p->trainable ? "yes" : "no");
         by_group[p->group] += p->numel;
         total += p->numel;
         if (p->trainable) trainable += p->numel;
@@ -607,4 +610,5 @@ void llama_print_params(const LlamaModel *m, FILE *out) {
     for (int g = 0; g < GROUP_COUNT; g++)
         fprintf(out, "%-12s %16zu %16zu\n", param_group_name((ParamGroup)g), by_group[g], by_group[g] * 4);
     fprintf(out, "%-12s %16zu %16zu\n%-12s %16zu %16zu\n", "trainable", trainable, trainable * 4, "total", total, total * 4);
+    if (copies) fprintf(out, "%-12s %16zu %16zu  (bf16 copies of the GEMM weights, beside the fp32 masters)\n", "bf16 copies", copies, copies * 2);
 }
