@@ -49,10 +49,13 @@ void cblas_sbgemm(OPENBLAS_CONST enum CBLAS_ORDER Order, OPENBLAS_CONST enum CBL
                   OPENBLAS_CONST bfloat16 *B, OPENBLAS_CONST blasint ldb, OPENBLAS_CONST float beta, float *C,
                   OPENBLAS_CONST blasint ldc) {
     __atomic_add_fetch(&sbgemm_calls, 1, __ATOMIC_RELAXED);
-    const int ar = TransA == CblasTrans ? K : M, br = TransB == CblasTrans ? N : K;
-    float *a = malloc((size_t)ar * lda * sizeof *a + 4), *b = malloc((size_t)br * ldb * sizeof *b + 4);
-    for (size_t i = 0; i < (size_t)ar * lda; i++) a[i] = kbf16_to_f32(A[i]);
-    for (size_t i = 0; i < (size_t)br * ldb; i++) b[i] = kbf16_to_f32(B[i]);
+    /* exactly the elements the product reads: (rows - 1) full leading dimensions and one row */
+    const int ar = TransA == CblasTrans ? K : M, ac = TransA == CblasTrans ? M : K;
+    const int br = TransB == CblasTrans ? N : K, bc = TransB == CblasTrans ? K : N;
+    const size_t na = ar > 0 ? (size_t)(ar - 1) * lda + ac : 0, nb = br > 0 ? (size_t)(br - 1) * ldb + bc : 0;
+    float *a = malloc(na * sizeof *a + 4), *b = malloc(nb * sizeof *b + 4);
+    for (size_t i = 0; i < na; i++) a[i] = kbf16_to_f32(A[i]);
+    for (size_t i = 0; i < nb; i++) b[i] = kbf16_to_f32(B[i]);
     cblas_sgemm(Order, TransA, TransB, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
     free(a); free(b);
 }

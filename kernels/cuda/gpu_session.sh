@@ -2,7 +2,7 @@
 # gpu_session.sh — everything a session on a GPU machine (H100/H200) should run for the CUDA backend,
 # with the results written to docs/CUDA_RESULTS_<date>.md (a dated table to commit).
 #
-#   sh kernels/cuda/gpu_session.sh [build|test|bench|train|dp|all] [OUT.md]
+#   sh kernels/cuda/gpu_session.sh [build|test|bench|train|dp|levers|all] [OUT.md]
 #
 #   build  make the CUDA backend, its tests and the trainers for the GPU found (CUDA_ARCH from
 #          nvidia-smi, sm_90 on H100/H200) into build/gpu
@@ -18,6 +18,9 @@
 #          (issue 7's goal: flash/mixed+bk within 1.10x of vanilla's time and peak on 1b at 16384).
 #          A logical batch of 2 in physical batches of 1, so that the per-sample methods really run
 #          (a lone batch of 1 is clipped as one gradient, whatever --norm says)
+#   levers the two memory levers on the GPU (docs/LEVERS.md): vanilla and flash+bk on 1b at T = 4096,
+#          B = 2 (physical 1), in fp32, bf16, fp32 + checkpointing, bf16 + checkpointing: step time and
+#          measured peak as ratios to fp32 in this session, each peak beside the plan for cuda's
 # Run the stages separately when commands are time-limited. The dp stage is the long one (an estimate,
 # not a measurement: at 1b, T = 16384 each DP method's 8 physical batches of flash norms on fp32 CUDA
 # cores may take minutes); DP_MODELS="small medium" (or "1b") runs only those models' rows, e.g.
@@ -118,6 +121,34 @@ if [ "$stage" = dp ] || [ "$stage" = all ]; then
       peak=$(printf '%s\n' "$rep" | sed -n 's/^peak total: .*(\([0-9]*\) bytes).*/\1/p')
       [ "$m" = vanilla ] && { v_ms=$ms; v_peak=$peak; }
       note "| $model | $T | $name | $ms | $(awk -v a="$ms" -v b="$v_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b }') | $(awk -v p="$peak" 'BEGIN { printf "%.0f", p / 1048576 }') | $(awk -v a="$peak" -v b="$v_peak" 'BEGIN { if (b > 0) printf "%.3f", a / b }') |"
+    done
+  done
+  note ""
+fi
+if [ "$stage" = levers ] || [ "$stage" = all ]; then
+  note "## The levers with --device cuda (1b, T = 4096, batch 2 in physical batches of 1): ratios to fp32"
+  note ""
+  note "| method | config | ms/step | x fp32 | peak MiB | x fp32 | plan for cuda |"
+  note "|---|---|---|---|---|---|---|"
+  for m in vanilla "flash bk"; do
+    f_ms= f_peak=
+    for conf in fp32 bf16 "fp32 ckpt" "bf16 ckpt"; do
+      set -- $conf
+      lev="--precision $1"; [ $# -gt 1 ] && lev="$lev --checkpoint-activations"
+      log="$B.levers.log"
+      rm -f "$log"
+      if [ "$m" = vanilla ]; then prog="$B/train_vanilla"; margs="--batch-size 1 --grad-accum 2"
+      else set -- $m; prog="$B/train_flash"; margs="--batch-size 2 --max-physical-batch-size 1 --norm $1 --clip $2"; fi
+      args="--model 1b --seq-len 4096 --steps 4 $margs $lev --quiet"
+      "$prog" $args --device cuda --log "$log" >"$log.out" 2>&1
+      rc=$?
+      pp=$("$prog" $args --device plan --plan-for cuda 2>&1 | sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p')
+      if [ $rc -ne 0 ]; then note "| $m | $conf | exit $rc: $(tail -n 1 "$log.out") | | | | $pp |"; continue; fi
+      rep=$("$B/dpmem-report" "$log")
+      ms=$(printf '%s\n' "$rep" | awk '$1 == "step" && $2 > 1 { printf "%.1f", ($3 - $5) / ($2 - 1) }')
+      peak=$(sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' "$log.out")
+      [ "$conf" = fp32 ] && { f_ms=$ms; f_peak=$peak; }
+      note "| $m | $conf | $ms | $(awk -v a="$ms" -v b="$f_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b }') | $(awk -v p="$peak" 'BEGIN { printf "%.0f", p / 1048576 }') | $(awk -v a="$peak" -v b="$f_peak" 'BEGIN { if (b > 0) printf "%.3f", a / b }') | $( [ "$pp" = "$peak" ] && echo "equal" || echo "$pp (DIFFERENT)") |"
     done
   done
   note ""
