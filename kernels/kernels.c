@@ -335,97 +335,135 @@ int zero_ex(KBackend *b, KDtype dt, float *x, size_t n) {
     return 0;
 }
 
-/* Conversion at the op boundary: an fp32 twin of n elements of a bf16 buffer (src NULL: left
-   uninitialised, for an output), tagged workspace/widen.<op>; the caller frees the twins in reverse. */
-static float *twin(KBackend *b, const float *src, size_t n, const char *op) {
+/* Conversion at the op boundary, in pieces: the fp32 twins (workspace/widen.<op>) hold at most
+   KWIDEN_CHUNK elements per operand (whole rows) for the element-wise ops, the norms and the
+   embedding, and one sample for RoPE and attention (each sample is independent there), so that they
+   stay small whatever B·T is: a native bf16 kernel would need none. Every element is computed by the
+   same fp32 op as on the whole (RMSNorm's and the embedding's weight gradients add the pieces in row
+   order). */
+#define KWIDEN_CHUNK ((size_t)1 << 20)
+
+static int rows_per_piece(int N, int C) {
+    size_t r = KWIDEN_CHUNK / (size_t)(C > 0 ? C : 1);
+    if (r < 1) r = 1;
+    return r < (size_t)N ? (int)r : N;
+}
+
+/* An fp32 twin of n elements (uninitialised), tagged workspace/widen.<op>; freed by the caller in reverse. */
+static float *twin(KBackend *b, size_t n, const char *op) {
     char tag[64];
     snprintf(tag, sizeof tag, "workspace/widen.%s", op);
-    float *w = kbuf_alloc(b, n ? n * sizeof(float) : sizeof(float), tag);
-    if (w && src && n) b->ops->widen(b, w, src, n);
-    return w;
+    return kbuf_alloc(b, n ? n * sizeof(float) : sizeof(float), tag);
 }
-static void back(KBackend *b, float *dst, const float *w, size_t n) { if (n) b->ops->narrow(b, dst, w, n); }
+static void in(KBackend *b, float *w, const float *src, size_t at, size_t n) { if (n) b->ops->widen(b, w, kact_at(src, at, KDT_BF16), n); }
+static void out(KBackend *b, float *dst, const float *w, size_t at, size_t n) { if (n) b->ops->narrow(b, kact_at(dst, at, KDT_BF16), w, n); }
 
-int embedding_forward_ex(KBackend *b, KDtype dt, float *out, const int *tokens, const float *wte, int N, int C) {
-    if (dt == KDT_F32) return embedding_forward(b, out, tokens, wte, N, C);
-    size_t n = (size_t)N * C;
-    float *o = twin(b, NULL, n, "embedding_forward");
-    if (!o) return -1;
-    int rc = embedding_forward(b, o, tokens, wte, N, C);
-    if (!rc) back(b, out, o, n);
-    kbuf_free(b, o);
+int embedding_forward_ex(KBackend *b, KDtype dt, float *o, const int *tokens, const float *wte, int N, int C) {
+    if (dt == KDT_F32) return embedding_forward(b, o, tokens, wte, N, C);
+    const int R = rows_per_piece(N, C);
+    float *w = twin(b, (size_t)R * C, "embedding_forward");
+    int rc = w ? 0 : -1;
+    for (int r0 = 0; !rc && r0 < N; r0 += R) {
+        const int n = N - r0 < R ? N - r0 : R;
+        if (!(rc = embedding_forward(b, w, tokens + r0, wte, n, C))) out(b, o, w, (size_t)r0 * C, (size_t)n * C);
+    }
+    kbuf_free(b, w);
     return rc;
 }
 
 int embedding_backward_ex(KBackend *b, KDtype dt, float *dwte, const int *tokens, const float *dout, int N, int C, int V) {
     if (dt == KDT_F32) return embedding_backward(b, dwte, tokens, dout, N, C, V);
-    float *d = twin(b, dout, (size_t)N * C, "embedding_backward");
-    if (!d) return -1;
-    int rc = embedding_backward(b, dwte, tokens, d, N, C, V);
-    kbuf_free(b, d);
+    const int R = rows_per_piece(N, C);
+    float *w = twin(b, (size_t)R * C, "embedding_backward");
+    int rc = w ? 0 : -1;
+    for (int r0 = 0; !rc && r0 < N; r0 += R) {
+        const int n = N - r0 < R ? N - r0 : R;
+        in(b, w, dout, (size_t)r0 * C, (size_t)n * C);
+        rc = embedding_backward(b, dwte, tokens + r0, w, n, C, V);
+    }
+    kbuf_free(b, w);
     return rc;
 }
 
-int rmsnorm_forward_ex(KBackend *b, KDtype dt, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
-    if (dt == KDT_F32) return rmsnorm_forward(b, out, rstd, inp, w, N, C, eps);
-    size_t n = (size_t)N * C;
-    float *i = twin(b, inp, n, "rmsnorm_forward"), *o = i ? twin(b, NULL, n, "rmsnorm_forward") : NULL;
-    int rc = -1;
-    if (o && !(rc = rmsnorm_forward(b, o, rstd, i, w, N, C, eps))) back(b, out, o, n);
-    kbuf_free(b, o); kbuf_free(b, i);
+int rmsnorm_forward_ex(KBackend *b, KDtype dt, float *o, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+    if (dt == KDT_F32) return rmsnorm_forward(b, o, rstd, inp, w, N, C, eps);
+    const int R = rows_per_piece(N, C);
+    float *x = twin(b, (size_t)R * C, "rmsnorm_forward"), *y = x ? twin(b, (size_t)R * C, "rmsnorm_forward") : NULL;
+    int rc = y ? 0 : -1;
+    for (int r0 = 0; !rc && r0 < N; r0 += R) {
+        const int n = N - r0 < R ? N - r0 : R;
+        in(b, x, inp, (size_t)r0 * C, (size_t)n * C);
+        if (!(rc = rmsnorm_forward(b, y, rstd + r0, x, w, n, C, eps))) out(b, o, y, (size_t)r0 * C, (size_t)n * C);
+    }
+    kbuf_free(b, y); kbuf_free(b, x);
     return rc;
 }
 
 int rmsnorm_backward_ex(KBackend *b, KDtype dt, float *dinp, float *dw, const float *dout, const float *inp,
                         const float *w, const float *rstd, int N, int C) {
     if (dt == KDT_F32) return rmsnorm_backward(b, dinp, dw, dout, inp, w, rstd, N, C);
-    size_t n = (size_t)N * C;
-    float *di = twin(b, dinp, n, "rmsnorm_backward"), *dy = di ? twin(b, dout, n, "rmsnorm_backward") : NULL;
-    float *x = dy ? twin(b, inp, n, "rmsnorm_backward") : NULL;
-    int rc = -1;
-    if (x && !(rc = rmsnorm_backward(b, di, dw, dy, x, w, rstd, N, C))) back(b, dinp, di, n);
+    const int R = rows_per_piece(N, C);
+    const size_t piece = (size_t)R * C;
+    float *di = twin(b, piece, "rmsnorm_backward"), *dy = di ? twin(b, piece, "rmsnorm_backward") : NULL;
+    float *x = dy ? twin(b, piece, "rmsnorm_backward") : NULL;
+    int rc = x ? 0 : -1;
+    for (int r0 = 0; !rc && r0 < N; r0 += R) {
+        const int n = N - r0 < R ? N - r0 : R;
+        const size_t at = (size_t)r0 * C, len = (size_t)n * C;
+        in(b, di, dinp, at, len); in(b, dy, dout, at, len); in(b, x, inp, at, len);
+        if (!(rc = rmsnorm_backward(b, di, dw, dy, x, w, rstd + r0, n, C))) out(b, dinp, di, at, len);
+    }
     kbuf_free(b, x); kbuf_free(b, dy); kbuf_free(b, di);
     return rc;
 }
 
 static int rope_ex(KBackend *b, KDtype dt, float *x, int B, int T, int NH, int HS, KRope rope, int backward) {
     if (dt == KDT_F32) return backward ? rope_backward(b, x, B, T, NH, HS, rope) : rope_forward(b, x, B, T, NH, HS, rope);
-    size_t n = (size_t)B * T * NH * HS;
-    float *w = twin(b, x, n, backward ? "rope_backward" : "rope_forward");
-    if (!w) return -1;
-    int rc = backward ? rope_backward(b, w, B, T, NH, HS, rope) : rope_forward(b, w, B, T, NH, HS, rope);
-    if (!rc) back(b, x, w, n);
+    const size_t per = (size_t)T * NH * HS;   /* one sample: positions start at 0 in each */
+    float *w = twin(b, per, backward ? "rope_backward" : "rope_forward");
+    int rc = w ? 0 : -1;
+    for (int s = 0; !rc && s < B; s++) {
+        in(b, w, x, s * per, per);
+        rc = backward ? rope_backward(b, w, 1, T, NH, HS, rope) : rope_forward(b, w, 1, T, NH, HS, rope);
+        if (!rc) out(b, x, w, s * per, per);
+    }
     kbuf_free(b, w);
     return rc;
 }
 int rope_forward_ex(KBackend *b, KDtype dt, float *x, int B, int T, int NH, int HS, KRope rope) { return rope_ex(b, dt, x, B, T, NH, HS, rope, 0); }
 int rope_backward_ex(KBackend *b, KDtype dt, float *dx, int B, int T, int NH, int HS, KRope rope) { return rope_ex(b, dt, dx, B, T, NH, HS, rope, 1); }
 
-int attention_forward_ex(KBackend *b, KDtype dt, float *out, float *lse, const float *q, const float *k, const float *v,
+int attention_forward_ex(KBackend *b, KDtype dt, float *o, float *lse, const float *q, const float *k, const float *v,
                          int B, int T, int NH, int NKV, int HS) {
-    if (dt == KDT_F32) return attention_forward(b, out, lse, q, k, v, B, T, NH, NKV, HS);
-    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS;
-    float *qw = twin(b, q, nq, "attention_forward"), *kw = qw ? twin(b, k, nk, "attention_forward") : NULL;
-    float *vw = kw ? twin(b, v, nk, "attention_forward") : NULL, *ow = vw ? twin(b, NULL, nq, "attention_forward") : NULL;
-    int rc = -1;
-    if (ow && !(rc = attention_forward(b, ow, lse, qw, kw, vw, B, T, NH, NKV, HS))) back(b, out, ow, nq);
+    if (dt == KDT_F32) return attention_forward(b, o, lse, q, k, v, B, T, NH, NKV, HS);
+    const size_t nq = (size_t)T * NH * HS, nk = (size_t)T * NKV * HS;   /* one sample */
+    const char *op = "attention_forward";
+    float *qw = twin(b, nq, op), *kw = qw ? twin(b, nk, op) : NULL, *vw = kw ? twin(b, nk, op) : NULL;
+    float *ow = vw ? twin(b, nq, op) : NULL;
+    int rc = ow ? 0 : -1;
+    for (int s = 0; !rc && s < B; s++) {
+        in(b, qw, q, s * nq, nq); in(b, kw, k, s * nk, nk); in(b, vw, v, s * nk, nk);
+        if (!(rc = attention_forward(b, ow, lse + (size_t)s * NH * T, qw, kw, vw, 1, T, NH, NKV, HS))) out(b, o, ow, s * nq, nq);
+    }
     kbuf_free(b, ow); kbuf_free(b, vw); kbuf_free(b, kw); kbuf_free(b, qw);
     return rc;
 }
 
 int attention_backward_ex(KBackend *b, KDtype dt, float *dq, float *dk, float *dv, const float *dout, const float *q,
-                          const float *k, const float *v, const float *out, const float *lse,
+                          const float *k, const float *v, const float *o, const float *lse,
                           int B, int T, int NH, int NKV, int HS) {
-    if (dt == KDT_F32) return attention_backward(b, dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HS);
-    size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS;
+    if (dt == KDT_F32) return attention_backward(b, dq, dk, dv, dout, q, k, v, o, lse, B, T, NH, NKV, HS);
+    const size_t nq = (size_t)T * NH * HS, nk = (size_t)T * NKV * HS;   /* one sample */
     const char *op = "attention_backward";
     float *w[8] = { 0 };
-    const float *src[8] = { dout, q, k, v, out, NULL, NULL, NULL };
+    const float *src[5] = { dout, q, k, v, o };
     const size_t len[8] = { nq, nq, nk, nk, nq, nq, nk, nk };
-    int rc = -1, i;
-    for (i = 0; i < 8; i++) if (!(w[i] = twin(b, src[i], len[i], op))) break;
-    if (i == 8 && !(rc = attention_backward(b, w[5], w[6], w[7], w[0], w[1], w[2], w[3], w[4], lse, B, T, NH, NKV, HS))) {
-        back(b, dq, w[5], nq); back(b, dk, w[6], nk); back(b, dv, w[7], nk);
+    int rc = 0, i;
+    for (i = 0; i < 8; i++) if (!(w[i] = twin(b, len[i], op))) { rc = -1; break; }
+    for (int s = 0; !rc && s < B; s++) {
+        for (i = 0; i < 5; i++) in(b, w[i], src[i], s * len[i], len[i]);
+        rc = attention_backward(b, w[5], w[6], w[7], w[0], w[1], w[2], w[3], w[4], lse + (size_t)s * NH * T, 1, T, NH, NKV, HS);
+        if (!rc) { out(b, dq, w[5], s * nq, nq); out(b, dk, w[6], s * nk, nk); out(b, dv, w[7], s * nk, nk); }
     }
     for (i = 7; i >= 0; i--) kbuf_free(b, w[i]);
     return rc;
@@ -433,10 +471,15 @@ int attention_backward_ex(KBackend *b, KDtype dt, float *dq, float *dk, float *d
 
 int swiglu_forward_ex(KBackend *b, KDtype dt, float *h, const float *gate, const float *up, size_t n) {
     if (dt == KDT_F32) return swiglu_forward(b, h, gate, up, n);
-    float *g = twin(b, gate, n, "swiglu_forward"), *u = g ? twin(b, up, n, "swiglu_forward") : NULL;
-    float *o = u ? twin(b, NULL, n, "swiglu_forward") : NULL;
-    int rc = -1;
-    if (o && !(rc = swiglu_forward(b, o, g, u, n))) back(b, h, o, n);
+    const size_t piece = n < KWIDEN_CHUNK ? n : KWIDEN_CHUNK;
+    float *g = twin(b, piece, "swiglu_forward"), *u = g ? twin(b, piece, "swiglu_forward") : NULL;
+    float *o = u ? twin(b, piece, "swiglu_forward") : NULL;
+    int rc = o ? 0 : -1;
+    for (size_t i0 = 0; !rc && i0 < n; i0 += piece) {
+        const size_t m = n - i0 < piece ? n - i0 : piece;
+        in(b, g, gate, i0, m); in(b, u, up, i0, m);
+        if (!(rc = swiglu_forward(b, o, g, u, m))) out(b, h, o, i0, m);
+    }
     kbuf_free(b, o); kbuf_free(b, u); kbuf_free(b, g);
     return rc;
 }
@@ -444,12 +487,17 @@ int swiglu_forward_ex(KBackend *b, KDtype dt, float *h, const float *gate, const
 int swiglu_backward_ex(KBackend *b, KDtype dt, float *dgate, float *dup, const float *dh, const float *gate,
                        const float *up, size_t n) {
     if (dt == KDT_F32) return swiglu_backward(b, dgate, dup, dh, gate, up, n);
+    const size_t piece = n < KWIDEN_CHUNK ? n : KWIDEN_CHUNK;
     const char *op = "swiglu_backward";
     float *w[5] = { 0 };
-    const float *src[5] = { dh, gate, up, NULL, NULL };
-    int rc = -1, i;
-    for (i = 0; i < 5; i++) if (!(w[i] = twin(b, src[i], n, op))) break;
-    if (i == 5 && !(rc = swiglu_backward(b, w[3], w[4], w[0], w[1], w[2], n))) { back(b, dgate, w[3], n); back(b, dup, w[4], n); }
+    const float *src[3] = { dh, gate, up };
+    int rc = 0, i;
+    for (i = 0; i < 5; i++) if (!(w[i] = twin(b, piece, op))) { rc = -1; break; }
+    for (size_t i0 = 0; !rc && i0 < n; i0 += piece) {
+        const size_t m = n - i0 < piece ? n - i0 : piece;
+        for (i = 0; i < 3; i++) in(b, w[i], src[i], i0, m);
+        if (!(rc = swiglu_backward(b, w[3], w[4], w[0], w[1], w[2], m))) { out(b, dgate, w[3], i0, m); out(b, dup, w[4], i0, m); }
+    }
     for (i = 4; i >= 0; i--) kbuf_free(b, w[i]);
     return rc;
 }

@@ -26,7 +26,9 @@
    scratch; cuBLAS GemmEx on the GPU). Every other op keeps its one fp32 implementation: the `_ex`
    wrappers below take the storage type of the activations and, for bf16, widen the inputs into
    fp32 workspace (workspace/widen.<op>), run the fp32 op, and round the outputs back to bf16
-   (round to nearest even) — conversion at the op boundary, as autocast does for its fp32 ops.
+   (round to nearest even) — conversion at the op boundary, as autocast does for its fp32 ops —
+   piece by piece (at most 2^20 elements per operand, or one sample for RoPE and attention), so the
+   fp32 twins stay small whatever B·T is.
    Pointers to bf16 buffers are passed as float * (the storage is uint16_t): offset them with
    kact_at(), never with float arithmetic.
 

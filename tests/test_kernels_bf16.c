@@ -12,8 +12,9 @@
       not: the dispatch finds it with dlsym, the scratch drops to the output's fp32 twin), then the
       widening blocks (the test runs itself again with DPMEM_CPU_SBGEMM=0).
    4. Conversion at the op boundary: each `_ex` op on bf16 buffers gives exactly the bf16 rounding of
-      the fp32 op on the widened inputs (bit for bit, statistics and weight gradients too), and frees
-      its workspace/widen.* twins.
+      the fp32 op on the widened inputs (bit for bit, statistics and weight gradients too), also when
+      it works in pieces (more than 2^20 elements: its twins are one piece each; RMSNorm's weight
+      gradient is then summed piece by piece, 1e-4 relative), and frees its workspace/widen.* twins.
    Not here: the model (test_llama_precision), DP (test_dp_precision), CUDA (test_cuda_kernels.cu). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
@@ -299,6 +300,39 @@ static void test_boundary(void) {
         CHECK(!memcmp(dw, dw2, (size_t)V * C * 4), "embedding_backward_ex != the fp32 op on the widened gradient");
         pfree(&d); free(wte); free(of); free(dw); free(dw2); free(oh); free(tok);
         n_ops += 2;
+    }
+    {   /* more than one piece (2^20 elements): element-wise results still exact, RMSNorm's weight
+           gradient summed piece by piece (fp32 rounding apart), the twins one piece each */
+        const size_t n = ((size_t)1 << 20) + 12345;
+        Pair g = pair(n, 3.0), u = pair(n, 1.0);
+        float *hf = malloc(n * 4);
+        uint16_t *hh = malloc(n * 2);
+        swiglu_forward(&kb, hf, g.f, u.f, n);
+        size_t peak0 = kb.peak;
+        kb.peak = kb.live;
+        swiglu_forward_ex(&kb, KDT_BF16, (float *)hh, (float *)g.h, (float *)u.h, n);
+        CHECK(same(hh, hf, n), "swiglu_forward_ex in pieces != rounding of the fp32 op");
+        CHECK(kb.peak - kb.live == 3 * ((size_t)1 << 20) * 4, "swiglu_forward_ex: twins of %zu bytes, want 3 pieces of 2^20 floats",
+              kb.peak - kb.live);
+        kb.peak = peak0 > kb.peak ? peak0 : kb.peak;
+        const int Cr = 32, Nr = (int)(((size_t)1 << 20) / Cr) + 7;
+        const size_t nr = (size_t)Nr * Cr;
+        Pair x = pair(nr, 2.0), dy = pair(nr, 1.0), dx = pair(nr, 1.0);
+        float *w = malloc(Cr * 4), *rs = malloc(Nr * 4), *rs2 = malloc(Nr * 4), *dw = calloc(Cr, 4), *dw2 = calloc(Cr, 4);
+        float *of = malloc(nr * 4);
+        uint16_t *oh = malloc(nr * 2);
+        for (int i = 0; i < Cr; i++) w[i] = (float)(1 + 0.1 * urand());
+        rmsnorm_forward(&kb, of, rs, x.f, w, Nr, Cr, 1e-6f);
+        rmsnorm_forward_ex(&kb, KDT_BF16, (float *)oh, rs2, (float *)x.h, w, Nr, Cr, 1e-6f);
+        CHECK(same(oh, of, nr) && !memcmp(rs, rs2, (size_t)Nr * 4), "rmsnorm_forward_ex in pieces != rounding of the fp32 op");
+        rmsnorm_backward(&kb, dx.f, dw, dy.f, x.f, w, rs, Nr, Cr);
+        rmsnorm_backward_ex(&kb, KDT_BF16, (float *)dx.h, dw2, (float *)dy.h, (float *)x.h, w, rs, Nr, Cr);
+        int dwok = 1;
+        for (int i = 0; i < Cr; i++) dwok &= fabs(dw[i] - dw2[i]) <= 1e-4 * (fabs(dw[i]) + 1);
+        CHECK(same(dx.h, dx.f, nr) && dwok, "rmsnorm_backward_ex in pieces: input gradient not exact or weight gradient off");
+        pfree(&g); pfree(&u); pfree(&x); pfree(&dy); pfree(&dx);
+        free(hf); free(hh); free(w); free(rs); free(rs2); free(dw); free(dw2); free(of); free(oh);
+        n_ops += 3;
     }
     CHECK(kb.live == live0, "the _ex ops left %zu bytes of workspace", kb.live - live0);
     printf("ok   conversion at the op boundary: %d ops give exactly the rounded fp32 results, no workspace left\n", n_ops);
