@@ -35,6 +35,13 @@
    below 1e-9) is truncated, counted and logged (dp.poisson_truncated). The update is divided by the
    expected batch size L, as Opacus does.
 
+   The levers (docs/LEVERS.md): under --precision bf16 the hooks' A and G are bf16; the GPU kernels
+   read them (`_dt` twins), the CPU widens one sample at a time (workspace/dp_widen.A, .G) and runs the
+   fp32 kernels; per-sample gradients, Gram tiles, norms and sums stay fp32; two-pass forms Σ c_b g_b in
+   the second backward's hooks (pass 2, clip_in_hooks) instead of weighting the loss; the factors keep
+   a 2^-12 margin (dp_clip_factors_safe). Under --checkpoint-activations book-keeping asks the
+   backward to keep only the A's it needs (GRAD_HOOK_KEEP_A; lm_head's dlogits: GRAD_HOOK_KEEP_G).
+
    Backends: CPU, CUDA (every kernel is the `_cuda` twin of kernels/cuda; at most KCUDA_MAX_B samples
    per physical batch) and plan for either target (`--plan-for cuda` allocates what the CUDA path does:
    no ghost/<param>.tile, flash's tiles are on chip there).

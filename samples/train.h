@@ -26,6 +26,10 @@
      - Book-keeping (Bu et al.): hooks return 1 and keep what they need: set hooks.retain_saved = 1 so
        the saved inputs A stay allocated after the backward (until llama_release_saved or the next
        forward), and copy G (it lives in a reused buffer), tagged e.g. `ghost/layers.3.q_proj.G`.
+       Under --checkpoint-activations retain_saved would keep every recomputed activation: return
+       GRAD_HOOK_SKIP_DW | GRAD_HOOK_KEEP_A instead, and only the A's asked for stay (llama.h).
+     - Under --precision bf16, args->A and args->G are bf16 (args->dt): read them with the GPU `_dt`
+       kernels or widen them (dp_sgd.c widens one sample at a time on the CPU).
        After the backward, with c_b known, form dW += Gᵀdiag(c)A per layer yourself, then call
        llama_release_saved(&s->model).
      - Noise: before_update, once per optimizer step after all grad_accum physical batches.
