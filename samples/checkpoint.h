@@ -52,8 +52,12 @@ const SafeTensor *ckpt_weights_find(const CkptWeights *w, const char *name, cons
 void ckpt_weights_close(CkptWeights *w);
 
 /* --init-from: checks DIR/config.json against the model's config, then loads every parameter.
-   On the plan backend nothing is written, but names and shapes are still checked. */
+   On the plan backend nothing is written, but names and shapes are still checked; a plan of a
+   directory with config.json but no weights (a user plans before downloading them) checks the
+   config alone (ckpt_has_weights says which). */
 int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen);
+/* 1 when DIR holds model.safetensors or model.safetensors.index.json. */
+int ckpt_has_weights(const char *dir);
 
 /* --save: DIR/config.json and DIR/model.safetensors (created, tensors as `dtype`: ST_F32, ST_BF16
    or ST_F16; {"format": "pt"} metadata, which transformers requires). Frozen tensors are saved too

@@ -15,22 +15,37 @@ int llama_ffn_dim(int dim) {
     return 256 * ((hidden + 255) / 256);
 }
 
-typedef struct { const char *name; int V, C, L, NH, T, B; } Preset;
+/* A preset's model; F = 0: LLaMA's FFN rule from C; NKV = 0: as NH. The Llama-3.2 presets are the
+   published config.json of meta-llama/Llama-3.2-1B and -3B (tied embeddings, GQA with 8 KV heads,
+   llama3 RoPE scaling): 1,235,814,400 and 3,212,749,824 parameters. */
+typedef struct {
+    const char *name; int V, C, L, NH, NKV, F, tie, T, B;
+    float theta, eps, rope_factor, rope_low, rope_high; int rope_orig, max_pos;
+} Preset;
 static const Preset PRESETS[] = {
-    { "tiny",   1000,   64,  2,  4,    64, 4 },
-    { "small",  32000,  512, 4,  8,   128, 4 },
-    { "medium", 32000, 1024, 8,  16,  256, 4 },
-    { "1b",     32000, 2048, 20, 16, 16384, 1 },
-    { "3b",     32000, 3200, 26, 32,  2048, 1 },
+    { "tiny",        1000,   64,  2,  4, 0,    0, 0,    64, 4, 10000.0f, 1e-6f, 0, 0, 0, 0, 0 },
+    { "small",       32000,  512, 4,  8, 0,    0, 0,   128, 4, 10000.0f, 1e-6f, 0, 0, 0, 0, 0 },
+    { "medium",      32000, 1024, 8, 16, 0,    0, 0,   256, 4, 10000.0f, 1e-6f, 0, 0, 0, 0, 0 },
+    { "1b",          32000, 2048, 20, 16, 0,   0, 0, 16384, 1, 10000.0f, 1e-6f, 0, 0, 0, 0, 0 },
+    { "3b",          32000, 3200, 26, 32, 0,   0, 0,  2048, 1, 10000.0f, 1e-6f, 0, 0, 0, 0, 0 },
+    { "llama3.2-1b", 128256, 2048, 16, 32, 8, 8192, 1, 2048, 1, 500000.0f, 1e-5f, 32.0f, 1.0f, 4.0f, 8192, 131072 },
+    { "llama3.2-3b", 128256, 3072, 28, 24, 8, 8192, 1, 2048, 1, 500000.0f, 1e-5f, 32.0f, 1.0f, 4.0f, 8192, 131072 },
 };
+
+const char *config_preset_names(void) { return "tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b"; }
 
 int config_preset(TrainConfig *c, const char *name) {
     for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++) {
         const Preset *p = &PRESETS[i];
         if (strcmp(p->name, name) != 0) continue;
-        snprintf(c->model.preset, sizeof c->model.preset, "%s", p->name);
-        c->model.vocab_size = p->V; c->model.dim = p->C; c->model.n_layers = p->L;
-        c->model.n_heads = p->NH; c->model.n_kv_heads = p->NH; c->model.ffn_dim = llama_ffn_dim(p->C);
+        LlamaConfig *m = &c->model;
+        snprintf(m->preset, sizeof m->preset, "%s", p->name);
+        m->vocab_size = p->V; m->dim = p->C; m->n_layers = p->L;
+        m->n_heads = p->NH; m->n_kv_heads = p->NKV ? p->NKV : p->NH; m->ffn_dim = p->F ? p->F : llama_ffn_dim(p->C);
+        m->tie_embeddings = p->tie;
+        m->rope_theta = p->theta; m->norm_eps = p->eps;
+        m->rope_factor = p->rope_factor; m->rope_low_freq_factor = p->rope_low; m->rope_high_freq_factor = p->rope_high;
+        m->rope_original_max_pos = p->rope_orig; m->max_pos = p->max_pos;
         c->seq_len = p->T; c->batch_size = p->B;
         return 0;
     }
@@ -40,7 +55,6 @@ int config_preset(TrainConfig *c, const char *name) {
 void config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof *c);
     config_preset(c, "tiny");
-    c->model.rope_theta = 10000.0f; c->model.norm_eps = 1e-6f;
     c->steps = 20; c->warmup_steps = 0; c->grad_accum = 1; c->seed = 1337;
     c->lr = 3e-4f; c->weight_decay = 0.0f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->adam_eps = 1e-8f;
     snprintf(c->optimizer, sizeof c->optimizer, "adamw");
@@ -52,7 +66,8 @@ void config_defaults(TrainConfig *c) {
 
 void config_usage(const char *prog, const char *extra_usage) {
     printf("usage: %s [flags]\n"
-           "  --model tiny|small|medium|1b|3b  preset (tiny: V=1000 C=64 L=2 NH=4); flags below override it\n"
+           "  --model tiny|small|medium|1b|3b|llama3.2-1b|llama3.2-3b  preset (tiny: V=1000 C=64 L=2 NH=4; llama3.2-*: the\n"
+           "                   published Llama-3.2 shapes, tied, GQA, llama3 RoPE); flags below override it\n"
            "  --vocab N --dim N --layers N --heads N --kv-heads N --ffn N --tie-embeddings\n"
            "  --batch-size N  --seq-len N  --steps N  --warmup-steps N  --grad-accum N (physical batches per step)\n"
            "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
@@ -108,12 +123,12 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         if (strncmp(a, "--model=", 8) == 0) v = a + 8;
         else if (strcmp(a, "--model") == 0) v = i + 1 < argc ? argv[i + 1] : "";
         if (v && config_preset(c, v) != 0) {
-            fprintf(stderr, "error: unknown --model '%s' (tiny, small, medium, 1b, 3b)\n", v);
+            fprintf(stderr, "error: unknown --model '%s' (%s)\n", v, config_preset_names());
             return -1;
         }
     }
     /* Then a checkpoint's config.json, which replaces the preset's model (other flags still override). */
-    int ffn_given = 0;
+    int ffn_given = 0, dim_given = 0;   /* the FFN width follows --dim by LLaMA's rule unless given */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (strncmp(a, "--init-from=", 12) == 0) v = a + 12;
@@ -151,7 +166,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         static const char *const targets[] = { "cpu", "cuda", NULL };
         if (!strcmp(a, "--model")) rc = 0;
         else if (!strcmp(a, "--vocab")) rc = parse_int(a, v, 2, &c->model.vocab_size);
-        else if (!strcmp(a, "--dim")) rc = parse_int(a, v, 2, &c->model.dim);
+        else if (!strcmp(a, "--dim")) { rc = parse_int(a, v, 2, &c->model.dim); dim_given = 1; }
         else if (!strcmp(a, "--layers")) rc = parse_int(a, v, 1, &c->model.n_layers);
         else if (!strcmp(a, "--heads")) rc = parse_int(a, v, 1, &c->model.n_heads);
         else if (!strcmp(a, "--kv-heads")) rc = parse_int(a, v, 1, &c->model.n_kv_heads);
@@ -193,7 +208,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         if (!v) { fprintf(stderr, "error: %s needs a value\n", a); return -1; }
         if (took_next) i++;
     }
-    if (!ffn_given) c->model.ffn_dim = llama_ffn_dim(c->model.dim);
+    if (!ffn_given && dim_given) c->model.ffn_dim = llama_ffn_dim(c->model.dim);
     return config_validate(c);
 }
 

@@ -6,7 +6,7 @@
 #define CONFIG_H
 
 typedef struct {
-    char preset[16];       /* tiny, small, medium, 1b, 3b */
+    char preset[16];       /* tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b; "hf" from config.json */
     int vocab_size;        /* V */
     int dim;               /* C */
     int n_layers;          /* L */
@@ -50,6 +50,8 @@ typedef int (*ConfigExtraFn)(void *user, const char *flag, const char *value);
 int llama_ffn_dim(int dim);
 /* Fills the preset's model fields (and its default batch size and sequence length); -1 if unknown. */
 int config_preset(TrainConfig *c, const char *name);
+/* The preset names, for messages. */
+const char *config_preset_names(void);
 void config_defaults(TrainConfig *c);
 /* 0: parsed and valid; 1: --help was printed; -1: a one-line error was printed to stderr. */
 int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, void *user, const char *extra_usage);

@@ -235,6 +235,13 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     if (c->init_from) { /* its own phase, scope "checkpoint_load" */
         char err[CKPT_ERR];
         if (ckpt_load(&s.model, c->init_from, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
+        if (!kbackend_computes(&kb) && !ckpt_has_weights(c->init_from)) {
+            /* the checkpoint's files would be mapped (file-backed pages, tagged checkpoint/mmap:...) */
+            if (!c->quiet)
+                printf("note: planned from %s/config.json alone (no weights there, none read): the plan leaves out the "
+                       "mapped checkpoint files (%.2f GiB at bf16)\n", c->init_from, (double)s.model.bytes_params / 2 / (1 << 30));
+            dpmem_meta_int("config.init_from_config_only", 1);
+        }
     }
     if (!c->quiet)
         printf("%s: %s model (V=%d C=%d L=%d NH=%d NKV=%d F=%d), %zu parameters, B=%d T=%d x%d, %s, %s backend%s%s, data: %s\n",

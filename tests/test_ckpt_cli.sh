@@ -4,7 +4,8 @@
 # saves are half the size, and bad checkpoints or flags end with exit 1 and one line naming the
 # problem (missing directory, non-LLaMA config, truncated weights, a shape flag that contradicts
 # the checkpoint, an unknown --save-dtype); a save from a Hugging Face layout keeps token ids, max
-# positions and rope scaling and copies the tokenizer files (also when saving over the base); a LoRA run's --save matches PEFT (tests/test_ckpt_peft.py).
+# positions and rope scaling and copies the tokenizer files (also when saving over the base); a LoRA run's --save matches PEFT (tests/test_ckpt_peft.py);
+# the plan backend plans from a config.json without weights (Llama-3.2-1B's, as published).
 B=${DPMEM_BUILD:-build}
 T="$B/train_vanilla"
 [ -x "$T" ] || { echo "FAIL: $T not built"; exit 1; }
@@ -59,6 +60,27 @@ expect_error "truncated weights" "trunc/model.safetensors" -- "$T" --init-from "
 expect_error "shape flag against the checkpoint" "hidden_size" -- "$T" --init-from "$d/a" --dim 128 --steps 1
 expect_error "unknown --save-dtype" "--save-dtype" -- "$T" --save "$d/x" --save-dtype fp8 --steps 1
 expect_error "--init-from without a value" "--init-from" -- "$T" --steps 1 --init-from
+# Planning before downloading: the published Llama-3.2-1B config.json alone plans on the plan backend
+# (a note says no weights were read) with the same peak as the llama3.2-1b preset; a real run refuses it.
+mkdir -p "$d/l32"
+cat >"$d/l32/config.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 128000,
+ "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+ "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+ "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+ "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+                  "rope_type": "llama3"},
+ "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.45.0.dev0",
+ "use_cache": true, "vocab_size": 128256}
+JSON
+"$T" --init-from "$d/l32" --device plan --steps 1 --seq-len 256 --batch-size 1 >"$d/out" 2>"$d/err" \
+  || no "plan from config.json alone failed: $(cat "$d/err")"
+grep -q "planned from $d/l32/config.json alone (no weights there, none read)" "$d/out" || no "plan from config.json: no note: $(cat "$d/out")"
+grep -q "1235814400 parameters" "$d/out" || no "plan from config.json: not Llama-3.2-1B's 1,235,814,400 parameters"
+p1=$(grep "^peak tagged memory" "$d/out")
+p2=$("$T" --model llama3.2-1b --device plan --steps 1 --seq-len 256 --batch-size 1 | grep "^peak tagged memory")
+[ -n "$p1" ] && [ "$p1" = "$p2" ] || no "plan from config.json ($p1) differs from the llama3.2-1b preset ($p2)"
+expect_error "a real run from config.json alone" "neither model.safetensors" -- "$T" --init-from "$d/l32" --steps 1 --seq-len 8
 # LoRA: the merged model plus PEFT adapters in <save>/adapter, checked against PEFT's W0 + alpha/r B A.
 if [ -x "$B/train_lora" ] && command -v python3 >/dev/null 2>&1; then
   "$B/train_lora" --init-from "$d/a" --lora-rank 2 --steps 3 --lr 0.01 --quiet --save "$d/lora" >/dev/null 2>"$d/err" \

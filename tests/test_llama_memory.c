@@ -2,7 +2,9 @@
    1. Tagged params, grads and optimizer bytes (dpmem's own counters) equal the closed-form counts
       for tiny (hand-counted: 259,392 parameters), small, medium, 1b and 3b (the large ones built on
       the plan backend: nothing is touched), with SGD (no optimizer state) and with frozen tensors
-      (no grads, no state), and every tensor is tagged with its own exact size.
+      (no grads, no state), and every tensor is tagged with its own exact size. The Llama-3.2
+      presets equal the published config.json field by field and have the published parameter
+      counts, 1,235,814,400 and 3,212,749,824 (the tied matrix counted once).
    2. The plan backend replays a real CPU run exactly: two training steps of the same configuration
       through the real loop (train_run) give the same sequence of (tag, bytes, alloc/free) and the
       same peak, on the backend and in dpmem's counters; in fp32 and bf16, with and without
@@ -140,6 +142,35 @@ static void check_mem_limit(void) {
     kbackend_destroy(&kb);
 }
 
+/* The Llama-3.2 presets: the published config.json of meta-llama/Llama-3.2-1B and -3B, field by
+   field, and the published parameter counts (tied: one V x C matrix), built on the plan backend. */
+static void check_llama32(const char *preset, int C, int L, int NH, unsigned long long published) {
+    TrainConfig c;
+    config_defaults(&c);
+    if (config_preset(&c, preset) != 0) { printf("FAIL no preset %s\n", preset); failures++; return; }
+    const LlamaConfig *m = &c.model;
+    int ok = m->vocab_size == 128256 && m->dim == C && m->n_layers == L && m->n_heads == NH && m->n_kv_heads == 8 &&
+             m->ffn_dim == 8192 && m->tie_embeddings == 1 && m->rope_theta == 500000.0f && m->norm_eps == 1e-5f &&
+             m->rope_factor == 32.0f && m->rope_low_freq_factor == 1.0f && m->rope_high_freq_factor == 4.0f &&
+             m->rope_original_max_pos == 8192 && m->max_pos == 131072;
+    if (!ok) { printf("FAIL %s: a field differs from the published config.json\n", preset); failures++; }
+    else printf("ok   %s fields = config.json\n", preset);
+    char what[96];
+    snprintf(what, sizeof what, "%s parameter count", preset);
+    EXPECT_EQ(what, llama_param_count(m), published);
+    EXPECT_EQ("closed form (tied, GQA)", closed_form(m->vocab_size, C, L, NH, 8, 8192, 1), published);
+    KBackend kb;
+    kbackend_plan_init(&kb, &kops_cpu, 2);
+    LlamaModel lm;
+    if (llama_build(&lm, &kb, m, 1, 8, "adamw", 1, NULL, NULL) != 0) { printf("FAIL build %s\n", preset); failures++; return; }
+    snprintf(what, sizeof what, "%s params bytes (tied: counted once)", preset);
+    EXPECT_EQ(what, dpmem_live_bytes("params"), 4 * published);
+    snprintf(what, sizeof what, "%s grads bytes", preset);
+    EXPECT_EQ(what, dpmem_live_bytes("grads"), 4 * published);
+    llama_free(&lm);
+    kbackend_destroy(&kb);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     train_prefer_passive_omp(argv);
@@ -150,6 +181,8 @@ int main(int argc, char **argv) {
     check_preset("medium", 1, "adamw", 1, 2816);
     check_preset("1b", 1, "adamw", 0, 5632);    /* TinyLlama's FFN width for dim 2048 */
     check_preset("3b", 1, "adamw", 0, 8704);
+    check_llama32("llama3.2-1b", 2048, 16, 32, 1235814400ull);
+    check_llama32("llama3.2-3b", 3072, 28, 24, 3212749824ull);
     for (int bf16 = 0; bf16 < 2; bf16++)
         for (int ckpt = 0; ckpt < 2; ckpt++) check_plan_matches_cpu(bf16, ckpt);
     check_mem_limit();
