@@ -75,6 +75,18 @@ void dp_embedding_norms_direct(float *norm2, float *psg, const int *tokens, cons
 void dp_embedding_clipped_grad_bk(float *dwte, const int *tokens, const float *g, const float *c,
                                   int B, int T, int C);
 
+/* ---- tied embeddings (lm_head = embed_tokens; dp_norms_tied.c) --------------------------------- */
+/* The cross term 2⟨e_b, h_b⟩ of the tied matrix's per-sample norm ‖e_b + h_b‖², in two halves:
+   at lm_head's gradient, u [B, T, C] with u_bt = Σ_s dlogits_bs[tok_bt] · a_bs (dlogits [B, T, V],
+   a [B, T, C] lm_head's input), the T×T gather in R×R tiles, one per thread (scratch:
+   dp_tied_cross_floats; R ≥ T: whole); at the embedding's gradient, norm2[b] += 2 Σ_t g_bt · u_bt. */
+void dp_tied_cross_u(float *u, float *scratch, const int *tokens, const float *dlogits, const float *a,
+                     int B, int T, int C, int V, int R, int nt, DpIO *io);
+size_t dp_tied_cross_floats(int T, int R, int nt);
+void dp_tied_cross_dot(float *norm2, const float *g, const float *u, int B, int T, int C, DpIO *io);
+/* norm2[b] += ‖psg[b]‖² for psg [B, P] (the direct route: e_b + h_b formed, then measured). */
+void dp_psg_norms(float *norm2, const float *psg, int B, size_t P);
+
 /* ---- RMSNorm weight --------------------------------------------------------------------------- */
 /* psg [B, C] = Σ_t dout · inp · rstd; norm2[b] += ‖psg[b]‖². */
 void dp_rmsnorm_norms_direct(float *norm2, float *psg, const float *dout, const float *inp,

@@ -20,7 +20,7 @@ $(BUILD)/tests/test_noise: tests/test_noise.c samples/noise.c samples/noise.h | 
 ALL   += $(BUILD)/tests/test_noise
 TESTS += $(BUILD)/tests/test_noise
 
-DP_KERNEL_SRC := kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kernels/cpu/dp_norms_flash.c \
+DP_KERNEL_SRC := kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kernels/cpu/dp_norms_tied.c kernels/cpu/dp_norms_flash.c \
                  kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c
 
 $(BUILD)/tests/test_dp_norms: tests/test_dp_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)

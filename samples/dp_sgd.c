@@ -67,12 +67,6 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
         fprintf(stderr, "error: --batch-size %d is not a multiple of --max-physical-batch-size %d\n", L, P);
         return -1;
     }
-    if (cfg->model.tie_embeddings && dp->lora_rank == 0) {
-        /* with LoRA the tied matrix is frozen like the rest of the base: nothing per-sample about it */
-        fprintf(stderr, "error: DP with tied embeddings trains the tied matrix, which is not supported (lm_head and "
-                "embed_tokens would share one per-sample gradient); DP-LoRA (--lora-rank r) freezes it and works\n");
-        return -1;
-    }
     d->logical_batch = L;
     d->physical_batch = P;
     cfg->batch_size = P;
@@ -178,6 +172,7 @@ static int init_inner(DpSgd *d, TrainState *s) {
     d->dt = m->dt;
     d->ckpt = m->ckpt;
     d->clip_in_hooks = m->dt == KDT_BF16;
+    d->tied = m->cfg.tie_embeddings && d->cfg.lora_rank == 0;   /* with LoRA the tied matrix is frozen */
     const int B = m->B;
 #ifndef DP_HAVE_CUDA
     if (d->cuda) return fail(d, "%s", "this program was built without the DP CUDA kernels (no nvcc at build time, or SAN=1); use --device cpu");
@@ -242,6 +237,9 @@ static int init_inner(DpSgd *d, TrainState *s) {
                d->cfg.max_grad_norm, d->sigma, d->cfg.target_epsilon > 0 ? " (from --target-epsilon)" : "",
                d->cfg.delta, d->logical_batch, B, s->cfg->grad_accum, d->sample_rate, rows,
                d->cfg.poisson ? ", Poisson sampling" : "");
+        if (d->tied)
+            printf("DP-SGD: tied embeddings (lm_head is tied): embed_tokens' per-sample gradient is e_b + h_b, its norm "
+                   "%s\n", d->cfg.norm == DP_NORM_DIRECT ? "measured on the sum" : "with the cross term 2<e_b, h_b> from u = D A");
         if (d->shortcut)
             printf("DP-SGD: physical batch of 1 sequence: its gradient IS the per-sample gradient; clipping is one scale (--norm %s not needed)\n",
                    dp_norm_name(d->cfg.norm));
@@ -257,6 +255,7 @@ static int init_inner(DpSgd *d, TrainState *s) {
     dpmem_meta_int("dp.physical_batch", B);
     dpmem_meta_int("dp.poisson", d->cfg.poisson);
     dpmem_meta_int("dp.shortcut_batch1", d->shortcut);
+    dpmem_meta_int("dp.tied_embeddings", d->tied);
     return 0;
 }
 
@@ -348,8 +347,10 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         if (slices > 0 && !(p->psg = alloc_tag(d, dp_linear_direct_floats(slices, din, dout), "per_sample_grads", name, "")))
             goto out;
         p->psg_first = first;
-        if (run) direct_norms(d, d->norm2, first ? first : p->psg, first ? p->psg : p->psg + per, A, G, B, T, din, dout, &wd, &p->io);
-        if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
+        /* the tied lm_head: h_b is measured with e_b added, at the embedding's hook (tied_embedding) */
+        float *n2 = d->tied_head ? d->scratch_norm2 : d->norm2;
+        if (run) direct_norms(d, n2, first ? first : p->psg, first ? p->psg : p->psg + per, A, G, B, T, din, dout, &wd, &p->io);
+        if (!bk && !d->tied_head) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
     } else if (method == DP_NORM_DIRECT) {
         /* mixed: nt samples' gradients at a time (one per thread), squared and thrown away */
         const int chunk = B < nt ? B : nt;
@@ -526,6 +527,93 @@ static int lora_hook(DpSgd *d, int k, const GradHookArgs *a) {
     return 0;
 }
 
+/* ---- tied embeddings (lm_head = embed_tokens) -----------------------------------------------------
+   The tied matrix's per-sample gradient is e_b + h_b (embedding and lm_head parts), so its norm has
+   a cross term: ‖e_b + h_b‖² = ‖e_b‖² + ‖h_b‖² + 2⟨e_b, h_b⟩ (kernels/cpu/dp_norms_tied.c). lm_head's
+   hook comes first in the backward, the embedding's last; lm_head's part has its own state
+   (ps[n_params]) and is clipped into the same dW.
+   direct: h_b is materialized at lm_head's hook and kept (whatever --clip), e_b is scattered into it
+           at the embedding's hook and the sum is measured: the sum before the norm, as Opacus's
+           grad_sample of a shared parameter.
+   others: ‖h_b‖² by lm_head's method (flash, ghost, mixed's choice), ‖e_b‖² by token equality, and
+           the cross term from u [B, T, C] (ghost/lm_head.tied_u, kept from lm_head's hook to the
+           embedding's: one activation's size), its T×T gather (ghost/lm_head.tied.tile) whole for
+           ghost (as its Gram matrices), in flash tiles otherwise (none on the GPU, where it stays in
+           registers). */
+static int tied_head(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
+    const int B = a->B, T = a->T, C = a->d_in, V = a->d_out;
+    d->tied_head = d->cfg.norm == DP_NORM_DIRECT;
+    int rc = linear_norm(d, p, a->name, a->A, a->G, B, T, C, V, NULL, NULL, a->dW);
+    d->tied_head = 0;
+    if (rc || d->cfg.norm == DP_NORM_DIRECT) return rc;
+    if (!(d->tied_u = alloc_tag(d, (size_t)B * T * C, "ghost", a->name, ".tied_u"))) return -1;
+    if (d->cuda) {
+        if (d->computes) DP_GPU(dp_tied_cross_u_cuda_dt(d->tied_u, d->s->model.tokens, a->G, a->A, B, T, C, V, d->dt, &p->io));
+        return 0;
+    }
+    if (d->gpu) return 0;                        /* a plan for the GPU: no gather buffer there */
+    const int nt = d->kb->nthreads < 1 ? 1 : d->kb->nthreads;
+    const int R = d->cfg.norm == DP_NORM_GHOST ? T : d->cfg.flash_tile;
+    float *gather = alloc_tag(d, dp_tied_cross_floats(T, R, nt), "ghost", a->name, ".tied.tile");
+    Widen wd;
+    if (!gather || widen_open(d, &wd, T, C, V)) { kbuf_free(d->kb, gather); return -1; }
+    if (d->computes && wd.g)
+        for (int b = 0; b < B; b++) {
+            widen_sample(d, &wd, a->A, a->G, b, T, C, V);
+            dp_tied_cross_u(d->tied_u + (size_t)b * T * C, gather, d->s->model.tokens + (size_t)b * T, wd.g, wd.a,
+                            1, T, C, V, R, nt, &p->io);
+        }
+    else if (d->computes) dp_tied_cross_u(d->tied_u, gather, d->s->model.tokens, a->G, a->A, B, T, C, V, R, nt, &p->io);
+    widen_close(d, &wd);
+    kbuf_free(d->kb, gather);
+    return 0;
+}
+
+/* The embedding's hook of a tied matrix: the rest of the norm (see tied_head). */
+static int tied_embedding(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
+    const int B = a->B, T = a->T, C = a->d_out, V = d->s->model.V;
+    const KDtype dt = a->dt;
+    DpParamState *h = &d->ps[d->n_params];
+    p->kind = a->kind; p->B = B; p->T = T; p->d_in = a->d_in; p->d_out = C;
+    if (d->cfg.norm == DP_NORM_DIRECT) {
+        /* e_b scattered into h_b by the backend's own embedding backward, then ‖e_b + h_b‖² */
+        if (d->computes) {
+            for (int b = 0; b < B; b++)
+                if (embedding_backward_ex(d->kb, dt, h->psg + (size_t)b * V * C, a->tokens + (size_t)b * T,
+                                          kact_at(a->G, (size_t)b * T * C, dt), T, C, V)) return -1;
+            if (d->cuda) DP_GPU(dp_psg_norms_cuda(d->norm2, h->psg, B, (size_t)V * C));
+            else dp_psg_norms(d->norm2, h->psg, B, (size_t)V * C);
+        }
+        p->io.read = (uint64_t)B * T * (C + 1) * 4 + (uint64_t)B * V * C * 8; p->io.written = (uint64_t)B * V * C * 4;
+        p->used = DP_NORM_DIRECT;
+        if (d->cfg.clip != DP_CLIP_BK) { kbuf_free(d->kb, h->psg); h->psg = NULL; }
+        return 0;
+    }
+    Widen wd;
+    if (widen_open(d, &wd, T, 0, C)) return -1;
+    if (d->computes && d->cuda) {
+        DP_GPU(dp_embedding_norms_cuda_dt(d->norm2, a->tokens, a->G, B, T, C, dt, &p->io));
+        DP_GPU(dp_tied_cross_dot_cuda_dt(d->norm2, a->G, d->tied_u, B, T, C, dt, &p->io));
+    } else if (d->computes && wd.g)
+        for (int b = 0; b < B; b++) {
+            widen_sample(d, &wd, NULL, a->G, b, T, 0, C);
+            dp_embedding_norms(d->norm2 + b, a->tokens + (size_t)b * T, wd.g, 1, T, C, &p->io);
+            dp_tied_cross_dot(d->norm2 + b, wd.g, d->tied_u + (size_t)b * T * C, 1, T, C, &p->io);
+        }
+    else if (d->computes) {
+        dp_embedding_norms(d->norm2, a->tokens, a->G, B, T, C, &p->io);
+        dp_tied_cross_dot(d->norm2, a->G, d->tied_u, B, T, C, &p->io);
+    }
+    widen_close(d, &wd);
+    kbuf_free(d->kb, d->tied_u); d->tied_u = NULL;
+    p->used = DP_NORM_GHOST;
+    if (d->cfg.clip == DP_CLIP_BK) {
+        if (!(p->G = alloc_act(d, (size_t)B * T * C, "bk", a->name, ".G"))) return -1;
+        if (copy_ex(d->kb, dt, p->G, a->G, (size_t)B * T * C)) return -1;
+    }
+    return 0;
+}
+
 int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
     DPMEM_SCOPE("clip");
     DpSgd *d = user;
@@ -542,6 +630,14 @@ int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
         return pass2_clipped(d, a) ? -1 : GRAD_HOOK_SKIP_DW;
     }
     DpParamState *p = &d->ps[idx];
+    if (d->tied && d->s->model.params[idx].which == W_EMBED_TOKENS) {
+        if (a->kind == HOOK_LINEAR) {            /* lm_head's part of the tied matrix */
+            d->keep_bits = 0;
+            if (tied_head(d, &d->ps[d->n_params], a)) return -1;
+            return GRAD_HOOK_SKIP_DW | (d->ckpt ? d->keep_bits : 0);
+        }
+        return tied_embedding(d, p, a) ? -1 : GRAD_HOOK_SKIP_DW;
+    }
     const int B = a->B, T = a->T, din = a->d_in, dout = a->d_out, bk = d->cfg.clip == DP_CLIP_BK;
     const int run = d->computes;
     if (a->kind == HOOK_RMSNORM) {
@@ -619,7 +715,8 @@ static void free_state(DpSgd *d, DpParamState *p) {
 }
 
 static void free_kept(DpSgd *d) {
-    for (int i = 0; d->ps && i < d->n_params; i++) free_state(d, &d->ps[i]);
+    for (int i = 0; d->ps && i <= d->n_params; i++) free_state(d, &d->ps[i]);   /* n_params: a tied lm_head */
+    kbuf_free(d->kb, d->tied_u); d->tied_u = NULL;
     for (int k = 0; d->lps && k < 2 * d->n_lora; k++) free_state(d, &d->lps[k]);
 }
 
@@ -795,6 +892,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         if (bk) {
             int bad = 0;
             for (int i = 0; i < d->n_params && !bad; i++) bad = clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
+            if (d->tied && !bad) bad = clipped_sum(d, &d->ps[d->n_params], m->dw.lm_head, m->tokens, m->V);   /* the same dW */
             for (int k = 0; k < d->n_lora && !bad; k++)
                 bad = clipped_sum(d, &d->lps[2 * k], d->lora[k].dA, NULL, 0) || clipped_sum(d, &d->lps[2 * k + 1], d->lora[k].dB, NULL, 0);
             if (bad) { free_kept(d); llama_release_saved(m); return -1; }

@@ -46,7 +46,12 @@
    per physical batch) and plan for either target (`--plan-for cuda` allocates what the CUDA path does:
    no ghost/<param>.tile, flash's tiles are on chip there).
 
-   Not here: tied embeddings (refused: lm_head and the embedding would share one per-sample gradient). */
+   Tied embeddings (Llama-3.2: lm_head is embed_tokens): the matrix's per-sample gradient is the sum
+   e_b + h_b of its two uses, whose squared norm has a cross term 2⟨e_b, h_b⟩: direct forms the sum
+   and measures it; the other methods add the cross term from u = D·A (kernels/cpu/dp_norms_tied.c),
+   computed at lm_head's hook and dotted with the embedding's gradient at its hook
+   (docs/DP_METHODS.md). The clipped sum Σ_b c_b (e_b + h_b) goes into the one dW. With LoRA the
+   tied matrix is frozen like the rest of the base. */
 #ifndef DP_SGD_H
 #define DP_SGD_H
 
@@ -108,6 +113,9 @@ typedef struct DpSgd {
     int ckpt;                    /* the model checkpoints activations: bk keeps A's through GRAD_HOOK_KEEP_* */
     int clip_in_hooks;           /* bf16 two-pass: the second backward's hooks form Σ_b c_b g_b */
     int keep_bits;               /* what the current linear hook asks the backward to keep */
+    int tied;                    /* full DP on a tied lm_head = embed_tokens: its lm_head part is ps[n_params] */
+    int tied_head;               /* inside lm_head's hook of a tied matrix under --norm direct */
+    float *tied_u;               /* tied, not direct: u [B,T,C] from lm_head's hook to the embedding's */
     /* Tests: called with every hook's arguments before anything else (A and G as the hooks see them). */
     void (*observe)(void *user, const GradHookArgs *a);
     void *observe_user;

@@ -225,6 +225,12 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         if (!s.batch_host) { fprintf(stderr, "error: out of host memory for the batch\n"); goto out; }
         DPMEM_TAG_ALLOC(s.batch_host, 2 * N * sizeof(int), "input/batch_host");
     }
+    if (c->init_from && kbackend_computes(&kb) && !ckpt_has_weights(c->init_from)) {
+        /* before building: a 1B model's buffers are tens of GB to allocate and zero for nothing */
+        fprintf(stderr, "error: %s: neither model.safetensors nor model.safetensors.index.json is there "
+                "(only --device plan works from config.json alone)\n", c->init_from);
+        goto out;
+    }
     {
         DPMEM_SCOPE("model_creation");
         if (llama_build(&s.model, &kb, &c->model, c->batch_size, c->seq_len, c->optimizer, (unsigned long long)c->seed,

@@ -48,6 +48,13 @@ if command -v python3 >/dev/null 2>&1; then
             '"rope_type":[[:space:]]*"llama3"' '"tie_word_embeddings":[[:space:]]*true' '"num_key_value_heads":[[:space:]]*2,'; do
     grep -q "$kv" "$d/hf2/config.json" || no "saved config.json lacks $kv"
   done
+  # full DP on the tied HF checkpoint (its lm_head is embed_tokens), direct and flash+bk, saved back tied
+  for t in "train_dpsgd" "train_flash"; do
+    "$B/$t" --init-from "$d/hf" --steps 2 --seq-len 8 --batch-size 2 --save "$d/dp-$t" >"$d/out" 2>"$d/err" \
+      || no "full DP ($t) on the tied HF checkpoint failed: $(cat "$d/err")"
+    grep -q "lm_head is tied" "$d/out" || no "$t on the tied checkpoint did not say the matrix is tied"
+    grep -q '"tie_word_embeddings":[[:space:]]*true' "$d/dp-$t/config.json" || no "$t: the saved DP model is not tied"
+  done
   "$T" --init-from "$d/hf2" --steps 0 --quiet --seq-len 8 --save "$d/hf2" >/dev/null 2>"$d/err" || no "saving over the --init-from directory failed: $(cat "$d/err")"
   cmp -s "$d/hf/tokenizer.json" "$d/hf2/tokenizer.json" || no "saving over the base damaged tokenizer.json"
 fi

@@ -362,6 +362,30 @@ static void test_dp(void) {
     dp_rmsnorm_norms_direct_cuda(gn, grpsg, gdo, ginp, grs, B, T, C);
     validate_result(grpsg, rpsg, "dp rmsnorm per-sample grads", (size_t)B * C, 1e-6f, 1e-5f);
     validate_result(gn, rref, "dp norms rmsnorm", B, 0, 1e-5f);
+    {   /* tied embeddings: the cross term's u = D A and 2 Σ gE·u, and ‖psg‖² of the direct route */
+        const int Vt = 11;
+        int *ttok = rand_tokens((size_t)B * T, Vt);
+        float *lg = rand_host((size_t)B * T * Vt, 1), *ta = rand_host((size_t)B * T * C, 1);
+        float *tu = (float *)malloc((size_t)B * T * C * 4), *tscr = (float *)malloc((size_t)T * T * 4), tref[3];
+        DpIO c3 = {0, 0}, g3 = {0, 0};
+        dp_tied_cross_u(tu, tscr, ttok, lg, ta, B, T, C, Vt, T, 1, NULL);
+        int *gttok = ints_on(&gpu, ttok, (size_t)B * T);
+        float *glg = on_gpu(lg, (size_t)B * T * Vt), *gta = on_gpu(ta, (size_t)B * T * C), *gtu = on_gpu(NULL, (size_t)B * T * C);
+        dp_tied_cross_u_cuda_dt(gtu, gttok, glg, gta, B, T, C, Vt, KDT_F32, NULL);
+        validate_result(gtu, tu, "dp tied cross u", (size_t)B * T * C, 1e-5f, 1e-5f);
+        memcpy(tref, n0, sizeof tref);
+        dp_tied_cross_dot(tref, ge, tu, B, T, C, &c3);
+        kbuf_upload(&gpu, gn, n0, B * 4);
+        dp_tied_cross_dot_cuda_dt(gn, gge, gtu, B, T, C, KDT_F32, &g3);
+        validate_result(gn, tref, "dp tied cross term", B, 1e-6f, 1e-5f);
+        CHECK_EQ_U(g3.read, c3.read); CHECK_EQ_U(g3.written, c3.written);
+        memcpy(tref, n0, sizeof tref);
+        dp_psg_norms(tref, psg_h, B, (size_t)OC * IC);
+        kbuf_upload(&gpu, gn, n0, B * 4);
+        dp_psg_norms_cuda(gn, gpsg, B, (size_t)OC * IC);
+        validate_result(gn, tref, "dp psg norms", B, 0, 1e-5f);
+        free(ttok); free(lg); free(ta); free(tu); free(tscr);
+    }
     /* clip factors (one NaN norm: dropped), clipped sum, book-keeping */
     float nn[3] = { 4.0f, 0.01f, NAN }, cf[3];
     dp_clip_factors(cf, nn, B, 1.0f);

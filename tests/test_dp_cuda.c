@@ -138,6 +138,11 @@ int main(void) {
     /* the levers: bf16 (its G copies are bf16 on both targets), checkpointing */
     check_config(dir, "train_dpsgd", "--norm flash --clip bk --precision bf16", 1);
     check_config(dir, "train_dpsgd", "--norm ghost --clip twopass --precision bf16 --checkpoint-activations", 0);
+    /* tied embeddings: the cross term's u on both targets; its T×T gather (a .tile) on the CPU only */
+    check_config(dir, "train_dpsgd", "--norm direct --clip bk --tie-embeddings", 0);
+    check_config(dir, "train_dpsgd", "--norm ghost --clip twopass --tie-embeddings", 1);
+    check_config(dir, "train_dpsgd", "--norm flash --clip bk --tie-embeddings --precision bf16", 1);
+    check_config(dir, "train_dpsgd", "--norm mixed --clip twopass --tie-embeddings --checkpoint-activations", 1);
     check_config(dir, "train_dpsgd", "--norm mixed --clip bk --checkpoint-activations", 1);
     check_config(dir, "train_lora", "--norm flash --clip twopass --lora-rank 4 --precision bf16 --checkpoint-activations", 1);
     char out[8192];

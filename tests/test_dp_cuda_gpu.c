@@ -84,7 +84,7 @@ static int stats(const char *out, double *norm, double *clipped) {
     return p && sscanf(p, "mean per-sample norm %lf, %lf%%", norm, clipped) == 2 ? 0 : -1;
 }
 
-static Model w0;
+static Model w0, w0_tied;   /* the initial weights, untied and tied (the layouts differ) */
 
 /* The CPU run with `extra`, the device run with `extra` and `dev_extra`; the weights within tol·u,
    the mean per-sample norm within stol (relative). */
@@ -95,7 +95,7 @@ static void compare_tol(const char *prog, const char *what, const char *extra, c
     snprintf(ed, sizeof ed, "%s %s", extra, dev_extra);
     if (step(prog, "cpu", extra, "cpu", &c, oc, sizeof oc)) return;
     if (step(prog, dev, ed, "dev", &g, og, sizeof og)) { unload(&c); return; }
-    double u = maxdiff(&c, &w0), e = maxdiff(&c, &g);
+    double u = maxdiff(&c, strstr(extra, "--tie-embeddings") ? &w0_tied : &w0), e = maxdiff(&c, &g);
     CHECK(u > 1e-5, "%s %s: the CPU's update is %g (the comparison would say nothing)", prog, what, u);
     CHECK(e >= 0 && e <= tol * u, "%s %s: max |w_%s - w_cpu| = %g, update %g", prog, what, dev, e, u);
     if (check_stats) {
@@ -133,6 +133,7 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "/tmp/test_dp_cuda_gpu.XXXXXX");
     if (!mkdtemp(tmp)) { printf("FAIL: mkdtemp\n"); return 1; }
     if (step("train_dpsgd", "cpu", "--lr 0 --noise-multiplier 0", "w0", &w0, out, sizeof out)) goto done;
+    if (step("train_dpsgd", "cpu", "--lr 0 --noise-multiplier 0 --tie-embeddings", "w0t", &w0_tied, out, sizeof out)) goto done;
 
     static const char *norms[] = { "direct", "ghost", "flash", "mixed" };
     static const char *clips[] = { "bk", "twopass" };
@@ -153,6 +154,9 @@ int main(void) {
                 unload(&dp);
             }
         }
+    /* tied embeddings: the cross term on the GPU (its u kernel, the dot) against the CPU */
+    compare("train_dpsgd", "--tie-embeddings --norm flash --clip bk", "--tie-embeddings --norm flash --clip bk --noise-multiplier 0 --max-grad-norm 0.01", 1);
+    compare("train_dpsgd", "--tie-embeddings --norm direct --clip twopass", "--tie-embeddings --norm direct --clip twopass --noise-multiplier 0 --max-grad-norm 0.01", 1);
     compare("train_flash", "--poisson", "--noise-multiplier 0 --max-grad-norm 0.01 --poisson --batch-size 8 --max-physical-batch-size 4", 1);
     compare("train_lora", "LoRA flash bk", "--noise-multiplier 0 --max-grad-norm 0.01 --norm flash --clip bk --lora-rank 4", 1);
     compare("train_lora", "LoRA ghost twopass", "--noise-multiplier 0 --max-grad-norm 0.01 --norm ghost --clip twopass --lora-rank 4", 1);
@@ -176,7 +180,7 @@ int main(void) {
     compare("train_dpsgd", "ghost bk, sigma 1", "--norm ghost --clip bk --noise-multiplier 1 --max-grad-norm 0.01", 1);
     compare("train_lora", "LoRA, sigma 1", "--norm direct --clip bk --noise-multiplier 1 --max-grad-norm 0.01 --lora-rank 4", 0);
     if (vp) unload(vp);
-    unload(&w0);
+    unload(&w0); unload(&w0_tied);
 done:;
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

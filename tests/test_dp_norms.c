@@ -14,7 +14,8 @@
    Also checked: the psg of direct equal the reference per-sample gradients; ghost's Gram buffers
    hold a_b a_bᵀ and g_b g_bᵀ; the IO counts follow their documented formulas; the mixed rule's
    boundary; clip factors; Σ_b c_b g_b by book-keeping and from psg against the reference; with a
-   huge C it is the ordinary gradient; a NaN norm drops its sample. */
+   huge C it is the ordinary gradient; a NaN norm drops its sample; a tied matrix's cross term
+   2⟨e_b, h_b⟩ and both routes to ‖e_b + h_b‖² against e_b and h_b formed in double. */
 #include "dp_kernels.h"
 
 #include <math.h>
@@ -263,6 +264,62 @@ static void test_rmsnorm(int B, int T, int C, uint64_t seed) {
     free(dout); free(inp); free(rstd); free(n); free(psg);
 }
 
+/* Tied embeddings: e_b (tokens, gE) and h_b = dlogits_bᵀ a_b [V, C] formed in double; the kernels'
+   cross term 2⟨e_b, h_b⟩ (u = D·A at tile sizes R = T (whole), 5 and 1, on 1 and 2 threads: the same
+   bits), ‖e_b + h_b‖² from the norms of both parts plus it, and the direct route's ‖psg‖². */
+static void test_tied(int B, int T, int C, int V, uint64_t seed) {
+    rng_state = seed * 0x9E3779B97F4A7C15ull + 13;
+    int *tok = xcalloc((size_t)B * T, sizeof(int));
+    for (int k = 0; k < B * T; k++) tok[k] = (int)((frand() + 1) * 0.5f * V) % V;
+    float *gE = xcalloc((size_t)B * T * C, 4), *lg = xcalloc((size_t)B * T * V, 4), *a = xcalloc((size_t)B * T * C, 4);
+    fill(gE, (size_t)B * T * C, 0.2f); fill(lg, (size_t)B * T * V, -0.1f); fill(a, (size_t)B * T * C, 0.4f);
+    float *u = xcalloc((size_t)B * T * C, 4), *u2 = xcalloc((size_t)B * T * C, 4);
+    float *scratch = xcalloc(dp_tied_cross_floats(T, T, 2), 4);
+    const int tiles[3] = { T, 5, 1 };
+    dp_tied_cross_u(u, scratch, tok, lg, a, B, T, C, V, T, 1, NULL);
+    for (int k = 0; k < 3; k++)
+        for (int nt = 1; nt <= 2; nt++) {
+            dp_tied_cross_u(u2, scratch, tok, lg, a, B, T, C, V, tiles[k], nt, NULL);
+            CHECK(memcmp(u, u2, (size_t)B * T * C * 4) == 0 || tiles[k] != T,
+                  "tied u with R = T on %d threads differs from one thread", nt);
+            double worst = 0;
+            for (size_t i = 0; i < (size_t)B * T * C; i++) worst = fmax(worst, fabs(u[i] - u2[i]));
+            CHECK(worst <= 4 * T * U * T * 2, "tied u with R = %d, %d threads: off by %.3g from R = T", tiles[k], nt, worst);
+        }
+    double *e = xcalloc((size_t)V * C, 8), *h = xcalloc((size_t)V * C, 8);
+    float *n_cross = xcalloc(B, 4), *n_sum = xcalloc(B, 4), *n_psg = xcalloc(B, 4), *psg = xcalloc((size_t)B * V * C, 4);
+    dp_tied_cross_dot(n_cross, gE, u, B, T, C, NULL);
+    dp_embedding_norms(n_sum, tok, gE, B, T, C, NULL);
+    dp_linear_norms_direct(n_sum, psg, a, lg, B, T, C, V, NULL);        /* psg := h_b, n_sum += ‖h_b‖² */
+    for (int b = 0; b < B; b++)                                         /* psg += e_b: the direct route */
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < C; i++) psg[(size_t)b * V * C + (size_t)tok[b * T + t] * C + i] += gE[((size_t)b * T + t) * C + i];
+    dp_psg_norms(n_psg, psg, B, (size_t)V * C);
+    for (int b = 0; b < B; b++) {
+        memset(e, 0, (size_t)V * C * 8); memset(h, 0, (size_t)V * C * 8);
+        double M = 0;
+        for (int t = 0; t < T; t++) {
+            const size_t r = (size_t)b * T + t;
+            for (int i = 0; i < C; i++) e[(size_t)tok[r] * C + i] += gE[r * C + i];
+            for (int v = 0; v < V; v++)
+                for (int i = 0; i < C; i++) h[(size_t)v * C + i] += (double)lg[r * V + v] * a[r * C + i];
+        }
+        double cross = 0, full = 0;
+        for (size_t k = 0; k < (size_t)V * C; k++) {
+            cross += e[k] * h[k]; full += (e[k] + h[k]) * (e[k] + h[k]); M += (fabs(e[k]) + fabs(h[k])) * (fabs(e[k]) + fabs(h[k]));
+        }
+        const double tol = 2.0 * (2 * T + C + V + 4) * U * M;
+        CHECK(fabs(n_cross[b] - 2 * cross) <= tol, "tied B%d T%d C%d V%d b%d: cross term %.9g, want %.9g (tol %.3g)",
+              B, T, C, V, b, n_cross[b], 2 * cross, tol);
+        CHECK(fabs(n_sum[b] + n_cross[b] - full) <= 2 * tol, "tied b%d: ‖e‖²+‖h‖²+2<e,h> = %.9g, want ‖e+h‖² = %.9g",
+              b, n_sum[b] + n_cross[b], full);
+        CHECK(fabs(n_psg[b] - full) <= tol, "tied b%d: direct ‖psg‖² %.9g, want %.9g", b, n_psg[b], full);
+        CHECK(fabs(2 * cross) > 100 * tol, "tied b%d: the cross term %.3g is too small for this check to see it", b, 2 * cross);
+    }
+    free(tok); free(gE); free(lg); free(a); free(u); free(u2); free(scratch); free(e); free(h);
+    free(n_cross); free(n_sum); free(n_psg); free(psg);
+}
+
 int main(void) {
     const struct { int B, T, IC, OC; float mean; } shapes[] = {
         { 3, 17, 7, 13, 0.5f }, { 4, 33, 24, 5, 0.3f }, { 3, 33, 16, 16, 0.0f }, { 5, 1, 3, 3, 0.5f },
@@ -276,7 +333,10 @@ int main(void) {
         test_embedding(4, 33, 13, 97, seed);
         test_rmsnorm(3, 17, 12, seed);
         test_rmsnorm(3, 33, 5, seed);
+        test_tied(3, 17, 8, 5, seed);          /* tiny vocabulary: many tokens repeat */
+        test_tied(2, 33, 12, 23, seed);
     }
+    CHECK(dp_tied_cross_floats(1024, 128, 2) == 2 * 128 * 128 && dp_tied_cross_floats(17, 1024, 1) == 17 * 17, "tied scratch sizes");
     /* the mixed rule's boundary: 2T² ≤ IC·OC */
     CHECK(dp_mixed_uses_gram(16, 32, 16) == 1 && dp_mixed_uses_gram(17, 32, 16) == 0 &&
           dp_mixed_uses_gram(1024, 4096, 512) == 1 && dp_mixed_uses_gram(1024, 64, 64) == 0, "mixed rule");

@@ -16,6 +16,8 @@
        buffers are 2·B·T²·4 bytes; flash's `ghost` peak is one 2·R² tile and no T×T buffer;
        book-keeping keeps exactly B·IC·OC per-sample floats for layers with IC ≤ T and a B·T·OC
        copy of G for the others (and the embedding), none for lm_head.
+   Also with tied embeddings (lm_head = embed_tokens, Llama-3.2's layout), where the reference's
+   per-sample gradient of the tied matrix is e_b + h_b and its norm carries the cross term.
    Tolerances: both sides are float32 computations of the same quantities that differ only in
    summation order and batching (per-sample GEMMs vs batched ones, Gram sums vs direct sums). A
    float32 sum of K terms has relative error ≤ K·u (u = 6e-8) of the sum of magnitudes; with K up to
@@ -165,6 +167,10 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
             CHECK(max_diff(out, pre, P) <= 1e-7 * scale, "%s: before_update with sigma 0 must only divide by L", what);
             /* memory */
             const int R = tile < T ? tile : T;
+            /* tied: u [B, T, C] of the cross term lives from lm_head's hook to the embedding's, beside
+               the other layers' Gram matrices or tiles (its gather: T² for ghost, R² for flash, freed
+               before them) */
+            const size_t tied_u = mc->tie_embeddings ? (size_t)B * T * mc->dim * 4 : 0;
             const size_t rms = (size_t)B * mc->dim * 4 * (2 * mc->n_layers + 1);   /* RMSNorm psg, all methods */
             if (norm == DP_NORM_DIRECT)
                 CHECK(peak_psg == (size_t)B * P * 4 || (clip == DP_CLIP_TWOPASS && peak_psg < (size_t)B * P * 4),
@@ -172,12 +178,12 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
             if (norm == DP_NORM_DIRECT && clip == DP_CLIP_BK)
                 CHECK(peak_psg == (size_t)B * P * 4, "%s: per_sample_grads peak %zu, want %zu", what, peak_psg, (size_t)B * P * 4);
             if (norm == DP_NORM_GHOST)
-                CHECK(peak_ghost == 2 * (size_t)B * T * T * 4, "%s: ghost peak %zu, want 2*B*T*T*4 = %zu", what, peak_ghost,
-                      2 * (size_t)B * T * T * 4);
+                CHECK(peak_ghost == 2 * (size_t)B * T * T * 4 + tied_u, "%s: ghost peak %zu, want 2*B*T*T*4 (+ B*T*C*4 tied) = %zu",
+                      what, peak_ghost, 2 * (size_t)B * T * T * 4 + tied_u);
             if (norm == DP_NORM_FLASH) {
                 /* one tile pair (the rig runs one thread) and a double per (sample, row of tiles);
                    lm_head always takes the tiles (its G is borrowed, never per-sample gradients) */
-                const size_t want_tile = (2 * (size_t)B * ((T + R - 1) / R) + 2 * (size_t)R * R) * 4;
+                const size_t want_tile = (2 * (size_t)B * ((T + R - 1) / R) + 2 * (size_t)R * R) * 4 + tied_u;
                 CHECK(peak_ghost == want_tile, "%s: ghost peak %zu, want 2*B*ceil(T/R) + 2*R*R floats = %zu", what, peak_ghost,
                       want_tile);
                 if (clip == DP_CLIP_TWOPASS)
@@ -332,9 +338,15 @@ int main(void) {
                       .ffn_dim = 48, .tie_embeddings = 0, .rope_theta = 10000.0f, .norm_eps = 1e-6f };
     LlamaConfig b = { .preset = "test", .vocab_size = 37, .dim = 24, .n_layers = 1, .n_heads = 2, .n_kv_heads = 2,
                       .ffn_dim = 40, .tie_embeddings = 0, .rope_theta = 10000.0f, .norm_eps = 1e-6f };
+    /* tied embeddings (Llama-3.2's layout): the matrix's per-sample gradient is e_b + h_b, whose norm
+       has the cross term 2<e_b, h_b>; the reference (each sample alone through the tied model) has it */
+    LlamaConfig ta = a, tb = b;
+    ta.tie_embeddings = tb.tie_embeddings = 1;
     for (uint64_t seed = 1; seed <= 2; seed++) {
         test_config("GQA C32 T17 B3", &a, 3, 17, seed);
         test_config("MHA C24 T33 B4", &b, 4, 33, seed);
+        test_config("tied GQA C32 T17 B3", &ta, 3, 17, seed);
+        test_config("tied MHA C24 T33 B4", &tb, 4, 33, seed);
         test_poisson(&a, 17, seed);
     }
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }

@@ -2,7 +2,7 @@
 # test_suite_plan.sh — the planner through the suite: `run_experiments --plan --check` on the CPU
 # gives, for every method, a predicted peak (plan backend) EXACTLY equal to the measured tagged peak
 # of a real CPU run, on tiny (several shapes; fp32 and bf16, with and without activation
-# checkpointing) and on the small preset (one layer, 8000 tokens) (skipped in the sanitizer pass:
+# checkpointing; untied and tied) and on the small preset (one layer, 8000 tokens) (skipped in the sanitizer pass:
 # 46M parameters under ASan are too slow). The numbers in check.txt are those the trainers printed.
 # Then --plan alone at 3b, T=16384: seconds, and the parameters at the peak are exactly 4 bytes per
 # parameter the trainer counted. Exits 0 on pass, 1 on failure.
@@ -49,6 +49,16 @@ run_check tiny-T32-bf16 --model tiny --seq-len 32 --batch-size 4 --physical-batc
 run_check tiny-T32-ckpt --model tiny --seq-len 32 --batch-size 4 --physical-batch 2 --steps 1 --checkpoint-activations
 run_check tiny-T100-GQA-bf16-ckpt --model tiny --seq-len 100 --kv-heads 2 --batch-size 6 --physical-batch 3 --steps 1 --lora-rank 3 \
     --precision bf16 --checkpoint-activations
+# tied embeddings (full DP on lm_head = embed_tokens: the cross term's u and gather buffers), plain and with both levers
+run_check tiny-T32-tied --model tiny --seq-len 32 --batch-size 4 --physical-batch 2 --steps 1 --tie-embeddings
+run_check tiny-T48-GQA-tied-bf16-ckpt --model tiny --seq-len 48 --kv-heads 2 --batch-size 4 --physical-batch 2 --steps 1 \
+    --tie-embeddings --precision bf16 --checkpoint-activations
+for l in tiny-T32-tied tiny-T48-GQA-tied-bf16-ckpt; do
+    for e in $ALL6; do
+        grep -q -- '--tie-embeddings' "$tmp/$l/$e.cmd" && grep -q -- '--tie-embeddings' "$tmp/$l/$e.measured.cmd" ||
+            { echo "FAIL [$l] $e: --tie-embeddings not on both command lines"; fail=1; }
+    done
+done
 for l in tiny-T32-bf16 tiny-T32-ckpt tiny-T100-GQA-bf16-ckpt; do   # the flags reached both runs of every method
     for e in $ALL6; do
         case $l in *bf16*) grep -q -- '--precision bf16' "$tmp/$l/$e.cmd" && grep -q -- '--precision bf16' "$tmp/$l/$e.measured.cmd" ||

@@ -11,6 +11,8 @@
      embedding  one warp per position t: lanes compare token t with 32 earlier tokens at a time
               (ballot), the warp dots g_t with each match.
      rmsnorm  psg[b] = Σ_t dout·inp·rstd, one thread per (b, column).
+     tied     the cross term of a tied embedding (dp_norms_tied.c): u_bt = Σ_s dlogits_bs[tok_bt] a_bs,
+              one block per (t, b), the gather in registers; then 2 Σ_t g_bt·u_bt per sample.
    Per-sample sums are added in double into a module accumulator (double atomics: the order of
    additions may vary between runs by a double ulp, invisible after rounding to the float norm2),
    then one kernel adds them into norm2 and clears the accumulator.
@@ -237,6 +239,68 @@ void dp_embedding_norms_cuda_dt(float *norm2, const int *tokens, const float *g,
     cudaLaunchCheck();
     acc_finalize(norm2, B);
     if (io) { io->read += (uint64_t)B * T * (C + 1) * 4; io->written += (uint64_t)B * 4; }
+}
+
+/* Tied embeddings' cross term (dp_norms_tied.c): one block per (t, b), threads over the columns:
+   u_bt = Σ_s dlogits_bs[tok_bt] · a_bs (the gathered scalar is the same for the whole block). No
+   scratch: the T×T gather never leaves the registers. */
+template <typename E>
+__global__ void tied_cross_u_kernel(float *u, const int *tokens, const E *dlogits, const E *a, int T, int C, int V) {
+    const int t = blockIdx.x, b = blockIdx.y;
+    const int tok = tokens[(size_t)b * T + t];
+    const E *lg = dlogits + (size_t)b * T * V, *ab = a + (size_t)b * T * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float s = 0.0f;
+        for (int j = 0; j < T; j++) s += ld(lg, (size_t)j * V + tok) * ld(ab, (size_t)j * C + c);
+        u[((size_t)b * T + t) * C + c] = s;
+    }
+}
+
+void dp_tied_cross_u_cuda_dt(float *u, const int *tokens, const float *dlogits, const float *a,
+                             int B, int T, int C, int V, KDtype dt, DpIO *io) {
+    check_b(B, "dp_tied_cross_u");
+    if (B <= 0 || T <= 0) return;
+    if (dt == KDT_BF16)
+        tied_cross_u_kernel<<<dim3(T, B), 128>>>(u, tokens, (const uint16_t *)dlogits, (const uint16_t *)a, T, C, V);
+    else tied_cross_u_kernel<<<dim3(T, B), 128>>>(u, tokens, dlogits, a, T, C, V);
+    cudaLaunchCheck();
+    if (io) {
+        io->read += (uint64_t)B * T * T * 4 + (uint64_t)B * T * 4 + (uint64_t)B * T * C * 4;
+        io->written += (uint64_t)B * T * C * 4;
+    }
+}
+
+/* acc[b] += 2 Σ_k g[b·P + k]·u[b·P + k], grid (parts, B). */
+template <typename E>
+__global__ void tied_cross_dot_kernel(double *acc, const E *g, const float *u, size_t P) {
+    __shared__ double sh[32];
+    const E *gb = g + blockIdx.y * P;
+    const float *ub = u + blockIdx.y * P;
+    double s = 0.0;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < P; k += (size_t)gridDim.x * blockDim.x)
+        s += (double)ld(gb, k) * ub[k];
+    s = kcuda_block_sum_d(s, sh);
+    if (threadIdx.x == 0) atomicAdd(&acc[blockIdx.y], 2.0 * s);
+}
+
+void dp_tied_cross_dot_cuda_dt(float *norm2, const float *g, const float *u, int B, int T, int C, KDtype dt, DpIO *io) {
+    check_b(B, "dp_tied_cross_dot");
+    if (B <= 0 || T <= 0) return;
+    const size_t P = (size_t)T * C;
+    unsigned parts = (unsigned)((P + 1023) / 1024);
+    if (parts > 256) parts = 256;
+    if (dt == KDT_BF16) tied_cross_dot_kernel<<<dim3(parts, B), 256>>>(acc_ptr(), (const uint16_t *)g, u, P);
+    else tied_cross_dot_kernel<<<dim3(parts, B), 256>>>(acc_ptr(), g, u, P);
+    cudaLaunchCheck();
+    acc_finalize(norm2, B);
+    if (io) { io->read += 2 * (uint64_t)B * P * 4; io->written += (uint64_t)B * 4; }
+}
+
+void dp_psg_norms_cuda(float *norm2, const float *psg, int B, size_t P) {
+    check_b(B, "dp_psg_norms");
+    if (B <= 0) return;
+    per_sample_dot(psg, NULL, P, B);
+    acc_finalize(norm2, B);
 }
 
 template <typename E>

@@ -115,6 +115,12 @@ void dp_embedding_clipped_grad_bk_cuda_dt(float *dwte, const int *tokens, const 
                                           int B, int T, int C, KDtype dt);
 void dp_rmsnorm_norms_direct_cuda_dt(float *norm2, float *psg, const float *dout, const float *inp,
                                      const float *rstd, int B, int T, int C, KDtype dt);
+/* Tied embeddings (dp_kernels.h's dp_tied_cross_u, dp_tied_cross_dot, dp_psg_norms): u needs no
+   scratch here (the gather stays in registers); dlogits, a and g are of dt, u and psg fp32. */
+void dp_tied_cross_u_cuda_dt(float *u, const int *tokens, const float *dlogits, const float *a,
+                             int B, int T, int C, int V, KDtype dt, DpIO *io);
+void dp_tied_cross_dot_cuda_dt(float *norm2, const float *g, const float *u, int B, int T, int C, KDtype dt, DpIO *io);
+void dp_psg_norms_cuda(float *norm2, const float *psg, int B, size_t P);
 /* dp_clip_factors_safe's twin (dp_kernels.h). */
 void dp_clip_factors_safe_cuda(float *c, const float *norm2, int B, float max_norm, double rel);
 
