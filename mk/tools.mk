@@ -1,7 +1,7 @@
 # tools/: dpmem-render, dpmem-report, dpmem-trace (issue 3), their tests, fuzzers and bench.
 # The reader, raster and chart code is one small static library that every tool links.
 
-TOOLS_LIB_SRC := tools/dpmem_read.c tools/raster.c tools/palette.c tools/units.c tools/timeline.c tools/args.c tools/runstats.c tools/charts.c tools/json_out.c tools/trace.c tools/axes.c
+TOOLS_LIB_SRC := tools/dpmem_read.c tools/io_guard.c tools/raster.c tools/palette.c tools/units.c tools/timeline.c tools/args.c tools/runstats.c tools/charts.c tools/json_out.c tools/trace.c tools/axes.c
 TOOLS_LIB_OBJ := $(patsubst tools/%.c,$(BUILD)/tools-obj/%.o,$(TOOLS_LIB_SRC))
 TOOLS_LIB     := $(BUILD)/tools-obj/libdpmemtools.a
 TOOLS_HDRS    := $(wildcard tools/*.h)
@@ -28,7 +28,7 @@ ALL += $(TOOLS_BIN)
 tools: $(TOOLS_BIN)
 
 # Tests: C programs that write known logs (tools/synthlog.h), run the tools and check the results.
-TOOLS_TESTS := render report trace kit
+TOOLS_TESTS := render report trace kit hostile
 define tools_test
 $(BUILD)/tests/test_tools_$(1): tests/test_tools_$(1).c tests/test_tools_common.h dpmem.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $$(@D)
@@ -37,6 +37,17 @@ endef
 $(foreach t,$(TOOLS_TESTS),$(eval $(call tools_test,$(t))))
 ALL   += $(foreach t,$(TOOLS_TESTS),$(BUILD)/tests/test_tools_$(t))
 TESTS += $(foreach t,$(TOOLS_TESTS),$(BUILD)/tests/test_tools_$(t))
+
+# The hostile-file test writes its logs with tests/forge_logs.h; `make stress-readers` runs the same
+# logs at full size through the three tools and prints time and peak RSS (tests/stress_readers.c).
+$(BUILD)/tests/test_tools_hostile: tests/forge_logs.h
+$(BUILD)/tests/stress_readers: tests/stress_readers.c tests/forge_logs.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< -o $@ $(LDFLAGS) $(LDLIBS)
+ALL += $(BUILD)/tests/stress_readers
+.PHONY: stress-readers
+stress-readers: $(TOOLS_BIN) $(BUILD)/tests/stress_readers
+	$(BUILD)/tests/stress_readers
 
 # The corruption test (in make test) and the libFuzzer target (make fuzz-tools, clang only).
 $(BUILD)/tests/fuzz_tools_corrupt: tests/fuzz_tools_corrupt.c tests/fuzz_tools_exercise.h tests/test_tools_common.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)

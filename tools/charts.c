@@ -188,9 +188,10 @@ static int chart_sweep(RunStats **runs, int n, const char *key, const char **sco
     int np = 0;
     for (int s = 0; s < ns && np < 6; s++) {
         int any = 0;
-        for (int i = 0; i < n; i++)
-            for (uint32_t k = 0; k < runs[i]->log->n_strings; k++)
-                if (runs[i]->scopes[k].count && runs[i]->scopes[k].mem_delta && !strcmp(runs[i]->log->strings[k], scopes[s])) any = 1;
+        for (int i = 0; i < n && !any; i++) {
+            int32_t k = dpmem_log_find_string(runs[i]->log, scopes[s]);
+            any = k >= 0 && runs[i]->scopes[k].count && runs[i]->scopes[k].mem_delta;
+        }
         if (any) ph[np++] = scopes[s];
     }
     if (np == 0) return 0;
@@ -217,9 +218,8 @@ static int chart_sweep(RunStats **runs, int n, const char *key, const char **sco
         int ox = 10 + (p % cols) * pw, oy = 50 + (p / cols) * phh;
         double vals[64], maxv = 0;
         for (int i = 0; i < nn; i++) {
-            vals[i] = 0;
-            for (uint32_t k = 0; k < runs[i]->log->n_strings; k++)
-                if (runs[i]->scopes[k].count && !strcmp(runs[i]->log->strings[k], ph[p])) vals[i] = (double)runs[i]->scopes[k].mem_delta;
+            int32_t k = dpmem_log_find_string(runs[i]->log, ph[p]);
+            vals[i] = k >= 0 && runs[i]->scopes[k].count ? (double)runs[i]->scopes[k].mem_delta : 0;
             if (vals[i] > maxv) maxv = vals[i];
         }
         Axes a = { .x0 = ox + 120, .y0 = oy + 40, .x1 = ox + pw - 30, .y1 = oy + phh - 60 };

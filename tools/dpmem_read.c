@@ -1,5 +1,6 @@
 /* dpmem_read.c — the log reader (see dpmem_read.h). Validation happens once, in dpmem_log_open;
-   the iterator only walks the prefix of the file that was found valid. */
+   the iterator only walks the prefix of the file that was found valid, and reads each chunk again
+   only to hand out its events (checked against the first pass's checksum). */
 #include "dpmem_read.h"
 
 #include <errno.h>
@@ -7,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "io_guard.h"
+#include "namemap.h"
 
 static const char *known_categories[] = {
     "params", "grads", "optimizer", "activations", "per_sample_grads", "norms", "ghost", "bk",
@@ -68,132 +71,237 @@ static int payload_ok(uint32_t type, const uint8_t *p, uint64_t n) {
     }
 }
 
-/* A set of u32 ids (the tags and category ids seen), open addressing; key k stored as k+1. */
-typedef struct { uint64_t *slot; uint32_t cap, n; } IdSet;
-static int idset_add(IdSet *s, uint32_t id) {
-    if (2 * (s->n + 1) > s->cap) {
-        uint32_t nc = s->cap ? s->cap * 2 : 64;
-        uint64_t *ns = calloc(nc, sizeof *ns);
-        if (!ns) return -1;
-        for (uint32_t i = 0; i < s->cap; i++)
-            if (s->slot[i]) {
-                uint32_t h = (uint32_t)(s->slot[i] * 2654435761u) & (nc - 1);
-                while (ns[h]) h = (h + 1) & (nc - 1);
-                ns[h] = s->slot[i];
-            }
-        free(s->slot); s->slot = ns; s->cap = nc;
-    }
-    uint64_t key = (uint64_t)id + 1;
-    uint32_t h = (uint32_t)(key * 2654435761u) & (s->cap - 1);
-    while (s->slot[h]) { if (s->slot[h] == key) return 0; h = (h + 1) & (s->cap - 1); }
-    s->slot[h] = key; s->n++;
+/* A set (or, with vals, a map) of u32 keys, open addressing; key k stored as k+1. Thread indexes
+   to slots, and the tag and category ids seen. */
+typedef struct { uint64_t *slot; uint32_t *val; uint32_t cap, n; } IdSet;
+static int idset_grow(IdSet *s, int with_vals) {
+    uint32_t nc = s->cap ? s->cap * 2 : 64;
+    uint64_t *ns = calloc(nc, sizeof *ns);
+    uint32_t *nv = with_vals ? malloc((size_t)nc * sizeof *nv) : NULL;
+    if (!ns || (with_vals && !nv)) { free(ns); free(nv); return -1; }
+    for (uint32_t i = 0; i < s->cap; i++)
+        if (s->slot[i]) {
+            uint32_t h = (uint32_t)(s->slot[i] * 2654435761u) & (nc - 1);
+            while (ns[h]) h = (h + 1) & (nc - 1);
+            ns[h] = s->slot[i];
+            if (with_vals) nv[h] = s->val[i];
+        }
+    free(s->slot); free(s->val);
+    s->slot = ns; s->val = nv; s->cap = nc;
     return 0;
 }
+/* The slot of key id (inserted if absent and `insert`): its index in s->slot, or -1. */
+static int64_t idset_find(IdSet *s, uint32_t id, int insert, int with_vals, int *added) {
+    if (added) *added = 0;
+    if (insert && 2 * (s->n + 1) > s->cap && idset_grow(s, with_vals)) return -2;
+    if (!s->cap) return -1;
+    uint64_t key = (uint64_t)id + 1;
+    uint32_t h = (uint32_t)(key * 2654435761u) & (s->cap - 1);
+    while (s->slot[h]) { if (s->slot[h] == key) return h; h = (h + 1) & (s->cap - 1); }
+    if (!insert) return -1;
+    s->slot[h] = key; s->n++;
+    if (added) *added = 1;
+    return h;
+}
+static int idset_add(IdSet *s, uint32_t id) { return idset_find(s, id, 1, 0, NULL) == -2 ? -1 : 0; }
 
-typedef struct { uint32_t id; const char *s; } StrRef;
+typedef struct { uint32_t id; uint64_t off; } StrRef;   /* off: into the string arena */
 static int cmp_strref(const void *a, const void *b) {
     uint32_t x = ((const StrRef *)a)->id, y = ((const StrRef *)b)->id;
-    return x < y ? -1 : x > y;
-}
-static int cmp_cat(const void *a, const void *b) {
-    const char *x = *(char *const *)a, *y = *(char *const *)b;
-    int kx = dpmem_known_category(x), ky = dpmem_known_category(y);
-    if (kx >= 0 || ky >= 0) {
-        if (kx < 0) return 1;
-        if (ky < 0) return -1;
-        return (kx > ky) - (kx < ky);
-    }
-    return strcmp(x, y);
+    if (x != y) return x < y ? -1 : 1;
+    uint64_t u = ((const StrRef *)a)->off, v = ((const StrRef *)b)->off;   /* the first one in the file wins */
+    return (u > v) - (u < v);
 }
 
-/* Drops the whole pages of a chunk we are done with from our mapping: a file-backed page comes back
-   from the page cache if touched again (strings point into the mapping), so this only keeps the
-   resident set bounded on huge logs; it never changes what is read. */
-static void release(const DpmemLog *L, uint64_t off, uint64_t len) {
-    if (!L->mapped) return;
-    uint64_t page = 4096, a = (off + page - 1) / page * page, b = (off + len) / page * page;
-    if (b > L->size / page * page) b = L->size / page * page;
-    if (b > a) madvise((void *)(L->data + a), b - a, MADV_DONTNEED);
+/* ---- where the bytes come from ---- */
+
+struct DpmemLogSource {
+    int fd;                   /* -1: the caller's bytes in mem */
+    const uint8_t *mem;
+    char *arena;              /* the strings and thread names, NUL-terminated */
+    uint64_t arena_n, arena_cap;
+    NameMap strings_by_text, cats_by_name;
+    int failed;
+    char error[448];
+};
+
+static void src_fail(const DpmemLog *L, const char *fmt, const char *detail) {
+    struct DpmemLogSource *S = L->src;
+    if (S->failed) return;
+    S->failed = 1;
+    char what[200];
+    snprintf(what, sizeof what, fmt, detail);
+    snprintf(S->error, sizeof S->error, "%s: %s", L->path, what);
+}
+
+/* Up to n bytes at off into dst; how many there were (fewer: the file is shorter now). */
+static size_t read_at(const DpmemLog *L, uint64_t off, void *dst, size_t n) {
+    const struct DpmemLogSource *S = L->src;
+    if (S->fd < 0) {
+        if (off >= L->size) return 0;
+        size_t k = L->size - off < n ? (size_t)(L->size - off) : n;
+        memcpy(dst, S->mem + off, k);
+        return k;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(S->fd, (uint8_t *)dst + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+static int64_t arena_add(struct DpmemLogSource *S, const char *s, size_t len) {
+    if (S->arena_n + len + 1 > S->arena_cap) {
+        uint64_t nc = S->arena_cap ? S->arena_cap : 4096;
+        while (nc < S->arena_n + len + 1) nc *= 2;
+        char *a = realloc(S->arena, nc);
+        if (!a) return -1;
+        S->arena = a; S->arena_cap = nc;
+    }
+    int64_t off = (int64_t)S->arena_n;
+    memcpy(S->arena + off, s, len);
+    S->arena[off + (int64_t)len] = 0;
+    S->arena_n += len + 1;
+    return off;
+}
+
+/* A checksum of 8-byte words, position-dependent: a chunk read again must give the same one. */
+static uint64_t sum_words(uint64_t h, const uint8_t *p, uint64_t n, uint64_t first_word) {
+    for (uint64_t i = 0; i + 8 <= n; i += 8)
+        h += (rd64(p + i) ^ (first_word + i / 8)) * 0x9E3779B97F4A7C15ull;
+    return h;
+}
+
+/* A window of the file, [start, start + len) in buf, read as the scan walks a chunk. */
+typedef struct { uint8_t *buf; size_t cap; uint64_t start, len; } Window;
+enum { WINDOW_AHEAD = 1 << 16 };
+
+/* Pointer to the n bytes at off (reading ahead up to `limit`), or NULL when the file no longer has
+   them (it shrank) or memory ran out (*oom set). */
+static const uint8_t *window_get(const DpmemLog *L, Window *w, uint64_t off, size_t n, uint64_t limit, int *oom) {
+    if (off >= w->start && off + n <= w->start + w->len) return w->buf + (off - w->start);
+    size_t want = limit - off < WINDOW_AHEAD ? (size_t)(limit - off) : WINDOW_AHEAD;
+    if (want < n) want = n;
+    if (want > w->cap) {
+        uint8_t *b = realloc(w->buf, want);
+        if (!b) { *oom = 1; return NULL; }
+        w->buf = b; w->cap = want;
+    }
+    w->start = off;
+    w->len = read_at(L, off, w->buf, want);
+    return w->len >= n ? w->buf : NULL;
 }
 
 static void mark_bad(DpmemLog *L, uint64_t off, const char *why) {
     L->corrupt = 1; L->bad_offset = off;
     snprintf(L->why, sizeof L->why, "%s", why);
 }
+static void mark_cut(DpmemLog *L, uint64_t off, const char *why) {
+    L->bad_offset = off;
+    snprintf(L->why, sizeof L->why, "%s", why);
+}
+
+enum { BACKWARDS_SLACK_NS = 1000 };
 
 /* One pass over the chunks in file order; stops at the first invalid byte. */
 static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet *catids) {
+    struct DpmemLogSource *S = L->src;
     uint32_t cap_str = 0, cap_meta = 0, cap_thr = 0, cap_chk = 0;
     uint32_t *last_chunk = NULL;  /* per thread slot */
+    uint64_t *last_ts = NULL;     /* per thread slot */
+    int64_t *name_off = NULL;     /* per thread slot: its name in the arena (-1: none) */
+    IdSet slots = { 0 };          /* thread index -> slot */
+    Window w = { 0 };
     uint64_t hb = L->header_bytes, cb = L->chunk_bytes;
-    int rc = 0;
+    int rc = 0, oom = 0;
+    uint8_t head[32];
     for (uint64_t k = 0; hb + k * cb < L->size && !L->corrupt; k++) {
         uint64_t off = hb + k * cb;
         uint64_t avail = L->size - off < cb ? L->size - off : cb;
-        const uint8_t *c = L->data + off;
-        if (avail < 32 || rd32(c) == 0) {
-            if (avail < 32 && (avail < 4 || rd32(c) != 0)) {
-                snprintf(L->why, sizeof L->why, "cut inside a chunk header");
-                L->bad_offset = off;
-                break;
-            }
+        size_t hn = avail < 32 ? (size_t)avail : 32, got = read_at(L, off, head, hn);
+        if (got < hn) { mark_cut(L, off, "the file shrank while being read"); break; }
+        if (avail < 32 || rd32(head) == 0) {
+            if (avail < 32 && (avail < 4 || rd32(head) != 0)) { mark_cut(L, off, "cut inside a chunk header"); break; }
             continue;  /* never used */
         }
-        if (rd32(c) != DPMEM_CHUNK_MAGIC) { mark_bad(L, off, "bad chunk magic"); break; }
-        if (rd64(c + 8) != k) { mark_bad(L, off + 8, "chunk sequence number does not match its place"); break; }
-        uint32_t tidx = rd32(c + 4);
+        if (rd32(head) != DPMEM_CHUNK_MAGIC) { mark_bad(L, off, "bad chunk magic"); break; }
+        if (rd64(head + 8) != k) { mark_bad(L, off + 8, "chunk sequence number does not match its place"); break; }
+        uint32_t tidx = rd32(head + 4);
         if (tidx == 0) { mark_bad(L, off + 4, "chunk of thread 0"); break; }
-        uint32_t slot = 0;
-        while (slot < L->n_threads && L->threads[slot].index != tidx) slot++;
-        if (slot == L->n_threads) {
+        int added;
+        int64_t h = idset_find(&slots, tidx, 1, 1, &added);
+        if (h < 0) { rc = -1; goto done; }
+        if (added) {
             if (grow((void **)&L->threads, L->n_threads, &cap_thr, sizeof *L->threads)) { rc = -1; goto done; }
             uint32_t *lc = realloc(last_chunk, (size_t)cap_thr * sizeof *lc);
-            if (!lc) { rc = -1; goto done; }
-            last_chunk = lc;
-            L->threads[slot] = (DpmemThread){ .index = tidx, .name = "", .first_chunk = L->n_chunks };
-            last_chunk[slot] = UINT32_MAX;
+            if (lc) last_chunk = lc;
+            uint64_t *lt = realloc(last_ts, (size_t)cap_thr * sizeof *lt);
+            if (lt) last_ts = lt;
+            int64_t *no = realloc(name_off, (size_t)cap_thr * sizeof *no);
+            if (no) name_off = no;
+            if (!lc || !lt || !no) { rc = -1; goto done; }
+            slots.val[h] = L->n_threads;
+            L->threads[L->n_threads] = (DpmemThread){ .index = tidx, .name = "", .first_chunk = L->n_chunks };
+            last_chunk[L->n_threads] = UINT32_MAX;
+            last_ts[L->n_threads] = 0;
+            name_off[L->n_threads] = -1;
             L->n_threads++;
         }
+        uint32_t slot = slots.val[h];
         if (grow((void **)&L->chunks, L->n_chunks, &cap_chk, sizeof *L->chunks)) { rc = -1; goto done; }
         uint32_t ci = L->n_chunks++;
-        L->chunks[ci] = (DpmemChunk){ .offset = off, .thread = slot, .next = UINT32_MAX, .end = 32 };
+        L->chunks[ci] = (DpmemChunk){ .offset = off, .thread = slot, .next = UINT32_MAX, .end = 32,
+                                      .sum = sum_words(0, head, 32, 0) };
         if (last_chunk[slot] != UINT32_MAX) L->chunks[last_chunk[slot]].next = ci;
         last_chunk[slot] = ci;
 
-        uint64_t pos = 32;
+        uint64_t pos = 32, limit = off + avail;
         while (pos + 8 <= avail) {
-            uint32_t head = rd32(c + pos);
-            if (head == 0) break;
-            uint32_t type = head & 0xff, aux = (head >> 8) & 0xff;
-            uint64_t bytes = (uint64_t)(head >> 16) * 8;
+            const uint8_t *c = window_get(L, &w, off + pos, 8, limit, &oom);
+            if (!c) { if (oom) { rc = -1; goto done; } mark_cut(L, off + pos, "the file shrank while being read"); break; }
+            uint32_t head_word = rd32(c);
+            if (head_word == 0) break;
+            uint32_t type = head_word & 0xff;
+            uint64_t bytes = (uint64_t)(head_word >> 16) * 8;
             if (bytes < 16) { mark_bad(L, off + pos, "event shorter than 2 words"); break; }
             if (pos + bytes > cb) { mark_bad(L, off + pos, "event runs past its chunk"); break; }
-            if (pos + bytes > avail) {
-                snprintf(L->why, sizeof L->why, "cut in the middle of an event");
-                L->bad_offset = off + pos;
-                break;
-            }
-            const uint8_t *p = c + pos + 16;
+            if (pos + bytes > avail) { mark_cut(L, off + pos, "cut in the middle of an event"); break; }
+            c = window_get(L, &w, off + pos, (size_t)bytes, limit, &oom);
+            if (!c) { if (oom) { rc = -1; goto done; } mark_cut(L, off + pos, "the file shrank while being read"); break; }
+            const uint8_t *p = c + 16;
             uint64_t n = bytes - 16;
-            uint32_t id = rd32(c + pos + 4);
-            uint64_t ts = rd64(c + pos + 8);
+            uint32_t id = rd32(c + 4);
+            uint64_t ts = rd64(c + 8);
             if (!payload_ok(type, p, n)) { mark_bad(L, off + pos, "event payload too short for its type"); break; }
             L->n_events++;
             if (type < DPMEM_EV_TYPES) L->count[type]++;
             if (ts < L->t_first) L->t_first = ts;
             if (ts > L->t_last) L->t_last = ts;
+            /* A thread's clock never steps back; the kit's ALLOC/FREE stamps may run a nanosecond
+               or so ahead of it (they are made unique across threads), hence the slack. */
+            if (ts + BACKWARDS_SLACK_NS < last_ts[slot] && L->backwards++ == 0) L->backwards_offset = off + pos;
+            last_ts[slot] = ts;
+            if (pos == 32) L->chunks[ci].first_ts = ts;
             switch (type) {
-            case DPMEM_EV_STRING:
-                if (grow((void **)strs, *n_strs, &cap_str, sizeof **strs)) { rc = -1; goto done; }
-                (*strs)[(*n_strs)++] = (StrRef){ id, (const char *)p };
+            case DPMEM_EV_STRING: {
+                int64_t a = arena_add(S, (const char *)p, strlen((const char *)p));
+                if (a < 0 || grow((void **)strs, *n_strs, &cap_str, sizeof **strs)) { rc = -1; goto done; }
+                (*strs)[(*n_strs)++] = (StrRef){ id, (uint64_t)a };
                 break;
-            case DPMEM_EV_THREAD:
-                for (uint32_t t = 0; t < L->n_threads; t++)
-                    if (L->threads[t].index == id) {
-                        L->threads[t].os_tid = rd64(p);
-                        L->threads[t].name = (const char *)p + 8;
-                    }
+            }
+            case DPMEM_EV_THREAD: {
+                int64_t t = idset_find(&slots, id, 0, 1, NULL);
+                if (t < 0) break;   /* a thread with no chunk (yet): nothing to name */
+                uint32_t ts_slot = slots.val[t];
+                int64_t a = arena_add(S, (const char *)p + 8, strlen((const char *)p + 8));
+                if (a < 0) { rc = -1; goto done; }
+                L->threads[ts_slot].os_tid = rd64(p);
+                name_off[ts_slot] = a;
                 break;
+            }
             case DPMEM_EV_META:
                 if (grow((void **)&L->meta, L->n_meta, &cap_meta, sizeof *L->meta)) { rc = -1; goto done; }
                 L->meta[L->n_meta++] = (DpmemMeta){ id, rd32(p) };
@@ -222,116 +330,149 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
                 break;
             default: break;
             }
-            (void)aux;
+            L->chunks[ci].sum = sum_words(L->chunks[ci].sum, c, bytes, pos / 8);
             pos += bytes;
             L->chunks[ci].end = (uint32_t)pos;
         }
-        int tail_nonzero = 0;
-        for (uint64_t i = pos; !L->corrupt && pos + 8 > avail && i < avail; i++) tail_nonzero |= c[i];
-        if (tail_nonzero && avail < cb) {
-            snprintf(L->why, sizeof L->why, "cut in the middle of an event");
-            L->bad_offset = off + pos;
+        if (!L->corrupt && !L->bad_offset && pos < avail && pos + 8 > avail) {   /* fewer than 8 bytes left */
+            const uint8_t *c = window_get(L, &w, off + pos, (size_t)(avail - pos), limit, &oom);
+            if (!c && oom) { rc = -1; goto done; }
+            int tail_nonzero = 0;
+            for (uint64_t i = 0; c && i < avail - pos; i++) tail_nonzero |= c[i];
+            if (!c) mark_cut(L, off + pos, "the file shrank while being read");
+            else if (tail_nonzero && avail < cb) mark_cut(L, off + pos, "cut in the middle of an event");
         }
-        release(L, off, avail);
         if (L->bad_offset) break;
     }
+    /* The names, now that the arena no longer moves. */
+    for (uint32_t t = 0; t < L->n_threads; t++)
+        if (name_off[t] >= 0) L->threads[t].name = S->arena + name_off[t];
 done:
-    free(last_chunk);
+    free(last_chunk); free(last_ts); free(name_off); free(slots.slot); free(slots.val); free(w.buf);
     return rc;
 }
 
-static int add_cat(DpmemLog *L, uint32_t *cap, const char *name, size_t len) {
-    for (uint32_t i = 0; i < L->n_cats; i++)
-        if (strlen(L->cats[i]) == len && memcmp(L->cats[i], name, len) == 0) return 0;
-    if (grow((void **)&L->cats, L->n_cats, cap, sizeof *L->cats)) return -1;
-    char *s = malloc(len + 1);
-    if (!s) return -1;
-    memcpy(s, name, len); s[len] = 0;
-    L->cats[L->n_cats++] = s;
-    return 0;
-}
-
-static int find_cat(const DpmemLog *L, const char *name, size_t len) {
-    for (uint32_t i = 0; i < L->n_cats; i++)
-        if (strlen(L->cats[i]) == len && memcmp(L->cats[i], name, len) == 0) return (int)i;
-    return -1;
+/* The categories: the part of each tag before its first '/' (the whole tag when there is none),
+   and the category ids of SNAPSHOT and OOM events. Known ones in their fixed order first, then the
+   others by name; a hash from name to index serves dpmem_log_category_index. */
+typedef struct { char *name; int known; uint32_t first; } CatSort;
+static int cmp_catsort(const void *a, const void *b) {
+    const CatSort *x = a, *y = b;
+    if (x->known >= 0 || y->known >= 0) {
+        if (x->known < 0) return 1;
+        if (y->known < 0) return -1;
+        return (x->known > y->known) - (x->known < y->known);
+    }
+    return strcmp(x->name, y->name);
 }
 
 static int build_categories(DpmemLog *L, IdSet *tags, IdSet *catids) {
-    uint32_t cap = 0;
+    struct DpmemLogSource *S = L->src;
     L->cat_of = malloc((L->n_strings ? L->n_strings : 1) * sizeof *L->cat_of);
     if (!L->cat_of) return -1;
     for (uint32_t i = 0; i < L->n_strings; i++) L->cat_of[i] = -1;
+    NameMap tmp = { 0 };   /* name -> position in sorts (names not copied yet: they point into strings) */
+    CatSort *sorts = NULL;
+    uint32_t n = 0, cap = 0;
+    int rc = -1;
     IdSet *sets[2] = { tags, catids };
-    for (int pass = 0; pass < 2; pass++) {   /* collect names, sort, then map */
-        for (int s = 0; s < 2; s++)
-            for (uint32_t i = 0; i < sets[s]->cap; i++) {
-                if (!sets[s]->slot[i]) continue;
-                int32_t si = dpmem_log_string_index(L, (uint32_t)(sets[s]->slot[i] - 1));
-                if (si < 0) continue;
-                const char *str = L->strings[si];
-                const char *slash = s == 0 ? strchr(str, '/') : NULL;
-                size_t len = slash ? (size_t)(slash - str) : strlen(str);
-                if (pass == 0) { if (add_cat(L, &cap, str, len)) return -1; }
-                else L->cat_of[si] = find_cat(L, str, len);
+    for (int s = 0; s < 2; s++)   /* tags first: a string that is also a category id ends as the whole string */
+        for (uint32_t i = 0; i < sets[s]->cap; i++) {
+            if (!sets[s]->slot[i]) continue;
+            int32_t si = dpmem_log_string_index(L, (uint32_t)(sets[s]->slot[i] - 1));
+            if (si < 0) continue;
+            const char *str = L->strings[si];
+            const char *slash = s == 0 ? strchr(str, '/') : NULL;
+            size_t len = slash ? (size_t)(slash - str) : strlen(str);
+            int32_t c = namemap_get(&tmp, str, len);
+            if (c < 0) {
+                if (grow((void **)&sorts, n, &cap, sizeof *sorts)) goto out;
+                char *copy = malloc(len + 1);
+                if (!copy) goto out;
+                memcpy(copy, str, len); copy[len] = 0;
+                sorts[n] = (CatSort){ copy, dpmem_known_category(copy), n };
+                if (namemap_put(&tmp, copy, len, (int32_t)n) < 0) { free(copy); goto out; }
+                c = (int32_t)n++;
             }
-        if (pass == 0 && L->n_cats) qsort(L->cats, L->n_cats, sizeof *L->cats, cmp_cat);
+            L->cat_of[si] = c;   /* the position before sorting, mapped below */
+        }
+    if (n) qsort(sorts, n, sizeof *sorts, cmp_catsort);
+    uint32_t *rank = malloc((n ? n : 1) * sizeof *rank);
+    L->cats = malloc((n ? n : 1) * sizeof *L->cats);
+    if (!rank || !L->cats) { free(rank); goto out; }
+    for (uint32_t i = 0; i < n; i++) {
+        rank[sorts[i].first] = i;
+        L->cats[i] = sorts[i].name;
+        sorts[i].name = NULL;
     }
-    return 0;
-}
-
-static int open_bytes(DpmemLog *L, const void *data, size_t size, int mapped, const char *name, char *err, size_t errlen);
-
-int dpmem_log_open(DpmemLog *L, const char *path, char *err, size_t errlen) {
-    memset(L, 0, sizeof *L);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)st.st_size;
-    if (size < 48) {
-        snprintf(err, errlen, "%s: %s", path, size ? "too short to be a dpmem log" : "empty file");
-        close(fd);
-        return -1;
-    }
-    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) { snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno)); return -1; }
-    madvise(m, size, MADV_SEQUENTIAL);
-    int rc = open_bytes(L, m, size, 1, path, err, errlen);
-    if (rc) munmap(m, size);
+    L->n_cats = n;
+    for (uint32_t i = 0; i < L->n_strings; i++)
+        if (L->cat_of[i] >= 0) L->cat_of[i] = (int32_t)rank[L->cat_of[i]];
+    free(rank);
+    for (uint32_t i = 0; i < n; i++)
+        if (namemap_put(&S->cats_by_name, L->cats[i], strlen(L->cats[i]), (int32_t)i) < 0) goto out;
+    rc = 0;
+out:
+    for (uint32_t i = 0; i < n; i++) free(sorts[i].name);
+    free(sorts);
+    namemap_free(&tmp);
     return rc;
 }
 
-int dpmem_log_open_memory(DpmemLog *L, const void *data, size_t size, const char *name, char *err, size_t errlen) {
-    return open_bytes(L, data, size, 0, name, err, errlen);
+static int open_source(DpmemLog *L, const char *name, char *err, size_t errlen);
+
+int dpmem_log_open(DpmemLog *L, const char *path, char *err, size_t errlen) {
+    memset(L, 0, sizeof *L);
+    int fd;
+    struct stat st;
+    if (io_open_input(path, &fd, &st, err, errlen)) return -1;
+    L->src = calloc(1, sizeof *L->src);
+    if (!L->src) { close(fd); snprintf(err, errlen, "%s: out of memory", path); return -1; }
+    L->src->fd = fd;
+    L->size = (size_t)st.st_size;
+    if (L->size < 48) {   /* what is really there: a pseudo-file (/proc) says 0 bytes and has some */
+        uint8_t b[48];
+        size_t n = 0;
+        for (ssize_t k; n < sizeof b && ((k = read(fd, b + n, sizeof b - n)) > 0 || (k < 0 && errno == EINTR));)
+            if (k > 0) n += (size_t)k;
+        if (n >= 8 && memcmp(b, DPMEM_LOG_MAGIC, 8) != 0) snprintf(err, errlen, "%s: not a dpmem log (bad magic)", path);
+        else snprintf(err, errlen, "%s: %s", path, n ? "too short to be a dpmem log" : "empty file");
+        dpmem_log_close(L);
+        return -1;
+    }
+    return open_source(L, path, err, errlen);
 }
 
-static int open_bytes(DpmemLog *L, const void *data, size_t size, int mapped, const char *name, char *err, size_t errlen) {
+int dpmem_log_open_memory(DpmemLog *L, const void *data, size_t size, const char *name, char *err, size_t errlen) {
     memset(L, 0, sizeof *L);
-    L->mapped = mapped;
+    L->src = calloc(1, sizeof *L->src);
+    if (!L->src) { snprintf(err, errlen, "%s: out of memory", name); return -1; }
+    L->src->fd = -1;
+    L->src->mem = data;
+    L->size = size;
+    return open_source(L, name, err, errlen);
+}
+
+static int open_source(DpmemLog *L, const char *name, char *err, size_t errlen) {
+    struct DpmemLogSource *S = L->src;
     L->path = name;
     L->t_first = UINT64_MAX;
-    L->data = data;
-    L->size = size;
+    uint8_t h[48];
     if (L->size < 48) {
         snprintf(err, errlen, "%s: %s", name, L->size ? "too short to be a dpmem log" : "empty file");
         goto fail;
     }
-    if (memcmp(L->data, DPMEM_LOG_MAGIC, 8) != 0) {
+    if (read_at(L, 0, h, 48) < 48) { snprintf(err, errlen, "%s: cannot read the header (the file shrank?)", name); goto fail; }
+    if (memcmp(h, DPMEM_LOG_MAGIC, 8) != 0) {
         snprintf(err, errlen, "%s: not a dpmem log (bad magic)", name);
         goto fail;
     }
-    L->version = rd32(L->data + 8);
-    L->header_bytes = rd32(L->data + 12);
-    L->chunk_bytes = rd32(L->data + 16);
-    L->pid = rd64(L->data + 24);
-    L->start_unix_ns = rd64(L->data + 32);
-    L->start_ns = rd64(L->data + 40);
+    L->version = rd32(h + 8);
+    L->header_bytes = rd32(h + 12);
+    L->chunk_bytes = rd32(h + 16);
+    L->pid = rd64(h + 24);
+    L->start_unix_ns = rd64(h + 32);
+    L->start_ns = rd64(h + 40);
     if (L->version != 1) {
         snprintf(err, errlen, "%s: log format version %u; this reader knows version 1", name, L->version);
         goto fail;
@@ -354,8 +495,10 @@ static int open_bytes(DpmemLog *L, const void *data, size_t size, int mapped, co
         for (uint32_t i = 0; rc == 0 && i < n_strs; i++) {
             if (L->n_strings && L->string_ids[L->n_strings - 1] == strs[i].id) continue;  /* first wins */
             L->string_ids[L->n_strings] = strs[i].id;
-            L->strings[L->n_strings++] = strs[i].s;
+            L->strings[L->n_strings++] = S->arena + strs[i].off;
         }
+        for (uint32_t i = 0; rc == 0 && i < L->n_strings; i++)
+            if (namemap_put(&S->strings_by_text, L->strings[i], strlen(L->strings[i]), (int32_t)i) < 0) rc = -1;
         if (rc == 0) rc = build_categories(L, &tags, &catids);
     }
     free(strs); free(tags.slot); free(catids.slot);
@@ -363,17 +506,26 @@ static int open_bytes(DpmemLog *L, const void *data, size_t size, int mapped, co
     L->t0 = L->start_ns <= L->t_first ? L->start_ns : L->t_first;
     return 0;
 fail:
-    L->data = NULL;   /* the caller owns the bytes */
     dpmem_log_close(L);
     return -1;
 }
 
 void dpmem_log_close(DpmemLog *L) {
-    if (L->data && L->mapped) munmap((void *)L->data, L->size);
+    if (L->src) {
+        if (L->src->fd >= 0) close(L->src->fd);
+        free(L->src->arena);
+        namemap_free(&L->src->strings_by_text);
+        namemap_free(&L->src->cats_by_name);
+        free(L->src);
+    }
     for (uint32_t i = 0; i < L->n_cats; i++) free(L->cats[i]);
     free(L->cats); free(L->cat_of); free(L->string_ids); free(L->strings);
     free(L->meta); free(L->threads); free(L->chunks);
     memset(L, 0, sizeof *L);
+}
+
+const char *dpmem_log_error(const DpmemLog *L) {
+    return L->src && L->src->failed ? L->src->error : NULL;
 }
 
 void dpmem_log_warn(const DpmemLog *L, const char *tool) {
@@ -404,6 +556,14 @@ const char *dpmem_log_string(const DpmemLog *L, uint32_t id) {
     return i < 0 ? "?" : L->strings[i];
 }
 
+int32_t dpmem_log_find_string(const DpmemLog *L, const char *s) {
+    return L->src ? namemap_get(&L->src->strings_by_text, s, strlen(s)) : -1;
+}
+
+int32_t dpmem_log_category_index(const DpmemLog *L, const char *name) {
+    return L->src ? namemap_get(&L->src->cats_by_name, name, strlen(name)) : -1;
+}
+
 int32_t dpmem_log_category(const DpmemLog *L, uint32_t tag_id) {
     int32_t i = dpmem_log_string_index(L, tag_id);
     return i < 0 ? -1 : L->cat_of[i];
@@ -431,70 +591,103 @@ const char *dpmem_log_run_name(const DpmemLog *L, char *buf, size_t n) {
     return buf;
 }
 
-void dpmem_log_event_at(const DpmemLog *L, uint64_t offset, DpmemEvent *e) {
-    const uint8_t *ev = L->data + offset;
-    uint32_t head = rd32(ev);
-    *e = (DpmemEvent){ .type = head & 0xff, .aux = (head >> 8) & 0xff, .id = rd32(ev + 4), .ts = rd64(ev + 8),
-                       .p = ev + 16, .n = (head >> 16) * 8 - 16, .offset = offset };
-}
-
 /* ---- the merged iterator ---- */
 
-static void first_event_from(const DpmemLog *L, uint32_t *chunk, uint32_t *pos) {
-    while (*chunk != UINT32_MAX && *pos >= L->chunks[*chunk].end) {
-        *chunk = L->chunks[*chunk].next;
-        *pos = 32;
+static int heap_less(const DpmemIter *it, uint32_t a, uint32_t b) {
+    return it->key[a] < it->key[b] || (it->key[a] == it->key[b] && a < b);
+}
+static void heap_down(DpmemIter *it, uint32_t i) {
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < it->n_heap && heap_less(it, it->heap[l], it->heap[m])) m = l;
+        if (r < it->n_heap && heap_less(it, it->heap[r], it->heap[m])) m = r;
+        if (m == i) return;
+        uint32_t t = it->heap[i]; it->heap[i] = it->heap[m]; it->heap[m] = t;
+        i = m;
     }
+}
+
+/* The first chunk from c on (c itself included) that holds events, or UINT32_MAX. */
+static uint32_t nonempty_from(const DpmemLog *L, uint32_t c) {
+    while (c != UINT32_MAX && L->chunks[c].end <= 32) c = L->chunks[c].next;
+    return c;
 }
 
 int dpmem_iter_begin(DpmemIter *it, const DpmemLog *L) {
+    memset(it, 0, sizeof *it);
     it->log = L;
-    it->pending = UINT32_MAX;
     size_t n = L->n_threads ? L->n_threads : 1;
     it->chunk = malloc(n * sizeof *it->chunk);
     it->pos = malloc(n * sizeof *it->pos);
-    if (!it->chunk || !it->pos) { dpmem_iter_end(it); return -1; }
+    it->buf = calloc(n, sizeof *it->buf);
+    it->key = malloc(n * sizeof *it->key);
+    it->heap = malloc(n * sizeof *it->heap);
+    if (!it->chunk || !it->pos || !it->buf || !it->key || !it->heap) { dpmem_iter_end(it); return -1; }
     for (uint32_t t = 0; t < L->n_threads; t++) {
-        it->chunk[t] = L->threads[t].first_chunk;
+        it->chunk[t] = nonempty_from(L, L->threads[t].first_chunk);
         it->pos[t] = 32;
-        first_event_from(L, &it->chunk[t], &it->pos[t]);
+        if (it->chunk[t] == UINT32_MAX) continue;
+        it->key[t] = L->chunks[it->chunk[t]].first_ts;   /* its bytes are read when its turn comes */
+        it->heap[it->n_heap++] = t;
     }
+    for (uint32_t i = it->n_heap / 2; i-- > 0;) heap_down(it, i);
+    return 0;
+}
+
+/* Reads chunk c for slot t and checks that it is what the first pass saw. */
+static int load_chunk(DpmemIter *it, uint32_t t, uint32_t c) {
+    const DpmemLog *L = it->log;
+    const DpmemChunk *ch = &L->chunks[c];
+    uint8_t *b = malloc(ch->end);
+    if (!b) { src_fail(L, "%s", "out of memory"); return -1; }
+    size_t got = read_at(L, ch->offset, b, ch->end);
+    if (got < ch->end || sum_words(0, b, ch->end, 0) != ch->sum) {
+        free(b);
+        char at[64];
+        snprintf(at, sizeof at, "%llu", (unsigned long long)ch->offset);
+        src_fail(L, "the file changed while being read (at byte %s): another process wrote or truncated it", at);
+        return -1;
+    }
+    it->buf[t] = b;
     return 0;
 }
 
 int dpmem_iter_next(DpmemIter *it, DpmemEvent *e) {
     const DpmemLog *L = it->log;
-    uint32_t best = UINT32_MAX;
-    uint64_t best_ts = 0;
-    for (uint32_t t = 0; t < L->n_threads; t++) {
-        if (it->chunk[t] == UINT32_MAX) continue;
-        uint64_t ts = rd64(L->data + L->chunks[it->chunk[t]].offset + it->pos[t] + 8);
-        if (best == UINT32_MAX || ts < best_ts) { best = t; best_ts = ts; }
-    }
-    if (best == UINT32_MAX) return 0;
-    const DpmemChunk *c = &L->chunks[it->chunk[best]];
-    const uint8_t *ev = L->data + c->offset + it->pos[best];
+    free(it->done);
+    it->done = NULL;
+    if (!it->n_heap || dpmem_log_error(L)) return 0;
+    uint32_t t = it->heap[0], c = it->chunk[t];
+    if (!it->buf[t] && load_chunk(it, t, c)) return 0;
+    const DpmemChunk *ch = &L->chunks[c];
+    const uint8_t *ev = it->buf[t] + it->pos[t];
     uint32_t head = rd32(ev), bytes = (head >> 16) * 8;
+    /* The bytes passed the checksum, so this holds; checked again because a sum can collide. */
+    if (bytes < 16 || it->pos[t] + bytes > ch->end || !payload_ok(head & 0xff, ev + 16, bytes - 16)) {
+        src_fail(L, "%s", "the file changed while being read: another process wrote it");
+        return 0;
+    }
     *e = (DpmemEvent){
         .type = head & 0xff, .aux = (head >> 8) & 0xff, .id = rd32(ev + 4),
-        .thread = L->threads[best].index, .slot = best, .ts = best_ts, .p = ev + 16, .n = bytes - 16,
-        .offset = c->offset + it->pos[best],
+        .thread = L->threads[t].index, .slot = t, .ts = rd64(ev + 8), .p = ev + 16, .n = bytes - 16,
+        .offset = ch->offset + it->pos[t],
     };
-    it->pos[best] += bytes;
-    uint32_t was = it->chunk[best];
-    first_event_from(L, &it->chunk[best], &it->pos[best]);
-    if (it->chunk[best] != was) {
-        /* The event handed out lies in chunk `was`: release it at the next call, not now (touching a
-           released page faults its neighbours back in, the whole chunk). */
-        if (it->pending != UINT32_MAX) release(L, L->chunks[it->pending].offset, L->chunks[it->pending].end);
-        it->pending = was;
+    it->pos[t] += bytes;
+    if (it->pos[t] + 16 <= ch->end) it->key[t] = rd64(it->buf[t] + it->pos[t] + 8);
+    else {   /* this chunk is drained: its bytes go at the next step (e->p points into them) */
+        it->done = it->buf[t];
+        it->buf[t] = NULL;
+        it->chunk[t] = nonempty_from(L, ch->next);
+        it->pos[t] = 32;
+        if (it->chunk[t] == UINT32_MAX) it->heap[0] = it->heap[--it->n_heap];
+        else it->key[t] = L->chunks[it->chunk[t]].first_ts;
     }
+    if (it->n_heap) heap_down(it, 0);
     return 1;
 }
 
 void dpmem_iter_end(DpmemIter *it) {
-    if (it->log && it->pending != UINT32_MAX) release(it->log, it->log->chunks[it->pending].offset, it->log->chunks[it->pending].end);
-    it->pending = UINT32_MAX;
-    free(it->chunk); free(it->pos);
-    it->chunk = it->pos = NULL;
+    for (uint32_t t = 0; it->buf && it->log && t < it->log->n_threads; t++) free(it->buf[t]);
+    free(it->done); free(it->chunk); free(it->pos); free(it->buf); free(it->key); free(it->heap);
+    memset(it, 0, sizeof *it);
 }

@@ -1,12 +1,20 @@
 /* dpmem_read.h — the one reader of dpmem logs (docs/LOG_FORMAT.md, version 1) that every tool uses.
 
-   dpmem_log_open maps the file, checks the header, and makes one validating pass over the chunks: it
-   collects the strings, META pairs, thread names, the categories of the tags, the time span and the
-   CLOSE event, and finds where the log stops being valid (the end of the data, a cut mid-event, or the
-   byte offset where garbage starts). Nothing after that point is ever handed out, so the event
-   iterator and the tools behind it can trust every length and every payload size they see.
-   DpmemIter then streams the events of all threads merged by timestamp (a k-way merge over the
-   threads' chunk sequences): memory stays bounded by the number of chunks, whatever the log's size.
+   dpmem_log_open checks the header and makes one validating pass over the chunks: it collects the
+   strings, META pairs, thread names, the categories of the tags, the time span and the CLOSE event,
+   and finds where the log stops being valid (the end of the data, a cut mid-event, or the byte
+   offset where garbage starts). Nothing after that point is ever handed out, so the event iterator
+   and the tools behind it can trust every length and every payload size they see.
+   DpmemIter then streams the events of all threads merged by timestamp (a heap over the threads'
+   next events: each step costs log(threads), whatever their number).
+
+   The file is read with pread() into small buffers, never mapped: a log that another process
+   truncates or rewrites while it is read (a trainer re-run on the same path) cannot raise SIGBUS.
+   The first pass keeps a checksum of each chunk; the iterator reads a chunk again only when its
+   thread's turn comes, checks it against that sum, and stops with dpmem_log_error() set if the
+   file changed: the tools then fail with that one line rather than mix two runs. Memory is bounded
+   by the strings and the chunks being merged at once, never by the file's size (a sparse log of
+   zero chunks costs nothing), and a FIFO or a directory is refused before any read.
 
    It does not interpret events beyond their layout (replaying live bytes is the tools' business), and
    it never writes logs (dpmem.h does; tools/synthlog.h writes synthetic ones for tests and benches). */
@@ -50,19 +58,21 @@ typedef struct {
     uint32_t thread;          /* slot in DpmemLog.threads */
     uint32_t next;            /* next chunk of the same thread (UINT32_MAX: none) */
     uint32_t end;             /* bytes of the chunk that hold valid events (from the chunk start) */
+    uint64_t first_ts;        /* ts of its first event (when end > 32) */
+    uint64_t sum;             /* checksum of its first `end` bytes, to see a file that changed */
 } DpmemChunk;
+
+struct DpmemLogSource;        /* where the bytes come from, and the lookups (dpmem_read.c) */
 
 typedef struct {
     const char *path;
-    const uint8_t *data;      /* the mapping (or the caller's bytes) */
-    size_t size;
-    int mapped;               /* data is our mapping, unmapped by dpmem_log_close */
+    size_t size;              /* of the file when it was opened */
     uint32_t version, header_bytes, chunk_bytes;
     uint64_t pid, start_unix_ns, start_ns;
 
     uint32_t n_strings;       /* sorted by id */
     uint32_t *string_ids;
-    const char **strings;
+    const char **strings;     /* copies, valid until dpmem_log_close */
 
     DpmemMeta *meta;          uint32_t n_meta;
     DpmemThread *threads;     uint32_t n_threads;
@@ -82,11 +92,15 @@ typedef struct {
     int corrupt;              /* garbage found: valid data ends at bad_offset */
     uint64_t bad_offset;
     char why[160];            /* what was wrong there */
+    uint64_t backwards;       /* events whose ts is before the previous event of their thread
+                                 (by more than 1 us: the kit's ALLOC/FREE stamps may lead by ~1 ns) */
+    uint64_t backwards_offset;/* the first of them */
+    struct DpmemLogSource *src;
 } DpmemLog;
 
 /* Opens and validates. Returns 0, or -1 with a one-line reason in err (not a dpmem log, wrong
-   version, unreadable...). A log that is truncated or corrupt after a valid header opens fine: see
-   closed / corrupt, or print dpmem_log_warn(). */
+   version, unreadable, not a regular file...). A log that is truncated or corrupt after a valid
+   header opens fine: see closed / corrupt, or print dpmem_log_warn(). */
 int  dpmem_log_open(DpmemLog *log, const char *path, char *err, size_t errlen);
 /* The same on bytes in memory (not copied: they must outlive the DpmemLog); name is for messages. */
 int  dpmem_log_open_memory(DpmemLog *log, const void *data, size_t size, const char *name, char *err, size_t errlen);
@@ -99,8 +113,12 @@ void dpmem_log_warn(const DpmemLog *log, const char *tool);
 const char *dpmem_log_string(const DpmemLog *log, uint32_t id);
 /* Index of a string id in log->strings, or -1. */
 int32_t     dpmem_log_string_index(const DpmemLog *log, uint32_t id);
+/* Index in log->strings of a string by its text (the first such), or -1. */
+int32_t     dpmem_log_find_string(const DpmemLog *log, const char *s);
 /* Category index of a tag id, or -1. */
 int32_t     dpmem_log_category(const DpmemLog *log, uint32_t tag_id);
+/* Category index of a category name, or -1. */
+int32_t     dpmem_log_category_index(const DpmemLog *log, const char *name);
 /* The value of a META key ("run", "config.seq_len", ...), or NULL. The last one written wins. */
 const char *dpmem_log_meta(const DpmemLog *log, const char *key);
 /* The run's name: META "run", else the file name without directories and extension (into buf). */
@@ -112,20 +130,24 @@ const char *dpmem_space_name(uint32_t space);
 uint64_t dpmem_ev_u64(const DpmemEvent *e, uint32_t byte_offset);
 uint32_t dpmem_ev_u32(const DpmemEvent *e, uint32_t byte_offset);
 
-/* The event at a file offset that an earlier pass handed out (DpmemEvent.offset), e.g. to print it in
-   full later (thread and slot are not filled in). */
-void dpmem_log_event_at(const DpmemLog *log, uint64_t offset, DpmemEvent *e);
+/* NULL, or one line saying why reading stopped after the log was opened (the file changed under
+   the reader, a read error, out of memory): what the tools computed is then incomplete. */
+const char *dpmem_log_error(const DpmemLog *log);
 
-/* Events of all threads in timestamp order (ties: by thread slot, then file order). */
+/* Events of all threads in timestamp order (ties: by thread slot, then file order). An event's
+   payload (DpmemEvent.p) stays valid until the next dpmem_iter_next or dpmem_iter_end. */
 typedef struct {
     const DpmemLog *log;
     uint32_t *chunk;          /* per thread slot: current chunk, or UINT32_MAX when done */
     uint32_t *pos;            /* per thread slot: offset of the next event in its chunk */
-    uint32_t pending;         /* a finished chunk whose pages are dropped at the next step */
+    uint8_t **buf;            /* per thread slot: its current chunk's bytes (NULL: not read yet) */
+    uint64_t *key;            /* per thread slot: ts of its next event */
+    uint32_t *heap, n_heap;   /* the slots with events left, by (key, slot) */
+    uint8_t *done;            /* a drained chunk's bytes, freed at the next step */
 } DpmemIter;
 
 int  dpmem_iter_begin(DpmemIter *it, const DpmemLog *log);   /* 0, or -1 out of memory */
-int  dpmem_iter_next(DpmemIter *it, DpmemEvent *e);          /* 1: an event, 0: the end */
+int  dpmem_iter_next(DpmemIter *it, DpmemEvent *e);          /* 1: an event, 0: the end (or dpmem_log_error) */
 void dpmem_iter_end(DpmemIter *it);
 
 /* The fixed order of the known categories (params, grads, optimizer, activations, ...): the order of

@@ -8,6 +8,7 @@
 
 #include "args.h"
 #include "dpmem_read.h"
+#include "io_guard.h"
 #include "timeline.h"
 
 #define MAX_LOGS 16
@@ -80,6 +81,13 @@ int main(int argc, char **argv) {
         o.to_ns = to;
     }
     if (!size_given && n > 1) o.height = 460 * n;
+    {   /* -o must not be one of the logs */
+        IoPath io[MAX_LOGS + 1];
+        for (int i = 0; i < n; i++) io[i] = (IoPath){ paths[i], "log", 0 };
+        io[n] = (IoPath){ out, "-o", 1 };
+        char e[1024];
+        if (io_check_outputs(io, n + 1, e, sizeof e)) return fail(e, NULL);
+    }
 
     DpmemLog logs[MAX_LOGS];
     char err[512];

@@ -13,7 +13,9 @@
 
 #include "charts.h"
 #include "dpmem_read.h"
+#include "io_guard.h"
 #include "json_out.h"
+#include "namemap.h"
 #include "runstats.h"
 #include "timeline.h"
 #include "units.h"
@@ -36,10 +38,11 @@ static void usage(FILE *f) {
 
 /* ---- names shared by all runs: categories and scopes ---- */
 
-typedef struct { const char **v; int n, cap; } Names;
+typedef struct { const char **v; int n, cap; NameMap seen; } Names;
 static int names_add(Names *s, const char *x) {
-    for (int i = 0; i < s->n; i++)
-        if (strcmp(s->v[i], x) == 0) return 0;
+    int32_t k = namemap_put(&s->seen, x, strlen(x), s->n);
+    if (k < 0) return -1;
+    if (k != s->n) return 0;   /* there already */
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 32;
         const char **v = realloc(s->v, (size_t)s->cap * sizeof *v);
@@ -68,22 +71,23 @@ static int cmp_scope_name(const void *a, const void *b) {
 }
 
 static const ScopeStats *scope_of(const RunStats *r, const char *name) {
-    for (uint32_t i = 0; i < r->log->n_strings; i++)
-        if (r->scopes[i].count && strcmp(r->log->strings[i], name) == 0) return &r->scopes[i];
-    return NULL;
+    int32_t i = dpmem_log_find_string(r->log, name);
+    return i >= 0 && r->scopes[i].count ? &r->scopes[i] : NULL;
 }
 
 /* ---- the table behind CSV and JSON ---- */
 
 typedef struct { char *text; int is_str; } Cell;   /* text NULL: missing */
-typedef struct { char **cols; int n_cols, cap_cols; Cell *cells; int n_rows; } Table;
+typedef struct { char **cols; int n_cols, cap_cols; Cell *cells; int n_rows; NameMap by_name; } Table;
 
 static int col_index(Table *t, const char *name) {
-    for (int i = 0; i < t->n_cols; i++)
-        if (strcmp(t->cols[i], name) == 0) return i;
+    int32_t i = namemap_get(&t->by_name, name, strlen(name));
+    if (i >= 0) return i;
     if (t->n_cols == t->cap_cols) return -1;
     t->cols[t->n_cols] = strdup(name);
-    return t->cols[t->n_cols] ? t->n_cols++ : -1;
+    if (!t->cols[t->n_cols]) return -1;
+    if (namemap_put(&t->by_name, t->cols[t->n_cols], strlen(name), t->n_cols) < 0) { free(t->cols[t->n_cols]); return -1; }
+    return t->n_cols++;
 }
 static void put(Table *t, int row, const char *col, int is_str, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static void put(Table *t, int row, const char *col, int is_str, const char *fmt, ...) {
@@ -148,10 +152,10 @@ static int write_json(const Table *t, const char *path) {
 
 static double ms(double ns) { return ns / 1e6; }
 
-static void print_oom(const RunStats *r, uint64_t offset) {
+static void print_oom(const RunStats *r, uint32_t k) {
     const DpmemLog *L = r->log;
     DpmemEvent e;
-    dpmem_log_event_at(L, offset, &e);
+    runstats_oom_event(r, k, &e);
     char b1[32], b2[32], b3[32];
     printf("  OOM: %s requested for %s (%s)", fmt_bytes(b1, sizeof b1, (double)dpmem_ev_u64(&e, 0)),
            dpmem_log_string(L, e.id), dpmem_space_name(e.aux));
@@ -190,13 +194,16 @@ static void print_run(const RunStats *r, const Names *cats) {
            ms((double)r->peak_ts));
     printf("breakdown at the peak:\n  %-22s %14s %12s %7s %14s\n", "category", "bytes", "MiB", "share", "own peak MiB");
     for (int c = 0; c < cats->n; c++) {
-        uint64_t v = runstats_at_peak(r, cats->v[c]);
-        uint64_t own = 0;
-        for (uint32_t i = 0; i < L->n_cats; i++)
-            if (strcmp(L->cats[i], cats->v[c]) == 0) own = r->cat_peak[i];
+        int32_t i = dpmem_log_category_index(L, cats->v[c]);
+        uint64_t v = i < 0 ? 0 : r->at_peak[i], own = i < 0 ? 0 : r->cat_peak[i];
         if (!own) continue;
         printf("  %-22s %14llu %12.2f %6.1f%% %14.2f\n", cats->v[c], (unsigned long long)v, v / 1048576.0,
                r->peak ? 100.0 * (double)v / (double)r->peak : 0.0, own / 1048576.0);
+    }
+    if (r->cat_peak[L->n_cats]) {   /* tags whose STRING the log lacks: their bytes are in the peak all the same */
+        uint64_t v = r->at_peak[L->n_cats];
+        printf("  %-22s %14llu %12.2f %6.1f%% %14.2f\n", "? (tag unknown)", (unsigned long long)v, v / 1048576.0,
+               r->peak ? 100.0 * (double)v / (double)r->peak : 0.0, r->cat_peak[L->n_cats] / 1048576.0);
     }
     printf("scopes:\n  %-22s %8s %12s %12s %12s %12s %14s\n", "name", "count", "total ms", "mean ms", "max ms", "gpu mean ms", "mem delta MiB");
     Names sc = { 0 };
@@ -204,25 +211,43 @@ static void print_run(const RunStats *r, const Names *cats) {
         if (r->scopes[i].count || r->scopes[i].gpu_count) names_add(&sc, L->strings[i]);
     if (sc.n) qsort(sc.v, (size_t)sc.n, sizeof *sc.v, cmp_scope_name);
     for (int k = 0; k < sc.n; k++) {
-        const ScopeStats *s = NULL;
-        for (uint32_t i = 0; i < L->n_strings; i++)
-            if ((r->scopes[i].count || r->scopes[i].gpu_count) && L->strings[i] == sc.v[k]) s = &r->scopes[i];
-        if (!s) continue;
-        char gpu[32] = "-";
+        int32_t i = dpmem_log_find_string(L, sc.v[k]);
+        if (i < 0) continue;
+        const ScopeStats *s = &r->scopes[i];
+        char gpu[32] = "-", total[32] = "-", mean[32] = "-", max[32] = "-";
         if (s->gpu_count) snprintf(gpu, sizeof gpu, "%.3f", ms((double)s->gpu_total_ns / (double)s->gpu_count));
-        printf("  %-22s %8llu %12.3f %12.3f %12.3f %12s %14.2f\n", sc.v[k], (unsigned long long)s->count, ms((double)s->total_ns),
-               s->count ? ms((double)s->total_ns / (double)s->count) : 0.0, ms((double)s->max_ns), gpu, s->mem_delta / 1048576.0);
+        if (!L->backwards) {   /* else the times are wrong: the health check says why */
+            snprintf(total, sizeof total, "%.3f", ms((double)s->total_ns));
+            snprintf(mean, sizeof mean, "%.3f", s->count ? ms((double)s->total_ns / (double)s->count) : 0.0);
+            snprintf(max, sizeof max, "%.3f", ms((double)s->max_ns));
+        }
+        printf("  %-22s %8llu %12s %12s %12s %12s %14.2f\n", sc.v[k], (unsigned long long)s->count, total, mean, max, gpu,
+               s->mem_delta / 1048576.0);
     }
     free(sc.v);
+    namemap_free(&sc.seen);
     if (r->n_snaps) {
+        /* Columns: the categories some snapshot lists, in the log's order; a snapshot's values
+           scattered into a row of them (snapshots are sparse: the log may hold 10^5 categories). */
+        uint32_t *col = calloc(L->n_cats + 1, sizeof *col), n_col = 0;   /* category -> column + 1 */
+        for (uint32_t i = 0; col && i < r->n_snaps; i++)
+            for (uint32_t k = 0; k < r->snaps[i].n; k++) col[r->snaps[i].cat[k]] = 1;
+        uint32_t *cat_at = malloc((L->n_cats + 1) * sizeof *cat_at);
+        for (uint32_t c = 0; col && cat_at && c < L->n_cats; c++)
+            if (col[c]) { cat_at[n_col] = c; col[c] = ++n_col; }
+        uint64_t *row = calloc(2 * (size_t)n_col + 2, sizeof *row), *prev = row ? row + n_col + 1 : NULL;
+        if (!col || !cat_at || !row) { printf("snapshots: out of memory\n"); n_col = 0; }
         printf("snapshots (MiB):\n  %-20s %10s", "label", "t ms");
-        for (uint32_t c = 0; c < L->n_cats; c++) printf(" %12.12s", L->cats[c]);
+        for (uint32_t c = 0; c < n_col; c++) printf(" %12.12s", L->cats[cat_at[c]]);
         if (r->has_device) printf(" %12s %12s", "untracked", "dev used");
         printf("   change vs previous\n");
-        for (uint32_t i = 0; i < r->n_snaps; i++) {
+        for (uint32_t i = 0; row && i < r->n_snaps; i++) {
             const SnapStats *s = &r->snaps[i];
+            memcpy(prev, row, n_col * sizeof *row);
+            memset(row, 0, n_col * sizeof *row);
+            for (uint32_t k = 0; k < s->n; k++) row[col[s->cat[k]] - 1] = s->live[k];
             printf("  %-20.20s %10.3f", s->label, ms((double)s->ts));
-            for (uint32_t c = 0; c < L->n_cats; c++) printf(" %12.2f", s->live[c] / 1048576.0);
+            for (uint32_t c = 0; c < n_col; c++) printf(" %12.2f", row[c] / 1048576.0);
             uint64_t u = s->device_used > s->device_tracked ? s->device_used - s->device_tracked : 0;
             if (r->has_device) {
                 if (s->device_total) printf(" %12.2f %12.2f", u / 1048576.0, s->device_used / 1048576.0);
@@ -232,9 +257,9 @@ static void print_run(const RunStats *r, const Names *cats) {
             if (i == 0) printf(" -");
             else {
                 int changed = 0;
-                for (uint32_t c = 0; c < L->n_cats; c++) {
-                    double d = ((double)s->live[c] - (double)r->snaps[i - 1].live[c]) / 1048576.0;
-                    if (d != 0) { printf(" %s %+.2f", L->cats[c], d); changed = 1; }
+                for (uint32_t c = 0; c < n_col; c++) {
+                    double d = ((double)row[c] - (double)prev[c]) / 1048576.0;
+                    if (d != 0) { printf(" %s %+.2f", L->cats[cat_at[c]], d); changed = 1; }
                 }
                 const SnapStats *p = &r->snaps[i - 1];
                 if (s->device_total && p->device_total) {
@@ -245,6 +270,7 @@ static void print_run(const RunStats *r, const Names *cats) {
             }
             printf("\n");
         }
+        free(col); free(cat_at); free(row);
     }
     if (r->n_top) {
         printf("largest buffers (top %u by their largest allocation):\n  %-40s %14s %10s %8s %8s\n", r->n_top, "tag", "bytes", "MiB", "space", "allocs");
@@ -252,9 +278,16 @@ static void print_run(const RunStats *r, const Names *cats) {
             printf("  %-40s %14llu %10.2f %8s %8llu\n", L->strings[r->top[i].tag], (unsigned long long)r->top[i].bytes,
                    r->top[i].bytes / 1048576.0, dpmem_space_name(r->top[i].space), (unsigned long long)r->top[i].allocs);
     }
-    for (uint32_t i = 0; i < r->n_oom && i < 4; i++) print_oom(r, r->oom_offset[i]);
+    for (uint32_t i = 0; i < r->n_oom && i < 4; i++) print_oom(r, i);
     printf("health:\n");
-    if (!r->step_scope) printf("  - no repeated scope (\"step\"): no leak check\n");
+    if (L->backwards)   /* the merged order and every duration are then wrong: say so, print none */
+        printf("  ERROR: timestamps go backwards %llu times (first at byte %llu): scope times and the leak check are left out\n",
+               (unsigned long long)L->backwards, (unsigned long long)L->backwards_offset);
+    if (r->unnamed_events)
+        printf("  ERROR: %llu ALLOC/FREE events name tags the log never defines (lost STRING events): %s at the peak has no category ('?' above)\n",
+               (unsigned long long)r->unnamed_events, fmt_bytes(b1, sizeof b1, (double)r->at_peak[L->n_cats]));
+    if (L->backwards) {}
+    else if (!r->step_scope) printf("  - no repeated scope (\"step\"): no leak check\n");
     else if (r->leak)
         printf("  WARNING: live bytes at the end of '%s' grew in each of the last %llu steps, by %s per step: a leak?\n",
                r->step_scope, (unsigned long long)(r->n_steps - 1), fmt_bytes(b1, sizeof b1, (double)r->leak_per_step));
@@ -376,6 +409,21 @@ int main(int argc, char **argv) {
         }
     }
     if (n == 0) { usage(stderr); return 2; }
+    {   /* no output may be an input (or another output): check before anything is opened */
+        IoPath io[MAX_RUNS + 7];
+        int k = 0;
+        char chart_path[4][4096];
+        static const char *const chart_names[4] = { "breakdown.png", "tradeoff.png", "timeline.png", "sweep.png" };
+        for (int i = 0; i < n; i++) io[k++] = (IoPath){ paths[i], "log", 0 };
+        io[k++] = (IoPath){ csv, "--csv", 1 };
+        io[k++] = (IoPath){ json, "--json", 1 };
+        for (int c = 0; charts && c < 4; c++) {
+            snprintf(chart_path[c], sizeof chart_path[c], "%s/%s", charts, chart_names[c]);
+            io[k++] = (IoPath){ chart_path[c], "--charts", 1 };
+        }
+        char e[1024];
+        if (io_check_outputs(io, k, e, sizeof e)) return fail(e, NULL);
+    }
 
     DpmemLog *logs = calloc((size_t)n, sizeof *logs);
     RunStats **runs = calloc((size_t)n, sizeof *runs);
@@ -387,7 +435,12 @@ int main(int argc, char **argv) {
         opened++;
         dpmem_log_warn(&logs[i], "dpmem-report");
         runs[i] = malloc(sizeof *runs[i]);
-        if (!runs[i] || runstats_compute(runs[i], &logs[i])) { fprintf(stderr, "dpmem-report: %s: out of memory\n", paths[i]); rc = 1; break; }
+        if (!runs[i] || runstats_compute(runs[i], &logs[i])) {
+            if (dpmem_log_error(&logs[i])) fprintf(stderr, "dpmem-report: %s\n", dpmem_log_error(&logs[i]));
+            else fprintf(stderr, "dpmem-report: %s: out of memory\n", paths[i]);
+            rc = 1;
+            break;
+        }
         computed++;
     }
     int base = 0;
@@ -434,6 +487,7 @@ int main(int argc, char **argv) {
     for (int c = 0; c < t.n_cols; c++) free(t.cols[c]);
     for (size_t k = 0; t.cells && k < (size_t)t.cap_cols * n; k++) free(t.cells[k].text);
     free(t.cols); free(t.cells); free(cats.v); free(scopes.v);
+    namemap_free(&t.by_name); namemap_free(&cats.seen); namemap_free(&scopes.seen);
     for (int i = 0; i < computed; i++) runstats_free(runs[i]);
     for (int i = 0; i < n; i++) free(runs[i]);
     for (int i = 0; i < opened; i++) dpmem_log_close(&logs[i]);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dpmem_read.h"
+#include "io_guard.h"
 #include "trace.h"
 
 static int fail(const char *msg, const char *arg) {
@@ -29,6 +30,9 @@ int main(int argc, char **argv) {
     }
     if (!in) return fail("no log given (usage: dpmem-trace run.log -o run.json)", NULL);
     if (!out) return fail("no output file: give -o run.json", NULL);
+    IoPath io[2] = { { in, "log", 0 }, { out, "-o", 1 } };
+    char e[1024];
+    if (io_check_outputs(io, 2, e, sizeof e)) return fail(e, NULL);
     DpmemLog L;
     char err[512];
     if (dpmem_log_open(&L, in, err, sizeof err)) { fprintf(stderr, "dpmem-trace: %s\n", err); return 1; }
@@ -39,7 +43,11 @@ int main(int argc, char **argv) {
     setvbuf(f, buf, _IOFBF, sizeof buf);
     int rc = trace_write(&L, f, &o);
     if (f != stdout ? fclose(f) : fflush(f)) rc = -1;
-    if (rc) fprintf(stderr, "dpmem-trace: %s: cannot write\n", out);
+    if (dpmem_log_error(&L)) {   /* the log changed under us: what was written is not the log */
+        fprintf(stderr, "dpmem-trace: %s\n", dpmem_log_error(&L));
+        if (f != stdout) remove(out);
+        rc = -1;
+    } else if (rc) fprintf(stderr, "dpmem-trace: %s: cannot write\n", out);
     dpmem_log_close(&L);
     return rc ? 1 : 0;
 }

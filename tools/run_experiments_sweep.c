@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dpmem_read.h"
+#include "io_guard.h"
 #include "palette.h"
 #include "raster.h"
 #include "runstats.h"
@@ -22,7 +23,7 @@
 #define MAX_EXPS 16
 #define T2 2
 
-typedef struct { const char *exp; double value; uint64_t peak; uint64_t phase[8]; } Point;
+typedef struct { const char *exp; double value; uint64_t peak; uint64_t phase[8]; const char *log; } Point;
 
 static const char *PHASES[] = { "forward", "backward", "per_sample_norms", "clip", "optimizer_step", "step" };
 #define N_PHASES (int)(sizeof PHASES / sizeof PHASES[0])
@@ -147,10 +148,16 @@ int main(int argc, char **argv) {
         DpmemLog L;
         if (dpmem_log_open(&L, c2 + 1, err, sizeof err)) { fprintf(stderr, "run-experiments-sweep: %s\n", err); rc = 1; break; }
         RunStats rs;
-        if (runstats_compute(&rs, &L)) { dpmem_log_close(&L); fprintf(stderr, "run-experiments-sweep: out of memory\n"); rc = 1; break; }
+        if (runstats_compute(&rs, &L)) {
+            fprintf(stderr, "run-experiments-sweep: %s%s\n", dpmem_log_error(&L) ? dpmem_log_error(&L) : c2 + 1,
+                    dpmem_log_error(&L) ? "" : ": out of memory");
+            dpmem_log_close(&L);
+            rc = 1;
+            break;
+        }
         Point *p = &pts[np];
         memset(p, 0, sizeof *p);
-        p->exp = names[np]; p->value = v; p->peak = rs.peak;
+        p->exp = names[np]; p->value = v; p->peak = rs.peak; p->log = c2 + 1;
         for (int k = 0; k < N_PHASES; k++)
             for (uint32_t s = 0; s < L.n_strings; s++)
                 if (rs.scopes[s].count && !strcmp(L.strings[s], PHASES[k])) p->phase[k] = rs.scopes[s].mem_delta;
@@ -163,6 +170,12 @@ int main(int argc, char **argv) {
     }
     if (rc) return rc;
     if (!out || !key || np == 0) return fail("usage: run-experiments-sweep -o sweep.png --key NAME EXPERIMENT:VALUE:LOG ...", NULL);
+    {
+        IoPath io[MAX_POINTS + 1];
+        for (int i = 0; i < np; i++) io[i] = (IoPath){ pts[i].log, "log", 0 };
+        io[np] = (IoPath){ out, "-o", 1 };
+        if (io_check_outputs(io, np + 1, err, sizeof err)) return fail(err, NULL);
+    }
 
     /* x range; log2 scale when every value is a power of two (sequence lengths, batches, ranks) */
     int log2x = 1;

@@ -3,8 +3,10 @@
    buffers, and the health checks (a leak across steps, untracked device memory that keeps growing).
    dpmem-report prints, exports and charts them; this file only computes.
 
-   Memory is bounded by the number of distinct strings, snapshots (at most RS_MAX_SNAPS) and steps
-   (at most RS_MAX_STEPS), never by the number of events. */
+   Memory is bounded by the number of distinct strings, threads, snapshots (at most RS_MAX_SNAPS, each
+   with the categories it lists) and steps (at most RS_MAX_STEPS), never by the number of events;
+   time is linear in the events (a scope's memory delta is a search in a monotone stack of totals,
+   not an update of every open scope at every allocation). */
 #ifndef RUNSTATS_H
 #define RUNSTATS_H
 
@@ -25,7 +27,9 @@ typedef struct {
 typedef struct {
     const char *label;
     uint64_t ts;              /* relative to t0 */
-    uint64_t *live;           /* per log category (0 when the snapshot does not list it) */
+    uint32_t n;               /* categories the snapshot lists (of the log's: others are dropped) */
+    uint32_t *cat;            /* their log category indexes */
+    uint64_t *live;           /* and live bytes */
     uint64_t device_used, device_total, device_tracked;
 } SnapStats;
 
@@ -42,8 +46,9 @@ typedef struct {
     const char *name;         /* META run, else the file name */
     uint64_t span_ns;
     uint64_t peak, peak_ts;   /* total over all categories, and when */
-    uint64_t *at_peak;        /* per log category: live bytes when the total peaked */
-    uint64_t *cat_peak;       /* per log category: its own high-water mark */
+    uint64_t *at_peak;        /* per log category: live bytes when the total peaked (index n_cats: tags
+                                 whose STRING the log lacks, "?") */
+    uint64_t *cat_peak;       /* per log category: its own high-water mark (n_cats: "?") */
     uint64_t end_live;        /* total at the last event */
     ScopeStats *scopes;       /* per string index (count 0: not a scope) */
     const char *step_scope;   /* the repeated scope the step checks use ("step"), or NULL */
@@ -54,7 +59,9 @@ typedef struct {
     BufferStats top[RS_TOP];
     uint32_t n_top;
     uint64_t n_warn, n_oom, n_device_samples, unbalanced_frees;
-    uint64_t oom_offset[4];   /* file offsets of the first OOM events, printed in full by the report */
+    uint64_t unnamed_events;  /* ALLOC/FREE events whose tag id has no STRING in the log */
+    uint8_t *oom[4];          /* copies of the first OOM events (head, id, ts, payload), printed in full */
+    uint32_t oom_bytes[4];
     /* health */
     int leak;                 /* live at the end of each step keeps growing */
     uint64_t leak_per_step;
@@ -63,10 +70,13 @@ typedef struct {
     int has_device;
 } RunStats;
 
-int  runstats_compute(RunStats *r, const DpmemLog *log);   /* 0, or -1 out of memory */
+/* 0, or -1: out of memory, or dpmem_log_error(log) says why the log could not be read to its end. */
+int  runstats_compute(RunStats *r, const DpmemLog *log);
 void runstats_free(RunStats *r);
 /* Bytes of a category (by name) at the run's peak; 0 when the run has no such category. */
 uint64_t runstats_at_peak(const RunStats *r, const char *category);
+/* A copy of the i-th OOM event kept by runstats_compute, as an event. */
+void runstats_oom_event(const RunStats *r, uint32_t i, DpmemEvent *e);
 /* Mean of the step scope in ns (0 when there is none). */
 double runstats_step_mean_ns(const RunStats *r);
 

@@ -10,11 +10,14 @@
 #include "axes.h"
 #include "palette.h"
 #include "raster.h"
+#include "scopestack.h"
 #include "units.h"
 
 #define MAX_LANES 8
 #define MAX_DEPTH 64
 #define MAX_SNAPS 512
+#define MAX_SERIES 24             /* --by category: more categories than this are drawn as the largest
+                                     23 (the known ones first) and "other" (a legend holds ~20) */
 #define LANE_H 16
 #define TEXT2 2                   /* scale of titles, legends and tick labels */
 
@@ -70,21 +73,21 @@ static void emit_scope(Ctx *c, uint32_t slot, int depth, int32_t name, uint64_t 
     if ((double)b >= c->from) p->lane_begin[lane * p->W + c0] = 1;
 }
 
+typedef struct { int32_t name; uint64_t ts; } OpenScope;
+
 /* Replays the log. find_top: only per-tag peaks into tag_peak (per string index). */
 static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
     const DpmemLog *L = c->log;
     Panel *p = c->p;
     int S = p->n_series;
     uint64_t *live = calloc((size_t)S + 1, sizeof *live), *tag_live = NULL, total = 0;
-    uint32_t nt = L->n_threads ? L->n_threads : 1;
-    int32_t *st_name = malloc((size_t)nt * MAX_DEPTH * sizeof *st_name);
-    uint64_t *st_ts = malloc((size_t)nt * MAX_DEPTH * sizeof *st_ts);
-    int *depth = calloc(nt, sizeof *depth);
+    ScopeStacks st = { 0 };
     if (find_top) tag_live = calloc(L->n_strings + 1, sizeof *tag_live);
     DpmemIter it;
-    int ok = live && st_name && st_ts && depth && (!find_top || tag_live) && dpmem_iter_begin(&it, L) == 0;
-    if (!ok) { free(live); free(st_name); free(st_ts); free(depth); free(tag_live); return -1; }
-    int cur = -1, past = 0;
+    int ok = live && (!find_top || tag_live) && scopestacks_init(&st, L->n_threads, sizeof(OpenScope), MAX_DEPTH) == 0 &&
+             dpmem_iter_begin(&it, L) == 0;
+    if (!ok) { free(live); scopestacks_free(&st); free(tag_live); return -1; }
+    int cur = -1, past = 0, oom = 0;
     DpmemEvent e;
     while (dpmem_iter_next(&it, &e)) {
         uint64_t rel = e.ts - L->t0;
@@ -137,17 +140,14 @@ static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
         }
         case DPMEM_EV_BEGIN: {
             if (find_top) break;
-            int d = depth[e.slot]++;
-            if (d < MAX_DEPTH) {
-                st_name[e.slot * MAX_DEPTH + d] = dpmem_log_string_index(L, e.id);
-                st_ts[e.slot * MAX_DEPTH + d] = rel;
-            }
+            OpenScope *o = scopestack_push(&st, e.slot, &oom);
+            if (o) *o = (OpenScope){ dpmem_log_string_index(L, e.id), rel };
             break;
         }
         case DPMEM_EV_END: {
-            if (find_top || depth[e.slot] == 0) break;
-            int d = --depth[e.slot];
-            if (d < MAX_DEPTH) emit_scope(c, e.slot, d, st_name[e.slot * MAX_DEPTH + d], st_ts[e.slot * MAX_DEPTH + d], rel);
+            OpenScope *o;
+            if (find_top || !scopestack_pop(&st, e.slot, (void **)&o)) break;
+            if (o) emit_scope(c, e.slot, (int)scopestack_depth(&st, e.slot), o->name, o->ts, rel);
             break;
         }
         case DPMEM_EV_SNAPSHOT:
@@ -173,12 +173,17 @@ static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
         }
     }
     dpmem_iter_end(&it);
+    if (oom || dpmem_log_error(L)) { free(live); scopestacks_free(&st); free(tag_live); return -1; }
     if (!find_top) {
         /* Scopes still open at the cut run to the last event. */
         uint64_t end = L->t_last >= L->t0 ? L->t_last - L->t0 : 0;
-        for (uint32_t t = 0; t < L->n_threads; t++)
-            for (int d = depth[t] < MAX_DEPTH ? depth[t] : MAX_DEPTH; d-- > 0;)
-                emit_scope(c, t, d, st_name[t * MAX_DEPTH + d], st_ts[t * MAX_DEPTH + d], end);
+        for (uint32_t t = 0; t < L->n_threads; t++) {
+            uint32_t depth = scopestack_depth(&st, t);
+            for (uint32_t d = depth < MAX_DEPTH ? depth : MAX_DEPTH; d-- > 0;) {
+                const OpenScope *o = scopestack_at(&st, t, d);
+                emit_scope(c, t, (int)d, o->name, o->ts, end);
+            }
+        }
         /* The peak of the window may be the state the window opens with. */
         if (p->peak == 0)
             for (int x = 0; x < p->W; x++)
@@ -188,8 +193,35 @@ static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
                     memcpy(p->peak_break, p->col_break + (size_t)x * S, (size_t)S * sizeof *live);
                 }
     }
-    free(live); free(st_name); free(st_ts); free(depth); free(tag_live);
+    free(live); scopestacks_free(&st); free(tag_live);
     return 0;
+}
+
+/* Each category's own high-water mark over the whole log (for choosing which ones to draw). */
+static int category_peaks(const DpmemLog *L, uint64_t *peak) {
+    uint64_t *live = calloc((size_t)L->n_cats + 1, sizeof *live);
+    DpmemIter it;
+    if (!live || dpmem_iter_begin(&it, L)) { free(live); return -1; }
+    DpmemEvent e;
+    while (dpmem_iter_next(&it, &e)) {
+        if (e.type != DPMEM_EV_ALLOC && e.type != DPMEM_EV_FREE) continue;
+        int32_t c = dpmem_log_category(L, e.id);
+        uint32_t k = c < 0 ? L->n_cats : (uint32_t)c;
+        uint64_t bytes = dpmem_ev_u64(&e, 8);
+        if (e.type == DPMEM_EV_ALLOC) live[k] += bytes;
+        else live[k] -= bytes < live[k] ? bytes : live[k];
+        if (live[k] > peak[k]) peak[k] = live[k];
+    }
+    dpmem_iter_end(&it);
+    free(live);
+    return dpmem_log_error(L) ? -1 : 0;
+}
+
+static const uint64_t *sort_peaks;   /* for cmp_by_peak: largest first, then the category order */
+static int cmp_by_peak(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (sort_peaks[x] != sort_peaks[y]) return sort_peaks[x] < sort_peaks[y] ? 1 : -1;
+    return (x > y) - (x < y);
 }
 
 static void panel_free(Panel *p) {
@@ -222,13 +254,37 @@ static int panel_build(Panel *p, const DpmemLog *L, const TimelineOptions *o, do
     uint32_t ns = L->n_strings;
     p->series_of = malloc((ns + 1) * sizeof *p->series_of);
     if (!p->series_of) return -1;
-    if (!o->by_name) {
+    if (!o->by_name && L->n_cats + 1 <= MAX_SERIES) {
         p->n_series = (int)L->n_cats + 1;   /* + "?" for tags whose STRING was lost */
         p->names = malloc((size_t)p->n_series * sizeof *p->names);
         if (!p->names) return -1;
         for (uint32_t i = 0; i < L->n_cats; i++) p->names[i] = L->cats[i];
         p->names[L->n_cats] = "?";
         for (uint32_t i = 0; i < ns; i++) p->series_of[i] = L->cat_of[i] >= 0 ? L->cat_of[i] : (int32_t)L->n_cats;
+    } else if (!o->by_name) {   /* too many categories to stack: the largest by their own peak, "other", "?" */
+        uint64_t *peak = calloc((size_t)L->n_cats + 1, sizeof *peak);
+        int32_t *series_of_cat = malloc(((size_t)L->n_cats + 1) * sizeof *series_of_cat);
+        p->names = malloc(MAX_SERIES * sizeof *p->names);
+        if (!peak || !series_of_cat || !p->names || category_peaks(L, peak)) { free(peak); free(series_of_cat); return -1; }
+        for (uint32_t i = 0; i < L->n_cats; i++) series_of_cat[i] = -1;
+        int top = MAX_SERIES - 2, n_chosen = 0;
+        int32_t *order = malloc((size_t)L->n_cats * sizeof *order);
+        if (!order) { free(peak); free(series_of_cat); return -1; }
+        for (uint32_t i = 0; i < L->n_cats; i++) order[i] = (int32_t)i;
+        sort_peaks = peak;
+        qsort(order, L->n_cats, sizeof *order, cmp_by_peak);
+        for (uint32_t i = 0; i < L->n_cats && n_chosen < top; i++)
+            if (peak[order[i]]) series_of_cat[order[i]] = n_chosen++;
+        free(order);
+        n_chosen = 0;   /* stacked in the categories' order, as without the cut */
+        for (uint32_t i = 0; i < L->n_cats; i++)
+            if (series_of_cat[i] >= 0) { series_of_cat[i] = n_chosen; p->names[n_chosen++] = L->cats[i]; }
+        p->names[n_chosen] = "other";
+        p->names[n_chosen + 1] = "?";
+        p->n_series = n_chosen + 2;
+        for (uint32_t i = 0; i < L->n_cats; i++) if (series_of_cat[i] < 0) series_of_cat[i] = n_chosen;
+        for (uint32_t i = 0; i < ns; i++) p->series_of[i] = L->cat_of[i] >= 0 ? series_of_cat[L->cat_of[i]] : n_chosen + 1;
+        free(peak); free(series_of_cat);
     } else {
         uint64_t *tag_peak = calloc(ns + 1, sizeof *tag_peak);
         if (!tag_peak || replay(&c, 1, tag_peak)) { free(tag_peak); return -1; }
@@ -280,7 +336,7 @@ static int panel_build(Panel *p, const DpmemLog *L, const TimelineOptions *o, do
     }
     for (int s = 0; s < S; s++) {
         const char *n = p->names[s];
-        if (!o->by_name) p->colour[s] = strcmp(n, "?") == 0 ? RGB(90, 90, 90) : category_colour(n);
+        if (!o->by_name) p->colour[s] = strcmp(n, "?") == 0 ? RGB(90, 90, 90) : s == S - 2 && strcmp(n, "other") == 0 ? RGB(190, 190, 190) : category_colour(n);
         else if (s == S - 1) p->colour[s] = RGB(190, 190, 190);
         else p->colour[s] = buffer_colour(n);
     }
@@ -390,7 +446,10 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
     if (!P) { snprintf(err, errlen, "out of memory"); return -1; }
     int rc = 0;
     for (int i = 0; i < n_logs && rc == 0; i++)
-        if (panel_build(&P[i], &logs[i], o, from, to, W)) { snprintf(err, errlen, "out of memory"); rc = -1; }
+        if (panel_build(&P[i], &logs[i], o, from, to, W)) {
+            snprintf(err, errlen, "%s", dpmem_log_error(&logs[i]) ? dpmem_log_error(&logs[i]) : "out of memory");
+            rc = -1;
+        }
     Image im = { 0 };
     if (rc == 0 && image_new(&im, o->width, o->height, COLOUR_BG)) { snprintf(err, errlen, "out of memory"); rc = -1; }
     if (rc) goto out;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "json_out.h"
+#include "scopestack.h"
 
 #define MAX_DEPTH 64
 #define GPU_TID_BASE 1000000u
@@ -14,11 +15,10 @@
 static void us(FILE *f, uint64_t rel_ns) { fprintf(f, "%" PRIu64 ".%03u", rel_ns / 1000, (unsigned)(rel_ns % 1000)); }
 
 int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
-    uint32_t nc = L->n_cats, nt = L->n_threads ? L->n_threads : 1;
+    uint32_t nc = L->n_cats;
     uint64_t *live = calloc(nc + 1, sizeof *live), total = 0;
-    int *depth = calloc(nt, sizeof *depth);
-    uint32_t *open_name = malloc((size_t)nt * MAX_DEPTH * sizeof *open_name);
-    if (!live || !depth || !open_name) { free(live); free(depth); free(open_name); return -1; }
+    ScopeStacks st = { 0 };   /* per thread: the name ids of its open scopes */
+    if (!live || scopestacks_init(&st, L->n_threads, sizeof(uint32_t), MAX_DEPTH)) { free(live); scopestacks_free(&st); return -1; }
     uint64_t pid = L->pid ? L->pid : 1;
     char name[128];
     const char *run = dpmem_log_run_name(L, name, sizeof name);
@@ -47,7 +47,8 @@ int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
         fputs("}}", f);
     }
     DpmemIter it;
-    if (dpmem_iter_begin(&it, L)) { free(live); free(depth); free(open_name); return -1; }
+    if (dpmem_iter_begin(&it, L)) { free(live); scopestacks_free(&st); return -1; }
+    int oom = 0;
     DpmemEvent e;
     uint64_t last = 0;
     int gpu_named[64] = { 0 };
@@ -56,13 +57,12 @@ int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
         last = rel;
         switch (e.type) {
         case DPMEM_EV_BEGIN: case DPMEM_EV_END: {
-            int d;
             if (e.type == DPMEM_EV_BEGIN) {
-                d = depth[e.slot]++;
-                if (d < MAX_DEPTH) open_name[e.slot * MAX_DEPTH + d] = e.id;
+                uint32_t *o = scopestack_push(&st, e.slot, &oom);
+                if (o) *o = e.id;
             } else {
-                if (depth[e.slot] == 0) break;   /* an END without its BEGIN (cut at the start): skip */
-                d = --depth[e.slot];
+                void *o;
+                if (!scopestack_pop(&st, e.slot, &o)) break;   /* an END without its BEGIN (cut at the start): skip */
             }
             fprintf(f, ",\n{\"ph\":\"%s\",\"name\":", e.type == DPMEM_EV_BEGIN ? "B" : "E");
             json_write_string(f, dpmem_log_string(L, e.id));
@@ -155,14 +155,14 @@ int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
     dpmem_iter_end(&it);
     /* Scopes open at a cut end at the last event, so that every B has its E. */
     for (uint32_t t = 0; t < L->n_threads; t++)
-        for (int d = depth[t]; d-- > 0;) {
+        for (uint32_t d = scopestack_depth(&st, t); d-- > 0;) {
             fprintf(f, ",\n{\"ph\":\"E\",\"name\":");
-            json_write_string(f, d < MAX_DEPTH ? dpmem_log_string(L, open_name[t * MAX_DEPTH + d]) : "?");
+            json_write_string(f, d < MAX_DEPTH ? dpmem_log_string(L, *(const uint32_t *)scopestack_at(&st, t, d)) : "?");
             fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, L->threads[t].index);
             us(f, last);
             fputs(",\"args\":{\"cut\":true}}", f);
         }
     fputs("\n]}\n", f);
-    free(live); free(depth); free(open_name);
-    return ferror(f) ? -1 : 0;
+    free(live); scopestacks_free(&st);
+    return ferror(f) || oom || dpmem_log_error(L) ? -1 : 0;
 }

@@ -1,0 +1,122 @@
+/* io_guard.c — see io_guard.h. */
+#include "io_guard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *kind_of(mode_t m) {
+    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a plain file";
+}
+
+int io_open_input(const char *path, int *fd_out, struct stat *st, char *err, size_t errlen) {
+    /* O_NONBLOCK: opening a FIFO that has no writer returns at once instead of waiting for one. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    if (fstat(fd, st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file (%s)", path, kind_of(st->st_mode));
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *fd_out = fd;
+    return 0;
+}
+
+int io_read_file(const char *path, size_t limit, char **data, size_t *n, char *err, size_t errlen) {
+    int fd;
+    struct stat st;
+    *data = NULL; *n = 0;
+    if (io_open_input(path, &fd, &st, err, errlen)) return -1;
+    if ((unsigned long long)st.st_size > limit) {
+        snprintf(err, errlen, "%s: %lld bytes, more than the %zu this file can sensibly hold", path, (long long)st.st_size, limit);
+        close(fd);
+        return -1;
+    }
+    /* st_size is a hint only: a pseudo-file (/proc) says 0 and still has content. */
+    size_t cap = (size_t)st.st_size + 1 < 4096 ? 4096 : (size_t)st.st_size + 1, len = 0;
+    char *buf = malloc(cap);
+    int rc = -1;
+    if (!buf) { snprintf(err, errlen, "%s: out of memory", path); goto out; }
+    for (;;) {
+        if (len > limit) break;
+        if (len + 1 == cap) {   /* grow, up to one byte past the limit (which says: too large) */
+            size_t nc = cap * 2 > limit + 2 ? limit + 2 : cap * 2;
+            char *b = realloc(buf, nc);
+            if (!b) { snprintf(err, errlen, "%s: out of memory", path); goto out; }
+            buf = b; cap = nc;
+        }
+        ssize_t k = read(fd, buf + len, cap - 1 - len);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) { snprintf(err, errlen, "%s: read error: %s", path, strerror(errno)); goto out; }
+        if (k == 0) break;
+        len += (size_t)k;
+    }
+    if (len > limit) { snprintf(err, errlen, "%s: more than the %zu bytes this file can sensibly hold", path, limit); goto out; }
+    buf[len] = 0;
+    *data = buf; *n = len;
+    buf = NULL;
+    rc = 0;
+out:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+/* Where a path points: its inode when it exists; else its directory's real path and its name (so
+   that "a.log" and "./a.log" are one file before either exists). */
+typedef struct { int exists; dev_t dev; ino_t ino; char where[PATH_MAX + 256]; } Place;
+
+static void place_of(const char *path, Place *p) {
+    struct stat st;
+    memset(p, 0, sizeof *p);
+    if (stat(path, &st) == 0) { p->exists = 1; p->dev = st.st_dev; p->ino = st.st_ino; return; }
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    size_t dl = slash ? (size_t)(slash - path) : 0;
+    if (dl >= sizeof dir) dl = sizeof dir - 1;
+    if (slash && dl == 0) snprintf(dir, sizeof dir, "/");
+    else if (slash) { memcpy(dir, path, dl); dir[dl] = 0; }
+    else snprintf(dir, sizeof dir, ".");
+    if (realpath(dir, real)) snprintf(p->where, sizeof p->where, "%s/%s", real, name);
+    else snprintf(p->where, sizeof p->where, "%s", path);
+}
+
+static int same_place(const Place *a, const Place *b) {
+    if (a->exists && b->exists) return a->dev == b->dev && a->ino == b->ino;
+    if (a->exists || b->exists) return 0;
+    return strcmp(a->where, b->where) == 0;
+}
+
+int io_check_outputs(const IoPath *paths, int n, char *err, size_t errlen) {
+    Place *pl = calloc(n > 0 ? (size_t)n : 1, sizeof *pl);
+    if (!pl) { snprintf(err, errlen, "out of memory"); return -1; }
+    int rc = 0;
+    for (int i = 0; i < n; i++)
+        if (paths[i].path && strcmp(paths[i].path, "-")) place_of(paths[i].path, &pl[i]);
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (!paths[i].output || !paths[i].path || !strcmp(paths[i].path, "-")) continue;
+        for (int j = 0; j < n && rc == 0; j++) {
+            if (j == i || !paths[j].path || !strcmp(paths[j].path, "-")) continue;
+            if (paths[j].output && j < i) continue;   /* a pair of outputs is reported once */
+            if (!same_place(&pl[i], &pl[j])) continue;
+            snprintf(err, errlen, "%s %s is the same file as %s %s: refusing to write over %s", paths[i].what, paths[i].path,
+                     paths[j].what, paths[j].path, paths[j].output ? "another output" : "an input");
+            rc = -1;
+        }
+    }
+    free(pl);
+    return rc;
+}
