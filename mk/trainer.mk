@@ -3,10 +3,10 @@
 
 TRAINER_CFLAGS  := -fopenmp
 TRAINER_LDLIBS  := -fopenmp -lopenblas -lcjson
-TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h
+TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h tools/io_guard.h
 TRAINER_SRC     := kernels/kernels.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                    kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c \
-                   samples/checkpoint.c samples/safetensors.c samples/hf_config.c
+                   samples/checkpoint.c samples/safetensors.c samples/hf_config.c tools/io_guard.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
 TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
 TRAINER_SRC     += $(TRAINER_CUDA_PLAN)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "file_errors.h"
+#include "io_guard.h"
 
 
 
@@ -82,26 +83,58 @@ static int add_file(CkptWeights *w, const char *path, char *err, size_t errlen) 
     return 0;
 }
 
+static const char *base_name(const char *path) {
+    const char *p = strrchr(path, '/');
+    return p ? p + 1 : path;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const CkptEntry *x = a, *y = b;
+    int c = strcmp(x->tensor->name, y->tensor->name);
+    return c ? c : (x->file > y->file) - (x->file < y->file);
+}
+
+/* Every tensor of every file, sorted by name: lookups by binary search (an index of 10^5 entries is
+   linear-logarithmic, not quadratic), and a tensor in two files is found next to itself. */
+static int build_index(CkptWeights *w, const char *dir, char *err, size_t errlen) {
+    size_t n = 0;
+    for (int i = 0; i < w->n_files; i++) n += (size_t)w->files[i].n;
+    w->index = malloc((n ? n : 1) * sizeof *w->index);
+    if (!w->index) return fail(err, errlen, "%s: out of memory", dir);
+    for (int i = 0; i < w->n_files; i++)
+        for (int t = 0; t < w->files[i].n; t++) w->index[w->n_index++] = (CkptEntry){ &w->files[i].tensors[t], i };
+    qsort(w->index, w->n_index, sizeof *w->index, cmp_entry);
+    for (size_t k = 1; k < w->n_index; k++)   /* a tensor in two shards is ambiguous */
+        if (strcmp(w->index[k - 1].tensor->name, w->index[k].tensor->name) == 0)
+            return fail(err, errlen, "%s: tensor '%s' is in both %s and %s", dir, show(w->index[k].tensor->name).s,
+                        w->files[w->index[k - 1].file].path, w->files[w->index[k].file].path);
+    return 0;
+}
+
+typedef struct { const char *tensor, *shard; } IndexPair;
+static int cmp_shard(const void *a, const void *b) {
+    return strcmp(((const IndexPair *)a)->shard, ((const IndexPair *)b)->shard);
+}
+
 /* model.safetensors.index.json: {"metadata": {...}, "weight_map": {"tensor": "shard file", ...}}. */
 static int open_index(CkptWeights *w, const char *dir, const char *index_path, char *err, size_t errlen) {
-    FILE *f = fopen(index_path, "rb");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", index_path, strerror(errno));
     enum { LIMIT = 64 << 20 };
-    char *text = malloc(LIMIT + 1);
-    if (!text) { fclose(f); return fail(err, errlen, "%s: out of memory", index_path); }
-    size_t n = fread(text, 1, LIMIT + 1, f);
-    fclose(f);
-    if (n > LIMIT) { free(text); return fail(err, errlen, "%s: larger than 64 MB: not an index", index_path); }
-    text[n] = 0;
+    char *text;
+    size_t n;
+    if (io_read_file(index_path, LIMIT, &text, &n, err, errlen)) return -1;
     cJSON *root = memchr(text, 0, n) ? NULL : cJSON_ParseWithLengthOpts(text, n + 1, NULL, 1);
     free(text);
     if (!root) return fail(err, errlen, "%s: not valid JSON", index_path);
     int rc = -1;
+    IndexPair *pairs = NULL;
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map"), *e;
     if (!cJSON_IsObject(map) || cJSON_GetArraySize(map) == 0) {
         fail(err, errlen, "%s: no \"weight_map\" object", index_path);
         goto done;
     }
+    size_t np = 0;
+    pairs = malloc((size_t)cJSON_GetArraySize(map) * sizeof *pairs);
+    if (!pairs) { fail(err, errlen, "%s: out of memory", index_path); goto done; }
     cJSON_ArrayForEach(e, map) {
         if (!cJSON_IsString(e) || !e->string) {
             fail(err, errlen, "%s: weight_map value of '%s' is not a file name", index_path, show(e->string).s);
@@ -114,34 +147,38 @@ static int open_index(CkptWeights *w, const char *dir, const char *index_path, c
                  index_path, show(e->string).s, show(shard).s);
             goto done;
         }
-        int have = 0;
-        for (int i = 0; i < w->n_files && !have; i++) {
-            const char *p = strrchr(w->files[i].path, '/');
-            have = strcmp(p ? p + 1 : w->files[i].path, shard) == 0;
-        }
-        if (!have) {
-            char path[4096];
-            join(path, sizeof path, dir, shard);
-            if (add_file(w, path, err, errlen)) goto done;
-        }
+        pairs[np++] = (IndexPair){ e->string, shard };
     }
+    /* Each distinct shard once (sorted, so that 10^5 entries naming a few shards cost n log n). */
+    IndexPair *by_shard = malloc(np * sizeof *by_shard);
+    if (!by_shard) { fail(err, errlen, "%s: out of memory", index_path); goto done; }
+    memcpy(by_shard, pairs, np * sizeof *pairs);
+    qsort(by_shard, np, sizeof *by_shard, cmp_shard);
+    for (size_t i = 0; i < np; i++) {
+        if (i && strcmp(by_shard[i].shard, by_shard[i - 1].shard) == 0) continue;
+        char path[4096];
+        join(path, sizeof path, dir, by_shard[i].shard);
+        if (add_file(w, path, err, errlen)) { free(by_shard); goto done; }
+    }
+    free(by_shard);
+    if (build_index(w, dir, err, errlen)) goto done;
     /* Every tensor is where the index says it is. */
-    cJSON_ArrayForEach(e, map) {
+    for (size_t i = 0; i < np; i++) {
         const SafeTensors *file = NULL;
-        if (!ckpt_weights_find(w, e->string, &file)) {
-            fail(err, errlen, "%s: tensor '%s' is listed in %s but no shard holds it", index_path, show(e->string).s,
-                 show(e->valuestring).s);
+        if (!ckpt_weights_find(w, pairs[i].tensor, &file)) {
+            fail(err, errlen, "%s: tensor '%s' is listed in %s but no shard holds it", index_path, show(pairs[i].tensor).s,
+                 show(pairs[i].shard).s);
             goto done;
         }
-        const char *p = strrchr(file->path, '/');
-        if (strcmp(p ? p + 1 : file->path, e->valuestring) != 0) {
-            fail(err, errlen, "%s: tensor '%s' is listed in %s but found in %s", index_path, show(e->string).s,
-                 show(e->valuestring).s, file->path);
+        if (strcmp(base_name(file->path), pairs[i].shard) != 0) {
+            fail(err, errlen, "%s: tensor '%s' is listed in %s but found in %s", index_path, show(pairs[i].tensor).s,
+                 show(pairs[i].shard).s, file->path);
             goto done;
         }
     }
     rc = 0;
 done:
+    free(pairs);
     cJSON_Delete(root);
     return rc;
 }
@@ -153,25 +190,21 @@ int ckpt_weights_open(CkptWeights *w, const char *dir, char *err, size_t errlen)
     join(index, sizeof index, dir, "model.safetensors.index.json");
     struct stat sb;
     int rc;
-    if (stat(single, &sb) == 0) rc = add_file(w, single, err, errlen);
+    if (stat(single, &sb) == 0) rc = add_file(w, single, err, errlen) || build_index(w, dir, err, errlen) ? -1 : 0;
     else if (stat(index, &sb) == 0) rc = open_index(w, dir, index, err, errlen);
     else rc = fail(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json is there", dir);
-    if (rc == 0) { /* a tensor in two shards is ambiguous */
-        for (int i = 0; i < w->n_files && rc == 0; i++)
-            for (int t = 0; t < w->files[i].n && rc == 0; t++)
-                for (int j = i + 1; j < w->n_files && rc == 0; j++)
-                    if (safetensors_find(&w->files[j], w->files[i].tensors[t].name))
-                        rc = fail(err, errlen, "%s: tensor '%s' is in both %s and %s", dir,
-                                  show(w->files[i].tensors[t].name).s, w->files[i].path, w->files[j].path);
-    }
     if (rc) ckpt_weights_close(w);
     return rc;
 }
 
 const SafeTensor *ckpt_weights_find(const CkptWeights *w, const char *name, const SafeTensors **file) {
-    for (int i = 0; i < w->n_files; i++) {
-        const SafeTensor *t = safetensors_find(&w->files[i], name);
-        if (t) { if (file) *file = &w->files[i]; return t; }
+    size_t lo = 0, hi = w->n_index;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(w->index[mid].tensor->name, name);
+        if (c == 0) { if (file) *file = &w->files[w->index[mid].file]; return w->index[mid].tensor; }
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
     }
     return NULL;
 }
@@ -179,16 +212,11 @@ const SafeTensor *ckpt_weights_find(const CkptWeights *w, const char *name, cons
 void ckpt_weights_close(CkptWeights *w) {
     for (int i = 0; i < w->n_files; i++) safetensors_close(&w->files[i]);
     free(w->files);
+    free(w->index);
     memset(w, 0, sizeof *w);
 }
 
 /* ---- load -------------------------------------------------------------------------------------- */
-
-static int is_param_name(const LlamaModel *m, const char *name) {
-    for (int i = 0; i < m->n_params; i++)
-        if (strcmp(m->params[i].hf_name, name) == 0) return 1;
-    return 0;
-}
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -229,54 +257,81 @@ int ckpt_has_weights(const char *dir) {
     return stat(single, &sb) == 0 || stat(index, &sb) == 0;
 }
 
-int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
-    DPMEM_SCOPE("checkpoint_load");
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* config.json, and every tensor's name, shape and dtype, against the model m describes (its table of
+   parameters is all it needs: nothing is allocated for them). On success the weights stay open in w
+   and *largest is the largest parameter's element count. */
+static int verify(const LlamaModel *m, const char *dir, CkptWeights *w, size_t *largest, char *err, size_t errlen) {
     if (check_config(m, dir, err, errlen)) return -1;
-    /* plan from config.json alone: nothing to check beyond the config, nothing mapped */
-    if (!kbackend_computes(m->kb) && !ckpt_has_weights(dir)) return 0;
-    CkptWeights w;
-    if (ckpt_weights_open(&w, dir, err, errlen)) return -1;
-    for (int i = 0; i < w.n_files; i++) { /* the mapped files, while they are mapped */
-        const char *base = strrchr(w.files[i].path, '/');
-        char tag[300];
-        snprintf(tag, sizeof tag, "checkpoint/mmap:%s", base ? base + 1 : w.files[i].path);
-        if (w.files[i].map) dpmem_tag_alloc_space(w.files[i].map, w.files[i].map_bytes, tag, DPMEM_HOST);
-    }
-    int rc = -1;
-    float *staging = NULL;
+    if (ckpt_weights_open(w, dir, err, errlen)) return -1;
+    const char **names = malloc(((size_t)m->n_params + 1) * sizeof *names);
+    if (!names) { ckpt_weights_close(w); return fail(err, errlen, "%s: out of memory", dir); }
     /* Every parameter is there, with its shape and a float dtype; nothing else is. */
-    size_t largest = 0;
+    *largest = 0;
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
+        names[i] = p->hf_name;
         const SafeTensors *file = NULL;
-        const SafeTensor *t = ckpt_weights_find(&w, p->hf_name, &file);
-        if (!t) { fail(err, errlen, "%s: tensor '%s' is missing from the checkpoint", dir, p->hf_name); goto done; }
+        const SafeTensor *t = ckpt_weights_find(w, p->hf_name, &file);
+        if (!t) { fail(err, errlen, "%s: tensor '%s' is missing from the checkpoint", dir, p->hf_name); goto bad; }
         int ok = p->rows == 1 ? (t->ndim == 1 && t->shape[0] == p->cols)
                               : (t->ndim == 2 && t->shape[0] == p->rows && t->shape[1] == p->cols);
         if (!ok) {
-            char s[128];
-            shape_str(s, sizeof s, t);
-            if (p->rows == 1) fail(err, errlen, "%s: tensor '%s': shape %s, the model expects [%d]", file->path, p->hf_name, s, p->cols);
-            else fail(err, errlen, "%s: tensor '%s': shape %s, the model expects [%d, %d]", file->path, p->hf_name, s,
+            char sh[128];
+            shape_str(sh, sizeof sh, t);
+            if (p->rows == 1) fail(err, errlen, "%s: tensor '%s': shape %s, the model expects [%d]", file->path, p->hf_name, sh, p->cols);
+            else fail(err, errlen, "%s: tensor '%s': shape %s, the model expects [%d, %d]", file->path, p->hf_name, sh,
                       p->rows, p->cols);
-            goto done;
+            goto bad;
         }
         if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64) {
             fail(err, errlen, "%s: tensor '%s': dtype %s is not a float type the trainer can load (F32, BF16, F16)",
                  file->path, p->hf_name, safetensors_dtype_name(t->dtype));
-            goto done;
+            goto bad;
         }
-        if (p->numel > largest) largest = p->numel;
+        if (p->numel > *largest) *largest = p->numel;
     }
-    for (int i = 0; i < w.n_files; i++)
-        for (int j = 0; j < w.files[i].n; j++) {
-            const char *name = w.files[i].tensors[j].name;
-            if (is_param_name(m, name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
-            if (m->cfg.tie_embeddings && strcmp(name, "lm_head.weight") == 0) continue; /* tied: transformers ignores it */
-            fail(err, errlen, "%s: tensor '%s' has no place in the model built from config.json (a config that "
-                 "does not match its weights?)", w.files[i].path, show(name).s);
-            goto done;
-        }
+    qsort(names, (size_t)m->n_params, sizeof *names, cmp_str);
+    for (size_t k = 0; k < w->n_index; k++) {
+        const char *name = w->index[k].tensor->name;
+        if (bsearch(&name, names, (size_t)m->n_params, sizeof *names, cmp_str) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+        if (m->cfg.tie_embeddings && strcmp(name, "lm_head.weight") == 0) continue; /* tied: transformers ignores it */
+        fail(err, errlen, "%s: tensor '%s' has no place in the model built from config.json (a config that "
+             "does not match its weights?)", w->files[w->index[k].file].path, show(name).s);
+        goto bad;
+    }
+    free(names);
+    return 0;
+bad:
+    free(names);
+    ckpt_weights_close(w);
+    return -1;
+}
+
+int ckpt_check(const LlamaConfig *cfg, const char *dir, CkptWeights *w, char *err, size_t errlen) {
+    LlamaModel m;
+    if (llama_describe(&m, cfg, 1, 1) != 0) return fail(err, errlen, "%s: out of host memory for the parameter table", dir);
+    size_t largest;
+    int rc = verify(&m, dir, w, &largest, err, errlen);
+    llama_free(&m);
+    return rc;
+}
+
+int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
+    DPMEM_SCOPE("checkpoint_load");
+    /* plan from config.json alone: nothing to check beyond the config, nothing mapped */
+    if (!kbackend_computes(m->kb) && !ckpt_has_weights(dir)) return check_config(m, dir, err, errlen);
+    CkptWeights w;
+    size_t largest = 0;
+    if (verify(m, dir, &w, &largest, err, errlen)) return -1;
+    for (int i = 0; i < w.n_files; i++) { /* the mapped files, while they are mapped */
+        char tag[300];
+        snprintf(tag, sizeof tag, "checkpoint/mmap:%s", base_name(w.files[i].path));
+        if (w.files[i].map) dpmem_tag_alloc_space(w.files[i].map, w.files[i].map_bytes, tag, DPMEM_HOST);
+    }
+    int rc = -1;
+    float *staging = NULL;
     int direct = m->kb->space == DPMEM_HOST;
     if (!kbackend_computes(m->kb)) { /* plan: checked, nothing written; a device target's staging is tagged */
         if (!direct) {

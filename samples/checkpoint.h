@@ -41,15 +41,24 @@ int ckpt_read_config(const char *dir, LlamaConfig *model, HFConfig *hf, char *er
 /* The HF config that describes a LlamaConfig (for --save). */
 void ckpt_hf_config_from(const LlamaConfig *model, int max_position_embeddings, HFConfig *hf);
 
-/* The weights of a directory: one file or the shards of an index, all mapped. */
+/* The weights of a directory: one file or the shards of an index, all mapped; every tensor by name. */
+typedef struct { const SafeTensor *tensor; int file; } CkptEntry;
 typedef struct {
     int n_files;
     SafeTensors *files;
+    CkptEntry *index;        /* all tensors, sorted by name */
+    size_t n_index;
 } CkptWeights;
 int ckpt_weights_open(CkptWeights *w, const char *dir, char *err, size_t errlen);
 /* The tensor `name` and the file holding it (for messages); NULL if absent. */
 const SafeTensor *ckpt_weights_find(const CkptWeights *w, const char *name, const SafeTensors **file);
 void ckpt_weights_close(CkptWeights *w);
+
+/* Before the model is built: DIR/config.json against cfg, and every tensor's name, shape and dtype
+   against the parameters cfg describes (a config.json whose shapes lie about its weights fails here,
+   not after gigabytes were allocated). On success the weights stay open in w (their files, for the
+   caller's path checks): close them with ckpt_weights_close. */
+int ckpt_check(const LlamaConfig *cfg, const char *dir, CkptWeights *w, char *err, size_t errlen);
 
 /* --init-from: checks DIR/config.json against the model's config, then loads every parameter.
    On the plan backend nothing is written, but names and shapes are still checked; a plan of a

@@ -11,8 +11,8 @@
 #include <string.h>
 
 int llama_ffn_dim(int dim) {
-    int hidden = 2 * (4 * dim) / 3;
-    return 256 * ((hidden + 255) / 256);
+    long long hidden = 2 * (4 * (long long)dim) / 3, f = 256 * ((hidden + 255) / 256);
+    return f <= INT_MAX ? (int)f : -1;   /* -1: no int holds it (config_validate refuses a dim that large) */
 }
 
 /* A preset's model; F = 0: LLaMA's FFN rule from C; NKV = 0: as NH. The Llama-3.2 presets are the
@@ -82,17 +82,19 @@ void config_usage(const char *prog, const char *extra_usage) {
            prog, extra_usage ? extra_usage : "");
 }
 
-static int parse_int(const char *flag, const char *v, int lo, int *out) {
+static int parse_int_in(const char *flag, const char *v, int lo, int hi, int *out) {
     if (!v) { fprintf(stderr, "error: %s needs a value\n", flag); return -1; }
     char *end; errno = 0;
     long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || !*v || *end || errno || x < lo || x > INT_MAX) {
-        fprintf(stderr, "error: %s needs an integer >= %d, got '%s'\n", flag, lo, v ? v : "");
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
+        if (hi == INT_MAX) fprintf(stderr, "error: %s needs an integer >= %d, got '%s'\n", flag, lo, v ? v : "");
+        else fprintf(stderr, "error: %s needs an integer in [%d, %d], got '%s'\n", flag, lo, hi, v ? v : "");
         return -1;
     }
     *out = (int)x;
     return 0;
 }
+static int parse_int(const char *flag, const char *v, int lo, int *out) { return parse_int_in(flag, v, lo, INT_MAX, out); }
 
 static int parse_float(const char *flag, const char *v, float *out) {
     if (!v) { fprintf(stderr, "error: %s needs a value\n", flag); return -1; }
@@ -151,7 +153,12 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
             if (n >= sizeof flagbuf) n = sizeof flagbuf - 1;
             memcpy(flagbuf, a, n); flagbuf[n] = 0; a = flagbuf; v = eq + 1;
         }
-        /* switches */
+        /* switches: a value given to one ("--print-params=0") is an error, not a silent "on" */
+        if (eq && (!strcmp(a, "--help") || !strcmp(a, "--print-params") || !strcmp(a, "--check-finite") ||
+                   !strcmp(a, "--tie-embeddings") || !strcmp(a, "--quiet") || !strcmp(a, "--checkpoint-activations"))) {
+            fprintf(stderr, "error: %s is a switch and takes no value (got '%s'): give it alone to turn it on\n", a, v);
+            return -1;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { config_usage(argv[0], extra_usage); return 1; }
         if (!strcmp(a, "--print-params")) { c->print_params = 1; continue; }
         if (!strcmp(a, "--check-finite")) { c->check_finite = 1; continue; }
@@ -165,12 +172,13 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         static const char *const devs[] = { "auto", "cpu", "cuda", "plan", NULL };
         static const char *const targets[] = { "cpu", "cuda", NULL };
         if (!strcmp(a, "--model")) rc = 0;
-        else if (!strcmp(a, "--vocab")) rc = parse_int(a, v, 2, &c->model.vocab_size);
-        else if (!strcmp(a, "--dim")) { rc = parse_int(a, v, 2, &c->model.dim); dim_given = 1; }
-        else if (!strcmp(a, "--layers")) rc = parse_int(a, v, 1, &c->model.n_layers);
-        else if (!strcmp(a, "--heads")) rc = parse_int(a, v, 1, &c->model.n_heads);
-        else if (!strcmp(a, "--kv-heads")) rc = parse_int(a, v, 1, &c->model.n_kv_heads);
-        else if (!strcmp(a, "--ffn")) { rc = parse_int(a, v, 1, &c->model.ffn_dim); ffn_given = 1; }
+        /* model sizes: bounded as config.json's are (hf_config.h), so that every size product fits */
+        else if (!strcmp(a, "--vocab")) rc = parse_int_in(a, v, 2, HF_MAX_DIM, &c->model.vocab_size);
+        else if (!strcmp(a, "--dim")) { rc = parse_int_in(a, v, 2, HF_MAX_DIM, &c->model.dim); dim_given = 1; }
+        else if (!strcmp(a, "--layers")) rc = parse_int_in(a, v, 1, HF_MAX_LAYERS, &c->model.n_layers);
+        else if (!strcmp(a, "--heads")) rc = parse_int_in(a, v, 1, HF_MAX_DIM, &c->model.n_heads);
+        else if (!strcmp(a, "--kv-heads")) rc = parse_int_in(a, v, 1, HF_MAX_DIM, &c->model.n_kv_heads);
+        else if (!strcmp(a, "--ffn")) { rc = parse_int_in(a, v, 1, HF_MAX_DIM, &c->model.ffn_dim); ffn_given = 1; }
         else if (!strcmp(a, "--batch-size")) rc = parse_int(a, v, 1, &c->batch_size);
         else if (!strcmp(a, "--seq-len")) rc = parse_int(a, v, 1, &c->seq_len);
         else if (!strcmp(a, "--steps")) rc = parse_int(a, v, 0, &c->steps);
@@ -208,7 +216,14 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         if (!v) { fprintf(stderr, "error: %s needs a value\n", a); return -1; }
         if (took_next) i++;
     }
-    if (!ffn_given && dim_given) c->model.ffn_dim = llama_ffn_dim(c->model.dim);
+    if (!ffn_given && dim_given) {
+        c->model.ffn_dim = llama_ffn_dim(c->model.dim);
+        if (c->model.ffn_dim > HF_MAX_DIM || c->model.ffn_dim < 1) {
+            fprintf(stderr, "error: --dim %d gives an FFN width of 8/3 x %d, more than %d: give --ffn\n", c->model.dim,
+                    c->model.dim, HF_MAX_DIM);
+            return -1;
+        }
+    }
     return config_validate(c);
 }
 
@@ -218,6 +233,10 @@ int config_validate(const TrainConfig *c) {
     if (m->vocab_size < 2) BAD("vocabulary size must be at least 2 (got %d)", m->vocab_size);
     if (m->dim < 2 || m->n_layers < 1 || m->n_heads < 1 || m->n_kv_heads < 1 || m->ffn_dim < 1)
         BAD("dim, layers, heads, kv-heads and ffn must be positive");
+    if (m->vocab_size > HF_MAX_DIM) BAD("--vocab %d is more than %d", m->vocab_size, HF_MAX_DIM);
+    if (m->dim > HF_MAX_DIM) BAD("--dim %d is more than %d", m->dim, HF_MAX_DIM);
+    if (m->ffn_dim > HF_MAX_DIM) BAD("--ffn %d is more than %d", m->ffn_dim, HF_MAX_DIM);
+    if (m->n_layers > HF_MAX_LAYERS) BAD("--layers %d is more than %d", m->n_layers, HF_MAX_LAYERS);
     if (m->dim % m->n_heads) BAD("--heads %d does not divide --dim %d", m->n_heads, m->dim);
     if ((m->dim / m->n_heads) % 2) BAD("head size %d (dim %d / heads %d) must be even for RoPE", m->dim / m->n_heads, m->dim, m->n_heads);
     if (m->n_heads % m->n_kv_heads) BAD("--kv-heads %d does not divide --heads %d", m->n_kv_heads, m->n_heads);
@@ -228,6 +247,17 @@ int config_validate(const TrainConfig *c) {
     /* Sizes must fit the int shapes the kernels take. */
     if ((long long)c->batch_size * c->seq_len > INT_MAX / 4) BAD("batch-size x seq-len is too large");
     if ((long long)m->vocab_size * m->dim > (long long)INT_MAX * 8) BAD("vocab x dim is too large");
+    /* And every byte count the model and the plan sum must fit 64 bits with room to spare: the whole
+       run's memory (weights, gradients, Adam, bf16 copies, every layer's activations, the logits),
+       counted in floating point so that the count itself cannot overflow, must stay under 1 EiB. */
+    double C = m->dim, F = m->ffn_dim, V = m->vocab_size, L = m->n_layers, N = (double)c->batch_size * c->seq_len;
+    double KD = C / m->n_heads * m->n_kv_heads;
+    double params = V * C * (m->tie_embeddings ? 1 : 2) + L * (2 * C * C + 2 * KD * C + 3 * F * C + 2 * C) + C;
+    double acts = L * N * (6 * C + 2 * KD + 3 * F + m->n_heads) + N * (2 * C + 2 * V);
+    double bytes = 18 * params + 4 * acts;
+    if (!(bytes < 0x1p60))
+        BAD("this model needs about %.3g bytes, more than 1 EiB: --dim %d --ffn %d --layers %d --vocab %d --batch-size %d "
+            "--seq-len %d are too large together", bytes, m->dim, m->ffn_dim, m->n_layers, m->vocab_size, c->batch_size, c->seq_len);
 #undef BAD
     return 0;
 }
@@ -259,6 +289,5 @@ void config_log(const TrainConfig *c) {
     dpmem_meta("config.device", c->device);
     if (!strcmp(c->device, "plan")) dpmem_meta("config.plan_for", c->plan_for);
     dpmem_meta("config.data", c->data_path ? c->data_path : "synthetic");
-    dpmem_meta_int("config.mem_limit", c->mem_limit);
     dpmem_meta_int("config.check_finite", c->check_finite);
 }

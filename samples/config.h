@@ -58,6 +58,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
 /* The checks config_parse ends with (also for configs built in code): 0, or -1 with the error printed. */
 int config_validate(const TrainConfig *c);
 void config_usage(const char *prog, const char *extra_usage);
-/* META config.* for every field, and `run`. */
+/* META config.* for every field, and `run`. (config.mem_limit is the limit in force, which only the
+   chosen backend knows: train_run writes it.) */
 void config_log(const TrainConfig *c);
 #endif

@@ -6,6 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io_guard.h"
 
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -19,18 +23,22 @@ int data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed) 
     d->vocab = vocab;
     d->rng = seed * 0x9E3779B97F4A7C15ull + 17;
     if (!path) { d->synthetic = 1; snprintf(d->desc, sizeof d->desc, "synthetic (uniform random tokens)"); return 0; }
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "error: cannot open data file '%s'\n", path); return -1; }
-    if (fseek(f, 0, SEEK_END) != 0) { fprintf(stderr, "error: cannot seek in data file '%s'\n", path); fclose(f); return -1; }
-    long size = ftell(f);
-    rewind(f);
-    if (size <= 0) { fprintf(stderr, "error: data file '%s' is empty\n", path); fclose(f); return -1; }
-    unsigned char *raw = malloc((size_t)size);
-    if (!raw) { fprintf(stderr, "error: out of host memory reading '%s'\n", path); fclose(f); return -1; }
-    if (fread(raw, 1, (size_t)size, f) != (size_t)size) {
-        fprintf(stderr, "error: cannot read data file '%s'\n", path); free(raw); fclose(f); return -1;
+    /* A regular file only (a FIFO would block, a directory has no tokens), read to its end as a
+       stream (a pseudo-file's size reads 0). */
+    char e[600];
+    int fd;
+    struct stat st;
+    if (io_open_input(path, &fd, &st, e, sizeof e)) {
+        const char *why = strncmp(e, path, strlen(path)) == 0 && e[strlen(path)] == ':' ? e + strlen(path) + 2 : e;
+        fprintf(stderr, "error: cannot open data file '%s': %s\n", path, why);
+        return -1;
     }
-    fclose(f);
+    close(fd);
+    unsigned char *raw;
+    size_t got;
+    if (io_read_file(path, (size_t)1 << 40, (char **)&raw, &got, e, sizeof e)) { fprintf(stderr, "error: data file %s\n", e); return -1; }
+    if (got == 0) { fprintf(stderr, "error: data file '%s' is empty\n", path); free(raw); return -1; }
+    long size = (long)got;
     int32_t hdr[3] = { 0, 0, 0 };
     if (size >= 1024) memcpy(hdr, raw, sizeof hdr);
     size_t width = 0, n = 0;

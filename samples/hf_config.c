@@ -9,14 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "file_errors.h"
+#include "io_guard.h"
 
 
 
-#define MAX_DIM (1 << 24) /* far above any real model; keeps products of two sizes inside size_t math */
+#define MAX_DIM HF_MAX_DIM
 
-/* An integer field: absent -> def (or an error if def < 0), else a whole number in [lo, MAX_DIM]. */
-static int get_int(const cJSON *o, const char *key, int def, int lo, int *out, const char *label, char *err,
-                   size_t errlen) {
+/* An integer field: absent -> def (or an error if def < 0), else a whole number in [lo, hi]. */
+static int get_int_in(const cJSON *o, const char *key, int def, int lo, int hi, int *out, const char *label, char *err,
+                      size_t errlen) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!j || cJSON_IsNull(j)) {
         if (def < 0) return fail(err, errlen, "%s: missing \"%s\"", label, key);
@@ -24,22 +25,28 @@ static int get_int(const cJSON *o, const char *key, int def, int lo, int *out, c
         return 0;
     }
     if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble) || j->valuedouble < lo ||
-        j->valuedouble > MAX_DIM)
-        return fail(err, errlen, "%s: \"%s\" must be an integer in [%d, %d]", label, key, lo, MAX_DIM);
+        j->valuedouble > hi)
+        return fail(err, errlen, "%s: \"%s\" must be an integer in [%d, %d]", label, key, lo, hi);
     *out = (int)j->valuedouble;
     return 0;
 }
+static int get_int(const cJSON *o, const char *key, int def, int lo, int *out, const char *label, char *err,
+                   size_t errlen) {
+    return get_int_in(o, key, def, lo, MAX_DIM, out, label, err, errlen);
+}
 
-static int get_pos_double(const cJSON *o, const char *key, double def, double *out, const char *label, char *err,
-                          size_t errlen) {
+/* A number in [lo, hi]: the ranges keep a value that is stored as a float (rms_norm_eps, rope_theta,
+   the rope scaling factors) finite and non-zero there, instead of training to garbage. */
+static int get_double_in(const cJSON *o, const char *key, double def, double lo, double hi, double *out,
+                         const char *label, char *err, size_t errlen) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!j || cJSON_IsNull(j)) {
         if (def < 0) return fail(err, errlen, "%s: missing \"%s\"", label, key);
         *out = def;
         return 0;
     }
-    if (!cJSON_IsNumber(j) || !(j->valuedouble > 0) || !isfinite(j->valuedouble))
-        return fail(err, errlen, "%s: \"%s\" must be a positive number", label, key);
+    if (!cJSON_IsNumber(j) || !(j->valuedouble >= lo && j->valuedouble <= hi))
+        return fail(err, errlen, "%s: \"%s\" must be a number in [%g, %g]", label, key, lo, hi);
     *out = j->valuedouble;
     return 0;
 }
@@ -72,9 +79,9 @@ static int parse_rope(HFConfig *c, const cJSON *rs, const char *label, char *err
         return fail(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"default\" and \"llama3\")",
                     label, show(type).s);
     c->rope_llama3 = 1;
-    if (get_pos_double(rs, "factor", -1, &c->rope_factor, label, err, errlen) ||
-        get_pos_double(rs, "low_freq_factor", -1, &c->rope_low_freq_factor, label, err, errlen) ||
-        get_pos_double(rs, "high_freq_factor", -1, &c->rope_high_freq_factor, label, err, errlen) ||
+    if (get_double_in(rs, "factor", -1, 1, 1e6, &c->rope_factor, label, err, errlen) ||
+        get_double_in(rs, "low_freq_factor", -1, 1e-6, 1e6, &c->rope_low_freq_factor, label, err, errlen) ||
+        get_double_in(rs, "high_freq_factor", -1, 1e-6, 1e6, &c->rope_high_freq_factor, label, err, errlen) ||
         get_int(rs, "original_max_position_embeddings", -1, 1, &c->rope_original_max_position_embeddings, label, err,
                 errlen))
         return -1;
@@ -141,13 +148,13 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
 
     if (get_int(o, "hidden_size", -1, 1, &c->hidden_size, label, err, errlen) ||
         get_int(o, "intermediate_size", -1, 1, &c->intermediate_size, label, err, errlen) ||
-        get_int(o, "num_hidden_layers", -1, 1, &c->num_hidden_layers, label, err, errlen) ||
+        get_int_in(o, "num_hidden_layers", -1, 1, HF_MAX_LAYERS, &c->num_hidden_layers, label, err, errlen) ||
         get_int(o, "num_attention_heads", -1, 1, &c->num_attention_heads, label, err, errlen) ||
         get_int(o, "vocab_size", -1, 1, &c->vocab_size, label, err, errlen) ||
         get_int(o, "num_key_value_heads", c->num_attention_heads, 1, &c->num_key_value_heads, label, err, errlen) ||
         get_int(o, "max_position_embeddings", 2048, 1, &c->max_position_embeddings, label, err, errlen) ||
         get_bool(o, "tie_word_embeddings", 0, &c->tie_word_embeddings, label, err, errlen) ||
-        get_pos_double(o, "rms_norm_eps", 1e-6, &c->rms_norm_eps, label, err, errlen))
+        get_double_in(o, "rms_norm_eps", 1e-6, 1e-30, 1, &c->rms_norm_eps, label, err, errlen))
         goto done;
     if (c->hidden_size % c->num_attention_heads && !cJSON_GetObjectItemCaseSensitive(o, "head_dim")) {
         fail(err, errlen, "%s: hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
@@ -165,11 +172,11 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
     /* rope: the classic fields, or transformers v5's rope_parameters (theta inside it). */
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
     if (cJSON_IsObject(rp)) {
-        if (get_pos_double(rp, "rope_theta", 10000.0, &c->rope_theta, label, err, errlen) ||
+        if (get_double_in(rp, "rope_theta", 10000.0, 1, 1e12, &c->rope_theta, label, err, errlen) ||
             parse_rope(c, rp, label, err, errlen))
             goto done;
     } else {
-        if (get_pos_double(o, "rope_theta", 10000.0, &c->rope_theta, label, err, errlen) ||
+        if (get_double_in(o, "rope_theta", 10000.0, 1, 1e12, &c->rope_theta, label, err, errlen) ||
             parse_rope(c, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), label, err, errlen))
             goto done;
     }
@@ -185,18 +192,12 @@ done:
 }
 
 int hf_config_read(HFConfig *c, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     enum { LIMIT = 1 << 20 }; /* real configs are ~1 KB */
-    char *buf = malloc(LIMIT + 1);
-    if (!buf) { fclose(f); return fail(err, errlen, "%s: out of memory", path); }
-    size_t n = fread(buf, 1, LIMIT + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    int rc;
-    if (bad) rc = fail(err, errlen, "%s: read error", path);
-    else if (n > LIMIT) rc = fail(err, errlen, "%s: larger than 1 MB: not a config.json", path);
-    else rc = hf_config_parse(c, buf, n, path, err, errlen);
+    char *buf;
+    size_t n;
+    /* Read as a stream, and only from a regular file: a FIFO is refused instead of blocking. */
+    if (io_read_file(path, LIMIT, &buf, &n, err, errlen)) return -1;
+    int rc = hf_config_parse(c, buf, n, path, err, errlen);
     free(buf);
     return rc;
 }

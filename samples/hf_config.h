@@ -15,6 +15,12 @@
 
 #include <stddef.h>
 
+/* Bounds of what is read (far above any real model: Llama 3.1 405B has 126 layers and a 128256
+   vocabulary). They keep every product of two sizes inside 64-bit arithmetic and the parameter
+   table small; a config outside them is refused naming the field. */
+#define HF_MAX_DIM (1 << 24)
+#define HF_MAX_LAYERS 4096
+
 typedef struct {
     int hidden_size;              /* C */
     int intermediate_size;        /* the MLP's hidden width */

@@ -40,6 +40,15 @@ static void *loader(void *arg) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: quickstart [LOG]   (writes the dpmem log LOG, default quickstart.log)\n");
+        return 0;
+    }
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {   /* never a log named "--bogus" */
+        fprintf(stderr, "quickstart: %s '%s' (usage: quickstart [LOG])\n", argc > 2 ? "one log name at most, got also" : "unknown option",
+                argc > 2 ? argv[2] : argv[1]);
+        return 2;
+    }
     const char *log = argc > 1 ? argv[1] : "quickstart.log";
     if (dpmem_open(log) != 0) return 1;
     dpmem_meta("run", "quickstart");

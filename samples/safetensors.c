@@ -1,7 +1,8 @@
 /* safetensors.c — the safetensors reader (mmap + checked header) and writer. See safetensors.h.
 
-   The header is parsed with cJSON (Debian libcjson-dev) from a NUL-terminated copy, so that the JSON
-   parser never sees the mapping itself and cannot read past it. Every number from the header is
+   The header is parsed with cJSON (Debian libcjson-dev), one entry at a time from NUL-terminated
+   copies, so that the JSON parser never sees the mapping itself and cannot read past it, and a
+   forged header costs what its bytes cost, not a tree of gigabytes. Every number from the header is
    checked (an integer, 0 <= x <= 2^53) before it takes part in any arithmetic, and products are
    computed with overflow checks. Not handled: big-endian hosts (the build is x86-64/aarch64 LE). */
 #include "safetensors.h"
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "file_errors.h"
+#include "io_guard.h"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* dtypes */
@@ -109,17 +111,15 @@ static int cmp_begin(const void *a, const void *b) {
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     return x->end < y->end ? -1 : x->end > y->end;
 }
-static int cmp_name_ptr(const void *a, const void *b) {
-    return strcmp((*(const SafeTensor *const *)a)->name, (*(const SafeTensor *const *)b)->name);
-}
 
 static void free_parsed(SafeTensors *st) {
     for (int i = 0; i < st->n; i++) free(st->tensors[i].name);
     for (int i = 0; i < st->n_meta; i++) { free(st->meta_keys[i]); free(st->meta_values[i]); }
     free(st->tensors);
+    free(st->by_name);
     free(st->meta_keys);
     free(st->meta_values);
-    st->tensors = NULL; st->meta_keys = st->meta_values = NULL;
+    st->tensors = NULL; st->by_name = NULL; st->meta_keys = st->meta_values = NULL;
     st->n = st->n_meta = 0;
 }
 
@@ -171,6 +171,73 @@ static int parse_entry(const cJSON *e, SafeTensor *t, const char *label, char *e
     return 0;
 }
 
+/* ---- the header, one entry at a time ----
+   cJSON builds a tree of ~100 bytes per value before anything can be checked, so a forged 100 MB
+   header of one huge shape cost gigabytes. Instead a linear pre-scan (no allocation) walks the
+   top-level object and finds each entry's key and value, counting the value's elements; each value
+   is then parsed by cJSON alone, from a copy, and only if it is the size a real entry can be. Every
+   byte still goes through cJSON, so what is valid JSON does not change. */
+
+typedef struct { const char *t; size_t n, i; } Scan;
+
+static void scan_ws(Scan *s) {
+    while (s->i < s->n && (s->t[s->i] == ' ' || s->t[s->i] == '\t' || s->t[s->i] == '\n' || s->t[s->i] == '\r')) s->i++;
+}
+static int scan_string(Scan *s) {   /* at '"': to just past the closing quote; -1 if there is none */
+    for (s->i++; s->i < s->n;) {
+        char c = s->t[s->i++];
+        if (c == '\\') s->i++;
+        else if (c == '"') return 0;
+    }
+    return -1;
+}
+/* One value, whatever it holds; *values: its elements (an upper bound of the nodes cJSON makes). */
+static int scan_value(Scan *s, size_t *values) {
+    if (s->i >= s->n) return -1;
+    char c = s->t[s->i];
+    *values = 1;
+    if (c == '"') return scan_string(s);
+    if (c == '{' || c == '[') {
+        size_t depth = 0;
+        while (s->i < s->n) {
+            c = s->t[s->i];
+            if (c == '"') { if (scan_string(s)) return -1; continue; }
+            if (c == '{' || c == '[') depth++;
+            else if (c == '}' || c == ']') { if (--depth == 0) { s->i++; return 0; } }
+            if (c == ',' || c == ':' || c == '{' || c == '[') ++*values;
+            s->i++;
+        }
+        return -1;
+    }
+    size_t from = s->i;
+    while (s->i < s->n && !strchr(",}] \t\n\r", s->t[s->i])) s->i++;
+    return s->i > from ? 0 : -1;
+}
+
+/* cJSON on a copy of t[0..n) (NUL-terminated: the parser never reads the mapping); *at: where it
+   stopped, relative to t. */
+static cJSON *parse_piece(const char *t, size_t n, char **buf, size_t *cap, long *at) {
+    if (n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < n + 1) nc *= 2;
+        char *b = realloc(*buf, nc);
+        if (!b) { *at = -1; return NULL; }
+        *buf = b; *cap = nc;
+    }
+    memcpy(*buf, t, n);
+    (*buf)[n] = 0;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(*buf, n + 1, &end, 1);
+    *at = end ? (long)(end - *buf) : -1;
+    return j;
+}
+
+/* Entries a real header needs: a tensor's dtype, at most 8 dimensions and 2 offsets are 15 elements
+   in under 1 KB; metadata is string pairs. Past these a header is forged (or not a header). */
+enum { TENSOR_MAX_VALUES = 64, TENSOR_MAX_BYTES = 64 << 10, METADATA_MAX_VALUES = 1 << 17 };
+
+static int cmp_name_idx(const void *a, const void *b, void *arg);
+
 int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, const char *label, char *err,
                       size_t errlen) {
     const unsigned char *p = file;
@@ -190,37 +257,51 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
     size_t data_bytes = file_bytes - 8 - hlen;
     const unsigned char *data = p + 8 + hlen;
 
-    char *text = malloc(hlen + 1); /* a NUL-terminated copy: the JSON parser never touches the mapping */
-    if (!text) return fail(err, errlen, "%s: out of memory for a %llu-byte header", label, (unsigned long long)hlen);
-    memcpy(text, p + 8, hlen);
-    text[hlen] = 0;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, hlen + 1, &end, 1);
-    if (!root) {
-        long at = end ? (long)(end - text) : -1;
-        free(text);
-        return fail(err, errlen, "%s: header is not valid JSON (near byte %ld)", label, at);
-    }
-    free(text);
-    if (!cJSON_IsObject(root)) { cJSON_Delete(root); return fail(err, errlen, "%s: header is not a JSON object", label); }
-
-    int n_items = cJSON_GetArraySize(root), rc = -1;
-    st->tensors = calloc((size_t)n_items + 1, sizeof *st->tensors);
-    SafeTensor **byname = calloc((size_t)n_items + 1, sizeof *byname);
-    if (!st->tensors || !byname) { fail(err, errlen, "%s: out of memory", label); goto done; }
-    const cJSON *e;
-    int seen_meta = 0;
-    cJSON_ArrayForEach(e, root) {
-        if (!e->string) { fail(err, errlen, "%s: header entry without a name", label); goto done; }
-        if (strcmp(e->string, "__metadata__") == 0) {
+    Scan sc = { (const char *)p + 8, (size_t)hlen, 1 };
+    char *buf = NULL;
+    size_t buf_cap = 0;
+    int rc = -1, cap_tensors = 0, seen_meta = 0;
+    cJSON *key = NULL, *val = NULL;
+    long at = 0;
+    for (int first = 1;; first = 0) {   /* "key": value, ... } */
+        scan_ws(&sc);
+        if (first && sc.i < sc.n && sc.t[sc.i] == '}') { sc.i++; break; }
+        size_t k0 = sc.i, values;
+        if (sc.i >= sc.n || sc.t[sc.i] != '"' || scan_string(&sc)) { at = (long)k0; goto bad_json; }
+        size_t k1 = sc.i;
+        scan_ws(&sc);
+        if (sc.i >= sc.n || sc.t[sc.i] != ':') { at = (long)sc.i; goto bad_json; }
+        sc.i++;
+        scan_ws(&sc);
+        size_t v0 = sc.i;
+        if (scan_value(&sc, &values)) { at = (long)sc.i; goto bad_json; }
+        size_t v1 = sc.i;
+        key = parse_piece(sc.t + k0, k1 - k0, &buf, &buf_cap, &at);
+        if (!cJSON_IsString(key)) { at += at >= 0 ? (long)k0 : 0; goto bad_json; }
+        const char *name = key->valuestring;
+        int is_meta = strcmp(name, "__metadata__") == 0;
+        if (!is_meta && (values > TENSOR_MAX_VALUES || v1 - v0 > TENSOR_MAX_BYTES)) {
+            fail(err, errlen, "%s: tensor '%s': header entry of %zu bytes and %zu elements: a tensor needs a dtype, at "
+                 "most %d dimensions and 2 offsets (a forged header?)", label, show(name).s, v1 - v0, values,
+                 SAFETENSORS_MAX_DIMS);
+            goto done;
+        }
+        if (is_meta && values > METADATA_MAX_VALUES) {
+            fail(err, errlen, "%s: __metadata__ has %zu elements, more than the %d a header can sensibly hold", label,
+                 values, METADATA_MAX_VALUES);
+            goto done;
+        }
+        val = parse_piece(sc.t + v0, v1 - v0, &buf, &buf_cap, &at);
+        if (!val) { at += at >= 0 ? (long)v0 : 0; goto bad_json; }
+        if (is_meta) {
             if (seen_meta++) { fail(err, errlen, "%s: __metadata__ appears twice", label); goto done; }
-            if (!cJSON_IsObject(e)) { fail(err, errlen, "%s: __metadata__ is not an object", label); goto done; }
-            int nm = cJSON_GetArraySize(e);
+            if (!cJSON_IsObject(val)) { fail(err, errlen, "%s: __metadata__ is not an object", label); goto done; }
+            int nm = cJSON_GetArraySize(val);
             st->meta_keys = calloc((size_t)nm + 1, sizeof(char *));
             st->meta_values = calloc((size_t)nm + 1, sizeof(char *));
             if (!st->meta_keys || !st->meta_values) { fail(err, errlen, "%s: out of memory", label); goto done; }
             const cJSON *m;
-            cJSON_ArrayForEach(m, e) {
+            cJSON_ArrayForEach(m, val) {
                 if (!cJSON_IsString(m) || !m->string) {
                     fail(err, errlen, "%s: __metadata__ value of '%s' is not a string", label,
                          show(m->string ? m->string : "?").s);
@@ -234,23 +315,43 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
                     goto done;
                 }
             }
-            continue;
+        } else {
+            if (st->n == cap_tensors) {
+                int nc = cap_tensors ? 2 * cap_tensors : 64;
+                SafeTensor *t = realloc(st->tensors, (size_t)nc * sizeof *t);
+                if (!t) { fail(err, errlen, "%s: out of memory", label); goto done; }
+                st->tensors = t; cap_tensors = nc;
+            }
+            SafeTensor *t = &st->tensors[st->n];
+            memset(t, 0, sizeof *t);
+            t->name = strdup(name);
+            if (!t->name) { fail(err, errlen, "%s: out of memory", label); goto done; }
+            st->n++;
+            if (parse_entry(val, t, label, err, errlen)) goto done;
         }
-        SafeTensor *t = &st->tensors[st->n];
-        t->name = strdup(e->string);
-        if (!t->name) { fail(err, errlen, "%s: out of memory", label); goto done; }
-        st->n++;
-        if (parse_entry(e, t, label, err, errlen)) goto done;
+        cJSON_Delete(key); cJSON_Delete(val);
+        key = val = NULL;
+        scan_ws(&sc);
+        if (sc.i < sc.n && sc.t[sc.i] == ',') { sc.i++; continue; }
+        if (sc.i < sc.n && sc.t[sc.i] == '}') { sc.i++; break; }
+        at = (long)sc.i;
+        goto bad_json;
     }
-    for (int i = 0; i < st->n; i++) byname[i] = &st->tensors[i];
-    qsort(byname, (size_t)st->n, sizeof *byname, cmp_name_ptr);
+    scan_ws(&sc);
+    if (sc.i != sc.n) { at = (long)sc.i; goto bad_json; }
+
+    /* Names: sorted (an index for safetensors_find), and unique. */
+    qsort(st->tensors, (size_t)st->n, sizeof *st->tensors, cmp_begin);
+    st->by_name = malloc(((size_t)st->n + 1) * sizeof *st->by_name);
+    if (!st->by_name) { fail(err, errlen, "%s: out of memory", label); goto done; }
+    for (int i = 0; i < st->n; i++) st->by_name[i] = i;
+    qsort_r(st->by_name, (size_t)st->n, sizeof *st->by_name, cmp_name_idx, st);
     for (int i = 1; i < st->n; i++)
-        if (strcmp(byname[i - 1]->name, byname[i]->name) == 0) {
-            fail(err, errlen, "%s: tensor '%s' appears twice in the header", label, show(byname[i]->name).s);
+        if (strcmp(st->tensors[st->by_name[i - 1]].name, st->tensors[st->by_name[i]].name) == 0) {
+            fail(err, errlen, "%s: tensor '%s' appears twice in the header", label, show(st->tensors[st->by_name[i]].name).s);
             goto done;
         }
     /* The ranges, sorted, must tile [0, data_bytes) exactly: no hole, no overlap, nothing past the end. */
-    qsort(st->tensors, (size_t)st->n, sizeof *st->tensors, cmp_begin);
     uint64_t expect = 0;
     for (int i = 0; i < st->n; i++) {
         SafeTensor *t = &st->tensors[i];
@@ -279,22 +380,26 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
         goto done;
     }
     rc = 0;
+    goto done;
+bad_json:
+    fail(err, errlen, "%s: header is not valid JSON (near byte %ld)", label, at);
 done:
-    free(byname);
-    cJSON_Delete(root);
+    cJSON_Delete(key); cJSON_Delete(val);
+    free(buf);
     if (rc) free_parsed(st);
     return rc;
 }
 
+static int cmp_name_idx(const void *a, const void *b, void *arg) {
+    const SafeTensors *st = arg;
+    return strcmp(st->tensors[*(const int *)a].name, st->tensors[*(const int *)b].name);
+}
+
 int safetensors_open(SafeTensors *st, const char *path, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return fail(err, errlen, "%s: not a regular file", path);
-    }
+    if (io_open_input(path, &fd, &sb, err, errlen)) return -1;   /* a FIFO is refused, not waited on */
     size_t size = (size_t)sb.st_size;
     void *map = NULL;
     if (size > 0) {
@@ -326,8 +431,14 @@ void safetensors_close(SafeTensors *st) {
 }
 
 const SafeTensor *safetensors_find(const SafeTensors *st, const char *name) {
-    for (int i = 0; i < st->n; i++)
-        if (strcmp(st->tensors[i].name, name) == 0) return &st->tensors[i];
+    int lo = 0, hi = st->n;   /* binary search in the name order */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(st->tensors[st->by_name[mid]].name, name);
+        if (c == 0) return &st->tensors[st->by_name[mid]];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 

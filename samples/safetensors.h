@@ -14,7 +14,10 @@
    formed: no read past the mapping, whatever the file says.
 
    A file truncated by another process while it is mapped raises SIGBUS on access, as with any mmap
-   reader; checkpoints are not expected to change under a running trainer.
+   reader; checkpoints are not expected to change under a running trainer. A FIFO or a directory is
+   refused before any read (tools/io_guard.h). The header is bounded by what a real one needs: a
+   tensor entry of more than 64 elements or 64 KiB (a dtype, at most 8 dimensions and 2 offsets take
+   15) is refused before cJSON builds anything, so a forged 100 MB header costs its bytes, not GBs.
 
    What it does not do: big-endian hosts, writing anything but F32/BF16/F16 data, or the F8/F4/F6
    dtypes beyond naming them in errors (they are listed as unsupported, not silently misread).
@@ -53,6 +56,7 @@ typedef struct {
     size_t map_bytes;
     int n;                 /* tensors, sorted by begin */
     SafeTensor *tensors;
+    int *by_name;          /* indexes into tensors in name order (safetensors_find's binary search) */
     int n_meta;            /* __metadata__ key/value pairs */
     char **meta_keys, **meta_values;
 } SafeTensors;

@@ -4,6 +4,7 @@
 #include "train.h"
 #include "checkpoint.h"
 #include "dpmem.h"
+#include "io_guard.h"
 #ifdef TRAIN_HAVE_CUDA_PLAN
 #include "cuda/kernels_cuda.h"
 #endif
@@ -182,6 +183,46 @@ static int choose_backend(KBackend *kb, const TrainConfig *c) {
     return 0;
 }
 
+/* Before anything is written: no output of the run (the log, --save's files) may be one of its
+   inputs (--data, the --init-from checkpoint's files) or another output. Saving over the --init-from
+   directory itself stays allowed: the checkpoint is read whole before --save replaces its files, each
+   written aside and renamed into place. The weight files are those ckpt_check opened. */
+static int check_paths(const TrainConfig *c, const CkptWeights *w) {
+    char save_files[4][4200], init_files[3][4200];
+    IoPath init[3 + 64], io[8 + 3 + 64];
+    int n_init = 0, n = 0;
+    static const char *const init_names[3] = { "config.json", "model.safetensors.index.json", "tokenizer.json" };
+    for (int i = 0; c->init_from && i < 3; i++) {
+        snprintf(init_files[i], sizeof init_files[i], "%s/%s", c->init_from, init_names[i]);
+        init[n_init++] = (IoPath){ init_files[i], "--init-from's", 0 };
+    }
+    for (int i = 0; w && i < w->n_files && i < 64; i++) init[n_init++] = (IoPath){ w->files[i].path, "--init-from's", 0 };
+    const char *log = c->log_path ? c->log_path : getenv("DPMEM_LOG");
+    IoPath log_path = { log && *log ? log : NULL, c->log_path ? "--log" : "DPMEM_LOG", 1 };
+    int over_base = 0;
+    if (c->save_dir && c->init_from) {
+        char a[4096], b[4096];
+        over_base = realpath(c->save_dir, a) && realpath(c->init_from, b) && strcmp(a, b) == 0;
+    }
+    io[n++] = (IoPath){ c->data_path, "--data", 0 };
+    io[n++] = log_path;
+    static const char *const save_names[4] = { "config.json", "model.safetensors", "adapter/adapter_model.safetensors",
+                                               "adapter/adapter_config.json" };
+    for (int i = 0; c->save_dir && i < 4; i++) {
+        snprintf(save_files[i], sizeof save_files[i], "%s/%s", c->save_dir, save_names[i]);
+        io[n++] = (IoPath){ save_files[i], "--save's", 1 };
+    }
+    for (int i = 0; !over_base && i < n_init; i++) io[n++] = init[i];
+    char err[9000];
+    int rc = io_check_outputs(io, n, err, sizeof err);
+    if (rc == 0 && over_base) {   /* --save over the base: only the log must stay off the checkpoint */
+        init[n_init++] = log_path;
+        rc = io_check_outputs(init, n_init, err, sizeof err);
+    }
+    if (rc) fprintf(stderr, "error: %s\n", err);
+    return rc;
+}
+
 static int error_code(const TrainState *s) {
     if (s->nonfinite) return 4;
     if (strncmp(s->kb->err, "out of memory", 13) == 0) return 3;
@@ -200,6 +241,18 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         llama_free(&m);
         return 0;
     }
+    /* Before anything is written or allocated: the checkpoint against the model (a config.json that
+       lies about its shapes fails now, not after the model's gigabytes), and the outputs against the
+       inputs. */
+    CkptWeights w;
+    memset(&w, 0, sizeof w);
+    if (c->init_from && ckpt_has_weights(c->init_from)) {   /* (a plan may come from config.json alone) */
+        char err[CKPT_ERR];
+        if (ckpt_check(&c->model, c->init_from, &w, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); return 1; }
+    }
+    int paths_bad = check_paths(c, c->init_from ? &w : NULL);
+    ckpt_weights_close(&w);
+    if (paths_bad) return 1;
     /* The log first: the backend's own buffers (the cuBLAS workspace) belong in it too. */
     if (c->log_path && dpmem_open(c->log_path) != 0) return 1;
     KBackend kb;
@@ -207,6 +260,8 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     kb.trace = st->trace; kb.trace_user = st->trace_user;
     const size_t backend_own = kb.live;   /* what the backend allocated for itself (cuBLAS workspace) */
     config_log(c);
+    dpmem_meta_int("config.mem_limit", (long long)kb.mem_limit);   /* in force: the flag's, or the default's */
+    dpmem_meta("config.mem_limit_from", c->mem_limit ? "--mem-limit" : kb.mem_limit ? "90% of MemAvailable" : "none");
     dpmem_meta("config.method", st->name);
     dpmem_meta("config.backend", kb.kind == KB_PLAN ? "plan" : kb.ops->name);
     dpmem_meta_int("config.threads", kb.nthreads);

@@ -8,10 +8,14 @@
    the file or over 100 MB, a header not starting with '{', invalid JSON, a NUL in the header, offsets
    past the end, overlapping tensors, a hole, a size that does not match shape x dtype, an unknown
    dtype, a duplicate name, bad shapes, trailing bytes, a non-string metadata value, a missing file.
-   Every corrupted image is parsed from a buffer of exactly its size, so ASan flags any over-read. */
+   Every corrupted image is parsed from a buffer of exactly its size, so ASan flags any over-read.
+   A forged 20 MB header (one shape of 10^7 dimensions) is refused without the memory a JSON tree of
+   it would take (cJSON's tree cost gigabytes at 100 MB), and a header of 200000 tensors is looked up
+   by name in log time. */
 #include "safetensors.h"
 
 #include <math.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,12 +262,64 @@ static void test_corrupt(const char *dir) {
     CHECK(safetensors_open(&st, dir, err, sizeof err) == -1 && strstr(err, "regular file"), "a directory: %s", err);
 }
 
+static long maxrss_kib(void) {
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    return r.ru_maxrss;
+}
+
+static void test_forged_header(void) {
+    const size_t dims = 10 * 1000 * 1000;
+    const char *head = "{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4],\"shape\":[", *tail = "1]}}";
+    size_t hl = strlen(head) + 2 * (dims - 1) + strlen(tail), k = 8;
+    unsigned char *img = malloc(8 + hl + 4);
+    if (!img) { CHECK(0, "out of memory for the forged header"); return; }
+    for (int i = 0; i < 8; i++) img[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(img + k, head, strlen(head)); k += strlen(head);
+    for (size_t i = 0; i + 1 < dims; i++) { img[k++] = '1'; img[k++] = ','; }
+    memcpy(img + k, tail, strlen(tail)); k += strlen(tail);
+    memset(img + k, 0, 4);
+    long before = maxrss_kib();
+    SafeTensors st;
+    char err[SAFETENSORS_ERR] = "";
+    int rc = safetensors_parse(&st, img, k + 4, "forged.safetensors", err, sizeof err);
+    long grew = maxrss_kib() - before;
+    CHECK(rc == -1 && strstr(err, "tensor 'a'") && strstr(err, "a tensor needs a dtype, at most 8 dimensions"),
+          "a 20 MB shape: rc %d, %s", rc, err);
+    CHECK(grew < 64 * 1024, "refusing a 20 MB header took %ld MiB more memory (the header itself is 20 MB)", grew / 1024);
+    free(img);
+
+    /* 200000 zero-size tensors: every one found by name, in log time. */
+    const int n = 200000;
+    char *json = malloc((size_t)n * 64 + 16);
+    size_t j = (size_t)sprintf(json, "{");
+    for (int i = 0; i < n; i++)
+        j += (size_t)sprintf(json + j, "%s\"t%06d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
+    sprintf(json + j, "}");
+    img = malloc(8 + strlen(json));
+    size_t m = image(img, json, 0);
+    rc = safetensors_parse(&st, img, m, "many.safetensors", err, sizeof err);
+    CHECK(rc == 0 && st.n == n, "200000 tensors: %s", err);
+    int found = 0;
+    for (int i = 0; rc == 0 && i < n; i += 997) {
+        char name[16];
+        snprintf(name, sizeof name, "t%06d", i);
+        const SafeTensor *t = safetensors_find(&st, name);
+        found += t && strcmp(t->name, name) == 0;
+    }
+    CHECK(rc != 0 || (found == (n + 996) / 997 && !safetensors_find(&st, "t") && !safetensors_find(&st, "t999999")),
+          "lookups by name: %d found", found);
+    if (rc == 0) safetensors_close(&st);
+    free(img); free(json);
+}
+
 int main(void) {
     char dir[] = "/tmp/test_ckpt_st_XXXXXX";
     if (!mkdtemp(dir)) { printf("FAIL: mkdtemp\n"); return 1; }
     test_conversions();
     test_write_read(dir);
     test_corrupt(dir);
+    test_forged_header();
     rmdir(dir);
     if (failures) { printf("%d check(s) failed\n", failures); return 1; }
     printf("safetensors: conversions, writer layout, read-back and corrupted files OK\n");
