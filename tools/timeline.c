@@ -16,8 +16,8 @@
 #define MAX_LANES 8
 #define MAX_DEPTH 64
 #define MAX_SNAPS 512
-#define MAX_SERIES 24             /* --by category: more categories than this are drawn as the largest
-                                     23 (the known ones first) and "other" (a legend holds ~20) */
+#define MAX_SERIES 24             /* --by category: with more categories than this, the 22 largest by
+                                     their own peak are drawn, then "other" and "?" (a legend holds ~20) */
 #define LANE_H 16
 #define TEXT2 2                   /* scale of titles, legends and tick labels */
 
