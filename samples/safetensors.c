@@ -341,11 +341,11 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
     if (sc.i != sc.n) { at = (long)sc.i; goto bad_json; }
 
     /* Names: sorted (an index for safetensors_find), and unique. */
-    qsort(st->tensors, (size_t)st->n, sizeof *st->tensors, cmp_begin);
+    if (st->n) qsort(st->tensors, (size_t)st->n, sizeof *st->tensors, cmp_begin);
     st->by_name = malloc(((size_t)st->n + 1) * sizeof *st->by_name);
     if (!st->by_name) { fail(err, errlen, "%s: out of memory", label); goto done; }
     for (int i = 0; i < st->n; i++) st->by_name[i] = i;
-    qsort_r(st->by_name, (size_t)st->n, sizeof *st->by_name, cmp_name_idx, st);
+    if (st->n) qsort_r(st->by_name, (size_t)st->n, sizeof *st->by_name, cmp_name_idx, st);
     for (int i = 1; i < st->n; i++)
         if (strcmp(st->tensors[st->by_name[i - 1]].name, st->tensors[st->by_name[i]].name) == 0) {
             fail(err, errlen, "%s: tensor '%s' appears twice in the header", label, show(st->tensors[st->by_name[i]].name).s);

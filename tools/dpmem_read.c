@@ -235,14 +235,17 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
         int64_t h = idset_find(&slots, tidx, 1, 1, &added);
         if (h < 0) { rc = -1; goto done; }
         if (added) {
+            uint32_t had = cap_thr;
             if (grow((void **)&L->threads, L->n_threads, &cap_thr, sizeof *L->threads)) { rc = -1; goto done; }
-            uint32_t *lc = realloc(last_chunk, (size_t)cap_thr * sizeof *lc);
-            if (lc) last_chunk = lc;
-            uint64_t *lt = realloc(last_ts, (size_t)cap_thr * sizeof *lt);
-            if (lt) last_ts = lt;
-            int64_t *no = realloc(name_off, (size_t)cap_thr * sizeof *no);
-            if (no) name_off = no;
-            if (!lc || !lt || !no) { rc = -1; goto done; }
+            if (cap_thr != had) {   /* the per-slot arrays grow with it (only then: a realloc may copy) */
+                uint32_t *lc = realloc(last_chunk, (size_t)cap_thr * sizeof *lc);
+                if (lc) last_chunk = lc;
+                uint64_t *lt = realloc(last_ts, (size_t)cap_thr * sizeof *lt);
+                if (lt) last_ts = lt;
+                int64_t *no = realloc(name_off, (size_t)cap_thr * sizeof *no);
+                if (no) name_off = no;
+                if (!lc || !lt || !no) { rc = -1; goto done; }
+            }
             slots.val[h] = L->n_threads;
             L->threads[L->n_threads] = (DpmemThread){ .index = tidx, .name = "", .first_chunk = L->n_chunks };
             last_chunk[L->n_threads] = UINT32_MAX;
