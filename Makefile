@@ -48,7 +48,9 @@ all: deps
 DEB_HEADERS := libstb-dev:/usr/include/stb/stb_image_write.h \
                libopenblas-dev:/usr/include/x86_64-linux-gnu/cblas.h \
                librandom123-dev:/usr/include/Random123/philox.h \
-               libcjson-dev:/usr/include/cjson/cJSON.h
+               libcjson-dev:/usr/include/cjson/cJSON.h \
+               libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h \
+               openmpi-bin:/usr/bin/orterun
 DEPS_STAMP := $(BUILD)/.deps-ok
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP):

@@ -57,6 +57,7 @@ DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 # prerequisites are expanded before trainer.mk is read (recipes are expanded later: they use its names).
 DP_CUDA_ON   := $(and $(filter 1,$(or $(TRAINER_CUDA),1)),$(KCUDA_LIB),$(filter-out 1,$(SAN)))
 DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h)
+DP_CUDA_DEPS += $(if $(and $(DP_CUDA_ON),$(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so)),$(BUILD)/obj/trainer/samples/comm_nccl.o)
 
 $(addprefix $(BUILD)/,$(DP_SAMPLES)): $(BUILD)/%: samples/%.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) $(DP_CUDA_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

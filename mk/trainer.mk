@@ -3,10 +3,15 @@
 
 TRAINER_CFLAGS  := -fopenmp
 TRAINER_LDLIBS  := -fopenmp -lopenblas -lcjson
+# Data parallelism over MPI (samples/comm.h): Debian's OpenMPI at its fixed place (under DEPS= where
+# packages were unpacked), so the flags are right on the first build, before the packages are there.
+MPI_PREFIX      := $(if $(DEPS),$(DEPS),/usr)/lib/x86_64-linux-gnu/openmpi
+TRAINER_CFLAGS  += -DHAVE_MPI -I$(MPI_PREFIX)/include -I$(MPI_PREFIX)/include/openmpi
+TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/lib -lmpi
 TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h tools/io_guard.h
 TRAINER_SRC     := kernels/kernels.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                    kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c \
-                   samples/checkpoint.c samples/safetensors.c samples/hf_config.c tools/io_guard.c
+                   samples/checkpoint.c samples/safetensors.c samples/hf_config.c tools/io_guard.c samples/comm.c samples/allreduce.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
 TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
 TRAINER_SRC     += $(TRAINER_CUDA_PLAN)
@@ -26,10 +31,14 @@ $(TRAINER_LIB): $(TRAINER_OBJ)
 # in the sanitizer build (the CUDA runtime does not run under ASan); TRAINER_CUDA=0 leaves it out.
 TRAINER_CUDA    ?= 1
 TRAINER_CUDA_ON := $(and $(filter 1,$(TRAINER_CUDA)),$(KCUDA_LIB),$(filter-out 1,$(SAN)))
+# NCCL (the toolkit's; in lib/ or lib64/) for the device all-reduce between GPU ranks (samples/comm_nccl.c).
+NCCL_LIBDIR     := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so))))
+TRAINER_NCCL_ON := $(and $(TRAINER_CUDA_ON),$(NCCL_LIBDIR),$(wildcard $(CUDA_HOME)/include/nccl.h))
 TRAINER_CUDA_LINK := $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB) \
+                     $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/comm_nccl.o -L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) -lnccl) \
                      -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++)
 
-$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB)) | $(DEPS_STAMP)
+$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB)) $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/comm_nccl.o) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 

@@ -1,6 +1,7 @@
 /* config.c — presets, flag parsing and validation for the sample trainers (see config.h). */
 #include "config.h"
 #include "checkpoint.h"
+#include "comm.h"
 #include "dpmem.h"
 #include "kernels.h"
 
@@ -70,6 +71,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "                   published Llama-3.2 shapes, tied, GQA, llama3 RoPE); flags below override it\n"
            "  --vocab N --dim N --layers N --heads N --kv-heads N --ffn N --tie-embeddings\n"
            "  --batch-size N  --seq-len N  --steps N  --warmup-steps N  --grad-accum N (physical batches per step)\n"
+           "  --ranks N (data parallel: under mpirun -np N each rank takes 1/N of --batch-size; without mpirun,\n"
+           "           with --device plan, the plan of one rank)\n"
            "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
            "  --device auto|cpu|cuda|plan  --plan-for cpu|cuda  --mem-limit BYTES (e.g. 2G)\n"
            "  --data FILE (llm.c .bin of uint16/uint32 tokens, else the file's bytes as tokens; default synthetic)\n"
@@ -181,6 +184,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--ffn")) { rc = parse_int_in(a, v, 1, HF_MAX_DIM, &c->model.ffn_dim); ffn_given = 1; }
         else if (!strcmp(a, "--batch-size")) rc = parse_int(a, v, 1, &c->batch_size);
         else if (!strcmp(a, "--seq-len")) rc = parse_int(a, v, 1, &c->seq_len);
+        else if (!strcmp(a, "--ranks")) rc = parse_int(a, v, 1, &c->ranks);
         else if (!strcmp(a, "--steps")) rc = parse_int(a, v, 0, &c->steps);
         else if (!strcmp(a, "--warmup-steps")) rc = parse_int(a, v, 0, &c->warmup_steps);
         else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, &c->grad_accum);
@@ -224,7 +228,35 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
             return -1;
         }
     }
-    return config_validate(c);
+    if (config_validate(c)) return -1;
+    return config_split_ranks(c);
+}
+
+int config_split_ranks(TrainConfig *c) {
+    if (comm_init(&g_comm)) return -1;
+    if (g_comm.mpi) {
+        if (c->ranks && c->ranks != g_comm.world) {
+            fprintf(stderr, "error: --ranks %d, but the job has %d ranks (mpirun -np)\n", c->ranks, g_comm.world);
+            return -1;
+        }
+    } else if (c->ranks > 1) {
+        if (strcmp(c->device, "plan") != 0) {
+            fprintf(stderr, "error: --ranks %d without mpirun plans only (--device plan); to train, launch "
+                    "mpirun -np %d ... instead\n", c->ranks, c->ranks);
+            return -1;
+        }
+        comm_plan_ranks(&g_comm, c->ranks);
+    }
+    if (g_comm.world > 1) {
+        if (c->batch_size % g_comm.world) {
+            fprintf(stderr, "error: --batch-size %d does not divide among %d ranks (each rank takes an equal share)\n",
+                    c->batch_size, g_comm.world);
+            return -1;
+        }
+        c->batch_size /= g_comm.world;
+        if (g_comm.rank > 0 && !c->quiet) c->quiet = 2;   /* rank 0 speaks for the job; errors still print */
+    }
+    return 0;
 }
 
 int config_validate(const TrainConfig *c) {

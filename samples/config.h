@@ -40,6 +40,9 @@ typedef struct {
     const char *run_name;  /* META "run" */
     int print_params, check_finite, quiet;   /* quiet: 1 no header/progress (--quiet), 2 no summary either */
     long long mem_limit;   /* bytes; 0 = none */
+    int ranks;             /* --ranks N: under mpirun it must be the job's size; without a launcher the plan
+                              backend plans rank 0 of N. After config_parse, batch_size is the per-rank share
+                              of the global --batch-size (samples/comm.h, g_comm: rank and world). */
 } TrainConfig;
 
 /* A trainer's own flags: return 2 when `flag` took `value`, 1 when it is a switch without value,
@@ -53,10 +56,13 @@ int config_preset(TrainConfig *c, const char *name);
 /* The preset names, for messages. */
 const char *config_preset_names(void);
 void config_defaults(TrainConfig *c);
-/* 0: parsed and valid; 1: --help was printed; -1: a one-line error was printed to stderr. */
+/* 0: parsed and valid; 1: --help was printed; -1: a one-line error was printed to stderr.
+   Joins the MPI job when launched by mpirun (comm_init) and divides --batch-size among the ranks. */
 int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, void *user, const char *extra_usage);
 /* The checks config_parse ends with (also for configs built in code): 0, or -1 with the error printed. */
 int config_validate(const TrainConfig *c);
+/* The part of config_parse that joins the job and shares the batch out (for configs built in code). */
+int config_split_ranks(TrainConfig *c);
 void config_usage(const char *prog, const char *extra_usage);
 /* META config.* for every field, and `run`. (config.mem_limit is the limit in force, which only the
    chosen backend knows: train_run writes it.) */

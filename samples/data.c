@@ -103,6 +103,15 @@ void data_next(DataLoader *d, int *inputs, int *targets, int B, int T) {
     }
 }
 
+void data_skip(DataLoader *d, long rows, int T) {
+    if (rows <= 0) return;
+    if (d->synthetic) { d->rng += (uint64_t)rows * (uint64_t)(T + 1) * 0x9E3779B97F4A7C15ull; return; }  /* T+1 draws a row */
+    for (long r = 0; r < rows; r++) {
+        if (d->pos + (size_t)T + 1 > d->n_tokens) d->pos = 0;
+        d->pos += (size_t)T;
+    }
+}
+
 void data_close(DataLoader *d) {
     if (d->tokens) { DPMEM_TAG_FREE(d->tokens); free(d->tokens); }
     d->tokens = NULL;

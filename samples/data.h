@@ -2,7 +2,9 @@
    20240520 with uint16 tokens, or 20240801 with uint32), otherwise the file's raw bytes as tokens
    (vocabulary >= 256), or synthetic random tokens from the seed. Each of the B rows of a batch is
    T+1 consecutive tokens (inputs, and targets shifted by one), walking the file and wrapping around.
-   Not here: tokenization, shuffling, sharding. */
+   Data parallelism (samples/comm.h): every rank walks the same stream and takes its own consecutive
+   share of each step's rows, skipping the others' (data_skip), so N ranks read what one process would.
+   Not here: tokenization, shuffling. */
 #ifndef DATA_H
 #define DATA_H
 #include <stddef.h>
@@ -21,5 +23,7 @@ typedef struct {
 int  data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed);
 /* inputs and targets: host arrays of B*T. */
 void data_next(DataLoader *d, int *inputs, int *targets, int B, int T);
+/* Passes over `rows` rows exactly as data_next would read them (other ranks' shares of a batch). */
+void data_skip(DataLoader *d, long rows, int T);
 void data_close(DataLoader *d);
 #endif

@@ -19,6 +19,7 @@
    Not here: the kernels (kernels/cpu/dp_*.c, kernels/cuda), the loop (train.c), LoRA's adapters (lora.c). */
 #include "dp_sgd.h"
 #include "checkpoint.h"
+#include "comm.h"
 #include "dpmem.h"
 #include "noise.h"
 #include "cuda/kernels_cuda.h"   /* plain C: the GPU twins' declarations and KCUDA_MAX_B */
@@ -57,6 +58,7 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     d->cfg = *dp;
     d->method_name = name;
     if (dp_config_check(dp)) return -1;
+    /* L: this rank's share of the logical batch (config_parse divided --batch-size among the ranks) */
     int L = cfg->batch_size, P = dp->max_physical_batch ? dp->max_physical_batch : L;
     if (cfg->grad_accum > 1) {
         fprintf(stderr, "error: DP trainers accumulate with --max-physical-batch-size, not --grad-accum\n");
@@ -64,10 +66,13 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     }
     if (P > L) P = L;
     if (!dp->poisson && L % P) {
-        fprintf(stderr, "error: --batch-size %d is not a multiple of --max-physical-batch-size %d\n", L, P);
+        if (g_comm.world > 1)
+            fprintf(stderr, "error: each rank's share %d of --batch-size %d is not a multiple of --max-physical-batch-size %d\n",
+                    L, L * g_comm.world, P);
+        else fprintf(stderr, "error: --batch-size %d is not a multiple of --max-physical-batch-size %d\n", L, P);
         return -1;
     }
-    d->logical_batch = L;
+    d->logical_batch = L * g_comm.world;   /* the sum is over every rank's samples: the noise and 1/L are the job's */
     d->physical_batch = P;
     cfg->batch_size = P;
     cfg->grad_accum = dp->poisson ? (int)ceil((L + 6.0 * sqrt((double)L) + 1.0) / P) : L / P;
@@ -231,6 +236,10 @@ static int init_inner(DpSgd *d, TrainState *s) {
             return -1;
     }
     if (!(s->cfg->quiet || d->cfg.quiet_dp)) {
+        if (g_comm.world > 1)
+            printf("DP-SGD: %d ranks, each with %d of the logical batch's %d samples (Poisson: the rows i with i mod %d = "
+                   "rank); the clipped sums are added across ranks before the noise, which every rank adds alike "
+                   "(one Philox stream)\n", g_comm.world, d->logical_batch / g_comm.world, d->logical_batch, g_comm.world);
         printf("DP-SGD: %s norms, %s clipping, C=%g, sigma=%.6g%s, delta=%g, logical batch %d (physical %d x %d), "
                "sample rate %.6g (%ld rows)%s\n",
                dp_norm_name(d->cfg.norm), d->cfg.norm == DP_NORM_DIRECT && d->cfg.clip == DP_CLIP_BK ? "per-sample-sum" : dp_clip_name(d->cfg.clip),
@@ -798,11 +807,13 @@ static void clip_factors(DpSgd *d, int B) {
     else dp_clip_factors(d->c, d->norm2, B, C);
 }
 
-/* The rows of this step: each of the dataset's rows with probability q, from (seed, step, row). */
+/* The rows of this step: each of the dataset's rows with probability q, from (seed, step, row); this
+   rank's share of them. */
 static void poisson_draw(DpSgd *d, TrainState *s) {
     const uint32_t q32 = (uint32_t)fmin(4294967295.0, d->sample_rate * 4294967296.0);
     d->n_rows = 0;
-    for (long i = 0; i < d->dataset_size; i++) {
+    /* with several ranks, rank r draws the rows i = r mod world: together they draw what one process would */
+    for (long i = g_comm.rank; i < d->dataset_size; i += g_comm.world) {
         philox4x32_ctr_t c = {{ (uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)s->step, 0x504F4953u /* "POIS" */ }};
         philox4x32_key_t k = {{ (uint32_t)d->seed, (uint32_t)(d->seed >> 32) }};
         if (philox4x32(c, k).v[0] >= q32) continue;
@@ -966,8 +977,21 @@ static void privatize(DpSgd *d, float *g, size_t n, uint64_t step, uint64_t offs
 }
 
 int dp_sgd_before_update(void *user, TrainState *s) {
-    DPMEM_SCOPE("noise");
     DpSgd *d = user;
+    if (d->n_lora && g_comm.world > 1) {
+        /* the adapters' clipped sums, added across ranks as the loop did for the model's gradients */
+        float **bufs = malloc(2 * (size_t)d->n_lora * sizeof *bufs);
+        size_t *ns = malloc(2 * (size_t)d->n_lora * sizeof *ns);
+        if (!bufs || !ns) { free(bufs); free(ns); return fail(d, "%s", "out of host memory (all-reduce)"); }
+        for (int k = 0; k < d->n_lora; k++) {
+            bufs[2 * k] = d->lora[k].dA; ns[2 * k] = (size_t)d->lora[k].r * d->lora[k].IC;
+            bufs[2 * k + 1] = d->lora[k].dB; ns[2 * k + 1] = (size_t)d->lora[k].OC * d->lora[k].r;
+        }
+        int rc = train_allreduce(s, bufs, ns, 2 * d->n_lora, "the LoRA gradient all-reduce");
+        free(bufs); free(ns);
+        if (rc) return -1;
+    }
+    DPMEM_SCOPE("noise");
     LlamaModel *m = &s->model;
     uint64_t offset = 0;
     for (int i = 0; i < m->n_params; i++) {

@@ -3,6 +3,7 @@
    and the closing summary. Not here: the model (llama.c) or any per-sample DP logic. */
 #include "train.h"
 #include "checkpoint.h"
+#include "comm.h"
 #include "dpmem.h"
 #include "io_guard.h"
 #ifdef TRAIN_HAVE_CUDA_PLAN
@@ -17,8 +18,8 @@
 
 #define TRY(x) do { if ((x) != 0) return -1; } while (0)
 
-enum { PH_DATA, PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_OPTIMIZER, PH_ZERO_GRAD };
-static const char *const PHASE_NAMES[6] = { "data", "forward", "loss", "backward", "optimizer_step", "zero_grad" };
+enum { PH_DATA, PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_OPTIMIZER, PH_ZERO_GRAD, PH_ALLREDUCE };
+static const char *const PHASE_NAMES[7] = { "data", "forward", "loss", "backward", "optimizer_step", "zero_grad", "allreduce" };
 static void phase_add(TrainState *s, int ph, uint64_t t0) { s->phase_s[ph] += (double)(dpmem_now_ns() - t0) * 1e-9; }
 
 int train_forward(TrainState *s) {
@@ -90,7 +91,11 @@ static int next_batch(TrainState *s) {
     DPMEM_SCOPE("data");
     uint64_t t0 = dpmem_now_ns();
     int N = s->cfg->batch_size * s->cfg->seq_len;
+    /* several ranks: each step's rows are the ranks' shares in rank order; this rank skips the others' */
+    const long share = (long)s->cfg->batch_size * s->cfg->grad_accum;
+    if (s->micro == 0) data_skip(&s->data, share * g_comm.rank, s->cfg->seq_len);
     data_next(&s->data, s->batch_host, s->batch_host + N, s->cfg->batch_size, s->cfg->seq_len);
+    if (s->micro == s->cfg->grad_accum - 1) data_skip(&s->data, share * (g_comm.world - 1 - g_comm.rank), s->cfg->seq_len);
     TRY(kbuf_upload(s->kb, s->model.tokens, s->batch_host, (size_t)N * sizeof(int)));
     TRY(kbuf_upload(s->kb, s->model.targets, s->batch_host + N, (size_t)N * sizeof(int)));
     phase_add(s, PH_DATA, t0);
@@ -106,7 +111,7 @@ static void human_bytes(char *buf, size_t n, double bytes) {
 
 static void print_summary(const TrainState *s, int steps, double secs, double first_loss) {
     const TrainConfig *c = s->cfg;
-    double tokens = (double)steps * c->batch_size * c->seq_len * c->grad_accum;
+    double tokens = (double)steps * c->batch_size * c->seq_len * c->grad_accum * g_comm.world;   /* the job's */
     char hb[32];
     if (kbackend_computes(s->kb))
         printf("done: %d steps in %.2f s | %.2f steps/s | %.0f tokens/s | loss %.4f -> %.4f\n", steps, secs,
@@ -117,11 +122,14 @@ static void print_summary(const TrainState *s, int steps, double secs, double fi
     if (steps > 0 && kbackend_computes(s->kb)) {
         double known = 0;
         printf("time per step (ms):");
-        for (int i = 0; i < 6; i++) { printf(" %s %.2f |", PHASE_NAMES[i], s->phase_s[i] * 1e3 / steps); known += s->phase_s[i]; }
+        const int nph = g_comm.world > 1 ? 7 : 6;
+        for (int i = 0; i < nph; i++) { printf(" %s %.2f |", PHASE_NAMES[i], s->phase_s[i] * 1e3 / steps); known += s->phase_s[i]; }
         printf(" other %.2f\n", (secs - known) * 1e3 / steps);   /* the strategy's own work, checks */
     }
     size_t peak = dpmem_peak_bytes(NULL);
     human_bytes(hb, sizeof hb, (double)peak);
+    if (g_comm.world > 1) printf("rank 0 of %d%s (each rank's memory is its own; every rank logs to its own file):\n",
+                                 g_comm.world, g_comm.planned ? ", planned" : "");
     printf("peak tagged memory: %zu bytes (%s); at the peak:\n", peak, hb);
     for (int i = 0; i < dpmem_category_count(); i++) {
         const char *cat = dpmem_category_name(i);
@@ -229,17 +237,28 @@ static int error_code(const TrainState *s) {
     return 1;
 }
 
+/* The process's exit code, after leaving the MPI job: a rank that failed ends every rank (they would
+   otherwise wait for it in the next all-reduce), a rank that succeeded finalizes. */
+static int train_end(int rc) {
+    if (g_comm.mpi && g_comm.world > 1 && rc != 0) {
+        fprintf(stderr, "error: rank %d of %d failed (exit %d): ending the job\n", g_comm.rank, g_comm.world, rc);
+        comm_abort(&g_comm, rc);
+    }
+    comm_finalize(&g_comm);
+    return rc;
+}
+
 int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     static const TrainStrategy vanilla = { .name = "vanilla" };
     const TrainStrategy *st = strategy ? strategy : &vanilla;
     const TrainConfig *c = cfg;
     if (c->print_params) {
         LlamaModel m;
-        if (llama_describe(&m, &c->model, c->batch_size, c->seq_len) != 0) return 1;
+        if (llama_describe(&m, &c->model, c->batch_size, c->seq_len) != 0) return train_end(1);
         for (int i = 0; st->frozen && i < m.n_params; i++) m.params[i].trainable = !st->frozen(st->user, &m.params[i]);
         llama_print_params(&m, stdout);
         llama_free(&m);
-        return 0;
+        return train_end(0);
     }
     /* Before anything is written or allocated: the checkpoint against the model (a config.json that
        lies about its shapes fails now, not after the model's gigabytes), and the outputs against the
@@ -248,20 +267,29 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     memset(&w, 0, sizeof w);
     if (c->init_from && ckpt_has_weights(c->init_from)) {   /* (a plan may come from config.json alone) */
         char err[CKPT_ERR];
-        if (ckpt_check(&c->model, c->init_from, &w, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); return 1; }
+        if (ckpt_check(&c->model, c->init_from, &w, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); return train_end(1); }
     }
     int paths_bad = check_paths(c, c->init_from ? &w : NULL);
     ckpt_weights_close(&w);
-    if (paths_bad) return 1;
+    if (paths_bad) return train_end(1);
     /* The log first: the backend's own buffers (the cuBLAS workspace) belong in it too. */
-    if (c->log_path && dpmem_open(c->log_path) != 0) return 1;
+    char rank_log[4096];
+    const char *log_path = c->log_path;
+    if (log_path && g_comm.world > 1 && !g_comm.planned) {   /* run.log -> run.rank3.log */
+        comm_rank_path(rank_log, sizeof rank_log, log_path, g_comm.rank);
+        log_path = rank_log;
+    }
+    if (log_path && dpmem_open(log_path) != 0) return train_end(1);
     KBackend kb;
-    if (choose_backend(&kb, c) != 0) { dpmem_close(); return 1; }
+    if (choose_backend(&kb, c) != 0) { dpmem_close(); return train_end(1); }
     kb.trace = st->trace; kb.trace_user = st->trace_user;
     const size_t backend_own = kb.live;   /* what the backend allocated for itself (cuBLAS workspace) */
     config_log(c);
     dpmem_meta_int("config.mem_limit", (long long)kb.mem_limit);   /* in force: the flag's, or the default's */
     dpmem_meta("config.mem_limit_from", c->mem_limit ? "--mem-limit" : kb.mem_limit ? "90% of MemAvailable" : "none");
+    dpmem_meta_int("comm.rank", g_comm.rank);
+    dpmem_meta_int("comm.world_size", g_comm.world);
+    dpmem_meta("comm.backend", g_comm.planned ? "planned" : g_comm.world > 1 && kb.space != 0 ? "nccl" : g_comm.backend);
     dpmem_meta("config.method", st->name);
     dpmem_meta("config.backend", kb.kind == KB_PLAN ? "plan" : kb.ops->name);
     dpmem_meta_int("config.threads", kb.nthreads);
@@ -269,7 +297,8 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     TrainState s;
     memset(&s, 0, sizeof s);
     s.cfg = c; s.kb = &kb;
-    s.loss_scale = 1.0f / ((float)c->batch_size * (float)c->seq_len * (float)c->grad_accum);
+    /* the mean over the job's batch: each rank's share, summed over the ranks by the all-reduce */
+    s.loss_scale = 1.0f / ((float)c->batch_size * (float)c->seq_len * (float)c->grad_accum * (float)g_comm.world);
     int rc = 1, strategy_ready = 0, steps_done = 0;
     double first_loss = 0.0, secs = 0.0;
     const size_t N = (size_t)c->batch_size * c->seq_len;
@@ -292,6 +321,12 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
                         st->frozen, st->user) != 0) goto fail;
         if (st->init && st->init(st->user, &s) != 0) goto fail;
         strategy_ready = 1;
+        /* every rank must build the same model on the same shapes (a rank with other flags would sum
+           gradients of another network) */
+        if (g_comm.world > 1 && (comm_check_same(&g_comm, (long long)s.model.bytes_params, "the model's size") ||
+                                 comm_check_same(&g_comm, c->seq_len, "--seq-len") ||
+                                 comm_check_same(&g_comm, (long long)c->batch_size * c->grad_accum, "the batch") ||
+                                 comm_check_same(&g_comm, c->steps, "--steps"))) { rc = 1; goto out; }
     }
     if (c->init_from) { /* its own phase, scope "checkpoint_load" */
         char err[CKPT_ERR];
@@ -320,6 +355,10 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
             else if (train_forward(&s) != 0 || train_backward(&s, NULL) != 0) goto fail;
             if (s.step == 0 && s.micro == 0) first_loss = s.loss;
         }
+        uint64_t ta = dpmem_now_ns();
+        if (train_allreduce_grads(&s) != 0) goto fail;
+        phase_add(&s, PH_ALLREDUCE, ta);
+        if (s.step == 0 && g_comm.world > 1) first_loss = s.loss;   /* the ranks' mean */
         if (st->before_update && st->before_update(st->user, &s) != 0) goto fail;
         uint64_t tp = dpmem_now_ns();
         { DPMEM_SCOPE("optimizer_step"); if (optimizer_step(&s) != 0) goto fail; }
@@ -339,8 +378,9 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         }
     }
     secs = (double)(dpmem_now_ns() - t0) * 1e-9;
+    if (train_check_ranks_agree(&s) != 0) goto fail;
     if (c->quiet < 2) print_summary(&s, steps_done, secs, first_loss);
-    if (c->save_dir) { /* scope "checkpoint_save" */
+    if (c->save_dir && g_comm.rank == 0) { /* scope "checkpoint_save"; every rank holds the same model */
         char err[CKPT_ERR];
         SafeTensorsDtype dt = !strcmp(c->save_dtype, "bf16") ? ST_BF16 : !strcmp(c->save_dtype, "f16") ? ST_F16 : ST_F32;
         if (ckpt_save(&s.model, c->save_dir, dt, c->init_from, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
@@ -356,6 +396,7 @@ fail:
     rc = error_code(&s);
 out:
     if (strategy_ready && st->destroy) st->destroy(st->user, &s);
+    train_allreduce_free(&s);
     llama_free(&s.model);
     if (rc == 0 && kb.live != backend_own) {
         fprintf(stderr, "error: %zu bytes still allocated on the backend at exit (a leak in the trainer)\n", kb.live - backend_own);
@@ -364,6 +405,6 @@ out:
     kbackend_destroy(&kb);
     if (s.batch_host) { DPMEM_TAG_FREE(s.batch_host); free(s.batch_host); }
     data_close(&s.data);
-    if (c->log_path) dpmem_close();
-    return rc;
+    if (log_path) dpmem_close();
+    return train_end(rc);
 }

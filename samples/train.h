@@ -6,6 +6,7 @@
        for each of grad_accum physical batches:
            scope "data"      next batch of tokens, uploaded to the backend
            strategy->physical_batch(user, s)       default: train_forward(s); train_backward(s, NULL)
+       scope "allreduce"   several ranks (mpirun): the gradients summed over them (train_allreduce_grads)
        strategy->before_update(user, s)            e.g. add noise, divide by the logical batch
        scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
        scope "zero_grad"       gradients := 0
@@ -60,7 +61,9 @@ typedef struct TrainState {
     float loss_scale;       /* 1/(B*T*grad_accum): the default backward's loss scale */
     int *batch_host;        /* host staging: inputs [B*T], then targets [B*T] */
     int nonfinite;          /* set when --check-finite found NaN/Inf */
-    double phase_s[6];      /* seconds spent in data, forward, loss, backward, optimizer_step, zero_grad */
+    double phase_s[7];      /* seconds spent in data, forward, loss, backward, optimizer_step, zero_grad, allreduce */
+    float *comm_bucket;     /* several ranks: the all-reduce's bucket (samples/allreduce.c) */
+    size_t comm_bucket_n;
 } TrainState;
 
 typedef struct TrainStrategy {
@@ -92,6 +95,19 @@ void train_prefer_passive_omp(char **argv);
    0 ok, 1 bad input or internal error, 3 out of memory (--mem-limit or the device), 4 non-finite
    values under --check-finite. Errors are one line on stderr. */
 int train_run(const TrainConfig *cfg, const TrainStrategy *strategy);
+
+/* Data parallelism (samples/comm.h, allreduce.c): sums over the ranks, in place, of `count` tensors of
+   ns[i] floats on the backend (NULL ones skipped), through the bucket comm/allreduce_bucket; scope
+   "allreduce". No-ops with one rank. train_allreduce_grads sums the trainable gradients (and makes
+   s->loss the ranks' mean); the loop calls it after the last physical batch, before before_update, so
+   a DP strategy's noise is added once, to the sum. 0, or -1 with kbackend_error / a line on stderr. */
+int  train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int count, const char *what);
+int  train_allreduce_grads(TrainState *s);
+void train_allreduce_free(TrainState *s);
+/* Several ranks: every rank must hold bit-identical parameters after training (DP-SGD adds the same
+   noise on every rank, so no broadcast is needed); a hash of them is compared (META comm.params_hash).
+   0, or -1 with an error naming the disagreement. */
+int  train_check_ranks_agree(TrainState *s);
 
 /* For strategies: forward + loss (scopes "forward", "loss"), sets s->loss. */
 int train_forward(TrainState *s);

@@ -1,0 +1,184 @@
+/* comm.c — ranks and collectives over MPI (see comm.h). Built with HAVE_MPI where mpicc was found
+   (mk/comm.mk); without it a process is always one rank and a launcher's environment is refused.
+   Collectives are non-blocking calls completed by polling (MPI_Test), so that a wait can end: a rank
+   that died would otherwise leave the others blocked in MPI_Allreduce forever. */
+#include "comm.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
+
+Comm g_comm = { 0, 1, 0, 0, 0, 600.0, "none" };
+int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *what) = NULL;
+
+static const char *launcher_env(void) {
+    static const char *const names[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", NULL };
+    for (int i = 0; names[i]; i++)
+        if (getenv(names[i])) return names[i];
+    return NULL;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int comm_init(Comm *c) {
+    if (c->mpi) return 0;
+    const char *to = getenv("DPMEM_COMM_TIMEOUT");
+    if (to && *to) {
+        char *end;
+        double v = strtod(to, &end);
+        if (*end || !(v > 0)) { fprintf(stderr, "error: DPMEM_COMM_TIMEOUT must be a number of seconds, got '%s'\n", to); return -1; }
+        c->timeout_s = v;
+    }
+    const char *env = launcher_env();
+    if (!env) return 0;
+#ifdef HAVE_MPI
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "error: launched by an MPI launcher (%s is set) but MPI_Init failed\n", env);
+        return -1;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->world);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &c->local_rank);
+        MPI_Comm_free(&node);
+    }
+    c->mpi = 1;
+    c->backend = "mpi";
+    return 0;
+#else
+    fprintf(stderr, "error: launched by an MPI launcher (%s is set), but this build has no MPI "
+            "(install OpenMPI, e.g. apt-get install libopenmpi-dev, and rebuild)\n", env);
+    return -1;
+#endif
+}
+
+void comm_plan_ranks(Comm *c, int ranks) {
+    if (c->mpi || ranks <= 1) return;
+    c->world = ranks;
+    c->rank = 0;
+    c->planned = 1;
+}
+
+void comm_finalize(Comm *c) {
+#ifdef HAVE_MPI
+    if (c->mpi) MPI_Finalize();
+#endif
+    c->mpi = 0;
+}
+
+void comm_abort(Comm *c, int code) {
+#ifdef HAVE_MPI
+    if (c->mpi) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    (void)c;
+    exit(code);
+}
+
+#ifdef HAVE_MPI
+/* Completes a request within the timeout; a few milliseconds of spinning (latency), then polls with
+   short sleeps (so a waiting rank leaves the core to the ranks still computing). */
+static int wait_request(Comm *c, MPI_Request *req, const char *what) {
+    const double t0 = now_s();
+    for (long k = 0;; k++) {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            fprintf(stderr, "error: rank %d: %s failed in MPI (another rank died?)\n", c->rank, what);
+            return -1;
+        }
+        if (done) return 0;
+        const double el = now_s() - t0;
+        if (el > c->timeout_s) {
+            fprintf(stderr, "error: rank %d: %s did not complete in %.0f s (DPMEM_COMM_TIMEOUT): another rank died "
+                    "or is stuck; ending the job\n", c->rank, what, c->timeout_s);
+            return -1;
+        }
+        if (el > 0.002) {
+            struct timespec ts = { 0, 100000 };   /* 0.1 ms */
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static int allreduce(Comm *c, void *buf, size_t n, MPI_Datatype type, size_t elem, const char *what) {
+    /* MPI counts are int: large buffers go in pieces */
+    const size_t piece = (size_t)1 << 30;
+    for (size_t off = 0; off < n; off += piece) {
+        const size_t k = n - off < piece ? n - off : piece;
+        MPI_Request req;
+        if (MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + off * elem, (int)k, type, MPI_SUM, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+            fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what);
+            return -1;
+        }
+        if (wait_request(c, &req, what)) return -1;
+    }
+    return 0;
+}
+#endif
+
+int comm_allreduce_float(Comm *c, float *buf, size_t n, const char *what) {
+#ifdef HAVE_MPI
+    if (c->mpi && c->world > 1) return allreduce(c, buf, n, MPI_FLOAT, sizeof(float), what);
+#endif
+    (void)c; (void)buf; (void)n; (void)what;
+    return 0;
+}
+
+int comm_allreduce_double(Comm *c, double *buf, size_t n, const char *what) {
+#ifdef HAVE_MPI
+    if (c->mpi && c->world > 1) return allreduce(c, buf, n, MPI_DOUBLE, sizeof(double), what);
+#endif
+    (void)c; (void)buf; (void)n; (void)what;
+    return 0;
+}
+
+int comm_check_same(Comm *c, long long value, const char *what) {
+#ifdef HAVE_MPI
+    if (c->mpi && c->world > 1) {
+        long long mm[2] = { value, -value };
+        MPI_Request req;
+        if (MPI_Iallreduce(MPI_IN_PLACE, mm, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+            wait_request(c, &req, what))
+            return -1;
+        if (mm[0] != -mm[1]) {
+            fprintf(stderr, "error: rank %d: the ranks disagree on %s (this rank %lld, others between %lld and %lld): "
+                    "start every rank with the same flags\n", c->rank, what, value, -mm[1], mm[0]);
+            return -1;
+        }
+    }
+#endif
+    (void)c; (void)value; (void)what;
+    return 0;
+}
+
+int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what) {
+#ifdef HAVE_MPI
+    if (c->mpi && c->world > 1) {
+        MPI_Request req;
+        if (MPI_Ibcast(buf, (int)n, MPI_BYTE, root, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+            fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what);
+            return -1;
+        }
+        return wait_request(c, &req, what);
+    }
+#endif
+    (void)c; (void)buf; (void)n; (void)root; (void)what;
+    return 0;
+}
+
+void comm_rank_path(char *out, size_t n, const char *path, int rank) {
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    if (dot && (!slash || dot > slash + 1)) snprintf(out, n, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
+    else snprintf(out, n, "%s.rank%d", path, rank);
+}

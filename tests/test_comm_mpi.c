@@ -1,0 +1,171 @@
+/* test_comm_mpi.c — data-parallel training over MPI (samples/comm.h) through the samples as a user
+   runs them: `mpirun -np 2 build/train_X ...` against the same logical batch in one process.
+   Each run trains 3 steps of the tiny model (1 thread a rank) with plain SGD at lr 1 and saves it
+   (f32); u = max|w_1 − w_0| is the single process's update (w_0: the same run at lr 0), and
+     - σ = 0, every --norm × --clip, vanilla, LoRA, Poisson sampling (a token file) and a tied model:
+       max|w_2ranks − w_1| ≤ 1e-4·u (fp32 sums in another order; a rank's shard lost, doubled or
+       not clipped moves the weights by ~u);
+     - σ = 1: the ranks hold identical parameters (the trainer checks a hash of them and says so) and
+       they equal the single process's (≤ 1e-4·u): the noise is added once, the same stream;
+     - the plan of one rank (--device plan --ranks 2) is rank 0's measured peak, byte for byte;
+     - per-rank logs run.rank0.log, run.rank1.log with META comm.rank / comm.world_size;
+     - a rank that fails (rank 1 out of memory: its own --mem-limit) or is killed (a CPU-time limit:
+       SIGKILL) ends the job with a non-zero exit within seconds, and rank 0's log stays readable;
+     - bad command lines: --ranks that is not the job's size, --ranks without mpirun outside a plan,
+       a batch that does not divide among the ranks.
+   SKIP (77) when mpirun is missing. Binaries through DPMEM_BUILD; mpirun may run as root here
+   (OMPI_ALLOW_RUN_AS_ROOT*); LeakSanitizer is off in the ranks (OpenMPI's own allocations at exit). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_dp_common.h"
+#include "test_saved_model.h"
+
+static char tmp[64];
+static char out[1 << 16];
+static const char *MPIRUN = "mpirun --oversubscribe -np 2";
+
+/* A command line (through sh), stdout+stderr into out; the exit status. */
+static int sh(const char *fmt, const char *a, const char *b, const char *c) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, fmt, a, b, c);
+    char full[4200];
+    snprintf(full, sizeof full, "cd %s && %s 2>&1", tmp, cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = 0;
+    while (fgetc(p) != EOF) {}
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static const char *B;   /* absolute build dir */
+static const char *COMMON = "--model tiny --seq-len 16 --steps 3 --threads 1 --seed 5 --optimizer sgd --weight-decay 0 "
+                            "--warmup-steps 0 --quiet --save-dtype f32";
+
+/* prog with args, in one process (np 1) or two ranks, saved as tmp/name; 0 and the model, or -1. */
+static int train(const char *prog, const char *args, int np, const char *name, Model *m) {
+    char line[2048];
+    snprintf(line, sizeof line, "%s%s%s/%s %s --save %s", np > 1 ? MPIRUN : "", np > 1 ? " " : "", B, prog, COMMON, name);
+    int rc = sh("%s %s%s", line, args, "");
+    CHECK(rc == 0, "%s %s (np %d): exit %d\n%.3000s", prog, args, np, rc, out);
+    if (rc) return -1;
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    return load(dir, m);
+}
+
+/* The same configuration in one process and in two ranks: weights within 1e-4 of the update. */
+static void same(const char *prog, const char *args, const char *what) {
+    Model w0, w1, w2;
+    char a0[1024];
+    snprintf(a0, sizeof a0, "%s --lr 0", args);
+    if (train(prog, a0, 1, "w0", &w0)) return;
+    if (train(prog, args, 1, "w1", &w1)) { unload(&w0); return; }
+    if (train(prog, args, 2, "w2", &w2)) { unload(&w0); unload(&w1); return; }
+    const double u = maxdiff(&w1, &w0), e = maxdiff(&w2, &w1);
+    CHECK(u > 1e-4, "%s: the update is %g (the comparison would say nothing)", what, u);
+    CHECK(e >= 0 && e <= 1e-4 * u, "%s: 2 ranks vs 1 process: max |w2 - w1| = %g, update %g", what, e, u);
+    if (e >= 0 && e <= 1e-4 * u) printf("ok   %-44s 2 ranks = 1 process: max diff %.3g, update %.3g\n", what, e, u);
+    unload(&w0); unload(&w1); unload(&w2);
+}
+
+static long long peak_of(const char *text) {
+    const char *p = strstr(text, "peak tagged memory: ");
+    return p ? atoll(p + 20) : -1;
+}
+
+int main(void) {
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        printf("SKIP test_comm_mpi: no mpirun (Debian's openmpi-bin): data parallelism not checked\n");
+        return 77;
+    }
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    static char absb[1024];
+    if (!realpath(build_dir(), absb)) { printf("FAIL: no build dir %s\n", build_dir()); return 1; }
+    B = absb;
+    snprintf(tmp, sizeof tmp, "/tmp/test_comm_mpi.XXXXXX");
+    if (!mkdtemp(tmp)) { printf("FAIL: mkdtemp\n"); return 1; }
+
+    /* a token file for Poisson sampling (it draws rows of the dataset) */
+    {
+        char path[256];
+        snprintf(path, sizeof path, "%s/tok.bin", tmp);
+        FILE *f = fopen(path, "wb");
+        for (int i = 0; f && i < 4096; i++) fputc((i * 131 + i / 7) % 251, f);
+        if (f) fclose(f);
+    }
+    /* σ = 0: every method, two ranks = one process */
+    same("train_vanilla", "--batch-size 4 --lr 1", "vanilla (batch 4)");
+    same("train_vanilla", "--batch-size 4 --grad-accum 2 --lr 1", "vanilla (batch 4, 2 accumulated)");
+    static const char *norms[] = { "direct", "ghost", "flash", "mixed" }, *clips[] = { "bk", "twopass" };
+    char args[512], what[128];
+    for (int n = 0; n < 4; n++)
+        for (int c = 0; c < 2; c++) {
+            snprintf(args, sizeof args, "--norm %s --clip %s --batch-size 8 --max-physical-batch-size 2 --noise-multiplier 0 "
+                     "--max-grad-norm 0.1 --lr 1", norms[n], clips[c]);
+            snprintf(what, sizeof what, "%s+%s (logical 8, physical 2)", norms[n], clips[c]);
+            same("train_dpsgd", args, what);
+        }
+    same("train_lora", "--lora-rank 4 --batch-size 4 --noise-multiplier 0 --max-grad-norm 0.1 --lr 1", "LoRA (flash+bk)");
+    same("train_flash", "--poisson --data tok.bin --vocab 256 --batch-size 8 --max-physical-batch-size 4 --noise-multiplier 0 "
+                        "--max-grad-norm 0.1 --lr 1", "Poisson sampling (token file)");
+    same("train_flash", "--tie-embeddings --batch-size 4 --noise-multiplier 0 --max-grad-norm 0.1 --lr 1", "tied embeddings (flash+bk)");
+    /* σ = 1: identical on every rank, and the single process's noise */
+    same("train_flash", "--batch-size 4 --noise-multiplier 1 --max-grad-norm 0.1 --lr 1", "sigma 1: the same noise as 1 process");
+    int rc = sh("%s %s/train_flash --model tiny --seq-len 16 --steps 2 --threads 1 --batch-size 4 --noise-multiplier 1 --log run.log",
+                MPIRUN, B, "");
+    CHECK(rc == 0 && strstr(out, "all 2 ranks hold identical parameters (hash "), "sigma 1: no identical-parameters line: %.2000s", out);
+    char path[512];
+    for (int r = 0; r < 2; r++) {
+        snprintf(path, sizeof path, "%s/run.rank%d.log", tmp, r);
+        CHECK(access(path, R_OK) == 0, "no per-rank log %s", path);
+    }
+    char meta_cmd[1024];
+    snprintf(meta_cmd, sizeof meta_cmd, "%s/dpmem-trace run.rank1.log -o -", B);
+    rc = sh("%s | grep -o '\"comm.[a-z_]*\":\"[^\"]*\"' | tr '\\n' ' '", meta_cmd, "", "");
+    CHECK(strstr(out, "\"comm.rank\":\"1\"") && strstr(out, "\"comm.world_size\":\"2\"") && strstr(out, "\"comm.backend\":\"mpi\""),
+          "rank 1's log lacks its META comm.*: %s", out);
+    /* the plan of one rank = rank 0's measured peak */
+    rc = sh("%s %s/train_flash --model tiny --seq-len 32 --batch-size 8 --max-physical-batch-size 2 --steps 2 --threads 1", MPIRUN, B, "");
+    long long measured = peak_of(out);
+    char plan[512];
+    snprintf(plan, sizeof plan, "%s/train_flash --model tiny --seq-len 32 --batch-size 8 --max-physical-batch-size 2 --steps 2 "
+             "--threads 1 --device plan --ranks 2", B);
+    rc = sh("%s", plan, "", "");
+    long long planned = peak_of(out);
+    CHECK(rc == 0 && measured > 0 && planned == measured, "plan of one rank %lld bytes, rank 0 measured %lld", planned, measured);
+    if (planned == measured && measured > 0) printf("ok   plan of one rank of 2 = rank 0's measured peak = %lld bytes\n", measured);
+    /* a rank that fails, and one that is killed: the job ends, rank 0's log is readable */
+    rc = sh("timeout 60 mpirun --oversubscribe -np 1 %s/train_flash --model tiny --steps 1000 --threads 1 --quiet --log dead.log : "
+            "-np 1 %s/train_flash --model tiny --steps 1000 --threads 1 --quiet --log dead.log --mem-limit 1M", B, B, "");
+    CHECK(rc != 0 && rc != 124 && strstr(out, "rank 1 of 2 failed (exit 3)"), "a failing rank: exit %d, want non-zero without a hang "
+          "and 'rank 1 of 2 failed':\n%.2000s", rc, out);
+    rc = sh("timeout 60 mpirun --oversubscribe -np 1 %s/train_flash --model tiny --steps 100000 --threads 1 --quiet --log killed.log : "
+            "-np 1 sh -c 'ulimit -t 2; exec %s/train_flash --model tiny --steps 100000 --threads 1 --quiet --log killed.log'", B, B, "");
+    CHECK(rc != 0 && rc != 124, "a killed rank: exit %d, want non-zero without a hang:\n%.2000s", rc, out);
+    rc = sh("%s/dpmem-report killed.rank0.log", B, "", "");
+    CHECK(rc == 0 && strstr(out, "peak total"), "rank 0's log after rank 1 was killed is not readable: exit %d\n%.1500s", rc, out);
+    /* bad command lines */
+    rc = sh("%s %s/train_flash --model tiny --steps 1 --ranks 3", MPIRUN, B, "");
+    CHECK(rc != 0 && strstr(out, "--ranks 3, but the job has 2 ranks"), "--ranks 3 under -np 2: exit %d: %.1000s", rc, out);
+    rc = sh("%s/train_flash --model tiny --steps 1 --ranks 2", B, "", "");
+    CHECK(rc == 1 && strstr(out, "plans only (--device plan)"), "--ranks without mpirun: exit %d: %s", rc, out);
+    rc = sh("%s %s/train_flash --model tiny --steps 1 --batch-size 3", MPIRUN, B, "");
+    CHECK(rc != 0 && strstr(out, "does not divide among 2 ranks"), "--batch-size 3 on 2 ranks: exit %d: %.1000s", rc, out);
+
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s", tmp);
+    if (system(rm) != 0) printf("note: could not remove %s\n", tmp);
+    if (failures) { printf("test_comm_mpi: %d failures\n", failures); return 1; }
+    printf("test_comm_mpi: OK (2 ranks = 1 process for vanilla, 8 norm x clip, LoRA, Poisson, tied; the same noise; "
+           "plan per rank exact; a failing or killed rank ends the job)\n");
+    return 0;
+}
