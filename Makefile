@@ -1,5 +1,6 @@
 # dpmem — top-level build.  `make` builds what this machine can build, `make test` runs the suite
-# (then again under ASan+UBSan), `make bench` prints the benchmark tables, `make demo` is the main job.
+# (then again under ASan+UBSan), `make bench` prints the benchmark tables (QUICK=1: the short run),
+# `make demo` is the main job.
 # Each area of the tree has its own fragment in mk/ that appends to ALL, TESTS and BENCHES.
 #
 # Variables: CC, CXX, CUDA_HOME (/usr/local/cuda), BUILD (build), DEPS (a prefix such as .deps/usr
@@ -78,8 +79,9 @@ sanitize:
 demo: all
 	@sh samples/demo.sh $(BUILD)
 
+# The plan (each program's time last time here), progress lines, and QUICK=1 for the short variants.
 bench: all $(BENCHES)
-	@for b in $(BENCHES); do echo; echo "== $$b"; $$b || exit 1; done
+	@sh bench/run_benches.sh $(if $(filter 1,$(QUICK)),--quick) $(BUILD) $(BENCHES)
 
 clean:
 	rm -rf $(BUILD)

@@ -14,7 +14,8 @@
    to fp32, docs/LEVERS.md), so bf16 costs time here; a GPU's tensor cores make it faster. The
    memory ratios are what the levers save on this model; docs/LEVERS.md has the planned ones at
    Llama-3.2 sizes.
-   Usage: bench_levers [--quick] (--quick: 2 rounds; default 5).
+   Usage: bench_levers [--quick] (--quick or DPMEM_BENCH_QUICK=1: 1 round at T = 128, indicative
+   only; default 5 rounds at 256).
    Not here: the plan figures (docs/LEVERS.md, from tools/run_experiments --plan), GPU runs. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
@@ -56,6 +57,7 @@ static void timed_destroy(void *user, TrainState *s) {
 enum { STEPS = 3, MAX_ROUNDS = 9, NMETH = 3, NCONF = 4 };
 static const char *METHODS[NMETH] = { "vanilla", "flash+bk", "ghost+twopass" };
 static const char *CONFS[NCONF] = { "fp32", "bf16", "fp32+ckpt", "bf16+ckpt" };
+static int seq_len = 256;   /* 128 in the quick run */
 
 /* One run: the steady step's wall and CPU seconds, the peak tagged bytes. */
 static int measure(int method, int conf, double *wall, double *cpu, size_t *peak) {
@@ -63,7 +65,7 @@ static int measure(int method, int conf, double *wall, double *cpu, size_t *peak
     config_defaults(&cfg);
     config_preset(&cfg, "small");
     cfg.model.n_layers = 2; cfg.model.vocab_size = 8000;
-    cfg.seq_len = 256; cfg.batch_size = 4; cfg.steps = STEPS; cfg.quiet = 2; cfg.run_name = "bench_levers";
+    cfg.seq_len = seq_len; cfg.batch_size = 4; cfg.steps = STEPS; cfg.quiet = 2; cfg.run_name = "bench_levers";
     snprintf(cfg.device, sizeof cfg.device, "cpu");
     cfg.model.precision = conf & 1;
     cfg.model.checkpoint_activations = conf >> 1;
@@ -107,13 +109,15 @@ static void load(const char *when) {
 
 int main(int argc, char **argv) {
     train_prefer_passive_omp(argv);
-    const int rounds = argc > 1 && !strcmp(argv[1], "--quick") ? 2 : 5;
+    const int quick = (argc > 1 && !strcmp(argv[1], "--quick")) || (getenv("DPMEM_BENCH_QUICK") && !strcmp(getenv("DPMEM_BENCH_QUICK"), "1"));
+    const int rounds = quick ? 1 : 5;
+    if (quick) seq_len = 128;
     static double wall[NMETH][NCONF][MAX_ROUNDS], cpu[NMETH][NCONF][MAX_ROUNDS];
     size_t peak[NMETH][NCONF];
     int failed = 0;
-    printf("The levers on the CPU: small preset with 2 layers, vocabulary 8000, B=4, T=256, %d OpenMP threads; "
+    printf("The levers on the CPU: small preset with 2 layers, vocabulary 8000, B=4, T=%d, %d OpenMP threads; "
            "%d interleaved rounds, medians; ratios to the same method's fp32 run without checkpointing\n",
-           kcpu_max_threads(), rounds);
+           seq_len, kcpu_max_threads(), rounds);
     printf("(bf16 GEMMs here: %s)\n", kcpu_have_sbgemm() ? "OpenBLAS cblas_sbgemm" : "operands widened to fp32 (this OpenBLAS has no cblas_sbgemm)");
     load("before");
     {   /* warm-up: the process's first run pays for OpenBLAS/OpenMP start-up */

@@ -99,7 +99,7 @@ static void bench_plan(void) {
 
 int main(int argc, char **argv) {
     train_prefer_passive_omp(argv);
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    int quick = (argc > 1 && !strcmp(argv[1], "--quick")) || (getenv("DPMEM_BENCH_QUICK") && !strcmp(getenv("DPMEM_BENCH_QUICK"), "1"));
     printf("Vanilla trainer on this machine's CPU (%d OpenMP threads, OpenBLAS single-threaded per thread)\n",
            kcpu_max_threads());
     printf("| model  | B |    T | step (ms) | tokens/s | sgemm GF/s | GEMM floor (ms) | ratio | peak MiB |\n");

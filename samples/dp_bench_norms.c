@@ -4,7 +4,7 @@
    same layer measured in the same run (what a non-DP step spends on that layer's weights), with the
    flop floor of the norm beside it: min(2T²(IC+OC), 2T·IC·OC) / (2T·IC·OC).
 
-   Shapes: batch 4, T = 128, 512, 1024, the square projection (C×C) and the FFN projection (C×F) of
+   Shapes: batch 4, T = 128, 512, 1024 (DPMEM_BENCH_QUICK=1: tiny at T = 128, 512 only), the square projection (C×C) and the FFN projection (C×F) of
    the "tiny" (C=64, F=256) and "small" (C=512, F=1536) presets. Not here: whole training steps (the
    trainer benchmark), GPU kernels. */
 #include "dp_kernels.h"
@@ -12,6 +12,7 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void) {
@@ -33,14 +34,15 @@ static void *xmalloc(size_t n) {
 
 int main(void) {
     const int B = 4, R = 128;
+    const int quick = getenv("DPMEM_BENCH_QUICK") && !strcmp(getenv("DPMEM_BENCH_QUICK"), "1");   /* make bench QUICK=1 */
     const struct { const char *model; int C, F; } models[] = { { "tiny", 64, 256 }, { "small", 512, 1536 } };
     const int Ts[] = { 128, 512, 1024 };
     printf("per-sample norms of one linear layer, batch %d, flash tile %d; ratios to the weight gradient Gᵀ A\n", B, R);
     printf("%-6s %5s %9s %9s | %8s %7s %7s %7s %7s %7s | %9s %9s %9s | %8s %8s\n", "model", "T", "layer",
            "dW ms", "floor", "direct", "ghost", "flash", "mixed", "bk", "psg MB", "gram MB", "tile KB",
            "ghost IO", "flash IO");
-    for (int m = 0; m < 2; m++)
-        for (int ti = 0; ti < 3; ti++)
+    for (int m = 0; m < (quick ? 1 : 2); m++)
+        for (int ti = 0; ti < (quick ? 2 : 3); ti++)
             for (int layer = 0; layer < 2; layer++) {
                 int T = Ts[ti], IC = models[m].C, OC = layer ? models[m].F : models[m].C;
                 size_t na = (size_t)B * T * IC, ng = (size_t)B * T * OC;

@@ -9,7 +9,8 @@
    step time is the fastest steady step (step 0 allocates and is excluded; tiny runs 10 steps,
    small 3; at T = 1024 the fastest of two rounds), taken from the step boundaries the strategy sees, as wall time and as the
    process's CPU time (all threads): on a shared machine the CPU-time ratio is the steadier one.
-   Usage: dp_bench_train [--quick] (--quick: tiny only; the full table takes 10-20 minutes here).
+   Usage: dp_bench_train [--quick] (--quick or DPMEM_BENCH_QUICK=1: tiny at T = 128, 512, 4 steps; the full
+   table takes 10-20 minutes here).
    Not here: kernel-level figures (dp_bench_norms.c), GPU runs. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
@@ -17,6 +18,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -116,7 +118,7 @@ static double flop_ratio(const char *preset, int T, int mixed) {
 
 int main(int argc, char **argv) {
     train_prefer_passive_omp(argv);                /* as the trainers: idle OpenMP threads sleep */
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    int quick = (argc > 1 && !strcmp(argv[1], "--quick")) || (getenv("DPMEM_BENCH_QUICK") && !strcmp(getenv("DPMEM_BENCH_QUICK"), "1"));
     const char *presets[] = { "tiny", "small" };
     const int Ts[] = { 128, 512, 1024 };
     const char *names[] = { "vanilla", "direct", "ghost+twopass", "flash+bk", "mixed+bk" };
@@ -130,8 +132,8 @@ int main(int argc, char **argv) {
         measure("tiny", 128, 3, 0, &s, &cpu, &peak);
     }
     for (int p = 0; p < (quick ? 1 : 2); p++)
-        for (int ti = 0; ti < 3; ti++) {
-            int T = Ts[ti], steps = p == 0 ? 10 : 3;
+        for (int ti = 0; ti < (quick ? 2 : 3); ti++) {
+            int T = Ts[ti], steps = quick ? 4 : p == 0 ? 10 : 3;
             double v_s = 0, v_cpu = 0, flops_flash = flop_ratio(presets[p], T, 0), flops_mixed = flop_ratio(presets[p], T, 1);
             size_t v_peak = 0;
             /* At the goal's T every method runs twice, in two rounds (vanilla, ..., mixed+bk, then

@@ -5,7 +5,7 @@
    measures parsing, checks and conversion, not the disk). The baseline is a plain memcpy of the same
    fp32 bytes between two buffers of the process (the floor for filling the parameters). Best of 3.
    Printed: milliseconds, GB/s of parameter bytes written, ratio to the baseline.
-   BENCH_CKPT_LAYERS=n changes the depth (default 4). Not a test: it asserts nothing but success. */
+   BENCH_CKPT_LAYERS=n changes the depth (default 4; 1 with DPMEM_BENCH_QUICK=1). Not a test: it asserts nothing but success. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
 
@@ -26,7 +26,7 @@ int main(void) {
     LlamaConfig c;
     memset(&c, 0, sizeof c);
     snprintf(c.preset, sizeof c.preset, "bench");
-    c.vocab_size = 32000; c.dim = 512; c.n_layers = getenv("BENCH_CKPT_LAYERS") ? atoi(getenv("BENCH_CKPT_LAYERS")) : 4;
+    c.vocab_size = 32000; c.dim = 512; c.n_layers = getenv("BENCH_CKPT_LAYERS") ? atoi(getenv("BENCH_CKPT_LAYERS")) : (getenv("DPMEM_BENCH_QUICK") && !strcmp(getenv("DPMEM_BENCH_QUICK"), "1")) ? 1 : 4;
     c.n_heads = 8; c.n_kv_heads = 8; c.ffn_dim = llama_ffn_dim(512); c.rope_theta = 10000; c.norm_eps = 1e-6f;
     if (c.n_layers < 1) c.n_layers = 1;
     KBackend kb;

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { REPS = 7 };
 static long N = 200000;   /* a burst: the log (13 MB per run) stays in the page cache */
@@ -94,6 +95,7 @@ static double two_threads(void *(*fn)(void *)) {
 
 int main(int argc, char **argv) {
     if (argc > 1) N = atol(argv[1]);
+    else if (getenv("DPMEM_BENCH_QUICK") && !strcmp(getenv("DPMEM_BENCH_QUICK"), "1")) N = 50000;   /* make bench QUICK=1 */
     char path[512];
     const char *b = getenv("DPMEM_BUILD");
     snprintf(path, sizeof path, "%s/tmp/bench_kit.log", b && *b ? b : "build");

@@ -3,7 +3,8 @@
    $(BUILD)/bench/, then dpmem-render, dpmem-report and dpmem-trace run on each as child processes:
    wall time and peak RSS. The baseline, measured in the same run, is one merged pass of the reader
    over the same log (open + iterate every event): each tool's time is also given as a multiple of it.
-   The 10^7 log (~300 MB) is skipped when DPMEM_BENCH_SMALL is set or the disk has under 2 GB free;
+   The 10^7 log (~300 MB) is skipped when DPMEM_BENCH_SMALL or DPMEM_BENCH_QUICK=1 (make bench QUICK=1) is
+   set or the disk has under 2 GB free;
    the logs are deleted afterwards (kept with DPMEM_BENCH_KEEP=1, to look at them). It measures; it asserts nothing (the goals are in docs/TOOLS.md). */
 #include <libgen.h>
 #include <stdio.h>
@@ -125,13 +126,14 @@ int main(int argc, char **argv) {
     const char *names[3] = { "render", "report", "trace" };
     for (int i = 0; i < 3; i++) snprintf(bin[i], sizeof bin[i], "%s/dpmem-%s", build, names[i]);
     struct statvfs vfs;
-    int big = !getenv("DPMEM_BENCH_SMALL") && statvfs(dir, &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize > 2e9;
+    int quick = getenv("DPMEM_BENCH_QUICK") && !strcmp(getenv("DPMEM_BENCH_QUICK"), "1");   /* make bench QUICK=1 */
+    int big = !quick && !getenv("DPMEM_BENCH_SMALL") && statvfs(dir, &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize > 2e9;
     uint64_t sizes[3] = { 100000, 1000000, 10000000 };
     printf("dpmem tools: time (s) and peak RSS (MiB) per log size; x = multiple of one reader pass over the same log\n");
     printf("%10s %8s %8s | %8s %7s %7s | %8s %7s %7s | %8s %7s %7s\n", "events", "log MiB", "read s", "render s", "x read", "RSS",
            "report s", "x read", "RSS", "trace s", "x read", "RSS");
     for (int k = 0; k < 3; k++) {
-        if (k == 2 && !big) { printf("%10llu   (skipped: DPMEM_BENCH_SMALL set or under 2 GB free)\n", (unsigned long long)sizes[k]); continue; }
+        if (k == 2 && !big) { printf("%10llu   (skipped: DPMEM_BENCH_SMALL or QUICK=1 set, or under 2 GB free)\n", (unsigned long long)sizes[k]); continue; }
         snprintf(path, sizeof path, "%s/bench-%llu.log", dir, (unsigned long long)sizes[k]);
         snprintf(png, sizeof png, "%s/bench.png", dir);
         snprintf(json, sizeof json, "%s/bench.json", dir);
