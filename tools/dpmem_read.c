@@ -26,10 +26,15 @@ int dpmem_known_category(const char *name) {
     return -1;
 }
 
-static uint32_t rd32(const uint8_t *p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+#else
+static inline uint32_t rd32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+static inline uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+#endif
 
 const char *dpmem_space_name(uint32_t s) {
     static const char *n[] = { "host", "device", "pinned", "managed" };
@@ -73,7 +78,7 @@ static int payload_ok(uint32_t type, const uint8_t *p, uint64_t n) {
 
 /* A set (or, with vals, a map) of u32 keys, open addressing; key k stored as k+1. Thread indexes
    to slots, and the tag and category ids seen. */
-typedef struct { uint64_t *slot; uint32_t *val; uint32_t cap, n; } IdSet;
+typedef struct { uint64_t *slot; uint32_t *val; uint32_t cap, n; uint64_t *seen; uint32_t seen_words; } IdSet;
 static int idset_grow(IdSet *s, int with_vals) {
     uint32_t nc = s->cap ? s->cap * 2 : 64;
     uint64_t *ns = calloc(nc, sizeof *ns);
@@ -103,7 +108,30 @@ static int64_t idset_find(IdSet *s, uint32_t id, int insert, int with_vals, int 
     if (added) *added = 1;
     return h;
 }
-static int idset_add(IdSet *s, uint32_t id) { return idset_find(s, id, 1, 0, NULL) == -2 ? -1 : 0; }
+/* Adds id to a set of the ids seen (ALLOC/FREE tags: one call per event). Small ids, which are all a
+   kit writes, pass a bitmap first, so that only a new id costs a hash insertion. */
+enum { SEEN_IDS = 1 << 22 };
+static int idset_add_slow(IdSet *s, uint32_t id);
+static inline int idset_add(IdSet *s, uint32_t id) {
+    if (id < SEEN_IDS && (id >> 6) < s->seen_words && (s->seen[id >> 6] >> (id & 63) & 1)) return 0;   /* seen */
+    return idset_add_slow(s, id);
+}
+static int idset_add_slow(IdSet *s, uint32_t id) {
+    if (id < SEEN_IDS) {
+        uint32_t w = id >> 6;
+        if (w >= s->seen_words) {
+            uint32_t nw = s->seen_words ? s->seen_words : 64;
+            while (nw <= w) nw *= 2;
+            uint64_t *b = realloc(s->seen, (size_t)nw * sizeof *b);
+            if (!b) return -1;
+            memset(b + s->seen_words, 0, (size_t)(nw - s->seen_words) * sizeof *b);
+            s->seen = b; s->seen_words = nw;
+        }
+        if (s->seen[w] >> (id & 63) & 1) return 0;
+        s->seen[w] |= 1ull << (id & 63);
+    }
+    return idset_find(s, id, 1, 0, NULL) == -2 ? -1 : 0;
+}
 
 typedef struct { uint32_t id; uint64_t off; } StrRef;   /* off: into the string arena */
 static int cmp_strref(const void *a, const void *b) {
@@ -121,6 +149,8 @@ struct DpmemLogSource {
     char *arena;              /* the strings and thread names, NUL-terminated */
     uint64_t arena_n, arena_cap;
     NameMap strings_by_text, cats_by_name;
+    int32_t *index_of_id;     /* string id -> index, when the ids are dense (a kit's are 1, 2, 3...) */
+    uint32_t n_index_of_id;
     int failed;
     char error[448];
 };
@@ -168,10 +198,24 @@ static int64_t arena_add(struct DpmemLogSource *S, const char *s, size_t len) {
     return off;
 }
 
-/* A checksum of 8-byte words, position-dependent: a chunk read again must give the same one. */
-static uint64_t sum_words(uint64_t h, const uint8_t *p, uint64_t n, uint64_t first_word) {
-    for (uint64_t i = 0; i + 8 <= n; i += 8)
-        h += (rd64(p + i) ^ (first_word + i / 8)) * 0x9E3779B97F4A7C15ull;
+/* A checksum of a chunk's 8-byte words that a chunk read again must reproduce: Fletcher's two sums
+   (the second weights each word by its distance from the end, so moved words change it) in 4 lanes,
+   which the compiler vectorizes; n is a multiple of 32 except at the end of a chunk, whose last words
+   fold into lane 0. Pieces must start at multiples of 32 bytes (the scan's are multiples of 64 KiB). */
+typedef struct { uint64_t a[4], b[4]; } ChunkSum;
+static void sum_words(ChunkSum *s, const uint8_t *p, uint64_t n) {
+    uint64_t a0 = s->a[0], a1 = s->a[1], a2 = s->a[2], a3 = s->a[3], b0 = s->b[0], b1 = s->b[1], b2 = s->b[2], b3 = s->b[3];
+    uint64_t i = 0;
+    for (; i + 32 <= n; i += 32) {   /* in registers: 8 independent adds per 32 bytes */
+        a0 += rd64(p + i); a1 += rd64(p + i + 8); a2 += rd64(p + i + 16); a3 += rd64(p + i + 24);
+        b0 += a0; b1 += a1; b2 += a2; b3 += a3;
+    }
+    for (; i + 8 <= n; i += 8) { a0 += rd64(p + i); b0 += a0; }
+    s->a[0] = a0; s->a[1] = a1; s->a[2] = a2; s->a[3] = a3; s->b[0] = b0; s->b[1] = b1; s->b[2] = b2; s->b[3] = b3;
+}
+static uint64_t sum_value(const ChunkSum *s) {
+    uint64_t h = 0;
+    for (int l = 0; l < 4; l++) h = (h ^ s->a[l]) * 0x9E3779B97F4A7C15ull ^ s->b[l];
     return h;
 }
 
@@ -181,8 +225,12 @@ enum { WINDOW_AHEAD = 1 << 16 };
 
 /* Pointer to the n bytes at off (reading ahead up to `limit`), or NULL when the file no longer has
    them (it shrank) or memory ran out (*oom set). */
-static const uint8_t *window_get(const DpmemLog *L, Window *w, uint64_t off, size_t n, uint64_t limit, int *oom) {
+static const uint8_t *window_read(const DpmemLog *L, Window *w, uint64_t off, size_t n, uint64_t limit, int *oom);
+static inline const uint8_t *window_get(const DpmemLog *L, Window *w, uint64_t off, size_t n, uint64_t limit, int *oom) {
     if (off >= w->start && off + n <= w->start + w->len) return w->buf + (off - w->start);
+    return window_read(L, w, off, n, limit, oom);
+}
+static const uint8_t *window_read(const DpmemLog *L, Window *w, uint64_t off, size_t n, uint64_t limit, int *oom) {
     size_t want = limit - off < WINDOW_AHEAD ? (size_t)(limit - off) : WINDOW_AHEAD;
     if (want < n) want = n;
     if (want > w->cap) {
@@ -216,17 +264,23 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
     IdSet slots = { 0 };          /* thread index -> slot */
     Window w = { 0 };
     uint64_t hb = L->header_bytes, cb = L->chunk_bytes;
-    int rc = 0, oom = 0;
-    uint8_t head[32];
+    int rc = 0, oom = 0, zero_run = 0;
+    uint8_t head_buf[32];
     for (uint64_t k = 0; hb + k * cb < L->size && !L->corrupt; k++) {
         uint64_t off = hb + k * cb;
         uint64_t avail = L->size - off < cb ? L->size - off : cb;
-        size_t hn = avail < 32 ? (size_t)avail : 32, got = read_at(L, off, head, hn);
-        if (got < hn) { mark_cut(L, off, "the file shrank while being read"); break; }
+        size_t hn = avail < 32 ? (size_t)avail : 32;
+        /* The chunk in one read, header and events; but after a zero chunk only its 32-byte header,
+           until a used one comes (a sparse log of dead chunks costs a tiny read each, not 64 KiB). */
+        const uint8_t *head = zero_run ? (read_at(L, off, head_buf, hn) == hn ? head_buf : NULL)
+                                       : window_get(L, &w, off, hn, off + avail, &oom);
+        if (!head) { if (oom) { rc = -1; goto done; } mark_cut(L, off, "the file shrank while being read"); break; }
         if (avail < 32 || rd32(head) == 0) {
             if (avail < 32 && (avail < 4 || rd32(head) != 0)) { mark_cut(L, off, "cut inside a chunk header"); break; }
+            zero_run = 1;
             continue;  /* never used */
         }
+        zero_run = 0;
         if (rd32(head) != DPMEM_CHUNK_MAGIC) { mark_bad(L, off, "bad chunk magic"); break; }
         if (rd64(head + 8) != k) { mark_bad(L, off + 8, "chunk sequence number does not match its place"); break; }
         uint32_t tidx = rd32(head + 4);
@@ -256,8 +310,7 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
         uint32_t slot = slots.val[h];
         if (grow((void **)&L->chunks, L->n_chunks, &cap_chk, sizeof *L->chunks)) { rc = -1; goto done; }
         uint32_t ci = L->n_chunks++;
-        L->chunks[ci] = (DpmemChunk){ .offset = off, .thread = slot, .next = UINT32_MAX, .end = 32,
-                                      .sum = sum_words(0, head, 32, 0) };
+        L->chunks[ci] = (DpmemChunk){ .offset = off, .thread = slot, .next = UINT32_MAX, .end = 32 };
         if (last_chunk[slot] != UINT32_MAX) L->chunks[last_chunk[slot]].next = ci;
         last_chunk[slot] = ci;
 
@@ -333,7 +386,6 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
                 break;
             default: break;
             }
-            L->chunks[ci].sum = sum_words(L->chunks[ci].sum, c, bytes, pos / 8);
             pos += bytes;
             L->chunks[ci].end = (uint32_t)pos;
         }
@@ -345,6 +397,22 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
             if (!c) mark_cut(L, off + pos, "the file shrank while being read");
             else if (tail_nonzero && avail < cb) mark_cut(L, off + pos, "cut in the middle of an event");
         }
+        /* The checksum of what was found valid, read back from the window in pieces of at most its
+           read-ahead (a 64 KiB chunk: no read at all). */
+        ChunkSum cs = { { 0 }, { 0 } };
+        for (uint64_t q = 0, end = L->chunks[ci].end; q < end;) {
+            size_t piece = end - q < WINDOW_AHEAD ? (size_t)(end - q) : WINDOW_AHEAD;
+            const uint8_t *c = window_get(L, &w, off + q, piece, off + end, &oom);
+            if (!c) {
+                if (oom) { rc = -1; goto done; }
+                mark_cut(L, off + q, "the file shrank while being read");   /* (a chunk seen whole a moment ago) */
+                L->chunks[ci].end = (uint32_t)q;
+                break;
+            }
+            sum_words(&cs, c, piece);
+            q += piece;
+        }
+        L->chunks[ci].sum = sum_value(&cs);
         if (L->bad_offset) break;
     }
     /* The names, now that the arena no longer moves. */
@@ -502,9 +570,20 @@ static int open_source(DpmemLog *L, const char *name, char *err, size_t errlen) 
         }
         for (uint32_t i = 0; rc == 0 && i < L->n_strings; i++)
             if (namemap_put(&S->strings_by_text, L->strings[i], strlen(L->strings[i]), (int32_t)i) < 0) rc = -1;
+        /* Ids to indexes by a table when they are dense (every event's tag is looked up), else by
+           binary search. */
+        uint32_t max_id = L->n_strings ? L->string_ids[L->n_strings - 1] : 0;
+        if (rc == 0 && L->n_strings && max_id <= 4 * (uint64_t)L->n_strings + 1024) {
+            S->index_of_id = malloc(((size_t)max_id + 1) * sizeof *S->index_of_id);
+            if (S->index_of_id) {
+                for (uint32_t i = 0; i <= max_id; i++) S->index_of_id[i] = -1;
+                for (uint32_t i = 0; i < L->n_strings; i++) S->index_of_id[L->string_ids[i]] = (int32_t)i;
+                S->n_index_of_id = max_id + 1;
+            }
+        }
         if (rc == 0) rc = build_categories(L, &tags, &catids);
     }
-    free(strs); free(tags.slot); free(catids.slot);
+    free(strs); free(tags.slot); free(catids.slot); free(tags.seen); free(catids.seen);
     if (rc != 0) { snprintf(err, errlen, "%s: out of memory", name); goto fail; }
     L->t0 = L->start_ns <= L->t_first ? L->start_ns : L->t_first;
     return 0;
@@ -517,6 +596,7 @@ void dpmem_log_close(DpmemLog *L) {
     if (L->src) {
         if (L->src->fd >= 0) close(L->src->fd);
         free(L->src->arena);
+        free(L->src->index_of_id);
         namemap_free(&L->src->strings_by_text);
         namemap_free(&L->src->cats_by_name);
         free(L->src);
@@ -545,6 +625,7 @@ void dpmem_log_warn(const DpmemLog *L, const char *tool) {
 }
 
 int32_t dpmem_log_string_index(const DpmemLog *L, uint32_t id) {
+    if (L->src && L->src->index_of_id) return id < L->src->n_index_of_id ? L->src->index_of_id[id] : -1;
     uint32_t lo = 0, hi = L->n_strings;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
@@ -644,7 +725,9 @@ static int load_chunk(DpmemIter *it, uint32_t t, uint32_t c) {
     uint8_t *b = malloc(ch->end);
     if (!b) { src_fail(L, "%s", "out of memory"); return -1; }
     size_t got = read_at(L, ch->offset, b, ch->end);
-    if (got < ch->end || sum_words(0, b, ch->end, 0) != ch->sum) {
+    ChunkSum cs = { { 0 }, { 0 } };
+    if (got == ch->end) sum_words(&cs, b, ch->end);
+    if (got < ch->end || sum_value(&cs) != ch->sum) {
         free(b);
         char at[64];
         snprintf(at, sizeof at, "%llu", (unsigned long long)ch->offset);
@@ -665,8 +748,9 @@ int dpmem_iter_next(DpmemIter *it, DpmemEvent *e) {
     const DpmemChunk *ch = &L->chunks[c];
     const uint8_t *ev = it->buf[t] + it->pos[t];
     uint32_t head = rd32(ev), bytes = (head >> 16) * 8;
-    /* The bytes passed the checksum, so this holds; checked again because a sum can collide. */
-    if (bytes < 16 || it->pos[t] + bytes > ch->end || !payload_ok(head & 0xff, ev + 16, bytes - 16)) {
+    /* The bytes passed the checksum, so this holds; checked again because a sum can collide (the
+       payload's size need not be: every read of it through dpmem_ev_u32/u64 is bounded by e->n). */
+    if (bytes < 16 || it->pos[t] + bytes > ch->end) {
         src_fail(L, "%s", "the file changed while being read: another process wrote it");
         return 0;
     }
@@ -685,7 +769,10 @@ int dpmem_iter_next(DpmemIter *it, DpmemEvent *e) {
         if (it->chunk[t] == UINT32_MAX) it->heap[0] = it->heap[--it->n_heap];
         else it->key[t] = L->chunks[it->chunk[t]].first_ts;
     }
-    if (it->n_heap) heap_down(it, 0);
+    if (it->n_heap > 1) {   /* most steps leave the same thread on top: test before sifting */
+        uint32_t l = it->heap[1], r = it->n_heap > 2 ? it->heap[2] : UINT32_MAX;
+        if (heap_less(it, l, it->heap[0]) || (r != UINT32_MAX && heap_less(it, r, it->heap[0]))) heap_down(it, 0);
+    }
     return 1;
 }
 
