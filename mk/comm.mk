@@ -9,3 +9,6 @@ $(BUILD)/tests/test_comm_mpi: tests/test_comm_mpi.c tests/test_dp_common.h tests
 
 ALL   += $(BUILD)/tests/test_comm_mpi
 TESTS += $(BUILD)/tests/test_comm_mpi
+
+# make bench: weak scaling of 1 vs 2 ranks on this machine (a script: it launches mpirun)
+BENCHES += bench/bench_ranks.sh

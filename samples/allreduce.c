@@ -2,7 +2,8 @@
    one bucket (comm/allreduce_bucket: at most DPMEM_COMM_BUCKET_MB, default 16 MiB, on the backend's
    device, tagged so that its memory shows in every tool), summed in place by MPI (host memory) or
    NCCL (device memory), and unpacked: fewer and larger collectives, as PyTorch DDP's buckets do.
-   The bucket is allocated by the first sum and lives until train_allreduce_free; the plan backend
+   The bucket is allocated with the model (train_allreduce_prepare; by the first sum where the model
+   has nothing trainable: LoRA) and lives until train_allreduce_free; the plan backend
    allocates it too (its planned peak includes it) and sums nothing. With one rank nothing happens.
    Scope "allreduce". Not here: which tensors (train.c: the trainable gradients; dp_sgd.c: LoRA's). */
 #include "train.h"
@@ -43,6 +44,16 @@ static int transfer(TrainState *s, Cursor *c, size_t k, int pack) {
         u += m; c->off += m;
     }
     return 0;
+}
+
+int train_allreduce_prepare(TrainState *s) {
+    if (g_comm.world <= 1 || s->comm_bucket) return 0;
+    size_t total = 0;
+    for (int i = 0; i < s->model.n_params; i++) total += s->model.params[i].trainable ? s->model.params[i].numel : 0;
+    if (total == 0) return 0;   /* LoRA: the adapters' sum allocates it when it first runs */
+    const size_t cap = bucket_floats();
+    s->comm_bucket_n = total < cap ? total : cap;
+    return (s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/allreduce_bucket")) ? 0 : -1;
 }
 
 int train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int count, const char *what) {

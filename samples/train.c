@@ -327,6 +327,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
                                  comm_check_same(&g_comm, c->seq_len, "--seq-len") ||
                                  comm_check_same(&g_comm, (long long)c->batch_size * c->grad_accum, "the batch") ||
                                  comm_check_same(&g_comm, c->steps, "--steps"))) { rc = 1; goto out; }
+        if (train_allreduce_prepare(&s) != 0) goto fail;
     }
     if (c->init_from) { /* its own phase, scope "checkpoint_load" */
         char err[CKPT_ERR];

@@ -103,6 +103,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy);
    a DP strategy's noise is added once, to the sum. 0, or -1 with kbackend_error / a line on stderr. */
 int  train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int count, const char *what);
 int  train_allreduce_grads(TrainState *s);
+int  train_allreduce_prepare(TrainState *s);   /* the bucket, with the model (scope model_creation) */
 void train_allreduce_free(TrainState *s);
 /* Several ranks: every rank must hold bit-identical parameters after training (DP-SGD adds the same
    noise on every rank, so no broadcast is needed); a hash of them is compared (META comm.params_hash).

@@ -8,7 +8,9 @@
      - σ = 1: the ranks hold identical parameters (the trainer checks a hash of them and says so) and
        they equal the single process's (≤ 1e-4·u): the noise is added once, the same stream;
      - the plan of one rank (--device plan --ranks 2) is rank 0's measured peak, byte for byte;
-     - per-rank logs run.rank0.log, run.rank1.log with META comm.rank / comm.world_size;
+     - per-rank logs run.rank0.log, run.rank1.log with META comm.rank / comm.world_size; the merged
+       report's per-rank peaks, max and sum equal each log's own report; one trace with a process
+       per rank; the suite's --ranks 2 --plan --check exact for vanilla, dpsgd, flash and LoRA;
      - a rank that fails (rank 1 out of memory: its own --mem-limit) or is killed (a CPU-time limit:
        SIGKILL) ends the job with a non-zero exit within seconds, and rank 0's log stays readable;
      - bad command lines: --ranks that is not the job's size, --ranks without mpirun outside a plan,
@@ -133,6 +135,46 @@ int main(void) {
     rc = sh("%s | grep -o '\"comm.[a-z_]*\":\"[^\"]*\"' | tr '\\n' ' '", meta_cmd, "", "");
     CHECK(strstr(out, "\"comm.rank\":\"1\"") && strstr(out, "\"comm.world_size\":\"2\"") && strstr(out, "\"comm.backend\":\"mpi\""),
           "rank 1's log lacks its META comm.*: %s", out);
+    /* the merged report: its per-rank rows, max and sum are the per-rank logs' own peaks */
+    {
+        long long peak[2] = { -1, -1 };
+        for (int r = 0; r < 2; r++) {
+            char one[512];
+            snprintf(one, sizeof one, "%s/dpmem-report run.rank%d.log", B, r);
+            rc = sh("%s | sed -n 's/^peak total: .*(\\([0-9]*\\) bytes).*/\\1/p'", one, "", "");
+            peak[r] = rc == 0 ? atoll(out) : -1;
+        }
+        char both[512];
+        snprintf(both, sizeof both, "%s/dpmem-report run.rank0.log run.rank1.log", B);
+        rc = sh("%s | awk '/^== /{on = /^== ranks of/} on'", both, "", "");
+        char want0[64], want1[64], wmax[64], wsum[64];
+        snprintf(want0, sizeof want0, "  0        %16lld", peak[0]);
+        snprintf(want1, sizeof want1, "  1        %16lld", peak[1]);
+        snprintf(wmax, sizeof wmax, "  max      %16lld", peak[0] > peak[1] ? peak[0] : peak[1]);
+        snprintf(wsum, sizeof wsum, "  sum      %16lld", peak[0] + peak[1]);
+        CHECK(rc == 0 && peak[0] > 0 && peak[1] > 0 && strstr(out, "2 of 2 ranks' logs") && strstr(out, want0) && strstr(out, want1) &&
+              strstr(out, wmax) && strstr(out, wsum), "merged report: want rows '%s' '%s' '%s' '%s' in:\n%s", want0, want1, wmax, wsum, out);
+        if (!failures) printf("ok   merged report: ranks' peaks %lld and %lld, max and sum as the per-rank logs say\n", peak[0], peak[1]);
+        char tr[512];
+        snprintf(tr, sizeof tr, "%s/dpmem-trace run.rank0.log run.rank1.log -o -", B);
+        rc = sh("%s | grep -o '\"name\":\"dpmem: [^\"]*\"' | sort | tr '\\n' ' '", tr, "", "");
+        CHECK(rc == 0 && strstr(out, "dpmem: train_flash [rank 0]") && strstr(out, "dpmem: train_flash [rank 1]"),
+              "one trace of both ranks: want a process per rank, got: %s", out);
+    }
+    /* the suite: --ranks 2 runs every experiment under mpirun; --plan --check: the plan of a rank is exact */
+    {
+        char suite[1024];
+        snprintf(suite, sizeof suite, "cd %s && DPMEM_BUILD=%s sh tools/run_experiments --model tiny --seq-len 16 --steps 1 "
+                 "--batch-size 4 --physical-batch 2 --threads 1 --ranks 2 --plan --check --tolerance 0 --device cpu --quiet "
+                 "--out %s/suite vanilla dpsgd flash lora >/dev/null && cd %s && cat suite/check.txt suite/flash.measured.ranks.txt",
+                 getenv("PWD") ? getenv("PWD") : ".", B, tmp, tmp);
+        rc = sh("%s", suite, "", "");
+        CHECK(rc == 0 && strstr(out, "lora ") && !strstr(out, "MISMATCH") && strstr(out, "== ranks of flash.measured: 2 of 2"),
+              "run_experiments --ranks 2 --plan --check: exit %d\n%.3000s", rc, out);
+        int exact = 0;
+        for (const char *q = out; (q = strstr(q, "  exact")); q++) exact++;
+        CHECK(exact == 4, "run_experiments --ranks 2 --plan --check: %d of 4 experiments exact:\n%.3000s", exact, out);
+    }
     /* the plan of one rank = rank 0's measured peak */
     rc = sh("%s %s/train_flash --model tiny --seq-len 32 --batch-size 8 --max-physical-batch-size 2 --steps 2 --threads 1", MPIRUN, B, "");
     long long measured = peak_of(out);

@@ -664,6 +664,11 @@ const char *dpmem_log_meta(const DpmemLog *L, const char *key) {
 
 const char *dpmem_log_run_name(const DpmemLog *L, char *buf, size_t n) {
     const char *run = dpmem_log_meta(L, "run");
+    const char *world = dpmem_log_meta(L, "comm.world_size"), *rank = dpmem_log_meta(L, "comm.rank");
+    if (run && *run && world && atoi(world) > 1 && rank) {   /* one rank of a data-parallel job */
+        snprintf(buf, n, "%s [rank %s]", run, rank);
+        return buf;
+    }
     if (run && *run) return run;
     const char *base = strrchr(L->path, '/');
     base = base ? base + 1 : L->path;

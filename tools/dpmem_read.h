@@ -121,7 +121,8 @@ int32_t     dpmem_log_category(const DpmemLog *log, uint32_t tag_id);
 int32_t     dpmem_log_category_index(const DpmemLog *log, const char *name);
 /* The value of a META key ("run", "config.seq_len", ...), or NULL. The last one written wins. */
 const char *dpmem_log_meta(const DpmemLog *log, const char *key);
-/* The run's name: META "run", else the file name without directories and extension (into buf). */
+/* The run's name: META "run" (with " [rank R]" for one rank of a data-parallel job: META
+   comm.world_size > 1), else the file name without directories and extension (into buf). */
 const char *dpmem_log_run_name(const DpmemLog *log, char *buf, size_t n);
 
 /* "host", "device", "pinned", "managed" for the memory spaces 0..3, else "unknown". */

@@ -16,6 +16,7 @@
 #include "io_guard.h"
 #include "json_out.h"
 #include "namemap.h"
+#include "ranks.h"
 #include "runstats.h"
 #include "timeline.h"
 #include "units.h"
@@ -461,6 +462,7 @@ int main(int argc, char **argv) {
         if (scopes.n) qsort(scopes.v, (size_t)scopes.n, sizeof *scopes.v, cmp_scope_name);
         if (!quiet) {
             for (int i = 0; i < n; i++) print_run(runs[i], &cats);
+            ranks_print(runs, n, stdout);
             if (n > 1) print_comparison(runs, n, base, &cats);
         }
         if (csv || json) {

@@ -14,27 +14,16 @@
 
 static void us(FILE *f, uint64_t rel_ns) { fprintf(f, "%" PRIu64 ".%03u", rel_ns / 1000, (unsigned)(rel_ns % 1000)); }
 
-int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
+/* One log's process: its name, its threads' names and every event, as pid, with times from origin.
+   first: the first process of the file (no separator before it). */
+static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint64_t pid, uint64_t origin, int first) {
     uint32_t nc = L->n_cats;
     uint64_t *live = calloc(nc + 1, sizeof *live), total = 0;
     ScopeStacks st = { 0 };   /* per thread: the name ids of its open scopes */
     if (!live || scopestacks_init(&st, L->n_threads, sizeof(uint32_t), MAX_DEPTH)) { free(live); scopestacks_free(&st); return -1; }
-    uint64_t pid = L->pid ? L->pid : 1;
     char name[128];
     const char *run = dpmem_log_run_name(L, name, sizeof name);
-
-    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run\":", f);
-    json_write_string(f, run);
-    for (uint32_t i = 0; i < L->n_meta; i++) {
-        const char *k = dpmem_log_string(L, L->meta[i].key);
-        if (dpmem_log_meta(L, k) != dpmem_log_string(L, L->meta[i].value) || !strcmp(k, "run")) continue;   /* last wins */
-        fputc(',', f);
-        json_write_string(f, k);
-        fputc(':', f);
-        json_write_string(f, dpmem_log_string(L, L->meta[i].value));
-    }
-    fprintf(f, ",\"closed\":%s},\n\"traceEvents\":[\n", L->closed ? "true" : "false");
-    fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"args\":{\"name\":", pid);
+    fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"args\":{\"name\":", first ? "" : ",\n", pid);
     char pname[200];
     snprintf(pname, sizeof pname, "dpmem: %s", run);
     json_write_string(f, pname);
@@ -53,7 +42,7 @@ int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
     uint64_t last = 0;
     int gpu_named[64] = { 0 };
     while (dpmem_iter_next(&it, &e)) {
-        uint64_t rel = e.ts - L->t0;
+        uint64_t rel = e.ts >= origin ? e.ts - origin : 0;
         last = rel;
         switch (e.type) {
         case DPMEM_EV_BEGIN: case DPMEM_EV_END: {
@@ -98,7 +87,7 @@ int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
         case DPMEM_EV_GPU_TIME: {
             uint32_t thread = dpmem_ev_u32(&e, 0);
             uint64_t b = dpmem_ev_u64(&e, 8), g = dpmem_ev_u64(&e, 16);
-            uint64_t brel = b >= L->t0 ? b - L->t0 : 0;
+            uint64_t brel = b >= origin ? b - origin : 0;
             if (thread < 64 && !gpu_named[thread]) {
                 gpu_named[thread] = 1;
                 fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu64 ",\"tid\":%u,\"args\":{\"name\":\"GPU (T%u)\"}}", pid,
@@ -162,7 +151,49 @@ int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) {
             us(f, last);
             fputs(",\"args\":{\"cut\":true}}", f);
         }
-    fputs("\n]}\n", f);
     free(live); scopestacks_free(&st);
     return ferror(f) || oom || dpmem_log_error(L) ? -1 : 0;
 }
+
+/* The process id of log i of n: a data-parallel rank's is rank + 1 (Perfetto orders processes by
+   it), a lone log's its writer's pid; index + 1 where those would collide. */
+static uint64_t pid_of(const DpmemLog *const *logs, int n, int i) {
+    const char *w = dpmem_log_meta(logs[i], "comm.world_size"), *r = dpmem_log_meta(logs[i], "comm.rank");
+    uint64_t pid = w && atoi(w) > 1 && r ? (uint64_t)atoi(r) + 1 : logs[i]->pid ? logs[i]->pid : 1;
+    for (int j = 0; j < n; j++) {
+        if (j == i) continue;
+        const char *wj = dpmem_log_meta(logs[j], "comm.world_size"), *rj = dpmem_log_meta(logs[j], "comm.rank");
+        uint64_t pj = wj && atoi(wj) > 1 && rj ? (uint64_t)atoi(rj) + 1 : logs[j]->pid ? logs[j]->pid : 1;
+        if (pj == pid) return (uint64_t)i + 1;
+    }
+    return pid;
+}
+
+int trace_write_many(const DpmemLog *const *logs, int n, FILE *f, const TraceOptions *o) {
+    if (n < 1) return -1;
+    const DpmemLog *L = logs[0];
+    char name[128];
+    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run\":", f);
+    json_write_string(f, dpmem_log_run_name(L, name, sizeof name));
+    for (uint32_t i = 0; i < L->n_meta; i++) {
+        const char *k = dpmem_log_string(L, L->meta[i].key);
+        if (dpmem_log_meta(L, k) != dpmem_log_string(L, L->meta[i].value) || !strcmp(k, "run")) continue;   /* last wins */
+        fputc(',', f);
+        json_write_string(f, k);
+        fputc(':', f);
+        json_write_string(f, dpmem_log_string(L, L->meta[i].value));
+    }
+    int closed = 1;
+    uint64_t origin = L->t0;   /* several logs (the ranks of one machine): one clock, CLOCK_MONOTONIC-based */
+    for (int i = 0; i < n; i++) { closed &= logs[i]->closed != 0; if (logs[i]->t0 < origin) origin = logs[i]->t0; }
+    fprintf(f, ",\"closed\":%s", closed ? "true" : "false");
+    if (n > 1) fprintf(f, ",\"logs\":%d", n);
+    fputs("},\n\"traceEvents\":[\n", f);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = write_process(logs[i], f, o, n > 1 ? pid_of(logs, n, i) : (L->pid ? L->pid : 1), origin, i == 0);
+    fputs("\n]}\n", f);
+    return rc || ferror(f) ? -1 : 0;
+}
+
+int trace_write(const DpmemLog *L, FILE *f, const TraceOptions *o) { return trace_write_many(&L, 1, f, o); }

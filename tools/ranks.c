@@ -1,0 +1,67 @@
+/* ranks.c — per-rank tables of data-parallel runs (see ranks.h). */
+#include "ranks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int meta_int(const RunStats *r, const char *key, int dflt) {
+    const char *v = dpmem_log_meta(r->log, key);
+    return v && *v ? atoi(v) : dflt;
+}
+
+/* Mean duration (ns) of the scope named `name` in a run, 0 when it has none. */
+static double scope_mean_ns(const RunStats *r, const char *name) {
+    for (uint32_t s = 0; s < r->log->n_strings; s++)
+        if (r->scopes[s].count && !strcmp(r->log->strings[s], name)) return (double)r->scopes[s].total_ns / (double)r->scopes[s].count;
+    return 0;
+}
+
+static void row(FILE *out, const char *label, uint64_t peak, double step_ns, double ar_ns) {
+    fprintf(out, "  %-8s %16llu %12.2f %12.3f %14.3f\n", label, (unsigned long long)peak, peak / 1048576.0, step_ns / 1e6, ar_ns / 1e6);
+}
+
+void ranks_print(RunStats **runs, int n, FILE *out) {
+    char *done = calloc((size_t)n, 1);
+    if (!done) return;
+    for (int i = 0; i < n; i++) {
+        const int world = meta_int(runs[i], "comm.world_size", 1);
+        if (done[i] || world < 2) continue;
+        const char *run = dpmem_log_meta(runs[i]->log, "run");
+        int *member = calloc((size_t)world, sizeof *member);   /* index+1 of each rank's run */
+        if (!member) break;
+        int present = 0, dup = 0;
+        for (int j = i; j < n; j++) {
+            const char *rj = dpmem_log_meta(runs[j]->log, "run");
+            if (done[j] || meta_int(runs[j], "comm.world_size", 1) != world || (run ? !rj || strcmp(run, rj) : rj != NULL)) continue;
+            const int rank = meta_int(runs[j], "comm.rank", -1);
+            done[j] = 1;
+            if (rank < 0 || rank >= world) continue;
+            if (member[rank]) { dup = 1; continue; }
+            member[rank] = j + 1;
+            present++;
+        }
+        fprintf(out, "\n== ranks of %s: %d of %d ranks' logs%s\n", run ? run : "(unnamed run)", present, world,
+                present < world ? " (the job's sums below lack the missing ranks)" : "");
+        if (dup) fprintf(out, "   warning: two logs claim the same rank (logs of two jobs?): the first of each is used\n");
+        fprintf(out, "  %-8s %16s %12s %12s %14s\n", "rank", "peak bytes", "peak MiB", "step ms", "allreduce ms");
+        uint64_t max_peak = 0, sum_peak = 0;
+        double max_step = 0, max_ar = 0;
+        for (int r = 0; r < world; r++) {
+            if (!member[r]) continue;
+            const RunStats *s = runs[member[r] - 1];
+            const double step = runstats_step_mean_ns(s), ar = scope_mean_ns(s, "allreduce");
+            char label[16];
+            snprintf(label, sizeof label, "%d", r);
+            row(out, label, s->peak, step, ar);
+            if (s->peak > max_peak) max_peak = s->peak;
+            sum_peak += s->peak;
+            if (step > max_step) max_step = step;
+            if (ar > max_ar) max_ar = ar;
+        }
+        row(out, "max", max_peak, max_step, max_ar);
+        fprintf(out, "  %-8s %16llu %12.2f %12s %14s   (the job's memory)\n", "sum", (unsigned long long)sum_peak,
+                sum_peak / 1048576.0, "-", "-");
+        free(member);
+    }
+    free(done);
+}
