@@ -194,8 +194,9 @@ static int choose_backend(KBackend *kb, const TrainConfig *c) {
 /* Before anything is written: no output of the run (the log, --save's files) may be one of its
    inputs (--data, the --init-from checkpoint's files) or another output. Saving over the --init-from
    directory itself stays allowed: the checkpoint is read whole before --save replaces its files, each
-   written aside and renamed into place. The weight files are those ckpt_check opened. */
-static int check_paths(const TrainConfig *c, const CkptWeights *w) {
+   written aside and renamed into place. The weight files are those ckpt_check opened; log_file is
+   the --log this process writes (this rank's, under MPI). */
+static int check_paths(const TrainConfig *c, const CkptWeights *w, const char *log_file) {
     char save_files[4][4200], init_files[3][4200];
     IoPath init[3 + 64], io[8 + 3 + 64];
     int n_init = 0, n = 0;
@@ -205,7 +206,7 @@ static int check_paths(const TrainConfig *c, const CkptWeights *w) {
         init[n_init++] = (IoPath){ init_files[i], "--init-from's", 0 };
     }
     for (int i = 0; w && i < w->n_files && i < 64; i++) init[n_init++] = (IoPath){ w->files[i].path, "--init-from's", 0 };
-    const char *log = c->log_path ? c->log_path : getenv("DPMEM_LOG");
+    const char *log = c->log_path ? log_file : getenv("DPMEM_LOG");   /* log_file: this rank's */
     IoPath log_path = { log && *log ? log : NULL, c->log_path ? "--log" : "DPMEM_LOG", 1 };
     int over_base = 0;
     if (c->save_dir && c->init_from) {
@@ -269,16 +270,16 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         char err[CKPT_ERR];
         if (ckpt_check(&c->model, c->init_from, &w, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); return train_end(1); }
     }
-    int paths_bad = check_paths(c, c->init_from ? &w : NULL);
-    ckpt_weights_close(&w);
-    if (paths_bad) return train_end(1);
-    /* The log first: the backend's own buffers (the cuBLAS workspace) belong in it too. */
     char rank_log[4096];
     const char *log_path = c->log_path;
     if (log_path && g_comm.world > 1 && !g_comm.planned) {   /* run.log -> run.rank3.log */
         comm_rank_path(rank_log, sizeof rank_log, log_path, g_comm.rank);
         log_path = rank_log;
     }
+    int paths_bad = check_paths(c, c->init_from ? &w : NULL, log_path);
+    ckpt_weights_close(&w);
+    if (paths_bad) return train_end(1);
+    /* The log first: the backend's own buffers (the cuBLAS workspace) belong in it too. */
     if (log_path && dpmem_open(log_path) != 0) return train_end(1);
     KBackend kb;
     if (choose_backend(&kb, c) != 0) { dpmem_close(); return train_end(1); }
