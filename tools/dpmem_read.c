@@ -278,6 +278,13 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
         if (avail < 32 || rd32(head) == 0) {
             if (avail < 32 && (avail < 4 || rd32(head) != 0)) { mark_cut(L, off, "cut inside a chunk header"); break; }
             zero_run = 1;
+            /* A sparse file: the next chunk that holds data, not a read of every hole on the way
+               (the last chunk is still looked at, for a cut). */
+            if (S->fd >= 0 && off + cb < L->size) {
+                off_t next = lseek(S->fd, (off_t)(off + cb), SEEK_DATA);
+                if (next < 0 && errno == ENXIO) next = (off_t)L->size - 1;   /* holes to the end */
+                if (next > (off_t)(off + cb) && (uint64_t)next < L->size) k = ((uint64_t)next - hb) / cb - 1;
+            }
             continue;  /* never used */
         }
         zero_run = 0;
