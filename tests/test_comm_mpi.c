@@ -89,7 +89,6 @@ int main(void) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     setenv("OMP_NUM_THREADS", "1", 1);
-    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
     static char absb[1024];
     if (!realpath(build_dir(), absb)) { printf("FAIL: no build dir %s\n", build_dir()); return 1; }
     B = absb;
