@@ -41,7 +41,11 @@ int lora_build(LoraAdapter *l, KBackend *kb, const char *name, int param_index, 
                            !(l->B16 = kbuf_alloc(kb, nb * KDT_SIZE(dt), tagname(name, "lora_B.bf16")))))
         return -1;
     if (!kbackend_computes(kb)) return 0;
-    /* buffers come zero-filled (B = 0, grads, m, v); A from a splitmix64 stream of the seed */
+    /* B = 0, grads, m, v zeroed (a backend's memory need not come zeroed: kernels.h); A from a
+       splitmix64 stream of the seed */
+    float *zero[] = { l->B, l->dA, l->dB, l->mA, l->vA, l->mB, l->vB };
+    const size_t nz[] = { nb, na, nb, na, na, nb, nb };
+    for (int i = 0; i < 7; i++) if (zero[i] && fill_buffer(kb, zero[i], 0.0f, nz[i]) != 0) return -1;
     float *host = malloc(na * sizeof *host);
     if (!host) { snprintf(kb->err, sizeof kb->err, "out of host memory for the LoRA init of %s", name); return -1; }
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull + (uint64_t)param_index;

@@ -11,6 +11,7 @@
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
 #include "kernels.h"
+#include "cpu/kernels_cpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -365,7 +366,47 @@ static void test_crossentropy(KBackend *kb) {
     free(x); free(losses); free(sw); free(X); free(wl); free(wd);
 }
 
+/* The backend's cache of freed blocks (kernels/cpu/host_memory.c): a freed block comes back for a
+   request of its size (or up to 1/8 smaller), never for another size; what it holds (handed out +
+   kept) never exceeds the most it ever handed out at once, the smallest kept blocks going back first;
+   blocks under 256 KiB are not kept; kbackend_destroy gives everything back. */
+static void test_host_memory(void) {
+    KBackend kb;
+    kbackend_cpu_init(&kb, 2);
+    const size_t U = (size_t)256 << 10;
+    size_t kept, live, high, fresh;
+#define STATS(k, l, h, f, what) do { kcpu_cache_stats(&kb, &kept, &live, &high, &fresh); \
+        if (kept != (k) * U || live != (l) * U || high != (h) * U || fresh != (f) * U || kept + live > high) { \
+            printf("FAIL host memory, %s: kept %zu, live %zu, high-water %zu, fresh %zu (units of 256 KiB; want %d %d %d %d)\n", \
+                   what, kept / U, live / U, high / U, fresh / U, k, l, h, f); failures++; } } while (0)
+    float *a = kbuf_alloc(&kb, 4 * U, "t/a"), *b = kbuf_alloc(&kb, 16 * U, "t/b"), *c = kbuf_alloc(&kb, 8 * U, "t/c");
+    kbuf_free(&kb, a);
+    kbuf_free(&kb, c);
+    float *d = kbuf_alloc(&kb, 4 * U - 100, "t/d");   /* the same size, rounded: a comes back */
+    if (d != a) { printf("FAIL a freed block of the same rounded size is not reused\n"); failures++; }
+    STATS(8, 20, 28, 28, "after a reuse");
+    kbuf_free(&kb, b);                                /* kept: c (8), b (16) */
+    float *e = kbuf_alloc(&kb, 2 * U, "t/e");         /* another size: anew; over the mark, so c (the smaller) goes */
+    STATS(16, 6, 28, 30, "after another size");
+    float *f = kbuf_alloc(&kb, 15 * U, "t/f");        /* within 1/8 of b's 16: b comes back */
+    if (f != b) { printf("FAIL the kept block of 16 units is not reused for 15\n"); failures++; }
+    float *small = kbuf_alloc(&kb, 1000, "t/small");  /* not counted, never kept */
+    float *g = kbuf_alloc(&kb, 32 * U, "t/g");        /* a new high-water mark */
+    STATS(0, 54, 54, 62, "after a larger request");
+    for (size_t i = 0; i < 8 * U / 4; i++) g[i] = (float)i;   /* usable memory, 64-byte aligned */
+    if ((uintptr_t)g % 64 || (uintptr_t)e % 64 || (uintptr_t)small % 64) { printf("FAIL block not 64-byte aligned\n"); failures++; }
+    kbuf_free(&kb, small);
+    STATS(0, 54, 54, 62, "after a small block's free");
+    kbuf_free(&kb, d); kbuf_free(&kb, e); kbuf_free(&kb, f); kbuf_free(&kb, g);
+    STATS(54, 0, 54, 62, "after every free");
+#undef STATS
+    kbackend_destroy(&kb);
+    if (kb.priv) { printf("FAIL kbackend_destroy left the cache\n"); failures++; }
+    printf("ok   host memory cache (reuse by size, bounded by the high-water mark)\n");
+}
+
 int main(void) {
+    test_host_memory();
     KBackend kb;
     kbackend_cpu_init(&kb, 3);   /* an odd thread count: uneven splits of rows and columns */
     test_gemm(&kb);

@@ -1,5 +1,6 @@
-/* backend_cpu.c — the CPU backend: host memory (64-byte aligned, zero-filled), memcpy transfers and
-   the table of CPU ops. Not here: the ops themselves (one file each beside this one). */
+/* backend_cpu.c — the CPU backend: memcpy transfers and the table of CPU ops. Not here: the ops
+   themselves (one file each beside this one), host memory and its cache of freed blocks
+   (host_memory.c). */
 #include "kernels_cpu.h"
 #include "dpmem.h"
 
@@ -25,19 +26,11 @@ int kcpu_thread_index(void) {
 #endif
 }
 
-static void *cpu_alloc(KBackend *b, size_t bytes) {
-    (void)b;
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, rounded);
-    if (p) memset(p, 0, rounded);
-    return p;
-}
-static void cpu_free(KBackend *b, void *p) { (void)b; free(p); }
 static void cpu_copy_bytes(KBackend *b, void *dst, const void *src, size_t n) { (void)b; memcpy(dst, src, n); }
 
 const KOps kops_cpu = {
     .name = "cpu", .space = DPMEM_HOST,
-    .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy_bytes, .download = cpu_copy_bytes,
+    .alloc = kcpu_alloc, .free = kcpu_free, .release = kcpu_release, .upload = cpu_copy_bytes, .download = cpu_copy_bytes,
     .scratch_bytes = kcpu_scratch_bytes,
     .gemm = gemm_cpu, .fill = fill_cpu, .copy = copy_cpu, .add = add_cpu, .scale = scale_cpu,
     .sum = sum_cpu, .sumsq = sumsq_cpu, .count_nonfinite = count_nonfinite_cpu,

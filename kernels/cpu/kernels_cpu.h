@@ -57,6 +57,15 @@ void narrow_inplace_cpu(KBackend *b, void *x, size_t n);
 void copy_bytes_cpu(KBackend *b, void *dst, const void *src, size_t bytes);
 void zero_bytes_cpu(KBackend *b, void *x, size_t bytes);
 
+/* Host memory, 64-byte aligned, not zeroed; freed blocks kept for reuse under the backend's own
+   high-water mark (host_memory.c). kcpu_release gives back what is kept (kbackend_destroy). */
+void *kcpu_alloc(KBackend *b, size_t bytes);
+void kcpu_free(KBackend *b, void *p);
+void kcpu_release(KBackend *b);
+/* Bytes kept for reuse, handed out, the most ever handed out at once, and allocated anew in all
+   (rounded to 64; tests, profile_step). */
+void kcpu_cache_stats(const KBackend *b, size_t *kept, size_t *live, size_t *high_water, size_t *fresh);
+
 /* OpenBLAS on one thread (the backend splits large GEMMs itself); called by kbackend_cpu_init. */
 void kcpu_blas_single_thread(void);
 
