@@ -1,7 +1,9 @@
 # LLaMA trainer core: kernels (interface, CPU backend, plan backend), the model, the shared training
 # loop, build/train_vanilla, and their tests and benchmark. OpenMP for loops, OpenBLAS for GEMM.
 
-TRAINER_CFLAGS  := -fopenmp
+# -fno-math-errno: sqrt and friends need no errno fallback call, so loops over them vectorize
+# (kernels/cpu/optimizer.c's AdamW); no value changes.
+TRAINER_CFLAGS  := -fopenmp -fno-math-errno
 TRAINER_LDLIBS  := -fopenmp -lopenblas -lcjson
 # Data parallelism over MPI (samples/comm.h): Debian's OpenMPI at its fixed place (under DEPS= where
 # packages were unpacked), so the flags are right on the first build, before the packages are there.

@@ -12,6 +12,7 @@
 #include "dpmem.h"
 #include "kernels.h"
 #include "cpu/kernels_cpu.h"
+#include "cpu/vmath.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -405,7 +406,37 @@ static void test_host_memory(void) {
     printf("ok   host memory cache (reuse by size, bounded by the high-water mark)\n");
 }
 
+/* kexpf (cpu/vmath.h, the softmaxes' and SwiGLU's exp): within 2 ulp of exp in double wherever the
+   result is a normal float, over [-104, 89] at 2^-10 steps and the points that bound its ranges;
+   +inf above 88.72, 0 at and below -103.98, NaN for NaN, subnormals close to the true value. */
+static void test_kexpf(void) {
+    int bad = 0;
+    double worst = 0;
+    for (int i = -104 * 1024; i <= 89 * 1024; i++) {
+        const float x = (float)i / 1024.0f;
+        const double want = exp((double)x);
+        const float got = kexpf(x);
+        if (want > 3.4028234663852886e38) { bad += !(isinf(got) && got > 0); continue; }
+        if (want < 1.1754943508222875e-38) { bad += !(fabs((double)got - want) <= 1.5e-45 * 1.01 || fabs((double)got - want) <= 1e-6 * want); continue; }
+        const double rel = fabs((double)got - want) / want;
+        if (rel > worst) worst = rel;
+        bad += !(rel <= 2 * 5.96e-8);
+    }
+    const float specials[] = { NAN, INFINITY, -INFINITY, 88.7228f, 88.72284f, 89.0f, -87.3365f, -103.97f, -103.98f, -1e30f, 1e30f, 0.0f, -0.0f };
+    const int want_inf[] = { 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0 };
+    for (int i = 0; i < 13; i++) {
+        const float x = specials[i], y = kexpf(x);
+        if (isnan(x)) bad += !isnan(y);
+        else if (want_inf[i]) bad += !(isinf(y) && y > 0);
+        else if (x < -103.975f) bad += y != 0.0f;
+        else bad += !(fabs((double)y - exp((double)x)) <= 2 * 5.96e-8 * exp((double)x) + 1.5e-45);
+    }
+    if (bad) { printf("FAIL kexpf: %d values off (worst relative error %.3g)\n", bad, worst); failures++; }
+    else printf("ok   kexpf                            worst relative error %.3g (%.2f ulp)\n", worst, worst / 5.96e-8);
+}
+
 int main(void) {
+    test_kexpf();
     test_host_memory();
     KBackend kb;
     kbackend_cpu_init(&kb, 3);   /* an odd thread count: uneven splits of rows and columns */

@@ -9,6 +9,7 @@
    Layout: q, out [B,T,NH,HS]; k, v [B,T,NKV,HS]; lse [B,NH,T]; scores scaled by 1/sqrt(HS).
    Not here: masks other than causal, dropout, KV cache. The naive T×T version lives in the tests. */
 #include "kernels_cpu.h"
+#include "vmath.h"
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -17,7 +18,7 @@
                                always has key 0 of the block unmasked, so no row is ever empty */
 
 /* S[nr, nc] = scale * A[nr, HS] B[nc, HS]ᵀ, then the causal mask (key j0+c > query i0+r) as -inf. */
-static void scores(float *S, const float *A, int lda, const float *Bm, int ldb, int nr, int nc, int HS,
+KCPU_INLINE void scores(float *S, const float *A, int lda, const float *Bm, int ldb, int nr, int nc, int HS,
                    float scale, int i0, int j0) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, HS, scale, A, lda, Bm, ldb, 0.0f, S, BT);
     if (j0 + nc - 1 <= i0) return;   /* block entirely below the diagonal */
@@ -26,6 +27,7 @@ static void scores(float *S, const float *A, int lda, const float *Bm, int ldb, 
             if (j0 + c > i0 + r) S[r * BT + c] = -INFINITY;
 }
 
+KCPU_CLONES
 void attention_forward_cpu(KBackend *b, float *out, float *lse, const float *q, const float *k, const float *v,
                            int B, int T, int NH, int NKV, int HS, void *scratch) {
     const int group = NH / NKV, nblk = (T + BT - 1) / BT;
@@ -48,13 +50,19 @@ void attention_forward_cpu(KBackend *b, float *out, float *lse, const float *q, 
                     const float *V = v + ((size_t)bb * T + j0) * ks + (size_t)kh * HS;
                     scores(S, Q, qs, K, ks, nr, nc, HS, scale, i0, j0);
                     for (int r = 0; r < nr; r++) {   /* online softmax: rescale what came before */
-                        float *sr = S + r * BT, mx = m[r];
-                        for (int c = 0; c < nc; c++) if (sr[c] > mx) mx = sr[c];
-                        float corr = expf(m[r] - mx), sum = 0.0f;   /* corr = 0 on the first block */
-                        for (int c = 0; c < nc; c++) { sr[c] = expf(sr[c] - mx); sum += sr[c]; }
+                        float *sr = S + r * BT, mx = m[r], sum = 0.0f;
+                        #pragma omp simd reduction(max:mx)
+                        for (int c = 0; c < nc; c++) mx = sr[c] > mx ? sr[c] : mx;
+                        float corr = expf(m[r] - mx);   /* corr = 0 on the first block */
+                        #pragma omp simd reduction(+:sum)
+                        for (int c = 0; c < nc; c++) { sr[c] = kexpf(sr[c] - mx); sum += sr[c]; }
                         l[r] = l[r] * corr + sum;
                         m[r] = mx;
-                        if (corr != 1.0f) for (int d = 0; d < HS; d++) O[(size_t)r * HS + d] *= corr;
+                        if (corr != 1.0f) {
+                            float *o = O + (size_t)r * HS;
+                            #pragma omp simd
+                            for (int d = 0; d < HS; d++) o[d] *= corr;
+                        }
                     }
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, HS, nc, 1.0f, S, BT, V, ks, 1.0f, O, HS);
                 }
@@ -66,6 +74,7 @@ void attention_forward_cpu(KBackend *b, float *out, float *lse, const float *q, 
             }
 }
 
+KCPU_CLONES
 void attention_backward_cpu(KBackend *b, float *dq, float *dk, float *dv, const float *dout, const float *q,
                             const float *k, const float *v, const float *out, const float *lse,
                             int B, int T, int NH, int NKV, int HS, void *scratch) {
@@ -80,6 +89,7 @@ void attention_backward_cpu(KBackend *b, float *dq, float *dk, float *dv, const 
             for (int i = 0; i < T; i++) {
                 size_t r = ((size_t)bb * T + i) * qs + (size_t)h * HS;
                 float s = 0.0f;
+                #pragma omp simd reduction(+:s)
                 for (int d = 0; d < HS; d++) s += dout[r + d] * out[r + d];
                 delta[((size_t)bb * NH + h) * T + i] = s;
             }
@@ -100,13 +110,21 @@ void attention_backward_cpu(KBackend *b, float *dq, float *dk, float *dv, const 
                         const int nc = i0 + nr - j0 < BT ? i0 + nr - j0 : BT;
                         const size_t koff = ((size_t)bb * T + j0) * ks + (size_t)kh * HS;
                         scores(P, q + qoff, qs, k + koff, ks, nr, nc, HS, scale, i0, j0);
-                        for (int r = 0; r < nr; r++)
-                            for (int c = 0; c < nc; c++) P[r * BT + c] = expf(P[r * BT + c] - L[r]);   /* masked: exp(-inf) = 0 */
+                        for (int r = 0; r < nr; r++) {
+                            float *pr = P + r * BT;
+                            const float lr = L[r];
+                            #pragma omp simd
+                            for (int c = 0; c < nc; c++) pr[c] = kexpf(pr[c] - lr);   /* masked: exp(-inf) = 0 */
+                        }
                         /* dP = dO Vᵀ, then dS = P (dP - D) * scale */
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, HS, 1.0f, dout + qoff, qs,
                                     v + koff, ks, 0.0f, dS, BT);
-                        for (int r = 0; r < nr; r++)
-                            for (int c = 0; c < nc; c++) dS[r * BT + c] = P[r * BT + c] * (dS[r * BT + c] - D[r]) * scale;
+                        for (int r = 0; r < nr; r++) {
+                            float *dr = dS + r * BT;
+                            const float *pr = P + r * BT, dd = D[r];
+                            #pragma omp simd
+                            for (int c = 0; c < nc; c++) dr[c] = pr[c] * (dr[c] - dd) * scale;
+                        }
                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, HS, nr, 1.0f, P, BT, dout + qoff, qs,
                                     1.0f, dv + koff, ks);
                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, HS, nr, 1.0f, dS, BT, q + qoff, qs,

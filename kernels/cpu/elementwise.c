@@ -2,6 +2,7 @@
    NaN/Inf) on the CPU. Reductions accumulate in double, one partial per thread over a fixed range,
    combined in thread order: the same thread count gives the same bits. */
 #include "kernels_cpu.h"
+#include "vmath.h"
 #include <math.h>
 #include <string.h>
 
@@ -14,12 +15,12 @@ void fill_cpu(KBackend *b, float *x, float value, size_t n) {
 void copy_cpu(KBackend *b, float *dst, const float *src, size_t n) { (void)b; memmove(dst, src, n * sizeof *dst); }
 
 void add_cpu(KBackend *b, float *y, const float *x, size_t n) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
+    #pragma omp parallel for simd num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
 void scale_cpu(KBackend *b, float *x, float s, size_t n) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
+    #pragma omp parallel for simd num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
@@ -48,19 +49,21 @@ size_t count_nonfinite_cpu(KBackend *b, const float *x, size_t n, void *scratch)
     return (size_t)reduce(b, x, n, scratch, 2);
 }
 
+KCPU_CLONES
 void swiglu_forward_cpu(KBackend *b, float *h, const float *gate, const float *up, size_t n) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
+    #pragma omp parallel for simd num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) {
         float g = gate[i];
-        h[i] = g / (1.0f + expf(-g)) * up[i];
+        h[i] = g / (1.0f + kexpf(-g)) * up[i];
     }
 }
 
+KCPU_CLONES
 void swiglu_backward_cpu(KBackend *b, float *dgate, float *dup, const float *dh, const float *gate,
                          const float *up, size_t n) {
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
+    #pragma omp parallel for simd num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
     for (size_t i = 0; i < n; i++) {
-        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), silu = g * sig;
+        float g = gate[i], sig = 1.0f / (1.0f + kexpf(-g)), silu = g * sig;
         dup[i] = dh[i] * silu;
         dgate[i] = dh[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
     }

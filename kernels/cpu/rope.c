@@ -4,23 +4,35 @@
    rotated by the angle. The backward rotates back.
    Not here: position offsets (KV cache), RoPE variants other than llama3 scaling. */
 #include "kernels_cpu.h"
+#include "vmath.h"
 #include <math.h>
 
+/* Each position's angles once (in chunks of up to 256 pairs), for every sequence and head at that
+   position: cosf/sinf per angle were most of the op's time when recomputed per sequence; the
+   rotation itself then runs in vector lanes along the head. */
+KCPU_CLONES
 static void rope_apply(KBackend *b, float *x, int B, int T, int NH, int HS, KRope rope, float sign) {
     int half = HS / 2;
     #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL((size_t)B * T * NH * HS))
-    for (int bt = 0; bt < B * T; bt++) {
-        int t = bt % T;
-        float *row = x + (size_t)bt * NH * HS;
-        for (int i = 0; i < half; i++) {
-            float inv_freq = krope_inv_freq(rope, i, HS);
-            float ang = (float)t * inv_freq, c = cosf(ang), s = sign * sinf(ang);
-            for (int h = 0; h < NH; h++) {
-                float *v = row + (size_t)h * HS;
-                float x1 = v[i], x2 = v[i + half];
-                v[i] = x1 * c - x2 * s;
-                v[i + half] = x2 * c + x1 * s;
+    for (int t = 0; t < T; t++) {
+        float cs[256], sn[256];
+        for (int i0 = 0; i0 < half; i0 += 256) {
+            const int n = half - i0 < 256 ? half - i0 : 256;
+            for (int k = 0; k < n; k++) {
+                float ang = (float)t * krope_inv_freq(rope, i0 + k, HS);
+                cs[k] = cosf(ang);
+                sn[k] = sign * sinf(ang);
             }
+            for (int bb = 0; bb < B; bb++)
+                for (int h = 0; h < NH; h++) {
+                    float *v = x + ((size_t)bb * T + t) * NH * HS + (size_t)h * HS + i0;
+                    #pragma omp simd
+                    for (int k = 0; k < n; k++) {
+                        float x1 = v[k], x2 = v[k + half];
+                        v[k] = x1 * cs[k] - x2 * sn[k];
+                        v[k + half] = x2 * cs[k] + x1 * sn[k];
+                    }
+                }
         }
     }
 }
