@@ -12,9 +12,13 @@
    and the float added is (float)(std · z). The index of a coordinate is its position in the flat
    vector of all trainable parameters (the caller passes each tensor's offset), the step is the
    logical optimizer step. NOISE_HD marks the inline functions __host__ __device__ under nvcc, so the
-   CUDA port calls these very functions. Double-precision log/sqrt/cos may differ by an ulp between
-   libm and CUDA's math library; after rounding to float the values agree (checked by the CUDA tests,
-   not here).
+   CUDA port calls these very functions.
+   ln, sin and cos on the CPU are this file's own (noise_log, noise_sincos_pi4: fdlibm's formulas,
+   within an ulp of the correctly rounded value, written without branches so that noise.c runs
+   them in vector lanes; the CPU's stream no longer depends on the libm it links); on the GPU they
+   are CUDA's. The doubles may differ by an ulp between the two; after rounding to float the values
+   agree (checked by the CUDA tests, not here), except where std·z lies within an ulp of a float
+   rounding boundary (about one value in 10^8).
 
    Not here: the clipping, the sum over samples, or a cryptographically secure generator; Philox is
    a statistical generator. --secure-seed takes the seed from getrandom() (noise_secure_seed). */
@@ -23,47 +27,113 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <math.h>
 #include <Random123/philox.h>
 
 #ifdef __CUDACC__
 #define NOISE_HD __host__ __device__
+#define NOISE_INLINE static inline __host__ __device__
+#elif defined(__GNUC__)
+#define NOISE_HD
+#define NOISE_INLINE static inline __attribute__((always_inline))   /* into noise.c's vector versions */
 #else
 #define NOISE_HD
+#define NOISE_INLINE static inline
 #endif
 
-/* cos and sin of θ = 2π·r/2³². The octant k = r / 2²⁹ is taken on the integer (exact), so the libm
-   call always gets an angle in [0, π/4] — its fastest path: on random angles a plain sincos cost
-   2.3× as much here. Odd octants measure from the octant's end: ψ = 2π·(2²⁹ − f)/2³² = π/4 − φ. */
-static inline NOISE_HD void noise_cos_sin(uint32_t r, double *c, double *s) {
-    const uint32_t k = r >> 29, f = r & 0x1FFFFFFFu;
-    const double x = (6.283185307179586476925286766559 / 4294967296.0) * (double)((k & 1) ? 0x20000000u - f : f);
-    double sx, cx;
-#if !defined(__CUDA_ARCH__) && defined(__GLIBC__) && defined(_GNU_SOURCE)
-    sincos(x, &sx, &cx);   /* glibc's sincos returns exactly sin and cos, in one call */
+/* cond ? a : b, chosen on the bits: a loop over it stays one straight line (vector code). */
+NOISE_INLINE double noise_select(uint32_t cond, double a, double b) {
+    uint64_t ua, ub, m = 0u - (uint64_t)(cond != 0);
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & m) | (ub & ~m);
+    memcpy(&a, &ua, sizeof a);
+    return a;
+}
+
+/* ln x for a positive normal x (Box-Muller's u in [2^-32, 1]). CPU: fdlibm's e_log.c without its
+   special cases, both of its final formulas computed and one chosen; within an ulp. */
+NOISE_INLINE double noise_log(double x) {
+#ifdef __CUDA_ARCH__
+    return log(x);
 #else
-    sx = sin(x); cx = cos(x);
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10,
+                 Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01, Lg3 = 2.857142874366239149e-01,
+                 Lg4 = 2.222219843214978396e-01, Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01,
+                 Lg7 = 1.479819860511658591e-01;
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int32_t hx = (int32_t)(bits >> 32);                  /* 32-bit lanes: no 64-bit shifts or conversions */
+    int32_t k = (hx >> 20) - 1023;
+    hx &= 0x000fffff;
+    const int32_t i = (hx + 0x95f64) & 0x100000;
+    const uint64_t nb = ((uint64_t)(uint32_t)(hx | (i ^ 0x3ff00000)) << 32) | (bits & 0xffffffffu);   /* into [√2/2, √2) */
+    double m;
+    memcpy(&m, &nb, sizeof m);
+    k += i >> 20;
+    const double f = m - 1.0, s = f / (2.0 + f), dk = (double)k, z = s * s, w = z * z;
+    const double t1 = w * (Lg2 + w * (Lg4 + w * Lg6)), t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7))), R = t2 + t1;
+    const double hfsq = 0.5 * f * f;
+    const double a = dk * ln2_hi - ((hfsq - (s * (hfsq + R) + dk * ln2_lo)) - f);
+    const double b = dk * ln2_hi - ((s * (f - R) - dk * ln2_lo) - f);
+    return noise_select(((hx - 0x6147a) | (0x6b851 - hx)) > 0, a, b);
 #endif
+}
+
+/* sin x and cos x for 0 <= x <= π/4. CPU: fdlibm's k_sin.c and k_cos.c (no tail); within an ulp. */
+NOISE_INLINE void noise_sincos_pi4(double x, double *s, double *c) {
+#ifdef __CUDA_ARCH__
+    *s = sin(x); *c = cos(x);
+#else
+    const double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03, S3 = -1.98412698298579493134e-04,
+                 S4 = 2.75573137070700676789e-06, S5 = -2.50507602534068634195e-08, S6 = 1.58969099521155010221e-10;
+    const double C1 = 4.16666666666666019037e-02, C2 = -1.38888888888741095749e-03, C3 = 2.48015872894767294178e-05,
+                 C4 = -2.75573143513906633035e-07, C5 = 2.08757232129817482790e-09, C6 = -1.13596475577881948265e-11;
+    const double z = x * x, w = z * z;
+    const double rs = S2 + z * (S3 + z * S4) + z * w * (S5 + z * S6);
+    *s = x + z * x * (S1 + z * rs);
+    const double rc = z * (C1 + z * (C2 + z * C3)) + w * w * (C4 + z * (C5 + z * C6));
+    const double hz = 0.5 * z, one_hz = 1.0 - hz;
+    *c = one_hz + (((1.0 - one_hz) - hz) + z * rc);
+#endif
+}
+
+/* cos and sin of θ = 2π·r/2³². The octant k = r / 2²⁹ is taken on the integer (exact), so that
+   sin and cos are only ever needed on [0, π/4] (where their polynomials hold; on random angles a
+   plain libm sincos cost 2.3× as much here). Odd octants measure from the octant's end:
+   ψ = 2π·(2²⁹ − f)/2³² = π/4 − φ. */
+NOISE_INLINE void noise_cos_sin(uint32_t r, double *c, double *s) {
+    const uint32_t k = r >> 29, f = r & 0x1FFFFFFFu;
+    const uint32_t odd = 0u - (k & 1), g = (f & ~odd) | ((0x20000000u - f) & odd);   /* odd k: 2^29 - f */
+    const double x = (6.283185307179586476925286766559 / 4294967296.0) * (double)g;
+    double sx, cx;
+    noise_sincos_pi4(x, &sx, &cx);
     /* θ = kπ/4 + x (k even) or (k+1)π/4 − x (k odd): rotate (cx, sx) by the octant */
-    const int swap = ((k + 1) & 2) != 0;
-    double cv = swap ? sx : cx, sv = swap ? cx : sx;
-    *c = ((k + 2) & 4) ? -cv : cv;
-    *s = (k & 4) ? -sv : sv;
+    const uint32_t swap = (k + 1) & 2;
+    const double cv = noise_select(swap, sx, cx), sv = noise_select(swap, cx, sx);
+    *c = noise_select((k + 2) & 4, -cv, cv);
+    *s = noise_select(k & 4, -sv, sv);
+}
+
+/* Box-Muller of one Philox output: lanes 0..3 of a block from (r0, r1, r2, r3). */
+NOISE_INLINE void noise_box_muller(uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3, double z[4]) {
+    const double two32 = 4294967296.0;
+    const double rad0 = sqrt(-2.0 * noise_log(((double)r0 + 1.0) / two32));
+    const double rad1 = sqrt(-2.0 * noise_log(((double)r2 + 1.0) / two32));
+    double s0, c0, s1, c1;
+    noise_cos_sin(r1, &c0, &s0);
+    noise_cos_sin(r3, &c1, &s1);
+    z[0] = rad0 * c0; z[1] = rad0 * s0;
+    z[2] = rad1 * c1; z[3] = rad1 * s1;
 }
 
 /* The four standard normal values of block j (coordinates 4j … 4j+3). */
-static inline NOISE_HD void noise_normal4(uint64_t seed, uint64_t step, uint64_t j, double z[4]) {
+NOISE_INLINE void noise_normal4(uint64_t seed, uint64_t step, uint64_t j, double z[4]) {
     philox4x32_ctr_t c = {{ (uint32_t)j, (uint32_t)(j >> 32), (uint32_t)step, (uint32_t)(step >> 32) }};
     philox4x32_key_t k = {{ (uint32_t)seed, (uint32_t)(seed >> 32) }};
     philox4x32_ctr_t r = philox4x32(c, k);
-    const double two32 = 4294967296.0;
-    double rad0 = sqrt(-2.0 * log(((double)r.v[0] + 1.0) / two32));
-    double rad1 = sqrt(-2.0 * log(((double)r.v[2] + 1.0) / two32));
-    double s0, c0, s1, c1;
-    noise_cos_sin(r.v[1], &c0, &s0);
-    noise_cos_sin(r.v[3], &c1, &s1);
-    z[0] = rad0 * c0; z[1] = rad0 * s0;
-    z[2] = rad1 * c1; z[3] = rad1 * s1;
+    noise_box_muller(r.v[0], r.v[1], r.v[2], r.v[3], z);
 }
 
 /* The standard normal value of one coordinate. */
@@ -72,6 +142,11 @@ static inline NOISE_HD double noise_normal(uint64_t seed, uint64_t step, uint64_
     noise_normal4(seed, step, index / 4, z);
     return z[index % 4];
 }
+
+/* The CPU's vector path: z[4i + lane] = noise_normal4(seed, step, j0 + i)[lane] for i < NOISE_BATCH,
+   the same bits (noise.c). */
+#define NOISE_BATCH 64
+void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double *z);
 
 /* x[i] += (float)(std · z(seed, step, offset + i)) for i < n. */
 void noise_add_gaussian(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);
