@@ -16,6 +16,7 @@ build=${1:?usage: run_benches.sh [--quick] BUILD PROGRAM...}
 shift
 times=$build/bench-times$([ $quick -eq 1 ] && echo -quick).txt
 [ $quick -eq 1 ] && export DPMEM_BENCH_QUICK=1
+export DPMEM_BUILD="$build"   # for the scripts among them (bench/torch_baseline.py runs build/bench/profile_step)
 n=$#
 line_buf=""
 command -v stdbuf >/dev/null 2>&1 && line_buf="stdbuf -oL"
