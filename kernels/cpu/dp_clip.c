@@ -4,6 +4,7 @@
    kept from the one backward, so no second backward is needed. Not here: noise (samples/noise.c),
    two-pass clipping (a second backward with per-sample loss weights c_b, done by the trainer). */
 #include "dp_kernels.h"
+#include "cpu/vmath.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -31,11 +32,10 @@ void dp_clip_factors_safe(float *c, const float *norm2, int B, float max_norm, d
     }
 }
 
+KCPU_CLONES
 void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t P) {
-    /* Elements in parallel; each element still sums its samples in order b = 0, 1, ... */
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (P >= 65536)
-#endif
+    /* Elements in parallel and in vector lanes; each element still sums its samples in order b = 0, 1, ... */
+    KCPU_PRAGMA(omp parallel for simd schedule(static) if (P >= 65536))
     for (size_t k = 0; k < P; k++) {
         float s = grad[k];
         for (int b = 0; b < B; b++)
@@ -44,10 +44,9 @@ void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t
     }
 }
 
+KCPU_CLONES
 void dp_clipped_sum_first(float *grad, const float *rest, const float *c, int B, size_t P) {
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (P >= 65536)
-#endif
+    KCPU_PRAGMA(omp parallel for simd schedule(static) if (P >= 65536))
     for (size_t k = 0; k < P; k++) {
         float s = c[0] != 0 ? c[0] * grad[k] : 0.0f;   /* c_0 = 0: sample 0 dropped, even if not finite */
         for (int b = 1; b < B; b++)
@@ -82,6 +81,7 @@ void dp_linear_clipped_grad_bk(float *dw, const float *a, const float *g, const 
     }
 }
 
+KCPU_CLONES
 void dp_embedding_clipped_grad_bk(float *dwte, const int *tokens, const float *g, const float *c,
                                   int B, int T, int C) {
     for (int b = 0; b < B; b++) {
@@ -90,6 +90,7 @@ void dp_embedding_clipped_grad_bk(float *dwte, const int *tokens, const float *g
         for (int t = 0; t < T; t++) {
             float *row = dwte + (size_t)tokens[b * T + t] * C;
             const float *gt = g + ((size_t)b * T + t) * C;
+            KCPU_PRAGMA(omp simd)
             for (int i = 0; i < C; i++) row[i] += cb * gt[i];
         }
     }

@@ -4,14 +4,17 @@
    in the caller's buffer so that the clipped sum can be formed from them (dp_clipped_sum).
    Not here: the Gram-matrix methods (dp_norms_ghost.c, dp_norms_flash.c). */
 #include "dp_kernels.h"
+#include "cpu/vmath.h"
 
 #include <cblas.h>
 #include <string.h>
 
 /* Σ x² in double (the norms feed a sqrt and a clip: float accumulation over millions of terms
    would lose digits that the tests check). */
+KCPU_CLONES
 static double sumsq(const float *x, size_t n) {
     double s = 0;
+    KCPU_PRAGMA(omp simd reduction(+:s))
     for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
     return s;
 }
@@ -58,15 +61,19 @@ void dp_embedding_norms_direct(float *norm2, float *psg, const int *tokens, cons
     }
 }
 
+/* Samples in parallel (each its own slice and norm), each row in vector lanes. */
+KCPU_CLONES
 void dp_rmsnorm_norms_direct(float *norm2, float *psg, const float *dout, const float *inp,
                              const float *rstd, int B, int T, int C) {
+    KCPU_PRAGMA(omp parallel for schedule(static) if (B > 1 && (size_t)T * C >= 65536))
     for (int b = 0; b < B; b++) {
         float *p = psg + (size_t)b * C;
         memset(p, 0, (size_t)C * sizeof *p);
         for (int t = 0; t < T; t++) {
-            size_t row = ((size_t)b * T + t) * C;
-            float r = rstd[b * T + t];
-            for (int i = 0; i < C; i++) p[i] += dout[row + i] * inp[row + i] * r;
+            const float *dy = dout + ((size_t)b * T + t) * C, *x = inp + ((size_t)b * T + t) * C;
+            const float r = rstd[b * T + t];
+            KCPU_PRAGMA(omp simd)
+            for (int i = 0; i < C; i++) p[i] += dy[i] * x[i] * r;
         }
         norm2[b] += (float)sumsq(p, (size_t)C);
     }

@@ -4,8 +4,12 @@
    visited as s < t (twice) plus s = t (once). Cost T² token comparisons and one C-long dot per
    matching pair. Not here: the materialized version (dp_norms_direct.c). */
 #include "dp_kernels.h"
+#include "cpu/vmath.h"
 
+/* Samples in parallel; each matching pair's dot in vector lanes. */
+KCPU_CLONES
 void dp_embedding_norms(float *norm2, const int *tokens, const float *g, int B, int T, int C, DpIO *io) {
+    KCPU_PRAGMA(omp parallel for schedule(dynamic, 1) if (B > 1 && (size_t)T * T >= 65536))
     for (int b = 0; b < B; b++) {
         const int *tok = tokens + (size_t)b * T;
         const float *gb = g + (size_t)b * T * C;
@@ -16,6 +20,7 @@ void dp_embedding_norms(float *norm2, const int *tokens, const float *g, int B, 
                 if (tok[u] != tok[t]) continue;
                 const float *gu = gb + (size_t)u * C;
                 double d = 0;
+                KCPU_PRAGMA(omp simd reduction(+:d))
                 for (int i = 0; i < C; i++) d += (double)gt[i] * gu[i];
                 s += (u == t ? 1.0 : 2.0) * d;
             }

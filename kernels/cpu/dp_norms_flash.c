@@ -2,8 +2,9 @@
    and the mixed rule that picks between the Gram path and direct per-sample gradients.
 
    Time is cut into blocks of R steps. For blocks i ≥ j the tile pair (a_i a_jᵀ, g_i g_jᵀ), R×R each,
-   is formed, multiplied elementwise and summed; diagonal tiles count once, off-diagonal ones twice
-   (the Gram matrices are symmetric). No T×T buffer ever exists: each of the nt threads owns one tile
+   is formed, multiplied elementwise and summed; off-diagonal tiles count twice (the Gram matrices
+   are symmetric), and of a diagonal tile only the lower triangle is formed (ssyrk), its entries
+   below the diagonal counted twice. No T×T buffer ever exists: each of the nt threads owns one tile
    pair (2R² floats), whatever T.
    Threads: the rows (sample b, block i) are the units of work, biggest first (row i has i+1 tiles);
    each row's sum goes to its own slot and a sample's rows are added in order afterwards, so the norms
@@ -12,6 +13,7 @@
    once and kept on chip, each block j ≤ i is streamed in; tiles never leave the chip; only the B
    norms are written. Not here: a fused GPU kernel (kernels/cuda). */
 #include "dp_kernels.h"
+#include "cpu/vmath.h"
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -26,6 +28,15 @@ size_t dp_linear_flash_floats(int B, int T, int R, int nt) {
     size_t r = (size_t)clamp_tile(T, R), blocks = ((size_t)T + r - 1) / r;
     if (nt < 1) nt = 1;
     return 2 * (size_t)B * blocks + (size_t)nt * 2 * r * r;   /* row sums (double), then the tile pairs */
+}
+
+/* Σ x_k y_k in double, in vector lanes. */
+KCPU_CLONES
+static double tile_dot(const float *x, const float *y, int n) {
+    double s = 0;
+    KCPU_PRAGMA(omp simd reduction(+:s))
+    for (int k = 0; k < n; k++) s += (double)x[k] * y[k];
+    return s;
 }
 
 void dp_linear_norms_flash(float *norm2, float *scratch, const float *a, const float *g,
@@ -48,16 +59,20 @@ void dp_linear_norms_flash(float *norm2, float *scratch, const float *a, const f
         const int b = (int)(q % B), i0 = (nblk - 1 - (int)(q / B)) * R, ri = T - i0 < R ? T - i0 : R;
         const float *ab = a + (size_t)b * T * IC, *gb = g + (size_t)b * T * OC;
         double s = 0;
-        for (int j0 = 0; j0 <= i0; j0 += R) {
+        for (int j0 = 0; j0 < i0; j0 += R) {   /* below the diagonal: whole tiles, counted twice */
             int rj = T - j0 < R ? T - j0 : R;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri, rj, IC, 1.0f,
                         ab + (size_t)i0 * IC, IC, ab + (size_t)j0 * IC, IC, 0.0f, ta, rj);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ri, rj, OC, 1.0f,
                         gb + (size_t)i0 * OC, OC, gb + (size_t)j0 * OC, OC, 0.0f, tg, rj);
-            double st = 0;
-            for (int k = 0; k < ri * rj; k++) st += (double)ta[k] * tg[k];
-            s += (i0 == j0 ? 1.0 : 2.0) * st;
+            s += 2.0 * tile_dot(ta, tg, ri * rj);
         }
+        /* the diagonal tile: its lower triangle only (ssyrk: half the flops of a product), the
+           entries below the diagonal twice and the diagonal once */
+        cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, ri, IC, 1.0f, ab + (size_t)i0 * IC, IC, 0.0f, ta, ri);
+        cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, ri, OC, 1.0f, gb + (size_t)i0 * OC, OC, 0.0f, tg, ri);
+        for (int t = 0; t < ri; t++)
+            s += 2.0 * tile_dot(ta + (size_t)t * ri, tg + (size_t)t * ri, t) + (double)ta[(size_t)t * ri + t] * tg[(size_t)t * ri + t];
         rowsum[(size_t)b * nblk + i0 / R] = s;
     }
     uint64_t rd = 0;

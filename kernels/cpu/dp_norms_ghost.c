@@ -5,10 +5,20 @@
    memory per layer, written and read back. Not here: the tiled version that avoids the T×T buffers
    (dp_norms_flash.c). */
 #include "dp_kernels.h"
+#include "cpu/vmath.h"
 
 #include <cblas.h>
 
 size_t dp_linear_ghost_floats(int B, int T) { return 2 * (size_t)B * T * T; }
+
+/* ⟨x, y⟩ of two Gram matrices, in double, in vector lanes. */
+KCPU_CLONES
+static double gram_dot(const float *x, const float *y, size_t n) {
+    double s = 0;
+    KCPU_PRAGMA(omp simd reduction(+:s))
+    for (size_t k = 0; k < n; k++) s += (double)x[k] * y[k];
+    return s;
+}
 
 void dp_linear_norms_ghost(float *norm2, float *gram, const float *a, const float *g,
                            int B, int T, int IC, int OC, DpIO *io) {
@@ -22,12 +32,8 @@ void dp_linear_norms_ghost(float *norm2, float *gram, const float *a, const floa
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, IC, 1.0f, ab, IC, ab, IC, 0.0f, aat + b * tt, T);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, OC, 1.0f, gb, OC, gb, OC, 0.0f, ggt + b * tt, T);
     }
-    for (int b = 0; b < B; b++) {
-        const float *x = aat + b * tt, *y = ggt + b * tt;
-        double s = 0;
-        for (size_t k = 0; k < tt; k++) s += (double)x[k] * y[k];
-        norm2[b] += (float)s;
-    }
+    KCPU_PRAGMA(omp parallel for schedule(static) if (B > 1))
+    for (int b = 0; b < B; b++) norm2[b] += (float)gram_dot(aat + b * tt, ggt + b * tt, tt);
     if (io) {
         io->read += (uint64_t)B * T * (IC + OC) * 4 + 2 * (uint64_t)B * tt * 4;
         io->written += 2 * (uint64_t)B * tt * 4 + (uint64_t)B * 4;

@@ -17,6 +17,7 @@
    Not here: the direct route (the two per-sample gradients summed before the norm: samples/dp_sgd.c
    with embedding_backward_ex and dp_psg_norms), the GPU twins (kernels/cuda/dp_norms.cu). */
 #include "dp_kernels.h"
+#include "cpu/vmath.h"
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -64,14 +65,19 @@ void dp_tied_cross_u(float *u, float *scratch, const int *tokens, const float *d
     }
 }
 
+/* Σ x_k y_k in double, in vector lanes. */
+KCPU_CLONES
+static double dot_double(const float *x, const float *y, size_t n) {
+    double s = 0;
+    KCPU_PRAGMA(omp simd reduction(+:s))
+    for (size_t k = 0; k < n; k++) s += (double)x[k] * y[k];
+    return s;
+}
+
 void dp_tied_cross_dot(float *norm2, const float *g, const float *u, int B, int T, int C, DpIO *io) {
     const size_t n = (size_t)T * C;
-    for (int b = 0; b < B; b++) {
-        const float *gb = g + (size_t)b * n, *ub = u + (size_t)b * n;
-        double s = 0;
-        for (size_t k = 0; k < n; k++) s += (double)gb[k] * ub[k];
-        norm2[b] += (float)(2.0 * s);
-    }
+    KCPU_PRAGMA(omp parallel for schedule(static) if (B > 1 && n >= 65536))
+    for (int b = 0; b < B; b++) norm2[b] += (float)(2.0 * dot_double(g + (size_t)b * n, u + (size_t)b * n, n));
     if (io) { io->read += 2 * (uint64_t)B * n * 4; io->written += (uint64_t)B * 4; }
 }
 
@@ -79,10 +85,5 @@ void dp_psg_norms(float *norm2, const float *psg, int B, size_t P) {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (B > 1)
 #endif
-    for (int b = 0; b < B; b++) {
-        const float *p = psg + (size_t)b * P;
-        double s = 0;
-        for (size_t k = 0; k < P; k++) s += (double)p[k] * p[k];
-        norm2[b] += (float)s;
-    }
+    for (int b = 0; b < B; b++) norm2[b] += (float)dot_double(psg + (size_t)b * P, psg + (size_t)b * P, P);
 }

@@ -26,6 +26,13 @@
 #define KCPU_CLONES
 #endif
 
+/* An OpenMP pragma where OpenMP is on (the DP kernels are also built without it: dp_bench_norms). */
+#ifdef _OPENMP
+#define KCPU_PRAGMA(x) _Pragma(#x)
+#else
+#define KCPU_PRAGMA(x)
+#endif
+
 /* A helper of such a function: inlined, so that it is compiled into each version. */
 #if defined(__GNUC__)
 #define KCPU_INLINE static inline __attribute__((always_inline))
