@@ -23,44 +23,50 @@
 #define NOISE_SIMD
 #endif
 
-/* Philox4x32-10 (Random123's philox4x32: the rounds, then the key bumped between them) of the
-   counters {j, step} for j = j0 .. j0 + NOISE_BATCH - 1, lane by lane. */
+/* Philox4x32-10 (Random123's philox4x32: ten rounds, the key bumped between them) of the counters
+   {j, step} for j = j0 .. j0 + NOISE_BATCH - 1, one lane each, the rounds in registers. */
 KCPU_INLINE void philox_batch(uint64_t seed, uint64_t step, uint64_t j0, uint32_t r[4][NOISE_BATCH]) {
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    NOISE_SIMD
     for (int i = 0; i < NOISE_BATCH; i++) {
         const uint64_t j = j0 + (uint64_t)i;
-        r[0][i] = (uint32_t)j; r[1][i] = (uint32_t)(j >> 32); r[2][i] = (uint32_t)step; r[3][i] = (uint32_t)(step >> 32);
-    }
-    for (int round = 0; round < 10; round++) {
-        NOISE_SIMD
-        for (int i = 0; i < NOISE_BATCH; i++) {
-            const uint64_t p0 = (uint64_t)0xD2511F53u * r[0][i], p1 = (uint64_t)0xCD9E8D57u * r[2][i];
-            const uint32_t n0 = (uint32_t)(p1 >> 32) ^ r[1][i] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ r[3][i] ^ k1;
-            r[0][i] = n0; r[1][i] = (uint32_t)p1; r[2][i] = n2; r[3][i] = (uint32_t)p0;
+        uint32_t c0 = (uint32_t)j, c1 = (uint32_t)(j >> 32), c2 = (uint32_t)step, c3 = (uint32_t)(step >> 32);
+        uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+        for (int round = 0; round < 10; round++) {
+            const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+            const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+            c0 = n0; c1 = (uint32_t)p1; c2 = n2; c3 = (uint32_t)p0;
+            k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
         }
-        k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+        r[0][i] = c0; r[1][i] = c1; r[2][i] = c2; r[3][i] = c3;
     }
 }
 
-/* z[4i + lane] = noise_normal4(seed, step, j0 + i)[lane] for i < NOISE_BATCH. */
+/* z[lane][i] = noise_normal4(seed, step, j0 + i)[lane] for i < NOISE_BATCH (one array per lane:
+   contiguous vector stores). */
 KCPU_CLONES
-void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double *z) {
+void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[4][NOISE_BATCH]) {
     uint32_t r[4][NOISE_BATCH];
     philox_batch(seed, step, j0, r);
     NOISE_SIMD
-    for (int i = 0; i < NOISE_BATCH; i++) noise_box_muller(r[0][i], r[1][i], r[2][i], r[3][i], z + 4 * i);
+    for (int i = 0; i < NOISE_BATCH; i++) {
+        noise_box_muller(r[0][i], r[1][i], &z[0][i], &z[1][i]);
+        noise_box_muller(r[2][i], r[3][i], &z[2][i], &z[3][i]);
+    }
 }
 
 /* x[i] = (x[i] + (float)(std · z(offset + i))) · scale over one range (scale 1: the plain sum). */
 static void add_range(float *x, size_t n, double std, float scale, uint64_t seed, uint64_t step, uint64_t offset) {
-    double z[4 * NOISE_BATCH];
+    double z[4][NOISE_BATCH];
     size_t i = 0;
     while (i < n) {
         const uint64_t idx = offset + i;
         const size_t lane0 = (size_t)(idx % 4), take0 = 4 * NOISE_BATCH - lane0;
         const size_t take = n - i < take0 ? n - i : take0;
         noise_normal_batch(seed, step, idx / 4, z);
-        for (size_t t = 0; t < take; t++) x[i + t] = (x[i + t] + (float)(std * z[lane0 + t])) * scale;
+        for (size_t t = 0; t < take; t++) {
+            const size_t k = lane0 + t;
+            x[i + t] = (x[i + t] + (float)(std * z[k % 4][k / 4])) * scale;
+        }
         i += take;
     }
 }

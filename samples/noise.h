@@ -109,23 +109,26 @@ NOISE_INLINE void noise_cos_sin(uint32_t r, double *c, double *s) {
     const double x = (6.283185307179586476925286766559 / 4294967296.0) * (double)g;
     double sx, cx;
     noise_sincos_pi4(x, &sx, &cx);
-    /* θ = kπ/4 + x (k even) or (k+1)π/4 − x (k odd): rotate (cx, sx) by the octant */
+    /* θ = kπ/4 + x (k even) or (k+1)π/4 − x (k odd): rotate (cx, sx) by the octant, the signs by
+       flipping the sign bit */
     const uint32_t swap = (k + 1) & 2;
     const double cv = noise_select(swap, sx, cx), sv = noise_select(swap, cx, sx);
-    *c = noise_select((k + 2) & 4, -cv, cv);
-    *s = noise_select(k & 4, -sv, sv);
+    uint64_t cb, sb;
+    memcpy(&cb, &cv, sizeof cb);
+    memcpy(&sb, &sv, sizeof sb);
+    cb ^= (uint64_t)(((k + 2) >> 2) & 1) << 63;
+    sb ^= (uint64_t)((k >> 2) & 1) << 63;
+    memcpy(c, &cb, sizeof cb);
+    memcpy(s, &sb, sizeof sb);
 }
 
-/* Box-Muller of one Philox output: lanes 0..3 of a block from (r0, r1, r2, r3). */
-NOISE_INLINE void noise_box_muller(uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3, double z[4]) {
-    const double two32 = 4294967296.0;
-    const double rad0 = sqrt(-2.0 * noise_log(((double)r0 + 1.0) / two32));
-    const double rad1 = sqrt(-2.0 * noise_log(((double)r2 + 1.0) / two32));
-    double s0, c0, s1, c1;
-    noise_cos_sin(r1, &c0, &s0);
-    noise_cos_sin(r3, &c1, &s1);
-    z[0] = rad0 * c0; z[1] = rad0 * s0;
-    z[2] = rad1 * c1; z[3] = rad1 * s1;
+/* Box-Muller of one pair of Philox words: √(−2 ln u(ru)) (cos θ(rt), sin θ(rt)). */
+NOISE_INLINE void noise_box_muller(uint32_t ru, uint32_t rt, double *zc, double *zs) {
+    const double rad = sqrt(-2.0 * noise_log(((double)ru + 1.0) / 4294967296.0));
+    double c, s;
+    noise_cos_sin(rt, &c, &s);
+    *zc = rad * c;
+    *zs = rad * s;
 }
 
 /* The four standard normal values of block j (coordinates 4j … 4j+3). */
@@ -133,7 +136,8 @@ NOISE_INLINE void noise_normal4(uint64_t seed, uint64_t step, uint64_t j, double
     philox4x32_ctr_t c = {{ (uint32_t)j, (uint32_t)(j >> 32), (uint32_t)step, (uint32_t)(step >> 32) }};
     philox4x32_key_t k = {{ (uint32_t)seed, (uint32_t)(seed >> 32) }};
     philox4x32_ctr_t r = philox4x32(c, k);
-    noise_box_muller(r.v[0], r.v[1], r.v[2], r.v[3], z);
+    noise_box_muller(r.v[0], r.v[1], &z[0], &z[1]);
+    noise_box_muller(r.v[2], r.v[3], &z[2], &z[3]);
 }
 
 /* The standard normal value of one coordinate. */
@@ -143,10 +147,10 @@ static inline NOISE_HD double noise_normal(uint64_t seed, uint64_t step, uint64_
     return z[index % 4];
 }
 
-/* The CPU's vector path: z[4i + lane] = noise_normal4(seed, step, j0 + i)[lane] for i < NOISE_BATCH,
+/* The CPU's vector path: z[lane][i] = noise_normal4(seed, step, j0 + i)[lane] for i < NOISE_BATCH,
    the same bits (noise.c). */
 #define NOISE_BATCH 64
-void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double *z);
+void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[4][NOISE_BATCH]);
 
 /* x[i] += (float)(std · z(seed, step, offset + i)) for i < n. */
 void noise_add_gaussian(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);

@@ -109,14 +109,14 @@ int main(void) {
     /* The vector path equals noise_normal4 bit for bit (batches across the carry into the high word
        of the block index, another seed and step). */
     {
-        double zb[4 * NOISE_BATCH], z4[4];
+        double zb[4][NOISE_BATCH], z4[4];
         const uint64_t starts[] = { 0, 1000003, 0xFFFFFFFFull - 20, 0x123456789ull };
         long differ = 0;
         for (int t = 0; t < 4; t++) {
             noise_normal_batch(0xDEADBEEFCAFEull, 3 + (uint64_t)t, starts[t], zb);
             for (int i = 0; i < NOISE_BATCH; i++) {
                 noise_normal4(0xDEADBEEFCAFEull, 3 + (uint64_t)t, starts[t] + (uint64_t)i, z4);
-                for (int l = 0; l < 4; l++) differ += memcmp(&z4[l], &zb[4 * i + l], sizeof(double)) != 0;
+                for (int l = 0; l < 4; l++) differ += memcmp(&z4[l], &zb[l][i], sizeof(double)) != 0;
             }
         }
         CHECK(differ == 0, "noise_normal_batch differs from noise_normal4 in %ld values", differ);
