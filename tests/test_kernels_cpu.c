@@ -447,6 +447,7 @@ int main(void) {
     test_attention(&kb, 2, 17, 6, 2, 10);   /* GQA, one tile */
     test_attention(&kb, 1, 150, 4, 1, 8);   /* three tiles of 64 keys, MQA */
     test_attention(&kb, 1, 5, 2, 2, 4);     /* T smaller than a tile, MHA */
+    test_attention(&kb, 1, 300, 2, 1, 8);   /* two forward chunks of keys (256 + 44): the online softmax across them */
     test_crossentropy(&kb);
     if (kb.live != 0 || kb.n_live != 0) { printf("FAIL scratch leaked: %zu bytes live\n", kb.live); failures++; }
     /* the scratch really went through kbuf_alloc: attention backward's delta buffer was the peak */
