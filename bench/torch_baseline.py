@@ -14,7 +14,10 @@ All of them: batch 4, fp32, 2 threads (dpmem's OpenMP threads; torch.set_num_thr
 tokens, the step = forward, loss, backward (+ per-sample clipping and noise for DP), AdamW, zero grad.
 A run's figure is the median of its timed steps (the first step, which allocates, is not timed); a
 table entry is the median over the rounds, with the range of the rounds in brackets; a ratio is
-the ratio of the medians, with the range of the per-round ratios (each round's two runs side by side).
+the ratio of the medians, with the range of the per-round ratios (each round's two runs side by side);
+for dpmem's DP methods also the ratio of CPU time per step (all threads) to vanilla's, which a
+shared machine disturbs less (PyTorch's OpenMP threads spin while they wait: its CPU time is not
+comparable, so only wall time is compared across frameworks).
 "% peak" is forward + loss + backward at the useful flops of the model (6 per weight per token and
 causal attention's products, no recomputation counted) over the sgemm peak measured at the start
 (OpenBLAS, 2 threads: profile_step --peak).
@@ -89,8 +92,9 @@ def worker(argv):
             model, opt, criterion, _ = out
         else:
             model, opt, _ = out
-    steps, fwd, bwd = [], [], []
+    steps, fwd, bwd, cpu = [], [], [], []
     for i in range(a.steps + 1):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         logits = model(input_ids=x).logits
         if criterion is not None:
@@ -103,13 +107,15 @@ def worker(argv):
         opt.step()
         opt.zero_grad(set_to_none=True)
         t3 = time.perf_counter()
+        c3 = time.process_time()
         if i > 0:   # the first step allocates everything: not timed, as dpmem's step 0
             steps.append(t3 - t0)
+            cpu.append(c3 - c0)
             fwd.append(t1 - t0)
             bwd.append(t2 - t1)
     import transformers
     import opacus
-    print(json.dumps({"method": a.worker, "step": steps, "forward+loss": fwd, "backward": bwd, "torch": torch.__version__,
+    print(json.dumps({"method": a.worker, "step": steps, "step_cpu": cpu, "forward+loss": fwd, "backward": bwd, "torch": torch.__version__,
                       "transformers": transformers.__version__, "opacus": opacus.__version__,
                       "threads": torch.get_num_threads()}))
 
@@ -155,6 +161,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=0)
     ap.add_argument("--configs", default="")
     ap.add_argument("--build", default=os.environ.get("DPMEM_BUILD", "build"))
+    ap.add_argument("--only", default="", help="comma-separated entries (e.g. 'vanilla,torch eager'): the others are skipped")
     a = ap.parse_args()
     quick = a.quick or os.environ.get("DPMEM_BENCH_QUICK") == "1"
     prof = os.path.join(ROOT, a.build, "bench", "profile_step")
@@ -164,7 +171,8 @@ def main():
     configs = a.configs or ("small:256" if quick else "small:256,small:1024,medium:1024")
     configs = [(c.split(":")[0], int(c.split(":")[1])) for c in configs.split(",")]
     torch_ok, why = have_torch()
-    entries = DPMEM + (TORCH if torch_ok else [])
+    only = set(x.strip() for x in a.only.split(",") if x.strip())
+    entries = [e for e in DPMEM + (TORCH if torch_ok else []) if not only or e[0] in only or e[0] == "vanilla"]
     machine = "?"
     try:
         with open("/proc/cpuinfo") as f:
@@ -179,6 +187,7 @@ def main():
     print(f"sgemm peak (OpenBLAS, {peak['threads']} threads, best of 5 products of 2048^3): "
           f"{peak['sgemm_peak'] * 1e-9:.1f} GF/s (1 thread: {peak['sgemm_peak_1thread'] * 1e-9:.1f})")
     results = {}     # (config, entry) -> list of run medians (in round order)
+    cpus = {}        # (config, entry) -> list of run medians of the process's CPU time per step
     phases = {}      # (config, entry) -> list of run medians of forward+loss+backward
     info = {}
     for model, T in configs:
@@ -206,35 +215,39 @@ def main():
                     fb = [f + b for f, b in zip(j["forward+loss"], j["backward"])]
                     info[key] = j
                 results.setdefault(key, []).append(med(j["step"]))
+                cpus.setdefault(key, []).append(med(j.get("step_cpu", [])))
                 phases.setdefault(key, []).append(med(fb))
             print(f"  round {r + 1}/{rounds} done, load {load()}", flush=True)
         flops = cfg["flops_forward"] + cfg["flops_backward"]
         cfgs = f"V={cfg['vocab']} C={cfg['dim']} L={cfg['layers']} NH={cfg['heads']} F={cfg['ffn']}"
         base = results[((model, T), "vanilla")]
         print(f"\n{model} ({cfgs}), B=4, T={T}: step time in s, median over rounds [range]")
-        print("| method | step (s) | ÷ dpmem vanilla | family baseline | its step (s) | ÷ baseline | fwd+bwd % of sgemm peak | peak MiB |")
-        print("|---|---|---|---|---|---|---|---|")
-        for name, _what, family in DPMEM + (TORCH if torch_ok else []):
+        print("| method | step (s) | ÷ dpmem vanilla | (CPU time) | family baseline | its step (s) | ÷ baseline | fwd+bwd % of sgemm peak | peak MiB |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name, _what, family in entries:
             key = ((model, T), name)
             xs = results[key]
             ratio_v = [x / v for x, v in zip(xs, base)]
             row = [name, f"{med(xs):.3f} {fmt_range(xs, '{:.3f}')}",
                    "1" if name == "vanilla" else f"{med(xs) / med(base):.2f}× {fmt_range(ratio_v)}"]
+            cv = cpus[((model, T), "vanilla")]
+            # CPU time (all threads) per step, dpmem only: steadier than wall time on a shared machine
+            row.append(f"{med(cpus[key]) / med(cv):.2f}×" if name in (n for n, _, _ in DPMEM) and name != "vanilla" else "")
             base_name = {None: "torch eager", "hooks": "opacus hooks", "ghost": "opacus ghost"}[family]
             if name in (n for n, _, _ in TORCH):
                 row += ["", "", ""]
-            elif torch_ok:
+            elif torch_ok and ((model, T), base_name) in results:
                 bs = results[((model, T), base_name)]
                 rr = [x / b for x, b in zip(xs, bs)]
                 row += [base_name, f"{med(bs):.3f} {fmt_range(bs, '{:.3f}')}", f"{med(xs) / med(bs):.2f}× {fmt_range(rr)}"]
             else:
-                row += [base_name, "skipped", "skipped"]
+                row += [base_name, "skipped" if not torch_ok else "not run", ""]
             fb = phases[key]
             row.append(f"{100 * flops / med(fb) / peak['sgemm_peak']:.0f}%" if name in ("vanilla", "torch eager") else "")
             row.append(f"{info[key]['peak_bytes'] / 2**20:.0f}" if "peak_bytes" in info[key] else "")
             print("| " + " | ".join(row) + " |", flush=True)
-    if torch_ok:
-        j = next(iter(v for k, v in info.items() if k[1] == "torch eager"))
+    j = next(iter(v for k, v in info.items() if "torch" in v), None)
+    if j:
         print(f"\ntorch {j['torch']}, transformers {j['transformers']}, opacus {j['opacus']}, {j['threads']} threads")
     print(f"load average at the end {load()}")
     print("goals (issue 20): dpmem vanilla ÷ torch eager <= 0.8; >= 60 % of the sgemm peak in fwd+bwd at T=1024; "

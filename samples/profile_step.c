@@ -10,8 +10,9 @@
                                                        phases, the model's flops (bench/torch_baseline.py)
      build/bench/profile_step --peak                   the limits alone, as JSON
 
-   Phases are the scopes the loop and DP-SGD open (forward, loss, backward, clip inside backward,
-   noise, optimizer_step, zero_grad; nested ones are reported inside their parent). Ops are timed
+   Phases are the scopes the loop and DP-SGD open (forward, loss, backward, optimizer_step, zero_grad;
+   DP: "norms" = the hooks' scope clip inside the backward, "clip" = the factors and clipped sums
+   after it, noise; recompute and norms are reported inside the backward, which includes them). Ops are timed
    by wrapping the backend's table after the model is built; the DP kernels (kernels/cpu/dp_*.c)
    call OpenBLAS themselves and show as the rest of "clip". Step 0 (first touch, OpenBLAS buffers)
    is left out. Each row: ms per step (wall, and the process's CPU time over the threads: on a
@@ -81,8 +82,11 @@ static double copy_bandwidth(int nt) {
 /* ---- phases: the scopes, by name, on the main thread ------------------------------------------- */
 
 enum { NPH = 16, DEPTH = 16 };
-static const char *PHASES[NPH] = { "forward", "loss", "backward", "recompute", "clip", "noise", "optimizer_step",
+/* "norms": the DP hooks' scope "clip" inside the backward (per-sample norms, what bk keeps); "clip":
+   the same scope after it (the factors and the clipped sums) */
+static const char *PHASES[NPH] = { "forward", "loss", "backward", "recompute", "norms", "clip", "noise", "optimizer_step",
                                    "zero_grad", "data", NULL };
+enum { PH_BACKWARD = 2, PH_NORMS = 4, PH_CLIP = 5 };
 enum { MAXSTEPS = 256 };
 typedef struct { int ph; uint64_t t0; double c0; } Open;
 static struct {
@@ -91,6 +95,7 @@ static struct {
     double wall[NPH], cpu[NPH], step_wall, step_cpu;
     int steps;                             /* steps measured (from step 1) */
     double per_step[MAXSTEPS], per_phase[NPH][MAXSTEPS];   /* wall seconds of each measured step */
+    double per_step_cpu[MAXSTEPS];                         /* and the process's CPU seconds (all threads) */
 } P = { .step = -1 };
 
 static int phase_of(uint32_t id) {
@@ -112,6 +117,7 @@ static void scope_hook(void *user, int begin, uint32_t id, uint64_t ts) {
     if (dpmem_thread_index() != main_thread) return;
     if (begin) {
         int ph = phase_of(id);
+        if (ph == PH_CLIP && current_phase() == PH_BACKWARD) ph = PH_NORMS;
         if (ph == 100) P.step++;
         if (P.depth < DEPTH) P.open[P.depth] = (Open){ ph, ts, cpu_s() };
         P.depth++;
@@ -122,7 +128,7 @@ static void scope_hook(void *user, int begin, uint32_t id, uint64_t ts) {
     if (P.step < 1) return;
     double w = (double)(ts - o.t0) * 1e-9, c = cpu_s() - o.c0;
     if (o.ph == 100) {
-        if (P.steps < MAXSTEPS) P.per_step[P.steps] = w;
+        if (P.steps < MAXSTEPS) { P.per_step[P.steps] = w; P.per_step_cpu[P.steps] = c; }
         P.step_wall += w; P.step_cpu += c; P.steps++;
     } else if (o.ph >= 0) {
         P.wall[o.ph] += w; P.cpu[o.ph] += c;
@@ -358,6 +364,7 @@ int main(int argc, char **argv) {
                m->preset, m->vocab_size, m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_dim, m->norm_eps,
                m->rope_theta, m->tie_embeddings, cfg.batch_size, cfg.seq_len, nt, dpmem_peak_bytes(NULL), f, 2 * f);
         json_array("step", P.per_step, ns);
+        json_array("step_cpu", P.per_step_cpu, ns);
         for (int i = 0; PHASES[i]; i++) if (P.wall[i] > 0) json_array(PHASES[i], P.per_phase[i], ns);
         printf("}\n");
         return 0;
@@ -378,7 +385,7 @@ int main(int argc, char **argv) {
     printf("| phase | ms/step | %% of step | CPU ms/step | threads busy |\n|---|---|---|---|---|\n");
     for (int i = 0; PHASES[i]; i++) {
         if (P.wall[i] <= 0) continue;
-        printf("| %s%s | %.1f | %.1f | %.1f | %.2f |\n", i == 3 || i == 4 ? "  in backward: " : "", PHASES[i],
+        printf("| %s%s | %.1f | %.1f | %.1f | %.2f |\n", i == 3 || i == PH_NORMS ? "  in backward: " : "", PHASES[i],
                P.wall[i] * 1e3 / steps, 100 * P.wall[i] / P.step_wall, P.cpu[i] * 1e3 / steps, P.cpu[i] / P.wall[i]);
     }
     printf("\n| op | phase | calls/step | ms/step | %% of step | GF/s | %% of sgemm peak | GB/s | %% of copy bw |\n"
