@@ -94,7 +94,7 @@ void kbackend_free_all(KBackend *b) {
 
 void kbackend_destroy(KBackend *b) {
     kbackend_free_all(b);
-    if (b->ops && b->ops->release) b->ops->release(b);
+    if (b->release) b->release(b);
     free(b->lives);
     b->lives = NULL; b->cap_live = 0;
 }

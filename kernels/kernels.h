@@ -105,7 +105,6 @@ typedef struct KOps {
     int space;                                            /* DPMEM_HOST or DPMEM_DEVICE */
     void  *(*alloc)(KBackend *b, size_t bytes);           /* NULL when the device is full; need not be zeroed */
     void   (*free)(KBackend *b, void *p);
-    void   (*release)(KBackend *b);                       /* kbackend_destroy: memory the backend kept; may be NULL */
     /* The device's used and total bytes (cudaMemGetInfo), for the OOM post-mortem; NULL: not known. */
     int    (*meminfo)(KBackend *b, size_t *used, size_t *total);
     void   (*upload)(KBackend *b, void *dst, const void *src, size_t bytes);
@@ -179,6 +178,7 @@ struct KBackend {
     KLive *lives; int n_live, cap_live;
     KTraceFn trace; void *trace_user;
     void *priv;               /* the backend's own state (the CPU's cache of freed blocks) */
+    void (*release)(KBackend *b);   /* kbackend_destroy: gives back what priv holds; NULL: nothing */
     char err[256];
 };
 

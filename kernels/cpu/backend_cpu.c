@@ -30,7 +30,7 @@ static void cpu_copy_bytes(KBackend *b, void *dst, const void *src, size_t n) { 
 
 const KOps kops_cpu = {
     .name = "cpu", .space = DPMEM_HOST,
-    .alloc = kcpu_alloc, .free = kcpu_free, .release = kcpu_release, .upload = cpu_copy_bytes, .download = cpu_copy_bytes,
+    .alloc = kcpu_alloc, .free = kcpu_free, .upload = cpu_copy_bytes, .download = cpu_copy_bytes,
     .scratch_bytes = kcpu_scratch_bytes,
     .gemm = gemm_cpu, .fill = fill_cpu, .copy = copy_cpu, .add = add_cpu, .scale = scale_cpu,
     .sum = sum_cpu, .sumsq = sumsq_cpu, .count_nonfinite = count_nonfinite_cpu,
@@ -51,5 +51,6 @@ void kbackend_cpu_init(KBackend *b, int nthreads) {
     b->ops = b->target = &kops_cpu;
     b->space = kops_cpu.space;
     b->nthreads = nthreads > 0 ? nthreads : kcpu_max_threads();
+    b->release = kcpu_release;
     kcpu_blas_single_thread();
 }
