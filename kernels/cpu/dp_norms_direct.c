@@ -12,12 +12,7 @@
 /* Σ x² in double (the norms feed a sqrt and a clip: float accumulation over millions of terms
    would lose digits that the tests check). */
 KCPU_CLONES
-static double sumsq(const float *x, size_t n) {
-    double s = 0;
-    KCPU_PRAGMA(omp simd reduction(+:s))
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
-    return s;
-}
+static double sumsq(const float *x, size_t n) { return kdot_f64(x, x, n); }
 
 size_t dp_linear_direct_floats(int B, int IC, int OC) { return (size_t)B * OC * IC; }
 

@@ -18,11 +18,7 @@ void dp_embedding_norms(float *norm2, const int *tokens, const float *g, int B, 
             const float *gt = gb + (size_t)t * C;
             for (int u = 0; u <= t; u++) {
                 if (tok[u] != tok[t]) continue;
-                const float *gu = gb + (size_t)u * C;
-                double d = 0;
-                KCPU_PRAGMA(omp simd reduction(+:d))
-                for (int i = 0; i < C; i++) d += (double)gt[i] * gu[i];
-                s += (u == t ? 1.0 : 2.0) * d;
+                s += (u == t ? 1.0 : 2.0) * kdot_f64(gt, gb + (size_t)u * C, (size_t)C);
             }
         }
         norm2[b] += (float)s;

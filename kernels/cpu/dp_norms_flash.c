@@ -32,12 +32,7 @@ size_t dp_linear_flash_floats(int B, int T, int R, int nt) {
 
 /* Σ x_k y_k in double, in vector lanes. */
 KCPU_CLONES
-static double tile_dot(const float *x, const float *y, int n) {
-    double s = 0;
-    KCPU_PRAGMA(omp simd reduction(+:s))
-    for (int k = 0; k < n; k++) s += (double)x[k] * y[k];
-    return s;
-}
+static double tile_dot(const float *x, const float *y, int n) { return kdot_f64(x, y, (size_t)n); }
 
 void dp_linear_norms_flash(float *norm2, float *scratch, const float *a, const float *g,
                            int B, int T, int IC, int OC, int R, int nt, DpIO *io) {

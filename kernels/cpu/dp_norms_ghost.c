@@ -13,14 +13,9 @@
 
 size_t dp_linear_ghost_floats(int B, int T) { return 2 * (size_t)B * T * T; }
 
-/* ⟨x, y⟩ of two Gram matrices, in double, in vector lanes. */
+/* Σ x_k y_k of two Gram rows, in double, in vector lanes. */
 KCPU_CLONES
-static double gram_dot(const float *x, const float *y, size_t n) {
-    double s = 0;
-    KCPU_PRAGMA(omp simd reduction(+:s))
-    for (size_t k = 0; k < n; k++) s += (double)x[k] * y[k];
-    return s;
-}
+static double gram_dot(const float *x, const float *y, size_t n) { return kdot_f64(x, y, n); }
 
 void dp_linear_norms_ghost(float *norm2, float *gram, const float *a, const float *g,
                            int B, int T, int IC, int OC, DpIO *io) {

@@ -67,12 +67,7 @@ void dp_tied_cross_u(float *u, float *scratch, const int *tokens, const float *d
 
 /* Σ x_k y_k in double, in vector lanes. */
 KCPU_CLONES
-static double dot_double(const float *x, const float *y, size_t n) {
-    double s = 0;
-    KCPU_PRAGMA(omp simd reduction(+:s))
-    for (size_t k = 0; k < n; k++) s += (double)x[k] * y[k];
-    return s;
-}
+static double dot_double(const float *x, const float *y, size_t n) { return kdot_f64(x, y, n); }
 
 void dp_tied_cross_dot(float *norm2, const float *g, const float *u, int B, int T, int C, DpIO *io) {
     const size_t n = (size_t)T * C;

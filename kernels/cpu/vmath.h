@@ -12,6 +12,7 @@
 #define KCPU_VMATH_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -39,6 +40,15 @@
 #else
 #define KCPU_INLINE static inline
 #endif
+
+/* Σ x_k y_k in double, in vector lanes (the DP kernels' norms and Gram products: float sums over
+   millions of terms would lose digits the tests check). A KCPU_CLONES caller gets it in each width. */
+KCPU_INLINE double kdot_f64(const float *x, const float *y, size_t n) {
+    double s = 0;
+    KCPU_PRAGMA(omp simd reduction(+:s))
+    for (size_t k = 0; k < n; k++) s += (double)x[k] * y[k];
+    return s;
+}
 
 KCPU_INLINE float kexp2i(int32_t n) {   /* 2^n for -126 <= n <= 127 */
     uint32_t u = (uint32_t)(n + 127) << 23;
