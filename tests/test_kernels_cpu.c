@@ -157,6 +157,22 @@ static void test_simple(KBackend *kb) {
     fill_buffer(kb, a, 2.5f, n);
     for (size_t i = 0; i < n; i++) want[i] = 2.5;
     check("fill_buffer", a, want, n);
+    {   /* large copies and zero fills go in one piece per thread; overlapping ones stay one memmove */
+        const size_t m = (size_t)3 << 20;   /* 12 MiB: above the split threshold */
+        float *x = frand(m, 5), *y = malloc(m * sizeof *y), *z = malloc((m + 1000) * sizeof *z);
+        copy_buffer(kb, y, x, m);
+        int bad = memcmp(x, y, m * sizeof *x) != 0;
+        memcpy(z, x, m * sizeof *x);
+        copy_buffer(kb, z + 1000, z, m);     /* overlapping, forwards */
+        bad |= memcmp(z + 1000, x, m * sizeof *x) != 0;
+        copy_buffer(kb, z, z + 1000, m);     /* and back */
+        bad |= memcmp(z, x, m * sizeof *x) != 0;
+        fill_buffer(kb, y, 0.0f, m);
+        for (size_t i = 0; i < m; i++) bad |= y[i] != 0.0f;
+        if (bad) { printf("FAIL large copy_buffer / fill_buffer\n"); failures++; }
+        else printf("ok   large copy_buffer (apart and overlapping), fill_buffer with 0\n");
+        free(x); free(y); free(z);
+    }
 
     /* SwiGLU: forward vs double, backward vs central differences of the double forward */
     float *g = frand(n, 4), *u = frand(n, 2), *h = malloc(n * 4), *dh = frand(n, 1), *dg = malloc(n * 4), *du = malloc(n * 4);

@@ -43,5 +43,5 @@ void narrow_inplace_cpu(KBackend *b, void *x, size_t n) {
     }
 }
 
-void copy_bytes_cpu(KBackend *b, void *dst, const void *src, size_t bytes) { (void)b; if (dst != src) memmove(dst, src, bytes); }
-void zero_bytes_cpu(KBackend *b, void *x, size_t bytes) { (void)b; memset(x, 0, bytes); }
+void copy_bytes_cpu(KBackend *b, void *dst, const void *src, size_t bytes) { kcpu_copy_bytes(b, dst, src, bytes); }
+void zero_bytes_cpu(KBackend *b, void *x, size_t bytes) { kcpu_zero_bytes(b, x, bytes); }

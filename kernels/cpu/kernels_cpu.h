@@ -70,6 +70,11 @@ void kcpu_release(KBackend *b);
    (rounded to 64; tests, profile_step). */
 void kcpu_cache_stats(const KBackend *b, size_t *kept, size_t *live, size_t *high_water, size_t *fresh);
 
+/* Byte copies (memmove semantics) and zero fills, large ones split over the backend's threads
+   (elementwise.c). */
+void kcpu_copy_bytes(KBackend *b, void *dst, const void *src, size_t bytes);
+void kcpu_zero_bytes(KBackend *b, void *x, size_t bytes);
+
 /* OpenBLAS on one thread (the backend splits large GEMMs itself); called by kbackend_cpu_init. */
 void kcpu_blas_single_thread(void);
 
