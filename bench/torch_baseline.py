@@ -192,7 +192,7 @@ def main():
     phases = {}      # (config, entry) -> list of run medians of forward+loss+backward
     info = {}
     for model, T in configs:
-        rounds = a.rounds or (2 if quick else 3 if model == "medium" else 5)
+        rounds = a.rounds or (2 if quick else 5 if T <= 256 else 3)
         timed = 2 if quick or T >= 1024 else 3
         print(f"\n{model} T={T}: {rounds} interleaved rounds of {len(entries)} runs, {timed} timed steps each "
               f"(after 1 untimed); load {load()}", flush=True)
