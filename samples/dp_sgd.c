@@ -4,8 +4,11 @@
      per-sample squared norms into norm2 and skip the ordinary dW (scope "clip" inside "backward");
      c_b = min(1, C/(‖g_b‖+1e-6)); then
        bk / direct: dW += Σ_b c_b g_b from what the hooks kept (psg, or A and a copy of G);
-       twopass:     forward again and backward with per-sample loss weights c_b (the loop's model
-                    frees its activations in the backward, so the second backward needs them again).
+       twopass:     a second backward of the per-sample losses weighted by c_b (lm_head's output
+                    gradient scaled per sample); ghost, where keeping the activations through the
+                    first backward costs no memory (again_fits), runs it on them, as Opacus does;
+                    otherwise the forward runs again (the loop's model frees its activations in the
+                    backward).
    Once per logical batch (before_update, scope "noise"): dW = (dW + N(0, σ²C²)) / L, the noise of
    coordinate i of the flat trainable vector from (seed, step, i); the accountant counts the step.
    Physical batch of 1 with no accumulation: the per-sample gradient is the ordinary gradient, so
@@ -231,9 +234,7 @@ static int init_inner(DpSgd *d, TrainState *s) {
         d->rows = malloc((size_t)d->cap_rows * sizeof *d->rows);
         d->host_batch = malloc(2 * (size_t)B * m->T * sizeof *d->host_batch);
         if (!d->rows || !d->host_batch) return fail(d, "%s", "out of host memory (Poisson rows)");
-        if (!(d->mask = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/sample_mask")) ||
-            !(d->weights = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/loss_weights")))
-            return -1;
+        if (!(d->mask = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/sample_mask"))) return -1;
     }
     if (!(s->cfg->quiet || d->cfg.quiet_dp)) {
         if (g_comm.world > 1)
@@ -850,6 +851,18 @@ static int poisson_upload(DpSgd *d, TrainState *s, long first, int real) {
     return 0;
 }
 
+/* Whether ghost's two-pass may keep the activations through its first backward without raising the
+   peak: the peak of that backward is at lm_head's hook (every activation live, and its two B·T×T
+   Grams); kept, the activations stay live at every later hook too, each with Grams of the same size,
+   and at every attention backward, whose scratch must then be no larger than the Grams. (Not with
+   tied embeddings, whose u lives from lm_head's hook on beside the later Grams, nor LoRA, whose
+   first hook is not lm_head's; tests/test_dp_train and the plans check the peaks.) */
+static int again_fits(const DpSgd *d, const LlamaModel *m) {
+    const KShape sh = { .B = m->B, .T = m->T, .NH = m->NH, .NKV = m->NKV, .HS = m->HS };
+    const size_t grams = dp_linear_ghost_floats(m->B, m->T) * sizeof(float);
+    return d->kb->target->scratch_bytes(d->kb, KOP_ATTENTION_BACKWARD, &sh) <= grams;
+}
+
 int dp_sgd_physical_batch(void *user, TrainState *s) {
     DpSgd *d = user;
     LlamaModel *m = &s->model;
@@ -890,8 +903,13 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     d->retain = bk && d->cfg.norm != DP_NORM_DIRECT && d->n_lora == 0;   /* LoRA adapters keep psg */
     /* bk keeps A and G: every saved activation (retain_saved), or under checkpointing only the A's the
        hooks ask for (GRAD_HOOK_KEEP_*: the recomputed layer inputs, lm_head's dlogits) */
+    /* ghost two-pass (fp32, no checkpointing, no LoRA), where it costs no memory: the first backward
+       leaves the activations (and lm_head's output gradient) in place, so the second is a backward
+       again with no second forward (see again_fits) */
+    const int again = !bk && !d->clip_in_hooks && !d->ckpt && d->n_lora == 0 && !d->tied && d->cfg.norm == DP_NORM_GHOST &&
+                      again_fits(d, m);
     GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
-                    .retain_saved = d->retain && !d->ckpt, .frozen_too = d->n_lora > 0 };
+                    .retain_saved = d->retain && !d->ckpt, .frozen_too = d->n_lora > 0, .keep_activations = again };
     d->pass = 1;
     if (fill_buffer(d->kb, d->norm2, 0.0f, (size_t)B)) return -1;
     if (train_backward_scaled(s, &h, per_sample_scale)) { free_kept(d); return -1; }
@@ -921,23 +939,22 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         d->pass = 1;
         if (rc) return -1;
     } else if (!bk) {
-        /* two-pass: the second backward weights each sample's loss by c_b */
-        if (train_forward(s)) return -1;
-        const float *w = d->c;
-        if (d->cfg.poisson) {
-            if (d->cuda) {
-                /* mask is 1 on the first `real` rows, 0 after: c_b there, 0 on the padding */
-                if (copy_buffer(d->kb, d->weights, d->c, (size_t)real) ||
-                    (real < B && fill_buffer(d->kb, d->weights + real, 0.0f, (size_t)(B - real))))
-                    return -1;
-            } else if (d->computes) for (int b = 0; b < B; b++) d->weights[b] = d->c[b] * d->mask[b];
-            w = d->weights;
-        }
-        GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL, .loss_weights = w,
-                         .retain_saved = 0, .frozen_too = d->n_lora > 0 };
+        /* two-pass (fp32): the second backward weights each sample's loss by c_b, applied to lm_head's
+           output gradient of the first pass's weights (the Poisson mask), each sample's rows scaled by
+           c_b. With `again` (ghost, where it costs no memory) the first backward left every activation
+           and that gradient in place, so there is no second forward: one forward and two backwards, as
+           Opacus's ghost clipping (retain_graph); otherwise (checkpointing, the other norms) the
+           forward runs again. Both give the same bits. The factors come to the host (B floats). */
+        if (!again && train_forward(s)) return -1;
+        float *c = malloc((size_t)B * sizeof *c);
+        if (!c) return fail(d, "%s", "out of host memory (clip factors)");
+        if (kbuf_download(d->kb, c, d->c, (size_t)B * sizeof *c)) { free(c); return -1; }
+        GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL,
+                         .loss_weights = d->cfg.poisson ? d->mask : NULL, .frozen_too = d->n_lora > 0 };
         d->pass = 2;
-        int rc = train_backward_scaled(s, &h2, per_sample_scale);
+        int rc = train_backward_rescaled(s, &h2, per_sample_scale, c, again);
         d->pass = 1;
+        free(c);
         if (rc) return -1;
     }
     return 0;
@@ -1018,7 +1035,6 @@ void dp_sgd_destroy(void *user, TrainState *s) {
     if (d->kb) {
         free_kept(d);
         for (int k = d->n_lora - 1; k >= 0; k--) lora_free(&d->lora[k], d->kb);
-        kbuf_free(d->kb, d->weights); d->weights = NULL;
         kbuf_free(d->kb, d->mask); d->mask = NULL;
         kbuf_free(d->kb, d->scratch_norm2); d->scratch_norm2 = NULL;
         kbuf_free(d->kb, d->norm2); d->norm2 = NULL;

@@ -1,6 +1,7 @@
 /* dp_sgd.h — DP-SGD as a TrainStrategy of the one training loop (train.h): per-sample gradient
    norms by the method of --norm (direct, ghost, flash, mixed) from the backward's weight-gradient
-   hooks, the clipped sum Σ_b c_b g_b by --clip (twopass: a second backward with loss weights c_b;
+   hooks, the clipped sum Σ_b c_b g_b by --clip (twopass: a second backward with loss weights c_b,
+   for ghost without a second forward where that costs no memory;
    bk: book-keeping, Gᵀdiag(c)A per layer from the one backward; direct norms: the sum of the clipped
    materialized per-sample gradients), Gaussian noise once per logical batch (samples/noise.h), the
    RDP accountant (samples/accountant.h), printed and logged as META dp.*.
@@ -100,7 +101,6 @@ typedef struct DpSgd {
     /* Poisson sampling (--poisson): this step's rows, and the mask of real (1) vs padding (0) rows */
     long *rows; long n_rows, cap_rows;
     float *mask;                 /* backend [B] */
-    float *weights;              /* backend [B]: c_b · mask_b for the weighted backward */
     int *host_batch;             /* [2 B T] staging */
     long truncated;              /* samples dropped because the step's capacity was exceeded */
     long sampled_total;

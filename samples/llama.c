@@ -428,9 +428,10 @@ static int keep(LlamaModel *m, const void *p) {
     return 0;
 }
 
-/* A saved buffer the backward is done with: freed now, or kept for the hooks' owner. */
+/* A saved buffer the backward is done with: freed now, or kept for the hooks' owner (in place for
+   llama_backward_rescaled, or on the deferred list until llama_release_saved). */
 static int drop(LlamaModel *m, float **pp, const GradHooks *h) {
-    if (!*pp) return 0;
+    if (!*pp || (h && h->keep_activations)) return 0;
     if ((h && h->retain_saved) || is_kept(m, *pp)) {
         if (m->n_deferred == m->cap_deferred) {
             int cap = m->cap_deferred ? 2 * m->cap_deferred : 64;
@@ -488,7 +489,9 @@ static int norm_backward(LlamaModel *m, const GradHooks *h, int layer, WhichTens
                                m->B * m->T, m->C);
 }
 
-int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
+/* The loss's gradient from the logits (crossentropy backward, in place), unless again (the logits
+   already hold a first backward's); then, with sample_scale, sample b's rows scaled by it. */
+static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const float *sample_scale, int again) {
     KBackend *kb = m->kb;
     const KDtype dt = m->dt;
     const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F, V = m->V;
@@ -512,9 +515,16 @@ int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) {
     WS(d_up, (size_t)N * F, "d_up");
 
     /* loss and head: logits become dlogits in place (bf16: then bf16 in the buffer's first half) */
-    CK(crossentropy_backward(kb, a->logits, m->targets, loss_scale, h ? h->loss_weights : NULL, B, T, V));
+    if ((sample_scale || again) && dt != KDT_F32) {
+        snprintf(kb->err, sizeof kb->err, "llama_backward_rescaled: fp32 activations only");
+        goto done;
+    }
+    if (!again) CK(crossentropy_backward(kb, a->logits, m->targets, loss_scale, h ? h->loss_weights : NULL, B, T, V));
+    for (int b = 0; sample_scale && b < B; b++)
+        if (sample_scale[b] != 1.0f) CK(scale_inplace(kb, a->logits + (size_t)b * T * V, sample_scale[b], (size_t)T * V));
     if (dt == KDT_BF16) CK(narrow_inplace(kb, a->logits, (size_t)N * V));
-    CK(drop(m, &a->losses, h));
+    if (h && h->keep_activations) { kbuf_free(kb, a->losses); a->losses = NULL; }   /* a second backward does not need them */
+    else CK(drop(m, &a->losses, h));
     CK(linear_backward(m, h, -1, W_LM_HEAD, d_norm, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head,
                        m->dw.lm_head, N, C, V, 0.0f));
     CK(drop(m, &a->logits, h));
@@ -576,6 +586,12 @@ done:
     return rc;
 #undef WS
 #undef CK
+}
+
+int llama_backward(LlamaModel *m, const GradHooks *h, float loss_scale) { return backward(m, h, loss_scale, NULL, 0); }
+
+int llama_backward_rescaled(LlamaModel *m, const GradHooks *h, float loss_scale, const float *sample_scale, int again) {
+    return backward(m, h, loss_scale, sample_scale, again);
 }
 
 int llama_zero_grad(LlamaModel *m) {

@@ -122,6 +122,8 @@ typedef struct GradHooks {
                                   checkpointing; with it, the hooks' KEEP bits keep only what they need) */
     int frozen_too;            /* also call weight_grad for frozen weights (args->dW = NULL; the backward
                                   skips their dW whatever it returns): LoRA adapters on a frozen base */
+    int keep_activations;      /* free nothing: every saved activation, and the logits as the output
+                                  gradient they became, stay in place for llama_backward_rescaled */
 } GradHooks;
 
 /* Saved activations of one block (allocated by the forward, freed by the backward), of the model's
@@ -178,6 +180,13 @@ int  llama_loss(LlamaModel *m, double *mean_loss);
 /* Backward of loss_scale * Σ_b w_b Σ_t loss_bt into m->dw (accumulated: zero it between steps).
    hooks may be NULL. Frees the saved activations unless hooks->retain_saved. */
 int  llama_backward(LlamaModel *m, const GradHooks *hooks, float loss_scale);
+/* llama_backward with sample b's loss also weighted by sample_scale[b] (host [B]), applied to lm_head's
+   output gradient after the loss's (each sample's rows scaled: the same bits whether that gradient
+   is fresh or a first backward's). again: the logits already hold the output gradient of a backward
+   with hooks->keep_activations, which left every activation in place: the loss is not recomputed,
+   nor the forward (two-pass clipping as Opacus's retain_graph does it). fp32 activations only. */
+int  llama_backward_rescaled(LlamaModel *m, const GradHooks *hooks, float loss_scale, const float *sample_scale,
+                             int again);
 void llama_release_saved(LlamaModel *m);
 int  llama_zero_grad(LlamaModel *m);
 /* The slot of tensor p in a LlamaTensors (params, grads, m or v). */

@@ -63,6 +63,13 @@ int train_backward_scaled(TrainState *s, const GradHooks *hooks, float loss_scal
 
 int train_backward(TrainState *s, const GradHooks *hooks) { return train_backward_scaled(s, hooks, s->loss_scale); }
 
+int train_backward_rescaled(TrainState *s, const GradHooks *hooks, float loss_scale, const float *sample_scale, int again) {
+    uint64_t t0 = dpmem_now_ns();
+    { DPMEM_SCOPE("backward"); TRY(llama_backward_rescaled(&s->model, hooks, loss_scale, sample_scale, again)); }
+    phase_add(s, PH_BACKWARD, t0);
+    return train_check_finite(s, 1, "backward");
+}
+
 static float lr_at(const TrainConfig *c, int step) {
     if (c->warmup_steps > 0 && step < c->warmup_steps) return c->lr * (float)(step + 1) / (float)c->warmup_steps;
     int decay = c->steps - c->warmup_steps;

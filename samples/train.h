@@ -115,6 +115,8 @@ int train_forward(TrainState *s);
 /* Backward (scope "backward") with the default loss scale, then --check-finite on the gradients. */
 int train_backward(TrainState *s, const GradHooks *hooks);
 int train_backward_scaled(TrainState *s, const GradHooks *hooks, float loss_scale);
+/* llama_backward_rescaled (DP two-pass), timed and checked as a backward. */
+int train_backward_rescaled(TrainState *s, const GradHooks *hooks, float loss_scale, const float *sample_scale, int again);
 /* --check-finite on every trainable tensor of `which` (grads or params); phase names the check. */
 int train_check_finite(TrainState *s, int grads, const char *phase);
 
