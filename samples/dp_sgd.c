@@ -956,6 +956,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         d->pass = 1;
         free(c);
         if (rc) return -1;
+        d->backward_again += again;
     }
     return 0;
 }

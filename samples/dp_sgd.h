@@ -104,6 +104,7 @@ typedef struct DpSgd {
     int *host_batch;             /* [2 B T] staging */
     long truncated;              /* samples dropped because the step's capacity was exceeded */
     long sampled_total;
+    long backward_again;         /* physical batches whose second backward ran on the first's activations */
     Accountant acc;
     long steps_done;
     int printed_choice, shortcut, computes;

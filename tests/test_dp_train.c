@@ -74,6 +74,9 @@ static void reference(const LlamaConfig *mc, int T, int rows, const int *tok, co
     rig_close(&r);
 }
 
+/* Physical batches of the last dp_run whose two-pass second backward reused the first's activations. */
+static long again_batches;
+
 /* One DP logical step over `rows` rows in physical batches of P_phys; returns the final gradient
    (after before_update) in out, the last physical batch's norms in norm2 (if non-NULL), and the
    clipped sum before the noise step in pre (if non-NULL). */
@@ -101,6 +104,7 @@ static void dp_run(const LlamaConfig *mc, int T, int rows, int P_phys, const int
     if (peak_psg) *peak_psg = dpmem_peak_bytes("per_sample_grads") - psg0;
     if (peak_ghost) *peak_ghost = dpmem_peak_bytes("ghost") - gh0;
     if (peak_bk) *peak_bk = dpmem_peak_bytes("bk") - bk0;
+    again_batches = d.backward_again;
     if (norm2) memcpy(norm2, d.norm2, (size_t)P_phys * sizeof(float));
     if (pre) grads_flat(&r.s.model, pre);
     r.s.step = 0;
@@ -163,6 +167,17 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
                 CHECK(fabs(norm2[b] - rn[b]) <= 1e-5 * rn[b], "%s: norm² of sample %d %.8g, alone %.8g", what, b, norm2[b], rn[b]);
             double e = max_diff(pre, want, P);
             CHECK(e <= 1e-5 * scale, "%s: clipped sum off by %.3g (scale %.3g)", what, e, scale);
+            {   /* ghost's two-pass runs its second backward on the first's activations exactly where
+                   attention's backward scratch (one thread here) is no larger than the two Grams */
+                KBackend kb;
+                kbackend_cpu_init(&kb, 1);
+                const KShape sh = { .B = B, .T = T, .NH = mc->n_heads, .NKV = mc->n_kv_heads, .HS = mc->dim / mc->n_heads };
+                const int fits = kcpu_scratch_bytes(&kb, KOP_ATTENTION_BACKWARD, &sh) <= dp_linear_ghost_floats(B, T) * sizeof(float);
+                kbackend_destroy(&kb);
+                const long want_again = norm == DP_NORM_GHOST && clip == DP_CLIP_TWOPASS && !mc->tie_embeddings && fits;
+                CHECK(again_batches == want_again, "%s: %ld second backwards on the first's activations, want %ld",
+                      what, again_batches, want_again);
+            }
             for (size_t k = 0; k < P; k++) pre[k] /= B;      /* σ = 0: the update is the sum / L */
             CHECK(max_diff(out, pre, P) <= 1e-7 * scale, "%s: before_update with sigma 0 must only divide by L", what);
             /* memory */
@@ -347,6 +362,7 @@ int main(void) {
         test_config("MHA C24 T33 B4", &b, 4, 33, seed);
         test_config("tied GQA C32 T17 B3", &ta, 3, 17, seed);
         test_config("tied MHA C24 T33 B4", &tb, 4, 33, seed);
+        test_config("MHA C24 T48 B4", &b, 4, 48, seed);   /* ghost's Grams above attention's scratch: no second forward */
         test_poisson(&a, 17, seed);
     }
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
