@@ -57,7 +57,9 @@ $(PYENV_STAMP): mk/python.mk
 	 [ -x $(PYENV_PY) ] || $(PY_HOST) -m venv $(PYENV) >/dev/null 2>&1 || [ -x $(PYENV_PY) ] \
 	     || fail "no Python virtual environment: '$(PY_HOST) -m venv' failed (Debian: apt-get install python3-venv)"; \
 	 echo "== make pyenv: $(PY_TORCH) (CPU-only index first), $(PY_OPACUS), $(PY_TRANSFORMERS) into $(PYENV)/"; \
-	 if $(PYENV_PY) -m pip install -q --retries 0 --timeout 20 --index-url $(PY_TORCH_CPU_IDX) $(PY_TORCH) >/dev/null 2>&1; then \
+	 if $(PYENV_PY) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(PY_TORCH:torch==%=%)')" 2>/dev/null; then \
+	     echo "  $(PY_TORCH) is in $(PYENV)/ already"; \
+	 elif $(PYENV_PY) -m pip install -q --retries 0 --timeout 20 --index-url $(PY_TORCH_CPU_IDX) $(PY_TORCH) >/dev/null 2>&1; then \
 	     echo "  torch from PyTorch's CPU-only index"; \
 	 else \
 	     echo "  PyTorch's CPU-only index is unreachable: torch from PyPI, with the CUDA wheels its Linux build requires"; \

@@ -143,9 +143,9 @@ def tagged(t):
         return rec.tag if rec is not None and rec.ref() is st else None
 
 
-def _tag_new(t, tag):
+def _tag_new(t, tag, retag_from=(UNTAGGED,)):
     st = _storage_of(t) if isinstance(t, torch.Tensor) else None
-    return st is not None and _tag_storage(st, tag)
+    return st is not None and _tag_storage(st, tag, retag_from)
 
 
 # ---- context: which module is running, which tag the catch-all gives ----------------------------
@@ -364,7 +364,9 @@ class Tracker:
             mods = _modules()
             where = mods[-1] if mods else (dpmem.scope_path() or ["(no module)"])[-1]
             _tag_storage(st, "activations/" + where)
-        return t
+        # detached: the same storage without its grad_fn. Returning `t` itself would make a saved
+        # output hold its own node (a cycle through C++ that a graph never run backward keeps alive)
+        return t.detach()
 
     def _enter_module(self, m, args):
         _modules().append(m._dpmem_path)
@@ -424,6 +426,9 @@ class Tracker:
         name = self._names.get(id(p), "?")
         if p.grad is not None:
             _tag_new(p.grad, "grads/" + name)
+        # what a sampler returned was tagged by the op that made it (ghost/<module>.sqrt, ...): the
+        # attribute Opacus stores it in says what it is
+        sampled = (UNTAGGED, "ghost", "per_sample_grads")
         for attr, tag in (("grad_sample", "per_sample_grads/" + name),
                           ("_current_grad_sample", "per_sample_grads/" + name),
                           ("summed_grad", "grads/%s.summed_grad" % name),
@@ -431,7 +436,7 @@ class Tracker:
             v = p.__dict__.get(attr)
             for t in (v if isinstance(v, (list, tuple)) else [v]):
                 if isinstance(t, torch.Tensor):
-                    _tag_new(t, tag)
+                    _tag_new(t, tag, sampled)
 
     def scan(self):
         """Tags what appeared since the last hook (called at the end of every phase)."""
