@@ -10,7 +10,7 @@ fi
 export DPMEM_LIB="$B/python/libdpmem.so" PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}"
 export OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
 if [ "${PY_NEEDS:-}" = torch ]; then
-    PY=.venv/bin/python
+    PY=$(pwd)/.venv/bin/python
     if [ ! -f .venv/.dpmem-pyenv-ok ]; then
         why=$(cat .venv/.dpmem-pyenv-failed 2>/dev/null)
         echo "SKIP: no .venv with torch, transformers and opacus (make pyenv${why:+: $why})"

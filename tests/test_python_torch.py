@@ -81,6 +81,15 @@ check(dpmem.live_bytes("optimizer") == sum(state.values()),
 opt.zero_grad(set_to_none=True)
 check(dpmem.live_bytes("grads") == 0, "grads after zero_grad(set_to_none): %d" % dpmem.live_bytes("grads"))
 
+# a graph never run backward (evaluation with grad on): its saved tensors go when its output goes
+base = dpmem.live_bytes("activations")
+out = net(x)
+check(dpmem.live_bytes("activations") > base, "a second forward saved tensors")
+del out
+gc.collect()
+check(dpmem.live_bytes("activations") == base, "a graph dropped without backward leaves nothing tagged: %d, want %d"
+      % (dpmem.live_bytes("activations"), base))
+
 # misuse: a tensor tagged again under another name keeps its first tag, with a warning
 w = net.fc.weight
 before = dpmem.live_bytes()
