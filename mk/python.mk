@@ -43,6 +43,15 @@ $(PYLIB_ALLOC): $(PYLIB_ALLOC_SRC) $(PYLIB) dpmem_cuda.h dpmem.h | $(DEPS_STAMP)
 	$(CC) $(CPPFLAGS) $(PYLIB_CFLAGS) -shared -o $@ $< -L$(PYLIB_DIR) -ldpmem -Wl,-rpath,'$$ORIGIN' \
 	    -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -Wl,--no-undefined $(PYLIB_LDFLAGS) -ldl -lpthread
 ALL += $(PYLIB_ALLOC)
+
+# The allocator's logic against the simulated GPU (tests/test_cuda_fakert.c in place of libcudart):
+# a plain C test, so it runs in the sanitizer pass too.
+$(BUILD)/tests/test_python_alloc: tests/test_python_alloc.c $(PYLIB_ALLOC_SRC) tests/test_cuda_fakert.c tests/test_cuda_fakert.h \
+                                  tests/check.h tests/logread.h dpmem_cuda.h dpmem.h | $(DEPS_STAMP)
+	@mkdir -p $(@D) $(BUILD)/tmp
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_python_alloc.c $(PYLIB_ALLOC_SRC) tests/test_cuda_fakert.c $(LDFLAGS) $(LDLIBS)
+ALL   += $(BUILD)/tests/test_python_alloc
+TESTS += $(BUILD)/tests/test_python_alloc
 endif
 
 ALL += $(PYLIB)
