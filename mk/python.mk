@@ -25,11 +25,10 @@ PYLIB_ALLOC      := $(PYLIB_DIR)/libdpmem_torch_alloc.so
 PYLIB_SRC        := python/dpmem/native/dpmem_py.c
 PYLIB_ALLOC_SRC  := python/dpmem/native/torch_alloc.c
 
-# A Python process cannot load a sanitized library without libasan preloaded into the interpreter
-# (and torch's own libraries under it): the libraries are built plain in the SAN=1 pass too, and
-# the Python tests say SKIP there (they read this marker).
-PYLIB_CFLAGS     := $(filter-out $(SANFLAGS),$(CFLAGS)) -fPIC
-PYLIB_LDFLAGS    := $(filter-out $(SANFLAGS),$(LDFLAGS))
+# In the SAN=1 pass the libraries are sanitized too, and the Python tests run with libasan and
+# libubsan preloaded into the interpreter (tests/python_env.sh reads this build's marker, san).
+PYLIB_CFLAGS     := $(CFLAGS) -fPIC
+PYLIB_LDFLAGS    := $(LDFLAGS)
 
 $(PYLIB): $(PYLIB_SRC) dpmem.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)

@@ -3,6 +3,7 @@
 # the CPU) runs in both modes with its side-by-side against the C trainer, and the tools render,
 # report and trace its log. Checks the side-by-side's table: params, grads and input equal in both
 # (ratio 1.000), each run's peak found.
+PY_SAN_SKIP="the example runs in the plain pass (about 30 s per mode under ASan); libdpmem.so runs sanitized under torch and Opacus in test_python_torch.sh" \
 PY_NEEDS=torch . tests/python_env.sh
 fail=0
 no() { echo "FAIL: $*"; fail=1; }
