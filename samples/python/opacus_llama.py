@@ -130,19 +130,21 @@ def main(argv=None):
     os.makedirs(a.out, exist_ok=True)
     log = a.log or os.path.join(a.out, "pytorch-%s.log" % a.mode)
     try:
+        import dpmem  # noqa: F401  (pip install ./python)
+    except ImportError:
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))   # the checkout's, on build/python
+    if a.compare:
+        sys.path.insert(0, HERE)
+        import side_by_side
+        side_by_side.trainer(a)   # a missing C trainer is said before the run, not after
+    try:
         import opacus  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as e:
         sys.exit("opacus_llama.py: %s (make pyenv, then .venv/bin/python)" % e)
-    try:
-        import dpmem  # noqa: F401  (pip install ./python)
-    except ImportError:
-        sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))   # the checkout's, on build/python
     train(a, log)
     print("log: %s" % log)
     if a.compare:
-        sys.path.insert(0, HERE)
-        import side_by_side
         side_by_side.run(a, log)
 
 

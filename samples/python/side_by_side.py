@@ -51,12 +51,18 @@ def tag_list(log, title):
     return rows
 
 
+def trainer(a):
+    """The C trainer's path and flags for a's mode; exits with one line when it is not built."""
+    name, flags = C_TRAINER[a.mode]
+    exe = os.path.join(a.compare, name)
+    if not os.access(exe, os.X_OK):
+        raise SystemExit("opacus_llama.py --compare: no %s (build it: make %s)" % (exe, exe))
+    return name, exe, flags
+
+
 def run(a, py_log):
     build = a.compare
-    name, flags = C_TRAINER[a.mode]
-    exe = os.path.join(build, name)
-    if not os.access(exe, os.X_OK):
-        raise SystemExit("opacus_llama.py --compare: no %s (make %s)" % (exe, exe))
+    name, exe, flags = trainer(a)
     c_log = os.path.join(a.out, "c-%s.log" % a.mode)
     cfg = a.cfg
     cmd = [exe, "--model", a.model, "--seq-len", str(cfg["seq_len"]), "--batch-size", str(cfg["batch"]),
