@@ -30,7 +30,7 @@ PYLIB_ALLOC_SRC  := python/dpmem/native/torch_alloc.c
 PYLIB_CFLAGS     := $(CFLAGS) -fPIC
 PYLIB_LDFLAGS    := $(LDFLAGS)
 
-$(PYLIB): $(PYLIB_SRC) dpmem.h | $(DEPS_STAMP)
+$(PYLIB): $(PYLIB_SRC) dpmem.h mk/python.mk | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(PYLIB_CFLAGS) -shared -Wl,-soname,libdpmem.so -o $@ $< $(PYLIB_LDFLAGS) -ldl -lpthread
 	@echo $(SAN) > $(PYLIB_DIR)/san
@@ -38,7 +38,7 @@ $(PYLIB): $(PYLIB_SRC) dpmem.h | $(DEPS_STAMP)
 # Linked with --no-undefined against libdpmem.so and the toolkit's cudart: every symbol resolves
 # (the compile-and-link check on a machine without a GPU).
 ifneq ($(NVCC),)
-$(PYLIB_ALLOC): $(PYLIB_ALLOC_SRC) $(PYLIB) dpmem_cuda.h dpmem.h | $(DEPS_STAMP)
+$(PYLIB_ALLOC): $(PYLIB_ALLOC_SRC) $(PYLIB) dpmem_cuda.h dpmem.h mk/python.mk | $(DEPS_STAMP)
 	$(CC) $(CPPFLAGS) $(PYLIB_CFLAGS) -shared -o $@ $< -L$(PYLIB_DIR) -ldpmem -Wl,-rpath,'$$ORIGIN' \
 	    -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -Wl,--no-undefined $(PYLIB_LDFLAGS) -ldl -lpthread
 ALL += $(PYLIB_ALLOC)
