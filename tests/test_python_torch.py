@@ -103,6 +103,11 @@ gc.collect()
 check(dpmem.live_bytes("activations") == xb, "a tagged tensor freed: untagged")
 
 tr.close()
+check("zero_grad" not in opt.__dict__ and not hasattr(net.fc, "_dpmem_path"), "close() undoes the wrappers")
+base = dpmem.live_bytes()
+out = net(x)
+check(dpmem.live_bytes() == base, "after close() a forward tags nothing")
+del out
 del net, opt, tr, w, twin, saved, x
 gc.collect()
 check(dpmem.live_bytes() == 0, "nothing tagged after the model and optimizer are freed: %d left (%s)"

@@ -324,6 +324,7 @@ class Tracker:
         self.opacus = opacus and (gsm is not None or hasattr(model, "autograd_grad_sample_hooks"))
         self._hooks_cm = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         self._closed = False
+        self._wrapped = []          # (weakref to object, method name): undone by close()
 
         for name, p in model.named_parameters(remove_duplicate=False):
             name = _clean(name)
@@ -350,12 +351,16 @@ class Tracker:
                 for k in list(table):
                     table[k] = _wrap_sampler(table[k], category)
             if gsm is not None and phases:
-                _wrap(gsm, "get_clipping_coef", scope="clip", after=self._tag_clip_factors)
-                _wrap(gsm, "disable_hooks", after=lambda _: self._push_phase("second_backward"))
-                _wrap(gsm, "enable_hooks", before=self._pop_phase_if("second_backward"))
+                self._wrap(gsm, "get_clipping_coef", scope="clip", after=self._tag_clip_factors)
+                self._wrap(gsm, "disable_hooks", after=lambda _: self._push_phase("second_backward"))
+                self._wrap(gsm, "enable_hooks", before=self._pop_phase_if("second_backward"))
         if optimizer is not None:
             self._track_optimizer(optimizer, phases)
         self.criterion = self._wrap_criterion(criterion) if criterion is not None else None
+
+    def _wrap(self, obj, name, **kw):
+        if _wrap(obj, name, **kw):
+            self._wrapped.append((weakref.ref(obj), name))
 
     # -- hooks --
     def _pack(self, t):
@@ -463,12 +468,12 @@ class Tracker:
             self._handles.append(inner.register_step_pre_hook(lambda *_: self._push_phase("optimizer_step")))
             self._handles.append(inner.register_step_post_hook(
                 lambda *_: (self.scan(), self._pop_phase_if("optimizer_step")())))
-            _wrap(opt, "zero_grad", scope="zero_grad", after=scan)
+            self._wrap(opt, "zero_grad", scope="zero_grad", after=scan)
             # Opacus's DPOptimizer: clipping (hooks mode) or the clipped sum's copy (ghost), then noise
-            _wrap(opt, "clip_and_accumulate", scope="clip", after=scan)
-            _wrap(opt, "accumulate", scope="clip", after=scan)
-            _wrap(opt, "add_noise", scope="noise", after=scan)
-            _wrap(opt, "scale_grad", scope="noise", after=scan)
+            self._wrap(opt, "clip_and_accumulate", scope="clip", after=scan)
+            self._wrap(opt, "accumulate", scope="clip", after=scan)
+            self._wrap(opt, "add_noise", scope="noise", after=scan)
+            self._wrap(opt, "scale_grad", scope="noise", after=scan)
         else:
             self._handles.append(inner.register_step_post_hook(scan))
 
@@ -520,13 +525,22 @@ class Tracker:
         return cm()
 
     def close(self):
-        """Removes the hooks (tags stay until the storages are freed)."""
+        """Removes the hooks and the method wrappers (tags stay until the storages are freed)."""
         if self._closed:
             return
         self._closed = True
         for h in self._handles:
             h.remove()
         self._handles = []
+        for ref, name in self._wrapped:
+            obj = ref()
+            if obj is not None and name in obj.__dict__:
+                object.__delattr__(obj, name)
+        self._wrapped = []
+        model = self._model()
+        if model is not None:
+            for m in model.modules():   # Opacus's samplers stay wrapped: without a path they pass through
+                m.__dict__.pop("_dpmem_path", None)
 
 
 def _unpack(t):
