@@ -37,9 +37,9 @@ ALL += $(TOOLS_BIN)
 tools: $(TOOLS_BIN)
 
 # Tests: C programs that write known logs (tools/synthlog.h), run the tools and check the results.
-TOOLS_TESTS := render report trace kit hostile
+TOOLS_TESTS := render report trace kit hostile charts
 define tools_test
-$(BUILD)/tests/test_tools_$(1): tests/test_tools_$(1).c tests/test_tools_common.h dpmem.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
+$(BUILD)/tests/test_tools_$(1): tests/test_tools_$(1).c tests/test_tools_common.h tests/test_tools_png.h dpmem.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $$(@D)
 	$$(CC) $$(CPPFLAGS) $$(CFLAGS) $$< $(TOOLS_LIB) -o $$@ $$(LDFLAGS) $(TOOLS_LDLIBS) $$(LDLIBS)
 endef

@@ -132,17 +132,20 @@ static void tick_label(const Scale *s, double v, char *out, size_t n) {
 
 void scale_fmt(const Scale *s, double v, char *out, size_t n) { tick_label(s, v, out, n); }
 
+/* A thin line's position on a pixel's centre: it covers that row (or column) alone. */
+static double crisp(double v) { return floor(v + 0.5) + 0.5; }
+
 void axis_left(Figure *f, const Scale *s, double x, double grid_x1, const char *title, double size_pt) {
     Tick t[MAX_TICKS];
     int n = ticks_of(s, t, MAX_TICKS);
-    double tl = fig_pt(f, 3.5), gap = fig_pt(f, 2), maxw = 0, last_top = 1e30;
+    double tl = fig_pt(f, 3.5), gap = fig_pt(f, 2), maxw = 0, last_top = 1e30, lw = fig_pt(f, 0.8);
     char b[64];
     for (int i = 0; i < n; i++) {
-        double y = scale_px(s, t[i].v);
+        double y = crisp(scale_px(s, t[i].v));
         if (t[i].major) fig_line(f, x, y, grid_x1, y, COLOUR_GRID, 0.5, 0);
     }
     for (int i = 0; i < n; i++) {
-        double y = scale_px(s, t[i].v);
+        double y = crisp(scale_px(s, t[i].v));
         fig_line(f, x - (t[i].major ? tl : tl / 2), y, x, y, COLOUR_AXIS, 0.6, 0);
         if (!t[i].major) continue;
         tick_label(s, t[i].v, b, sizeof b);
@@ -152,7 +155,7 @@ void axis_left(Figure *f, const Scale *s, double x, double grid_x1, const char *
         last_top = bx.y0;
         if (bx.x1 - bx.x0 > maxw) maxw = bx.x1 - bx.x0;
     }
-    fig_line(f, x, s->p0, x, s->p1, COLOUR_AXIS, 0.8, 0);
+    fig_line(f, x - lw / 2, s->p0, x - lw / 2, s->p1, COLOUR_AXIS, 0.8, 0);   /* outside the plot's columns */
     if (title) {
         double tx = x - tl - gap - maxw - fig_pt(f, 4);
         fig_text_rot(f, tx, (s->p0 + s->p1) / 2, TA_RIGHT | TA_MIDDLE, size_pt, FONT_REGULAR, COLOUR_TEXT, title);
@@ -162,14 +165,14 @@ void axis_left(Figure *f, const Scale *s, double x, double grid_x1, const char *
 void axis_bottom(Figure *f, const Scale *s, double y, double grid_y0, const char *title, double size_pt) {
     Tick t[MAX_TICKS];
     int n = ticks_of(s, t, MAX_TICKS);
-    double tl = fig_pt(f, 3.5), gap = fig_pt(f, 2), last_right = -1e30, lh = 0;
+    double tl = fig_pt(f, 3.5), gap = fig_pt(f, 2), last_right = -1e30, lh = 0, lw = fig_pt(f, 0.8);
     char b[64];
     for (int i = 0; i < n; i++) {
-        double x = scale_px(s, t[i].v);
+        double x = crisp(scale_px(s, t[i].v));
         if (t[i].major) fig_line(f, x, y, x, grid_y0, COLOUR_GRID, 0.5, 0);
     }
     for (int i = 0; i < n; i++) {
-        double x = scale_px(s, t[i].v);
+        double x = crisp(scale_px(s, t[i].v));
         fig_line(f, x, y, x, y + (t[i].major ? tl : tl / 2), COLOUR_AXIS, 0.6, 0);
         if (!t[i].major) continue;
         tick_label(s, t[i].v, b, sizeof b);
@@ -180,7 +183,7 @@ void axis_bottom(Figure *f, const Scale *s, double y, double grid_y0, const char
         lh = bx.y1 - bx.y0;
     }
     double lo = s->p0 < s->p1 ? s->p0 : s->p1, hi = s->p0 < s->p1 ? s->p1 : s->p0;
-    fig_line(f, lo, y, hi, y, COLOUR_AXIS, 0.8, 0);
+    fig_line(f, lo - lw, y + lw / 2, hi, y + lw / 2, COLOUR_AXIS, 0.8, 0);   /* outside the plot's rows */
     if (title) fig_text(f, (lo + hi) / 2, y + tl + gap + (lh > 0 ? lh : fig_text_h(f, size_pt)) + fig_pt(f, 3), TA_CENTER | TA_TOP, size_pt,
                         FONT_REGULAR, COLOUR_TEXT, title);
 }

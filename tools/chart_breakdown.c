@@ -272,42 +272,63 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
     runw += fig_pt(f, 6);
     roww += b.sw + 2 * b.g;
     double axw = fig_text_h(f, CK_AXIS) + fig_text_w(f, CK_TICK, FONT_REGULAR, "1000.0") + fig_pt(f, 14), gap = fig_pt(f, 18);
-    double rest = W - 2 * pad - axw - catw - runw - roww - 4 * gap;
-    if (rest < fig_pt(f, 200)) {
+    /* side by side when there is room; else c under a and b (a paper's column) */
+    double rest = W - 2 * pad - axw - catw - runw - roww - 4 * gap, rest1 = W - 2 * pad - axw - catw - runw - 2 * gap;
+    int two_rows = rest < fig_pt(f, 260);
+    if (two_rows && rest1 < fig_pt(f, 150)) {
         fig_discard(f);
         snprintf(err, errlen, "breakdown: the figure is too narrow for %d runs and %d categories (--size)", b.n, nc);
         return -1;
     }
-    double a_x0 = pad + axw, a_x1 = a_x0 + rest * 0.42, leg_x = a_x1 + gap;
-    double b_lab = leg_x + catw + gap, b_x0 = b_lab + runw, b_x1 = b_x0 + rest * 0.24;
-    double c_lab = b_x1 + gap * 2, c_x0 = c_lab + roww, c_x1 = W - pad;
+    double a_x0 = pad + axw, a_x1, leg_x, b_lab, b_x0, b_x1, c_lab, c_x0, c_x1 = W - pad;
+    if (!two_rows) {
+        a_x1 = a_x0 + rest * 0.42; leg_x = a_x1 + gap; b_lab = leg_x + catw + gap; b_x0 = b_lab + runw; b_x1 = b_x0 + rest * 0.24;
+        c_lab = b_x1 + gap * 2;
+    } else {
+        a_x1 = a_x0 + rest1 * 0.6; leg_x = a_x1 + gap; b_lab = leg_x + catw + gap; b_x0 = b_lab + runw; b_x1 = W - pad;
+        c_lab = pad;
+    }
+    c_x0 = c_lab + roww;
     /* rows: panel titles, plots, the names under a or the axes of b and c, the note */
-    double th = fig_text_h(f, CK_PANEL), note_h = fig_text_h(f, CK_NOTE) + fig_pt(f, 2);
+    double th = fig_text_h(f, CK_PANEL), note_h = fig_text_h(f, CK_NOTE) + fig_pt(f, 2), sub_h = fig_text_h(f, CK_NOTE);
     const char *names[MAX_RUNS];
     double cx[MAX_RUNS], slot = b.n ? (a_x1 - a_x0) / b.n : 1;
     for (int k = 0; k < b.n; k++) { names[k] = cs->run[b.idx[k]].name; cx[k] = a_x0 + slot * (k + 0.5); }
     double lab_h = ck_slot_labels(f, names, cx, b.n, slot, 0, 0), axis_h = 2 * fig_text_h(f, CK_TICK) + fig_pt(f, 14);
-    b.py0 = y + th + fig_text_h(f, CK_NOTE) + fig_pt(f, 12);
-    b.py1 = f->h - pad - 2 * note_h - (lab_h > axis_h ? lab_h : axis_h);
-    if (b.py1 - b.py0 < fig_pt(f, 60)) {
+    double bottom = f->h - pad - 2 * note_h, below = lab_h > axis_h ? lab_h : axis_h;
+    double r1_top = y + fig_pt(f, 4), r1_py0 = r1_top + th + sub_h + fig_pt(f, 8), r1_py1 = bottom - below;
+    double c_top = r1_top, c_py0 = r1_py0, c_py1 = r1_py1;
+    if (two_rows) {
+        /* c's rows need about 9 pt each; a and b the rest, at least 45% */
+        double need_c = no * fig_pt(f, 9) + th + sub_h + fig_pt(f, 10) + axis_h, split = bottom - need_c;
+        if (split < y + (bottom - y) * 0.45) split = y + (bottom - y) * 0.45;
+        r1_py1 = split - below;
+        c_top = split + fig_pt(f, 4);
+        c_py0 = c_top + th + sub_h + fig_pt(f, 6);
+        c_py1 = bottom - axis_h;
+    }
+    if (r1_py1 - r1_py0 < fig_pt(f, 40) || c_py1 - c_py0 < fig_pt(f, 40)) {
         fig_discard(f);
         snprintf(err, errlen, "breakdown: the figure is too short for its panels (--size)");
         return -1;
     }
     char t[200], fitted[200];
-    double ty = y + fig_pt(f, 4);
     fig_fit_text(f, fitted, sizeof fitted, "a. Live at the run's peak", CK_PANEL, FONT_BOLD, leg_x + catw - pad);
-    fig_text(f, pad, ty, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
+    fig_text(f, pad, r1_top, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
     snprintf(t, sizeof t, "b. Peak relative to %s", base_name);
     fig_fit_text(f, fitted, sizeof fitted, t, CK_PANEL, FONT_BOLD, b_x1 - b_lab);
-    fig_text(f, b_lab, ty, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
+    fig_text(f, b_lab, r1_top, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
     fig_fit_text(f, fitted, sizeof fitted, "c. Each category's own peak", CK_PANEL, FONT_BOLD, c_x1 - c_lab);
-    Box cb = fig_text(f, c_lab, ty, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
+    Box cb = fig_text(f, c_lab, c_top, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
     fig_fit_text(f, fitted, sizeof fitted, "its high-water mark, whenever it happened", CK_NOTE, FONT_REGULAR, c_x1 - c_lab);
     fig_text(f, c_lab, cb.y1, TA_LEFT | TA_TOP, CK_NOTE, FONT_REGULAR, COLOUR_MUTED, fitted);
 
+    b.py0 = r1_py0;
+    b.py1 = r1_py1;
     panel_a(&b, a_x0, a_x1, leg_x, cats, nc, note, sizeof note);
     if (base >= 0) panel_b(&b, b_lab, b_x0, b_x1, base_name);
+    b.py0 = c_py0;
+    b.py1 = c_py1;
     panel_c(&b, c_lab, c_x0, c_x1, own, no);
 
     size_t q = strlen(note);

@@ -142,12 +142,15 @@ static void draw_panel(Figure *f, const Sweep *s, double px0, double py0, double
             q += (size_t)snprintf(note + q, sizeof note - q, "%s%s: no %s phase", q ? "; " : "", s->series[a], phase);
         coincide[a] = -1;
         for (int e = 0; e < a && coincide[a] < 0 && have; e++) {
-            int same = 1, common = 0;
+            /* equal wherever both have a value (one may have run out of memory where the other did not) */
+            int same = 1, common = 0, own = 0;
             for (int v = 0; v < s->nv && same; v++) {
-                if (isfinite(val[a][v]) != isfinite(val[e][v])) same = 0;
-                else if (isfinite(val[a][v])) { same = fabs(val[a][v] - val[e][v]) <= 1e-9 * fabs(val[e][v]) + 1e-12; common++; }
+                own += isfinite(val[a][v]);
+                if (!isfinite(val[a][v]) || !isfinite(val[e][v])) continue;
+                same = fabs(val[a][v] - val[e][v]) <= 1e-9 * fabs(val[e][v]) + 1e-12;
+                common++;
             }
-            if (same && common) coincide[a] = e;
+            if (same && common && (common >= 2 || common == own)) coincide[a] = e;
         }
     }
     /* the coinciding lines, by the line they lie on: "= vanilla: dpsgd, ghost" ("all equal" for all) */

@@ -32,7 +32,7 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
     }
     if (np == 0) return 0;   /* nothing has a time (plan runs): no chart rather than an empty one */
     Figure fig, *f = &fig;
-    if (ck_open(f, path, fmt, spec, 1150, 780, 600, 420, err, errlen)) return -1;
+    if (ck_open(f, path, fmt, spec, 1150, 780, 400, 300, err, errlen)) return -1;
     char sub[128];
     snprintf(sub, sizeof sub, "step time: the %s over the run's steps", what);
     double y = ck_title(f, cs, "Peak memory vs step time", sub);

@@ -28,21 +28,35 @@ static int draw_timeline(const ChartSet *cs, const char *path, FigFormat fmt, co
     return rc;
 }
 
+unsigned charts_mask(const char *list) {
+    static const char *const names[4] = { "breakdown", "tradeoff", "timeline", "sweep" };
+    unsigned m = 0;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ","), k = 0;
+        while (k < 4 && !(strlen(names[k]) == len && !strncmp(p, names[k], len))) k++;
+        if (k == 4) return 0;
+        m |= 1u << k;
+        p += len + (p[len] == ',');
+    }
+    return m;
+}
+
 int charts_draw(const ChartSet *cs, const char *dir, const ChartOptions *o, char *err, size_t errlen) {
+    unsigned only = o->only ? o->only : ~0u;
     for (int k = 0; k < o->n_formats; k++) {
         const char *ext = fig_format_ext(o->formats[k]);
         char path[4096];
         int drawn = 1;
         snprintf(path, sizeof path, "%s/breakdown.%s", dir, ext);
-        if (chart_breakdown(cs, path, o->formats[k], &o->spec, err, errlen)) return -1;
-        if (!o->quiet) printf("wrote %s\n", path);
+        if ((only & CHART_BREAKDOWN) && chart_breakdown(cs, path, o->formats[k], &o->spec, err, errlen)) return -1;
+        if ((only & CHART_BREAKDOWN) && !o->quiet) printf("wrote %s\n", path);
         snprintf(path, sizeof path, "%s/tradeoff.%s", dir, ext);
-        if (chart_tradeoff(cs, path, o->formats[k], &o->spec, &drawn, err, errlen)) return -1;
-        if (!o->quiet) printf(drawn ? "wrote %s\n" : "no %s: no run has a step time (plan runs)\n", path);
+        if ((only & CHART_TRADEOFF) && chart_tradeoff(cs, path, o->formats[k], &o->spec, &drawn, err, errlen)) return -1;
+        if ((only & CHART_TRADEOFF) && !o->quiet) printf(drawn ? "wrote %s\n" : "no %s: no run has a step time (plan runs)\n", path);
         snprintf(path, sizeof path, "%s/timeline.%s", dir, ext);
-        if (draw_timeline(cs, path, o->formats[k], &o->spec, err, errlen)) return -1;
-        if (!o->quiet) printf("wrote %s\n", path);
-        if (cs->sweep_key[0]) {
+        if ((only & CHART_TIMELINE) && draw_timeline(cs, path, o->formats[k], &o->spec, err, errlen)) return -1;
+        if ((only & CHART_TIMELINE) && !o->quiet) printf("wrote %s\n", path);
+        if (cs->sweep_key[0] && (only & CHART_SWEEP)) {
             snprintf(path, sizeof path, "%s/sweep.%s", dir, ext);
             if (chart_sweep(cs, path, o->formats[k], &o->spec, err, errlen)) return -1;
             if (!o->quiet) printf("wrote %s\n", path);

@@ -24,7 +24,12 @@ typedef struct {
     FigFormat formats[3];
     int n_formats;
     int quiet;                /* no "wrote ..." lines */
+    unsigned only;            /* 0: every chart; else a mask of CHART_* */
 } ChartOptions;
+
+enum { CHART_BREAKDOWN = 1, CHART_TRADEOFF = 2, CHART_TIMELINE = 4, CHART_SWEEP = 8 };
+/* "breakdown,sweep" -> a mask; 0 when a name is not a chart's. */
+unsigned charts_mask(const char *list);
 
 /* Writes DIR/<chart>.<ext> for each chart and format. 0, or -1 with a one-line reason. */
 int charts_draw(const ChartSet *cs, const char *dir, const ChartOptions *o, char *err, size_t errlen);

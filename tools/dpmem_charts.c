@@ -27,6 +27,7 @@ static void usage(FILE *f) {
         "                     (default: each chart's own, at 144 dpi)\n"
         "  --dpi N            pixels per inch of the PNGs (default 144)\n"
         "  --font-scale X     every text X times its size (default 1)\n"
+        "  --only LIST        some of breakdown, tradeoff, timeline, sweep (each at its own --size)\n"
         "  --baseline NAME    the run the others are divided by (default: vanilla at the same value)\n"
         "  -q                 no \"wrote ...\" lines\n"
         "writes breakdown, tradeoff (when a run has a step time), timeline and, with a sweep, sweep.\n");
@@ -52,7 +53,9 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "-o")) { if (!has_val) return fail("-o needs a directory", NULL); out = argv[++i]; }
         else if (!strcmp(a, "--format")) { if (!has_val) return fail("--format needs png, svg, pdf or a list", NULL); formats = argv[++i]; }
-        else if (!strcmp(a, "--baseline")) { if (!has_val) return fail("--baseline needs a run name", NULL); baseline = argv[++i]; }
+        else if (!strcmp(a, "--only")) {
+            if (!has_val || !(o.only = charts_mask(argv[++i]))) return fail("bad --only (want breakdown, tradeoff, timeline, sweep or a list)", has_val ? argv[i] : NULL);
+        } else if (!strcmp(a, "--baseline")) { if (!has_val) return fail("--baseline needs a run name", NULL); baseline = argv[++i]; }
         else if (!strcmp(a, "--size")) {
             if (!has_val || figspec_parse_size(&o.spec, argv[++i])) return fail("bad --size (want WxH: 1400x600 pixels, or 7x3in, 17x8cm, 180x80mm, 504x216pt)", has_val ? argv[i] : NULL);
         } else if (!strcmp(a, "--dpi")) {

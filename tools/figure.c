@@ -328,17 +328,16 @@ static void marker_path(cairo_t *cr, MarkerShape m, double x, double y, double r
 void fig_marker(Figure *f, MarkerShape m, double x, double y, double size_pt, Rgb fill, Rgb edge, int hollow, const char *what) {
     double r = fig_pt(f, size_pt) / 2;
     marker_path(f->cr, m, x, y, r);
-    if (hollow) {
-        cairo_set_source_rgb(f->cr, 1, 1, 1);
-        cairo_fill_preserve(f->cr);
-        stroke_style(f, fill, size_pt * 0.16, 0);
-    } else {
+    if (hollow) stroke_style(f, fill, size_pt * 0.16, 0);   /* no fill: a marker under it stays visible */
+    else {
         source(f, fill);
         cairo_fill_preserve(f->cr);
         stroke_style(f, edge, size_pt * 0.09, 0);
     }
     cairo_stroke(f->cr);
-    fig_record(f, (Box){ x - r, y - r, x + r, y + r }, BOX_MARK, what ? what : "marker");
+    char rec[160];   /* a hollow marker's centre is white: say so, for whoever checks its colour */
+    snprintf(rec, sizeof rec, "%s%s", hollow ? "hollow " : "", what ? what : "marker");
+    fig_record(f, (Box){ x - r, y - r, x + r, y + r }, BOX_MARK, rec);
 }
 
 /* ---- text ----------------------------------------------------------------------------------- */

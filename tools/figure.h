@@ -100,7 +100,8 @@ void fig_polygon(Figure *f, const double *xy, int n, Rgb c);
 /* Diagonal hatching inside a rectangle (an OOM bar): lines every spacing_pt. */
 void fig_hatch(Figure *f, double x0, double y0, double x1, double y1, Rgb c, double spacing_pt, double width_pt);
 /* A marker of diameter size_pt centred at (x, y): filled with fill, edged with edge (a white edge
-   keeps overlapping markers apart). hollow: edge only, in fill's colour. Recorded as a BOX_MARK. */
+   keeps overlapping markers apart). hollow: the outline only, in fill's colour, so that a marker
+   under it still shows. Recorded as a BOX_MARK named what ("hollow what" when hollow). */
 void fig_marker(Figure *f, MarkerShape m, double x, double y, double size_pt, Rgb fill, Rgb edge, int hollow, const char *what);
 /* Clipping to a rectangle, until fig_unclip. */
 void fig_clip(Figure *f, double x0, double y0, double x1, double y1);

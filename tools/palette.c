@@ -81,7 +81,7 @@ static const struct { const char *alias, *name; } aliases[] = {
     { "ghost+twopass", "ghost" }, { "direct+bk", "dpsgd" }, { "flash+bk", "flash" }, { "mixed+bk", "mixed" },
     { "dpsgd+bk", "dpsgd" }, { "dpsgd+twopass", "direct+twopass" }, { "direct", "dpsgd" },
 };
-static const Rgb fallback_colour[] = { { 0, 0, 0 }, { 0, 68, 136 }, { 238, 119, 51 }, { 170, 68, 153 }, { 204, 51, 17 }, { 85, 85, 85 } };
+static const Rgb fallback_colour[] = { { 0, 0, 0 }, { 0, 68, 136 }, { 238, 119, 51 }, { 204, 51, 17 }, { 85, 85, 85 } };
 static const MarkerShape fallback_marker[] = { MK_CROSS, MK_PLUS, MK_STAR, MK_PENTAGON, MK_TRI_LEFT, MK_TRI_RIGHT, MK_SQUARE };
 
 MethodStyle method_style(const char *method) {
@@ -90,7 +90,7 @@ MethodStyle method_style(const char *method) {
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         if (!strcmp(method, methods[i].name)) return (MethodStyle){ methods[i].c, methods[i].m, 1 };
     uint32_t h = fnv1a(method);
-    return (MethodStyle){ fallback_colour[h % 6], fallback_marker[(h / 6) % 7], 0 };
+    return (MethodStyle){ fallback_colour[h % 5], fallback_marker[(h / 5) % 7], 0 };
 }
 
 void method_of_run(const char *run, char *out, size_t n) {

@@ -188,17 +188,18 @@ static void device_marker(Figure *f, const Axes *ax, int x, int y, int r, int ri
 static void draw_device_line(Figure *f, const Panel *p, const Axes *a) {
     int prev = -1, yprev = 0, dense = p->n_dev_cols * 10 > p->W;
     fig_clip(f, a->x0, a->y0, a->x1, a->y1);
+    int half = (int)fig_pt(f, 1.25) / 2;   /* a column's run: an odd number of whole pixels, as wide as the line */
     for (int x = 0; x < p->W; x++) {
         if (p->dev_first[x] == UINT64_MAX) continue;
         double X = a->x0 + x + 0.5;
         if (prev >= 0) fig_line(f, a->x0 + prev + 0.5, yprev + 0.5, X, axes_y(a, (double)p->dev_first[x]) + 0.5, COLOUR_DEVICE, 1.25, 0);
         if (p->dev_hi[x] != p->dev_lo[x])
-            fig_line(f, X, axes_y(a, (double)p->dev_hi[x]) + 0.5, X, axes_y(a, (double)p->dev_lo[x]) + 0.5, COLOUR_DEVICE, 1.25, 0);
+            fig_rect(f, a->x0 + x - half, axes_y(a, (double)p->dev_hi[x]), a->x0 + x + half + 1, axes_y(a, (double)p->dev_lo[x]) + 1, COLOUR_DEVICE);
         prev = x;
         yprev = axes_y(a, (double)p->dev_last[x]);
     }
     fig_unclip(f);
-    int r = (int)lround(fig_pt(f, dense ? 0.75 : 1.75));
+    int r = (int)fig_pt(f, dense ? 0.75 : 1.5);
     for (int x = 0; x < p->W; x++) {
         if (p->dev_first[x] == UINT64_MAX) continue;
         device_marker(f, a, a->x0 + x, axes_y(a, (double)p->dev_lo[x]), r, !dense);
@@ -284,6 +285,7 @@ static void draw_legend(const Layout *ly, const Panel *p, int panel, int y0, int
     double x = ly->legend_x, right = ly->right, sw = fig_pt(f, 8), g = fig_pt(f, 4), rh = fig_text_h(f, FS_LEGEND) + fig_pt(f, 2);
     double y = y0;
     char b[64], name[160];
+    if (ly->o->verbose) printf("legend %d %d %d\n", panel, (int)x, y0);
     if (p->has_oom) {   /* what failed, in words */
         char t[48], line[320];
         if (p->events) snprintf(t, sizeof t, "event %llu", (unsigned long long)p->oom_at);
@@ -299,9 +301,9 @@ static void draw_legend(const Layout *ly, const Panel *p, int panel, int y0, int
         y += rh + fig_pt(f, 3);
     }
     if (p->n_dev_cols) {
-        double cy = y + rh / 2;
+        double cy = (int)(y + rh / 2) + 0.5;
         fig_line(f, x, cy, x + sw * 1.6, cy, COLOUR_DEVICE, 1.25, 0);
-        int r = (int)lround(fig_pt(f, 1.75)), mx = (int)(x + sw * 0.8), my = (int)cy;
+        int r = (int)fig_pt(f, 1.5), mx = (int)(x + sw * 0.8), my = (int)cy;
         fig_rect(f, mx - r - 1, my - r - 1, mx + r + 2, my + r + 2, COLOUR_BG);
         fig_rect(f, mx - r, my - r, mx + r + 1, my + r + 1, COLOUR_DEVICE);
         fig_text(f, x + sw * 1.6 + g, y, TA_LEFT | TA_TOP, FS_LEGEND, FONT_REGULAR, COLOUR_TEXT, "device used");
@@ -309,7 +311,7 @@ static void draw_legend(const Layout *ly, const Panel *p, int panel, int y0, int
         y += rh;
         fig_text(f, x + sw * 1.6 + g, y, TA_LEFT | TA_TOP, FS_NOTE, FONT_REGULAR, COLOUR_MUTED, "(cudaMemGetInfo), largest");
         y += rh + fig_pt(f, 3);
-        if (ly->o->verbose) printf("device %d snapshots %d max %llu legend %d %d\n", panel, p->n_dev, (unsigned long long)p->dev_max, (int)x, y0);
+        if (ly->o->verbose) printf("device %d snapshots %d max %llu legend %d %d\n", panel, p->n_dev, (unsigned long long)p->dev_max, mx, my);
     }
     fig_text(f, x, y, TA_LEFT | TA_TOP, FS_LEGEND, FONT_BOLD, COLOUR_TEXT, p->events ? "at the peak:" : "at the peak:");
     y += rh;
@@ -494,7 +496,7 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         draw_lanes(&ly, L, p, i, lanes_y, lane_h);
         draw_legend(&ly, p, i, py0, top + panel_h - (int)fig_pt(f, 2));
         if (o->verbose)
-            printf("panel %d plot %d %d %d %d ymax %.0f from %.0f to %.0f peak %llu col %d lanes %d axis %s\n", i, ly.left, py0,
+            printf("panel %d plot %d %d %d %d ymax %.0f from %.3f to %.3f peak %llu col %d lanes %d axis %s\n", i, ly.left, py0,
                    ly.left + ly.W, py1, ax.ymax, p->from, p->to, (unsigned long long)p->peak, p->peak_col, p->n_lanes,
                    p->events ? "events" : "time");
         if (i + 1 < n_logs) fig_line(f, 0, top + panel_h - 0.5, o->width, top + panel_h - 0.5, COLOUR_GRID, 0.5, 0);
