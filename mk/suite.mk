@@ -13,11 +13,11 @@ ALL   += $(BUILD)/tests/test_suite_pngstat
 TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.sh tests/test_suite_sweep.sh \
          tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh
 
-# `make demo-picture`: the demo at its default configuration, its pictures copied to docs/demo/
+# `make demo-picture`: the demo at its default configuration, its pictures copied to docs/demo/ (and docs/tools/: tools-pictures)
 # (the README shows docs/demo/breakdown.png), and the planned 1b sweep over T = 64 ... 16384
 # (docs/demo/sweep-1b-plan.png). Commit the result.
 .PHONY: demo-picture
-demo-picture: all
+demo-picture: all tools-pictures
 	@rm -rf $(BUILD)/demo-picture
 	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-picture --quiet
 	@rm -rf $(BUILD)/demo-sweep

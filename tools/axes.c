@@ -130,8 +130,6 @@ static void tick_label(const Scale *s, double v, char *out, size_t n) {
     snprintf(out, n, "%s%s", b, s->kind == VAL_RATIO ? "\xC3\x97" : "");
 }
 
-void scale_fmt(const Scale *s, double v, char *out, size_t n) { tick_label(s, v, out, n); }
-
 /* A thin line's position on a pixel's centre: it covers that row (or column) alone. */
 static double crisp(double v) { return floor(v + 0.5) + 0.5; }
 

@@ -34,8 +34,6 @@ void   scale_place(Scale *s, double p0, double p1);
 double scale_px(const Scale *s, double v);   /* clamped to a little beyond the ends */
 /* The axis title with its unit: "peak memory (MiB)", "peak memory (log scale)". */
 void   scale_title(const Scale *s, const char *what, char *out, size_t n);
-/* A value as a tick label would print it ("1.5 GiB", "20 ms", "1.05x"). */
-void   scale_fmt(const Scale *s, double v, char *out, size_t n);
 
 /* Grid, ticks and labels. The left axis at x from y = p0 up to p1, grid lines to grid_x1; the bottom
    axis at y, grid up to grid_y0. title may be NULL. Label size in points. */

@@ -148,6 +148,7 @@ static void panel_b(Bd *b, double lab_x, double x0, double x1, const char *base_
     }
     Scale sb;
     char title[200];
+    if (rmax - rmin < 0.05) { rmin -= 0.025; rmax += 0.025; }   /* all alike: a narrow axis around 1x, not 1x..2x */
     scale_linear(&sb, VAL_RATIO, rmin, rmax, 4, 0);
     scale_place(&sb, x0, x1);
     snprintf(title, sizeof title, "peak \xC3\xB7 %.60s's peak%s", base_name, cs->sweep_key[0] ? " (same value)" : "");

@@ -101,6 +101,13 @@ int main(int argc, char **argv) {
         o.from_ns = from;
         o.to_ns = have_to ? to : 0;   /* --from alone: to each log's end */
     }
+    {   /* -o must not be one of the logs */
+        IoPath io[MAX_LOGS + 1];
+        for (int i = 0; i < n; i++) io[i] = (IoPath){ paths[i], "log", 0 };
+        io[n] = (IoPath){ out, "-o", 1 };
+        char e[1024];
+        if (io_check_outputs(io, n + 1, e, sizeof e)) return fail(e, NULL);
+    }
     {
         char e[512];
         if (fig_format_of(out, spec.format, &o.format, e, sizeof e)) return fail(e, NULL);
@@ -108,13 +115,6 @@ int main(int argc, char **argv) {
             return fail(e, NULL);
         o.dpi = spec.dpi;
         o.font_scale = spec.font_scale;
-    }
-    {   /* -o must not be one of the logs */
-        IoPath io[MAX_LOGS + 1];
-        for (int i = 0; i < n; i++) io[i] = (IoPath){ paths[i], "log", 0 };
-        io[n] = (IoPath){ out, "-o", 1 };
-        char e[1024];
-        if (io_check_outputs(io, n + 1, e, sizeof e)) return fail(e, NULL);
     }
 
     DpmemLog logs[MAX_LOGS];

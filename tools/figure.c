@@ -455,7 +455,7 @@ void fig_record(Figure *f, Box b, BoxKind kind, const char *what) {
     f->boxes[f->n_boxes++] = (FigBox){ b, kind, w };
 }
 
-int box_overlap(Box a, Box b) { return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1; }
+static int box_overlap(Box a, Box b) { return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1; }
 
 int fig_box_free(const Figure *f, Box b, Box bounds) {
     if (b.x0 < bounds.x0 || b.y0 < bounds.y0 || b.x1 > bounds.x1 || b.y1 > bounds.y1) return 0;

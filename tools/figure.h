@@ -121,7 +121,6 @@ void fig_fit_text(Figure *f, char *out, size_t n, const char *s, double size_pt,
 void fig_record(Figure *f, Box b, BoxKind kind, const char *what);
 /* 1 when b overlaps no recorded text or mark and lies inside bounds. */
 int  fig_box_free(const Figure *f, Box b, Box bounds);
-int  box_overlap(Box a, Box b);
 
 /* A label near a point (a scatter point's name): tries positions right, left, above, below the point
    at growing distances, keeping clear of every recorded text and mark; draws it, and a thin leader

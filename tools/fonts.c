@@ -23,7 +23,6 @@ static const char *const families[][2] = {
 
 static FT_Library ft;
 static cairo_font_face_t *faces[2];
-static char loaded_path[1024];
 static const cairo_user_data_key_t ft_key;
 
 static void release(void) {
@@ -51,8 +50,6 @@ static cairo_font_face_t *load(const char *path, char *err, size_t errlen) {
     }
     return cf;
 }
-
-const char *fonts_path(void) { return loaded_path; }
 
 int fonts_get(cairo_font_face_t **regular, cairo_font_face_t **bold, char *err, size_t errlen) {
     if (faces[0]) { *regular = faces[0]; *bold = faces[1]; return 0; }
@@ -90,7 +87,6 @@ int fonts_get(cairo_font_face_t **regular, cairo_font_face_t **bold, char *err, 
         faces[0] = NULL;
         return -1;
     }
-    snprintf(loaded_path, sizeof loaded_path, "%s", reg);
     *regular = faces[0]; *bold = faces[1];
     return 0;
 }

@@ -14,7 +14,5 @@ struct _cairo_font_face;
 
 /* The regular and bold faces. 0, or -1 with a one-line reason naming the package to install. */
 int fonts_get(struct _cairo_font_face **regular, struct _cairo_font_face **bold, char *err, size_t errlen);
-/* The file of the regular face, once fonts_get succeeded (for messages and tests). */
-const char *fonts_path(void);
 
 #endif

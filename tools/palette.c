@@ -101,7 +101,7 @@ void method_of_run(const char *run, char *out, size_t n) {
         for (size_t i = 0; i < count; i++) {
             const char *m = pass ? aliases[i].alias : methods[i].name;
             size_t len = strlen(m);   /* equal first len bytes: run is at least len long */
-            if (len > best && !strncmp(run, m, len) && (run[len] == 0 || run[len] == '-' || run[len] == '.')) { best = len; found = m; }
+            if (len > best && !strncmp(run, m, len) && (run[len] == 0 || run[len] == '-' || run[len] == '.' || run[len] == ' ')) { best = len; found = m; }
         }
     }
     snprintf(out, n, "%s", found ? found : run);

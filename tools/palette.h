@@ -33,8 +33,8 @@ typedef struct { Rgb colour; MarkerShape marker; int known; } MethodStyle;
    "dpsgd", "flash+bk" is "flash", "mixed+bk" is "mixed". */
 MethodStyle method_style(const char *method);
 /* The method a run name stands for: the longest known method name that the run name starts with,
-   followed by its end, '-' or '.' ("ghost-seq-len64" -> "ghost", "flash+twopass.rank0" ->
-   "flash+twopass"); else the run name itself. */
+   followed by its end, '-', '.' or a space ("ghost-seq-len64" -> "ghost", "flash+twopass.rank0" ->
+   "flash+twopass", "ghost (synthetic)" -> "ghost"); else the run name itself. */
 void method_of_run(const char *run, char *out, size_t n);
 
 #define COLOUR_BG      RGB(255, 255, 255)

@@ -208,7 +208,7 @@ static void draw_device_line(Figure *f, const Panel *p, const Axes *a) {
 }
 
 static void draw_snapshots(Figure *f, const Panel *p, const Axes *ax) {
-    int dense = p->n_snaps * 8 > p->W;   /* many snapshots: short ticks at the top, not lines across the plot */
+    int dense = p->n_snaps * 25 > p->W;   /* many snapshots: short ticks at the top, not lines and names across the plot */
     Box plot = { ax->x0, ax->y0, ax->x1, ax->y1 };
     for (int s = 0; s < p->n_snaps; s++) {
         double x = ax->x0 + p->snap_col[s] + 0.5;
@@ -426,8 +426,8 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
     Layout ly = { f, o, 0, 0, 0, 0 };
     ly.right = o->width - (int)fig_pt(f, 6);
     /* legend: room for "per_sample_grads" and "999.99 MiB", at most 40% of the width */
-    int legend_w = (int)(fig_pt(f, 8) + fig_pt(f, 4) * 3 + fig_text_w(f, FS_LEGEND, FONT_REGULAR, "per_sample_grads") +
-                         fig_text_w(f, FS_LEGEND, FONT_REGULAR, "999.99 MiB"));
+    int legend_w = (int)ceil(fig_pt(f, 8) + fig_pt(f, 4) * 4 + fig_text_w(f, FS_LEGEND, FONT_REGULAR, "per_sample_grads") +
+                             fig_text_w(f, FS_LEGEND, FONT_REGULAR, "999.99 MiB"));
     if (o->by_name) legend_w = (int)(legend_w * 1.5);
     if (legend_w > o->width * 0.4) legend_w = (int)(o->width * 0.4);
     ly.left = (int)(fig_pt(f, 6) + fig_text_h(f, FS_AXIS) + fig_pt(f, 6) + fig_text_w(f, FS_TICK, FONT_REGULAR, "1000") + fig_pt(f, 6));
