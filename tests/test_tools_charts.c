@@ -312,7 +312,7 @@ static void check_folders(void) {
     const char *d3 = tt_path("r1-paper");
     mkdir_p(d3);
     struct { const char *chart, *size; int w, h; } paper[] = {
-        { "breakdown", "7x5in", 2100, 1500 }, { "tradeoff", "3.4x2.6in", 1020, 780 }, { "timeline", "7x9in", 2100, 2700 } };
+        { "breakdown", "7x5in", 2100, 1500 }, { "tradeoff", "3.4x2.6in", 1020, 780 }, { "timeline", "7x2.5in", 2100, 4 * 750 } };   /* the timeline: each run's panel */
     for (int c = 0; c < 3; c++) {
         char opts[700];
         snprintf(opts, sizeof opts, "-o '%s' --only %s --size %s --dpi 300 --font-scale 0.9", d3, paper[c].chart, paper[c].size);

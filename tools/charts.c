@@ -18,10 +18,11 @@ static int draw_timeline(const ChartSet *cs, const char *path, FigFormat fmt, co
     int rc = 0;
     if (shown) {
         TimelineOptions o = { .top_n = 8, .format = fmt, .dpi = spec->dpi, .font_scale = spec->font_scale };
+        /* a size the user gave is each run's panel: the number of runs varies, a panel's needs do not */
         FigSpec s = *spec;
-        if (s.w > 0 && s.h > 0) {   /* a size the user gave is for the whole picture */
-            rc = figspec_pixels(&s, 0, 0, TIMELINE_MIN_W, TIMELINE_MIN_H * shown, &o.width, &o.height, err, errlen);
-        } else rc = figspec_pixels(&s, 1400, 440 * shown, TIMELINE_MIN_W, TIMELINE_MIN_H * shown, &o.width, &o.height, err, errlen);
+        rc = figspec_pixels(&s, 1400, 440, TIMELINE_MIN_W, TIMELINE_MIN_H, &o.width, &o.height, err, errlen);
+        o.height *= shown;
+        if (rc == 0 && o.height > 16384) { snprintf(err, errlen, "timeline: %d runs of %d px are over 16384 px (a smaller --size)", shown, o.height / shown); rc = -1; }
         if (rc == 0) rc = timeline_render(logs, shown, &o, path, err, errlen);
     }
     free(logs);
