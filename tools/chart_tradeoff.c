@@ -106,7 +106,14 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
             fig_line(f, a, py - e, a, py + e, st.colour, 1.0, 0);
             fig_line(f, c, py - e, c, py + e, st.colour, 1.0, 0);
         }
-        fig_marker(f, st.marker, px, py, 9, st.colour, COLOUR_BG, 0, r->method);
+        /* on an earlier run's point: hollow and larger, so both show */
+        int on_other = 0;
+        for (int k = 0; k < i && !on_other; k++) {
+            const ChartRun *q = &cs->run[k];
+            if (q->status != RUN_OK || !q->rs || !isfinite(q->step_ms)) continue;
+            on_other = fabs(scale_px(&sx, q->step_ms * 1e6) - px) < fig_pt(f, 3) && fabs(scale_px(&sy, (double)q->rs->peak) - py) < fig_pt(f, 3);
+        }
+        fig_marker(f, st.marker, px, py, on_other ? 13 : 9, st.colour, COLOUR_BG, on_other, r->method);
     }
     for (int i = 0; i < cs->n; i++) {
         const ChartRun *r = &cs->run[i];
