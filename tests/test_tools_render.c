@@ -508,6 +508,21 @@ static void check_bad_input(void) {
         { "'%s/known.log' -o x.png --size 7x3furlong", "bad --size" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) tt_expect_error("dpmem-render", bad[i].args, bad[i].want);
+    /* none of them left a picture, or a piece of one, where it ran */
+    struct stat st2;
+    CHECK(stat("x.png", &st2) != 0 && stat("x.jpg", &st2) != 0 && stat("x", &st2) != 0, "a failed render left x.png, x.jpg or x in the working directory");
+    /* an error after the picture was begun leaves the one that was there, and no temporary file */
+    const char *keep = tt_path("keep.png");
+    CHECK(tt_run("dpmem-render", "'%s' -o '%s'", log, keep) == 0, "keep.png: not drawn");
+    size_t n0 = 0, n1 = 0;
+    char *before = tt_slurp(keep, &n0);
+    tt_expect_error("dpmem-render", "'%s/known.log' -o '%s/keep.png' --from 40ms", "at or after the end of known");
+    char *after = tt_slurp(keep, &n1);
+    CHECK(before && after && n0 == n1 && n0 > 1000 && !memcmp(before, after, n0), "a failed render changed the picture that was there");
+    free(before); free(after);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q partial", tt_dir);
+    CHECK(system(cmd) != 0, "a temporary .partial file was left in %s", tt_dir);
     /* no font: one line naming the package */
     setenv("DPMEM_FONT", "/nonexistent/DejaVuSans.ttf", 1);
     tt_expect_error("dpmem-render", "'%s/known.log' -o x.png", "DPMEM_FONT=/nonexistent/DejaVuSans.ttf: no such font file");

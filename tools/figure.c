@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
@@ -101,11 +102,17 @@ int fig_open(Figure *f, const char *path, FigFormat format, int w, int h, double
     if (path) {
         f->path = strdup(path);
         f->out_is_stdout = !strcmp(path, "-");
-        f->out = f->out_is_stdout ? stdout : fopen(path, "wb");
+        if (f->path && !f->out_is_stdout) {   /* beside path, so that the rename stays on one file system */
+            size_t n = strlen(path) + 32;
+            f->tmp = malloc(n);
+            if (f->tmp) snprintf(f->tmp, n, "%s.partial-%ld", path, (long)getpid());
+        }
+        f->out = f->out_is_stdout ? stdout : f->tmp ? fopen(f->tmp, "wb") : NULL;
         if (!f->path || !f->out) {
-            snprintf(err, errlen, "%s: cannot write: %s", path, f->path ? strerror(errno) : "out of memory");
+            snprintf(err, errlen, "%s: cannot write: %s", path, f->path && (f->tmp || f->out_is_stdout) ? strerror(errno) : "out of memory");
             free(f->path);
-            f->path = NULL;
+            free(f->tmp);
+            f->path = f->tmp = NULL;
             return -1;
         }
     }
@@ -146,6 +153,8 @@ void fig_discard(Figure *f) {
     if (f->cr) cairo_destroy(f->cr);
     if (f->surface) { cairo_surface_finish(f->surface); cairo_surface_destroy(f->surface); }
     if (f->out && !f->out_is_stdout) fclose(f->out);
+    if (f->tmp) unlink(f->tmp);   /* not renamed: an error, nothing is left behind */
+    free(f->tmp);
     free(f->path);
     free_boxes(f);
     memset(f, 0, sizeof *f);
@@ -208,6 +217,8 @@ int fig_close(Figure *f, char *err, size_t errlen) {
             if (fclose(f->out)) rc = -1;
         } else if (f->out && fflush(f->out)) rc = -1;
         f->out = NULL;
+        if (rc == 0 && f->tmp && rename(f->tmp, f->path)) rc = -1;
+        else if (rc == 0 && f->tmp) { free(f->tmp); f->tmp = NULL; }
         if (rc) snprintf(err, errlen, "%s: cannot write the %s", f->path, f->format == FIG_PNG ? "PNG" : f->format == FIG_SVG ? "SVG" : "PDF");
         else write_layout(f);
     }

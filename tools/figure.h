@@ -71,7 +71,8 @@ typedef struct {
     double dpi, px_per_pt, font_scale;
     struct _cairo_surface *surface;
     struct _cairo *cr;
-    FILE *out;                /* the vector outputs' stream */
+    FILE *out;                /* the output stream: a temporary file beside path, renamed to it at close */
+    char *tmp;                /* that temporary file (NULL: stdout, or nothing written) */
     int out_is_stdout;
     FigBox *boxes;
     int n_boxes, cap_boxes;
@@ -82,9 +83,11 @@ typedef struct {
    nothing is written. 0, or -1 with a one-line reason (the font missing, the file not writable). */
 int  fig_open(Figure *f, const char *path, FigFormat format, int w, int h, double dpi, double font_scale,
               char *err, size_t errlen);
-/* Writes the output (and the DPMEM_LAYOUT record) and frees everything. 0, or -1 with the reason. */
+/* Writes the output (and the DPMEM_LAYOUT record) and frees everything. The picture is written to a
+   temporary file beside path and renamed over path only when complete, so an error never leaves a
+   partial picture nor loses the one that was there. 0, or -1 with the reason. */
 int  fig_close(Figure *f, char *err, size_t errlen);
-/* Frees without writing (after an error elsewhere). */
+/* Frees without writing (after an error elsewhere): path is left as it was. */
 void fig_discard(Figure *f);
 
 /* Points -> pixels, and font points -> pixels (font_scale applied). */
