@@ -52,9 +52,11 @@
 #ifndef DPMEM_H
 #define DPMEM_H
 
-/* The implementation needs POSIX (mmap, pthreads, clock_gettime); this takes effect when dpmem.h is
-   the first header of the implementation file, else compile that file with -D_GNU_SOURCE. */
-#if defined(DPMEM_IMPLEMENTATION) && !defined(DPMEM_DISABLE) && !defined(_GNU_SOURCE)
+/* The implementation needs POSIX and GNU declarations (mmap, pthreads, clock_gettime, O_CLOEXEC,
+   posix_fallocate, pwrite, flock); this takes effect when dpmem.h is the first header of the
+   implementation file, else that file must be compiled with -D_GNU_SOURCE (under -std=c11 or -std=c99
+   an earlier header hides them: the implementation then stops with an #error that says so). */
+#if (defined(DPMEM_IMPLEMENTATION) || defined(DPMEM_CUDA_IMPLEMENTATION)) && !defined(DPMEM_DISABLE) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE
 #endif
 
@@ -177,50 +179,80 @@ struct dpmem__scoped {
 
 #else /* DPMEM_DISABLE: everything is a no-op expression; nothing is emitted, no symbol remains. */
 
-/* A value that may also stand alone as a statement without -Wunused-value. */
-#if defined(__cplusplus) || !defined(__GNUC__)
-#define DPMEM__VALUE(v) ((void)0, (v))
+/* Compiled out, each macro and function is an expression that evaluates none of its arguments, yet
+   names each one (a variable or a static function used only as an argument of the kit is not
+   "unused"), and that may stand alone as a statement without a warning under gcc, clang, g++,
+   clang++ and nvcc. The arguments sit in the branch of `1 ? ... : ...` that is never taken (not under
+   sizeof: clang then calls a static function that only they use "not needed"); a value comes out of a
+   statement expression in C. nvcc's front end sees through the dead branch ("set but never used")
+   and calls a bare value "an expression with no effect" (#174-D): there a lambda that is never called
+   names the arguments, and the value comes from an inline function (inlined even at -O0: no symbol).
+   DPMEM__USES(uses) names the arguments (uses: DPMEM__U(a) joined by DPMEM__AND), DPMEM__THEN(e,
+   uses) names them and gives e, DPMEM__ZERO(T, v, uses) gives the constant v of type T, and
+   DPMEM__CONST(T, v) the same for a call without arguments (no lambda: it may stand at file scope). */
+#define DPMEM__U(a)            (void)(a)
+#if defined(__CUDACC__)
+extern "C++" {
+template <class T> static inline __attribute__((always_inline, unused)) T dpmem__value(T v) { return v; }
+}
+#define DPMEM__AND             ;
+#define DPMEM__USES(...)       ((void)[&] { __VA_ARGS__; })
+#define DPMEM__THEN(e, ...)    (DPMEM__USES(__VA_ARGS__), (e))
+#define DPMEM__ZERO(T, v, ...) (DPMEM__USES(__VA_ARGS__), dpmem__value<T>(v))
+#define DPMEM__CONST(T, v)     dpmem__value<T>(v)
 #else
-#define DPMEM__VALUE(v) (__extension__({ (v); }))
+#define DPMEM__AND             ,
+#define DPMEM__USES(...)       (1 ? (void)0 : (__VA_ARGS__))
+#if defined(__GNUC__) && !defined(__cplusplus)
+#define DPMEM__THEN(e, ...)    (__extension__({ DPMEM__USES(__VA_ARGS__); (e); }))
+#define DPMEM__CONST(T, v)     (__extension__({ (T)(v); }))
+#else
+#define DPMEM__THEN(e, ...)    (DPMEM__USES(__VA_ARGS__), (e))
+#define DPMEM__CONST(T, v)     ((void)0, (T)(v))
 #endif
+#define DPMEM__ZERO(T, v, ...) DPMEM__THEN((T)(v), __VA_ARGS__)
+#endif
+#define DPMEM__U2(a, b)        DPMEM__U(a) DPMEM__AND DPMEM__U(b)
+#define DPMEM__U3(a, b, c)     DPMEM__U2(a, b) DPMEM__AND DPMEM__U(c)
+#define DPMEM__U4(a, b, c, d)  DPMEM__U3(a, b, c) DPMEM__AND DPMEM__U(d)
 
-#define DPMEM_SCOPE(name)                ((void)0)
-#define DPMEM_SCOPE_DYN(name)            ((void)0)
-#define DPMEM_TAG_ALLOC(ptr, bytes, tag) ((void)0)
-#define DPMEM_TAG_FREE(ptr)              ((void)0)
-#define DPMEM_SNAPSHOT(label)            ((void)0)
-#define dpmem_open(path)                 DPMEM__VALUE(0)
+#define DPMEM_SCOPE(name)                DPMEM__USES(DPMEM__U(name))
+#define DPMEM_SCOPE_DYN(name)            DPMEM__USES(DPMEM__U(name))
+#define DPMEM_TAG_ALLOC(ptr, bytes, tag) DPMEM__USES(DPMEM__U3(ptr, bytes, tag))
+#define DPMEM_TAG_FREE(ptr)              DPMEM__USES(DPMEM__U(ptr))
+#define DPMEM_SNAPSHOT(label)            DPMEM__USES(DPMEM__U(label))
+#define dpmem_open(path)                 DPMEM__ZERO(int, 0, DPMEM__U(path))
 #define dpmem_close()                    ((void)0)
-#define dpmem_logging()                  DPMEM__VALUE(0)
-#define dpmem_meta(k, v)                 ((void)0)
-#define dpmem_meta_int(k, v)             ((void)0)
-#define dpmem_range_push(name)           ((void)0)
+#define dpmem_logging()                  DPMEM__CONST(int, 0)
+#define dpmem_meta(k, v)                 DPMEM__USES(DPMEM__U2(k, v))
+#define dpmem_meta_int(k, v)             DPMEM__USES(DPMEM__U2(k, v))
+#define dpmem_range_push(name)           DPMEM__USES(DPMEM__U(name))
 #define dpmem_range_pop()                ((void)0)
-#define dpmem_tag_alloc(p, n, t)         ((void)0)
-#define dpmem_tag_alloc_space(p, n, t, s) ((void)0)
-#define dpmem_tag_free(p)                DPMEM__VALUE((size_t)0)
-#define dpmem_snapshot(label)            ((void)0)
-#define dpmem_live_bytes(c)              DPMEM__VALUE((size_t)0)
-#define dpmem_peak_bytes(c)              DPMEM__VALUE((size_t)0)
-#define dpmem_bytes_at_peak(c)           DPMEM__VALUE((size_t)0)
-#define dpmem_live_bytes_in(s)           DPMEM__VALUE((size_t)0)
-#define dpmem_category_count()           DPMEM__VALUE(0)
-#define dpmem_category_name(i)           DPMEM__VALUE((const char *)0)
-#define dpmem_tag_bytes(p)               DPMEM__VALUE((size_t)0)
+#define dpmem_tag_alloc(p, n, t)         DPMEM__USES(DPMEM__U3(p, n, t))
+#define dpmem_tag_alloc_space(p, n, t, s) DPMEM__USES(DPMEM__U4(p, n, t, s))
+#define dpmem_tag_free(p)                DPMEM__ZERO(size_t, 0, DPMEM__U(p))
+#define dpmem_snapshot(label)            DPMEM__USES(DPMEM__U(label))
+#define dpmem_live_bytes(c)              DPMEM__ZERO(size_t, 0, DPMEM__U(c))
+#define dpmem_peak_bytes(c)              DPMEM__ZERO(size_t, 0, DPMEM__U(c))
+#define dpmem_bytes_at_peak(c)           DPMEM__ZERO(size_t, 0, DPMEM__U(c))
+#define dpmem_live_bytes_in(s)           DPMEM__ZERO(size_t, 0, DPMEM__U(s))
+#define dpmem_category_count()           DPMEM__CONST(int, 0)
+#define dpmem_category_name(i)           DPMEM__ZERO(const char *, 0, DPMEM__U(i))
+#define dpmem_tag_bytes(p)               DPMEM__ZERO(size_t, 0, DPMEM__U(p))
 #define dpmem_reset_peak()               ((void)0)
-#define dpmem_oom(n, t, s, u, tot)       ((void)0)
-#define dpmem_now_ns()                   DPMEM__VALUE((uint64_t)0)
-#define dpmem_thread_name(n)             ((void)0)
-#define dpmem_thread_index()             DPMEM__VALUE((uint32_t)0)
-#define dpmem_set_scope_hook(f, u)       ((void)0)
-#define dpmem_set_device_info(f, u)      ((void)0)
-#define dpmem_set_close_hook(f, u)       ((void)0)
-#define dpmem_log_gpu_time(a, b, c, d)   ((void)0)
-#define dpmem_log_device_sample(u, t)    ((void)0)
-#define dpmem_warn(m, v)                 ((void)0)
-#define dpmem_intern(s)                  DPMEM__VALUE((uint32_t)0)
-#define dpmem_string(id)                 DPMEM__VALUE((const char *)0)
-#define dpmem_scope_stack(ids, max)      DPMEM__VALUE(0)
+#define dpmem_oom(n, t, s, u, tot)       DPMEM__USES(DPMEM__U4(n, t, s, u) DPMEM__AND DPMEM__U(tot))
+#define dpmem_now_ns()                   DPMEM__CONST(uint64_t, 0)
+#define dpmem_thread_name(n)             DPMEM__USES(DPMEM__U(n))
+#define dpmem_thread_index()             DPMEM__CONST(uint32_t, 0)
+#define dpmem_set_scope_hook(f, u)       DPMEM__USES(DPMEM__U2(f, u))
+#define dpmem_set_device_info(f, u)      DPMEM__USES(DPMEM__U2(f, u))
+#define dpmem_set_close_hook(f, u)       DPMEM__USES(DPMEM__U2(f, u))
+#define dpmem_log_gpu_time(a, b, c, d)   DPMEM__USES(DPMEM__U4(a, b, c, d))
+#define dpmem_log_device_sample(u, t)    DPMEM__USES(DPMEM__U2(u, t))
+#define dpmem_warn(m, v)                 DPMEM__USES(DPMEM__U2(m, v))
+#define dpmem_intern(s)                  DPMEM__ZERO(uint32_t, 0, DPMEM__U(s))
+#define dpmem_string(id)                 DPMEM__ZERO(const char *, 0, DPMEM__U(id))
+#define dpmem_scope_stack(ids, max)      DPMEM__ZERO(int, 0, DPMEM__U2(ids, max))
 
 #endif /* DPMEM_DISABLE */
 #endif /* DPMEM_H */
@@ -237,11 +269,19 @@ struct dpmem__scoped {
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if !defined(O_CLOEXEC) || !defined(MAP_ANONYMOUS) || !defined(CLOCK_MONOTONIC) || !defined(LOCK_NB)
+#error "dpmem.h: the implementation needs POSIX and GNU declarations (O_CLOEXEC, posix_fallocate, pwrite, ...) that a header included before it hid under -std=c11/-std=c99: include dpmem.h first in this file, or compile this file with -D_GNU_SOURCE"
+#define DPMEM__NO_POSIX
+#endif
+#endif
+#if defined(DPMEM__IMPLEMENTED) && !defined(DPMEM__NO_POSIX) && !defined(DPMEM__BODY)
+#define DPMEM__BODY
 #ifndef DPMEM_NO_NVTX
 /* NVIDIA's loader casts dlsym()'s result to a function pointer, which ISO C calls pedantic. */
 #if defined(__GNUC__)
