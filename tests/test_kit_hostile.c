@@ -406,9 +406,8 @@ int main(int argc, char **argv) {
     tt_mkdir("kit_hostile");
     signal(SIGPIPE, SIG_IGN);
     for (int i = 0; i < N_MAIN_CASES; i++) {
-        char log[600], err[600];
-        snprintf(log, sizeof log, "%s", tt_path(cases[i].name));
-        strcat(log, ".log");
+        char log[600], err[620];
+        snprintf(log, sizeof log, "%s.log", tt_path(cases[i].name));
         snprintf(err, sizeof err, "%s.err", log);
         int rc = run_self("", cases[i].name, log, err);
         char *e = tt_slurp(err, NULL);
