@@ -494,9 +494,9 @@ static uint8_t *dpmem__chunk_addr(uint64_t k) {
 
 static void dpmem__emit_thread(dpmem__thread *t);
 
-/* Grows the file by a new segment (1 MiB, doubling to 64 MiB; when that fails, 1 MiB: what a nearly
-   full disk still holds) and maps it; log_mu held. 0, or why not (an errno). The space is reserved
-   with posix_fallocate: a store into a sparse mapping on a full disk would be a SIGBUS. */
+/* Grows the file by a new segment (1 MiB, doubling to 64 MiB; when that fails, 1 MiB, then one chunk:
+   what a nearly full disk still holds) and maps it; log_mu held. 0, or why not (an errno). The space
+   is reserved with posix_fallocate: a store into a sparse mapping on a full disk would be a SIGBUS. */
 static int dpmem__grow_locked(void) {
     if (dpmem__G.nseg >= (int)DPMEM__MAX_SEGMENTS) return EFBIG;
     uint64_t n = dpmem__G.nseg ? dpmem__G.seg[dpmem__G.nseg - 1].nchunks * 2 : 16;
@@ -504,6 +504,7 @@ static int dpmem__grow_locked(void) {
     off_t off = (off_t)DPMEM__HEADER_BYTES + (off_t)(dpmem__G.mapped_chunks * DPMEM__CHUNK_BYTES);
     int err = posix_fallocate(dpmem__G.fd, off, (off_t)(n * DPMEM__CHUNK_BYTES));
     if (err && n > 16) { n = 16; err = posix_fallocate(dpmem__G.fd, off, (off_t)(n * DPMEM__CHUNK_BYTES)); }
+    if (err && n > 1) { n = 1; err = posix_fallocate(dpmem__G.fd, off, (off_t)DPMEM__CHUNK_BYTES); }
     if (err) return err;
     void *base = mmap(NULL, n * DPMEM__CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, dpmem__G.fd, off);
     if (base == MAP_FAILED) return errno ? errno : ENOMEM;

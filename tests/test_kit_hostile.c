@@ -306,8 +306,8 @@ static int case_full_disk(const char *log) {
     for (int i = 0; i < 8; i++) pthread_join(th[i], NULL);
     long calls = __atomic_load_n(&fallocate_calls_full, __ATOMIC_RELAXED);
     __atomic_store_n(&disk_full, 0, __ATOMIC_RELAXED);
-    /* the disk is asked a few times (back-off), not for every one of 640000 events */
-    CHECK(calls <= 40, "posix_fallocate called %ld times on the full disk", calls);
+    /* the disk is asked a few times (a back-off; up to 3 sizes each), not for every one of 640000 events */
+    CHECK(calls <= 100, "posix_fallocate called %ld times on the full disk", calls);
     CHECK(dpmem_live_bytes(NULL) == 0 && dpmem_peak_bytes(NULL) >= 64 && dpmem_peak_bytes(NULL) <= 8 * 64,
           "counters: live %zu peak %zu", dpmem_live_bytes(NULL), dpmem_peak_bytes(NULL));
     usleep(1100000);   /* past the longest back-off: the next chunk finds space again */
