@@ -11,12 +11,12 @@
 # kit's cases compile small programs against each tree's dpmem.h. A full disk is a 2 MB tmpfs where
 # mount works (root), else a 2 MB file size limit (EFBIG instead of ENOSPC: the old code is slowed
 # less). Cases: strings crash two_runs threads full_disk full_disk_trainer cycles snapshot long plugin
-# compile_off late_include trace_self fifo safetensors_100mb config_lie shards data_is_log cli.
+# compile_off late_include trace_self shrink fifo safetensors_100mb config_lie shards data_is_log cli.
 set -u
 OLD=$(cd "$1" && pwd) || exit 2
 NEW=$(cd "$2" && pwd) || exit 2
 shift 2
-CASES=${*:-strings crash two_runs threads full_disk full_disk_trainer cycles snapshot long plugin compile_off late_include trace_self fifo safetensors_100mb config_lie shards data_is_log cli}
+CASES=${*:-strings crash two_runs threads full_disk full_disk_trainer cycles snapshot long plugin compile_off late_include trace_self shrink fifo safetensors_100mb config_lie shards data_is_log cli}
 W=$(mktemp -d /tmp/hostile_ba.XXXXXX) || exit 1
 MNT=""
 cleanup() { [ -n "$MNT" ] && umount "$MNT" 2>/dev/null; rm -rf "$W"; }
@@ -134,7 +134,8 @@ EOF
         kitprog full
         both "7 full disk, 8 threads" 600 "$LIM rm -f $DIR/*; \$W/full.\$side $DIR/full.log"
     else
-        both "7 full disk, trainer" 300 "$LIM rm -f $DIR/*; \$B/train_vanilla --quiet --steps 30 --log $DIR/t.log >/dev/null; r=\$?; \$B/dpmem-report $DIR/t.log 2>/dev/null | sed -n 3p; exit \$r"
+        # the disk nearly full before the run starts (1.6 MB of 2 MB taken)
+        both "7 full disk, trainer" 300 "$LIM rm -f $DIR/*; head -c 1600000 /dev/zero >$DIR/fill; \$B/train_vanilla --quiet --steps 100 --log $DIR/t.log >/dev/null; r=\$?; echo \"\$(\$NEW/build/dpmem-report $DIR/t.log 2>&1 | grep -E 'events over|could not' | tr '\\n' ' ' | cut -c1-150)\"; exit \$r"
     fi ;;
 cycles)    # 1000 dpmem_open/dpmem_close cycles: VmSize
     cat >"$W/cycles.c" <<'EOF'
@@ -222,6 +223,9 @@ late_include)  # the implementation after <stdio.h> under -std=c11
     both "impl after stdio, c11" 60 "$CC -std=c11 -I\$T -I\${CUDA_HOME:-/usr/local/cuda}/include $NEW/tests/compile/late_include.c -o $W/late -ldl -lpthread >$W/cc 2>&1; echo \"\$(grep -c 'error:' $W/cc) errors, \$(grep -c 'implicit declaration' $W/cc) implicit declarations\"" ;;
 trace_self)    # dpmem-trace run.log -o run.log
     both "3 trace -o its input" 60 '$B/train_vanilla --quiet --steps 2 --log $W/self.log >/dev/null; a=$(wc -c <$W/self.log); $B/dpmem-trace $W/self.log -o $W/self.log; r=$?; echo "log $a -> $(wc -c <$W/self.log) bytes"; exit $r' ;;
+shrink)    # the log truncated while dpmem-trace reads it (a trainer re-run on the path being viewed)
+    [ -f "$W/big.log" ] || "$NEW/build/train_vanilla" --quiet --steps 3000 --log "$W/big.log" >/dev/null || exit 1
+    both "3 log shrinks under reader" 120 'cp $W/big.log $W/s.log; $B/dpmem-trace $W/s.log -o $W/s.json & p=$!; sleep 0.3; truncate -s 4096 $W/s.log; wait $p' ;;
 fifo)      # a FIFO as --data, as config.json, as the log read
     rm -f "$W/fifo"; mkfifo "$W/fifo"; mkdir -p "$W/fck"; rm -f "$W/fck/config.json"; mkfifo "$W/fck/config.json"
     both "4 FIFO as --data" 10 '$B/train_vanilla --quiet --steps 1 --data $W/fifo'
