@@ -857,8 +857,8 @@ static int dpmem__category_of_tag_locked(uint32_t tag) {
         const char *slash = (const char *)memchr(e->s, '/', e->len);
         uint32_t n = slash ? (uint32_t)(slash - e->s) : e->len;
         if (n > DPMEM__MAX_STRING) n = DPMEM__MAX_STRING;
-        cid = dpmem__intern_n_locked(e->s, n, 0);   /* there already (dpmem__tag_intern_locked) */
-        if (!cid) cid = dpmem__overflow_locked();
+        if (n == 8 && !memcmp(e->s, "overflow", 8)) cid = DPMEM__OVERFLOW_ID;   /* one "overflow", as readers see it */
+        else if (!(cid = dpmem__intern_n_locked(e->s, n, 0))) cid = dpmem__overflow_locked();   /* (there already) */
     }
     int c = dpmem__category_locked(cid);
     if (c < 0) {   /* out of memory: counted, but as overflow */
@@ -1429,8 +1429,14 @@ static dpmem__rows dpmem__rows_locked(int cap) {
     if (!r.pick) { r.n = 0; return r; }   /* no memory: the rows alone would be wrong, so none */
     for (int i = 0; i < dpmem__G.ncat; i++) r.pick[i] = i;
     qsort(r.pick, (size_t)dpmem__G.ncat, sizeof *r.pick, dpmem__cmp_live_desc);
-    for (int i = cap - 1; i < dpmem__G.ncat; i++) r.rest += dpmem__G.cats[r.pick[i]].live;
-    qsort(r.pick, (size_t)cap - 1, sizeof *r.pick, dpmem__cmp_int);
+    int k = 0;   /* the largest, but not "overflow" itself: it is summed into the last row */
+    for (int i = 0; i < dpmem__G.ncat; i++) {
+        int c = r.pick[i];
+        if (k < cap - 1 && dpmem__G.cats[c].name != DPMEM__OVERFLOW_ID) r.pick[k++] = c;
+        else r.rest += dpmem__G.cats[c].live;
+    }
+    r.n = k + 1;
+    qsort(r.pick, (size_t)k, sizeof *r.pick, dpmem__cmp_int);
     if (!dpmem__G.rows_cut) {
         dpmem__G.rows_cut = 1;
         dpmem__warn_locked("more categories than an event holds: the smallest summed as overflow", (uint64_t)dpmem__G.ncat);
