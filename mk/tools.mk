@@ -58,6 +58,26 @@ ALL += $(BUILD)/tests/stress_readers
 stress-readers: $(TOOLS_BIN) $(BUILD)/tests/stress_readers
 	$(BUILD)/tests/stress_readers
 
+# The kit under hostile conditions (a full string table, a full disk, two runs on one log path, short-
+# lived threads, open/close cycles): each case in a fresh process, its log read back with the reader.
+$(BUILD)/tests/test_kit_hostile: tests/test_kit_hostile.c tests/test_tools_common.h dpmem.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(TOOLS_LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+ALL   += $(BUILD)/tests/test_kit_hostile
+TESTS += $(BUILD)/tests/test_kit_hostile
+
+# A second copy of the kit in a dlopen'd plugin: without -rdynamic each copy writes its own log (and
+# says so), with -rdynamic the plugin uses the program's copy.
+$(BUILD)/tests/libkit_plugin.so: tests/kit_plugin.c dpmem.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared $< -o $@ $(LDFLAGS) -lpthread
+$(BUILD)/tests/test_kit_plugin: tests/test_kit_plugin.c tests/test_tools_common.h dpmem.h $(TOOLS_LIB) $(TOOLS_HDRS) $(BUILD)/tests/libkit_plugin.so | $(DEPS_STAMP)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(TOOLS_LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+$(BUILD)/tests/test_kit_plugin_rdynamic: tests/test_kit_plugin.c tests/test_tools_common.h dpmem.h $(TOOLS_LIB) $(TOOLS_HDRS) $(BUILD)/tests/libkit_plugin.so | $(DEPS_STAMP)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DRDYNAMIC -rdynamic $< $(TOOLS_LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+ALL   += $(BUILD)/tests/test_kit_plugin $(BUILD)/tests/test_kit_plugin_rdynamic
+TESTS += $(BUILD)/tests/test_kit_plugin $(BUILD)/tests/test_kit_plugin_rdynamic
+
 # The corruption test (in make test) and the libFuzzer target (make fuzz-tools, clang only).
 $(BUILD)/tests/fuzz_tools_corrupt: tests/fuzz_tools_corrupt.c tests/fuzz_tools_exercise.h tests/test_tools_common.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

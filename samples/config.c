@@ -189,7 +189,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--warmup-steps")) rc = parse_int(a, v, 0, &c->warmup_steps);
         else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, &c->grad_accum);
         else if (!strcmp(a, "--seed")) rc = parse_int(a, v, 0, &c->seed);
-        else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 1, &c->threads);
+        else if (!strcmp(a, "--threads")) rc = parse_int_in(a, v, 1, 4096, &c->threads);   /* libgomp crashed at 100000 */
         else if (!strcmp(a, "--lr")) rc = parse_float(a, v, &c->lr);
         else if (!strcmp(a, "--weight-decay")) rc = parse_float(a, v, &c->weight_decay);
         else if (!strcmp(a, "--optimizer")) rc = parse_choice(a, v, opts, c->optimizer, sizeof c->optimizer);

@@ -221,6 +221,17 @@ static void untrustworthy_numbers(void) {
           "lost strings: the report must say where the peak's bytes went:\n%s", out ? out : "");
     free(out);
     remove(log);
+
+    log = tt_path("huge.log");   /* 2^64 - 1 bytes wrapped the total to 99 B */
+    forge_huge(log);
+    rc = tt_run("dpmem-report", "%s", log);
+    out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0 && out && strstr(out, "ERROR: 1 allocations left out: they would carry the total past 2^64 bytes") &&
+          strstr(out, "peak total: 100 B (100 bytes)") &&
+          strstr(out, "WARNING: 2 WARN events in the log: 'free of an unknown or already freed address' x2"),
+          "an ALLOC of 2^64 - 1 bytes and two WARN events: the report must say so:\n%s", out ? out : "");
+    free(out);
+    remove(log);
 }
 
 int main(void) {

@@ -297,7 +297,15 @@ static void print_run(const RunStats *r, const Names *cats) {
         printf("  WARNING: untracked device memory grew from %s to %s across the snapshots (fragmentation or an uninstrumented allocator)\n",
                fmt_bytes(b1, sizeof b1, (double)r->untracked_first), fmt_bytes(b2, sizeof b2, (double)r->untracked_last));
     else if (r->has_device) printf("  ok: untracked device memory does not keep growing\n");
-    if (r->n_warn) printf("  WARNING: %llu WARN events in the log (e.g. frees of unknown pointers)\n", (unsigned long long)r->n_warn);
+    if (r->too_large)
+        printf("  ERROR: %llu allocations left out: they would carry the total past 2^64 bytes (a forged or corrupt log)\n",
+               (unsigned long long)r->too_large);
+    if (r->n_warn) {   /* what the writer warned of, by message */
+        printf("  WARNING: %llu WARN events in the log:", (unsigned long long)r->n_warn);
+        for (uint32_t k = 0; k < r->n_warn_kinds; k++)
+            printf("%s '%s' x%llu", k ? "," : "", dpmem_log_string(L, r->warn_kinds[k].id), (unsigned long long)r->warn_kinds[k].count);
+        printf("%s\n", r->n_warn_kinds == RS_WARN_KINDS ? ", ..." : "");
+    }
     if (r->unbalanced_frees) printf("  WARNING: %llu frees of more bytes than were live in their category\n", (unsigned long long)r->unbalanced_frees);
     if (r->n_oom) printf("  WARNING: %llu out-of-memory event(s)\n", (unsigned long long)r->n_oom);
     printf("\n");

@@ -101,6 +101,7 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
                 int32_t c = si < 0 || L->cat_of[si] < 0 ? (int32_t)nc : L->cat_of[si];
                 if (si < 0) r->unnamed_events++;
                 if (e.type == DPMEM_EV_ALLOC) {
+                    if (total + bytes < total) { r->too_large++; break; }   /* past 2^64: a forged or corrupt log */
                     live[c] += bytes; total += bytes;
                     if (si >= 0) {
                         allocs[si]++;
@@ -177,7 +178,16 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
                 }
                 break;
             }
-            case DPMEM_EV_WARN: r->n_warn++; break;
+            case DPMEM_EV_WARN: {   /* the first few distinct messages, for the report to name */
+                r->n_warn++;
+                uint32_t k = 0;
+                while (k < r->n_warn_kinds && r->warn_kinds[k].id != e.id) k++;
+                if (k < RS_WARN_KINDS) {
+                    if (k == r->n_warn_kinds) r->warn_kinds[r->n_warn_kinds++].id = e.id;
+                    r->warn_kinds[k].count++;
+                }
+                break;
+            }
             case DPMEM_EV_OOM:
                 if (r->n_oom < 4) {
                     uint8_t *copy = malloc(16 + (size_t)e.n);

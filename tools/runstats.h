@@ -17,6 +17,7 @@
 #define RS_MAX_SNAPS 4096
 #define RS_MAX_STEPS 1000000
 #define RS_TOP 10
+#define RS_WARN_KINDS 4
 
 typedef struct {
     uint64_t count, total_ns, max_ns;
@@ -59,6 +60,9 @@ typedef struct {
     BufferStats top[RS_TOP];
     uint32_t n_top;
     uint64_t n_warn, n_oom, n_device_samples, unbalanced_frees;
+    struct { uint32_t id; uint64_t count; } warn_kinds[RS_WARN_KINDS];   /* the first distinct WARN messages */
+    uint32_t n_warn_kinds;
+    uint64_t too_large;       /* ALLOCs left out: they would carry the total past 2^64 bytes */
     uint64_t unnamed_events;  /* ALLOC/FREE events whose tag id has no STRING in the log */
     uint8_t *oom[4];          /* copies of the first OOM events (head, id, ts, payload), printed in full */
     uint32_t oom_bytes[4];
