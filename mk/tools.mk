@@ -1,7 +1,7 @@
 # tools/: dpmem-render, dpmem-report, dpmem-trace (issue 3), their tests, fuzzers and bench.
 # The reader, raster and chart code is one small static library that every tool links.
 
-TOOLS_LIB_SRC := tools/dpmem_read.c tools/io_guard.c tools/raster.c tools/palette.c tools/units.c tools/timeline.c tools/args.c tools/runstats.c tools/ranks.c tools/charts.c tools/json_out.c tools/trace.c tools/axes.c
+TOOLS_LIB_SRC := tools/dpmem_read.c tools/io_guard.c tools/raster.c tools/palette.c tools/units.c tools/timeline.c tools/args.c tools/runstats.c tools/ranks.c tools/charts.c tools/json_out.c tools/trace.c tools/axes.c tools/timestats.c tools/steplog.c tools/outpath.c
 TOOLS_LIB_OBJ := $(patsubst tools/%.c,$(BUILD)/tools-obj/%.o,$(TOOLS_LIB_SRC))
 TOOLS_LIB     := $(BUILD)/tools-obj/libdpmemtools.a
 TOOLS_HDRS    := $(wildcard tools/*.h)

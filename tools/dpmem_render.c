@@ -9,6 +9,7 @@
 #include "args.h"
 #include "dpmem_read.h"
 #include "io_guard.h"
+#include "outpath.h"
 #include "timeline.h"
 
 #define MAX_LOGS 16
@@ -105,7 +106,12 @@ int main(int argc, char **argv) {
             if (logs[i].t_last >= logs[i].t0 && (double)(logs[i].t_last - logs[i].t0) > end) end = (double)(logs[i].t_last - logs[i].t0);
         o.to_ns = end > from ? end : from + 1;
     }
-    int rc = timeline_render(logs, n, &o, out, err, sizeof err);
+    OutPath op;   /* -o -: the PNG to stdout */
+    int rc = outpath_begin(&op, out, ".png", err, sizeof err);
+    if (rc == 0) {
+        rc = timeline_render(logs, n, &o, op.path, err, sizeof err);
+        if (outpath_finish(&op, rc == 0, rc ? (char[8]){ 0 } : err, rc ? 8 : sizeof err) && rc == 0) rc = -1;
+    }
     if (rc) fprintf(stderr, "dpmem-render: %s\n", err);
     for (int i = 0; i < n; i++) dpmem_log_close(&logs[i]);
     return rc ? 1 : 0;

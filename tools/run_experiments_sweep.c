@@ -14,6 +14,7 @@
 
 #include "dpmem_read.h"
 #include "io_guard.h"
+#include "outpath.h"
 #include "palette.h"
 #include "raster.h"
 #include "runstats.h"
@@ -217,7 +218,13 @@ int main(int argc, char **argv) {
         snprintf(t, sizeof t, "%s", which[p] == -1 ? "peak (total)" : which[p] == -2 ? "peak / vanilla's" : PHASES[which[p]]);
         panel(&im, 10 + (p % cols) * pw, 80 + (p / cols) * ph, pw, ph, t, pts, np, which[p], exps, ne, xmin, xmax, log2x, key);
     }
-    rc = image_write_png(&im, out) ? fail("cannot write the PNG", out) : 0;
+    OutPath op;   /* -o -: the PNG to stdout */
+    if (outpath_begin(&op, out, ".png", err, sizeof err)) rc = fail(err, NULL);
+    else {
+        int bad = image_write_png(&im, op.path) != 0;
+        if (outpath_finish(&op, !bad, err, sizeof err) && !bad) rc = fail(err, NULL);
+        else rc = bad ? fail("cannot write the PNG", out) : 0;
+    }
     image_free(&im);
     return rc;
 }
