@@ -541,7 +541,11 @@ static inline dpmem__str *dpmem__S(uint32_t id) {
 static const char *dpmem__name(uint32_t id) { return id ? dpmem__S(id)->s : "?"; }
 
 /* Writes the STRING event of `id` into this log if this log does not have it yet. */
-static void dpmem__ensure_string(dpmem__thread *t, uint32_t id) {
+static void dpmem__ensure_string_at(dpmem__thread *t, uint32_t id, uint64_t ts);
+static void dpmem__ensure_string(dpmem__thread *t, uint32_t id) { dpmem__ensure_string_at(t, id, 0); }
+/* ts 0: now. An event stamped before its STRING was written (an ALLOC reads the clock before the lock)
+   passes its own ts, so that the thread's events stay in time order. */
+static void dpmem__ensure_string_at(dpmem__thread *t, uint32_t id, uint64_t ts) {
     if (!id) return;
     dpmem__str *s = dpmem__S(id);
     uint32_t gen = DPMEM__RELAXED(&dpmem__G.gen);
@@ -552,7 +556,7 @@ static void dpmem__ensure_string(dpmem__thread *t, uint32_t id) {
     if (!p) return;
     memcpy(p + 16, s->s, len);
     memset(p + 16 + len, 0, bytes - 16 - len);
-    dpmem__commit(p, DPMEM__EV_STRING, 0, bytes, id, dpmem__now());
+    dpmem__commit(p, DPMEM__EV_STRING, 0, bytes, id, ts ? ts : dpmem__now());
     __atomic_store_n(&s->logged_gen, gen, __ATOMIC_RELAXED);
 }
 
@@ -571,7 +575,7 @@ static void dpmem__emit_thread(dpmem__thread *t) {
 /* A fixed-size event: head, id, ts, then n 64-bit payload words. */
 static void dpmem__emit(uint32_t type, uint32_t aux, uint32_t id, uint64_t ts, const uint64_t *w, int n) {
     dpmem__thread *t = &dpmem__T;
-    dpmem__ensure_string(t, id);
+    dpmem__ensure_string_at(t, id, ts);
     uint32_t bytes = 16 + 8 * (uint32_t)n;
     uint8_t *p = dpmem__reserve(t, bytes);
     if (!p) return;
