@@ -93,7 +93,7 @@ $(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c tests/test_dp_common.h samples/a
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cli.c samples/accountant.c $(LDFLAGS) $(LDLIBS)
 
 ALL   += $(BUILD)/tests/test_dp_cli
-TESTS += $(BUILD)/tests/test_dp_cli
+TESTS += $(BUILD)/tests/test_dp_cli tests/test_train_numbers.sh
 
 $(BUILD)/bench/dp_train: samples/dp_bench_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
