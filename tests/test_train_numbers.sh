@@ -105,6 +105,29 @@ else bad "the same rows must give the same first loss: vanilla '$l_v', DP '$l_f'
 "$B/train_flash" $common --batch-size 5 >"$tmp/r_5.out" 2>"$tmp/r_5.err" && bad "a batch of 5 from 4 rows ran"
 grep -q "the dataset has 4 rows (sequences of 65 tokens, one every 64), fewer than the batch 5" "$tmp/r_5.err" || bad "batch 5 of 4 rows: $(cat "$tmp/r_5.err")"
 
+# ---- --save: config.json's float fields as the shortest decimals; a v5 config kept v5 ----------------
+"$B/train_vanilla" --model tiny --seq-len 16 --steps 1 --save "$tmp/ck1" --quiet >/dev/null 2>&1 || bad "--save"
+python3 - "$tmp/ck1/config.json" <<'PY' || bad "--save's config.json (above)"
+import json, re, sys
+text = open(sys.argv[1]).read(); c = json.loads(text)
+ok = c["rms_norm_eps"] == 1e-06 and c["rope_theta"] == 10000 and not re.search(r"9\.9999", text)
+print("  rms_norm_eps %r, rope_theta %r" % (c["rms_norm_eps"], c["rope_theta"]))
+sys.exit(0 if ok else 1)
+PY
+python3 - "$tmp/ck1/config.json" <<'PY'
+import json, sys   # the same checkpoint as transformers v5 writes it: rope_parameters, theta inside
+c = json.load(open(sys.argv[1])); c.pop("rope_scaling", None)
+c["rope_parameters"] = {"rope_theta": c.pop("rope_theta"), "rope_type": "default"}
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+"$B/train_vanilla" --init-from "$tmp/ck1" --seq-len 16 --steps 1 --save "$tmp/ck2" --quiet >/dev/null 2>"$tmp/e" || bad "--init-from a v5 config: $(cat "$tmp/e")"
+python3 - "$tmp/ck2/config.json" <<'PY' || bad "a v5 config saved in another form (above)"
+import json, sys
+c = json.load(open(sys.argv[1]))
+print("  saved:", {k: c.get(k) for k in ("rope_parameters", "rope_scaling", "rope_theta", "rms_norm_eps")})
+sys.exit(0 if c.get("rope_parameters") == {"rope_theta": 10000, "rope_type": "default"} and "rope_scaling" not in c and "rope_theta" not in c and c["rms_norm_eps"] == 1e-06 else 1)
+PY
+
 # ---- '-' is no trainer output --------------------------------------------------------------------
 for f in --log --save; do
     "$B/train_vanilla" --steps 1 $f - >"$tmp/o" 2>"$tmp/e" && bad "$f - ran"
