@@ -16,7 +16,7 @@ $(BUILD)/run-experiments-sweep: tools/run_experiments_sweep.c $(SUITE_TOOLS_LIB)
 
 ALL   += $(BUILD)/tests/test_suite_pngstat $(BUILD)/run-experiments-sweep
 TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.sh tests/test_suite_sweep.sh \
-         tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh
+         tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh tests/test_suite_numbers.sh
 
 # `make demo-picture`: the demo at its default configuration, its pictures copied to docs/demo/
 # (the README shows docs/demo/breakdown.png), and the planned 1b sweep over T = 64 ... 16384

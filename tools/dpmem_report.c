@@ -27,7 +27,7 @@
 #include "timeline.h"
 #include "units.h"
 
-#define MAX_RUNS 64
+#define MAX_RUNS 1024   /* (the suite gives every process of a --repeat sweep at once)*/
 
 static int fail(const char *msg, const char *arg) {
     fprintf(stderr, "dpmem-report: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
@@ -659,7 +659,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-q")) quiet = 1;
         else if (a[0] == '-' && a[1]) return fail("unknown option", a);
         else {
-            if (n == MAX_RUNS) return fail("too many logs (at most 64)", NULL);
+            if (n == MAX_RUNS) return fail("too many logs (at most 1024)", NULL);
             paths[n++] = a;
         }
     }
