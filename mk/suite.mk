@@ -18,13 +18,13 @@ ALL   += $(BUILD)/tests/test_suite_pngstat $(BUILD)/run-experiments-sweep
 TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.sh tests/test_suite_sweep.sh \
          tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh tests/test_suite_numbers.sh
 
-# `make demo-picture`: the demo at its default configuration (3 rounds: times as medians with min..max), its pictures copied to docs/demo/
+# `make demo-picture`: the demo at its default configuration (5 rounds: times as medians with min..max), its pictures copied to docs/demo/
 # (the README shows docs/demo/breakdown.png), and the planned 1b sweep over T = 64 ... 16384
 # (docs/demo/sweep-1b-plan.png). Commit the result.
 .PHONY: demo-picture
 demo-picture: all
 	@rm -rf $(BUILD)/demo-picture
-	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-picture --quiet --repeat 3
+	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-picture --quiet --repeat 5
 	@rm -rf $(BUILD)/demo-sweep
 	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-sweep --quiet --plan --device cpu --model 1b \
 	    --batch-size 4 --physical-batch 4 --steps 1 --sweep seq-len=64,256,1024,4096,16384 > /dev/null
