@@ -543,8 +543,8 @@ static const char *dpmem__name(uint32_t id) { return id ? dpmem__S(id)->s : "?";
 /* Writes the STRING event of `id` into this log if this log does not have it yet. */
 static void dpmem__ensure_string_at(dpmem__thread *t, uint32_t id, uint64_t ts);
 static void dpmem__ensure_string(dpmem__thread *t, uint32_t id) { dpmem__ensure_string_at(t, id, 0); }
-/* ts 0: now. An event stamped before its STRING was written (an ALLOC reads the clock before the lock)
-   passes its own ts, so that the thread's events stay in time order. */
+/* ts 0: now. An event stamped before its STRING was written (an ALLOC reads the clock before the lock,
+   a BEGIN before the string) passes its own ts, so that the thread's events stay in time order. */
 static void dpmem__ensure_string_at(dpmem__thread *t, uint32_t id, uint64_t ts) {
     if (!id) return;
     dpmem__str *s = dpmem__S(id);
@@ -922,7 +922,7 @@ static inline void dpmem__push(uint32_t id) {
     uint64_t ts = 0;
     if (dpmem__log_open()) {
         ts = dpmem__now();
-        dpmem__ensure_string(t, id);
+        dpmem__ensure_string_at(t, id, ts);   /* (its STRING no later than the BEGIN) */
         uint8_t *p = dpmem__reserve(t, 16);
         if (p) dpmem__commit(p, DPMEM__EV_BEGIN, 0, 16, id, ts);
     }
