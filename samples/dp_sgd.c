@@ -912,6 +912,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         if (real <= 0) return 0;                 /* this step drew fewer rows: nothing to do */
         if (poisson_upload(d, s, first, real)) return -1;
     }
+    s->data_rows = real;                         /* the loss the loop logs is the data rows' */
     if (train_forward(s)) return -1;
     if (d->shortcut) {
         if (train_backward_scaled(s, NULL, per_sample_scale)) return -1;

@@ -34,10 +34,19 @@ int train_forward(TrainState *s) {
     { DPMEM_SCOPE("forward"); TRY(llama_forward(&s->model)); }
     phase_add(s, PH_FORWARD, t0);
     t0 = dpmem_now_ns();
-    { DPMEM_SCOPE("loss"); TRY(llama_loss(&s->model, &s->loss)); }
+    const int B = s->model.B, rows = s->data_rows > 0 && s->data_rows < B ? s->data_rows : B;
+    {
+        DPMEM_SCOPE("loss");
+        TRY(llama_loss(&s->model, &s->loss));
+        if (rows < B && kbackend_computes(s->kb)) {   /* padded: the mean over the rows that are data */
+            double sum = 0;
+            TRY(reduce_sum(s->kb, s->model.acts.losses, (size_t)rows * s->model.T, &sum));
+            s->loss = sum / ((double)rows * s->model.T);
+        }
+    }
     phase_add(s, PH_LOSS, t0);
-    s->loss_sum += s->loss;   /* the step's loss: the mean of its forwards' */
-    s->loss_n++;
+    s->loss_sum += s->loss * rows;   /* the step's loss: the mean over all its rows */
+    s->loss_n += rows;
     return 0;
 }
 
@@ -407,7 +416,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
             if (st->physical_batch) { if (st->physical_batch(st->user, &s) != 0) goto fail; }
             else if (train_forward(&s) != 0 || train_backward(&s, NULL) != 0) goto fail;
         }
-        if (s.loss_n) s.loss = s.loss_sum / s.loss_n;   /* the step's loss: the mean over its physical batches */
+        if (s.loss_n) s.loss = s.loss_sum / (double)s.loss_n;   /* the step's loss: the mean over its rows */
         uint64_t ta = dpmem_now_ns();
         if (train_allreduce_grads(&s) != 0) goto fail;   /* (several ranks: s.loss becomes the ranks' mean) */
         phase_add(&s, PH_ALLREDUCE, ta);

@@ -71,8 +71,10 @@ typedef struct TrainState {
     int *batch_host;        /* host staging: inputs [B*T], then targets [B*T] */
     int nonfinite;          /* set when --check-finite found NaN/Inf */
     double phase_s[9];      /* seconds spent in each TrainPhase so far (backward without the clip inside it) */
-    double loss_sum;        /* this step's forwards: the sum of their losses, and their number */
-    int loss_n;
+    double loss_sum;        /* this step's forwards: the sum of their losses weighted by their rows, and the rows */
+    long loss_n;
+    int data_rows;          /* rows of this physical batch that are data (Poisson sampling pads the rest with
+                               rows that count for nothing): s->loss is theirs; 0: every row */
     float *comm_bucket;     /* several ranks: the all-reduce's bucket (samples/allreduce.c) */
     size_t comm_bucket_n;
 } TrainState;

@@ -9,7 +9,7 @@
 #   - --log-sample-norms N logs each step's first N norms with their clip factors min(1, C/(n+1e-6));
 #   - one definition of a data row for every trainer and sampling mode: a 257-token file at T = 64 has
 #     4 rows (vanilla and DP alike), and Poisson sampling at rate 1 reads the same sequences as the
-#     sequential batches (the same first loss);
+#     sequential batches (the same first loss, also when a physical batch is padded);
 #   - '-' is not a trainer's log or checkpoint (one clear line).
 # Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
@@ -102,6 +102,12 @@ l_v=$(sed -n 's/^loss: \([0-9.]*\) (step 1).*/\1/p' "$tmp/r_v.out"); l_f=$(sed -
 l_p=$(sed -n 's/^loss: \([0-9.]*\) (step 1).*/\1/p' "$tmp/r_p.out")
 if [ -n "$l_v" ] && [ "$l_v" = "$l_f" ] && [ "$l_f" = "$l_p" ]; then echo "ok   the 4 rows of 257 tokens: the same first loss $l_v for vanilla, sequential DP and Poisson DP"
 else bad "the same rows must give the same first loss: vanilla '$l_v', DP '$l_f', DP --poisson '$l_p'"; fi
+# Poisson at rate 1 in physical batches of 3: the second physical batch is 1 row and 2 of padding,
+# which must not count in the logged loss (the mean over the 4 rows drawn: vanilla's)
+"$B/train_flash" $common --noise-multiplier 0 --poisson --max-physical-batch-size 3 >"$tmp/r_p3.out" 2>&1 || bad "train_flash --poisson, physical 3"
+l_p3=$(sed -n 's/^loss: \([0-9.]*\) (step 1).*/\1/p' "$tmp/r_p3.out")
+awk -v a="$l_v" -v b="$l_p3" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d < 2e-6 && d > -2e-6) }' \
+    && echo "ok   Poisson with a padded physical batch: first loss $l_p3 (vanilla's $l_v)" || bad "Poisson, padded batch: first loss '$l_p3', vanilla's '$l_v' (the padding counted?)"
 "$B/train_flash" $common --batch-size 5 >"$tmp/r_5.out" 2>"$tmp/r_5.err" && bad "a batch of 5 from 4 rows ran"
 grep -q "the dataset has 4 rows (sequences of 65 tokens, one every 64), fewer than the batch 5" "$tmp/r_5.err" || bad "batch 5 of 4 rows: $(cat "$tmp/r_5.err")"
 
