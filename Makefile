@@ -51,7 +51,10 @@ DEB_HEADERS := libstb-dev:/usr/include/stb/stb_image_write.h \
                librandom123-dev:/usr/include/Random123/philox.h \
                libcjson-dev:/usr/include/cjson/cJSON.h \
                libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h \
-               openmpi-bin:/usr/bin/orterun
+               openmpi-bin:/usr/bin/orterun \
+               libcairo2-dev:/usr/include/cairo/cairo.h \
+               fonts-dejavu-core:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf \
+               poppler-utils:/usr/bin/pdffonts
 DEPS_STAMP := $(BUILD)/.deps-ok
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP):

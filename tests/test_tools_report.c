@@ -3,27 +3,15 @@
    compared with the text and with each other, the health warnings (leak, untracked growth), the
    baseline, the charts (decoded, category colours present), the sweep chart only for a one-value
    sweep, a cut log, and bad input. */
-#include "test_tools_common.h"
-
-#include "palette.h"
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_PNG
-#include "stb_image.h"
-#pragma GCC diagnostic pop
+#include "test_tools_png.h"
 
 static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
-static long count_colour(const char *png, Rgb c) {
-    int w, h, comp;
-    unsigned char *px = stbi_load(png, &w, &h, &comp, 3);
-    if (!px) return -1;
-    long n = 0;
-    for (long i = 0; i < (long)w * h; i++) n += px[3 * i] == c.r && px[3 * i + 1] == c.g && px[3 * i + 2] == c.b;
-    stbi_image_free(px);
+static long count_in(const char *png, Rgb c) {
+    Png P;
+    if (load(&P, png)) return -1;
+    long n = count_colour(&P, 0, 0, P.w, P.h, c);
+    stbi_image_free(P.px);
     return n;
 }
 
@@ -31,8 +19,11 @@ static void check_text_and_exports(void) {
     const char *known = tt_path("known.log"), *leaky = tt_path("leaky.log");
     tt_known_log(known, (KnownLog){ 0 });
     tt_known_log(leaky, (KnownLog){ .leaky = 1, .run = "leaky" });
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
     int rc = tt_run("dpmem-report", "'%s' '%s' --csv '%s' --json '%s' --charts '%s'", known, leaky, tt_path("r.csv"),
                     tt_path("r.json"), tt_path("charts"));
+    unsetenv("DPMEM_LAYOUT");
     CHECK(rc == 0, "exit %d", rc);
     char *out = tt_slurp(tt_path("out.txt"), NULL);
     /* Hand-computed: peak 100+100+200+50 MiB at 18 ms; scopes from the known timestamps. */
@@ -102,13 +93,23 @@ static void check_text_and_exports(void) {
     snprintf(cmd, sizeof cmd, "python3 -m json.tool '%s' >/dev/null", tt_path("r.json"));
     CHECK(system(cmd) == 0, "python3 -m json.tool rejects the JSON");
 
-    /* Charts: decoded, with every category's colour in the breakdown, both runs in the tradeoff. */
+    /* Charts: decoded, with every category's colour in the breakdown, both runs in the tradeoff (a
+       point in each run's colour, keyed by its name), no label over another. */
     const char *cats[] = { "params", "grads", "activations", "per_sample_grads" };
     for (int i = 0; i < 4; i++)
-        CHECK(count_colour(tt_path("charts/breakdown.png"), category_colour(cats[i])) > 500, "breakdown.png lacks %s", cats[i]);
-    CHECK(count_colour(tt_path("charts/timeline.png"), category_colour("activations")) > 5000, "timeline.png lacks activations");
-    CHECK(count_colour(tt_path("charts/tradeoff.png"), RGB(31, 119, 180)) > 100 && count_colour(tt_path("charts/tradeoff.png"), RGB(214, 39, 40)) > 100,
-          "tradeoff.png lacks a run's point");
+        CHECK(count_in(tt_path("charts/breakdown.png"), category_colour(cats[i])) > 500, "breakdown.png lacks %s", cats[i]);
+    CHECK(count_in(tt_path("charts/timeline.png"), category_colour("activations")) > 5000, "timeline.png lacks activations");
+    TtBox *bx;
+    int nb = tt_layout_load(tt_path("layout.txt"), &bx);
+    CHECK(tt_method_marks(bx, nb, tt_path("charts/tradeoff.png"), "known") == 1 && tt_method_marks(bx, nb, tt_path("charts/tradeoff.png"), "leaky") == 1,
+          "tradeoff.png lacks a run's point in the run's colour");
+    static const char *const charts[] = { "breakdown.png", "tradeoff.png", "timeline.png" };
+    for (int i = 0; i < 3; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", tt_path("charts"), charts[i]);
+        CHECK(tt_text_overlaps(bx, nb, p) == 0, "%s: labels overlap (above)", charts[i]);
+    }
+    free(bx);
     struct stat st;
     CHECK(stat(tt_path("charts/sweep.png"), &st) != 0, "sweep.png written though no config value differs");
 
@@ -126,7 +127,10 @@ static void check_sweep(void) {
     const char *p[3] = { tt_path("s64.log"), tt_path("s128.log"), tt_path("s256.log") };
     const char *sl[3] = { "64", "128", "256" };
     for (int i = 0; i < 3; i++) tt_known_log(p[i], (KnownLog){ .run = sl[i], .seq_len = sl[i], .act_mib = 50ull << i });
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
     int rc = tt_run("dpmem-report", "'%s' '%s' '%s' --charts '%s' --csv '%s'", p[0], p[1], p[2], tt_path("sweep"), tt_path("s.csv"));
+    unsetenv("DPMEM_LAYOUT");
     CHECK(rc == 0, "sweep: exit %d", rc);
     struct stat st;
     CHECK(stat(tt_path("sweep/sweep.png"), &st) == 0, "no sweep.png for a seq_len sweep");
@@ -134,7 +138,16 @@ static void check_sweep(void) {
     char *csv = tt_slurp(tt_path("s.csv"), NULL);
     CHECK(has(csv, ",51380224,") && has(csv, ",103809024,") && has(csv, ",208666624,"), "forward deltas 49/99/199 MiB not in the CSV");
     free(csv);
-    CHECK(count_colour(tt_path("sweep/sweep.png"), RGB(31, 119, 180)) > 200, "sweep.png has no points");
+    /* one line (the runs differ in seq_len only): a point at each of the three values in every panel,
+       and the legend's marker */
+    TtBox *bx;
+    int nb = tt_layout_load(tt_path("layout.txt"), &bx);
+    char sp[600];
+    snprintf(sp, sizeof sp, "%s/sweep.png", tt_path("sweep"));
+    int pts = tt_method_marks(bx, nb, sp, "runs");
+    CHECK(pts >= 7 && (pts - 1) % 3 == 0, "sweep.png: %d markers of the one series (want 3 per panel and the legend's)", pts);
+    CHECK(tt_text_overlaps(bx, nb, sp) == 0, "sweep.png: labels overlap (above)");
+    free(bx);
 }
 
 /* An OOM post-mortem is printed in full. */
@@ -282,7 +295,7 @@ static void check_times_and_records(void) {
     /* dpmem-render -o -: the PNG on stdout */
     snprintf(bin, sizeof bin, "%s%s%s/dpmem-render", B[0] == '/' ? "" : here, B[0] == '/' ? "" : "/", B);
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' timed.log -o - > stdout.png", tt_dir, bin);
-    CHECK(system(cmd) == 0 && count_colour(tt_path("stdout.png"), category_colour("params")) > 100 && stat(tt_path("-"), &st) != 0,
+    CHECK(system(cmd) == 0 && count_in(tt_path("stdout.png"), category_colour("params")) > 100 && stat(tt_path("-"), &st) != 0,
           "dpmem-render -o - gave no PNG on stdout");
 
     /* a plan: no time at all (the planner's own is not a step time) */
