@@ -79,10 +79,10 @@ sanitize:
 	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 test-run
 
-# make demo builds only what the demo runs (the trainers and dpmem-report), all cores at once; the
+# make demo builds only what the demo runs (the trainers, dpmem-report, dpmem-charts), all cores at once; the
 # CUDA backend only where the demo will run on a GPU (or where an earlier build made it already).
 NPROC     := $(shell nproc 2>/dev/null || echo 2)
-DEMO_BINS  = $(addprefix $(BUILD)/,train_vanilla train_dpsgd train_ghost train_flash train_lora dpmem-report)
+DEMO_BINS  = $(addprefix $(BUILD)/,train_vanilla train_dpsgd train_ghost train_flash train_lora dpmem-report dpmem-charts)
 DEMO_CUDA  = $(if $(or $(HAVE_GPU),$(wildcard $(BUILD)/libkcuda.a)),1,0)
 demo: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) TRAINER_CUDA=$(DEMO_CUDA) $(DEMO_BINS)
