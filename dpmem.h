@@ -681,7 +681,11 @@ static inline dpmem__str *dpmem__S(uint32_t id) {
 static const char *dpmem__name(uint32_t id) { return id ? dpmem__S(id)->s : "?"; }
 
 /* Writes the STRING event of `id` into this log if this log does not have it yet. */
-static void dpmem__ensure_string(dpmem__thread *t, uint32_t id) {
+static void dpmem__ensure_string_at(dpmem__thread *t, uint32_t id, uint64_t ts);
+static void dpmem__ensure_string(dpmem__thread *t, uint32_t id) { dpmem__ensure_string_at(t, id, 0); }
+/* ts 0: the thread's last event's time. An event stamped before its STRING was written (an ALLOC reads the clock before the lock,
+   a BEGIN before the string) passes its own ts, so that the thread's events stay in time order. */
+static void dpmem__ensure_string_at(dpmem__thread *t, uint32_t id, uint64_t ts) {
     if (!id) return;
     dpmem__str *s = dpmem__S(id);
     uint32_t gen = DPMEM__RELAXED(&dpmem__G.gen);
@@ -692,7 +696,7 @@ static void dpmem__ensure_string(dpmem__thread *t, uint32_t id) {
     if (!p) return;
     memcpy(p + 16, s->s, len);
     memset(p + 16 + len, 0, bytes - 16 - len);
-    dpmem__commit(t, p, DPMEM__EV_STRING, 0, bytes, id, dpmem__meta_ts(t));
+    dpmem__commit(t, p, DPMEM__EV_STRING, 0, bytes, id, ts ? ts : dpmem__meta_ts(t));
     __atomic_store_n(&s->logged_gen, gen, __ATOMIC_RELAXED);
 }
 
@@ -711,7 +715,7 @@ static void dpmem__emit_thread(dpmem__thread *t) {
 /* A fixed-size event: head, id, ts, then n 64-bit payload words. */
 static void dpmem__emit(uint32_t type, uint32_t aux, uint32_t id, uint64_t ts, const uint64_t *w, int n) {
     dpmem__thread *t = &dpmem__T;
-    dpmem__ensure_string(t, id);
+    dpmem__ensure_string_at(t, id, ts);
     uint32_t bytes = 16 + 8 * (uint32_t)n;
     uint8_t *p = dpmem__reserve(t, bytes);
     if (!p) return;
@@ -1229,7 +1233,7 @@ static inline void dpmem__push(uint32_t id) {
     uint64_t ts = 0;
     if (dpmem__log_open()) {
         ts = dpmem__now();
-        dpmem__ensure_string(t, id);
+        dpmem__ensure_string_at(t, id, ts);   /* (its STRING no later than the BEGIN) */
         uint8_t *p = dpmem__reserve(t, 16);
         if (p) dpmem__commit(t, p, DPMEM__EV_BEGIN, 0, 16, id, ts);
     }

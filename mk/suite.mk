@@ -11,15 +11,16 @@ $(BUILD)/tests/test_suite_pngstat: tests/test_suite_pngstat.c $(SUITE_TOOLS_LIB)
 
 ALL   += $(BUILD)/tests/test_suite_pngstat
 TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.sh tests/test_suite_sweep.sh \
-         tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh
+         tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh tests/test_suite_numbers.sh
 
-# `make demo-picture`: the demo at its default configuration, its pictures copied to docs/demo/ (and docs/tools/: tools-pictures)
+# `make demo-picture`: the demo at its default configuration (5 rounds: times as medians with min..max), its pictures
+# copied to docs/demo/ (and docs/tools/: tools-pictures)
 # (the README shows docs/demo/breakdown.png), and the planned 1b sweep over T = 64 ... 16384
 # (docs/demo/sweep-1b-plan.png). Commit the result.
 .PHONY: demo-picture
 demo-picture: all tools-pictures
 	@rm -rf $(BUILD)/demo-picture
-	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-picture --quiet
+	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-picture --quiet --repeat 5
 	@rm -rf $(BUILD)/demo-sweep
 	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-sweep --quiet --plan --device cpu --model 1b \
 	    --batch-size 4 --physical-batch 4 --steps 1 --sweep seq-len=64,256,1024,4096,16384 > /dev/null

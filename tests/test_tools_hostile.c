@@ -206,7 +206,8 @@ static void untrustworthy_numbers(void) {
     int rc = tt_run("dpmem-report", "%s", log);
     char *out = tt_slurp(tt_path("out.txt"), NULL);
     CHECK(rc == 0 && out && strstr(out, "ERROR: timestamps go backwards 14 times (first at byte") && !strstr(out, "a leak?") &&
-          strstr(out, "  step                          5            -            -            -            -"),
+          strstr(out, "  step                          5            -           -           -           -           -           -            -") &&
+          !strstr(out, "step time"),
           "backwards clock: the report must say so, and print neither scope times nor a leak:\n%s", out ? out : "");
     free(out);
     remove(log);

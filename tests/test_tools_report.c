@@ -32,19 +32,23 @@ static void check_text_and_exports(void) {
         "  params                      104857600       100.00   22.2%         100.00",
         "  activations                 209715200       200.00   44.4%         200.00",
         "  per_sample_grads             52428800        50.00   11.1%          50.00",
-        "  step                          3       30.000       10.000       10.000            -         350.00",
-        "  forward                       3        9.000        3.000        3.000        2.500         199.00",
-        "  backward                      3       12.000        4.000        4.000            -         150.00",
-        "  optimizer_step                3        4.500        1.500        1.500            -           0.00",
-        "  data                          3        3.000        1.000        1.000            -           1.00",
+        /* per step, over steps 2..3 (the first is the default warm-up): median min q1 q3 max */
+        "step time (ms, the 'step' scope over steps 2..3 (1 warm-up step left out: default)): median 10.000, min 10.000, q1 10.000, q3 10.000, max 10.000",
+        "  step                          3       30.000      10.000      10.000      10.000      10.000      10.000            -         350.00",
+        "  forward                       3        9.000       3.000       3.000       3.000       3.000       3.000        2.500         199.00",
+        "  backward                      3       12.000       4.000       4.000       4.000       4.000       4.000            -         150.00",
+        "  optimizer_step                3        4.500       1.500       1.500       1.500       1.500       1.500            -           0.00",
+        "  data                          3        3.000       1.000       1.000       1.000       1.000       1.000            -           1.00",
         "  activations/h                                 209715200     200.00   device        3",
         "  input/batch                                     1048576       1.00     host        3",
         "peak total: 451.00 MiB (472907776 bytes) at 18.000 ms",
         "  ok: live bytes at the end of 'step' do not keep growing (3 steps)",
         "  WARNING: live bytes at the end of 'step' grew in each of the last 2 steps, by 1.00 MiB per step: a leak?",
+        "    activations/leak                         +1.00 MiB    (2.00 MiB -> 3.00 MiB; 1 allocs, 0 frees)",
         "  WARNING: untracked device memory grew from 0 B to 16.00 MiB across the snapshots",
         "== comparison (baseline: known;",
         "  leaky                    451.00    1.002       100.00       100.00       201.00        50.00",
+        "       10.000    1.000  [ 1.000,  1.000]",
         "activations +1.00 untracked +8.00",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(has(out, want[i]), "text report lacks: %s", want[i]);
@@ -66,9 +70,12 @@ static void check_text_and_exports(void) {
         "        j = o[k]\n"
         "        if j is None: assert v == '', (k, v)\n"
         "        elif isinstance(j, str): assert v == j, (k, v, j)\n"
+        "        elif isinstance(j, list): assert [float(x) for x in v.split()] == j, (k, v, j)\n"
         "        else: assert float(v) == float(j), (k, v, j)\n"
         "k, l = objs\n"
         "want = {'run': 'known', 'peak_bytes': 471859200, 'peak_ms': 18.0, 'steps': 3, 'step_mean_ms': 10.0,\n"
+        "        'warmup_steps': 1, 'timed_steps': 2, 'step_median_ms': 10.0, 'step_ms': [10.0, 10.0, 10.0], 'no_time': 0,\n"
+        "        'scope.forward.median_ms': 3.0, 'scope.data.q3_ms': 1.000001, 'step_vs_baseline': 1.0, 'leak_tags': None,\n"
         "        'at_peak.params': 104857600, 'at_peak.grads': 104857600, 'at_peak.activations': 209715200,\n"
         "        'at_peak.per_sample_grads': 52428800, 'scope.forward.gpu_mean_ms': 2.5, 'scope.forward.count': 3,\n"
         "        'scope.step.mem_delta_bytes': 350 * 2**20, 'leak': 0, 'untracked_growth': 1,\n"
@@ -76,6 +83,7 @@ static void check_text_and_exports(void) {
         "        'peak_vs_baseline': 1.0, 'closed': 1, 'scope.step.gpu_mean_ms': None}\n"
         "for key, v in want.items(): assert k[key] == v, (key, k[key], v)\n"
         "assert l['leak'] == 1 and l['leak_per_step_bytes'] == 2**20, l['leak']\n"
+        "assert l['leak_tags'] == 'activations/leak:+1048576', l['leak_tags']\n"
         "assert l['peak_bytes'] == 472907776 and l['overhead.activations'] == 2**20\n"
         "assert abs(l['peak_vs_baseline'] - 472907776 / 471859200) < 1e-6\n"
         "assert abs(k['scope.backward.total_ms'] - 11.999994) < 1e-9\n"
@@ -173,6 +181,142 @@ static void check_oom(void) {
     free(out);
 }
 
+
+/* A log whose steps differ: 50, 10, 30, 20 ms; inside them "clip" runs 1 ms, 1+2 ms, not at all, 4 ms
+   (its time per step), "forward" 2 ms each; "model_creation" (7 ms) before the steps; the per-step
+   records (train.loss, dp.sample_norms); two distinct warnings. meta_warmup: META timing.warmup_steps
+   ("" for none), plan: META config.device plan. */
+static void timed_log(const char *path, const char *meta_warmup, int plan) {
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    synth_meta(&S, 1, T0, "run", plan ? "planned" : "timed");
+    synth_meta(&S, 1, T0, "config.batch_size", "4");
+    synth_meta(&S, 1, T0, "config.device", plan ? "plan" : "cpu");
+    synth_meta(&S, 1, T0, "dp.norm", "flash");
+    synth_meta(&S, 1, T0, "dp.max_grad_norm", "1");
+    synth_meta(&S, 1, T0, "dp.logical_batch", "8");
+    synth_meta(&S, 1, T0, "dp.physical_batch", "4");
+    synth_meta(&S, 1, T0, "dp.layer.lm_head", "flash");   /* per layer: not a table column */
+    if (*meta_warmup) synth_meta(&S, 1, T0, "timing.warmup_steps", meta_warmup);
+    synth_begin(&S, 1, T0 + 1 * MS, "model_creation");
+    synth_alloc(&S, 1, T0 + 2 * MS, "params/w", 0, 0x1000, 4 * MiB);
+    synth_warn(&S, 1, T0 + 5 * MS, "free of an unknown pointer", 0xdead);
+    synth_end(&S, 1, T0 + 8 * MS, "model_creation");
+    static const uint64_t dur[4] = { 50, 10, 30, 20 };
+    static const char *const loss[4] = { "1 7.5", "2 7.25", "3 7.125", "4 7.0625" };
+    uint64_t b = T0 + 10 * MS;
+    for (int k = 0; k < 4; k++) {
+        synth_begin(&S, 1, b, "step");
+        synth_begin(&S, 1, b + 1 * MS, "forward");
+        synth_end(&S, 1, b + 3 * MS, "forward");
+        if (k == 0 || k == 1) { synth_begin(&S, 1, b + 4 * MS, "clip"); synth_end(&S, 1, b + 5 * MS, "clip"); }
+        if (k == 1) { synth_begin(&S, 1, b + 6 * MS, "clip"); synth_end(&S, 1, b + 8 * MS, "clip"); }
+        if (k == 3) { synth_begin(&S, 1, b + 4 * MS, "clip"); synth_end(&S, 1, b + 8 * MS, "clip"); }
+        if (k == 0) synth_meta(&S, 1, b + 9 * MS, "dp.sample_norms", "1 0 0.5 1 2 0.5");
+        if (k == 1) synth_meta(&S, 1, b + 9 * MS, "dp.sample_norms", "2 0 4 0.25");
+        if (k == 0) synth_warn(&S, 1, b + 9 * MS, "non-finite values in grads/x at step 2 after backward", 3);
+        if (k == 1) synth_warn(&S, 1, b + 9 * MS, "non-finite values in grads/x at step 2 after backward", 3);
+        synth_meta(&S, 1, b + dur[k] * MS - 1, "train.loss", loss[k]);
+        synth_end(&S, 1, b + dur[k] * MS, "step");
+        b += dur[k] * MS;
+    }
+    synth_free(&S, 1, b + 1 * MS, "params/w", 0, 0x1000, 4 * MiB);
+    synth_close(&S, 1, b + 2 * MS);
+    synth_save(&S, path);
+    synth_release(&S);
+}
+
+static void check_times_and_records(void) {
+    timed_log(tt_path("timed.log"), "", 0);
+    int rc = tt_run("dpmem-report", "'%s'", tt_path("timed.log"));
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    /* steps 2..4 take 10, 30, 20 ms: median 20, quartiles 15 and 25 (linear between ranks); clip's
+       time per step 3, 0, 4 ms; model_creation is outside the steps: its one instance */
+    const char *want[] = {
+        "step time (ms, the 'step' scope over steps 2..4 (1 warm-up step left out: default)): median 20.000, min 10.000, q1 15.000, q3 25.000, max 30.000",
+        "  clip                          4        8.000       3.000       0.000       1.500       3.500       4.000",
+        "  forward                       4        8.000       2.000       2.000       2.000       2.000       2.000",
+        "  model_creation                1        7.000       7.000       7.000       7.000       7.000       7.000",
+        "   settings: dp.norm=flash dp.max_grad_norm=1 dp.logical_batch=8 dp.physical_batch=4\n",
+        "  WARNING: 3 WARN events in the log, 2 distinct:\n",
+        "    1x, first at 5.000 ms: free of an unknown pointer\n",
+        "    2x, first at 19.000 ms: non-finite values in grads/x at step 2 after backward\n",
+        "before that step's update): step 1 7.5 -> step 4 7.0625 (4 steps logged)\n",
+        "per-sample gradient norms (META dp.sample_norms: 3 samples of 2 steps; C = 1;",
+        "  clipped (factor < 1): 2 of 3 (66.7%); clip factor min 0.25, median 0.5, max 1\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(rc == 0 && has(out, want[i]), "timed report lacks: %s", want[i]);
+    CHECK(!has(out, "dp.layer."), "a per-layer META key in the settings line");
+    free(out);
+
+    /* --warmup 0: all four steps (median of 10, 20, 30, 50 = 25); META timing.warmup_steps 2: steps 3..4 */
+    rc = tt_run("dpmem-report", "'%s' --warmup 0", tt_path("timed.log"));
+    out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0 && has(out, "over steps 1..4 (0 warm-up steps left out: --warmup)): median 25.000, min 10.000, q1 17.500, q3 35.000, max 50.000"),
+          "--warmup 0:\n%s", out ? out : "");
+    free(out);
+    timed_log(tt_path("timed2.log"), "2", 0);
+    rc = tt_run("dpmem-report", "'%s'", tt_path("timed2.log"));
+    out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0 && has(out, "over steps 3..4 (2 warm-up steps left out: META timing.warmup_steps)): median 25.000, min 20.000"),
+          "META timing.warmup_steps 2:\n%s", out ? out : "");
+    free(out);
+
+    /* --csv - and --json -: the table on stdout (and no file named '-'), with the per-step lists */
+    char cmd[5000], here[1024];
+    if (!getcwd(here, sizeof here)) snprintf(here, sizeof here, ".");
+    const char *B = tt_build();
+    char bin[2048];
+    snprintf(bin, sizeof bin, "%s%s%s/dpmem-report", B[0] == '/' ? "" : here, B[0] == '/' ? "" : "/", B);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' timed.log --csv - > stdout.csv && '%s' timed.log --json - > stdout.json", tt_dir, bin, bin);
+    CHECK(system(cmd) == 0, "%s failed", cmd);
+    struct stat st;
+    CHECK(stat(tt_path("-"), &st) != 0, "--csv - wrote a file named '-'");
+    static const char script[] =
+        "import csv, json, sys\n"
+        "r = list(csv.DictReader(open(sys.argv[1])))[0]\n"
+        "o = json.load(open(sys.argv[2]))[0]\n"
+        "assert float(r['step_median_ms']) == 20.0 and o['step_median_ms'] == 20.0, (r['step_median_ms'], o['step_median_ms'])\n"
+        "assert o['step_ms'] == [50.0, 10.0, 30.0, 20.0] and r['step_ms'] == '50.000000 10.000000 30.000000 20.000000', o['step_ms']\n"
+        "assert (o['step_q1_ms'], o['step_q3_ms'], o['step_min_ms'], o['step_max_ms']) == (15.0, 25.0, 10.0, 30.0)\n"
+        "assert (o['scope.clip.median_ms'], o['scope.clip.q1_ms'], o['scope.clip.min_ms']) == (3.0, 1.5, 0.0), o['scope.clip.median_ms']\n"
+        "assert o['loss'] == [7.5, 7.25, 7.125, 7.0625] and o['loss_first'] == 7.5 and o['loss_last'] == 7.0625\n"
+        "assert o['dp.norm'] == 'flash' and o['dp.max_grad_norm'] == 1 and 'dp.layer.lm_head' not in o\n"
+        "assert o['batch_logical'] == 8 and o['batch_physical'] == 4 and o['warnings'] == 3\n"
+        "assert o['first_warning'] == 'free of an unknown pointer'\n"
+        "assert o['sample_norms'] == 3 and o['sample_norm_median'] == 2.0 and abs(o['sample_clipped_fraction'] - 2 / 3) < 1e-6\n"
+        "print('ok')\n";
+    CHECK(tt_python("stdout.py", script, tt_path("stdout.csv"), tt_path("stdout.json")) == 0, "--csv - / --json -: see above");
+    tt_expect_error("dpmem-report", "'%s/timed.log' --csv - --json -", "only one output can be standard output");
+    tt_expect_error("dpmem-report", "'%s/timed.log' --charts -", "--charts needs a directory");
+    tt_expect_error("dpmem-report", "'%s/timed.log' --warmup x", "--warmup needs a number");
+
+    /* dpmem-render -o -: the PNG on stdout */
+    snprintf(bin, sizeof bin, "%s%s%s/dpmem-render", B[0] == '/' ? "" : here, B[0] == '/' ? "" : "/", B);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' timed.log -o - > stdout.png", tt_dir, bin);
+    CHECK(system(cmd) == 0 && count_in(tt_path("stdout.png"), category_colour("params")) > 100 && stat(tt_path("-"), &st) != 0,
+          "dpmem-render -o - gave no PNG on stdout");
+
+    /* a plan: no time at all (the planner's own is not a step time) */
+    timed_log(tt_path("plan.log"), "", 1);
+    rc = tt_run("dpmem-report", "'%s' -q --json '%s'", tt_path("plan.log"), tt_path("plan.json"));
+    static const char plan_script[] =
+        "import json, sys\n"
+        "o = json.load(open(sys.argv[1]))[0]\n"
+        "for k in ('step_median_ms', 'step_mean_ms', 'step_ms', 'span_ms', 'peak_ms', 'scope.clip.total_ms', 'scope.clip.median_ms', 'step_vs_baseline'):\n"
+        "    assert o[k] is None, (k, o[k])\n"
+        "assert o['no_time'] == 1 and o['peak_bytes'] == 4 * 2**20 and o['scope.clip.count'] == 4\n"
+        "print('ok')\n";
+    CHECK(rc == 0 && tt_python("plan.py", plan_script, tt_path("plan.json"), "-") == 0, "plan run: times present");
+    rc = tt_run("dpmem-report", "'%s'", tt_path("plan.log"));
+    out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0 && has(out, "nothing ran, so the run has no time") && !has(out, "step time") && !has(out, " at 0.") &&
+          has(out, "  clip                          4            -           -           -           -           -           -"),
+          "plan text report:\n%s", out ? out : "");
+    free(out);
+}
+
 static void check_bad_input(void) {
     tt_known_log(tt_path("cut.log"), (KnownLog){ .no_close = 1 });   /* a run that died after its last step */
     int rc = tt_run("dpmem-report", "'%s'", tt_path("cut.log"));
@@ -197,6 +341,7 @@ int main(void) {
     check_text_and_exports();
     check_sweep();
     check_oom();
+    check_times_and_records();
     check_bad_input();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("report: all checks passed\n");

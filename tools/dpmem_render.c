@@ -110,6 +110,7 @@ int main(int argc, char **argv) {
     }
     {
         char e[512];
+        if (!strcmp(out, "-") && !spec.format) spec.format = "png";   /* -o -: a PNG on stdout unless --format says */
         if (fig_format_of(out, spec.format, &o.format, e, sizeof e)) return fail(e, NULL);
         if (figspec_pixels(&spec, 1400, n > 1 ? 460 * n : 600, TIMELINE_MIN_W, TIMELINE_MIN_H * n, &o.width, &o.height, e, sizeof e))
             return fail(e, NULL);
