@@ -110,7 +110,8 @@ static int case_strings(const char *log) {
     int rc = tt_run("dpmem-report", "'%s' --csv '%s'", log, tt_path("strings.csv"));
     char *csv = tt_slurp(tt_path("strings.csv"), NULL), *out = tt_slurp(tt_path("out.txt"), NULL);
     CHECK(rc == 0 && csv && strstr(csv, "5107"), "the report's peak is not 5107");
-    CHECK(out && strstr(out, "WARNING: 1 WARN events in the log: 'string table full: new tags count as category overflow' x1"),
+    CHECK(out && strstr(out, "WARNING: 1 WARN event in the log, 1 distinct:") &&
+          strstr(out, "    1x, first at ") && strstr(out, " ms: string table full: new tags count as category overflow\n"),
           "the report does not name the warning:\n%s", out ? out : "");
     free(csv); free(out);
     return 0;
