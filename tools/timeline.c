@@ -446,7 +446,9 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         if (panel_build(&P[i], &logs[i], o->by_name, o->top_n, !o->no_device_line, events[i], from[i], to[i], ly.W)) {
             snprintf(err, errlen, "%s", dpmem_log_error(&logs[i]) ? dpmem_log_error(&logs[i]) : "out of memory");
             rc = -1;
-        }
+        } else if (P[i].too_large)
+            fprintf(stderr, "dpmem-render: %s: %llu allocations left out: they would carry the total past 2^64 bytes (a forged or corrupt log)\n",
+                    logs[i].path, (unsigned long long)P[i].too_large);
     if (rc) goto out;
 
     uint64_t maxv = 0;   /* one memory scale for all panels; the device line is never clipped */

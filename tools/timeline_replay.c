@@ -92,14 +92,16 @@ static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
             int32_t si = dpmem_log_string_index(L, e.id);
             if (find_top) {
                 if (si < 0) break;
-                if (e.type == DPMEM_EV_ALLOC) tag_live[si] += bytes;
+                if (e.type == DPMEM_EV_ALLOC) { if (tag_live[si] + bytes >= tag_live[si]) tag_live[si] += bytes; }
                 else tag_live[si] -= bytes < tag_live[si] ? bytes : tag_live[si];
                 if (tag_live[si] > tag_peak[si]) tag_peak[si] = tag_live[si];
                 break;
             }
             int s = si < 0 ? S - 1 : p->series_of[si];
-            if (e.type == DPMEM_EV_ALLOC) { live[s] += bytes; total += bytes; }
-            else {
+            if (e.type == DPMEM_EV_ALLOC) {
+                if (total + bytes < total) { p->too_large++; break; }   /* past 2^64: a forged or corrupt log, as the report says */
+                live[s] += bytes; total += bytes;
+            } else {
                 uint64_t d = bytes < live[s] ? bytes : live[s];
                 live[s] -= d; total -= d;
             }
@@ -196,7 +198,7 @@ static int category_peaks(const DpmemLog *L, uint64_t *peak) {
         int32_t c = dpmem_log_category(L, e.id);
         uint32_t k = c < 0 ? L->n_cats : (uint32_t)c;
         uint64_t bytes = dpmem_ev_u64(&e, 8);
-        if (e.type == DPMEM_EV_ALLOC) live[k] += bytes;
+        if (e.type == DPMEM_EV_ALLOC) { if (live[k] + bytes >= live[k]) live[k] += bytes; }
         else live[k] -= bytes < live[k] ? bytes : live[k];
         if (live[k] > peak[k]) peak[k] = live[k];
     }

@@ -44,6 +44,7 @@ typedef struct {
     int has_oom, oom_col;
     uint64_t oom_at, oom_live, oom_request;
     const char *oom_tag;
+    uint64_t too_large;           /* ALLOCs left out: they would carry the total past 2^64 bytes */
     char **owned;                 /* names this panel allocated */
     int n_owned;
 } Panel;
