@@ -1,6 +1,6 @@
 # dpmem — top-level build.  `make` builds what this machine can build, `make test` runs the suite
 # (then again under ASan+UBSan), `make bench` prints the benchmark tables (QUICK=1: the short run),
-# `make demo` is the main job.
+# `make demo` is the main job (it builds only what it runs).
 # Each area of the tree has its own fragment in mk/ that appends to ALL, TESTS and BENCHES.
 #
 # Variables: CC, CXX, CUDA_HOME (/usr/local/cuda), BUILD (build), DEPS (a prefix such as .deps/usr
@@ -51,7 +51,10 @@ DEB_HEADERS := libstb-dev:/usr/include/stb/stb_image_write.h \
                librandom123-dev:/usr/include/Random123/philox.h \
                libcjson-dev:/usr/include/cjson/cJSON.h \
                libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h \
-               openmpi-bin:/usr/bin/orterun
+               openmpi-bin:/usr/bin/orterun \
+               libcairo2-dev:/usr/include/cairo/cairo.h \
+               fonts-dejavu-core:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf \
+               poppler-utils:/usr/bin/pdffonts
 DEPS_STAMP := $(BUILD)/.deps-ok
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP):
@@ -76,7 +79,13 @@ sanitize:
 	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 test-run
 
-demo: all
+# make demo builds only what the demo runs (the trainers, dpmem-report, dpmem-charts), all cores at once; the
+# CUDA backend only where the demo will run on a GPU (or where an earlier build made it already).
+NPROC     := $(shell nproc 2>/dev/null || echo 2)
+DEMO_BINS  = $(addprefix $(BUILD)/,train_vanilla train_dpsgd train_ghost train_flash train_lora dpmem-report dpmem-charts)
+DEMO_CUDA  = $(if $(or $(HAVE_GPU),$(wildcard $(BUILD)/libkcuda.a)),1,0)
+demo: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) TRAINER_CUDA=$(DEMO_CUDA) $(DEMO_BINS)
 	@sh samples/demo.sh $(BUILD)
 
 # The plan (each program's time last time here), progress lines, and QUICK=1 for the short variants.

@@ -10,6 +10,11 @@
          #define DPMEM_IMPLEMENTATION
          #include "dpmem.h"
      everywhere else just #include "dpmem.h". Link with -ldl -lpthread (NVTX's loader needs -ldl).
+     Include it first in that file (or compile that file with -D_GNU_SOURCE): under -std=c11/c99 an
+     earlier header hides POSIX declarations the implementation needs, and it stops with an #error.
+     One copy of the implementation per process: a library or plugin that has its own must be loaded
+     by a program linked with -rdynamic (its calls then go to the program's copy); else each copy
+     counts on its own, and the second to open the log writes its own file (and says so).
 
          void train_step(void) {
              DPMEM_SCOPE("step");                       // closes when the block ends, however left
@@ -29,13 +34,18 @@
      DPMEM_MAX_DEPTH     scope nesting remembered per thread (default 64; deeper scopes still balance).
 
    ENVIRONMENT
-     DPMEM_LOG=path      open the log at the first event, close it at exit, with no code change.
+     DPMEM_LOG=path      open the log at the first event, close it at exit, with no code change. If
+                         another process (or copy of the kit) is writing that file, this one writes
+                         path with ".<pid>" before the extension instead, and says so on stderr.
 
    THE LOG
      An append-only, versioned binary file written through a shared mapping: after abort(), a segfault,
      exit() without dpmem_close() and even SIGKILL, every event completely written is in the file (at
      most the one event per thread being written at that instant is lost). docs/LOG_FORMAT.md has the
-     format. Without a log the kit still keeps its counters and emits NVTX ranges.
+     format. Without a log the kit still keeps its counters and emits NVTX ranges. The file is locked
+     while written: dpmem_open on a path another run is writing fails with one line (nothing is
+     truncated). When the disk is full, events are dropped and counted (the counters stay exact; the
+     disk is asked again after a back-off, not at every event), and the log says how many.
 
    THREADS
      Scopes are per thread (each thread its own stack, its own log chunk: no lock, no atomic).
@@ -46,15 +56,19 @@
      DPMEM_SCOPE caches the name's id per call site: the name must be the same string each time the
      site runs (a literal). For a name computed at run time use DPMEM_SCOPE_DYN. One scope macro per
      source line. longjmp() out of a scope skips its end (as it skips any cleanup); C++ exceptions do not.
+     About a million distinct strings (tags, scope and META names); past that, new ones count as
+     "overflow" (one warning; totals stay exact). A category name keeps at most 1024 bytes, as the log.
 
    LICENCE: MIT. */
 
 #ifndef DPMEM_H
 #define DPMEM_H
 
-/* The implementation needs POSIX (mmap, pthreads, clock_gettime); this takes effect when dpmem.h is
-   the first header of the implementation file, else compile that file with -D_GNU_SOURCE. */
-#if defined(DPMEM_IMPLEMENTATION) && !defined(DPMEM_DISABLE) && !defined(_GNU_SOURCE)
+/* The implementation needs POSIX and GNU declarations (mmap, pthreads, clock_gettime, O_CLOEXEC,
+   posix_fallocate, pwrite, flock); this takes effect when dpmem.h is the first header of the
+   implementation file, else that file must be compiled with -D_GNU_SOURCE (under -std=c11 or -std=c99
+   an earlier header hides them: the implementation then stops with an #error that says so). */
+#if (defined(DPMEM_IMPLEMENTATION) || defined(DPMEM_CUDA_IMPLEMENTATION)) && !defined(DPMEM_DISABLE) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE
 #endif
 
@@ -177,50 +191,80 @@ struct dpmem__scoped {
 
 #else /* DPMEM_DISABLE: everything is a no-op expression; nothing is emitted, no symbol remains. */
 
-/* A value that may also stand alone as a statement without -Wunused-value. */
-#if defined(__cplusplus) || !defined(__GNUC__)
-#define DPMEM__VALUE(v) ((void)0, (v))
+/* Compiled out, each macro and function is an expression that evaluates none of its arguments, yet
+   names each one (a variable or a static function used only as an argument of the kit is not
+   "unused"), and that may stand alone as a statement without a warning under gcc, clang, g++,
+   clang++ and nvcc. The arguments sit in the branch of `1 ? ... : ...` that is never taken (not under
+   sizeof: clang then calls a static function that only they use "not needed"); a value comes out of a
+   statement expression in C. nvcc's front end sees through the dead branch ("set but never used")
+   and calls a bare value "an expression with no effect" (#174-D): there a lambda that is never called
+   names the arguments, and the value comes from an inline function (inlined even at -O0: no symbol).
+   DPMEM__USES(uses) names the arguments (uses: DPMEM__U(a) joined by DPMEM__AND), DPMEM__THEN(e,
+   uses) names them and gives e, DPMEM__ZERO(T, v, uses) gives the constant v of type T, and
+   DPMEM__CONST(T, v) the same for a call without arguments (no lambda: it may stand at file scope). */
+#define DPMEM__U(a)            (void)(a)
+#if defined(__CUDACC__)
+extern "C++" {
+template <class T> static inline __attribute__((always_inline, unused)) T dpmem__value(T v) { return v; }
+}
+#define DPMEM__AND             ;
+#define DPMEM__USES(...)       ((void)[&] { __VA_ARGS__; })
+#define DPMEM__THEN(e, ...)    (DPMEM__USES(__VA_ARGS__), (e))
+#define DPMEM__ZERO(T, v, ...) (DPMEM__USES(__VA_ARGS__), dpmem__value<T>(v))
+#define DPMEM__CONST(T, v)     dpmem__value<T>(v)
 #else
-#define DPMEM__VALUE(v) (__extension__({ (v); }))
+#define DPMEM__AND             ,
+#define DPMEM__USES(...)       (1 ? (void)0 : (__VA_ARGS__))
+#if defined(__GNUC__) && !defined(__cplusplus)
+#define DPMEM__THEN(e, ...)    (__extension__({ DPMEM__USES(__VA_ARGS__); (e); }))
+#define DPMEM__CONST(T, v)     (__extension__({ (T)(v); }))
+#else
+#define DPMEM__THEN(e, ...)    (DPMEM__USES(__VA_ARGS__), (e))
+#define DPMEM__CONST(T, v)     ((void)0, (T)(v))
 #endif
+#define DPMEM__ZERO(T, v, ...) DPMEM__THEN((T)(v), __VA_ARGS__)
+#endif
+#define DPMEM__U2(a, b)        DPMEM__U(a) DPMEM__AND DPMEM__U(b)
+#define DPMEM__U3(a, b, c)     DPMEM__U2(a, b) DPMEM__AND DPMEM__U(c)
+#define DPMEM__U4(a, b, c, d)  DPMEM__U3(a, b, c) DPMEM__AND DPMEM__U(d)
 
-#define DPMEM_SCOPE(name)                ((void)0)
-#define DPMEM_SCOPE_DYN(name)            ((void)0)
-#define DPMEM_TAG_ALLOC(ptr, bytes, tag) ((void)0)
-#define DPMEM_TAG_FREE(ptr)              ((void)0)
-#define DPMEM_SNAPSHOT(label)            ((void)0)
-#define dpmem_open(path)                 DPMEM__VALUE(0)
+#define DPMEM_SCOPE(name)                DPMEM__USES(DPMEM__U(name))
+#define DPMEM_SCOPE_DYN(name)            DPMEM__USES(DPMEM__U(name))
+#define DPMEM_TAG_ALLOC(ptr, bytes, tag) DPMEM__USES(DPMEM__U3(ptr, bytes, tag))
+#define DPMEM_TAG_FREE(ptr)              DPMEM__USES(DPMEM__U(ptr))
+#define DPMEM_SNAPSHOT(label)            DPMEM__USES(DPMEM__U(label))
+#define dpmem_open(path)                 DPMEM__ZERO(int, 0, DPMEM__U(path))
 #define dpmem_close()                    ((void)0)
-#define dpmem_logging()                  DPMEM__VALUE(0)
-#define dpmem_meta(k, v)                 ((void)0)
-#define dpmem_meta_int(k, v)             ((void)0)
-#define dpmem_range_push(name)           ((void)0)
+#define dpmem_logging()                  DPMEM__CONST(int, 0)
+#define dpmem_meta(k, v)                 DPMEM__USES(DPMEM__U2(k, v))
+#define dpmem_meta_int(k, v)             DPMEM__USES(DPMEM__U2(k, v))
+#define dpmem_range_push(name)           DPMEM__USES(DPMEM__U(name))
 #define dpmem_range_pop()                ((void)0)
-#define dpmem_tag_alloc(p, n, t)         ((void)0)
-#define dpmem_tag_alloc_space(p, n, t, s) ((void)0)
-#define dpmem_tag_free(p)                DPMEM__VALUE((size_t)0)
-#define dpmem_snapshot(label)            ((void)0)
-#define dpmem_live_bytes(c)              DPMEM__VALUE((size_t)0)
-#define dpmem_peak_bytes(c)              DPMEM__VALUE((size_t)0)
-#define dpmem_bytes_at_peak(c)           DPMEM__VALUE((size_t)0)
-#define dpmem_live_bytes_in(s)           DPMEM__VALUE((size_t)0)
-#define dpmem_category_count()           DPMEM__VALUE(0)
-#define dpmem_category_name(i)           DPMEM__VALUE((const char *)0)
-#define dpmem_tag_bytes(p)               DPMEM__VALUE((size_t)0)
+#define dpmem_tag_alloc(p, n, t)         DPMEM__USES(DPMEM__U3(p, n, t))
+#define dpmem_tag_alloc_space(p, n, t, s) DPMEM__USES(DPMEM__U4(p, n, t, s))
+#define dpmem_tag_free(p)                DPMEM__ZERO(size_t, 0, DPMEM__U(p))
+#define dpmem_snapshot(label)            DPMEM__USES(DPMEM__U(label))
+#define dpmem_live_bytes(c)              DPMEM__ZERO(size_t, 0, DPMEM__U(c))
+#define dpmem_peak_bytes(c)              DPMEM__ZERO(size_t, 0, DPMEM__U(c))
+#define dpmem_bytes_at_peak(c)           DPMEM__ZERO(size_t, 0, DPMEM__U(c))
+#define dpmem_live_bytes_in(s)           DPMEM__ZERO(size_t, 0, DPMEM__U(s))
+#define dpmem_category_count()           DPMEM__CONST(int, 0)
+#define dpmem_category_name(i)           DPMEM__ZERO(const char *, 0, DPMEM__U(i))
+#define dpmem_tag_bytes(p)               DPMEM__ZERO(size_t, 0, DPMEM__U(p))
 #define dpmem_reset_peak()               ((void)0)
-#define dpmem_oom(n, t, s, u, tot)       ((void)0)
-#define dpmem_now_ns()                   DPMEM__VALUE((uint64_t)0)
-#define dpmem_thread_name(n)             ((void)0)
-#define dpmem_thread_index()             DPMEM__VALUE((uint32_t)0)
-#define dpmem_set_scope_hook(f, u)       ((void)0)
-#define dpmem_set_device_info(f, u)      ((void)0)
-#define dpmem_set_close_hook(f, u)       ((void)0)
-#define dpmem_log_gpu_time(a, b, c, d)   ((void)0)
-#define dpmem_log_device_sample(u, t)    ((void)0)
-#define dpmem_warn(m, v)                 ((void)0)
-#define dpmem_intern(s)                  DPMEM__VALUE((uint32_t)0)
-#define dpmem_string(id)                 DPMEM__VALUE((const char *)0)
-#define dpmem_scope_stack(ids, max)      DPMEM__VALUE(0)
+#define dpmem_oom(n, t, s, u, tot)       DPMEM__USES(DPMEM__U4(n, t, s, u) DPMEM__AND DPMEM__U(tot))
+#define dpmem_now_ns()                   DPMEM__CONST(uint64_t, 0)
+#define dpmem_thread_name(n)             DPMEM__USES(DPMEM__U(n))
+#define dpmem_thread_index()             DPMEM__CONST(uint32_t, 0)
+#define dpmem_set_scope_hook(f, u)       DPMEM__USES(DPMEM__U2(f, u))
+#define dpmem_set_device_info(f, u)      DPMEM__USES(DPMEM__U2(f, u))
+#define dpmem_set_close_hook(f, u)       DPMEM__USES(DPMEM__U2(f, u))
+#define dpmem_log_gpu_time(a, b, c, d)   DPMEM__USES(DPMEM__U4(a, b, c, d))
+#define dpmem_log_device_sample(u, t)    DPMEM__USES(DPMEM__U2(u, t))
+#define dpmem_warn(m, v)                 DPMEM__USES(DPMEM__U2(m, v))
+#define dpmem_intern(s)                  DPMEM__ZERO(uint32_t, 0, DPMEM__U(s))
+#define dpmem_string(id)                 DPMEM__ZERO(const char *, 0, DPMEM__U(id))
+#define dpmem_scope_stack(ids, max)      DPMEM__ZERO(int, 0, DPMEM__U2(ids, max))
 
 #endif /* DPMEM_DISABLE */
 #endif /* DPMEM_H */
@@ -237,11 +281,19 @@ struct dpmem__scoped {
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if !defined(O_CLOEXEC) || !defined(MAP_ANONYMOUS) || !defined(CLOCK_MONOTONIC) || !defined(LOCK_NB)
+#error "dpmem.h: the implementation needs POSIX and GNU declarations (O_CLOEXEC, posix_fallocate, pwrite, ...) that a header included before it hid under -std=c11/-std=c99: include dpmem.h first in this file, or compile this file with -D_GNU_SOURCE"
+#define DPMEM__NO_POSIX
+#endif
+#endif
+#if defined(DPMEM__IMPLEMENTED) && !defined(DPMEM__NO_POSIX) && !defined(DPMEM__BODY)
+#define DPMEM__BODY
 #ifndef DPMEM_NO_NVTX
 /* NVIDIA's loader casts dlsym()'s result to a function pointer, which ISO C calls pedantic. */
 #if defined(__GNUC__)
@@ -286,6 +338,8 @@ enum {
 #define DPMEM__MAX_STRING   1024u /* longer strings are cut in the log */
 #define DPMEM__PAGE_BITS    10u
 #define DPMEM__MAX_PAGES    1024u /* up to ~1M distinct strings */
+#define DPMEM__OVERFLOW_ID  ((DPMEM__MAX_PAGES << DPMEM__PAGE_BITS) - 1u) /* "overflow": the last id */
+#define DPMEM__OWN_IDS      32u   /* the ids below it: the kit's own messages once the table is full */
 #define DPMEM__MAX_SEGMENTS 1024u /* 1024 segments of at most 64 MiB: a log of up to ~64 GiB */
 
 /* ---- state ------------------------------------------------------------------------------------ */
@@ -312,9 +366,15 @@ typedef struct {
     uint32_t announced;         /* generation in which THREAD was written */
     uint32_t depth;
     uint32_t stack[DPMEM_MAX_DEPTH];
+    int      key_set;           /* its exit is seen (dpmem__thread_exit) */
+    uint64_t last_ts;           /* of its last event */
     char     name[32];
     struct { const char *ptr; uint32_t id; } tags[16]; /* tag pointer -> id, checked by content */
 } dpmem__thread;
+
+/* The chunk of a thread that exited, with room left, for the next new thread (and its index). */
+#define DPMEM__SPARES 64
+typedef struct { uint8_t *chunk; uint32_t index, pos; uint64_t last_ts; } dpmem__spare;
 
 static struct {
     /* hot, read on every event */
@@ -334,7 +394,9 @@ static struct {
     int      lock;
     char     pad1[60];
     dpmem__str *pages[DPMEM__MAX_PAGES];
-    uint32_t nstr;              /* ids 1..nstr */
+    uint32_t nstr;              /* ids 1..nstr, and DPMEM__OVERFLOW_ID */
+    int      table_full;        /* said so */
+    int      rows_cut;          /* a breakdown had more categories than an event holds: said so */
     uint32_t *index; uint32_t index_cap;       /* open addressing: string ids by hash */
     dpmem__rec *recs; uint64_t rec_cap, nrec;  /* live allocations by address */
     dpmem__cat *cats; int ncat, cat_cap;
@@ -348,8 +410,17 @@ static struct {
     char    *path;
     uint64_t next_chunk, mapped_chunks, populated;
     dpmem__segment seg[DPMEM__MAX_SEGMENTS]; int nseg;
+    dpmem__segment retired[DPMEM__MAX_SEGMENTS]; int nretired; /* a closed log's, now anonymous memory */
     pthread_t pf_thread; pthread_cond_t pf_cv; int pf_run, pf_started; /* the prefault thread */
-    uint64_t dropped;
+    uint64_t start_ns;          /* the event clock when this log was opened */
+    uint64_t dropped;           /* events of this log that could not be written */
+    uint64_t no_space_until;    /* when the log had no space: no new segment is tried before then */
+    uint64_t backoff_ns;
+    int      dropping;          /* said on stderr; a WARN event with the count when space comes back */
+    int      closing;           /* dpmem_close is writing the CLOSE event */
+    uint32_t dropped_msg;       /* that WARN's message */
+    dpmem__spare spare[DPMEM__SPARES]; int nspare;
+    pthread_key_t thread_key; int thread_key_ok;
     uint32_t next_thread;
 
     dpmem_device_info_fn device_info; void *device_info_user;
@@ -357,6 +428,7 @@ static struct {
 } dpmem__G; /* zero-initialised; log_mu is initialised in dpmem__init_once */
 
 static DPMEM__TLS dpmem__thread dpmem__T;
+static dpmem__str dpmem__last_page[1u << DPMEM__PAGE_BITS]; /* holds "overflow": never a failed calloc */
 static pthread_once_t dpmem__once = PTHREAD_ONCE_INIT;
 
 /* ---- clock: rdtsc where it is invariant, else CLOCK_MONOTONIC --------------------------------- */
@@ -422,33 +494,52 @@ static uint8_t *dpmem__chunk_addr(uint64_t k) {
 
 static void dpmem__emit_thread(dpmem__thread *t);
 
-/* Grows the file by a new segment (1 MiB, doubling to 64 MiB) and maps it; log_mu held. The space
+/* Grows the file by a new segment (1 MiB, doubling to 64 MiB; when that fails, 1 MiB, then one chunk:
+   what a nearly full disk still holds) and maps it; log_mu held. 0, or why not (an errno). The space
    is reserved with posix_fallocate: a store into a sparse mapping on a full disk would be a SIGBUS. */
 static int dpmem__grow_locked(void) {
+    if (dpmem__G.nseg >= (int)DPMEM__MAX_SEGMENTS) return EFBIG;
     uint64_t n = dpmem__G.nseg ? dpmem__G.seg[dpmem__G.nseg - 1].nchunks * 2 : 16;
     if (n > 1024) n = 1024;
     off_t off = (off_t)DPMEM__HEADER_BYTES + (off_t)(dpmem__G.mapped_chunks * DPMEM__CHUNK_BYTES);
-    void *base = MAP_FAILED;
-    int err = 0;
-    if (dpmem__G.nseg < (int)DPMEM__MAX_SEGMENTS &&
-        (err = posix_fallocate(dpmem__G.fd, off, (off_t)(n * DPMEM__CHUNK_BYTES))) == 0)
-        base = mmap(NULL, n * DPMEM__CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, dpmem__G.fd, off);
-    if (base == MAP_FAILED) {
-        if (!dpmem__G.dropped) {
-            if (dpmem__G.nseg >= (int)DPMEM__MAX_SEGMENTS)
-                fprintf(stderr, "dpmem: the log %s reached its size limit (%d segments): further events are dropped\n",
-                        dpmem__G.path ? dpmem__G.path : "", (int)DPMEM__MAX_SEGMENTS);
-            else
-                fprintf(stderr, "dpmem: cannot grow the log %s (%s): further events are dropped\n",
-                        dpmem__G.path ? dpmem__G.path : "", strerror(err ? err : errno));
-        }
-        dpmem__G.dropped++;
-        return -1;
-    }
+    int err = posix_fallocate(dpmem__G.fd, off, (off_t)(n * DPMEM__CHUNK_BYTES));
+    if (err && n > 16) { n = 16; err = posix_fallocate(dpmem__G.fd, off, (off_t)(n * DPMEM__CHUNK_BYTES)); }
+    if (err && n > 1) { n = 1; err = posix_fallocate(dpmem__G.fd, off, (off_t)DPMEM__CHUNK_BYTES); }
+    if (err) return err;
+    void *base = mmap(NULL, n * DPMEM__CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, dpmem__G.fd, off);
+    if (base == MAP_FAILED) return errno ? errno : ENOMEM;
     dpmem__segment *sg = &dpmem__G.seg[dpmem__G.nseg++];
     sg->base = (uint8_t *)base; sg->first_chunk = dpmem__G.mapped_chunks; sg->nchunks = n;
     dpmem__G.mapped_chunks += n;
     return 0;
+}
+
+/* The count of dropped events into the file header (bytes 48..55), where it stays readable when the
+   CLOSE event itself finds no space, or the run dies; log_mu held. The header's block exists since
+   dpmem_open wrote it, so this needs no new space. */
+static void dpmem__header_dropped_locked(void) {
+    uint64_t d = __atomic_load_n(&dpmem__G.dropped, __ATOMIC_RELAXED);
+    if (dpmem__G.fd >= 0 && pwrite(dpmem__G.fd, &d, 8, 48) != 8) { /* nothing more to do: CLOSE has it too */ }
+}
+
+/* The log found no space for a new segment (a full disk, a file size limit, the log's own size limit):
+   events are dropped and counted, and a new segment is tried again only after a back-off (1 ms,
+   doubling to 1 s), not on every event: each try costs a posix_fallocate under log_mu, which the
+   writers and the accounting lock behind them would wait on. log_mu held. */
+static void dpmem__no_space_locked(int err) {
+    dpmem__G.backoff_ns = dpmem__G.backoff_ns ? dpmem__G.backoff_ns * 2 : 1000000u;
+    if (dpmem__G.backoff_ns > 1000000000u) dpmem__G.backoff_ns = 1000000000u;
+    __atomic_store_n(&dpmem__G.no_space_until, dpmem__now() + dpmem__G.backoff_ns, __ATOMIC_RELAXED);
+    if (!dpmem__G.dropping) {
+        dpmem__G.dropping = 1;
+        if (err == EFBIG && dpmem__G.nseg >= (int)DPMEM__MAX_SEGMENTS)
+            fprintf(stderr, "dpmem: the log %s reached its size limit (%d segments): further events are dropped and counted\n",
+                    dpmem__G.path ? dpmem__G.path : "", (int)DPMEM__MAX_SEGMENTS);
+        else
+            fprintf(stderr, "dpmem: cannot grow the log %s (%s): events are dropped and counted until there is space "
+                    "again (the counters and the OOM report stay exact)\n", dpmem__G.path ? dpmem__G.path : "", strerror(err));
+    }
+    dpmem__header_dropped_locked();
 }
 
 /* Maps the pages of chunks [from, to) in one call each, instead of a page fault (and the kernel
@@ -470,6 +561,7 @@ static void *dpmem__prefault_main(void *arg) {
     while (dpmem__G.pf_run) {
         uint64_t target = dpmem__G.next_chunk + DPMEM__AHEAD;
         if (dpmem__G.populated >= target) { pthread_cond_wait(&dpmem__G.pf_cv, &dpmem__G.log_mu); continue; }
+        /* no space: the thread stops; writers then try themselves, with a back-off (no events lost here) */
         while (dpmem__G.mapped_chunks < target) if (dpmem__grow_locked() != 0) { dpmem__G.pf_run = 0; break; }
         if (!dpmem__G.pf_run) break;
         uint64_t from = dpmem__G.populated > dpmem__G.next_chunk ? dpmem__G.populated : dpmem__G.next_chunk;
@@ -482,16 +574,51 @@ static void *dpmem__prefault_main(void *arg) {
     return NULL;
 }
 
-/* Takes a fresh chunk for this thread (log_mu held inside). NULL when no log is open. */
-static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes) {
+static inline uint8_t *dpmem__reserve(dpmem__thread *t, uint32_t bytes);
+static inline uint8_t *dpmem__reserve_n(dpmem__thread *t, uint32_t bytes, int count);
+static void dpmem__emit(uint32_t type, uint32_t aux, uint32_t id, uint64_t ts, const uint64_t *w, int n);
+
+/* A new thread (no index yet) takes over the chunk and index of a thread that exited, if one left
+   room; log_mu held. It announces itself by a THREAD event, as a thread taking its first chunk does. */
+static int dpmem__adopt_locked(dpmem__thread *t, uint32_t gen) {
+    if (!dpmem__G.nspare) return 0;
+    dpmem__spare sp = dpmem__G.spare[--dpmem__G.nspare];
+    t->index = sp.index; t->chunk = sp.chunk; t->pos = sp.pos; t->cap = DPMEM__CHUNK_BYTES; t->gen = gen;
+    if (t->last_ts < sp.last_ts) t->last_ts = sp.last_ts;
+    return 1;
+}
+
+/* Takes a fresh chunk for this thread (log_mu held inside). NULL when no log is open, or when there
+   is no space: the event is then counted as dropped (`count`; not a STRING event, which is tried
+   again at the next use of its string). */
+static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes, int count) {
     if (bytes > DPMEM__CHUNK_BYTES - DPMEM__CHUNK_HEAD) { __atomic_fetch_add(&dpmem__G.dropped, 1, __ATOMIC_RELAXED); return NULL; }
+    if (!(DPMEM__LOAD(&dpmem__G.gen) & 1)) return NULL;
+    uint64_t until = DPMEM__RELAXED(&dpmem__G.no_space_until);
+    int closing = DPMEM__RELAXED(&dpmem__G.closing);
+    if (until && !closing && dpmem__now() < until) { __atomic_fetch_add(&dpmem__G.dropped, (uint64_t)count, __ATOMIC_RELAXED); return NULL; }
     pthread_mutex_lock(&dpmem__G.log_mu);
     uint32_t gen = dpmem__G.gen;
     if (!(gen & 1)) { pthread_mutex_unlock(&dpmem__G.log_mu); return NULL; }
-    if (dpmem__G.next_chunk == dpmem__G.mapped_chunks && dpmem__grow_locked() != 0) {
+    if (!t->key_set && dpmem__G.thread_key_ok) t->key_set = pthread_setspecific(dpmem__G.thread_key, t) == 0;
+    if (!t->index && dpmem__adopt_locked(t, gen)) {
+        pthread_mutex_unlock(&dpmem__G.log_mu);
+        t->announced = gen;
+        dpmem__emit_thread(t);
+        return dpmem__reserve_n(t, bytes, count);   /* in the adopted chunk, or (full) in a fresh one */
+    }
+    /* The last chunk mapped is kept for the CLOSE event: a log that ran out of space still ends with
+       one (and its count of dropped events). */
+    int err = 0;
+    if (dpmem__G.next_chunk + (closing ? 0 : 1) >= dpmem__G.mapped_chunks && (err = dpmem__grow_locked()) != 0) {
+        __atomic_fetch_add(&dpmem__G.dropped, (uint64_t)count, __ATOMIC_RELAXED);
+        dpmem__no_space_locked(err);
         pthread_mutex_unlock(&dpmem__G.log_mu);
         return NULL;
     }
+    int resumed = dpmem__G.dropping;   /* space again after events were dropped: say how many */
+    dpmem__G.dropping = 0; dpmem__G.backoff_ns = 0;
+    __atomic_store_n(&dpmem__G.no_space_until, 0, __ATOMIC_RELAXED);
     uint64_t k = dpmem__G.next_chunk++;
     uint8_t *c = dpmem__chunk_addr(k);
     int populated = k < dpmem__G.populated;
@@ -510,22 +637,35 @@ static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes) {
     if (t->announced != gen) { t->announced = gen; dpmem__emit_thread(t); }
     uint8_t *p = t->chunk + t->pos;
     t->pos += bytes;
+    if (resumed) {   /* after the caller's event, which is written before it is committed */
+        uint64_t n = __atomic_load_n(&dpmem__G.dropped, __ATOMIC_RELAXED);
+        dpmem__emit(DPMEM__EV_WARN, 0, dpmem__G.dropped_msg, dpmem__now(), &n, 1);
+    }
     return p;
 }
 
-/* Space for an event of `bytes` (a multiple of 8) in this thread's chunk, or NULL (no log). */
-static inline uint8_t *dpmem__reserve(dpmem__thread *t, uint32_t bytes) {
+/* Space for an event of `bytes` (a multiple of 8) in this thread's chunk, or NULL (no log, no space). */
+static inline uint8_t *dpmem__reserve_n(dpmem__thread *t, uint32_t bytes, int count) {
     if (DPMEM__LIKELY(t->gen == DPMEM__LOAD(&dpmem__G.gen) && t->pos + bytes <= t->cap)) {
         uint8_t *p = t->chunk + t->pos;
         t->pos += bytes;
         return p;
     }
-    return dpmem__reserve_slow(t, bytes);
+    return dpmem__reserve_slow(t, bytes, count);
+}
+static inline uint8_t *dpmem__reserve(dpmem__thread *t, uint32_t bytes) { return dpmem__reserve_n(t, bytes, 1); }
+
+/* The time stamp of a STRING or THREAD event, which a thread writes just before the event that needs
+   it, whose time was taken before: that of its previous event (or the log's opening), so that every
+   thread's events stay in time order and a reader's merge by time keeps ALLOC/FREE in their order. */
+static inline uint64_t dpmem__meta_ts(const dpmem__thread *t) {
+    return t->last_ts > dpmem__G.start_ns ? t->last_ts : dpmem__G.start_ns;
 }
 
 /* Publishes an event whose payload is written: the head word goes last, so a reader (or a process
    killed in between) never sees half an event. */
-static inline void dpmem__commit(uint8_t *p, uint32_t type, uint32_t aux, uint32_t bytes, uint32_t id, uint64_t ts) {
+static inline void dpmem__commit(dpmem__thread *t, uint8_t *p, uint32_t type, uint32_t aux, uint32_t bytes, uint32_t id, uint64_t ts) {
+    t->last_ts = ts;
     memcpy(p + 4, &id, 4);
     memcpy(p + 8, &ts, 8);
     __atomic_store_n((uint32_t *)(void *)p, type | (aux << 8) | ((bytes / 8) << 16), __ATOMIC_RELEASE);
@@ -541,18 +681,22 @@ static inline dpmem__str *dpmem__S(uint32_t id) {
 static const char *dpmem__name(uint32_t id) { return id ? dpmem__S(id)->s : "?"; }
 
 /* Writes the STRING event of `id` into this log if this log does not have it yet. */
-static void dpmem__ensure_string(dpmem__thread *t, uint32_t id) {
+static void dpmem__ensure_string_at(dpmem__thread *t, uint32_t id, uint64_t ts);
+static void dpmem__ensure_string(dpmem__thread *t, uint32_t id) { dpmem__ensure_string_at(t, id, 0); }
+/* ts 0: the thread's last event's time. An event stamped before its STRING was written (an ALLOC reads the clock before the lock,
+   a BEGIN before the string) passes its own ts, so that the thread's events stay in time order. */
+static void dpmem__ensure_string_at(dpmem__thread *t, uint32_t id, uint64_t ts) {
     if (!id) return;
     dpmem__str *s = dpmem__S(id);
     uint32_t gen = DPMEM__RELAXED(&dpmem__G.gen);
     if (DPMEM__LIKELY(DPMEM__RELAXED(&s->logged_gen) == gen)) return;
     uint32_t len = s->len < DPMEM__MAX_STRING ? s->len : DPMEM__MAX_STRING;
     uint32_t bytes = 16 + ((len + 1 + 7) & ~7u);
-    uint8_t *p = dpmem__reserve(t, bytes);
+    uint8_t *p = dpmem__reserve_n(t, bytes, 0);
     if (!p) return;
     memcpy(p + 16, s->s, len);
     memset(p + 16 + len, 0, bytes - 16 - len);
-    dpmem__commit(p, DPMEM__EV_STRING, 0, bytes, id, dpmem__now());
+    dpmem__commit(t, p, DPMEM__EV_STRING, 0, bytes, id, ts ? ts : dpmem__meta_ts(t));
     __atomic_store_n(&s->logged_gen, gen, __ATOMIC_RELAXED);
 }
 
@@ -565,25 +709,24 @@ static void dpmem__emit_thread(dpmem__thread *t) {
     memcpy(p + 16, &tid, 8);
     memset(p + 24, 0, bytes - 24);
     memcpy(p + 24, t->name, nlen);
-    dpmem__commit(p, DPMEM__EV_THREAD, 0, bytes, t->index, dpmem__now());
+    dpmem__commit(t, p, DPMEM__EV_THREAD, 0, bytes, t->index, dpmem__meta_ts(t));
 }
 
 /* A fixed-size event: head, id, ts, then n 64-bit payload words. */
 static void dpmem__emit(uint32_t type, uint32_t aux, uint32_t id, uint64_t ts, const uint64_t *w, int n) {
     dpmem__thread *t = &dpmem__T;
-    dpmem__ensure_string(t, id);
+    dpmem__ensure_string_at(t, id, ts);
     uint32_t bytes = 16 + 8 * (uint32_t)n;
     uint8_t *p = dpmem__reserve(t, bytes);
     if (!p) return;
     if (n) memcpy(p + 16, w, 8 * (size_t)n);
-    dpmem__commit(p, type, aux, bytes, id, ts);
+    dpmem__commit(t, p, type, aux, bytes, id, ts);
 }
 
 /* ---- strings ---------------------------------------------------------------------------------- */
-static uint32_t dpmem__hash(const char *s, uint32_t *len) {
-    uint32_t h = 2166136261u; const char *p = s;
-    for (; *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
-    *len = (uint32_t)(p - s);
+static uint32_t dpmem__hash(const char *s, uint32_t len) {
+    uint32_t h = 2166136261u;
+    for (uint32_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
     return h ? h : 1;
 }
 
@@ -594,9 +737,10 @@ static uint32_t dpmem__color(uint32_t h) {
     return palette[(h ^ (h >> 16)) & 15];
 }
 
-/* string -> id, with the lock held. 0 when the table is full. */
-static uint32_t dpmem__intern_locked(const char *s) {
-    uint32_t len, h = dpmem__hash(s, &len);
+/* The first `len` bytes of s -> id, with the lock held; 0 when the table has no room (or memory)
+   for it. Only the kit's own strings (`own`) may take the last DPMEM__OWN_IDS ids. */
+static uint32_t dpmem__intern_n_locked(const char *s, uint32_t len, int own) {
+    uint32_t h = dpmem__hash(s, len);
     if (dpmem__G.index_cap) {
         uint32_t mask = dpmem__G.index_cap - 1;
         for (uint32_t i = h & mask;; i = (i + 1) & mask) {
@@ -607,7 +751,7 @@ static uint32_t dpmem__intern_locked(const char *s) {
         }
     }
     uint32_t id = dpmem__G.nstr + 1;
-    if ((id >> DPMEM__PAGE_BITS) >= DPMEM__MAX_PAGES) return 0;
+    if (id >= DPMEM__OVERFLOW_ID - (own ? 0 : DPMEM__OWN_IDS)) return 0;
     if (2 * (id + 1) > dpmem__G.index_cap) { /* rehash at half load */
         uint32_t cap = dpmem__G.index_cap ? dpmem__G.index_cap * 2 : 1024;
         uint32_t *ix = (uint32_t *)calloc(cap, sizeof *ix);
@@ -626,9 +770,10 @@ static uint32_t dpmem__intern_locked(const char *s) {
         if (!page) return 0;
         DPMEM__STORE(&dpmem__G.pages[pg], page);
     }
-    char *copy = (char *)malloc(len + 1);
+    char *copy = (char *)malloc((size_t)len + 1);
     if (!copy) return 0;
-    memcpy(copy, s, len + 1);
+    memcpy(copy, s, len);
+    copy[len] = 0;
     dpmem__str *e = dpmem__S(id);
     e->s = copy; e->len = len; e->hash = h; e->tag_cat = -1; e->color = dpmem__color(h);
 #ifndef DPMEM_NO_NVTX
@@ -639,6 +784,38 @@ static uint32_t dpmem__intern_locked(const char *s) {
     dpmem__G.index[k] = id;
     DPMEM__STORE(&dpmem__G.nstr, id);
     return id;
+}
+
+static void dpmem__warn_locked(const char *msg, uint64_t value);
+
+/* What a string stands for once the table is full (about a million distinct strings): the reserved
+   id of "overflow" (a tag of category "overflow", a scope or META name "overflow"), so that no byte
+   is ever counted under another category's name. Said once, on stderr and by a WARN event. */
+static uint32_t dpmem__overflow_locked(void) {
+    if (!dpmem__G.table_full) {
+        dpmem__G.table_full = 1;
+        fprintf(stderr, "dpmem: the string table is full (%u strings): new tags count as category 'overflow', new "
+                "scope and META names read 'overflow'; totals stay exact\n", dpmem__G.nstr);
+        dpmem__warn_locked("string table full: new tags count as category overflow", dpmem__G.nstr);
+    }
+    return DPMEM__OVERFLOW_ID;
+}
+
+/* string -> id, with the lock held; the id of "overflow" when the table is full. */
+static uint32_t dpmem__intern_locked(const char *s) {
+    uint32_t id = dpmem__intern_n_locked(s, (uint32_t)strlen(s), 0);
+    return id ? id : dpmem__overflow_locked();
+}
+
+/* A tag -> id, its category interned first: a tag whose category finds no room counts as "overflow"
+   as a whole, so that the kit and a reader (which derives the category from the tag's text) agree. */
+static uint32_t dpmem__tag_intern_locked(const char *tag) {
+    uint32_t len = (uint32_t)strlen(tag);
+    const char *slash = (const char *)memchr(tag, '/', len);
+    uint32_t n = slash ? (uint32_t)(slash - tag) : len;
+    if (n > DPMEM__MAX_STRING) n = DPMEM__MAX_STRING;   /* the category as the log keeps it */
+    uint32_t id = dpmem__intern_n_locked(tag, n, 0) ? dpmem__intern_n_locked(tag, len, 0) : 0;
+    return id ? id : dpmem__overflow_locked();
 }
 
 /* A tag's id without hashing it: most programs pass the same few tag strings again and again, so
@@ -653,36 +830,46 @@ static uint32_t dpmem__tag_id(const char *tag) {
         if (!memcmp(e->s, tag, e->len + 1)) return id;
     }
     dpmem__lock();
-    id = dpmem__intern_locked(tag);
+    id = dpmem__tag_intern_locked(tag);
     dpmem__unlock();
     t->tags[slot].ptr = tag; t->tags[slot].id = id;
     return id;
 }
 
 /* ---- accounting ------------------------------------------------------------------------------- */
+/* The category index of a category name id, added when new. The array keeps one spare slot, so that
+   the "overflow" category can always be added when growing it fails. -1: no memory. */
+static int dpmem__category_locked(uint32_t cid) {
+    int c;
+    for (c = 0; c < dpmem__G.ncat; c++) if (dpmem__G.cats[c].name == cid) return c;
+    if (dpmem__G.ncat + 2 > dpmem__G.cat_cap) {
+        int cap = dpmem__G.cat_cap ? 2 * dpmem__G.cat_cap : 32;
+        dpmem__cat *nc = (dpmem__cat *)realloc(dpmem__G.cats, (size_t)cap * sizeof *nc);
+        if (nc) { dpmem__G.cats = nc; dpmem__G.cat_cap = cap; }
+        else if (cid != DPMEM__OVERFLOW_ID || dpmem__G.ncat == dpmem__G.cat_cap) return -1;
+    }
+    dpmem__cat z = { cid, 0, 0, 0 };
+    dpmem__G.cats[dpmem__G.ncat++] = z;
+    return c;
+}
+
 static int dpmem__category_of_tag_locked(uint32_t tag) {
     dpmem__str *e = dpmem__S(tag);
     if (e->tag_cat >= 0) return e->tag_cat;
-    char buf[256];
-    const char *slash = (const char *)memchr(e->s, '/', e->len);
-    size_t n = slash ? (size_t)(slash - e->s) : e->len;
-    if (n >= sizeof buf) n = sizeof buf - 1;
-    memcpy(buf, e->s, n); buf[n] = 0;
-    uint32_t cid = dpmem__intern_locked(buf);
-    int c;
-    for (c = 0; c < dpmem__G.ncat; c++) if (dpmem__G.cats[c].name == cid) break;
-    if (c == dpmem__G.ncat) {
-        if (dpmem__G.ncat == dpmem__G.cat_cap) {
-            int cap = dpmem__G.cat_cap ? 2 * dpmem__G.cat_cap : 32;
-            dpmem__cat *nc = (dpmem__cat *)realloc(dpmem__G.cats, (size_t)cap * sizeof *nc);
-            if (!nc) return 0;
-            dpmem__G.cats = nc; dpmem__G.cat_cap = cap;
-        }
-        dpmem__cat z = { cid, 0, 0, 0 };
-        dpmem__G.cats[dpmem__G.ncat++] = z;
+    uint32_t cid = DPMEM__OVERFLOW_ID;
+    if (tag != DPMEM__OVERFLOW_ID) {   /* the part before the first '/', as the log keeps it */
+        const char *slash = (const char *)memchr(e->s, '/', e->len);
+        uint32_t n = slash ? (uint32_t)(slash - e->s) : e->len;
+        if (n > DPMEM__MAX_STRING) n = DPMEM__MAX_STRING;
+        if (n == 8 && !memcmp(e->s, "overflow", 8)) cid = DPMEM__OVERFLOW_ID;   /* one "overflow", as readers see it */
+        else if (!(cid = dpmem__intern_n_locked(e->s, n, 0))) cid = dpmem__overflow_locked();   /* (there already) */
     }
-    /* re-read: intern may have moved nothing, but the entry pointer stays valid (pages never move) */
-    dpmem__S(tag)->tag_cat = c;
+    int c = dpmem__category_locked(cid);
+    if (c < 0) {   /* out of memory: counted, but as overflow */
+        c = dpmem__category_locked(dpmem__overflow_locked());
+        return c;
+    }
+    e->tag_cat = c;
     return c;
 }
 
@@ -759,23 +946,52 @@ static inline uint64_t dpmem__alloc_ts_locked(uint64_t ts) {
     return ts;
 }
 
+/* A WARN event of one of the kit's own messages (they may take the ids kept for them). */
 static void dpmem__warn_locked(const char *msg, uint64_t value) {
-    uint32_t id = dpmem__intern_locked(msg);
+    uint32_t id = dpmem__intern_n_locked(msg, (uint32_t)strlen(msg), 1);
+    if (!id) id = DPMEM__OVERFLOW_ID;
     if (dpmem__log_open()) dpmem__emit(DPMEM__EV_WARN, 0, id, dpmem__now(), &value, 1);
 }
 
 /* ---- init, open, close ------------------------------------------------------------------------ */
-static void dpmem__atexit(void) { dpmem_close(); }
+static void dpmem__atexit(void) {
+    dpmem_close();
+    /* the destructor below lives in this copy of the kit: a library unloaded by dlclose() runs this */
+    if (dpmem__G.thread_key_ok) { dpmem__G.thread_key_ok = 0; pthread_key_delete(dpmem__G.thread_key); }
+}
+
+/* A thread that logged exits: its chunk, with the room left in it, goes to the next new thread, which
+   takes over its index (and announces itself by a THREAD event), so that short-lived threads do not
+   cost a 64 KiB chunk each. Not when it exits inside a scope (the next one would seem nested in it). */
+static void dpmem__thread_exit(void *arg) {
+    dpmem__thread *t = (dpmem__thread *)arg;
+    t->key_set = 0;
+    pthread_mutex_lock(&dpmem__G.log_mu);
+    if ((t->gen & 1) && t->gen == dpmem__G.gen && t->chunk && !t->depth && t->pos + 256 <= t->cap &&
+        dpmem__G.nspare < DPMEM__SPARES) {
+        dpmem__spare sp = { t->chunk, t->index, t->pos, t->last_ts };
+        dpmem__G.spare[dpmem__G.nspare++] = sp;
+        t->chunk = NULL; t->pos = t->cap = 0; t->gen = 0; t->index = 0; t->announced = 0;
+    }
+    pthread_mutex_unlock(&dpmem__G.log_mu);
+}
+
 static void dpmem__atfork_child(void) {
-    /* The child must not write into (or truncate) the parent's log: it starts with no log. */
+    /* The child must not write into (or truncate) the parent's log: it starts with no log, and
+       without the parent's mappings (it has one thread: nobody writes into them). */
     dpmem__G.gen += (dpmem__G.gen & 1);
     if (dpmem__G.fd >= 0) close(dpmem__G.fd);
-    dpmem__G.fd = -1; dpmem__G.nseg = 0; dpmem__G.next_chunk = dpmem__G.mapped_chunks = dpmem__G.populated = 0;
+    for (int i = 0; i < dpmem__G.nseg; i++) munmap(dpmem__G.seg[i].base, dpmem__G.seg[i].nchunks * DPMEM__CHUNK_BYTES);
+    for (int i = 0; i < dpmem__G.nretired; i++) munmap(dpmem__G.retired[i].base, dpmem__G.retired[i].nchunks * DPMEM__CHUNK_BYTES);
+    dpmem__G.fd = -1; dpmem__G.nseg = dpmem__G.nretired = dpmem__G.nspare = 0;
+    dpmem__G.next_chunk = dpmem__G.mapped_chunks = dpmem__G.populated = 0;
     dpmem__G.pf_run = dpmem__G.pf_started = 0; /* the prefault thread was not copied into the child */
     pthread_mutex_init(&dpmem__G.log_mu, NULL);
     pthread_cond_init(&dpmem__G.pf_cv, NULL);
     dpmem__G.lock = 0;
 }
+
+static int dpmem__open(const char *path, int from_env);
 
 static void dpmem__init_once(void) {
     pthread_mutex_init(&dpmem__G.log_mu, NULL);
@@ -786,41 +1002,108 @@ static void dpmem__init_once(void) {
     nvtxInitialize(NULL);
     dpmem__G.domain = nvtxDomainCreateA("dpmem");
 #endif
+    dpmem__G.pages[DPMEM__MAX_PAGES - 1] = dpmem__last_page;
+    dpmem__str *o = dpmem__S(DPMEM__OVERFLOW_ID);
+    o->s = "overflow"; o->len = 8; o->hash = dpmem__hash(o->s, 8); o->tag_cat = -1; o->color = dpmem__color(o->hash);
+#ifndef DPMEM_NO_NVTX
+    if (dpmem__G.domain) o->nvtx = nvtxDomainRegisterStringA(dpmem__G.domain, o->s);
+#endif
+    dpmem__G.thread_key_ok = pthread_key_create(&dpmem__G.thread_key, dpmem__thread_exit) == 0;
     pthread_atfork(NULL, NULL, dpmem__atfork_child);
     atexit(dpmem__atexit);
     DPMEM__STORE(&dpmem__G.ready, 1);
     const char *env = getenv("DPMEM_LOG");
-    if (env && *env) dpmem_open(env);
+    if (env && *env) dpmem__open(env, 1);
 }
 static inline void dpmem__init(void) {
     if (DPMEM__UNLIKELY(!DPMEM__LOAD(&dpmem__G.ready))) pthread_once(&dpmem__once, dpmem__init_once);
 }
 
-DPMEM_DEF int dpmem_open(const char *path) {
-    dpmem__init();
-    if (dpmem__log_open()) dpmem_close();
+/* Opens, locks and starts the log file at path: its fd, -1 (said on stderr), or -2 when another
+   writer holds the file (*owner: its pid from the header, 0 if not known yet). The lock (flock, on
+   this open file) comes before the truncation: a second run on the same path, or a second copy of the
+   kit in this process, must not destroy the log being written. */
+static int dpmem__open_file(const char *path, uint64_t *owner, uint64_t *start_ns) {
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
         fprintf(stderr, "dpmem: cannot log to %s: not a regular file (the log is written through a memory mapping)\n", path);
         return -1;
     }
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) { fprintf(stderr, "dpmem: cannot open log %s: %s\n", path, strerror(errno)); return -1; }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {   /* (no locks on this file system: go on) */
+        *owner = 0;
+        if (pread(fd, owner, 8, 24) != 8) *owner = 0;
+        close(fd);
+        return -2;
+    }
     uint8_t head[DPMEM__HEADER_BYTES];
     memset(head, 0, sizeof head);
     uint32_t u32[4] = { DPMEM__VERSION, DPMEM__HEADER_BYTES, DPMEM__CHUNK_BYTES, 0 };
     struct timespec rt; clock_gettime(CLOCK_REALTIME, &rt);
     uint64_t u64[3] = { (uint64_t)getpid(), (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec, dpmem__now() };
     memcpy(head, "DPMEMLOG", 8); memcpy(head + 8, u32, 16); memcpy(head + 24, u64, 24);
-    if (pwrite(fd, head, sizeof head, 0) != (ssize_t)sizeof head) {
+    *start_ns = u64[2];
+    errno = 0;
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, head, sizeof head, 0) != (ssize_t)sizeof head) {
         fprintf(stderr, "dpmem: cannot write log %s: %s\n", path, strerror(errno ? errno : EIO));
         close(fd); return -1;
     }
+    return fd;
+}
+
+/* path with ".<pid>" (k = 1) or ".<pid>-<k>" before its extension: run.log -> run.4242.log */
+static void dpmem__alt_path(char *buf, size_t n, const char *path, int k) {
+    const char *base = strrchr(path, '/'), *dot = strrchr(base ? base + 1 : path, '.');
+    size_t stem = dot && dot != (base ? base + 1 : path) ? (size_t)(dot - path) : strlen(path);
+    char tail[48];
+    if (k == 1) snprintf(tail, sizeof tail, ".%ld", (long)getpid());
+    else snprintf(tail, sizeof tail, ".%ld-%d", (long)getpid(), k);
+    snprintf(buf, n, "%.*s%s%s", (int)stem, path, tail, path + stem);
+}
+
+/* from_env: the path came from DPMEM_LOG (no code of the program checks dpmem_open's result): when
+   another writer holds it, this process writes its own file beside it and says where. */
+static int dpmem__open(const char *path, int from_env) {
+    if (dpmem__log_open()) dpmem_close();
+    uint64_t owner = 0, start_ns = 0;
+    int fd = dpmem__open_file(path, &owner, &start_ns);
+    char alt[4200], who[200];
+    const char *used = path;
+    if (fd == -2) {
+        if (owner == (uint64_t)getpid())
+            snprintf(who, sizeof who, "another copy of dpmem in this process (a library or plugin built with its own "
+                     "DPMEM_IMPLEMENTATION; link the program with -rdynamic so that it uses the program's copy)");
+        else if (owner)
+            snprintf(who, sizeof who, "process %llu (two runs on one log path)", (unsigned long long)owner);
+        else
+            snprintf(who, sizeof who, "another process (two runs on one log path)");
+        if (!from_env) {
+            fprintf(stderr, "dpmem: cannot log to %s: %s is writing it; give this run another log\n", path, who);
+            return -1;
+        }
+        for (int k = 1; fd == -2 && k <= 16; k++) {
+            dpmem__alt_path(alt, sizeof alt, path, k);
+            fd = dpmem__open_file(alt, &owner, &start_ns);
+        }
+        if (fd < 0) {
+            if (fd == -2) fprintf(stderr, "dpmem: cannot log to %s: %s is writing it, and %s is taken too\n", path, who, alt);
+            return -1;
+        }
+        fprintf(stderr, "dpmem: %s is being written by %s: this %s logs to %s\n", path, who,
+                owner == (uint64_t)getpid() ? "copy" : "process", alt);
+        used = alt;
+    }
+    if (fd < 0) return -1;
     pthread_mutex_lock(&dpmem__G.log_mu);
     free(dpmem__G.path);
-    dpmem__G.path = strdup(path);
+    dpmem__G.path = strdup(used);
     dpmem__G.fd = fd; dpmem__G.nseg = 0; dpmem__G.next_chunk = dpmem__G.mapped_chunks = dpmem__G.populated = 0;
-    dpmem__G.dropped = 0;
+    dpmem__G.start_ns = start_ns;
+    __atomic_store_n(&dpmem__G.dropped, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&dpmem__G.no_space_until, 0, __ATOMIC_RELAXED);
+    dpmem__G.backoff_ns = 0; dpmem__G.dropping = 0; dpmem__G.nspare = 0;
+    __atomic_store_n(&dpmem__G.closing, 0, __ATOMIC_RELAXED);
     DPMEM__STORE(&dpmem__G.gen, dpmem__G.gen + 1);
     dpmem__G.pf_run = 1;
     dpmem__G.pf_started = pthread_create(&dpmem__G.pf_thread, NULL, dpmem__prefault_main, NULL) == 0;
@@ -828,6 +1111,9 @@ DPMEM_DEF int dpmem_open(const char *path) {
     pthread_mutex_unlock(&dpmem__G.log_mu);
     /* The run's configuration set before the log was opened goes in too. */
     dpmem__lock();
+    static const char dropped_msg[] = "log events dropped: no space to write them (the value: how many so far)";
+    dpmem__G.dropped_msg = dpmem__intern_n_locked(dropped_msg, (uint32_t)sizeof dropped_msg - 1, 1);
+    if (!dpmem__G.dropped_msg) dpmem__G.dropped_msg = DPMEM__OVERFLOW_ID;
     for (int i = 0; i < dpmem__G.nmeta; i++) {
         uint64_t v = dpmem__G.meta[2 * i + 1];
         dpmem__ensure_string(&dpmem__T, (uint32_t)v);
@@ -837,11 +1123,17 @@ DPMEM_DEF int dpmem_open(const char *path) {
     return 0;
 }
 
+DPMEM_DEF int dpmem_open(const char *path) {
+    dpmem__init();
+    return dpmem__open(path, 0);
+}
+
 DPMEM_DEF void dpmem_close(void) {
     if (!DPMEM__LOAD(&dpmem__G.ready) || !dpmem__log_open()) return;
     /* a layer's last words first (dpmem_cuda.h writes the GPU times still pending) */
     dpmem_close_hook_fn hook = DPMEM__LOAD(&dpmem__G.close_hook);
     if (hook) hook(dpmem__G.close_hook_user);
+    __atomic_store_n(&dpmem__G.closing, 1, __ATOMIC_RELAXED);   /* it may take the chunk kept for it */
     uint64_t w[2] = { dpmem__G.next_chunk, DPMEM__RELAXED(&dpmem__G.dropped) };
     dpmem__emit(DPMEM__EV_CLOSE, 0, 0, dpmem__now(), w, 2);
     pthread_mutex_lock(&dpmem__G.log_mu);
@@ -854,10 +1146,33 @@ DPMEM_DEF void dpmem_close(void) {
     }
     if (dpmem__G.gen & 1) {
         DPMEM__STORE(&dpmem__G.gen, dpmem__G.gen + 1);
-        /* The mappings stay: a thread that is writing its last event right now must not fault. Only
-           the unused space is cut off; no chunk beyond next_chunk was ever handed out. */
+        dpmem__G.nspare = 0;
+        /* A thread may be writing its last event into this log right now: each mapping of the file
+           becomes anonymous memory at the same address (MAP_FIXED), so that such a late store neither
+           faults nor reaches the file, which nothing maps any more (another process may truncate it).
+           The previous log's anonymous ranges, idle for a whole log since, are unmapped: open/close
+           cycles do not pile up address space. */
+        for (int i = 0; i < dpmem__G.nretired; i++) munmap(dpmem__G.retired[i].base, dpmem__G.retired[i].nchunks * DPMEM__CHUNK_BYTES);
+        dpmem__G.nretired = 0;
+        for (int i = 0; i < dpmem__G.nseg; i++) {
+            dpmem__segment *sg = &dpmem__G.seg[i];
+            size_t len = sg->nchunks * DPMEM__CHUNK_BYTES;
+            if (mmap(sg->base, len, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+                continue;   /* the file mapping stays (no memory for the replacement) */
+            dpmem__G.retired[dpmem__G.nretired++] = *sg;
+        }
+        dpmem__G.nseg = 0;
+        /* Only the unused space is cut off; no chunk beyond next_chunk was ever handed out. */
         if (ftruncate(dpmem__G.fd, (off_t)DPMEM__HEADER_BYTES + (off_t)(dpmem__G.next_chunk * DPMEM__CHUNK_BYTES)) != 0)
             fprintf(stderr, "dpmem: cannot trim log %s: %s\n", dpmem__G.path, strerror(errno));
+        uint64_t dropped = DPMEM__RELAXED(&dpmem__G.dropped);
+        if (dropped) {
+            dpmem__header_dropped_locked();
+            fprintf(stderr, "dpmem: %llu events could not be written to the log %s (no space); the log says so\n",
+                    (unsigned long long)dropped, dpmem__G.path);
+        }
+        /* unlocked explicitly: a page fault of a late writer may still hold the file for a moment */
+        flock(dpmem__G.fd, LOCK_UN);
         close(dpmem__G.fd);
         dpmem__G.fd = -1;
     }
@@ -876,7 +1191,7 @@ DPMEM_DEF uint32_t dpmem_intern(const char *s) {
 }
 
 DPMEM_DEF const char *dpmem_string(uint32_t id) {
-    if (!id || id > DPMEM__LOAD(&dpmem__G.nstr)) return NULL;
+    if (!id || (id > DPMEM__LOAD(&dpmem__G.nstr) && (id != DPMEM__OVERFLOW_ID || !DPMEM__LOAD(&dpmem__G.ready)))) return NULL;
     return dpmem__S(id)->s;
 }
 
@@ -918,9 +1233,9 @@ static inline void dpmem__push(uint32_t id) {
     uint64_t ts = 0;
     if (dpmem__log_open()) {
         ts = dpmem__now();
-        dpmem__ensure_string(t, id);
+        dpmem__ensure_string_at(t, id, ts);   /* (its STRING no later than the BEGIN) */
         uint8_t *p = dpmem__reserve(t, 16);
-        if (p) dpmem__commit(p, DPMEM__EV_BEGIN, 0, 16, id, ts);
+        if (p) dpmem__commit(t, p, DPMEM__EV_BEGIN, 0, 16, id, ts);
     }
 #ifndef DPMEM_NO_NVTX
     if (dpmem__G.domain && id) {
@@ -949,7 +1264,7 @@ static inline void dpmem__pop(void) {
     if (DPMEM__UNLIKELY(hook != NULL)) { ts = dpmem__now(); hook(dpmem__G.scope_hook_user, 0, id, ts); }
     if (dpmem__log_open()) {
         uint8_t *p = dpmem__reserve(t, 16);
-        if (p) dpmem__commit(p, DPMEM__EV_END, 0, 16, id, ts ? ts : dpmem__now());
+        if (p) dpmem__commit(t, p, DPMEM__EV_END, 0, 16, id, ts ? ts : dpmem__now());
     }
 #ifndef DPMEM_NO_NVTX
     if (dpmem__G.domain) nvtxDomainRangePop(dpmem__G.domain);
@@ -983,7 +1298,7 @@ DPMEM_DEF int dpmem_scope_stack(uint32_t *ids, int max) {
 DPMEM_DEF void dpmem_tag_alloc_space(const void *ptr, size_t bytes, const char *tag, int space) {
     dpmem__init();
     if (!tag) tag = "untagged";
-    if (!ptr) { dpmem_warn("tag of a NULL pointer ignored", 0); return; }
+    if (!ptr) { dpmem__lock(); dpmem__warn_locked("tag of a NULL pointer ignored", 0); dpmem__unlock(); return; }
     uint32_t tid = dpmem__tag_id(tag);
     uint64_t now = dpmem__log_open() ? dpmem__now() : 0;
     dpmem__lock();
@@ -1001,7 +1316,11 @@ DPMEM_DEF void dpmem_tag_alloc_space(const void *ptr, size_t bytes, const char *
         }
     }
     dpmem__rec r = { (uint64_t)(uintptr_t)ptr, (uint64_t)bytes, tid, (uint32_t)cat, sp, 1 };
-    if (dpmem__rec_insert_locked(&r) != 0) { dpmem__unlock(); return; }
+    if (cat < 0 || dpmem__rec_insert_locked(&r) != 0) {   /* the kit's own tables: no memory left */
+        dpmem__warn_locked("out of memory in the kit: an allocation was not counted", (uint64_t)bytes);
+        dpmem__unlock();
+        return;
+    }
     dpmem__account_locked(cat, sp, bytes, 1);
     if (dpmem__log_open()) {
         uint64_t w[2] = { (uint64_t)(uintptr_t)ptr, (uint64_t)bytes };
@@ -1097,6 +1416,50 @@ DPMEM_DEF void dpmem_reset_peak(void) {
 }
 
 /* ---- snapshots, OOM, layer events -------------------------------------------------------------- */
+/* The rows of a breakdown by category (SNAPSHOT, OOM), which must fit in one chunk: every category,
+   or when there are more than `cap`, the cap - 1 with the most live bytes (in the kit's order) and an
+   "overflow" row with the sum of all others, said once by a WARN event: the rows always add up. */
+typedef struct { int n, *pick; uint64_t rest; } dpmem__rows;
+static int dpmem__cmp_live_desc(const void *a, const void *b) {
+    uint64_t x = dpmem__G.cats[*(const int *)a].live, y = dpmem__G.cats[*(const int *)b].live;
+    return x != y ? (x < y ? 1 : -1) : (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+static int dpmem__cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
+static dpmem__rows dpmem__rows_locked(int cap) {
+    dpmem__rows r = { dpmem__G.ncat, NULL, 0 };
+    if (r.n <= cap) return r;
+    r.n = cap;
+    r.pick = (int *)malloc((size_t)dpmem__G.ncat * sizeof *r.pick);
+    if (!r.pick) { r.n = 0; return r; }   /* no memory: the rows alone would be wrong, so none */
+    for (int i = 0; i < dpmem__G.ncat; i++) r.pick[i] = i;
+    qsort(r.pick, (size_t)dpmem__G.ncat, sizeof *r.pick, dpmem__cmp_live_desc);
+    int k = 0;   /* the largest, but not "overflow" itself: it is summed into the last row */
+    for (int i = 0; i < dpmem__G.ncat; i++) {
+        int c = r.pick[i];
+        if (k < cap - 1 && dpmem__G.cats[c].name != DPMEM__OVERFLOW_ID) r.pick[k++] = c;
+        else r.rest += dpmem__G.cats[c].live;
+    }
+    r.n = k + 1;
+    qsort(r.pick, (size_t)k, sizeof *r.pick, dpmem__cmp_int);
+    if (!dpmem__G.rows_cut) {
+        dpmem__G.rows_cut = 1;
+        dpmem__warn_locked("more categories than an event holds: the smallest summed as overflow", (uint64_t)dpmem__G.ncat);
+    }
+    return r;
+}
+static void dpmem__rows_strings(dpmem__thread *t, const dpmem__rows *r) {
+    for (int i = 0; i < r->n; i++)
+        dpmem__ensure_string(t, !r->pick ? dpmem__G.cats[i].name : i < r->n - 1 ? dpmem__G.cats[r->pick[i]].name : DPMEM__OVERFLOW_ID);
+}
+static void dpmem__rows_write(uint8_t *q, const dpmem__rows *r) {
+    for (int i = 0; i < r->n; i++, q += 16) {
+        int c = r->pick ? (i < r->n - 1 ? r->pick[i] : -1) : i;
+        uint32_t w[2] = { c >= 0 ? dpmem__G.cats[c].name : DPMEM__OVERFLOW_ID, 0 };
+        uint64_t live = c >= 0 ? dpmem__G.cats[c].live : r->rest;
+        memcpy(q, w, 8); memcpy(q + 8, &live, 8);
+    }
+}
+
 DPMEM_DEF void dpmem_snapshot(const char *label) {
     dpmem__init();
     size_t used = 0, total = 0;
@@ -1107,21 +1470,18 @@ DPMEM_DEF void dpmem_snapshot(const char *label) {
     if (dpmem__log_open()) {
         dpmem__thread *t = &dpmem__T;
         dpmem__ensure_string(t, lid);
-        for (int i = 0; i < dpmem__G.ncat; i++) dpmem__ensure_string(t, dpmem__G.cats[i].name);
-        int n = dpmem__G.ncat;
-        if (n > 2000) n = 2000; /* an event must fit in a chunk */
-        uint32_t bytes = 48 + 16 * (uint32_t)n;
+        dpmem__rows rows = dpmem__rows_locked((int)((DPMEM__CHUNK_BYTES - DPMEM__CHUNK_HEAD - 48) / 16));
+        dpmem__rows_strings(t, &rows);
+        uint32_t bytes = 48 + 16 * (uint32_t)rows.n;
         uint8_t *p = dpmem__reserve(t, bytes);
         if (p) {
             uint64_t w[3] = { (uint64_t)used, (uint64_t)total, dpmem__G.live_space[DPMEM_DEVICE] };
-            uint32_t nn[2] = { (uint32_t)n, 0 };
+            uint32_t nn[2] = { (uint32_t)rows.n, 0 };
             memcpy(p + 16, w, 24); memcpy(p + 40, nn, 8);
-            for (int i = 0; i < n; i++) {
-                uint32_t c[2] = { dpmem__G.cats[i].name, 0 };
-                memcpy(p + 48 + 16 * i, c, 8); memcpy(p + 56 + 16 * i, &dpmem__G.cats[i].live, 8);
-            }
-            dpmem__commit(p, DPMEM__EV_SNAPSHOT, 0, bytes, lid, dpmem__now());
+            dpmem__rows_write(p + 48, &rows);
+            dpmem__commit(t, p, DPMEM__EV_SNAPSHOT, 0, bytes, lid, dpmem__now());
         }
+        free(rows.pick);
     }
     dpmem__unlock();
 }
@@ -1150,13 +1510,14 @@ DPMEM_DEF void dpmem_oom(size_t bytes, const char *tag, int space, size_t device
         top[j] = *r;
     }
     int depth = (int)(t->depth < DPMEM_MAX_DEPTH ? t->depth : DPMEM_MAX_DEPTH);
-    int ncat = dpmem__G.ncat < 1000 ? dpmem__G.ncat : 1000;
     if (dpmem__log_open()) {
+        uint32_t stack_bytes = (uint32_t)((4 * depth + 7) & ~7);
+        dpmem__rows rows = dpmem__rows_locked((int)((DPMEM__CHUNK_BYTES - DPMEM__CHUNK_HEAD - 56 - stack_bytes) / 16) - ntop);
+        int ncat = rows.n;
         dpmem__ensure_string(t, tid);
         for (int i = 0; i < depth; i++) dpmem__ensure_string(t, t->stack[i]);
-        for (int i = 0; i < ncat; i++) dpmem__ensure_string(t, dpmem__G.cats[i].name);
+        dpmem__rows_strings(t, &rows);
         for (int i = 0; i < ntop; i++) dpmem__ensure_string(t, top[i].tag);
-        uint32_t stack_bytes = (uint32_t)((4 * depth + 7) & ~7);
         uint32_t total_bytes = 56 + stack_bytes + 16 * (uint32_t)ncat + 16 * (uint32_t)ntop;
         uint8_t *p = dpmem__reserve(t, total_bytes);
         if (p) {
@@ -1166,20 +1527,22 @@ DPMEM_DEF void dpmem_oom(size_t bytes, const char *tag, int space, size_t device
             memcpy(p + 16, w, 24); memcpy(p + 40, n, 16);
             uint8_t *q = p + 56;
             memcpy(q, t->stack, 4 * (size_t)depth); q += stack_bytes;
-            for (int i = 0; i < ncat; i++, q += 16) { memcpy(q, &dpmem__G.cats[i].name, 4); memcpy(q + 8, &dpmem__G.cats[i].live, 8); }
+            dpmem__rows_write(q, &rows);
+            q += 16 * (size_t)ncat;
             for (int i = 0; i < ntop; i++, q += 16) { memcpy(q, &top[i].tag, 4); memcpy(q + 8, &top[i].bytes, 8); }
-            dpmem__commit(p, DPMEM__EV_OOM, (uint32_t)(space & 3), total_bytes, tid, dpmem__now());
+            dpmem__commit(t, p, DPMEM__EV_OOM, (uint32_t)(space & 3), total_bytes, tid, dpmem__now());
             /* The page cache already survives the process; this also survives the machine. */
             uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;
             msync((void *)page, (size_t)((uintptr_t)p + total_bytes - page), MS_SYNC);
         }
+        free(rows.pick);
     }
     /* the report on stderr, one paragraph */
     char line[4096], b[32]; size_t len = 0;
     dpmem__fmt_bytes(b, sizeof b, bytes);
     len += (size_t)snprintf(line + len, sizeof line - len, "dpmem: OOM in %s: asked %s for %s; live:",
                             depth ? dpmem__name(t->stack[depth - 1]) : "(no scope)", b, dpmem__name(tid));
-    for (int i = 0; i < ncat && len < sizeof line - 64; i++) {
+    for (int i = 0; i < dpmem__G.ncat && len < sizeof line - 64; i++) {
         if (!dpmem__G.cats[i].live) continue;
         dpmem__fmt_bytes(b, sizeof b, dpmem__G.cats[i].live);
         len += (size_t)snprintf(line + len, sizeof line - len, " %s %s,", dpmem__name(dpmem__G.cats[i].name), b);
@@ -1242,7 +1605,8 @@ DPMEM_DEF void dpmem_log_device_sample(size_t used, size_t total) {
 DPMEM_DEF void dpmem_warn(const char *message, uint64_t value) {
     dpmem__init();
     dpmem__lock();
-    dpmem__warn_locked(message ? message : "", value);
+    uint32_t id = dpmem__intern_locked(message ? message : "");
+    if (dpmem__log_open()) dpmem__emit(DPMEM__EV_WARN, 0, id, dpmem__now(), &value, 1);
     dpmem__unlock();
 }
 #endif

@@ -131,40 +131,36 @@ DPMEM_DEF cublasStatus_t dpmem_cublas_set_workspace(cublasHandle_t handle, void 
 
 #else /* DPMEM_DISABLE: the bare CUDA calls, nothing else. */
 
-/* A constant that may stand alone as a statement without a warning, and leaves no symbol. */
-#ifdef __cplusplus
-#define DPMEM_CUDA__CONST(v)                          ((void)0, (v))
-#else
-#define DPMEM_CUDA__CONST(v)                          (__extension__({ (v); }))
-#endif
-#define dpmem_cuda_init()                             DPMEM_CUDA__CONST(0)
+/* Each argument that the bare call does not take is named but never evaluated, and a constant may
+   stand alone as a statement (dpmem.h's DPMEM__USES, DPMEM__THEN, DPMEM__ZERO, DPMEM__CONST). */
+#define dpmem_cuda_init()                             DPMEM__CONST(int, 0)
 #define dpmem_cuda_shutdown()                         ((void)0)
-#define dpmem_cuda_malloc(pp, n, tag)                 cudaMalloc((pp), (n))
+#define dpmem_cuda_malloc(pp, n, tag)                 DPMEM__THEN(cudaMalloc((pp), (n)), DPMEM__U(tag))
 #define dpmem_cuda_free(p)                            cudaFree(p)
-#define dpmem_cuda_malloc_async(pp, n, tag, s)        cudaMallocAsync((pp), (n), (s))
+#define dpmem_cuda_malloc_async(pp, n, tag, s)        DPMEM__THEN(cudaMallocAsync((pp), (n), (s)), DPMEM__U(tag))
 #define dpmem_cuda_free_async(p, s)                   cudaFreeAsync((p), (s))
-#define dpmem_cuda_malloc_host(pp, n, tag)            cudaMallocHost((pp), (n))
+#define dpmem_cuda_malloc_host(pp, n, tag)            DPMEM__THEN(cudaMallocHost((pp), (n)), DPMEM__U(tag))
 #define dpmem_cuda_free_host(p)                       cudaFreeHost(p)
-#define dpmem_cuda_malloc_managed(pp, n, tag)         cudaMallocManaged((pp), (n), cudaMemAttachGlobal)
-#define dpmem_cuda_tag(p, n, tag, space)              ((void)0)
-#define dpmem_cuda_untag(p)                           DPMEM_CUDA__CONST((size_t)0)
-#define dpmem_cuda_timing(on)                         DPMEM_CUDA__CONST(0)
-#define dpmem_cuda_set_stream(s)                      ((void)0)
+#define dpmem_cuda_malloc_managed(pp, n, tag)         DPMEM__THEN(cudaMallocManaged((pp), (n), cudaMemAttachGlobal), DPMEM__U(tag))
+#define dpmem_cuda_tag(p, n, tag, space)              DPMEM__USES(DPMEM__U4(p, n, tag, space))
+#define dpmem_cuda_untag(p)                           DPMEM__ZERO(size_t, 0, DPMEM__U(p))
+#define dpmem_cuda_timing(on)                         DPMEM__ZERO(int, 0, DPMEM__U(on))
+#define dpmem_cuda_set_stream(s)                      DPMEM__USES(DPMEM__U(s))
 #define dpmem_cuda_flush()                            ((void)0)
-#define dpmem_cuda_nvtx(r, c)                         ((void)0)
-#define dpmem_cuda_sampler(ms)                        DPMEM_CUDA__CONST(0)
-#define dpmem_cuda_device_memory(u, t)                DPMEM_CUDA__CONST(-1)
+#define dpmem_cuda_nvtx(r, c)                         DPMEM__USES(DPMEM__U2(r, c))
+#define dpmem_cuda_sampler(ms)                        DPMEM__ZERO(int, 0, DPMEM__U(ms))
+#define dpmem_cuda_device_memory(u, t)                DPMEM__ZERO(int, -1, DPMEM__U2(u, t))
 #ifdef DPMEM_CUDA_CUBLAS
 #define dpmem_cublas_set_workspace(h, ws, n)                                                       \
     (cudaMalloc((ws), (n)) == cudaSuccess ? cublasSetWorkspace((h), *(ws), (n)) : CUBLAS_STATUS_ALLOC_FAILED)
 #endif
-#define DPMEM_CUDA_MALLOC(p, bytes, tag)              cudaMalloc((void **)&(p), (bytes))
+#define DPMEM_CUDA_MALLOC(p, bytes, tag)              DPMEM__THEN(cudaMalloc((void **)&(p), (bytes)), DPMEM__U(tag))
 #define DPMEM_CUDA_FREE(p)                            cudaFree((void *)(p))
-#define DPMEM_CUDA_MALLOC_ASYNC(p, bytes, tag, s)     cudaMallocAsync((void **)&(p), (bytes), (s))
+#define DPMEM_CUDA_MALLOC_ASYNC(p, bytes, tag, s)     DPMEM__THEN(cudaMallocAsync((void **)&(p), (bytes), (s)), DPMEM__U(tag))
 #define DPMEM_CUDA_FREE_ASYNC(p, s)                   cudaFreeAsync((void *)(p), (s))
-#define DPMEM_CUDA_MALLOC_HOST(p, bytes, tag)         cudaMallocHost((void **)&(p), (bytes))
+#define DPMEM_CUDA_MALLOC_HOST(p, bytes, tag)         DPMEM__THEN(cudaMallocHost((void **)&(p), (bytes)), DPMEM__U(tag))
 #define DPMEM_CUDA_FREE_HOST(p)                       cudaFreeHost((void *)(p))
-#define DPMEM_CUDA_MALLOC_MANAGED(p, bytes, tag)      cudaMallocManaged((void **)&(p), (bytes), cudaMemAttachGlobal)
+#define DPMEM_CUDA_MALLOC_MANAGED(p, bytes, tag)      DPMEM__THEN(cudaMallocManaged((void **)&(p), (bytes), cudaMemAttachGlobal), DPMEM__U(tag))
 
 #endif /* DPMEM_DISABLE */
 #endif /* DPMEM_CUDA_H */
@@ -174,12 +170,19 @@ DPMEM_DEF cublasStatus_t dpmem_cublas_set_workspace(cublasHandle_t handle, void 
 /* ============================================================================================== */
 #if (defined(DPMEM_IMPLEMENTATION) || defined(DPMEM_CUDA_IMPLEMENTATION)) && !defined(DPMEM_DISABLE) && !defined(DPMEM_CUDA__IMPLEMENTED)
 #define DPMEM_CUDA__IMPLEMENTED
+#include <time.h>
+#if !defined(CLOCK_MONOTONIC) && !defined(DPMEM__NO_POSIX)
+#error "dpmem_cuda.h: the implementation needs POSIX declarations (clock_gettime) that a header included before it hid under -std=c11/-std=c99: include dpmem_cuda.h first in this file, or compile this file with -D_GNU_SOURCE"
+#define DPMEM__NO_POSIX
+#endif
+#endif
+#if defined(DPMEM_CUDA__IMPLEMENTED) && !defined(DPMEM__NO_POSIX) && !defined(DPMEM_CUDA__BODY)
+#define DPMEM_CUDA__BODY
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <errno.h>
 #ifndef DPMEM_NO_NVTX
 #include <nvtx3/nvToolsExt.h>

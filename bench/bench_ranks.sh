@@ -3,8 +3,8 @@
 # same share of the batch, so 2 ranks do twice the work of 1 in what should be the same step time.
 # For tiny (T=256) and small (T=128), vanilla and flash+bk: 1 process with batch 2 against
 # `mpirun -np 2` with batch 4 (2 a rank), one thread a rank, ROUNDS interleaved rounds (1 rank, then
-# 2, alternating, so drift hits both), medians of the trainer's own per-step time (the sum of its
-# phase table), the all-reduce's median and share of the 2-rank step, and the weak-scaling
+# 2, alternating, so drift hits both), the medians over the rounds of each run's median step time (its
+# phase table's step row, the warm-up left out), the all-reduce's, its share of the 2-rank step, and the weak-scaling
 # efficiency t(1 rank) / t(2 ranks) (1.00: perfect). Prints the machine's load before and after:
 # on a shared 2-core machine other work changes these numbers.
 B=${DPMEM_BUILD:-build}
@@ -16,13 +16,14 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 echo "weak scaling over MPI: 1 rank (batch 2) vs 2 ranks (batch 4, 2 a rank), 1 thread a rank, $STEPS steps, $ROUNDS interleaved rounds, medians"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-# step NP PROG ARGS: one run; prints "total_ms allreduce_ms" from its per-step table
+# step NP PROG ARGS: one run; prints "step_ms allreduce_ms", the medians of its per-phase table (over
+# its timed steps, the warm-up left out)
 step() {
     np=$1; shift
     if [ "$np" -gt 1 ]; then mpirun --oversubscribe -np "$np" "$@" 2>&1; else "$@" 2>&1; fi |
-        awk -F'|' '/^time per step \(ms\):/ { t = 0; a = 0
-            for (i = 1; i <= NF; i++) { n = split($i, w, " "); v = w[n]; t += v; if ($i ~ /allreduce/) a = v }
-            printf "%.3f %.3f\n", t, a }'
+        awk '/^time per step \(ms\)/ { on = 1; t = 0; a = 0; next }
+             on && $1 == "step" { t = $2 } on && $1 == "allreduce" { a = $2 } on && /^[^ ]/ { on = 0 }
+             END { printf "%.3f %.3f\n", t, a }'
 }
 for r in $(seq 1 "$ROUNDS"); do
     for cfg in "tiny 256" "small 128"; do

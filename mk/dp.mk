@@ -60,9 +60,20 @@ DP_CUDA_ON   := $(and $(filter 1,$(or $(TRAINER_CUDA),1)),$(KCUDA_LIB),$(filter-
 DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h)
 DP_CUDA_DEPS += $(if $(and $(DP_CUDA_ON),$(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so)),$(BUILD)/obj/trainer/samples/comm_nccl.o)
 
-$(addprefix $(BUILD)/,$(DP_SAMPLES)): $(BUILD)/%: samples/%.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) $(DP_CUDA_DEPS) | $(DEPS_STAMP)
+# The DP strategy and kernels, compiled once for the four samples (dp_sgd.c with DP_HAVE_CUDA where they
+# link the CUDA backend: the objects follow the trainers' link mode, mk/trainer.mk's stamp).
+DP_LIB     := $(BUILD)/libdp.a
+DP_LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/dp/%.o,$(DP_LIB_SRC))
+$(BUILD)/obj/dp/%.o: %.c $(DP_LIB_HDR) $(filter-out $(BUILD)/libtrainer.a,$(DP_TRAINER_DEPS)) $(BUILD)/obj/trainer/link-mode | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) $(if $(TRAINER_CUDA_ON),-DDP_HAVE_CUDA) -o $@ $< $(DP_LIB_SRC) \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) $(if $(TRAINER_CUDA_ON),-DDP_HAVE_CUDA) -c -o $@ $<
+$(DP_LIB): $(DP_LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(addprefix $(BUILD)/,$(DP_SAMPLES)): $(BUILD)/%: samples/%.c $(DP_LIB) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) $(DP_CUDA_DEPS) $(BUILD)/obj/trainer/link-mode | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB) \
 	    $(TRAINER_CUDA_LINK) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
 ALL += $(addprefix $(BUILD)/,$(DP_SAMPLES))
@@ -94,7 +105,7 @@ $(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c tests/test_dp_common.h samples/a
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cli.c samples/accountant.c $(LDFLAGS) $(LDLIBS)
 
 ALL   += $(BUILD)/tests/test_dp_cli
-TESTS += $(BUILD)/tests/test_dp_cli
+TESTS += $(BUILD)/tests/test_dp_cli tests/test_train_numbers.sh
 
 $(BUILD)/bench/dp_train: samples/dp_bench_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

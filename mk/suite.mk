@@ -1,30 +1,26 @@
-# The experiment suite (tools/run_experiments, a POSIX sh script, and its sweep chart), `make demo`'s
+# The experiment suite (tools/run_experiments, a POSIX sh script; its charts are build/dpmem-charts), `make demo`'s
 # content (samples/demo.sh), the demo picture under docs/demo/ and the suite's tests.
 # tools.mk is read after this file: the tools library is named by its path here.
 
 SUITE_TOOLS_LIB := $(BUILD)/tools-obj/libdpmemtools.a
 
 # A helper of the tests: decodes a PNG and counts pixels per category colour.
-$(BUILD)/tests/test_suite_pngstat: tests/test_suite_pngstat.c $(SUITE_TOOLS_LIB) tools/palette.h tools/raster.h | $(DEPS_STAMP)
+$(BUILD)/tests/test_suite_pngstat: tests/test_suite_pngstat.c $(SUITE_TOOLS_LIB) tools/palette.h tools/figure.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(SUITE_TOOLS_LIB) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(SUITE_TOOLS_LIB) $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
 
-# The sweep chart: peak and per-phase memory vs the swept value, one line per experiment.
-$(BUILD)/run-experiments-sweep: tools/run_experiments_sweep.c $(SUITE_TOOLS_LIB) tools/dpmem_read.h tools/runstats.h tools/raster.h tools/palette.h tools/units.h | $(DEPS_STAMP)
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(SUITE_TOOLS_LIB) $(LDFLAGS) $(LDLIBS)
-
-ALL   += $(BUILD)/tests/test_suite_pngstat $(BUILD)/run-experiments-sweep
+ALL   += $(BUILD)/tests/test_suite_pngstat
 TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.sh tests/test_suite_sweep.sh \
-         tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh
+         tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh tests/test_suite_numbers.sh
 
-# `make demo-picture`: the demo at its default configuration, its pictures copied to docs/demo/
+# `make demo-picture`: the demo at its default configuration (5 rounds: times as medians with min..max), its pictures
+# copied to docs/demo/ (and docs/tools/: tools-pictures)
 # (the README shows docs/demo/breakdown.png), and the planned 1b sweep over T = 64 ... 16384
 # (docs/demo/sweep-1b-plan.png). Commit the result.
 .PHONY: demo-picture
-demo-picture: all
+demo-picture: all tools-pictures
 	@rm -rf $(BUILD)/demo-picture
-	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-picture --quiet
+	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-picture --quiet --repeat 5
 	@rm -rf $(BUILD)/demo-sweep
 	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-sweep --quiet --plan --device cpu --model 1b \
 	    --batch-size 4 --physical-batch 4 --steps 1 --sweep seq-len=64,256,1024,4096,16384 > /dev/null

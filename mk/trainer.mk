@@ -10,10 +10,10 @@ TRAINER_LDLIBS  := -fopenmp -lopenblas -lcjson
 MPI_PREFIX      := $(if $(DEPS),$(DEPS),/usr)/lib/x86_64-linux-gnu/openmpi
 TRAINER_CFLAGS  += -DHAVE_MPI -I$(MPI_PREFIX)/include -I$(MPI_PREFIX)/include/openmpi
 TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/lib -lmpi
-TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h tools/io_guard.h
+TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h tools/io_guard.h tools/timestats.h
 TRAINER_SRC     := kernels/kernels.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                    kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c \
-                   samples/checkpoint.c samples/safetensors.c samples/hf_config.c tools/io_guard.c samples/comm.c samples/allreduce.c
+                   samples/checkpoint.c samples/safetensors.c samples/hf_config.c tools/io_guard.c tools/timestats.c samples/comm.c samples/allreduce.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
 TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
 TRAINER_SRC     += $(TRAINER_CUDA_PLAN)
@@ -36,11 +36,16 @@ TRAINER_CUDA_ON := $(and $(filter 1,$(TRAINER_CUDA)),$(KCUDA_LIB),$(filter-out 1
 # NCCL (the toolkit's; in lib/ or lib64/) for the device all-reduce between GPU ranks (samples/comm_nccl.c).
 NCCL_LIBDIR     := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so))))
 TRAINER_NCCL_ON := $(and $(TRAINER_CUDA_ON),$(NCCL_LIBDIR),$(wildcard $(CUDA_HOME)/include/nccl.h))
+# The trainers' link mode (with the CUDA backend or without: `make demo` links them without where no
+# GPU will run them) in a stamp rewritten only when the mode changes, so that a change relinks them.
+TRAINER_LINK_STAMP := $(BUILD)/obj/trainer/link-mode
+TRAINER_LINK_MODE  := $(if $(TRAINER_CUDA_ON),cuda,cpu)
+$(shell mkdir -p $(BUILD)/obj/trainer && { [ "$$(cat $(TRAINER_LINK_STAMP) 2>/dev/null)" = $(TRAINER_LINK_MODE) ] || echo $(TRAINER_LINK_MODE) > $(TRAINER_LINK_STAMP); })
 TRAINER_CUDA_LINK := $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB) \
                      $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/comm_nccl.o -L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) -lnccl) \
                      -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++)
 
-$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB)) $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/comm_nccl.o) | $(DEPS_STAMP)
+$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(TRAINER_LINK_STAMP) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB)) $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/comm_nccl.o) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 

@@ -61,13 +61,14 @@ void ckpt_hf_config_from(const LlamaConfig *c, int max_position_embeddings, HFCo
     hf->head_dim = c->dim / c->n_heads;
     hf->vocab_size = c->vocab_size;
     hf->max_position_embeddings = max_position_embeddings;
-    hf->rms_norm_eps = c->norm_eps;
-    hf->rope_theta = c->rope_theta;
+    /* the model keeps these as floats: written as the shortest decimals that read back the same */
+    hf->rms_norm_eps = hf_shortest_float(c->norm_eps);
+    hf->rope_theta = hf_shortest_float(c->rope_theta);
     hf->tie_word_embeddings = c->tie_embeddings;
     hf->rope_llama3 = c->rope_factor > 0;
-    hf->rope_factor = c->rope_factor;
-    hf->rope_low_freq_factor = c->rope_low_freq_factor;
-    hf->rope_high_freq_factor = c->rope_high_freq_factor;
+    hf->rope_factor = hf_shortest_float(c->rope_factor);
+    hf->rope_low_freq_factor = hf_shortest_float(c->rope_low_freq_factor);
+    hf->rope_high_freq_factor = hf_shortest_float(c->rope_high_freq_factor);
     hf->rope_original_max_position_embeddings = c->rope_original_max_pos;
     hf->bos_token_id = hf->eos_token_id = -1;
 }
@@ -423,6 +424,11 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
         if (hf_config_read(&b, bpath, err, errlen)) return -1;
         hf.bos_token_id = b.bos_token_id;
         hf.eos_token_id = b.eos_token_id;
+        hf.rope_parameters = b.rope_parameters;   /* the RoPE fields in the form they were read */
+        /* a value the model holds as a float: the base's own decimal when it is the same float */
+        double *mine[5] = { &hf.rms_norm_eps, &hf.rope_theta, &hf.rope_factor, &hf.rope_low_freq_factor, &hf.rope_high_freq_factor };
+        const double theirs[5] = { b.rms_norm_eps, b.rope_theta, b.rope_factor, b.rope_low_freq_factor, b.rope_high_freq_factor };
+        for (int i = 0; i < 5; i++) if ((float)*mine[i] == (float)theirs[i]) *mine[i] = theirs[i];
         char rb[PATH_MAX], rd[PATH_MAX];
         int same = realpath(base, rb) && realpath(dir, rd) && strcmp(rb, rd) == 0; /* saving over the base */
         static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",

@@ -56,7 +56,7 @@ int config_preset(TrainConfig *c, const char *name) {
 void config_defaults(TrainConfig *c) {
     memset(c, 0, sizeof *c);
     config_preset(c, "tiny");
-    c->steps = 20; c->warmup_steps = 0; c->grad_accum = 1; c->seed = 1337;
+    c->steps = 20; c->warmup_steps = 0; c->grad_accum = 1; c->seed = 1337; c->timing_warmup = 1;
     c->lr = 3e-4f; c->weight_decay = 0.0f; c->beta1 = 0.9f; c->beta2 = 0.95f; c->adam_eps = 1e-8f;
     snprintf(c->optimizer, sizeof c->optimizer, "adamw");
     snprintf(c->device, sizeof c->device, "auto");
@@ -70,7 +70,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --model tiny|small|medium|1b|3b|llama3.2-1b|llama3.2-3b  preset (tiny: V=1000 C=64 L=2 NH=4; llama3.2-*: the\n"
            "                   published Llama-3.2 shapes, tied, GQA, llama3 RoPE); flags below override it\n"
            "  --vocab N --dim N --layers N --heads N --kv-heads N --ffn N --tie-embeddings\n"
-           "  --batch-size N  --seq-len N  --steps N  --warmup-steps N  --grad-accum N (physical batches per step)\n"
+           "  --batch-size N  --seq-len N  --steps N  --warmup-steps N (learning rate)  --grad-accum N (physical batches per step)\n"
+           "  --timing-warmup N (steps left out of the time statistics: 1; the log says how many)\n"
            "  --ranks N (data parallel: under mpirun -np N each rank takes 1/N of --batch-size; without mpirun,\n"
            "           with --device plan, the plan of one rank)\n"
            "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
@@ -187,9 +188,10 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--ranks")) rc = parse_int(a, v, 1, &c->ranks);
         else if (!strcmp(a, "--steps")) rc = parse_int(a, v, 0, &c->steps);
         else if (!strcmp(a, "--warmup-steps")) rc = parse_int(a, v, 0, &c->warmup_steps);
+        else if (!strcmp(a, "--timing-warmup")) rc = parse_int(a, v, 0, &c->timing_warmup);
         else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, &c->grad_accum);
         else if (!strcmp(a, "--seed")) rc = parse_int(a, v, 0, &c->seed);
-        else if (!strcmp(a, "--threads")) rc = parse_int(a, v, 1, &c->threads);
+        else if (!strcmp(a, "--threads")) rc = parse_int_in(a, v, 1, 4096, &c->threads);   /* libgomp crashed at 100000 */
         else if (!strcmp(a, "--lr")) rc = parse_float(a, v, &c->lr);
         else if (!strcmp(a, "--weight-decay")) rc = parse_float(a, v, &c->weight_decay);
         else if (!strcmp(a, "--optimizer")) rc = parse_choice(a, v, opts, c->optimizer, sizeof c->optimizer);
@@ -202,9 +204,15 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         }
         else if (!strcmp(a, "--data")) { if (!v || !*v) { fprintf(stderr, "error: --data needs a file name\n"); return -1; } c->data_path = v; }
         else if (!strcmp(a, "--init-from")) rc = 0;
-        else if (!strcmp(a, "--save")) { if (!v || !*v) { fprintf(stderr, "error: --save needs a directory\n"); return -1; } c->save_dir = v; }
+        else if (!strcmp(a, "--save")) {
+            if (!v || !*v || !strcmp(v, "-")) { fprintf(stderr, "error: --save needs a directory%s\n", v && !strcmp(v, "-") ? " (a checkpoint is several files: not '-', standard output)" : ""); return -1; }
+            c->save_dir = v;
+        }
         else if (!strcmp(a, "--save-dtype")) { static const char *const dts[] = { "f32", "bf16", "f16", NULL }; rc = parse_choice(a, v, dts, c->save_dtype, sizeof c->save_dtype); }
-        else if (!strcmp(a, "--log")) { if (!v || !*v) { fprintf(stderr, "error: --log needs a file name\n"); return -1; } c->log_path = v; }
+        else if (!strcmp(a, "--log")) {
+            if (!v || !*v || !strcmp(v, "-")) { fprintf(stderr, "error: --log needs a file name%s\n", v && !strcmp(v, "-") ? " (the log is written through a memory mapping of its file: not '-', standard output)" : ""); return -1; }
+            c->log_path = v;
+        }
         else if (!strcmp(a, "--run-name")) { if (!v || !*v) { fprintf(stderr, "error: --run-name needs a name\n"); return -1; } c->run_name = v; }
         else if (!strcmp(a, "--mem-limit")) {
             if (!v) { fprintf(stderr, "error: --mem-limit needs a value\n"); return -1; }

@@ -28,6 +28,7 @@ typedef struct {
 typedef struct {
     LlamaConfig model;
     int batch_size, seq_len, steps, warmup_steps, grad_accum, seed, threads;
+    int timing_warmup;     /* --timing-warmup: steps left out of the time statistics (1; META timing.warmup_steps) */
     float lr, weight_decay, beta1, beta2, adam_eps;
     char optimizer[8];     /* adamw, sgd */
     char device[8];        /* auto, cpu, cuda, plan */

@@ -1,5 +1,5 @@
 /* data.c — the token loader (see data.h). The whole token stream is read into host memory once and
-   tagged input/token_file; synthetic data needs no buffer. */
+   tagged input/token_file; synthetic data needs no buffer (a row is drawn from its index). */
 #include "data.h"
 #include "dpmem.h"
 
@@ -84,32 +84,38 @@ int data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed) 
     return 0;
 }
 
-void data_next(DataLoader *d, int *inputs, int *targets, int B, int T) {
-    for (int b = 0; b < B; b++) {
-        if (d->synthetic) {
-            int prev = (int)(splitmix64(&d->rng) % (uint64_t)d->vocab);
-            for (int t = 0; t < T; t++) {
-                int next = (int)(splitmix64(&d->rng) % (uint64_t)d->vocab);
-                inputs[b * T + t] = prev; targets[b * T + t] = next; prev = next;
-            }
-            continue;
-        }
-        if (d->pos + (size_t)T + 1 > d->n_tokens) d->pos = 0;
+size_t data_rows(const DataLoader *d, int T) {
+    if (d->synthetic) return DATA_SYNTHETIC_ROWS;
+    return d->n_tokens > (size_t)T ? (d->n_tokens - 1) / (size_t)T : 0;
+}
+
+void data_row(const DataLoader *d, size_t i, int *inputs, int *targets, int T) {
+    const size_t rows = data_rows(d, T);
+    i = rows ? i % rows : 0;
+    if (d->synthetic) {   /* row i's own stream: the same row whoever asks for it (in order or drawn) */
+        uint64_t st = d->rng ^ (i * 0xD1B54A32D192ED03ull);
+        int prev = (int)(splitmix64(&st) % (uint64_t)d->vocab);
         for (int t = 0; t < T; t++) {
-            inputs[b * T + t] = d->tokens[d->pos + t];
-            targets[b * T + t] = d->tokens[d->pos + t + 1];
+            int next = (int)(splitmix64(&st) % (uint64_t)d->vocab);
+            inputs[t] = prev; targets[t] = next; prev = next;
         }
-        d->pos += (size_t)T;
+        return;
+    }
+    const int *row = d->tokens + i * (size_t)T;
+    for (int t = 0; t < T; t++) { inputs[t] = row[t]; targets[t] = row[t + 1]; }
+}
+
+void data_next(DataLoader *d, int *inputs, int *targets, int B, int T) {
+    const size_t rows = data_rows(d, T);
+    for (int b = 0; b < B; b++) {
+        data_row(d, d->row, inputs + (size_t)b * T, targets + (size_t)b * T, T);
+        d->row = rows ? (d->row + 1) % rows : 0;
     }
 }
 
 void data_skip(DataLoader *d, long rows, int T) {
-    if (rows <= 0) return;
-    if (d->synthetic) { d->rng += (uint64_t)rows * (uint64_t)(T + 1) * 0x9E3779B97F4A7C15ull; return; }  /* T+1 draws a row */
-    for (long r = 0; r < rows; r++) {
-        if (d->pos + (size_t)T + 1 > d->n_tokens) d->pos = 0;
-        d->pos += (size_t)T;
-    }
+    const size_t n = data_rows(d, T);
+    if (rows > 0 && n) d->row = (d->row + (size_t)rows % n) % n;
 }
 
 void data_close(DataLoader *d) {

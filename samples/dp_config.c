@@ -34,7 +34,11 @@ const char DP_CONFIG_USAGE[] =
     "  --delta D                         delta (1e-5)\n"
     "  --max-physical-batch-size P       physical batch (logical batch: --batch-size)\n"
     "  --poisson                         Poisson sampling at rate batch / dataset size\n"
-    "  --dataset-size N                  rows for the sample rate (data file rows; synthetic 65536)\n"
+    "  --dataset-size N                  rows for the sample rate (default: the data's rows, each T+1 tokens\n"
+    "                                    starting every T tokens, as every trainer reads them; synthetic 65536)\n"
+    "  --log-sample-norms N              log each step's per-sample norms and clip factors, its first N\n"
+    "                                    samples (0: off, at most 4096; META dp.sample_norms; dpmem-report\n"
+    "                                    draws their histogram)\n"
     "  --noise-seed N | --secure-seed    noise seed (default: --seed) | from getrandom()\n"
     "  --flash-tile R                    time block of flash norms (128)\n"
     "  --lora-rank r --lora-alpha a      LoRA adapters (rank 0: off; alpha default 2r)\n"
@@ -99,10 +103,10 @@ int dp_config_flag(DpConfig *c, int argc, char **argv, int *i) {
     if (!strcmp(f, "--secure-seed")) { c->secure_seed = 1; return 1; }
     static const char *valued[] = { "--norm", "--clip", "--max-grad-norm", "--noise-multiplier", "--target-epsilon",
                                     "--delta", "--max-physical-batch-size", "--noise-seed", "--flash-tile", "--lora-rank",
-                                    "--lora-alpha", "--lora-targets", "--dataset-size" };
+                                    "--lora-alpha", "--lora-targets", "--dataset-size", "--log-sample-norms" };
     int k;
-    for (k = 0; k < 13; k++) if (!strcmp(f, valued[k])) break;
-    if (k == 13) return 0;
+    for (k = 0; k < 14; k++) if (!strcmp(f, valued[k])) break;
+    if (k == 14) return 0;
     if (*i + 1 >= argc) { fprintf(stderr, "error: %s needs a value\n", f); return -1; }
     const char *v = argv[++*i];
     double x;
@@ -129,6 +133,7 @@ int dp_config_flag(DpConfig *c, int argc, char **argv, int *i) {
     case 10: if (num(f, v, 1e-6, 1e6, &c->lora_alpha)) return -1; break;
     case 11: if (targets(v, &c->lora_targets)) return -1; break;
     case 12: if (whole(f, v, 1, 1e15, &x)) return -1; c->dataset_size = (long)x; break;
+    case 13: if (whole(f, v, 0, DP_MAX_LOGGED_NORMS, &x)) return -1; c->log_sample_norms = (int)x; break;
     }
     c->enabled = 1;
     return 1;

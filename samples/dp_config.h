@@ -9,7 +9,8 @@
      --delta D                            δ                                           [1e-5]
      --max-physical-batch-size P          physical batch; logical = --batch-size      [= batch]
      --poisson                            Poisson sampling at rate batch/dataset size
-     --dataset-size N                     rows for the sample rate  [data file rows; synthetic 65536]
+     --dataset-size N                     rows for the sample rate  [data rows (data.h); synthetic 65536]
+     --log-sample-norms N                 log the first N per-sample norms and clip factors of each step [0]
      --noise-seed N / --secure-seed       noise seed / one from getrandom()   [the trainer's --seed]
      --flash-tile R                       time block of the flash norms               [64]
      --lora-rank r, --lora-alpha a        LoRA adapters of rank r (0: off), scale a/r [0, 2r]
@@ -47,7 +48,10 @@ typedef struct {
     double lora_alpha;               /* 0: not given (2·rank) */
     unsigned lora_targets;
     int    quiet_dp;                 /* no DP lines on stdout (benchmarks) */
+    int    log_sample_norms;         /* per step, the first N samples' norms and clip factors into the log */
 } DpConfig;
+
+#define DP_MAX_LOGGED_NORMS 4096
 
 /* Defaults for a sample that does `norm` + `clip` (the sample's own method). */
 void dp_config_defaults(DpConfig *c, DpNorm norm, DpClip clip);

@@ -60,6 +60,7 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     memset(st, 0, sizeof *st);
     d->cfg = *dp;
     d->method_name = name;
+    snprintf(d->method, sizeof d->method, "%s%s+%s", dp->lora_rank > 0 ? "lora+" : "", dp_norm_name(dp->norm), dp_clip_name(dp->clip));
     if (dp_config_check(dp)) return -1;
     /* L: this rank's share of the logical batch (config_parse divided --batch-size among the ranks) */
     int L = cfg->batch_size, P = dp->max_physical_batch ? dp->max_physical_batch : L;
@@ -79,7 +80,7 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     d->physical_batch = P;
     cfg->batch_size = P;
     cfg->grad_accum = dp->poisson ? (int)ceil((L + 6.0 * sqrt((double)L) + 1.0) / P) : L / P;
-    st->name = name;
+    st->name = d->method;   /* the method that runs, whatever the binary's name */
     st->user = d;
     st->init = dp_sgd_init;
     st->physical_batch = dp_sgd_physical_batch;
@@ -154,7 +155,11 @@ static int lora_setup(DpSgd *d, TrainState *s) {
                r, alpha, alpha / r, dp_lora_targets_string(d->cfg.lora_targets, t, sizeof t), d->n_lora,
                dp_sgd_lora_params(d), m->bytes_params / 4);
     }
+    char t[64], a[32];
     dpmem_meta_int("lora.rank", r);
+    snprintf(a, sizeof a, "%.9g", alpha);
+    dpmem_meta("lora.alpha", a);
+    dpmem_meta("lora.targets", dp_lora_targets_string(d->cfg.lora_targets, t, sizeof t));
     dpmem_meta_int("lora.trainable_params", (long long)dp_sgd_lora_params(d));
     return 0;
 }
@@ -200,10 +205,10 @@ static int init_inner(DpSgd *d, TrainState *s) {
         return -1;
     /* sample rate and σ */
     long rows = d->cfg.dataset_size;
-    if (!rows) rows = s->data.synthetic ? 65536 : (long)(s->data.n_tokens / ((size_t)m->T + 1));
+    if (!rows) rows = (long)data_rows(&s->data, m->T);   /* a row: T+1 tokens at stride T (data.h) */
     if (rows < d->logical_batch) {
-        snprintf(d->kb->err, sizeof d->kb->err, "the dataset has %ld rows of %d tokens, fewer than the batch %d",
-                 rows, m->T + 1, d->logical_batch);
+        snprintf(d->kb->err, sizeof d->kb->err, "the dataset has %ld rows (sequences of %d tokens, one every %d), fewer "
+                 "than the batch %d", rows, m->T + 1, m->T, d->logical_batch);
         return -1;
     }
     if (d->cfg.poisson && rows > 100000000L) {
@@ -263,6 +268,8 @@ static int init_inner(DpSgd *d, TrainState *s) {
     snprintf(buf, sizeof buf, "%.9g", d->sample_rate); dpmem_meta("dp.sample_rate", buf);
     dpmem_meta_int("dp.logical_batch", d->logical_batch);
     dpmem_meta_int("dp.physical_batch", B);
+    dpmem_meta_int("dp.dataset_size", rows);
+    if (d->cfg.target_epsilon > 0) { snprintf(buf, sizeof buf, "%.9g", d->cfg.target_epsilon); dpmem_meta("dp.target_epsilon", buf); }
     dpmem_meta_int("dp.poisson", d->cfg.poisson);
     dpmem_meta_int("dp.shortcut_batch1", d->shortcut);
     dpmem_meta_int("dp.tied_embeddings", d->tied);
@@ -624,9 +631,19 @@ static int tied_embedding(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     return 0;
 }
 
+static int weight_grad(DpSgd *d, const GradHookArgs *a);
+
+/* The hook's work is the phase "clip" (the loop's table shows it apart from the backward around it). */
 int dp_sgd_weight_grad(void *user, const GradHookArgs *a) {
-    DPMEM_SCOPE("clip");
     DpSgd *d = user;
+    const uint64_t t0 = dpmem_now_ns();
+    int rc;
+    { DPMEM_SCOPE("clip"); rc = weight_grad(d, a); }
+    if (d->s) train_phase_add(d->s, TRAIN_PH_CLIP, t0);
+    return rc;
+}
+
+static int weight_grad(DpSgd *d, const GradHookArgs *a) {
     int idx = a->param_index;
     if (idx < 0 || idx >= d->n_params) return -1;
     if (d->observe) d->observe(d->observe_user, a);
@@ -778,10 +795,24 @@ static void print_choice(DpSgd *d) {
     d->printed_choice = 1;
 }
 
+/* --log-sample-norms: samples first.. of this step's logical batch (this rank's share) into the log,
+   at most 24 (norm, clip factor) pairs per META dp.sample_norms event (tools/steplog.h). */
+static void log_sample_norms(DpSgd *d, long first, const float *n2, const float *c, int n) {
+    const long limit = d->cfg.log_sample_norms;
+    for (int i0 = 0; i0 < n && first + i0 < limit; i0 += 24) {
+        char rec[1024];
+        int k = snprintf(rec, sizeof rec, "%d %ld", d->s->step + 1, first + i0);
+        for (int i = i0; i < n && i < i0 + 24 && first + i < limit; i++)
+            k += snprintf(rec + k, sizeof rec - (size_t)k, " %.9g %.9g", sqrt(fmax(n2[i], 0)), c[i]);
+        dpmem_meta("dp.sample_norms", rec);
+    }
+}
+
 /* The summary's statistics from norm2 and c (on the GPU: B floats of each read back, in chunks). */
 static int collect_stats(DpSgd *d, int B) {
     if (!d->computes) return 0;
     float n2[256], c[256];
+    const long first = d->s ? (long)d->s->micro * d->physical_batch : 0;   /* in the step's logical batch */
     for (int b0 = 0; b0 < B; b0 += 256) {
         const int n = B - b0 < 256 ? B - b0 : 256;
         if (kbuf_download(d->kb, n2, d->norm2 + b0, (size_t)n * sizeof(float)) ||
@@ -792,6 +823,7 @@ static int collect_stats(DpSgd *d, int B) {
             d->clipped_frac_sum += c[i] < 1.0f;
             d->norm_count++;
         }
+        if (d->s && first + b0 < d->cfg.log_sample_norms) log_sample_norms(d, first + b0, n2, c, n);
     }
     return 0;
 }
@@ -830,14 +862,8 @@ static int poisson_upload(DpSgd *d, TrainState *s, long first, int real) {
     const int B = m->B, T = m->T;
     int *in = d->host_batch, *tg = d->host_batch + (size_t)B * T;
     for (int b = 0; b < B; b++) {
-        if (b < real && !s->data.synthetic) {
-            const int *row = s->data.tokens + (size_t)d->rows[first + b] * (T + 1);
-            for (int t = 0; t < T; t++) { in[b * T + t] = row[t]; tg[b * T + t] = row[t + 1]; }
-        } else if (b < real) {
-            data_next(&s->data, in + (size_t)b * T, tg + (size_t)b * T, 1, T);   /* synthetic: a fresh row */
-        } else {
-            for (int t = 0; t < T; t++) { in[b * T + t] = 0; tg[b * T + t] = 0; }
-        }
+        if (b < real) data_row(&s->data, (size_t)d->rows[first + b], in + (size_t)b * T, tg + (size_t)b * T, T);   /* the row drawn */
+        else for (int t = 0; t < T; t++) { in[b * T + t] = 0; tg[b * T + t] = 0; }
     }
     float mask[64];
     if (kbuf_upload(d->kb, m->tokens, in, (size_t)B * T * sizeof(int)) ||
@@ -863,6 +889,29 @@ static int again_fits(const DpSgd *d, const LlamaModel *m) {
     return d->kb->target->scratch_bytes(d->kb, KOP_ATTENTION_BACKWARD, &sh) <= grams;
 }
 
+/* A physical batch of one sequence: its gradient is its per-sample gradient; the clip is one scale. */
+static int shortcut_clip(DpSgd *d, TrainState *s) {
+    LlamaModel *m = &s->model;
+    double n2 = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        float *g = *llama_tensor(&m->dw, &m->params[i]);
+        double x = 0;
+        if (g && reduce_sumsq(d->kb, g, m->params[i].numel, &x)) return -1;
+        n2 += x;
+    }
+    /* one sample: the factor on the host (the same function), then stored where the stats read it */
+    float n2f = (float)n2, c0 = 1.0f;
+    if (d->dt == KDT_BF16) dp_clip_factors_safe(&c0, &n2f, 1, (float)d->cfg.max_grad_norm, DP_BF16_CLIP_MARGIN);
+    else dp_clip_factors(&c0, &n2f, 1, (float)d->cfg.max_grad_norm);
+    if (d->computes && (kbuf_upload(d->kb, d->norm2, &n2f, sizeof n2f) || kbuf_upload(d->kb, d->c, &c0, sizeof c0)))
+        return -1;
+    for (int i = 0; i < m->n_params; i++) {
+        float *g = *llama_tensor(&m->dw, &m->params[i]);
+        if (g && d->computes && c0 != 1.0f && scale_inplace(d->kb, g, c0, m->params[i].numel)) return -1;
+    }
+    return collect_stats(d, 1);
+}
+
 int dp_sgd_physical_batch(void *user, TrainState *s) {
     DpSgd *d = user;
     LlamaModel *m = &s->model;
@@ -876,28 +925,15 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         if (real <= 0) return 0;                 /* this step drew fewer rows: nothing to do */
         if (poisson_upload(d, s, first, real)) return -1;
     }
+    s->data_rows = real;                         /* the loss the loop logs is the data rows' */
     if (train_forward(s)) return -1;
     if (d->shortcut) {
         if (train_backward_scaled(s, NULL, per_sample_scale)) return -1;
-        DPMEM_SCOPE("clip");
-        double n2 = 0;
-        for (int i = 0; i < m->n_params; i++) {
-            float *g = *llama_tensor(&m->dw, &m->params[i]);
-            double x = 0;
-            if (g && reduce_sumsq(d->kb, g, m->params[i].numel, &x)) return -1;
-            n2 += x;
-        }
-        /* one sample: the factor on the host (the same function), then stored where the stats read it */
-        float n2f = (float)n2, c0 = 1.0f;
-        if (d->dt == KDT_BF16) dp_clip_factors_safe(&c0, &n2f, 1, (float)d->cfg.max_grad_norm, DP_BF16_CLIP_MARGIN);
-        else dp_clip_factors(&c0, &n2f, 1, (float)d->cfg.max_grad_norm);
-        if (d->computes && (kbuf_upload(d->kb, d->norm2, &n2f, sizeof n2f) || kbuf_upload(d->kb, d->c, &c0, sizeof c0)))
-            return -1;
-        for (int i = 0; i < m->n_params; i++) {
-            float *g = *llama_tensor(&m->dw, &m->params[i]);
-            if (g && d->computes && c0 != 1.0f && scale_inplace(d->kb, g, c0, m->params[i].numel)) return -1;
-        }
-        return collect_stats(d, 1);
+        const uint64_t t0 = dpmem_now_ns();
+        int rc;
+        { DPMEM_SCOPE("clip"); rc = shortcut_clip(d, s); }
+        train_phase_add(s, TRAIN_PH_CLIP, t0);
+        return rc;
     }
     const int bk = d->cfg.clip == DP_CLIP_BK;
     d->retain = bk && d->cfg.norm != DP_NORM_DIRECT && d->n_lora == 0;   /* LoRA adapters keep psg */
@@ -913,6 +949,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     d->pass = 1;
     if (fill_buffer(d->kb, d->norm2, 0.0f, (size_t)B)) return -1;
     if (train_backward_scaled(s, &h, per_sample_scale)) { free_kept(d); return -1; }
+    const uint64_t t_clip = dpmem_now_ns();
     {
         DPMEM_SCOPE("clip");
         clip_factors(d, B);
@@ -929,6 +966,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         free_kept(d);                            /* before the release: borrowed buffers go with it */
         llama_release_saved(m);
     }
+    train_phase_add(s, TRAIN_PH_CLIP, t_clip);
     if (!bk && d->clip_in_hooks) {
         /* two-pass under bf16: the second backward as the first, the clipped sums in the hooks */
         if (train_forward(s)) return -1;
@@ -1009,23 +1047,29 @@ int dp_sgd_before_update(void *user, TrainState *s) {
         free(bufs); free(ns);
         if (rc) return -1;
     }
-    DPMEM_SCOPE("noise");
-    LlamaModel *m = &s->model;
-    uint64_t offset = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        const ParamInfo *p = &m->params[i];
-        float *g = *llama_tensor(&m->dw, p);
-        if (!g || !p->trainable) continue;
-        privatize(d, g, p->numel, (uint64_t)s->step, offset);
-        offset += p->numel;
+    const uint64_t t_noise = dpmem_now_ns();
+    {
+        DPMEM_SCOPE("noise");
+        LlamaModel *m = &s->model;
+        uint64_t offset = 0;
+        for (int i = 0; i < m->n_params; i++) {
+            const ParamInfo *p = &m->params[i];
+            float *g = *llama_tensor(&m->dw, p);
+            if (!g || !p->trainable) continue;
+            privatize(d, g, p->numel, (uint64_t)s->step, offset);
+            offset += p->numel;
+        }
+        for (int k = 0; k < d->n_lora; k++) {
+            LoraAdapter *l = &d->lora[k];
+            privatize(d, l->dA, (size_t)l->r * l->IC, (uint64_t)s->step, offset);
+            privatize(d, l->dB, (size_t)l->OC * l->r, (uint64_t)s->step, offset + (size_t)l->r * l->IC);
+            offset += lora_param_count(l);
+        }
     }
-    for (int k = 0; k < d->n_lora; k++) {
-        LoraAdapter *l = &d->lora[k];
-        privatize(d, l->dA, (size_t)l->r * l->IC, (uint64_t)s->step, offset);
-        privatize(d, l->dB, (size_t)l->OC * l->r, (uint64_t)s->step, offset + (size_t)l->r * l->IC);
-        offset += lora_param_count(l);
-    }
+    train_phase_add(s, TRAIN_PH_NOISE, t_noise);
+    const uint64_t t_opt = dpmem_now_ns();   /* the adapters' update: the optimizer's phase */
     if (d->n_lora && lora_step(d, s)) return -1;
+    if (d->n_lora) train_phase_add(s, TRAIN_PH_OPTIMIZER, t_opt);
     if (accountant_step(&d->acc, d->sigma, d->sample_rate)) return fail(d, "%s", "accountant: too many (sigma, q) groups");
     d->steps_done++;
     return 0;

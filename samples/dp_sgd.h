@@ -78,7 +78,8 @@ typedef struct {
 
 typedef struct DpSgd {
     DpConfig cfg;
-    const char *method_name;     /* "direct", "ghost+twopass", ... */
+    const char *method_name;     /* the sample's name ("flash", ...) */
+    char method[48];             /* what runs: "flash+bk", "ghost+twopass", "lora+mixed+bk" (META config.method) */
     int logical_batch;           /* --batch-size */
     int physical_batch;          /* the loop's batch */
     long dataset_size;           /* rows, for the sample rate */

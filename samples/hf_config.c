@@ -172,6 +172,7 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
     /* rope: the classic fields, or transformers v5's rope_parameters (theta inside it). */
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
     if (cJSON_IsObject(rp)) {
+        c->rope_parameters = 1;
         if (get_double_in(rp, "rope_theta", 10000.0, 1, 1e12, &c->rope_theta, label, err, errlen) ||
             parse_rope(c, rp, label, err, errlen))
             goto done;
@@ -223,7 +224,17 @@ int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errle
     cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_key_value_heads);
     cJSON_AddNumberToObject(o, "pretraining_tp", 1);
     cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_norm_eps);
-    if (c->rope_llama3) {
+    if (c->rope_parameters) {   /* transformers v5: theta and the scaling in one object */
+        cJSON *rp = cJSON_AddObjectToObject(o, "rope_parameters");
+        if (c->rope_llama3) {
+            cJSON_AddNumberToObject(rp, "factor", c->rope_factor);
+            cJSON_AddNumberToObject(rp, "high_freq_factor", c->rope_high_freq_factor);
+            cJSON_AddNumberToObject(rp, "low_freq_factor", c->rope_low_freq_factor);
+            cJSON_AddNumberToObject(rp, "original_max_position_embeddings", c->rope_original_max_position_embeddings);
+        }
+        cJSON_AddNumberToObject(rp, "rope_theta", c->rope_theta);
+        cJSON_AddStringToObject(rp, "rope_type", c->rope_llama3 ? "llama3" : "default");
+    } else if (c->rope_llama3) {
         cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
         cJSON_AddNumberToObject(rs, "factor", c->rope_factor);
         cJSON_AddNumberToObject(rs, "high_freq_factor", c->rope_high_freq_factor);
@@ -233,7 +244,7 @@ int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errle
     } else {
         cJSON_AddNullToObject(o, "rope_scaling");
     }
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    if (!c->rope_parameters) cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
     cJSON_AddStringToObject(o, "torch_dtype", c->torch_dtype[0] ? c->torch_dtype : "float32");
     cJSON_AddBoolToObject(o, "use_cache", 1);
@@ -248,6 +259,16 @@ int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errle
     free(text);
     if (fclose(f) != 0 || !ok) return fail(err, errlen, "%s: write failed: %s", path, strerror(errno));
     return 0;
+}
+
+double hf_shortest_float(float f) {
+    char buf[32];
+    for (int digits = 1; digits <= 9; digits++) {   /* 9 significant digits always round-trip a float */
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
+        double d = strtod(buf, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
 }
 
 void hf_config_rope_inv_freq(const HFConfig *c, float *inv_freq) {

@@ -36,6 +36,7 @@ typedef struct {
     int rope_llama3;              /* rope_scaling {"rope_type": "llama3", ...} */
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_position_embeddings;
+    int rope_parameters;          /* read from transformers v5's "rope_parameters" (theta inside it): written back so */
     char torch_dtype[16];         /* "bfloat16", "float32", "float16" ("" if absent) */
     int bos_token_id, eos_token_id; /* -1 if absent */
 } HFConfig;
@@ -44,7 +45,12 @@ typedef struct {
 int hf_config_read(HFConfig *c, const char *path, char *err, size_t errlen);
 int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label, char *err, size_t errlen);
 
-/* Writes config.json as transformers writes a LlamaConfig (LlamaForCausalLM, model_type "llama"). */
+/* The shortest decimal that reads back as f (1e-06 for 1e-6f, not 9.99999997475243e-07): what a
+   float field of the model (the RMSNorm epsilon, RoPE's theta and factors) is written as. */
+double hf_shortest_float(float f);
+
+/* Writes config.json as transformers writes a LlamaConfig (LlamaForCausalLM, model_type "llama"); the
+   RoPE fields as they were read (rope_parameters, or rope_theta and rope_scaling). */
 int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errlen);
 
 /* inv_freq[i], i < head_dim/2: 1 / theta^(2i/head_dim), then, with llama3 scaling, transformers'

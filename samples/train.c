@@ -6,6 +6,7 @@
 #include "comm.h"
 #include "dpmem.h"
 #include "io_guard.h"
+#include "timestats.h"
 #ifdef TRAIN_HAVE_CUDA_PLAN
 #include "cuda/kernels_cuda.h"
 #endif
@@ -18,17 +19,34 @@
 
 #define TRY(x) do { if ((x) != 0) return -1; } while (0)
 
-enum { PH_DATA, PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_OPTIMIZER, PH_ZERO_GRAD, PH_ALLREDUCE };
-static const char *const PHASE_NAMES[7] = { "data", "forward", "loss", "backward", "optimizer_step", "zero_grad", "allreduce" };
-static void phase_add(TrainState *s, int ph, uint64_t t0) { s->phase_s[ph] += (double)(dpmem_now_ns() - t0) * 1e-9; }
+static const char *const PHASE_NAMES[TRAIN_PH_N] = { "data", "forward", "loss", "backward", "clip", "noise", "optimizer_step",
+                                                      "zero_grad", "allreduce" };
+enum { PH_DATA = TRAIN_PH_DATA, PH_FORWARD = TRAIN_PH_FORWARD, PH_LOSS = TRAIN_PH_LOSS, PH_BACKWARD = TRAIN_PH_BACKWARD,
+       PH_CLIP = TRAIN_PH_CLIP, PH_OPTIMIZER = TRAIN_PH_OPTIMIZER, PH_ZERO_GRAD = TRAIN_PH_ZERO_GRAD, PH_ALLREDUCE = TRAIN_PH_ALLREDUCE };
+void train_phase_add(TrainState *s, TrainPhase ph, uint64_t t0) { s->phase_s[ph] += (double)(dpmem_now_ns() - t0) * 1e-9; }
+#define phase_add(s, ph, t0) train_phase_add((s), (TrainPhase)(ph), (t0))
+
+/* Per-step times are kept for the summary's statistics: at most this many steps (the first ones). */
+#define TRAIN_MAX_TIMED_STEPS 100000
 
 int train_forward(TrainState *s) {
     uint64_t t0 = dpmem_now_ns();
     { DPMEM_SCOPE("forward"); TRY(llama_forward(&s->model)); }
     phase_add(s, PH_FORWARD, t0);
     t0 = dpmem_now_ns();
-    { DPMEM_SCOPE("loss"); TRY(llama_loss(&s->model, &s->loss)); }
+    const int B = s->model.B, rows = s->data_rows > 0 && s->data_rows < B ? s->data_rows : B;
+    {
+        DPMEM_SCOPE("loss");
+        TRY(llama_loss(&s->model, &s->loss));
+        if (rows < B && kbackend_computes(s->kb)) {   /* padded: the mean over the rows that are data */
+            double sum = 0;
+            TRY(reduce_sum(s->kb, s->model.acts.losses, (size_t)rows * s->model.T, &sum));
+            s->loss = sum / ((double)rows * s->model.T);
+        }
+    }
     phase_add(s, PH_LOSS, t0);
+    s->loss_sum += s->loss * rows;   /* the step's loss: the mean over all its rows */
+    s->loss_n += rows;
     return 0;
 }
 
@@ -56,8 +74,9 @@ int train_check_finite(TrainState *s, int grads, const char *phase) {
 
 int train_backward_scaled(TrainState *s, const GradHooks *hooks, float loss_scale) {
     uint64_t t0 = dpmem_now_ns();
+    const double clip0 = s->phase_s[PH_CLIP];   /* a DP hook's per-sample norms run inside: they count as clip */
     { DPMEM_SCOPE("backward"); TRY(llama_backward(&s->model, hooks, loss_scale)); }
-    phase_add(s, PH_BACKWARD, t0);
+    s->phase_s[PH_BACKWARD] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_CLIP] - clip0);
     return train_check_finite(s, 1, "backward");
 }
 
@@ -116,23 +135,52 @@ static void human_bytes(char *buf, size_t n, double bytes) {
     snprintf(buf, n, "%.1f %s", bytes, u[i]);
 }
 
-static void print_summary(const TrainState *s, int steps, double secs, double first_loss) {
+/* The closing lines: steps and throughput at the median step, the loss (first and last, said what they
+   are), the per-phase table over the timed steps (median, min, quartiles, max), the peak. row[k]: step
+   k's seconds per phase, then its total (the first n_rows steps); warmup: steps left out. */
+static void print_summary(const TrainState *s, int steps, double secs, double (*row)[TRAIN_PH_N + 1], int n_rows, int warmup,
+                          double first_loss, double last_loss) {
     const TrainConfig *c = s->cfg;
-    double tokens = (double)steps * c->batch_size * c->seq_len * c->grad_accum * g_comm.world;   /* the job's */
+    const double tokens_per_step = (double)c->batch_size * c->seq_len * c->grad_accum * g_comm.world;   /* the job's */
     char hb[32];
-    if (kbackend_computes(s->kb))
-        printf("done: %d steps in %.2f s | %.2f steps/s | %.0f tokens/s | loss %.4f -> %.4f\n", steps, secs,
-               secs > 0 ? steps / secs : 0.0, secs > 0 ? tokens / secs : 0.0, first_loss, s->loss);
-    else
-        printf("done: planned %d steps in %.3f s (plan backend for %s: nothing computed, no loss)\n", steps, secs,
-               s->kb->target->name);
-    if (steps > 0 && kbackend_computes(s->kb)) {
-        double known = 0;
-        printf("time per step (ms):");
-        const int nph = g_comm.world > 1 ? 7 : 6;
-        for (int i = 0; i < nph; i++) { printf(" %s %.2f |", PHASE_NAMES[i], s->phase_s[i] * 1e3 / steps); known += s->phase_s[i]; }
-        printf(" other %.2f\n", (secs - known) * 1e3 / steps);   /* the strategy's own work, checks */
+    const int timed = n_rows > warmup ? n_rows - warmup : 0;
+    double *v = timed ? malloc((size_t)timed * sizeof *v) : NULL;
+    TimeStats st = { 0 };
+    if (v) {
+        for (int k = 0; k < timed; k++) v[k] = row[warmup + k][TRAIN_PH_N] * 1e3;
+        st = timestats_of(v, (size_t)timed);
     }
+    char range[96];
+    if (timed == 1) snprintf(range, sizeof range, "step %d; %d warm-up step%s left out", warmup + 1, warmup, warmup == 1 ? "" : "s");
+    else snprintf(range, sizeof range, "steps %d..%d; %d warm-up step%s left out", warmup + 1, n_rows, warmup, warmup == 1 ? "" : "s");
+    if (!kbackend_computes(s->kb))
+        printf("done: planned %d steps (plan backend for %s: nothing computed, so no loss and no time)\n", steps, s->kb->target->name);
+    else if (v)
+        printf("done: %d steps in %.2f s | median step %.2f ms (%s) | %.0f tokens/s at the median\n", steps, secs, st.median, range,
+               tokens_per_step / (st.median * 1e-3));
+    else printf("done: %d steps in %.2f s | no step left to time after %d warm-up step%s (--timing-warmup)\n", steps, secs, warmup,
+                warmup == 1 ? "" : "s");
+    if (kbackend_computes(s->kb) && steps > 0)
+        printf("loss: %.6f (step 1) -> %.6f (step %d): each the mean over that step's batch, before that step's update "
+               "(every step's, at full precision: META train.loss in the log)\n", first_loss, last_loss, steps);
+    if (v && kbackend_computes(s->kb)) {
+        printf("time per step (ms) over %s (--timing-warmup); backward without the per-sample norm work inside it (in clip):\n", range);
+        printf("  %-16s %10s %10s %10s %10s %10s\n", "phase", "median", "min", "q1", "q3", "max");
+        printf("  %-16s %10.3f %10.3f %10.3f %10.3f %10.3f\n", "step", st.median, st.min, st.q1, st.q3, st.max);
+        for (int ph = 0; ph <= TRAIN_PH_N; ph++) {   /* ph == TRAIN_PH_N: the rest of the step */
+            if (ph == TRAIN_PH_ALLREDUCE && g_comm.world <= 1) continue;
+            for (int k = 0; k < timed; k++) {
+                const double *r = row[warmup + k];
+                double known = 0;
+                for (int j = 0; j < TRAIN_PH_N; j++) known += r[j];
+                v[k] = (ph < TRAIN_PH_N ? r[ph] : r[TRAIN_PH_N] - known) * 1e3;
+            }
+            TimeStats t = timestats_of(v, (size_t)timed);
+            printf("  %-16s %10.3f %10.3f %10.3f %10.3f %10.3f%s\n", ph < TRAIN_PH_N ? PHASE_NAMES[ph] : "other", t.median, t.min, t.q1,
+                   t.q3, t.max, ph < TRAIN_PH_N ? "" : "  (the strategy's own work outside these phases, checks)");
+        }
+    }
+    free(v);
     size_t peak = dpmem_peak_bytes(NULL);
     human_bytes(hb, sizeof hb, (double)peak);
     if (g_comm.world > 1) printf("rank 0 of %d%s (each rank's memory is its own; every rank logs to its own file):\n",
@@ -308,7 +356,13 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     /* the mean over the job's batch: each rank's share, summed over the ranks by the all-reduce */
     s.loss_scale = 1.0f / ((float)c->batch_size * (float)c->seq_len * (float)c->grad_accum * (float)g_comm.world);
     int rc = 1, strategy_ready = 0, steps_done = 0;
-    double first_loss = 0.0, secs = 0.0;
+    double first_loss = 0.0, last_loss = 0.0, secs = 0.0;
+    /* timing: the first steps are warm-up (never all of them: one step is timed as it is) */
+    const int warmup = c->steps > 0 ? (c->timing_warmup < c->steps ? c->timing_warmup : c->steps - 1) : 0;
+    const int n_rows = c->steps < TRAIN_MAX_TIMED_STEPS ? c->steps : TRAIN_MAX_TIMED_STEPS;
+    double (*row)[TRAIN_PH_N + 1] = n_rows > 0 ? calloc((size_t)n_rows, sizeof *row) : NULL;
+    if (n_rows > 0 && !row) { fprintf(stderr, "error: out of host memory for the step times\n"); goto out; }
+    dpmem_meta_int("timing.warmup_steps", warmup);
     const size_t N = (size_t)c->batch_size * c->seq_len;
     {
         DPMEM_SCOPE("data");
@@ -337,6 +391,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
                                  comm_check_same(&g_comm, c->steps, "--steps"))) { rc = 1; goto out; }
         if (train_allreduce_prepare(&s) != 0) goto fail;
     }
+    dpmem_snapshot("after_model_creation");
     if (c->init_from) { /* its own phase, scope "checkpoint_load" */
         char err[CKPT_ERR];
         if (ckpt_load(&s.model, c->init_from, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
@@ -356,18 +411,29 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
                kb.kind == KB_PLAN ? kb.target->name : "", s.data.desc);
     uint64_t t0 = dpmem_now_ns(), last_print = t0;
     for (s.step = 0; s.step < c->steps; s.step++) {
+        uint64_t t_step = dpmem_now_ns();
+        double ph0[TRAIN_PH_N];
+        memcpy(ph0, s.phase_s, sizeof ph0);
+        {
         DPMEM_SCOPE("step");
         s.lr = lr_at(c, s.step);
+        s.loss_sum = 0; s.loss_n = 0;
         for (s.micro = 0; s.micro < c->grad_accum; s.micro++) {
             if (next_batch(&s) != 0) goto fail;
             if (st->physical_batch) { if (st->physical_batch(st->user, &s) != 0) goto fail; }
             else if (train_forward(&s) != 0 || train_backward(&s, NULL) != 0) goto fail;
-            if (s.step == 0 && s.micro == 0) first_loss = s.loss;
         }
+        if (s.loss_n) s.loss = s.loss_sum / (double)s.loss_n;   /* the step's loss: the mean over its rows */
         uint64_t ta = dpmem_now_ns();
-        if (train_allreduce_grads(&s) != 0) goto fail;
+        if (train_allreduce_grads(&s) != 0) goto fail;   /* (several ranks: s.loss becomes the ranks' mean) */
         phase_add(&s, PH_ALLREDUCE, ta);
-        if (s.step == 0 && g_comm.world > 1) first_loss = s.loss;   /* the ranks' mean */
+        if (s.step == 0) first_loss = s.loss;
+        last_loss = s.loss;
+        if (kbackend_computes(&kb)) {
+            char rec[64];
+            snprintf(rec, sizeof rec, "%d %.17g", s.step + 1, s.loss);
+            dpmem_meta("train.loss", rec);
+        }
         if (st->before_update && st->before_update(st->user, &s) != 0) goto fail;
         uint64_t tp = dpmem_now_ns();
         { DPMEM_SCOPE("optimizer_step"); if (optimizer_step(&s) != 0) goto fail; }
@@ -376,6 +442,12 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         tp = dpmem_now_ns();
         { DPMEM_SCOPE("zero_grad"); if (llama_zero_grad(&s.model) != 0) goto fail; }
         phase_add(&s, PH_ZERO_GRAD, tp);
+        }
+        if (s.step < n_rows) {
+            for (int ph = 0; ph < TRAIN_PH_N; ph++) row[s.step][ph] = s.phase_s[ph] - ph0[ph];
+            row[s.step][TRAIN_PH_N] = (double)(dpmem_now_ns() - t_step) * 1e-9;
+        }
+        if (s.step == 0) dpmem_snapshot("after_step_1");
         steps_done = s.step + 1;
         uint64_t now = dpmem_now_ns();
         if (!c->quiet && now - last_print > 2000000000ull && steps_done < c->steps) {
@@ -387,8 +459,9 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         }
     }
     secs = (double)(dpmem_now_ns() - t0) * 1e-9;
+    dpmem_snapshot("end");
     if (train_check_ranks_agree(&s) != 0) goto fail;
-    if (c->quiet < 2) print_summary(&s, steps_done, secs, first_loss);
+    if (c->quiet < 2) print_summary(&s, steps_done, secs, row, steps_done < n_rows ? steps_done : n_rows, warmup, first_loss, last_loss);
     if (c->save_dir && g_comm.rank == 0) { /* scope "checkpoint_save"; every rank holds the same model */
         char err[CKPT_ERR];
         SafeTensorsDtype dt = !strcmp(c->save_dtype, "bf16") ? ST_BF16 : !strcmp(c->save_dtype, "f16") ? ST_F16 : ST_F32;
@@ -413,6 +486,7 @@ out:
     }
     kbackend_destroy(&kb);
     if (s.batch_host) { DPMEM_TAG_FREE(s.batch_host); free(s.batch_host); }
+    free(row);
     data_close(&s.data);
     if (log_path) dpmem_close();
     return train_end(rc);

@@ -11,7 +11,16 @@
        scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
        scope "zero_grad"       gradients := 0
    train_forward opens the scopes "forward" and "loss"; train_backward opens "backward". Building the
-   model (params, grads, optimizer state) is the scope "model_creation".
+   model (params, grads, optimizer state) is the scope "model_creation". A DP strategy's scopes
+   "clip" (the per-sample norms inside the backward, the factors and clipped sums after it) and
+   "noise" are timed by train_phase_add, so the closing table has them as their own columns.
+
+   WHAT THE LOOP PRINTS AND LOGS. Each step's loss (the mean over that step's batch, of the forward
+   before that step's update; with several physical batches, their mean) goes into the log at full
+   precision (META train.loss, "STEP LOSS"; tools/steplog.h); the summary prints the first and the
+   last, and says so. Each step's time per phase is kept; the summary's table gives median, min,
+   quartiles and max over the timed steps, the first --timing-warmup steps (1) left out (META
+   timing.warmup_steps). Snapshots at the phase boundaries: after_model_creation, after_step_1, end.
 
    HOW A DP STRATEGY USES IT (per-sample clipping):
      - Norms: give train_backward a GradHooks whose weight_grad(user, args) is called at every weight
@@ -61,7 +70,11 @@ typedef struct TrainState {
     float loss_scale;       /* 1/(B*T*grad_accum): the default backward's loss scale */
     int *batch_host;        /* host staging: inputs [B*T], then targets [B*T] */
     int nonfinite;          /* set when --check-finite found NaN/Inf */
-    double phase_s[7];      /* seconds spent in data, forward, loss, backward, optimizer_step, zero_grad, allreduce */
+    double phase_s[9];      /* seconds spent in each TrainPhase so far (backward without the clip inside it) */
+    double loss_sum;        /* this step's forwards: the sum of their losses weighted by their rows, and the rows */
+    long loss_n;
+    int data_rows;          /* rows of this physical batch that are data (Poisson sampling pads the rest with
+                               rows that count for nothing): s->loss is theirs; 0: every row */
     float *comm_bucket;     /* several ranks: the all-reduce's bucket (samples/allreduce.c) */
     size_t comm_bucket_n;
 } TrainState;
@@ -109,6 +122,12 @@ void train_allreduce_free(TrainState *s);
    noise on every rank, so no broadcast is needed); a hash of them is compared (META comm.params_hash).
    0, or -1 with an error naming the disagreement. */
 int  train_check_ranks_agree(TrainState *s);
+
+/* The phases of a step, as the summary's table shows them. */
+typedef enum { TRAIN_PH_DATA, TRAIN_PH_FORWARD, TRAIN_PH_LOSS, TRAIN_PH_BACKWARD, TRAIN_PH_CLIP, TRAIN_PH_NOISE,
+               TRAIN_PH_OPTIMIZER, TRAIN_PH_ZERO_GRAD, TRAIN_PH_ALLREDUCE, TRAIN_PH_N } TrainPhase;
+/* Adds the time since t0 (dpmem_now_ns) to a phase: for a strategy's own phases (clip, noise). */
+void train_phase_add(TrainState *s, TrainPhase ph, uint64_t t0);
 
 /* For strategies: forward + loss (scopes "forward", "loss"), sets s->loss. */
 int train_forward(TrainState *s);

@@ -173,6 +173,21 @@ static inline void forge_backwards(const char *path) {
 }
 
 /* Allocations under tag ids that have no STRING event (lost): 3 MiB at the peak with no category. */
+/* An ALLOC of 2^64 - 1 bytes beside one of 100 bytes (the totals would wrap), and two WARN events. */
+static inline void forge_huge(const char *path) {
+    Forge F;
+    forge_open(&F, path, 4096, 1000);
+    forge_string(&F, 1, 1001, 1, "params/w");
+    forge_string(&F, 1, 1001, 2, "free of an unknown or already freed address");
+    forge_mem(&F, 1, 6, 1002, 1, 0x1000, 100);
+    forge_mem(&F, 1, 6, 1003, 1, 0x2000, UINT64_MAX);
+    uint8_t v[8] = { 0 };
+    forge_event(&F, 1, 8, 0, 2, 1004, v, 8);
+    forge_event(&F, 1, 8, 0, 2, 1005, v, 8);
+    forge_close(&F, 1, 1006);
+    forge_done(&F);
+}
+
 static inline void forge_dangling(const char *path) {
     Forge F;
     forge_open(&F, path, 4096, 1000);

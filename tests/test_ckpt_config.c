@@ -123,6 +123,11 @@ int main(void) {
     CHECK(parse(&c, v5, err, sizeof err) == 0 && c.rope_llama3 && c.rope_theta == 500000.0 && c.rope_factor == 8,
           "rope_parameters layout: %s", err);
 
+    /* A float field is written as the shortest decimal that reads back as the same float. */
+    CHECK(hf_shortest_float(1e-6f) == 1e-6 && hf_shortest_float(1e-5f) == 1e-5 && hf_shortest_float(500000.0f) == 500000.0 &&
+          hf_shortest_float(0.1f) == 0.1 && hf_shortest_float(32.0f) == 32.0 && (float)hf_shortest_float(1.0f / 3) == 1.0f / 3,
+          "shortest decimals: %.17g %.17g %.17g", hf_shortest_float(1e-6f), hf_shortest_float(1e-5f), hf_shortest_float(0.1f));
+
     /* Round trip through a file. */
     char dir[] = "/tmp/test_ckpt_cfg_XXXXXX", path[256];
     if (!mkdtemp(dir)) { printf("FAIL: mkdtemp\n"); return 1; }
@@ -136,6 +141,21 @@ int main(void) {
     a.rope_factor = a.rope_low_freq_factor = a.rope_high_freq_factor = 0; a.rope_original_max_position_embeddings = 0;
     CHECK(hf_config_write(&a, path, err, sizeof err) == 0 && hf_config_read(&b, path, err, sizeof err) == 0 &&
           memcmp(&a, &b, sizeof a) == 0, "round trip without scaling: %s", err);
+    /* a v5 config is written back as v5: rope_parameters, no rope_scaling, no rope_theta beside it */
+    CHECK(parse(&a, v5, err, sizeof err) == 0 && a.rope_parameters == 1, "v5 read: %s", err);
+    snprintf(a.torch_dtype, sizeof a.torch_dtype, "float32");   /* (what is written when the config had none) */
+    CHECK(hf_config_write(&a, path, err, sizeof err) == 0 && hf_config_read(&b, path, err, sizeof err) == 0 &&
+          memcmp(&a, &b, sizeof a) == 0, "v5 round trip: %s", err);
+    {
+        FILE *f = fopen(path, "r");
+        char text[4096] = "";
+        size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        text[n] = 0;
+        if (f) fclose(f);
+        CHECK(strstr(text, "\"rope_parameters\"") && !strstr(text, "\"rope_scaling\"") && strstr(text, "\"rope_theta\"") &&
+              strstr(text, "\"rope_theta\"") > strstr(text, "\"rope_parameters\"") && strstr(text, "\"llama3\""),
+              "a v5 config written in another form:\n%s", text);
+    }
     unlink(path);
     snprintf(path, sizeof path, "%s/none.json", dir);
     CHECK(hf_config_read(&b, path, err, sizeof err) == -1 && strstr(err, "none.json") && strstr(err, "No such file"),

@@ -19,9 +19,9 @@ if ! "$T" --model tiny --steps 1 --device cuda --quiet >"$tmp/probe" 2>&1; then
 fi
 data=$(dirname "$0")/../README.md
 fail=0
-loss() {   # loss DEVICE STEPS -> "first last" from the done line
+loss() {   # loss DEVICE STEPS -> "first last" from the loss line ("loss: A (step 1) -> B (step N): ...")
     "$T" --model tiny --data "$data" --seed 7 --steps "$2" --device "$1" >"$tmp/out.$1.$2" 2>&1 || { echo "FAIL: --device $1 --steps $2:"; cat "$tmp/out.$1.$2"; exit 1; }
-    sed -n 's/.*| loss \([0-9.]*\) -> \([0-9.]*\)$/\1 \2/p' "$tmp/out.$1.$2"
+    sed -n 's/^loss: \([0-9.]*\) (step 1) -> \([0-9.]*\) (step [0-9]*).*/\1 \2/p' "$tmp/out.$1.$2"
 }
 # The sanitizer pass (build/san) runs the CPU side ~5x slower: the 100-step comparison only.
 case "$B" in */san) step_counts="100";; *) step_counts="100 300";; esac

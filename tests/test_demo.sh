@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
-EXPS="vanilla dpsgd ghost flash mixed lora"
+EXPS="vanilla dpsgd ghost ghost+bk flash flash+twopass mixed lora"
 
 d=$tmp/results
 EXP_OUT=$d EXP_MODEL=tiny EXP_SEQ_LEN=64 EXP_BATCH_SIZE=4 EXP_PHYSICAL_BATCH=2 EXP_STEPS=2 \
@@ -62,14 +62,21 @@ done
 case " $big " in *" per_sample_grads "* | *" bk "* | *" ghost "*) ;; *) bad "no DP category among the large ones ($big)";; esac
 
 # ---- summary.txt = results.csv = results.json = what each trainer printed ----
-python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert isinstance(d, list) and len(d) == 6' "$d/results.json" 2>/dev/null \
-    || { command -v python3 >/dev/null && bad "results.json does not parse as a list of 6 objects"; }
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert isinstance(d, list) and len(d) == 8' "$d/results.json" 2>/dev/null \
+    || { command -v python3 >/dev/null && bad "results.json does not parse as a list of 8 objects"; }
 vpeak=$(col "$d/results.csv" vanilla peak_bytes)
 for e in $EXPS; do
     row=$(awk -v e="$e" '$1 == e' "$d/summary.txt" | head -n 1)
     [ -n "$row" ] || { bad "$e: no row in summary.txt"; continue; }
-    set -- $row   # experiment status bytes MiB x +MiB ms x epsilon delta
-    s_status=$2; s_peak=$3; s_ratio=$5; s_eps=$9; s_delta=${10}
+    set -- $row   # experiment status bytes MiB x +MiB ms (q1..q3) x (spread) epsilon delta
+    s_status=$2; s_peak=$3; s_ratio=$5; s_ms=$7; s_msq=$8; s_x=$9; s_xs=${10}; s_eps=${11}; s_delta=${12}
+    # the times: the median over the timed steps (1 warm-up step left out) and its spread, as in results.csv
+    c_ms=$(col "$d/results.csv" $e step_median_ms); c_q=$(col "$d/results.csv" $e step_q1_ms)..$(col "$d/results.csv" $e step_q3_ms)
+    c_x=$(col "$d/results.csv" $e step_vs_baseline); c_xs=$(col "$d/results.csv" $e step_vs_baseline_lo)..$(col "$d/results.csv" $e step_vs_baseline_hi)
+    want=$(awk -v m="$c_ms" -v q="$c_q" -v x="$c_x" -v xs="$c_xs" 'BEGIN { split(q, a, /\.\./); split(xs, b, /\.\./);
+        printf "%.1f %.1f..%.1f %.2f %.2f..%.2f", m, a[1], a[2], x, b[1], b[2] }')
+    [ "$s_ms $s_msq $s_x $s_xs" = "$want" ] && [ "$(col "$d/results.csv" $e warmup_steps)" = 1 ] && [ "$(col "$d/results.csv" $e timed_steps)" = 1 ] \
+        || bad "$e: summary times '$s_ms $s_msq $s_x $s_xs', results.csv '$want' (warm-up $(col "$d/results.csv" $e warmup_steps), timed $(col "$d/results.csv" $e timed_steps))"
     c_peak=$(col "$d/results.csv" $e peak_bytes); c_eps=$(col "$d/results.csv" $e epsilon); c_delta=$(col "$d/results.csv" $e delta)
     jline=$(grep "\"experiment\": \"$e\"" "$d/results.json")
     j_peak=$(printf '%s' "$jline" | sed -n 's/.*"peak_bytes": \([0-9]*\).*/\1/p')

@@ -64,7 +64,7 @@ int main(void) {
         int r2 = run("train_flash", args, o2, sizeof o2);
         snprintf(args, sizeof args, "%s --seed 99 --noise-seed 99", base);
         int r3 = run("train_flash", args, o3, sizeof o3);
-        const char *l1 = strstr(o1, "done:"), *l2 = strstr(o2, "done:"), *l3 = strstr(o3, "done:");
+        const char *l1 = strstr(o1, "\nloss: "), *l2 = strstr(o2, "\nloss: "), *l3 = strstr(o3, "\nloss: ");   /* "loss: A (step 1) -> B (step 2)" */
         const char *e1 = l1 ? strstr(l1, "-> ") : NULL, *e2 = l2 ? strstr(l2, "-> ") : NULL, *e3 = l3 ? strstr(l3, "-> ") : NULL;
         CHECK(r1 == 0 && r2 == 0 && r3 == 0 && e1 && e2 && e3 && atof(e1 + 3) != atof(e2 + 3),
               "--noise-seed must change the noise (final losses %s / %s)", e1 ? e1 : "?", e2 ? e2 : "?");

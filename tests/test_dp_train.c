@@ -276,15 +276,27 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
 }
 
 /* Poisson sampling on a data set of 12 rows, logical batch 4 (q = 1/3), physical batches of 2: the
-   rows drawn are those of the documented stream (recomputed here), padding rows contribute nothing,
-   and the update is Σ_b c_b g_b / L over exactly the drawn rows. */
+   rows drawn are those of the documented stream (recomputed here), each row the T+1 tokens at i·T
+   (data.h: the one definition of a row, also the sequential batches'), padding rows contribute
+   nothing, and the update is Σ_b c_b g_b / L over exactly the drawn rows. */
 static void test_poisson(const LlamaConfig *mc, int T, uint64_t seed) {
     const int N = 12, L = 4, P = 2;
-    int *stream = xcalloc((size_t)N * (T + 1), sizeof(int));
+    int *stream = xcalloc((size_t)N * T + 1, sizeof(int));
     uint64_t st = seed * 104729 + 3;
-    for (int i = 0; i < N * (T + 1); i++) {
+    for (int i = 0; i < N * T + 1; i++) {
         st = st * 6364136223846793005ull + 1442695040888963407ull;
         stream[i] = (int)((st >> 33) % (uint64_t)mc->vocab_size);
+    }
+    {   /* the sequential batches read the same rows: row i at token i·T, then around again */
+        DataLoader dl;
+        memset(&dl, 0, sizeof dl);
+        dl.tokens = stream; dl.n_tokens = (size_t)N * T + 1;
+        int *in = xcalloc((size_t)(N + 2) * T, sizeof(int)), *tg = xcalloc((size_t)(N + 2) * T, sizeof(int)), same = data_rows(&dl, T) == (size_t)N;
+        data_next(&dl, in, tg, N + 2, T);
+        for (int i = 0; same && i < N + 2; i++)
+            for (int t = 0; t < T; t++) same &= in[i * T + t] == stream[(i % N) * T + t] && tg[i * T + t] == stream[(i % N) * T + t + 1];
+        CHECK(same, "data_next: %zu rows; rows 0..%d must be stream[i·T ...] (then around)", data_rows(&dl, T), N + 1);
+        free(in); free(tg);
     }
     for (int step = 0; step < 3; step++) {
         Rig r;
@@ -297,7 +309,7 @@ static void test_poisson(const LlamaConfig *mc, int T, uint64_t seed) {
         dp.max_grad_norm = 0.5;
         if (dp_sgd_prepare(&d, &strat, &dp, &r.cfg, "poisson")) { printf("FAIL: prepare\n"); exit(1); }
         rig_open(&r, seed, NULL);
-        r.s.data.synthetic = 0; r.s.data.tokens = stream; r.s.data.n_tokens = (size_t)N * (T + 1);
+        r.s.data.synthetic = 0; r.s.data.tokens = stream; r.s.data.n_tokens = (size_t)N * T + 1;
         if (dp_sgd_init(&d, &r.s)) { printf("FAIL: init: %s\n", kbackend_error(&r.kb)); exit(1); }
         CHECK(d.dataset_size == N && fabs(d.sample_rate - (double)L / N) < 1e-15, "Poisson: dataset %ld rows, q %g",
               d.dataset_size, d.sample_rate);
@@ -329,8 +341,8 @@ static void test_poisson(const LlamaConfig *mc, int T, uint64_t seed) {
             int *tok = xcalloc((size_t)n_want * T, sizeof(int)), *tgt = xcalloc((size_t)n_want * T, sizeof(int));
             for (long j = 0; j < n_want; j++)
                 for (int t = 0; t < T; t++) {
-                    tok[j * T + t] = stream[want_rows[j] * (T + 1) + t];
-                    tgt[j * T + t] = stream[want_rows[j] * (T + 1) + t + 1];
+                    tok[j * T + t] = stream[want_rows[j] * T + t];
+                    tgt[j * T + t] = stream[want_rows[j] * T + t + 1];
                 }
             double *g = xcalloc((size_t)n_want * Pn, 8), *rn = xcalloc(n_want, 8);
             reference(mc, T, (int)n_want, tok, tgt, seed, g, rn, Pn);

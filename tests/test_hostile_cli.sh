@@ -66,6 +66,7 @@ cat <<'EOF'
 1 | --dim 16777216 gives an FFN width of 8/3 x 16777216 | $T --dim 16777216 --heads 16 --kv-heads 16 --device plan
 1 | more than 1 EiB: --dim 16777216 --ffn 16777216 --layers 4096 | $T --dim 16777216 --ffn 16777216 --layers 4096 --heads 16 --kv-heads 16 --device plan
 1 | batch-size x seq-len is too large | $T --batch-size 65536 --seq-len 65536 --device plan
+1 | --threads needs an integer in [1, 4096], got '100000' | $T --threads 100000 --steps 1
 1 | --print-params is a switch and takes no value (got '0') | $T --print-params=0
 1 | --check-finite is a switch and takes no value | $T --check-finite=1 --steps 1
 1 | --poisson takes no value | $B/train_dpsgd --poisson=0 --steps 1
@@ -120,8 +121,21 @@ $T --steps 1 --log "$d/limit.log" >/dev/null 2>"$d/err" || { echo "FAIL: a run w
 "$B/dpmem-report" "$d/limit.log" >"$d/rep" 2>&1
 grep -q "mem_limit_from=90% of MemAvailable" "$d/rep" && ! grep -q "mem_limit=0 " "$d/rep" ||
     { echo "FAIL: META does not give the memory limit in force: $(grep -o 'mem_limit[^ ]*' "$d/rep" | tr '\n' ' ')"; fail=1; }
+# two runs on one log path: the second is refused with one line, the first runs on (the second's
+# truncation killed it with SIGBUS)
+$T --steps 100000000 --log "$d/same.log" >/dev/null 2>&1 & first=$!
+i=0; while [ ! -s "$d/same.log" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done
+timeout 20 $T --steps 2 --log "$d/same.log" >/dev/null 2>"$d/err"; rc=$?
+sleep 1
+alive=0; kill -0 $first 2>/dev/null && alive=1
+kill $first 2>/dev/null; wait $first 2>/dev/null
+[ $rc -eq 1 ] && [ "$(grep -c . "$d/err")" -eq 1 ] && grep -q "is writing it; give this run another log" "$d/err" && [ $alive -eq 1 ] ||
+    { echo "FAIL: a second run on the log path of a running one: exit $rc, the first still running: $alive; $(cat "$d/err")"; fail=1; }
+"$B/dpmem-report" "$d/same.log" >"$d/rep" 2>"$d/err" && grep -q "not closed cleanly" "$d/err" && ! grep -q corrupt "$d/err" ||
+    { echo "FAIL: the first run's log: $(cat "$d/err")"; fail=1; }
 # a 200000-entry shard index loads in seconds
-timeout 20 $T --init-from "$d/sharded" --steps 0 >/dev/null 2>"$d/err" || { echo "FAIL: a 200000-entry shard index: exit $? (124: over 20 s): $(cat "$d/err")"; fail=1; }
+timeout 20 $T --init-from "$d/sharded" --steps 0 >/dev/null 2>"$d/err" ||
+    { echo "FAIL: a 200000-entry shard index: exit $? (124: over 20 s): $(cat "$d/err")"; fail=1; }
 # saving over the --init-from directory stays allowed (it is read whole before --save replaces it)
 $T --init-from "$d/ckpt" --save "$d/ckpt" --steps 0 >/dev/null 2>"$d/err" || { echo "FAIL: --save over --init-from: $(cat "$d/err")"; fail=1; }
 

@@ -100,6 +100,13 @@ int main(void) {
     dpmem_range_pop();            /* one pop too many: a warning, not a crash */
     CHECK_EQ_U(depth(), 0);
 
+    {   /* tags seen for the first time: their STRING and their ALLOC in time order (checked below) */
+        static char bufs[4][64];
+        static const char *const tags[4] = { "activations/a", "activations/b", "grads/c", "grads/d" };
+        for (int k = 0; k < 4; k++) DPMEM_TAG_ALLOC(bufs[k], 64, tags[k]);
+        for (int k = 0; k < 4; k++) DPMEM_TAG_FREE(bufs[k]);
+    }
+
     pthread_t th[2];
     for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, thread_body, (void *)(intptr_t)i);
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
@@ -134,6 +141,23 @@ int main(void) {
         }
     }
     CHECK_EQ_U(bad_nesting, 0);
+    /* Each thread's events are in time order in the file: a STRING written for an event (a scope's
+       first BEGIN, a tag's first ALLOC) is stamped no later than that event, which took its time
+       first (readers flag a thread whose clock goes backwards and then drop every scope time). The
+       events are sorted by time here, so the file positions of one thread must rise. (THREAD events
+       are written when a thread takes its first chunk, after the event that needed it.) */
+    {
+        size_t last[MAXT];
+        int out_of_order = 0;
+        for (int k = 0; k < MAXT; k++) last[k] = 0;
+        for (size_t i = 0; i < lf.nev; i++) {
+            const LogEvent *e = &lf.ev[i];
+            if (e->thread >= MAXT || e->type == 2) continue;
+            if (last[e->thread] && e->seq < last[e->thread] - 1) out_of_order++;
+            last[e->thread] = e->seq + 1;
+        }
+        CHECK_EQ_U(out_of_order, 0);
+    }
     CHECK_EQ_U(begins, ends);
     /* outer+2 inner, ret, 8 iter, 5 while, 2+2 goto (the failing call opens both), explicit, 2×2000 */
     CHECK_EQ_U(begins, 3 + 1 + 8 + 5 + 4 + 1 + 4000);

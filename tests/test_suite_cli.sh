@@ -23,6 +23,18 @@ expect_usage() {
 }
 
 expect_usage "unknown option '--bogus'" --bogus 1
+expect_usage "unknown option '--bogus'" --bogus
+expect_usage "unknown experiment 'ghost+ghost'" ghost+ghost
+expect_usage "unknown experiment 'flash+x'" --methods vanilla,flash+x
+expect_usage "experiment 'ghost+twopass' given twice (as ghost+twopass)" ghost ghost+twopass
+expect_usage "experiment 'dpsgd' given twice (as direct+bk)" --methods direct+bk dpsgd
+expect_usage "--repeat needs a positive integer, got '0'" --repeat 0
+expect_usage "--repeat with --plan" --plan --repeat 2
+expect_usage "--timing-warmup needs a non-negative integer" --timing-warmup x
+expect_usage "--fit SIZE plans what fits: give --plan too" --fit 80G
+expect_usage "--fit needs a device size such as 80G, got '80Q'" --plan --fit 80Q
+expect_usage "--fit and --sweep" --plan --fit 80G --sweep seq-len=8,16
+expect_usage "--fit plans fp32 and both levers itself" --plan --fit 80G --precision bf16
 expect_usage "unknown experiment 'dpsdg'" vanilla dpsdg
 expect_usage "experiment 'ghost' given twice" ghost ghost
 expect_usage "--steps needs a positive integer, got '0'" --steps 0
@@ -53,9 +65,11 @@ if [ $rc -eq 2 ] && grep -q "steps needs a positive integer, got 'zero'" "$tmp/e
 else echo "FAIL [EXP_STEPS=zero]: exit $rc: $(cat "$tmp/err")"; fail=1; fi
 
 sh "$S" --help >"$tmp/help" 2>&1; rc=$?
-for e in vanilla dpsgd ghost flash mixed lora --sweep --plan --check --mem-limit; do
+for e in vanilla dpsgd ghost flash mixed lora --sweep --plan --check --mem-limit --repeat --methods --fit --timing-warmup NORM+CLIP \
+         "dpsgd ghost ghost+bk flash flash+twopass mixed lora" "lora     LoRA adapters (mixed norms, book-keeping)"; do
     grep -q -- "$e" "$tmp/help" || { echo "FAIL: --help does not mention $e"; fail=1; }
 done
+grep -q "flash norms" "$tmp/help" && { echo "FAIL: --help says flash norms (lora uses mixed)"; fail=1; }
 [ $rc -eq 0 ] || { echo "FAIL: --help exit $rc"; fail=1; }
 
 [ $fail -eq 0 ] && echo "all command-line checks passed"

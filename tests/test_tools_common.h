@@ -113,6 +113,63 @@ static inline char *tt_slurp(const char *path, size_t *len) {
     return s;
 }
 
+/* The layout a figure records when DPMEM_LAYOUT names a file (tools/figure.h): per figure, the box of
+   every text ('t') and mark ('m': markers, OOM marks). */
+typedef struct { char fig[512]; char kind; double x0, y0, x1, y1; char what[160]; } TtBox;
+
+static inline int tt_layout_load(const char *path, TtBox **out) {
+    char *s = tt_slurp(path, NULL), fig[512] = "";
+    int n = 0, cap = 0;
+    *out = NULL;
+    if (!s) return 0;
+    for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
+        TtBox b = { .kind = 0 };
+        int w, h, at = 0;
+        if (sscanf(line, "figure %511s %d %d", fig, &w, &h) == 3) continue;
+        char kind[8];
+        if (sscanf(line, "%7s %lf %lf %lf %lf %n", kind, &b.x0, &b.y0, &b.x1, &b.y1, &at) < 5 || !at) continue;
+        b.kind = kind[0] == 't' ? 't' : 'm';
+        snprintf(b.fig, sizeof b.fig, "%s", fig);
+        snprintf(b.what, sizeof b.what, "%s", line + at);
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            TtBox *nb = realloc(*out, (size_t)cap * sizeof *nb);
+            if (!nb) break;
+            *out = nb;
+        }
+        (*out)[n++] = b;
+    }
+    free(s);
+    return n;
+}
+
+/* How many pairs of texts of figure fig overlap (their boxes share area); prints the first few. */
+static inline int tt_text_overlaps(const TtBox *b, int n, const char *fig) {
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            const TtBox *p = &b[i], *q = &b[j];
+            if (p->kind != 't' || q->kind != 't' || strcmp(p->fig, fig) || strcmp(q->fig, fig)) continue;
+            if (p->x0 < q->x1 && q->x0 < p->x1 && p->y0 < q->y1 && q->y0 < p->y1 && bad++ < 3)
+                fprintf(stderr, "  %s: \"%s\" overlaps \"%s\"\n", fig, p->what, q->what);
+        }
+    return bad;
+}
+
+/* The first record of figure fig (any figure when NULL) of that kind whose text is what; NULL if none. */
+static inline const TtBox *tt_layout_find(const TtBox *b, int n, const char *fig, char kind, const char *what) {
+    for (int i = 0; i < n; i++)
+        if (b[i].kind == kind && (!fig || !strcmp(b[i].fig, fig)) && !strcmp(b[i].what, what)) return &b[i];
+    return NULL;
+}
+
+/* Whether figure fig has a text containing part. */
+static inline int tt_layout_has(const TtBox *b, int n, const char *fig, const char *part) {
+    for (int i = 0; i < n; i++)
+        if (b[i].kind == 't' && !strcmp(b[i].fig, fig) && strstr(b[i].what, part)) return 1;
+    return 0;
+}
+
 /* The known log. Times in ms from T0; thread 1 "main" trains, thread 2 "loader" loads batches.
 
      1 ms            ALLOC params/w 100 MiB (device)

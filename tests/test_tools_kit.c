@@ -9,6 +9,7 @@
 #include "dpmem.h"
 
 #include <pthread.h>
+#include <stdint.h>
 
 #include "test_tools_common.h"
 
@@ -22,6 +23,14 @@ static void *loader(void *arg) {
         dpmem_tag_alloc(buf_loader[i], sizeof buf_loader[i], "input/batch");
         dpmem_tag_free(buf_loader[i]);
     }
+    return NULL;
+}
+
+static void *worker(void *arg) {
+    char name[16];
+    snprintf(name, sizeof name, "worker%d", (int)(intptr_t)arg);
+    dpmem_thread_name(name);
+    DPMEM_SCOPE("work");
     return NULL;
 }
 
@@ -128,6 +137,28 @@ int main(void) {
     CHECK(rc == 0 && err && strstr(err, "not closed cleanly") && out && strstr(out, "peak total: 5.86 KiB (6000 bytes)"),
           "unclosed log: exit %d\n%s%s", rc, err ? err : "", out ? out : "");
     free(err); free(out);
+
+    /* Threads that run one after another: each hands its index to the next (one chunk for all), and
+       the trace still gives each OS thread its own track, named as it named itself. */
+    const char *th_log = tt_path("threads.log");
+    if (dpmem_open(th_log) != 0) return 1;
+    for (int i = 0; i < 3; i++) {
+        if (pthread_create(&th, NULL, worker, (void *)(intptr_t)i) != 0) return 1;
+        pthread_join(th, NULL);
+    }
+    dpmem_close();
+    rc = tt_run("dpmem-trace", "'%s' -o '%s'", th_log, tt_path("threads.json"));
+    CHECK(rc == 0, "dpmem-trace of the threads' log: exit %d", rc);
+    static const char threads_py[] =
+        "import json, sys\n"
+        "ev = json.load(open(sys.argv[1]))['traceEvents']\n"
+        "names = {e['tid']: e['args']['name'].split(' ')[0] for e in ev if e['ph'] == 'M' and e['name'] == 'thread_name'}\n"
+        "work = sorted(names[e['tid']] for e in ev if e['ph'] == 'B' and e['name'] == 'work')\n"
+        "tids = {e['tid'] for e in ev if e['ph'] == 'B' and e['name'] == 'work'}\n"
+        "assert work == ['worker0', 'worker1', 'worker2'] and len(tids) == 3, (work, tids, names)\n"
+        "print('ok')\n";
+    CHECK(tt_python("threads.py", threads_py, tt_path("threads.json"), th_log) == 0, "three threads in turn: not three named tracks");
+
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("kit log: all checks passed\n");
     return 0;

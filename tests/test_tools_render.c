@@ -1,22 +1,18 @@
 /* test_tools_render.c — dpmem-render on the known log (tests/test_tools_common.h): the pixels of the
    stacked areas at the peak column and elsewhere, the scope lanes, the background where nothing is,
-   the peak label, --by name, --compare, a cut log, and bad input; the device-used line (markers, line,
-   axis, legend; with a window, --by name, --size and --compare; dense snapshots, several in one column),
-   and host logs drawn exactly as without it. PNGs are decoded with stb_image.
+   the peak label, the title, the legends (categories at the peak, phases), --by name, --compare (each
+   run its own time axis; --shared-time), a cut log, and bad input (a window beyond the log's end, an
+   unknown extension, no font); the device-used line (markers, line, axis, legend; with a window,
+   --by name, --size and --compare; dense snapshots, several in one column), and host logs drawn
+   exactly as without it; a plan log on an axis of allocation events; SVG and PDF outputs; no two
+   labels overlapping (the boxes each figure records under DPMEM_LAYOUT). PNGs are decoded with
+   stb_image. Areas, bands and markers sit on whole pixels, so their colours are exact.
    Set DPMEM_KEEP=1 to keep the pictures under $DPMEM_BUILD/test-out/render. */
-#include "test_tools_common.h"
+#include "test_tools_png.h"
 
-#include "palette.h"
+#include <math.h>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_PNG
-#include "stb_image.h"
-#pragma GCC diagnostic pop
-
-typedef struct { int x0, y0, x1, y1; double ymax, from, to; unsigned long long peak; int peak_col, lanes; } Layout;
+typedef struct { int x0, y0, x1, y1; double ymax, from, to; unsigned long long peak; int peak_col, lanes; char axis[16]; int legend_x; } Layout;
 typedef struct { int panel, lane, y0, y1; } Lane;
 
 static int read_layout(const char *out, int panel, Layout *L, Lane *lanes, int max_lanes) {
@@ -24,30 +20,18 @@ static int read_layout(const char *out, int panel, Layout *L, Lane *lanes, int m
     if (!s) return -1;
     int found = -1, nl = 0;
     for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
-        int p;
+        int p, lx, ly;
         Lane ln;
         if (sscanf(line, "panel %d", &p) == 1 && p == panel) {
-            if (sscanf(line, "panel %d plot %d %d %d %d ymax %lf from %lf to %lf peak %llu col %d lanes %d", &p, &L->x0, &L->y0,
-                       &L->x1, &L->y1, &L->ymax, &L->from, &L->to, &L->peak, &L->peak_col, &L->lanes) == 11)
+            if (sscanf(line, "panel %d plot %d %d %d %d ymax %lf from %lf to %lf peak %llu col %d lanes %d axis %15s", &p, &L->x0, &L->y0,
+                       &L->x1, &L->y1, &L->ymax, &L->from, &L->to, &L->peak, &L->peak_col, &L->lanes, L->axis) == 12)
                 found = 0;
-        } else if (sscanf(line, "lane %d %d %d %d", &ln.panel, &ln.lane, &ln.y0, &ln.y1) == 4 && ln.panel == panel && nl < max_lanes)
+        } else if (sscanf(line, "legend %d %d %d", &p, &lx, &ly) == 3 && p == panel) L->legend_x = lx;
+        else if (sscanf(line, "lane %d %d %d %d", &ln.panel, &ln.lane, &ln.y0, &ln.y1) == 4 && ln.panel == panel && nl < max_lanes)
             lanes[nl++] = ln;
     }
     free(s);
     return found;
-}
-
-typedef struct { unsigned char *px; int w, h; } Png;
-static Rgb pix(const Png *p, int x, int y) {
-    if (x < 0 || y < 0 || x >= p->w || y >= p->h) return RGB(1, 2, 3);
-    const unsigned char *q = p->px + ((size_t)y * p->w + x) * 3;
-    return RGB(q[0], q[1], q[2]);
-}
-static int same(Rgb a, Rgb b) { return a.r == b.r && a.g == b.g && a.b == b.b; }
-static int load(Png *p, const char *path) {
-    int comp;
-    p->px = stbi_load(path, &p->w, &p->h, &comp, 3);
-    return p->px ? 0 : -1;
 }
 
 /* Pixel height of v bytes, exactly as the renderer computes it. */
@@ -60,17 +44,29 @@ static int col_of(const Layout *L, double rel_ns) {
     return L->x0 + c;
 }
 
-#define CHECK_RGB(png, x, y, want, what)                                                            \
-    do {                                                                                            \
-        Rgb got_ = pix(png, x, y), want_ = (want);                                                  \
-        CHECK(same(got_, want_), "%s at (%d,%d): got %d,%d,%d want %d,%d,%d", what, x, y, got_.r,   \
-              got_.g, got_.b, want_.r, want_.g, want_.b);                                           \
-    } while (0)
+
+/* Renders the picture again with DPMEM_LAYOUT set and checks what it records: no two texts overlap,
+   a text equal to `title`, one starting like `sub` (when not NULL), all inside the picture. */
+static void check_texts(const char *png, const char *title, const char *sub_prefix, int single) {
+    (void)single;
+    TtBox *b;
+    int n = tt_layout_load(tt_path("layout.txt"), &b);
+    CHECK(n > 10, "%s: %d texts and marks recorded under DPMEM_LAYOUT", png, n);
+    CHECK(tt_text_overlaps(b, n, png) == 0, "%s: labels overlap (above)", png);
+    CHECK(tt_layout_find(b, n, png, 't', title), "%s: no title \"%s\"", png, title);
+    int sub = 0;
+    for (int i = 0; i < n && sub_prefix; i++) sub |= b[i].kind == 't' && !strcmp(b[i].fig, png) && !strncmp(b[i].what, sub_prefix, strlen(sub_prefix));
+    CHECK(!sub_prefix || sub, "%s: no line \"%s...\" under the title", png, sub_prefix ? sub_prefix : "");
+    free(b);
+}
 
 static void check_single(void) {
     const char *log = tt_path("known.log"), *png = tt_path("known.png");
     tt_known_log(log, (KnownLog){ .chunk_bytes = 512 });   /* small chunks: many, interleaved threads */
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
     int rc = tt_run("dpmem-render", "'%s' -o '%s' -v", log, png);
+    unsetenv("DPMEM_LAYOUT");
     CHECK(rc == 0, "dpmem-render exit %d", rc);
     Layout L;
     Lane lanes[8] = { 0 };
@@ -107,28 +103,32 @@ static void check_single(void) {
     CHECK(same(e, COLOUR_BG), "background at 0.5 ms, got %d,%d,%d", e.r, e.g, e.b);
     /* Scope lanes: the main thread's step (depth 0) and forward (depth 1), the loader's data. */
     CHECK(L.lanes == 3, "%d scope lanes, want 3 (main: 2 depths, loader: 1)", L.lanes);
-    CHECK_RGB(&P, col_of(&L, 14.5 * MS), (lanes[0].y0 + lanes[0].y1) / 2 - 5, scope_colour("step"), "step band");
-    CHECK_RGB(&P, col_of(&L, 13.5 * MS), lanes[1].y0 + 1, scope_colour("forward"), "forward band");
-    CHECK_RGB(&P, col_of(&L, 16.5 * MS), lanes[1].y0 + 1, scope_colour("backward"), "backward band");
-    CHECK_RGB(&P, col_of(&L, 12.8 * MS), lanes[2].y0 + 1, scope_colour("data"), "data band (loader thread)");
-    CHECK_RGB(&P, col_of(&L, 0.5 * MS), lanes[1].y0 + 1, COLOUR_BG, "no scope before the first step");
+    /* (the first row of a band: a band's name is centred in it, clear of that row) */
+    CHECK_RGB(&P, col_of(&L, 14.5 * MS), lanes[0].y0, scope_colour("step"), "step band");
+    CHECK_RGB(&P, col_of(&L, 13.5 * MS), lanes[1].y0, scope_colour("forward"), "forward band");
+    CHECK_RGB(&P, col_of(&L, 16.5 * MS), lanes[1].y0, scope_colour("backward"), "backward band");
+    CHECK_RGB(&P, col_of(&L, 12.8 * MS), lanes[2].y0, scope_colour("data"), "data band (loader thread)");
+    CHECK_RGB(&P, col_of(&L, 0.5 * MS), lanes[1].y0, COLOUR_BG, "no scope before the first step");
+    CHECK_RGB(&P, col_of(&L, 14.5 * MS), lanes[0].y1, COLOUR_BG, "a band is lanes' height minus a gap: the row after it is empty");
     /* The peak label is red, in the row above the plot. */
     int red = 0;
     for (int yy = L.y0 - 24; yy < L.y0; yy++)
         for (int xx = L.x0; xx < L.x1; xx++) red += same(pix(&P, xx, yy), COLOUR_PEAK);
     CHECK(red > 50, "no peak label above the plot (%d red pixels)", red);
-    /* Legend swatches for the four categories present. */
+    /* Legend swatches for the four categories present, right of the plot. */
     int sw = 0;
+    CHECK(L.legend_x > L.x1, "legend at x %d, not right of the plot (%d)", L.legend_x, L.x1);
     for (int i = 0; i < 4; i++)
         for (int yy = L.y0; yy < P.h; yy++)
-            if (same(pix(&P, L.x1 + 25, yy), category_colour(stack[i].cat))) { sw++; break; }
+            if (same(pix(&P, L.legend_x + 5, yy), category_colour(stack[i].cat))) { sw++; break; }
     CHECK(sw == 4, "%d of 4 legend swatches", sw);
-    /* The title (dark text) in the top rows. */
+    /* The title (dark text) in the top rows: the run's name, and what a reader must know. */
     int dark = 0;
-    for (int yy = 0; yy < 26; yy++)
+    for (int yy = 0; yy < 30; yy++)
         for (int xx = 0; xx < 300; xx++) dark += same(pix(&P, xx, yy), COLOUR_TEXT);
     CHECK(dark > 100, "no title");
     stbi_image_free(P.px);
+    check_texts(png, "known", "tiny \xC2\xB7 T=128 \xC2\xB7 2023-11-14 22:13 UTC", 1);
 
     /* A time window: 10..20 ms. The peak (18 ms) is inside; the column of 18 ms moves. */
     rc = tt_run("dpmem-render", "'%s' -o '%s' -v --from 10ms --to 20ms --size 1000x500", log, tt_path("window.png"));
@@ -150,6 +150,17 @@ static void check_single(void) {
 static void check_by_name_and_compare(void) {
     const char *log = tt_path("known.log"), *leaky = tt_path("leaky.log");
     tt_known_log(leaky, (KnownLog){ .leaky = 1, .run = "leaky" });
+    {   /* a run twice as long: the known log's steps, then 30 ms more of one allocation */
+        SynthLog S;
+        synth_init(&S, 65536, T0);
+        synth_thread(&S, 1, T0, 1111, "main");
+        synth_meta(&S, 1, T0, "run", "long");
+        synth_alloc(&S, 1, T0 + 1 * MS, "params/w", 1, 0x10000, 100 * MiB);
+        synth_free(&S, 1, T0 + 65 * MS, "params/w", 1, 0x10000, 100 * MiB);
+        synth_close(&S, 1, T0 + 66 * MS);
+        synth_save(&S, tt_path("long.log"));
+        synth_release(&S);
+    }
     int rc = tt_run("dpmem-render", "'%s' -o '%s' -v --by name --top 2", log, tt_path("byname.png"));
     CHECK(rc == 0, "--by name: exit %d", rc);
     Layout L;
@@ -166,13 +177,21 @@ static void check_by_name_and_compare(void) {
         stbi_image_free(P.px);
     } else CHECK(0, "--by name: no layout or PNG");
 
+    /* --compare: each run on its own time axis (known spans 33 ms, leaky too plus its leak's events),
+       one memory scale; --shared-time: one time axis as well. */
+    Layout A, B;
+    rc = tt_run("dpmem-render", "--compare '%s' '%s' -o '%s' -v --shared-time", log, tt_path("long.log"), tt_path("shared.png"));
+    CHECK(rc == 0 && read_layout(tt_path("out.txt"), 0, &A, lanes, 8) == 0 && read_layout(tt_path("out.txt"), 1, &B, lanes, 8) == 0 &&
+              A.to == B.to && A.to > 60.0 * MS, "--shared-time: the panels' time axes differ (%.0f, %.0f), or exit %d", A.to, B.to, rc);
+    rc = tt_run("dpmem-render", "--compare '%s' '%s' -o '%s' -v", log, tt_path("long.log"), tt_path("own.png"));
+    CHECK(rc == 0 && read_layout(tt_path("out.txt"), 0, &A, lanes, 8) == 0 && read_layout(tt_path("out.txt"), 1, &B, lanes, 8) == 0 &&
+              A.to < 34.0 * MS && B.to > 60.0 * MS && A.ymax == B.ymax, "--compare: each run should have its own time axis (%.0f, %.0f) and one memory scale", A.to, B.to);
     rc = tt_run("dpmem-render", "--compare '%s' '%s' -o '%s' -v", log, leaky, tt_path("compare.png"));
     CHECK(rc == 0, "--compare: exit %d", rc);
-    Layout A, B;
     if (read_layout(tt_path("out.txt"), 0, &A, lanes, 8) == 0 && read_layout(tt_path("out.txt"), 1, &B, lanes, 8) == 0 &&
         load(&P, tt_path("compare.png")) == 0) {
         CHECK(P.h == 920, "--compare height %d, want 2 x 460", P.h);
-        CHECK(B.y0 > A.y1 && A.x0 == B.x0 && A.x1 == B.x1 && A.ymax == B.ymax && A.to == B.to, "panels do not share the axes");
+        CHECK(B.y0 > A.y1 && A.x0 == B.x0 && A.x1 == B.x1 && A.ymax == B.ymax, "panels do not share the plot's columns and memory scale");
         /* The leaky run keeps 1 MiB per step: at 32 ms its stack holds params + 3 MiB. */
         int x = col_of(&B, 32.5 * MS);
         CHECK_RGB(&P, x, B.y1 - hpx(100.0 * MiB, &B) - 1, category_colour("activations"), "leaked activations at 32.5 ms");
@@ -229,22 +248,6 @@ static int read_device(const char *out, int panel, int *n, unsigned long long *m
     return found;
 }
 
-/* Pixels of the region where text s is drawn at (x, y) that differ from the same text drawn alone on
-   the background (raster.c's own draw_text): 0 when exactly that label is there. */
-static int text_mismatches(const Png *P, int x, int y, const char *s, int scale, Rgb c) {
-    Image im;
-    int w = text_width(s, scale), h = text_height(scale), bad = 0;
-    if (image_new(&im, w, h, COLOUR_BG)) return -1;
-    draw_text(&im, 0, 0, s, scale, c);
-    for (int j = 0; j < h; j++)
-        for (int i = 0; i < w; i++) {
-            const uint8_t *q = im.px + ((size_t)j * w + i) * 3;
-            bad += !same(pix(P, x + i, y + j), RGB(q[0], q[1], q[2]));
-        }
-    image_free(&im);
-    return bad;
-}
-
 /* The row of used bytes and the marker there: a 7x7 square in the line's colour in a white ring. */
 static void check_marker(const Png *P, const Layout *L, double ms, uint64_t used, const char *what) {
     int x = col_of(L, ms * MS), y = L->y1 - hpx((double)used, L);
@@ -259,7 +262,9 @@ static void check_marker(const Png *P, const Layout *L, double ms, uint64_t used
 }
 
 /* Midway between two markers, the row timeline.c computes for a straight segment: ya + (yb - ya)(x - xa)
-   / (xb - xa), rounded half away from zero; the line is that row and the one above, nothing 2 rows off. */
+   / (xb - xa), rounded half away from zero. The line (1.25 pt, 2.5 px at 144 dpi, anti-aliased) runs
+   through that row's centre within half a pixel, so the row is wholly the line's colour; nothing of
+   that colour 3 rows off. */
 static void check_segment(const Png *P, const Layout *L, double ms_a, uint64_t ua, double ms_b, uint64_t ub, const char *what) {
     int xa = col_of(L, ms_a * MS), ya = L->y1 - hpx((double)ua, L), xb = col_of(L, ms_b * MS), yb = L->y1 - hpx((double)ub, L);
     int x = (xa + xb) / 2;
@@ -269,16 +274,9 @@ static void check_segment(const Png *P, const Layout *L, double ms_a, uint64_t u
     snprintf(w, sizeof w, "%s: line between %.0f and %.0f ms", what, ms_a, ms_b);
     CHECK(xb - xa > 20 && abs(yb - ya) < xb - xa, "%s: the segment is not a long, shallow one (test set-up)", w);
     CHECK_RGB(P, x, y, COLOUR_DEVICE, w);
-    CHECK_RGB(P, x, y - 1, COLOUR_DEVICE, w);
-    CHECK(!same(pix(P, x, y + 2), COLOUR_DEVICE) && !same(pix(P, x, y - 3), COLOUR_DEVICE), "%s: line thicker than 2 rows or misplaced", w);
+    CHECK(!same(pix(P, x, y + 3), COLOUR_DEVICE) && !same(pix(P, x, y - 3), COLOUR_DEVICE), "%s: line thicker than 5 rows or misplaced", w);
 }
 
-static int count_colour(const Png *P, int x0, int y0, int x1, int y1, Rgb c) {
-    int n = 0;
-    for (int y = y0; y < y1; y++)
-        for (int x = x0; x < x1; x++) n += same(pix(P, x, y), c);
-    return n;
-}
 
 static void check_device_line(void) {
     const uint64_t a[3] = { 400 * MiB, 250 * MiB, 700 * MiB }, b[3] = { 150 * MiB, 500 * MiB, 350 * MiB };
@@ -291,35 +289,46 @@ static void check_device_line(void) {
     Png P;
     int n, lx, ly;
     unsigned long long max;
-
     /* The whole log. The axis must reach 700 MiB (tagged alone: 300 MiB, axis 400 MiB): 800 MiB. */
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
     int rc = tt_run("dpmem-render", "'%s' -o '%s' -v", dev, tt_path("device.png"));
+    unsetenv("DPMEM_LAYOUT");
     CHECK(rc == 0, "device log: exit %d", rc);
     if (read_layout(tt_path("out.txt"), 0, &L, lanes, 8) == 0 && read_device(tt_path("out.txt"), 0, &n, &max, &lx, &ly) == 0 &&
         load(&P, tt_path("device.png")) == 0) {
         CHECK(n == 3 && max == a[2], "device line: %d snapshots, max %llu; want 3 (the one without device figures left out), 700 MiB", n, max);
         CHECK(L.ymax == 800.0 * MiB && L.ymax >= 700.0 * MiB * 1.04, "y axis top %.0f, want 800 MiB (above device used 700 MiB)", L.ymax);
         CHECK(L.peak == 300 * MiB, "tagged peak %llu, want 300 MiB", L.peak);
-        CHECK(text_mismatches(&P, L.x0 - 8 - text_width("800 MiB", 2), L.y0 - text_height(2) / 2, "800 MiB", 2, COLOUR_TEXT) == 0,
-              "the y axis' top label is not \"800 MiB\"");
+        TtBox *bx;
+        int nb = tt_layout_load(tt_path("layout.txt"), &bx);
+        const char *png = tt_path("device.png");
+        const TtBox *top = tt_layout_find(bx, nb, png, 't', "800"), *ytitle = tt_layout_find(bx, nb, png, 't', "live tagged memory (MiB)");
+        CHECK(top && top->x1 < L.x0 && fabs((top->y0 + top->y1) / 2 - L.y0) <= 1 && ink_in(&P, top->x0, top->y0, top->x1, top->y1, COLOUR_TEXT) > 20,
+              "the y axis' top label is not \"800\" beside the plot's top row");
+        CHECK(ytitle && ytitle->x1 < L.x0, "no y axis title with the unit (MiB)");
         for (int s = 0; s < 3; s++) check_marker(&P, &L, dev_snap_ms[s], a[s], "device");
         check_segment(&P, &L, 10, a[0], 20, a[1], "device");
         check_segment(&P, &L, 20, a[1], 30, a[2], "device");
         /* Nothing before the first snapshot or after the last; no marker at the snapshot without figures. */
         CHECK(count_colour(&P, L.x0, L.y0, col_of(&L, 10.0 * MS) - 4, L.y1, COLOUR_DEVICE) == 0, "device line before the first snapshot");
-        CHECK(count_colour(&P, col_of(&L, 30.0 * MS) + 4, L.y0, L.x1, L.y1, COLOUR_DEVICE) == 0, "device line after the last snapshot");
+        CHECK(count_colour(&P, col_of(&L, 30.0 * MS) + 5, L.y0, L.x1, L.y1, COLOUR_DEVICE) == 0, "device line after the last snapshot");
         int x25 = col_of(&L, 25.0 * MS), y25 = L.y1 - hpx(475.0 * MiB, &L);   /* the segment's row there, roughly */
         CHECK(count_colour(&P, x25 - 3, L.y0, x25 + 4, y25 - 6, COLOUR_DEVICE) == 0 &&
               count_colour(&P, x25 - 3, y25 + 6, x25 + 4, L.y1, COLOUR_DEVICE) == 0, "a mark at the snapshot without device figures");
-        /* Legend: the swatch (a piece of line with a marker) and "device used", at the top of the legend. */
-        CHECK(lx == L.x1 + 20 && ly == L.y0, "legend at %d,%d, want %d,%d", lx, ly, L.x1 + 20, L.y0);
-        CHECK_RGB(&P, L.x1 + 20 + 7, L.y0 + 7, COLOUR_DEVICE, "legend swatch: marker");
-        CHECK_RGB(&P, L.x1 + 20 + 3, L.y0 + 3, COLOUR_BG, "legend swatch: ring");
-        CHECK_RGB(&P, L.x1 + 20, L.y0 + 7, COLOUR_DEVICE, "legend swatch: line, left end");
-        CHECK_RGB(&P, L.x1 + 20 + 14, L.y0 + 6, COLOUR_DEVICE, "legend swatch: line, right end");
-        CHECK(text_mismatches(&P, L.x1 + 40, L.y0 + 1, "device used", 2, COLOUR_TEXT) == 0, "no \"device used\" in the legend");
-        CHECK(text_mismatches(&P, L.x1 + 40, L.y0 + 1 + text_height(2) + 4, "(cudaMemGetInfo), largest", 1, COLOUR_MUTED) == 0,
-              "no \"(cudaMemGetInfo)\" under it");
+        /* Legend: the swatch (a piece of line with a marker in its ring) and "device used", at the top of the legend. */
+        CHECK(lx > L.x1 && ly >= L.y0 && ly < L.y0 + 30, "legend marker at %d,%d, want right of the plot at its top", lx, ly);
+        CHECK_RGB(&P, lx, ly, COLOUR_DEVICE, "legend swatch: marker");
+        CHECK_RGB(&P, lx + 3, ly - 3, COLOUR_DEVICE, "legend swatch: marker's corner");
+        CHECK_RGB(&P, lx - 4, ly - 4, COLOUR_BG, "legend swatch: ring");
+        CHECK_RGB(&P, L.legend_x, ly, COLOUR_DEVICE, "legend swatch: line, left end");
+        CHECK_RGB(&P, L.legend_x + 22, ly, COLOUR_DEVICE, "legend swatch: line, right end");
+        const TtBox *du = tt_layout_find(bx, nb, png, 't', "device used"), *cu = tt_layout_find(bx, nb, png, 't', "(cudaMemGetInfo), largest");
+        CHECK(du && du->x0 > L.legend_x + 22 && du->y0 <= ly && du->y1 >= ly && ink_in(&P, du->x0, du->y0, du->x1, du->y1, COLOUR_TEXT) > 30,
+              "no \"device used\" beside the swatch");
+        CHECK(cu && du && cu->y0 >= du->y1 && ink_in(&P, cu->x0, cu->y0, cu->x1, cu->y1, COLOUR_MUTED) > 30, "no \"(cudaMemGetInfo), largest\" under it");
+        CHECK(tt_layout_find(bx, nb, png, 't', "700.00 MiB"), "the legend lacks the largest device_used (700.00 MiB)");
+        free(bx);
         stbi_image_free(P.px);
     } else CHECK(0, "device log: no layout, device line or PNG");
 
@@ -490,8 +499,107 @@ static void check_bad_input(void) {
         { "'%s/known.log' -o x.png --from 5ms --to 2ms", "empty time window" },
         { "'%s/known.log' -o x.png --size 50x50", "too small" }, { "'%s/known.log' '%s/known.log' -o x.png", "--compare" },
         { "'%s/known.log' -o /nonexistent-dir/x.png", "cannot write" },
+        { "'%s/known.log' -o x.jpg", "x.jpg: unknown output format '.jpg' (.png, .svg or .pdf)" },
+        { "'%s/known.log' -o x", "x: no extension to choose the format by" },
+        { "'%s/known.log' -o x.png --format gif", "unknown format 'gif'" },
+        { "'%s/known.log' -o x.png --from 10s", "--from 10.0 s is at or after the end of known (its events span 33.0 ms)" },
+        { "'%s/known.log' -o x.png --from 40ms --to 50ms", "--from 40.0 ms is at or after the end of known" },
+        { "'%s/known.log' -o x.png --dpi 0", "bad --dpi" }, { "'%s/known.log' -o x.png --font-scale 9", "bad --font-scale" },
+        { "'%s/known.log' -o x.png --size 7x3furlong", "bad --size" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) tt_expect_error("dpmem-render", bad[i].args, bad[i].want);
+    /* none of them left a picture, or a piece of one, where it ran */
+    struct stat st2;
+    CHECK(stat("x.png", &st2) != 0 && stat("x.jpg", &st2) != 0 && stat("x", &st2) != 0, "a failed render left x.png, x.jpg or x in the working directory");
+    /* an error after the picture was begun leaves the one that was there, and no temporary file */
+    const char *keep = tt_path("keep.png");
+    CHECK(tt_run("dpmem-render", "'%s' -o '%s'", log, keep) == 0, "keep.png: not drawn");
+    size_t n0 = 0, n1 = 0;
+    char *before = tt_slurp(keep, &n0);
+    tt_expect_error("dpmem-render", "'%s/known.log' -o '%s/keep.png' --from 40ms", "at or after the end of known");
+    char *after = tt_slurp(keep, &n1);
+    CHECK(before && after && n0 == n1 && n0 > 1000 && !memcmp(before, after, n0), "a failed render changed the picture that was there");
+    free(before); free(after);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q partial", tt_dir);
+    CHECK(system(cmd) != 0, "a temporary .partial file was left in %s", tt_dir);
+    /* no font: one line naming the package */
+    setenv("DPMEM_FONT", "/nonexistent/DejaVuSans.ttf", 1);
+    tt_expect_error("dpmem-render", "'%s/known.log' -o x.png", "DPMEM_FONT=/nonexistent/DejaVuSans.ttf: no such font file");
+    unsetenv("DPMEM_FONT");
+}
+
+/* SVG and PDF: the same picture on a page of the same size in points; the SVG parses as XML (python3's
+   xml.etree), the PDF has one page and every font embedded (poppler-utils' pdfinfo and pdffonts);
+   --size in inches with --dpi sets the PNG's pixels and the page's points. */
+static void check_formats(void) {
+    const char *log = tt_path("known.log");
+    int rc = tt_run("dpmem-render", "'%s' -o '%s'", log, tt_path("known.svg"));
+    CHECK(rc == 0, "SVG: exit %d", rc);
+    static const char svg_script[] =
+        "import sys, xml.etree.ElementTree as ET\n"
+        "root = ET.parse(sys.argv[1]).getroot()\n"
+        "assert root.tag == '{http://www.w3.org/2000/svg}svg', root.tag\n"
+        "assert (root.get('width'), root.get('height')) == ('700pt', '300pt'), (root.get('width'), root.get('height'))\n"
+        "glyphs = [e for e in root.iter() if e.tag.endswith('}symbol')]\n"
+        "uses = [e for e in root.iter() if e.tag.endswith('}use')]\n"
+        "assert len(glyphs) > 20 and len(uses) > 200, (len(glyphs), len(uses))\n"
+        "print('ok')\n";
+    CHECK(tt_python("svg.py", svg_script, tt_path("known.svg"), "-") == 0, "the SVG does not parse, or lacks its size or its text (above)");
+    rc = tt_run("dpmem-render", "'%s' -o '%s' --size 7x3in --dpi 300", log, tt_path("known.pdf"));
+    CHECK(rc == 0, "PDF: exit %d", rc);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "pdfinfo '%s' > '%s' 2>&1 && pdffonts '%s' > '%s' 2>&1", tt_path("known.pdf"), tt_path("pdfinfo.txt"),
+             tt_path("known.pdf"), tt_path("pdffonts.txt"));
+    CHECK(system(cmd) == 0, "pdfinfo/pdffonts fail on the PDF (poppler-utils installed?)");
+    char *info = tt_slurp(tt_path("pdfinfo.txt"), NULL), *fonts = tt_slurp(tt_path("pdffonts.txt"), NULL);
+    CHECK(info && strstr(info, "Pages:           1\n") && strstr(info, "Page size:       504 x 216 pts"), "pdfinfo: %s", info ? info : "");
+    int emb = 0, not_emb = 0;
+    for (char *line = fonts ? strtok(fonts, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (!strstr(line, "TrueType") && !strstr(line, "Type")) continue;
+        if (strstr(line, " yes yes ") || strstr(line, " yes no ")) emb += strstr(line, "DejaVuSans") || strstr(line, "Liberation") ? 1 : 0;
+        else not_emb++;
+    }
+    CHECK(emb >= 2 && not_emb == 0, "pdffonts: %d embedded DejaVu/Liberation faces, %d not embedded", emb, not_emb);
+    free(info); free(fonts);
+    rc = tt_run("dpmem-render", "'%s' -o '%s' --size 7x3in --dpi 300", log, tt_path("known300.png"));
+    Png P;
+    if (rc == 0 && load(&P, tt_path("known300.png")) == 0) {
+        CHECK(P.w == 2100 && P.h == 900, "--size 7x3in --dpi 300: %dx%d, want 2100x900", P.w, P.h);
+        stbi_image_free(P.px);
+    } else CHECK(0, "--size 7x3in --dpi 300: exit %d or no PNG", rc);
+}
+
+/* A plan log has no time: its panel is drawn against allocation events and says so; --from is refused. */
+static void check_plan(void) {
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    synth_meta(&S, 1, T0, "run", "planned");
+    synth_meta(&S, 1, T0, "config.device", "plan");
+    synth_meta(&S, 1, T0, "config.plan_for", "cuda");
+    for (int k = 0; k < 10; k++) synth_alloc(&S, 1, T0 + 5 + (uint64_t)k, "activations/a", 1, 0x1000 * (uint64_t)(k + 1), 10 * MiB);
+    for (int k = 0; k < 10; k++) synth_free(&S, 1, T0 + 20 + (uint64_t)k, "activations/a", 1, 0x1000 * (uint64_t)(k + 1), 10 * MiB);
+    synth_close(&S, 1, T0 + 40);
+    synth_save(&S, tt_path("plan.log"));
+    synth_release(&S);
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
+    int rc = tt_run("dpmem-render", "'%s' -o '%s' -v", tt_path("plan.log"), tt_path("plan.png"));
+    unsetenv("DPMEM_LAYOUT");
+    Layout L;
+    Lane lanes[8];
+    CHECK(rc == 0 && read_layout(tt_path("out.txt"), 0, &L, lanes, 8) == 0, "plan log: exit %d or no layout", rc);
+    CHECK(!strcmp(L.axis, "events") && L.from == 0 && L.to > 20 && L.to < 20.1 && L.peak == 100 * MiB && L.peak_col == (int)(9.0 * (L.x1 - L.x0) / L.to),
+          "plan log: axis %s from %.1f to %.1f, peak %llu at column %d; want events 0..20, 100 MiB at the 10th (event 9)", L.axis, L.from, L.to, L.peak, L.peak_col);
+    TtBox *b;
+    int n = tt_layout_load(tt_path("layout.txt"), &b);
+    CHECK(tt_layout_find(b, n, tt_path("plan.png"), 't', "allocation events (the n-th ALLOC or FREE)"), "plan log: no event axis title");
+    CHECK(tt_layout_find(b, n, tt_path("plan.png"), 't', "plan for cuda \xC2\xB7 2023-11-14 22:13 UTC \xC2\xB7 no time (a plan run): drawn against allocation events"),
+          "plan log: the title does not say it has no time");
+    CHECK(tt_layout_find(b, n, tt_path("plan.png"), 't', "peak 100.00 MiB at event 9"), "plan log: the peak's place is not an event");
+    free(b);
+    tt_expect_error("dpmem-render", "'%s/plan.log' -o x.png --from 1ms", "planned has no time (a plan log, or --events): --from/--to do not apply");
 }
 
 int main(void) {
@@ -502,6 +610,8 @@ int main(void) {
     check_device_dense();
     check_host_unchanged();
     check_bad_input();
+    check_formats();
+    check_plan();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("render: all checks passed\n");
     return 0;

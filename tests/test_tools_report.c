@@ -3,27 +3,15 @@
    compared with the text and with each other, the health warnings (leak, untracked growth), the
    baseline, the charts (decoded, category colours present), the sweep chart only for a one-value
    sweep, a cut log, and bad input. */
-#include "test_tools_common.h"
-
-#include "palette.h"
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_PNG
-#include "stb_image.h"
-#pragma GCC diagnostic pop
+#include "test_tools_png.h"
 
 static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
-static long count_colour(const char *png, Rgb c) {
-    int w, h, comp;
-    unsigned char *px = stbi_load(png, &w, &h, &comp, 3);
-    if (!px) return -1;
-    long n = 0;
-    for (long i = 0; i < (long)w * h; i++) n += px[3 * i] == c.r && px[3 * i + 1] == c.g && px[3 * i + 2] == c.b;
-    stbi_image_free(px);
+static long count_in(const char *png, Rgb c) {
+    Png P;
+    if (load(&P, png)) return -1;
+    long n = count_colour(&P, 0, 0, P.w, P.h, c);
+    stbi_image_free(P.px);
     return n;
 }
 
@@ -31,8 +19,11 @@ static void check_text_and_exports(void) {
     const char *known = tt_path("known.log"), *leaky = tt_path("leaky.log");
     tt_known_log(known, (KnownLog){ 0 });
     tt_known_log(leaky, (KnownLog){ .leaky = 1, .run = "leaky" });
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
     int rc = tt_run("dpmem-report", "'%s' '%s' --csv '%s' --json '%s' --charts '%s'", known, leaky, tt_path("r.csv"),
                     tt_path("r.json"), tt_path("charts"));
+    unsetenv("DPMEM_LAYOUT");
     CHECK(rc == 0, "exit %d", rc);
     char *out = tt_slurp(tt_path("out.txt"), NULL);
     /* Hand-computed: peak 100+100+200+50 MiB at 18 ms; scopes from the known timestamps. */
@@ -41,19 +32,23 @@ static void check_text_and_exports(void) {
         "  params                      104857600       100.00   22.2%         100.00",
         "  activations                 209715200       200.00   44.4%         200.00",
         "  per_sample_grads             52428800        50.00   11.1%          50.00",
-        "  step                          3       30.000       10.000       10.000            -         350.00",
-        "  forward                       3        9.000        3.000        3.000        2.500         199.00",
-        "  backward                      3       12.000        4.000        4.000            -         150.00",
-        "  optimizer_step                3        4.500        1.500        1.500            -           0.00",
-        "  data                          3        3.000        1.000        1.000            -           1.00",
+        /* per step, over steps 2..3 (the first is the default warm-up): median min q1 q3 max */
+        "step time (ms, the 'step' scope over steps 2..3 (1 warm-up step left out: default)): median 10.000, min 10.000, q1 10.000, q3 10.000, max 10.000",
+        "  step                          3       30.000      10.000      10.000      10.000      10.000      10.000            -         350.00",
+        "  forward                       3        9.000       3.000       3.000       3.000       3.000       3.000        2.500         199.00",
+        "  backward                      3       12.000       4.000       4.000       4.000       4.000       4.000            -         150.00",
+        "  optimizer_step                3        4.500       1.500       1.500       1.500       1.500       1.500            -           0.00",
+        "  data                          3        3.000       1.000       1.000       1.000       1.000       1.000            -           1.00",
         "  activations/h                                 209715200     200.00   device        3",
         "  input/batch                                     1048576       1.00     host        3",
         "peak total: 451.00 MiB (472907776 bytes) at 18.000 ms",
         "  ok: live bytes at the end of 'step' do not keep growing (3 steps)",
         "  WARNING: live bytes at the end of 'step' grew in each of the last 2 steps, by 1.00 MiB per step: a leak?",
+        "    activations/leak                         +1.00 MiB    (2.00 MiB -> 3.00 MiB; 1 allocs, 0 frees)",
         "  WARNING: untracked device memory grew from 0 B to 16.00 MiB across the snapshots",
         "== comparison (baseline: known;",
         "  leaky                    451.00    1.002       100.00       100.00       201.00        50.00",
+        "       10.000    1.000  [ 1.000,  1.000]",
         "activations +1.00 untracked +8.00",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(has(out, want[i]), "text report lacks: %s", want[i]);
@@ -75,9 +70,12 @@ static void check_text_and_exports(void) {
         "        j = o[k]\n"
         "        if j is None: assert v == '', (k, v)\n"
         "        elif isinstance(j, str): assert v == j, (k, v, j)\n"
+        "        elif isinstance(j, list): assert [float(x) for x in v.split()] == j, (k, v, j)\n"
         "        else: assert float(v) == float(j), (k, v, j)\n"
         "k, l = objs\n"
         "want = {'run': 'known', 'peak_bytes': 471859200, 'peak_ms': 18.0, 'steps': 3, 'step_mean_ms': 10.0,\n"
+        "        'warmup_steps': 1, 'timed_steps': 2, 'step_median_ms': 10.0, 'step_ms': [10.0, 10.0, 10.0], 'no_time': 0,\n"
+        "        'scope.forward.median_ms': 3.0, 'scope.data.q3_ms': 1.000001, 'step_vs_baseline': 1.0, 'leak_tags': None,\n"
         "        'at_peak.params': 104857600, 'at_peak.grads': 104857600, 'at_peak.activations': 209715200,\n"
         "        'at_peak.per_sample_grads': 52428800, 'scope.forward.gpu_mean_ms': 2.5, 'scope.forward.count': 3,\n"
         "        'scope.step.mem_delta_bytes': 350 * 2**20, 'leak': 0, 'untracked_growth': 1,\n"
@@ -85,6 +83,7 @@ static void check_text_and_exports(void) {
         "        'peak_vs_baseline': 1.0, 'closed': 1, 'scope.step.gpu_mean_ms': None}\n"
         "for key, v in want.items(): assert k[key] == v, (key, k[key], v)\n"
         "assert l['leak'] == 1 and l['leak_per_step_bytes'] == 2**20, l['leak']\n"
+        "assert l['leak_tags'] == 'activations/leak:+1048576', l['leak_tags']\n"
         "assert l['peak_bytes'] == 472907776 and l['overhead.activations'] == 2**20\n"
         "assert abs(l['peak_vs_baseline'] - 472907776 / 471859200) < 1e-6\n"
         "assert abs(k['scope.backward.total_ms'] - 11.999994) < 1e-9\n"
@@ -94,13 +93,23 @@ static void check_text_and_exports(void) {
     snprintf(cmd, sizeof cmd, "python3 -m json.tool '%s' >/dev/null", tt_path("r.json"));
     CHECK(system(cmd) == 0, "python3 -m json.tool rejects the JSON");
 
-    /* Charts: decoded, with every category's colour in the breakdown, both runs in the tradeoff. */
+    /* Charts: decoded, with every category's colour in the breakdown, both runs in the tradeoff (a
+       point in each run's colour, keyed by its name), no label over another. */
     const char *cats[] = { "params", "grads", "activations", "per_sample_grads" };
     for (int i = 0; i < 4; i++)
-        CHECK(count_colour(tt_path("charts/breakdown.png"), category_colour(cats[i])) > 500, "breakdown.png lacks %s", cats[i]);
-    CHECK(count_colour(tt_path("charts/timeline.png"), category_colour("activations")) > 5000, "timeline.png lacks activations");
-    CHECK(count_colour(tt_path("charts/tradeoff.png"), RGB(31, 119, 180)) > 100 && count_colour(tt_path("charts/tradeoff.png"), RGB(214, 39, 40)) > 100,
-          "tradeoff.png lacks a run's point");
+        CHECK(count_in(tt_path("charts/breakdown.png"), category_colour(cats[i])) > 500, "breakdown.png lacks %s", cats[i]);
+    CHECK(count_in(tt_path("charts/timeline.png"), category_colour("activations")) > 5000, "timeline.png lacks activations");
+    TtBox *bx;
+    int nb = tt_layout_load(tt_path("layout.txt"), &bx);
+    CHECK(tt_method_marks(bx, nb, tt_path("charts/tradeoff.png"), "known") == 1 && tt_method_marks(bx, nb, tt_path("charts/tradeoff.png"), "leaky") == 1,
+          "tradeoff.png lacks a run's point in the run's colour");
+    static const char *const charts[] = { "breakdown.png", "tradeoff.png", "timeline.png" };
+    for (int i = 0; i < 3; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", tt_path("charts"), charts[i]);
+        CHECK(tt_text_overlaps(bx, nb, p) == 0, "%s: labels overlap (above)", charts[i]);
+    }
+    free(bx);
     struct stat st;
     CHECK(stat(tt_path("charts/sweep.png"), &st) != 0, "sweep.png written though no config value differs");
 
@@ -118,7 +127,10 @@ static void check_sweep(void) {
     const char *p[3] = { tt_path("s64.log"), tt_path("s128.log"), tt_path("s256.log") };
     const char *sl[3] = { "64", "128", "256" };
     for (int i = 0; i < 3; i++) tt_known_log(p[i], (KnownLog){ .run = sl[i], .seq_len = sl[i], .act_mib = 50ull << i });
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
     int rc = tt_run("dpmem-report", "'%s' '%s' '%s' --charts '%s' --csv '%s'", p[0], p[1], p[2], tt_path("sweep"), tt_path("s.csv"));
+    unsetenv("DPMEM_LAYOUT");
     CHECK(rc == 0, "sweep: exit %d", rc);
     struct stat st;
     CHECK(stat(tt_path("sweep/sweep.png"), &st) == 0, "no sweep.png for a seq_len sweep");
@@ -126,7 +138,16 @@ static void check_sweep(void) {
     char *csv = tt_slurp(tt_path("s.csv"), NULL);
     CHECK(has(csv, ",51380224,") && has(csv, ",103809024,") && has(csv, ",208666624,"), "forward deltas 49/99/199 MiB not in the CSV");
     free(csv);
-    CHECK(count_colour(tt_path("sweep/sweep.png"), RGB(31, 119, 180)) > 200, "sweep.png has no points");
+    /* one line (the runs differ in seq_len only): a point at each of the three values in every panel,
+       and the legend's marker */
+    TtBox *bx;
+    int nb = tt_layout_load(tt_path("layout.txt"), &bx);
+    char sp[600];
+    snprintf(sp, sizeof sp, "%s/sweep.png", tt_path("sweep"));
+    int pts = tt_method_marks(bx, nb, sp, "runs");
+    CHECK(pts >= 7 && (pts - 1) % 3 == 0, "sweep.png: %d markers of the one series (want 3 per panel and the legend's)", pts);
+    CHECK(tt_text_overlaps(bx, nb, sp) == 0, "sweep.png: labels overlap (above)");
+    free(bx);
 }
 
 /* An OOM post-mortem is printed in full. */
@@ -160,6 +181,142 @@ static void check_oom(void) {
     free(out);
 }
 
+
+/* A log whose steps differ: 50, 10, 30, 20 ms; inside them "clip" runs 1 ms, 1+2 ms, not at all, 4 ms
+   (its time per step), "forward" 2 ms each; "model_creation" (7 ms) before the steps; the per-step
+   records (train.loss, dp.sample_norms); two distinct warnings. meta_warmup: META timing.warmup_steps
+   ("" for none), plan: META config.device plan. */
+static void timed_log(const char *path, const char *meta_warmup, int plan) {
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    synth_meta(&S, 1, T0, "run", plan ? "planned" : "timed");
+    synth_meta(&S, 1, T0, "config.batch_size", "4");
+    synth_meta(&S, 1, T0, "config.device", plan ? "plan" : "cpu");
+    synth_meta(&S, 1, T0, "dp.norm", "flash");
+    synth_meta(&S, 1, T0, "dp.max_grad_norm", "1");
+    synth_meta(&S, 1, T0, "dp.logical_batch", "8");
+    synth_meta(&S, 1, T0, "dp.physical_batch", "4");
+    synth_meta(&S, 1, T0, "dp.layer.lm_head", "flash");   /* per layer: not a table column */
+    if (*meta_warmup) synth_meta(&S, 1, T0, "timing.warmup_steps", meta_warmup);
+    synth_begin(&S, 1, T0 + 1 * MS, "model_creation");
+    synth_alloc(&S, 1, T0 + 2 * MS, "params/w", 0, 0x1000, 4 * MiB);
+    synth_warn(&S, 1, T0 + 5 * MS, "free of an unknown pointer", 0xdead);
+    synth_end(&S, 1, T0 + 8 * MS, "model_creation");
+    static const uint64_t dur[4] = { 50, 10, 30, 20 };
+    static const char *const loss[4] = { "1 7.5", "2 7.25", "3 7.125", "4 7.0625" };
+    uint64_t b = T0 + 10 * MS;
+    for (int k = 0; k < 4; k++) {
+        synth_begin(&S, 1, b, "step");
+        synth_begin(&S, 1, b + 1 * MS, "forward");
+        synth_end(&S, 1, b + 3 * MS, "forward");
+        if (k == 0 || k == 1) { synth_begin(&S, 1, b + 4 * MS, "clip"); synth_end(&S, 1, b + 5 * MS, "clip"); }
+        if (k == 1) { synth_begin(&S, 1, b + 6 * MS, "clip"); synth_end(&S, 1, b + 8 * MS, "clip"); }
+        if (k == 3) { synth_begin(&S, 1, b + 4 * MS, "clip"); synth_end(&S, 1, b + 8 * MS, "clip"); }
+        if (k == 0) synth_meta(&S, 1, b + 9 * MS, "dp.sample_norms", "1 0 0.5 1 2 0.5");
+        if (k == 1) synth_meta(&S, 1, b + 9 * MS, "dp.sample_norms", "2 0 4 0.25");
+        if (k == 0) synth_warn(&S, 1, b + 9 * MS, "non-finite values in grads/x at step 2 after backward", 3);
+        if (k == 1) synth_warn(&S, 1, b + 9 * MS, "non-finite values in grads/x at step 2 after backward", 3);
+        synth_meta(&S, 1, b + dur[k] * MS - 1, "train.loss", loss[k]);
+        synth_end(&S, 1, b + dur[k] * MS, "step");
+        b += dur[k] * MS;
+    }
+    synth_free(&S, 1, b + 1 * MS, "params/w", 0, 0x1000, 4 * MiB);
+    synth_close(&S, 1, b + 2 * MS);
+    synth_save(&S, path);
+    synth_release(&S);
+}
+
+static void check_times_and_records(void) {
+    timed_log(tt_path("timed.log"), "", 0);
+    int rc = tt_run("dpmem-report", "'%s'", tt_path("timed.log"));
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    /* steps 2..4 take 10, 30, 20 ms: median 20, quartiles 15 and 25 (linear between ranks); clip's
+       time per step 3, 0, 4 ms; model_creation is outside the steps: its one instance */
+    const char *want[] = {
+        "step time (ms, the 'step' scope over steps 2..4 (1 warm-up step left out: default)): median 20.000, min 10.000, q1 15.000, q3 25.000, max 30.000",
+        "  clip                          4        8.000       3.000       0.000       1.500       3.500       4.000",
+        "  forward                       4        8.000       2.000       2.000       2.000       2.000       2.000",
+        "  model_creation                1        7.000       7.000       7.000       7.000       7.000       7.000",
+        "   settings: dp.norm=flash dp.max_grad_norm=1 dp.logical_batch=8 dp.physical_batch=4\n",
+        "  WARNING: 3 WARN events in the log, 2 distinct:\n",
+        "    1x, first at 5.000 ms: free of an unknown pointer\n",
+        "    2x, first at 19.000 ms: non-finite values in grads/x at step 2 after backward\n",
+        "before that step's update): step 1 7.5 -> step 4 7.0625 (4 steps logged)\n",
+        "per-sample gradient norms (META dp.sample_norms: 3 samples of 2 steps; C = 1;",
+        "  clipped (factor < 1): 2 of 3 (66.7%); clip factor min 0.25, median 0.5, max 1\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(rc == 0 && has(out, want[i]), "timed report lacks: %s", want[i]);
+    CHECK(!has(out, "dp.layer."), "a per-layer META key in the settings line");
+    free(out);
+
+    /* --warmup 0: all four steps (median of 10, 20, 30, 50 = 25); META timing.warmup_steps 2: steps 3..4 */
+    rc = tt_run("dpmem-report", "'%s' --warmup 0", tt_path("timed.log"));
+    out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0 && has(out, "over steps 1..4 (0 warm-up steps left out: --warmup)): median 25.000, min 10.000, q1 17.500, q3 35.000, max 50.000"),
+          "--warmup 0:\n%s", out ? out : "");
+    free(out);
+    timed_log(tt_path("timed2.log"), "2", 0);
+    rc = tt_run("dpmem-report", "'%s'", tt_path("timed2.log"));
+    out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0 && has(out, "over steps 3..4 (2 warm-up steps left out: META timing.warmup_steps)): median 25.000, min 20.000"),
+          "META timing.warmup_steps 2:\n%s", out ? out : "");
+    free(out);
+
+    /* --csv - and --json -: the table on stdout (and no file named '-'), with the per-step lists */
+    char cmd[5000], here[1024];
+    if (!getcwd(here, sizeof here)) snprintf(here, sizeof here, ".");
+    const char *B = tt_build();
+    char bin[2048];
+    snprintf(bin, sizeof bin, "%s%s%s/dpmem-report", B[0] == '/' ? "" : here, B[0] == '/' ? "" : "/", B);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' timed.log --csv - > stdout.csv && '%s' timed.log --json - > stdout.json", tt_dir, bin, bin);
+    CHECK(system(cmd) == 0, "%s failed", cmd);
+    struct stat st;
+    CHECK(stat(tt_path("-"), &st) != 0, "--csv - wrote a file named '-'");
+    static const char script[] =
+        "import csv, json, sys\n"
+        "r = list(csv.DictReader(open(sys.argv[1])))[0]\n"
+        "o = json.load(open(sys.argv[2]))[0]\n"
+        "assert float(r['step_median_ms']) == 20.0 and o['step_median_ms'] == 20.0, (r['step_median_ms'], o['step_median_ms'])\n"
+        "assert o['step_ms'] == [50.0, 10.0, 30.0, 20.0] and r['step_ms'] == '50.000000 10.000000 30.000000 20.000000', o['step_ms']\n"
+        "assert (o['step_q1_ms'], o['step_q3_ms'], o['step_min_ms'], o['step_max_ms']) == (15.0, 25.0, 10.0, 30.0)\n"
+        "assert (o['scope.clip.median_ms'], o['scope.clip.q1_ms'], o['scope.clip.min_ms']) == (3.0, 1.5, 0.0), o['scope.clip.median_ms']\n"
+        "assert o['loss'] == [7.5, 7.25, 7.125, 7.0625] and o['loss_first'] == 7.5 and o['loss_last'] == 7.0625\n"
+        "assert o['dp.norm'] == 'flash' and o['dp.max_grad_norm'] == 1 and 'dp.layer.lm_head' not in o\n"
+        "assert o['batch_logical'] == 8 and o['batch_physical'] == 4 and o['warnings'] == 3\n"
+        "assert o['first_warning'] == 'free of an unknown pointer'\n"
+        "assert o['sample_norms'] == 3 and o['sample_norm_median'] == 2.0 and abs(o['sample_clipped_fraction'] - 2 / 3) < 1e-6\n"
+        "print('ok')\n";
+    CHECK(tt_python("stdout.py", script, tt_path("stdout.csv"), tt_path("stdout.json")) == 0, "--csv - / --json -: see above");
+    tt_expect_error("dpmem-report", "'%s/timed.log' --csv - --json -", "only one output can be standard output");
+    tt_expect_error("dpmem-report", "'%s/timed.log' --charts -", "--charts needs a directory");
+    tt_expect_error("dpmem-report", "'%s/timed.log' --warmup x", "--warmup needs a number");
+
+    /* dpmem-render -o -: the PNG on stdout */
+    snprintf(bin, sizeof bin, "%s%s%s/dpmem-render", B[0] == '/' ? "" : here, B[0] == '/' ? "" : "/", B);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' timed.log -o - > stdout.png", tt_dir, bin);
+    CHECK(system(cmd) == 0 && count_in(tt_path("stdout.png"), category_colour("params")) > 100 && stat(tt_path("-"), &st) != 0,
+          "dpmem-render -o - gave no PNG on stdout");
+
+    /* a plan: no time at all (the planner's own is not a step time) */
+    timed_log(tt_path("plan.log"), "", 1);
+    rc = tt_run("dpmem-report", "'%s' -q --json '%s'", tt_path("plan.log"), tt_path("plan.json"));
+    static const char plan_script[] =
+        "import json, sys\n"
+        "o = json.load(open(sys.argv[1]))[0]\n"
+        "for k in ('step_median_ms', 'step_mean_ms', 'step_ms', 'span_ms', 'peak_ms', 'scope.clip.total_ms', 'scope.clip.median_ms', 'step_vs_baseline'):\n"
+        "    assert o[k] is None, (k, o[k])\n"
+        "assert o['no_time'] == 1 and o['peak_bytes'] == 4 * 2**20 and o['scope.clip.count'] == 4\n"
+        "print('ok')\n";
+    CHECK(rc == 0 && tt_python("plan.py", plan_script, tt_path("plan.json"), "-") == 0, "plan run: times present");
+    rc = tt_run("dpmem-report", "'%s'", tt_path("plan.log"));
+    out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0 && has(out, "nothing ran, so the run has no time") && !has(out, "step time") && !has(out, " at 0.") &&
+          has(out, "  clip                          4            -           -           -           -           -           -"),
+          "plan text report:\n%s", out ? out : "");
+    free(out);
+}
+
 static void check_bad_input(void) {
     tt_known_log(tt_path("cut.log"), (KnownLog){ .no_close = 1 });   /* a run that died after its last step */
     int rc = tt_run("dpmem-report", "'%s'", tt_path("cut.log"));
@@ -184,6 +341,7 @@ int main(void) {
     check_text_and_exports();
     check_sweep();
     check_oom();
+    check_times_and_records();
     check_bad_input();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("report: all checks passed\n");

@@ -344,9 +344,13 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
             if (ts < L->t_first) L->t_first = ts;
             if (ts > L->t_last) L->t_last = ts;
             /* A thread's clock never steps back; the kit's ALLOC/FREE stamps may run a nanosecond
-               or so ahead of it (they are made unique across threads), hence the slack. */
-            if (ts + BACKWARDS_SLACK_NS < last_ts[slot] && L->backwards++ == 0) L->backwards_offset = off + pos;
-            last_ts[slot] = ts;
+               or so ahead of it (they are made unique across threads), hence the slack. STRING and
+               THREAD events carry no time of their own (kits before the thread-order fix stamped
+               them after the event they precede). */
+            if (type != DPMEM_EV_STRING && type != DPMEM_EV_THREAD) {
+                if (ts + BACKWARDS_SLACK_NS < last_ts[slot] && L->backwards++ == 0) L->backwards_offset = off + pos;
+                last_ts[slot] = ts;
+            }
             if (pos == 32) L->chunks[ci].first_ts = ts;
             switch (type) {
             case DPMEM_EV_STRING: {
@@ -535,12 +539,13 @@ static int open_source(DpmemLog *L, const char *name, char *err, size_t errlen) 
     struct DpmemLogSource *S = L->src;
     L->path = name;
     L->t_first = UINT64_MAX;
-    uint8_t h[48];
+    uint8_t h[56];
     if (L->size < 48) {
         snprintf(err, errlen, "%s: %s", name, L->size ? "too short to be a dpmem log" : "empty file");
         goto fail;
     }
-    if (read_at(L, 0, h, 48) < 48) { snprintf(err, errlen, "%s: cannot read the header (the file shrank?)", name); goto fail; }
+    memset(h, 0, sizeof h);
+    if (read_at(L, 0, h, L->size < 56 ? 48 : 56) < 48) { snprintf(err, errlen, "%s: cannot read the header (the file shrank?)", name); goto fail; }
     if (memcmp(h, DPMEM_LOG_MAGIC, 8) != 0) {
         snprintf(err, errlen, "%s: not a dpmem log (bad magic)", name);
         goto fail;
@@ -555,6 +560,7 @@ static int open_source(DpmemLog *L, const char *name, char *err, size_t errlen) 
         snprintf(err, errlen, "%s: log format version %u; this reader knows version 1", name, L->version);
         goto fail;
     }
+    if (L->header_bytes >= 56) L->header_dropped = rd64(h + 48);
     if (L->header_bytes < 48 || L->header_bytes % 8 || L->header_bytes > (1u << 20) ||
         L->chunk_bytes < 64 || L->chunk_bytes % 8 || L->chunk_bytes > (1u << 30)) {
         snprintf(err, errlen, "%s: corrupt header (header_bytes %u, chunk_bytes %u)", name,
@@ -618,17 +624,24 @@ const char *dpmem_log_error(const DpmemLog *L) {
     return L->src && L->src->failed ? L->src->error : NULL;
 }
 
+uint64_t dpmem_log_dropped(const DpmemLog *L) {
+    return L->close_dropped > L->header_dropped ? L->close_dropped : L->header_dropped;
+}
+
 void dpmem_log_warn(const DpmemLog *L, const char *tool) {
+    char dropped[160] = "";
+    if (dpmem_log_dropped(L))
+        snprintf(dropped, sizeof dropped, "; the writer could not write %llu events (no space: a full disk or a size limit)",
+                 (unsigned long long)dpmem_log_dropped(L));
     if (L->corrupt)
-        fprintf(stderr, "%s: warning: %s: corrupt at byte %llu (%s); using the %llu events before it\n",
-                tool, L->path, (unsigned long long)L->bad_offset, L->why, (unsigned long long)L->n_events);
+        fprintf(stderr, "%s: warning: %s: corrupt at byte %llu (%s); using the %llu events before it%s\n",
+                tool, L->path, (unsigned long long)L->bad_offset, L->why, (unsigned long long)L->n_events, dropped);
     else if (!L->closed)
-        fprintf(stderr, "%s: warning: %s: not closed cleanly (%s%s); using the %llu events up to the cut\n",
+        fprintf(stderr, "%s: warning: %s: not closed cleanly (%s%s); using the %llu events up to the cut%s\n",
                 tool, L->path, L->bad_offset ? L->why : "no CLOSE event: the run died or is still running",
-                L->bad_offset ? " at the end of the file" : "", (unsigned long long)L->n_events);
-    else if (L->close_dropped)
-        fprintf(stderr, "%s: warning: %s: the writer dropped %llu events\n", tool, L->path,
-                (unsigned long long)L->close_dropped);
+                L->bad_offset ? " at the end of the file" : "", (unsigned long long)L->n_events, dropped);
+    else if (dropped[0])
+        fprintf(stderr, "%s: warning: %s: %s\n", tool, L->path, dropped + 2);
 }
 
 int32_t dpmem_log_string_index(const DpmemLog *L, uint32_t id) {

@@ -89,6 +89,7 @@ typedef struct {
     uint64_t t0;              /* the time origin the tools use: start_ns, or t_first if that is earlier */
     int closed;               /* a CLOSE event was found */
     uint64_t close_written, close_dropped;
+    uint64_t header_dropped;  /* the header's count of events the writer dropped (bytes 48..55; 0 in older logs) */
     int corrupt;              /* garbage found: valid data ends at bad_offset */
     uint64_t bad_offset;
     char why[160];            /* what was wrong there */
@@ -106,8 +107,11 @@ int  dpmem_log_open(DpmemLog *log, const char *path, char *err, size_t errlen);
 int  dpmem_log_open_memory(DpmemLog *log, const void *data, size_t size, const char *name, char *err, size_t errlen);
 void dpmem_log_close(DpmemLog *log);
 
-/* Prints "warning: <path>: ..." to stderr when the log was not closed cleanly or is corrupt. */
+/* Prints "warning: <path>: ..." to stderr when the log was not closed cleanly, is corrupt, or misses
+   events the writer could not write. */
 void dpmem_log_warn(const DpmemLog *log, const char *tool);
+/* Events the writer could not write (no space), from its CLOSE event or the file header. */
+uint64_t dpmem_log_dropped(const DpmemLog *log);
 
 /* The string of an id; "?" when the log has none (a cut log may lose a STRING event). */
 const char *dpmem_log_string(const DpmemLog *log, uint32_t id);

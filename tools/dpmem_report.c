@@ -4,7 +4,11 @@
    Per run: peak, the breakdown at the peak, per-scope times and memory deltas, snapshots, the largest
    buffers, OOM post-mortems, and the health checks. Across runs: a comparison table against a
    baseline run. CSV and JSON come from one table of columns (so they carry the same numbers; the
-   schema is in docs/TOOLS.md). The computing is tools/runstats.c, the charts tools/charts.c. */
+   schema is in docs/TOOLS.md). Every time is a median with its min, quartiles and max over the timed
+   steps (the warm-up steps left out, and said); a plan-backend run has no time at all. An output
+   flag given "-" writes to stdout (and the text report then stays off stdout). The computing is
+   tools/runstats.c (and steplog.c: the per-step loss and sample norms), the charts tools/charts.c. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +20,14 @@
 #include "io_guard.h"
 #include "json_out.h"
 #include "namemap.h"
+#include "outpath.h"
 #include "ranks.h"
 #include "runstats.h"
+#include "steplog.h"
 #include "timeline.h"
 #include "units.h"
 
-#define MAX_RUNS 64
+#define MAX_RUNS 1024   /* (the suite gives every process of a --repeat sweep at once)*/
 
 static int fail(const char *msg, const char *arg) {
     fprintf(stderr, "dpmem-report: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
@@ -30,11 +36,14 @@ static int fail(const char *msg, const char *arg) {
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: dpmem-report a.log [b.log ...] [--baseline NAME] [--csv F] [--json F] [--charts DIR]\n"
+        "usage: dpmem-report a.log [b.log ...] [--baseline NAME] [--csv F] [--json F] [--charts DIR] [--warmup N]\n"
         "  --baseline NAME  the run the others are compared with (its run name or file; default: the first)\n"
-        "  --csv F, --json F  one row / object per run (schema: docs/TOOLS.md)\n"
+        "  --csv F, --json F  one row / object per run (schema: docs/TOOLS.md); F = - writes to stdout\n"
         "  --charts DIR     breakdown.png, tradeoff.png, timeline.png (and sweep.png) into DIR\n"
-        "  -q               no text report on stdout (with --csv/--json/--charts)\n");
+        "  --warmup N       steps left out of every time statistic (default: the log's META\n"
+        "                   timing.warmup_steps, which the trainers write; else 1)\n"
+        "  -q               no text report on stdout (with --csv/--json/--charts)\n"
+        "Times are medians with min, quartiles and max over the timed steps; a plan run has none.\n");
 }
 
 /* ---- names shared by all runs: categories and scopes ---- */
@@ -78,7 +87,8 @@ static const ScopeStats *scope_of(const RunStats *r, const char *name) {
 
 /* ---- the table behind CSV and JSON ---- */
 
-typedef struct { char *text; int is_str; } Cell;   /* text NULL: missing */
+enum { CELL_NUM = 0, CELL_STR = 1, CELL_LIST = 2 };   /* a list: numbers separated by spaces (a JSON array) */
+typedef struct { char *text; int is_str; } Cell;   /* text NULL: missing; is_str: CELL_* */
 typedef struct { char **cols; int n_cols, cap_cols; Cell *cells; int n_rows; NameMap by_name; } Table;
 
 static int col_index(Table *t, const char *name) {
@@ -104,6 +114,23 @@ static void put(Table *t, int row, const char *col, int is_str, const char *fmt,
     cell->text = strdup(buf);
     cell->is_str = is_str;
 }
+/* A list cell of n numbers v[i] * scale printed with fmt ("%.6f"), at most 100000 of them. */
+static void put_list(Table *t, int row, const char *col, const double *v, size_t n, double scale, const char *fmt) {
+    int c = col_index(t, col);
+    if (c < 0) return;
+    if (n > 100000) n = 100000;
+    char *text = malloc(32 * n + 1), *q = text;
+    if (!text) return;
+    *q = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i) *q++ = ' ';
+        q += snprintf(q, 32, fmt, v[i] * scale);
+    }
+    Cell *cell = &t->cells[(size_t)row * t->cap_cols + c];
+    free(cell->text);
+    cell->text = text;
+    cell->is_str = CELL_LIST;
+}
 
 static void csv_field(FILE *f, const char *s) {
     if (!strpbrk(s, ",\"\n\r")) { fputs(s, f); return; }
@@ -112,7 +139,7 @@ static void csv_field(FILE *f, const char *s) {
     fputc('"', f);
 }
 static int write_csv(const Table *t, const char *path) {
-    FILE *f = fopen(path, "w");
+    FILE *f = outpath_fopen(path);
     if (!f) return -1;
     for (int c = 0; c < t->n_cols; c++) { if (c) fputc(',', f); csv_field(f, t->cols[c]); }
     fputc('\n', f);
@@ -124,11 +151,11 @@ static int write_csv(const Table *t, const char *path) {
         }
         fputc('\n', f);
     }
-    return fclose(f) ? -1 : 0;
+    return outpath_fclose(f);
 }
 
 static int write_json(const Table *t, const char *path) {
-    FILE *f = fopen(path, "w");
+    FILE *f = outpath_fopen(path);
     if (!f) return -1;
     fputs("[\n", f);
     for (int r = 0; r < t->n_rows; r++) {
@@ -139,13 +166,17 @@ static int write_json(const Table *t, const char *path) {
             json_write_string(f, t->cols[c]);
             fputs(": ", f);
             if (!cell->text) fputs("null", f);
-            else if (cell->is_str) json_write_string(f, cell->text);
-            else fputs(cell->text, f);
+            else if (cell->is_str == CELL_STR) json_write_string(f, cell->text);
+            else if (cell->is_str == CELL_LIST) {
+                fputc('[', f);
+                for (const char *q = cell->text; *q; q++) fputs(*q == ' ' ? ", " : (char[2]){ *q, 0 }, f);
+                fputc(']', f);
+            } else fputs(cell->text, f);
         }
         fputs(r + 1 < t->n_rows ? "},\n" : "}\n", f);
     }
     fputs("]\n", f);
-    return fclose(f) ? -1 : 0;
+    return outpath_fclose(f);
 }
 
 /* ---- text ---- */
@@ -178,21 +209,90 @@ static void print_oom(const RunStats *r, uint32_t k) {
     printf("\n");
 }
 
+/* A META key the tables carry besides config.*: the DP settings and results, LoRA's, the timing's,
+   the job's size; not the per-layer (dp.layer.*, dp.io.*) or per-step (dp.sample_norms) ones. */
+static int settings_key(const char *k) {
+    if (!strncmp(k, "dp.layer.", 9) || !strncmp(k, "dp.io.", 6) || !strcmp(k, "dp.sample_norms")) return 0;
+    return !strncmp(k, "dp.", 3) || !strncmp(k, "lora.", 5) || !strncmp(k, "timing.", 7) || !strcmp(k, "comm.world_size");
+}
+
+/* The META keys of a log with a prefix test, each once (its last value), in the order first written. */
+static void print_meta_line(const DpmemLog *L, const char *label, int (*want)(const char *), int skip_prefix) {
+    int any = 0;
+    for (uint32_t i = 0; i < L->n_meta; i++) {
+        const char *k = dpmem_log_string(L, L->meta[i].key);
+        if (!want(k) || dpmem_log_meta(L, k) != dpmem_log_string(L, L->meta[i].value)) continue;
+        printf("%s%s=%s", any++ ? " " : label, k + skip_prefix, dpmem_log_string(L, L->meta[i].value));
+    }
+    if (any) printf("\n");
+}
+static int config_key(const char *k) { return !strncmp(k, "config.", 7); }
+
+/* "steps 2..3 (1 warm-up step left out: META timing.warmup_steps)" */
+static void timed_steps_phrase(char *b, size_t n, const RunStats *r) {
+    unsigned long long first = (unsigned long long)r->warmup + 1, last = r->step.n + (unsigned long long)r->warmup;
+    char range[64];
+    if (first == last) snprintf(range, sizeof range, "step %llu", first);
+    else snprintf(range, sizeof range, "steps %llu..%llu", first, last);
+    snprintf(b, n, "%s (%d warm-up step%s left out: %s)", range, r->warmup, r->warmup == 1 ? "" : "s",
+             !strcmp(r->warmup_from, "asked") ? "--warmup" : r->warmup_from);
+}
+
+static void cell_ms(char *b, size_t n, double ns, int known) {
+    if (known) snprintf(b, n, "%.3f", ns / 1e6);
+    else snprintf(b, n, "-");
+}
+
+/* The per-sample norms a DP run logged with --log-sample-norms, as a histogram against C. */
+static void print_norms(const RunStats *r, const StepLog *sl) {
+    if (!sl->n_norms) return;
+    const char *cs = dpmem_log_meta(r->log, "dp.max_grad_norm");
+    double C = cs ? atof(cs) : 0, hi = 0;
+    size_t clipped = 0;
+    for (size_t i = 0; i < sl->n_norms; i++) { if (sl->norm[i] > hi) hi = sl->norm[i]; clipped += sl->clip[i] < 1; }
+    if (C > hi) hi = C;
+    enum { BINS = 16, BAR = 40 };
+    double w = hi > 0 ? hi / BINS : 1;
+    size_t count[BINS] = { 0 }, most = 0;
+    for (size_t i = 0; i < sl->n_norms; i++) {
+        int k = (int)(sl->norm[i] / w);
+        count[k < 0 ? 0 : k >= BINS ? BINS - 1 : k]++;
+    }
+    for (int k = 0; k < BINS; k++) if (count[k] > most) most = count[k];
+    printf("per-sample gradient norms (META dp.sample_norms: %zu samples of %u steps; C = %s; '|' marks the bin of C):\n",
+           sl->n_norms, sl->norm_steps, cs ? cs : "?");
+    for (int k = 0; k < BINS; k++) {
+        int bar = most ? (int)((count[k] * BAR + most - 1) / most) : 0;
+        printf("  [%10.4g, %10.4g) %8zu %c ", k * w, (k + 1) * w, count[k], C >= k * w && C < (k + 1) * w ? '|' : ' ');
+        for (int j = 0; j < bar; j++) putchar('#');
+        putchar('\n');
+    }
+    double *c = malloc(sl->n_norms * sizeof *c);
+    if (c) {
+        memcpy(c, sl->clip, sl->n_norms * sizeof *c);
+        TimeStats t = timestats_of(c, sl->n_norms);
+        printf("  clipped (factor < 1): %zu of %zu (%.1f%%); clip factor min %.4g, median %.4g, max %.4g\n", clipped, sl->n_norms,
+               100.0 * (double)clipped / (double)sl->n_norms, t.min, t.median, t.max);
+        free(c);
+    }
+}
+
 static void print_run(const RunStats *r, const Names *cats) {
     const DpmemLog *L = r->log;
     char b1[32], b2[32];
     printf("== run: %s  (%s)\n", r->name, L->path);
-    int any = 0;
-    for (uint32_t i = 0; i < L->n_meta; i++) {
-        const char *k = dpmem_log_string(L, L->meta[i].key);
-        if (strncmp(k, "config.", 7) || dpmem_log_meta(L, k) != dpmem_log_string(L, L->meta[i].value)) continue;
-        printf("%s%s=%s", any++ ? " " : "   config: ", k + 7, dpmem_log_string(L, L->meta[i].value));
-    }
-    if (any) printf("\n");
-    printf("   %llu events over %.3f ms; %s\n", (unsigned long long)L->n_events, ms((double)r->span_ns),
-           L->corrupt ? "CORRUPT: read up to the first bad byte" : L->closed ? "closed cleanly" : "NOT closed cleanly (cut): read up to the cut");
-    printf("peak total: %s (%llu bytes) at %.3f ms\n", fmt_bytes(b1, sizeof b1, (double)r->peak), (unsigned long long)r->peak,
-           ms((double)r->peak_ts));
+    print_meta_line(L, "   config: ", config_key, 7);
+    print_meta_line(L, "   settings: ", settings_key, 0);
+    if (r->no_time)
+        printf("   %llu events; %s; a plan (backend plan): nothing ran, so the run has no time (the planner's own is not shown)\n",
+               (unsigned long long)L->n_events,
+               L->corrupt ? "CORRUPT: read up to the first bad byte" : L->closed ? "closed cleanly" : "NOT closed cleanly (cut): read up to the cut");
+    else
+        printf("   %llu events over %.3f ms; %s\n", (unsigned long long)L->n_events, ms((double)r->span_ns),
+               L->corrupt ? "CORRUPT: read up to the first bad byte" : L->closed ? "closed cleanly" : "NOT closed cleanly (cut): read up to the cut");
+    if (r->no_time) printf("peak total: %s (%llu bytes)\n", fmt_bytes(b1, sizeof b1, (double)r->peak), (unsigned long long)r->peak);
+    else printf("peak total: %s (%llu bytes) at %.3f ms\n", fmt_bytes(b1, sizeof b1, (double)r->peak), (unsigned long long)r->peak,
+                ms((double)r->peak_ts));
     printf("breakdown at the peak:\n  %-22s %14s %12s %7s %14s\n", "category", "bytes", "MiB", "share", "own peak MiB");
     for (int c = 0; c < cats->n; c++) {
         int32_t i = dpmem_log_category_index(L, cats->v[c]);
@@ -206,7 +306,21 @@ static void print_run(const RunStats *r, const Names *cats) {
         printf("  %-22s %14llu %12.2f %6.1f%% %14.2f\n", "? (tag unknown)", (unsigned long long)v, v / 1048576.0,
                r->peak ? 100.0 * (double)v / (double)r->peak : 0.0, r->cat_peak[L->n_cats] / 1048576.0);
     }
-    printf("scopes:\n  %-22s %8s %12s %12s %12s %12s %14s\n", "name", "count", "total ms", "mean ms", "max ms", "gpu mean ms", "mem delta MiB");
+    const int timed = !r->no_time && !L->backwards;   /* backwards clocks: the times are wrong, the health check says why */
+    char phrase[160] = "";
+    if (r->step.n) timed_steps_phrase(phrase, sizeof phrase, r);
+    if (timed && r->step.n)
+        printf("step time (ms, the '%s' scope over %s): median %.3f, min %.3f, q1 %.3f, q3 %.3f, max %.3f\n", r->step_scope, phrase,
+               ms(r->step.median), ms(r->step.min), ms(r->step.q1), ms(r->step.q3), ms(r->step.max));
+    else if (timed && r->step_scope)
+        printf("step time: no step left to time ('%s' ran %llu times, %d warm-up step%s left out)\n", r->step_scope,
+               (unsigned long long)r->scopes[dpmem_log_find_string(L, r->step_scope)].count, r->warmup, r->warmup == 1 ? "" : "s");
+    if (timed)
+        printf("scopes (ms; inside '%s': the scope's time in each step, over the timed steps; elsewhere: each instance; a scope's "
+               "time includes the scopes nested in it):\n", r->step_scope ? r->step_scope : "step");
+    else printf("scopes:\n");
+    printf("  %-22s %8s %12s %11s %11s %11s %11s %11s %12s %14s\n", "name", "count", "total ms", "median", "min", "q1", "q3", "max",
+           "gpu mean ms", "mem delta MiB");
     Names sc = { 0 };
     for (uint32_t i = 0; i < L->n_strings; i++)
         if (r->scopes[i].count || r->scopes[i].gpu_count) names_add(&sc, L->strings[i]);
@@ -215,18 +329,29 @@ static void print_run(const RunStats *r, const Names *cats) {
         int32_t i = dpmem_log_find_string(L, sc.v[k]);
         if (i < 0) continue;
         const ScopeStats *s = &r->scopes[i];
-        char gpu[32] = "-", total[32] = "-", mean[32] = "-", max[32] = "-";
-        if (s->gpu_count) snprintf(gpu, sizeof gpu, "%.3f", ms((double)s->gpu_total_ns / (double)s->gpu_count));
-        if (!L->backwards) {   /* else the times are wrong: the health check says why */
-            snprintf(total, sizeof total, "%.3f", ms((double)s->total_ns));
-            snprintf(mean, sizeof mean, "%.3f", s->count ? ms((double)s->total_ns / (double)s->count) : 0.0);
-            snprintf(max, sizeof max, "%.3f", ms((double)s->max_ns));
-        }
-        printf("  %-22s %8llu %12s %12s %12s %12s %14.2f\n", sc.v[k], (unsigned long long)s->count, total, mean, max, gpu,
-               s->mem_delta / 1048576.0);
+        const TimeStats *t = &s->times;
+        char gpu[32] = "-", total[32], med[32], mn[32], q1[32], q3[32], mx[32];
+        if (s->gpu_count && !r->no_time) snprintf(gpu, sizeof gpu, "%.3f", ms((double)s->gpu_total_ns / (double)s->gpu_count));
+        cell_ms(total, sizeof total, (double)s->total_ns, timed);
+        cell_ms(med, sizeof med, t->median, timed && t->n);
+        cell_ms(q1, sizeof q1, t->q1, timed && t->n);
+        cell_ms(q3, sizeof q3, t->q3, timed && t->n);
+        /* min and max: of the timed values, else (more instances than kept) of every instance */
+        cell_ms(mn, sizeof mn, t->n ? t->min : (double)s->min_ns, timed && s->count);
+        cell_ms(mx, sizeof mx, t->n ? t->max : (double)s->max_ns, timed && s->count);
+        printf("  %-22s %8llu %12s %11s %11s %11s %11s %11s %12s %14.2f\n", sc.v[k], (unsigned long long)s->count, total, med, mn, q1,
+               q3, mx, gpu, s->mem_delta / 1048576.0);
     }
     free(sc.v);
     namemap_free(&sc.seen);
+    StepLog sl;
+    if (steplog_read(&sl, L) == 0) {
+        if (sl.n_loss)
+            printf("loss (META train.loss: each step's mean over its batch, before that step's update): step %u %.9g -> step %u %.9g (%zu steps logged)\n",
+                   sl.step[0], sl.loss[0], sl.step[sl.n_loss - 1], sl.loss[sl.n_loss - 1], sl.n_loss);
+        print_norms(r, &sl);
+        steplog_free(&sl);
+    }
     if (r->n_snaps) {
         /* Columns: the categories some snapshot lists, in the log's order; a snapshot's values
            scattered into a row of them (snapshots are sparse: the log may hold 10^5 categories). */
@@ -289,15 +414,35 @@ static void print_run(const RunStats *r, const Names *cats) {
                (unsigned long long)r->unnamed_events, fmt_bytes(b1, sizeof b1, (double)r->at_peak[L->n_cats]));
     if (L->backwards) {}
     else if (!r->step_scope) printf("  - no repeated scope (\"step\"): no leak check\n");
-    else if (r->leak)
+    else if (r->leak) {
         printf("  WARNING: live bytes at the end of '%s' grew in each of the last %llu steps, by %s per step: a leak?\n",
                r->step_scope, (unsigned long long)(r->n_steps - 1), fmt_bytes(b1, sizeof b1, (double)r->leak_per_step));
+        if (r->n_grew) printf("    the tags that grew from the end of step 2 to the end of the last step (allocations and frees between):\n");
+        for (uint32_t i = 0; i < r->n_grew; i++) {
+            const TagGrowth *g = &r->grew[i];
+            char b3[32];
+            printf("    %-40s +%-11s (%s -> %s; %llu allocs, %llu frees)\n", L->strings[g->tag],
+                   fmt_bytes(b1, sizeof b1, (double)(g->to - g->from)), fmt_bytes(b2, sizeof b2, (double)g->from),
+                   fmt_bytes(b3, sizeof b3, (double)g->to), (unsigned long long)g->allocs, (unsigned long long)g->frees);
+        }
+    }
     else printf("  ok: live bytes at the end of '%s' do not keep growing (%llu steps)\n", r->step_scope, (unsigned long long)r->n_steps);
     if (r->untracked_growth)
         printf("  WARNING: untracked device memory grew from %s to %s across the snapshots (fragmentation or an uninstrumented allocator)\n",
                fmt_bytes(b1, sizeof b1, (double)r->untracked_first), fmt_bytes(b2, sizeof b2, (double)r->untracked_last));
     else if (r->has_device) printf("  ok: untracked device memory does not keep growing\n");
-    if (r->n_warn) printf("  WARNING: %llu WARN events in the log (e.g. frees of unknown pointers)\n", (unsigned long long)r->n_warn);
+    if (r->too_large)
+        printf("  ERROR: %llu allocations left out: they would carry the total past 2^64 bytes (a forged or corrupt log)\n",
+               (unsigned long long)r->too_large);
+    if (r->n_warn) {
+        printf("  WARNING: %llu WARN event%s in the log, %u distinct:\n", (unsigned long long)r->n_warn, r->n_warn == 1 ? "" : "s", r->n_warns);
+        for (uint32_t i = 0; i < r->n_warns; i++) {
+            const WarnStats *w = &r->warns[i];
+            char when[48] = "";
+            if (!r->no_time) snprintf(when, sizeof when, ", first at %.3f ms", ms((double)w->first_ts));
+            printf("    %llux%s: %s\n", (unsigned long long)w->count, when, w->msg < 0 ? "? (message not in the log)" : L->strings[w->msg]);
+        }
+    }
     if (r->unbalanced_frees) printf("  WARNING: %llu frees of more bytes than were live in their category\n", (unsigned long long)r->unbalanced_frees);
     if (r->n_oom) printf("  WARNING: %llu out-of-memory event(s)\n", (unsigned long long)r->n_oom);
     printf("\n");
@@ -305,20 +450,21 @@ static void print_run(const RunStats *r, const Names *cats) {
 
 static void print_comparison(RunStats **runs, int n, int base, const Names *cats) {
     const RunStats *b = runs[base];
-    double bt = runstats_step_mean_ns(b);
-    printf("== comparison (baseline: %s; memory at each run's peak, MiB)\n", b->name);
+    printf("== comparison (baseline: %s; memory at each run's peak, MiB; step: the median over each run's timed steps, "
+           "x base a ratio of medians [from q1/q3 to q3/q1])\n", b->name);
     printf("  %-20s %10s %8s", "run", "peak", "x base");
     for (int c = 0; c < cats->n; c++) printf(" %12.12s", cats->v[c]);
-    printf(" %12s %8s\n", "step ms", "x base");
+    printf(" %12s %8s %17s\n", "step ms", "x base", "[spread]");
     for (int i = 0; i < n; i++) {
         const RunStats *r = runs[i];
         printf("  %-20.20s %10.2f %8.3f", r->name, r->peak / 1048576.0, b->peak ? (double)r->peak / (double)b->peak : 0.0);
         for (int c = 0; c < cats->n; c++) printf(" %12.2f", runstats_at_peak(r, cats->v[c]) / 1048576.0);
-        double t = runstats_step_mean_ns(r);
+        double t = runstats_step_median_ns(r), lo, hi;
+        double x = r->no_time || b->no_time ? 0 : timestats_ratio(&r->step, &b->step, &lo, &hi);
         if (t > 0) printf(" %12.3f", ms(t));
         else printf(" %12s", "-");
-        if (t > 0 && bt > 0) printf(" %8.3f\n", t / bt);
-        else printf(" %8s\n", "-");
+        if (x > 0) printf(" %8.3f  [%6.3f, %6.3f]\n", x, lo, hi);
+        else printf(" %8s %17s\n", "-", "");
     }
     printf("  overhead vs baseline (MiB at the peak):\n");
     for (int i = 0; i < n; i++) {
@@ -331,26 +477,72 @@ static void print_comparison(RunStats **runs, int n, int base, const Names *cats
     printf("\n");
 }
 
+static long long meta_ll(const DpmemLog *L, const char *key, long long dflt) {
+    const char *v = dpmem_log_meta(L, key);
+    char *end;
+    long long x = v && *v ? strtoll(v, &end, 10) : dflt;
+    return v && *v && !*end ? x : dflt;
+}
+
+/* A META value as a JSON number when it is one, else as a string. */
+static void put_meta(Table *t, int row, const char *key, const char *v) {
+    char *end;
+    double x = v && *v ? strtod(v, &end) : 0;
+    int num = v && *v && !*end && isfinite(x) && strspn(v, "+-0123456789.eE") == strlen(v);
+    put(t, row, key, num ? CELL_NUM : CELL_STR, "%s", v ? v : "");
+}
+
+/* The time columns of a TimeStats: PREFIX_median_ms, _min_ms, _q1_ms, _q3_ms, _max_ms (empty: no time). */
+static void put_times(Table *t, int row, const char *prefix, const TimeStats *ts, int known) {
+    static const char *const f[5] = { "median_ms", "min_ms", "q1_ms", "q3_ms", "max_ms" };
+    const double v[5] = { ts->median, ts->min, ts->q1, ts->q3, ts->max };
+    char col[300];
+    for (int k = 0; k < 5; k++) {
+        snprintf(col, sizeof col, "%.280s%s", prefix, f[k]);
+        if (known && ts->n) put(t, row, col, 0, "%.6f", ms(v[k]));
+        else col_index(t, col);
+    }
+}
+
 static void fill_row(Table *t, int row, const RunStats *r, const RunStats *b, const Names *cats, const Names *scopes) {
     const DpmemLog *L = r->log;
+    const int timed = !r->no_time && !L->backwards;
+    char col[300];
     put(t, row, "run", 1, "%s", r->name);
     put(t, row, "file", 1, "%s", L->path);
     put(t, row, "closed", 0, "%d", L->closed);
     put(t, row, "corrupt", 0, "%d", L->corrupt);
     put(t, row, "events", 0, "%llu", (unsigned long long)L->n_events);
-    put(t, row, "span_ms", 0, "%.6f", ms((double)r->span_ns));
+    put(t, row, "no_time", 0, "%d", r->no_time);
+    if (timed) put(t, row, "span_ms", 0, "%.6f", ms((double)r->span_ns));
+    else col_index(t, "span_ms");
     put(t, row, "peak_bytes", 0, "%llu", (unsigned long long)r->peak);
-    put(t, row, "peak_ms", 0, "%.6f", ms((double)r->peak_ts));
+    if (timed) put(t, row, "peak_ms", 0, "%.6f", ms((double)r->peak_ts));
+    else col_index(t, "peak_ms");
     if (b->peak) put(t, row, "peak_vs_baseline", 0, "%.6f", (double)r->peak / (double)b->peak);
     else col_index(t, "peak_vs_baseline");
     put(t, row, "steps", 0, "%llu", (unsigned long long)r->n_steps);
-    double st = runstats_step_mean_ns(r), bt = runstats_step_mean_ns(b);
-    if (st > 0) put(t, row, "step_mean_ms", 0, "%.6f", ms(st));
+    put(t, row, "warmup_steps", 0, "%d", r->warmup);
+    put(t, row, "timed_steps", 0, "%zu", timed ? r->step.n : (size_t)0);
+    put_times(t, row, "step_", &r->step, timed);
+    if (timed && r->step.n) put(t, row, "step_mean_ms", 0, "%.6f", ms(r->step.mean));
     else col_index(t, "step_mean_ms");
-    if (st > 0 && bt > 0) put(t, row, "step_vs_baseline", 0, "%.6f", st / bt);
-    else col_index(t, "step_vs_baseline");
+    if (timed && r->step_ns && r->n_steps) put_list(t, row, "step_ms", r->step_ns, r->n_steps < RS_MAX_STEPS ? r->n_steps : RS_MAX_STEPS, 1e-6, "%.6f");
+    else col_index(t, "step_ms");
+    double lo, hi, x = timed && !b->no_time ? timestats_ratio(&r->step, &b->step, &lo, &hi) : 0;
+    if (x > 0) {
+        put(t, row, "step_vs_baseline", 0, "%.6f", x);
+        put(t, row, "step_vs_baseline_lo", 0, "%.6f", lo);
+        put(t, row, "step_vs_baseline_hi", 0, "%.6f", hi);
+    } else { col_index(t, "step_vs_baseline"); col_index(t, "step_vs_baseline_lo"); col_index(t, "step_vs_baseline_hi"); }
+    /* the batch: logical (sequences per optimizer step, the job's) and physical (per forward/backward, per rank) */
+    long long world = meta_ll(L, "comm.world_size", 1), pb = meta_ll(L, "config.batch_size", -1), ga = meta_ll(L, "config.grad_accum", 1);
+    long long logical = meta_ll(L, "dp.logical_batch", pb > 0 ? pb * ga * world : -1), physical = meta_ll(L, "dp.physical_batch", pb);
+    if (logical > 0) put(t, row, "batch_logical", 0, "%lld", logical);
+    else col_index(t, "batch_logical");
+    if (physical > 0) put(t, row, "batch_physical", 0, "%lld", physical);
+    else col_index(t, "batch_physical");
     put(t, row, "end_live_bytes", 0, "%llu", (unsigned long long)r->end_live);
-    char col[300];
     for (int c = 0; c < cats->n; c++) {
         snprintf(col, sizeof col, "at_peak.%s", cats->v[c]);
         put(t, row, col, 0, "%llu", (unsigned long long)runstats_at_peak(r, cats->v[c]));
@@ -361,39 +553,98 @@ static void fill_row(Table *t, int row, const RunStats *r, const RunStats *b, co
     }
     for (int k = 0; k < scopes->n; k++) {
         const ScopeStats *s = scope_of(r, scopes->v[k]);
-        const char *fields[] = { "count", "total_ms", "mean_ms", "max_ms", "gpu_mean_ms", "mem_delta_bytes" };
-        for (int f = 0; f < 6; f++) {
-            snprintf(col, sizeof col, "scope.%s.%s", scopes->v[k], fields[f]);
-            if (!s || (f == 4 && !s->gpu_count)) { col_index(t, col); continue; }
-            switch (f) {
-            case 0: put(t, row, col, 0, "%llu", (unsigned long long)s->count); break;
-            case 1: put(t, row, col, 0, "%.6f", ms((double)s->total_ns)); break;
-            case 2: put(t, row, col, 0, "%.6f", s->count ? ms((double)s->total_ns / (double)s->count) : 0.0); break;
-            case 3: put(t, row, col, 0, "%.6f", ms((double)s->max_ns)); break;
-            case 4: put(t, row, col, 0, "%.6f", ms((double)s->gpu_total_ns / (double)s->gpu_count)); break;
-            default: put(t, row, col, 0, "%llu", (unsigned long long)s->mem_delta); break;
-            }
-        }
+        char prefix[280];
+        snprintf(prefix, sizeof prefix, "scope.%.260s.", scopes->v[k]);
+        snprintf(col, sizeof col, "%scount", prefix);
+        if (s) put(t, row, col, 0, "%llu", (unsigned long long)s->count);
+        else col_index(t, col);
+        snprintf(col, sizeof col, "%stotal_ms", prefix);
+        if (s && timed) put(t, row, col, 0, "%.6f", ms((double)s->total_ns));
+        else col_index(t, col);
+        snprintf(col, sizeof col, "%smean_ms", prefix);
+        if (s && timed) put(t, row, col, 0, "%.6f", s->count ? ms((double)s->total_ns / (double)s->count) : 0.0);
+        else col_index(t, col);
+        put_times(t, row, prefix, s ? &s->times : &(TimeStats){ 0 }, s && timed);
+        snprintf(col, sizeof col, "%sgpu_mean_ms", prefix);
+        if (s && s->gpu_count && !r->no_time) put(t, row, col, 0, "%.6f", ms((double)s->gpu_total_ns / (double)s->gpu_count));
+        else col_index(t, col);
+        snprintf(col, sizeof col, "%smem_delta_bytes", prefix);
+        if (s) put(t, row, col, 0, "%llu", (unsigned long long)s->mem_delta);
+        else col_index(t, col);
     }
     put(t, row, "snapshots", 0, "%u", r->n_snaps);
     put(t, row, "warnings", 0, "%llu", (unsigned long long)r->n_warn);
+    if (r->n_warns && r->warns[0].msg >= 0) put(t, row, "first_warning", 1, "%s", L->strings[r->warns[0].msg]);
+    else col_index(t, "first_warning");
     put(t, row, "ooms", 0, "%llu", (unsigned long long)r->n_oom);
+    /* the first OOM: what was asked, for what, where, and what was live against which limit */
+    static const char *const oom_cols[] = { "oom.requested_bytes", "oom.tag", "oom.space", "oom.scope", "oom.live_bytes",
+                                            "oom.device_used_bytes", "oom.limit_bytes" };
+    if (r->n_oom) {
+        DpmemEvent e;
+        runstats_oom_event(r, 0, &e);
+        uint32_t ns = dpmem_ev_u32(&e, 24), nc = dpmem_ev_u32(&e, 28), q = 40 + (ns * 4 + 7) / 8 * 8;
+        uint64_t live_sum = 0, dev_total = dpmem_ev_u64(&e, 16);
+        for (uint32_t i = 0; i < nc; i++) live_sum += dpmem_ev_u64(&e, q + 16 * i + 8);
+        char stack[512] = "";
+        size_t k = 0;
+        for (uint32_t i = 0; i < ns && k < sizeof stack - 1; i++)
+            k += (size_t)snprintf(stack + k, sizeof stack - k, "%s%s", i ? ">" : "", dpmem_log_string(L, dpmem_ev_u32(&e, 40 + 4 * i)));
+        put(t, row, oom_cols[0], 0, "%llu", (unsigned long long)dpmem_ev_u64(&e, 0));
+        put(t, row, oom_cols[1], 1, "%s", dpmem_log_string(L, e.id));
+        put(t, row, oom_cols[2], 1, "%s", dpmem_space_name(e.aux));
+        put(t, row, oom_cols[3], 1, "%s", stack);
+        put(t, row, oom_cols[4], 0, "%llu", (unsigned long long)live_sum);
+        if (dev_total) put(t, row, oom_cols[5], 0, "%llu", (unsigned long long)dpmem_ev_u64(&e, 8));
+        else col_index(t, oom_cols[5]);
+        long long limit = dev_total ? (long long)dev_total : meta_ll(L, "config.mem_limit", 0);
+        if (limit > 0) put(t, row, oom_cols[6], 0, "%lld", limit);
+        else col_index(t, oom_cols[6]);
+    } else for (int i = 0; i < 7; i++) col_index(t, oom_cols[i]);
     put(t, row, "leak", 0, "%d", r->leak);
     put(t, row, "leak_per_step_bytes", 0, "%llu", (unsigned long long)r->leak_per_step);
+    if (r->n_grew) {   /* "tag:+bytes ..." */
+        char grew[1000] = "";
+        size_t k = 0;
+        for (uint32_t i = 0; i < r->n_grew && k < sizeof grew - 1; i++)
+            k += (size_t)snprintf(grew + k, sizeof grew - k, "%s%s:+%llu", i ? " " : "", L->strings[r->grew[i].tag],
+                                  (unsigned long long)(r->grew[i].to - r->grew[i].from));
+        put(t, row, "leak_tags", 1, "%s", grew);
+    } else col_index(t, "leak_tags");
     put(t, row, "untracked_growth", 0, "%d", r->untracked_growth);
     if (r->has_device) {
         put(t, row, "untracked_first_bytes", 0, "%llu", (unsigned long long)r->untracked_first);
         put(t, row, "untracked_last_bytes", 0, "%llu", (unsigned long long)r->untracked_last);
     } else { col_index(t, "untracked_first_bytes"); col_index(t, "untracked_last_bytes"); }
+    StepLog sl;
+    int have_sl = steplog_read(&sl, L) == 0;
+    if (have_sl && sl.n_loss) {
+        put(t, row, "loss_first", 0, "%.17g", sl.loss[0]);
+        put(t, row, "loss_last", 0, "%.17g", sl.loss[sl.n_loss - 1]);
+        put_list(t, row, "loss", sl.loss, sl.n_loss, 1.0, "%.17g");
+    } else { col_index(t, "loss_first"); col_index(t, "loss_last"); col_index(t, "loss"); }
+    if (have_sl && sl.n_norms) {
+        put(t, row, "sample_norms", 0, "%zu", sl.n_norms);
+        size_t clipped = 0;
+        for (size_t i = 0; i < sl.n_norms; i++) clipped += sl.clip[i] < 1;
+        TimeStats ns = timestats_of(sl.norm, sl.n_norms);   /* (sorts the copy steplog made) */
+        put(t, row, "sample_norm_median", 0, "%.9g", ns.median);
+        put(t, row, "sample_clipped_fraction", 0, "%.6f", (double)clipped / (double)sl.n_norms);
+    } else { col_index(t, "sample_norms"); col_index(t, "sample_norm_median"); col_index(t, "sample_clipped_fraction"); }
+    if (have_sl) steplog_free(&sl);
     for (uint32_t i = 0; i < L->n_meta; i++) {
         const char *k = dpmem_log_string(L, L->meta[i].key);
         if (strncmp(k, "config.", 7) == 0) put(t, row, k, 1, "%s", dpmem_log_meta(L, k) ? dpmem_log_meta(L, k) : "");
+    }
+    for (uint32_t i = 0; i < L->n_meta; i++) {
+        const char *k = dpmem_log_string(L, L->meta[i].key);
+        if (settings_key(k)) put_meta(t, row, k, dpmem_log_meta(L, k));
     }
 }
 
 int main(int argc, char **argv) {
     const char *paths[MAX_RUNS], *baseline = NULL, *csv = NULL, *json = NULL, *charts = NULL;
-    int n = 0, quiet = 0;
+    int n = 0, quiet = 0, warmup = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -402,14 +653,23 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--csv")) { if (!has_val) return fail("--csv needs a file", NULL); csv = argv[++i]; }
         else if (!strcmp(a, "--json")) { if (!has_val) return fail("--json needs a file", NULL); json = argv[++i]; }
         else if (!strcmp(a, "--charts")) { if (!has_val) return fail("--charts needs a directory", NULL); charts = argv[++i]; }
+        else if (!strcmp(a, "--warmup")) {
+            char *end;
+            long v = has_val ? strtol(argv[i + 1], &end, 10) : -1;
+            if (!has_val || !*argv[i + 1] || *end || v < 0 || v > 1000000000L) return fail("--warmup needs a number of steps >= 0", has_val ? argv[i + 1] : NULL);
+            warmup = (int)v; i++;
+        }
         else if (!strcmp(a, "-q")) quiet = 1;
         else if (a[0] == '-' && a[1]) return fail("unknown option", a);
         else {
-            if (n == MAX_RUNS) return fail("too many logs (at most 64)", NULL);
+            if (n == MAX_RUNS) return fail("too many logs (at most 1024)", NULL);
             paths[n++] = a;
         }
     }
     if (n == 0) { usage(stderr); return 2; }
+    if (outpath_is_stdout(charts)) return fail("--charts needs a directory: standard output ('-') cannot hold several PNGs", NULL);
+    if (outpath_is_stdout(csv) && outpath_is_stdout(json)) return fail("--csv - and --json -: only one output can be standard output", NULL);
+    if (outpath_is_stdout(csv) || outpath_is_stdout(json)) quiet = 1;   /* stdout carries that table alone */
     {   /* no output may be an input (or another output): check before anything is opened */
         IoPath io[MAX_RUNS + 7];
         int k = 0;
@@ -436,7 +696,7 @@ int main(int argc, char **argv) {
         opened++;
         dpmem_log_warn(&logs[i], "dpmem-report");
         runs[i] = malloc(sizeof *runs[i]);
-        if (!runs[i] || runstats_compute(runs[i], &logs[i])) {
+        if (!runs[i] || runstats_compute_ex(runs[i], &logs[i], warmup)) {
             if (dpmem_log_error(&logs[i])) fprintf(stderr, "dpmem-report: %s\n", dpmem_log_error(&logs[i]));
             else fprintf(stderr, "dpmem-report: %s: out of memory\n", paths[i]);
             rc = 1;
@@ -466,7 +726,7 @@ int main(int argc, char **argv) {
             if (n > 1) print_comparison(runs, n, base, &cats);
         }
         if (csv || json) {
-            t.cap_cols = 64 + 2 * cats.n + 6 * scopes.n + 64;
+            t.cap_cols = 128 + 2 * cats.n + 10 * scopes.n + 64;
             for (int i = 0; i < n; i++) t.cap_cols += (int)logs[i].n_meta;
             t.cols = calloc((size_t)t.cap_cols, sizeof *t.cols);
             t.cells = calloc((size_t)t.cap_cols * n, sizeof *t.cells);

@@ -9,10 +9,10 @@ static int meta_int(const RunStats *r, const char *key, int dflt) {
     return v && *v ? atoi(v) : dflt;
 }
 
-/* Mean duration (ns) of the scope named `name` in a run, 0 when it has none. */
-static double scope_mean_ns(const RunStats *r, const char *name) {
+/* Median time (ns) of the scope named `name` in a run (per timed step), 0 when it has none. */
+static double scope_median_ns(const RunStats *r, const char *name) {
     for (uint32_t s = 0; s < r->log->n_strings; s++)
-        if (r->scopes[s].count && !strcmp(r->log->strings[s], name)) return (double)r->scopes[s].total_ns / (double)r->scopes[s].count;
+        if (r->scopes[s].count && !strcmp(r->log->strings[s], name)) return r->scopes[s].times.median;
     return 0;
 }
 
@@ -44,12 +44,13 @@ void ranks_print(RunStats **runs, int n, FILE *out) {
                 present < world ? " (the job's sums below lack the missing ranks)" : "");
         if (dup) fprintf(out, "   warning: two logs claim the same rank (logs of two jobs?): the first of each is used\n");
         fprintf(out, "  %-8s %16s %12s %12s %14s\n", "rank", "peak bytes", "peak MiB", "step ms", "allreduce ms");
+        fprintf(out, "  (times: medians per step over the timed steps)\n");
         uint64_t max_peak = 0, sum_peak = 0;
         double max_step = 0, max_ar = 0;
         for (int r = 0; r < world; r++) {
             if (!member[r]) continue;
             const RunStats *s = runs[member[r] - 1];
-            const double step = runstats_step_mean_ns(s), ar = scope_mean_ns(s, "allreduce");
+            const double step = runstats_step_median_ns(s), ar = scope_median_ns(s, "allreduce");
             char label[16];
             snprintf(label, sizeof label, "%d", r);
             row(out, label, s->peak, step, ar);

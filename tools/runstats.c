@@ -2,6 +2,7 @@
    BEGIN/END keep a stack per thread with each scope's start time and live bytes at its start. */
 #include "runstats.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,12 +17,8 @@ uint64_t runstats_at_peak(const RunStats *r, const char *cat) {
     return c < 0 ? 0 : r->at_peak[c];
 }
 
-double runstats_step_mean_ns(const RunStats *r) {
-    if (!r->step_scope) return 0;
-    int32_t i = dpmem_log_find_string(r->log, r->step_scope);
-    if (i < 0 || !r->scopes[i].count) return 0;
-    return (double)r->scopes[i].total_ns / (double)r->scopes[i].count;
-}
+double runstats_step_mean_ns(const RunStats *r) { return r->no_time ? 0 : r->step.mean; }
+double runstats_step_median_ns(const RunStats *r) { return r->no_time ? 0 : r->step.median; }
 
 void runstats_oom_event(const RunStats *r, uint32_t i, DpmemEvent *e) {
     const uint8_t *ev = r->oom[i];
@@ -67,7 +64,92 @@ static uint64_t maxstack_since(const MaxStack *m, uint64_t seq, uint64_t floor) 
     return lo < m->n && m->val[lo] > floor ? m->val[lo] : floor;
 }
 
-int runstats_compute(RunStats *r, const DpmemLog *L) {
+/* Per-step times of the scopes inside the step scope: slot k holds a scope's total in each step. */
+typedef struct {
+    int32_t name[RS_MAX_PHASES];
+    double cur[RS_MAX_PHASES];          /* this step's total so far, ns */
+    double *v[RS_MAX_PHASES];           /* per step */
+    uint64_t n[RS_MAX_PHASES], cap[RS_MAX_PHASES];
+    int n_slots;
+    double *inst[RS_MAX_PHASES];        /* scopes outside the steps: each instance (the first RS_MAX_INSTANCES) */
+    int32_t inst_name[RS_MAX_PHASES];
+    uint32_t inst_n[RS_MAX_PHASES];
+    int n_inst;
+} Series;
+
+static int grow_to(double **v, uint64_t *cap, uint64_t need) {
+    if (need <= *cap) return 0;
+    uint64_t nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    double *w = realloc(*v, nc * sizeof *w);
+    if (!w) return -1;
+    *v = w; *cap = nc;
+    return 0;
+}
+
+/* The step that just ended (index k): each slot's total into v[k] (0 where it did not run). */
+static int series_flush(Series *S, uint64_t k) {
+    if (k >= RS_MAX_PHASE_STEPS) { for (int i = 0; i < S->n_slots; i++) S->cur[i] = 0; return 0; }
+    for (int i = 0; i < S->n_slots; i++) {
+        if (grow_to(&S->v[i], &S->cap[i], k + 1)) return -1;
+        while (S->n[i] < k) S->v[i][S->n[i]++] = 0;
+        S->v[i][S->n[i]++] = S->cur[i];
+        S->cur[i] = 0;
+    }
+    return 0;
+}
+
+static int series_instance(Series *S, int32_t *islot, int32_t name, double dur) {
+    if (islot[name] < 0) {
+        if (S->n_inst == RS_MAX_PHASES) return 0;
+        if (!(S->inst[S->n_inst] = malloc(RS_MAX_INSTANCES * sizeof(double)))) return -1;
+        S->inst_name[S->n_inst] = name;
+        islot[name] = S->n_inst++;
+    }
+    int k = islot[name];
+    if (S->inst_n[k] < RS_MAX_INSTANCES) S->inst[k][S->inst_n[k]] = dur;
+    S->inst_n[k]++;
+    return 0;
+}
+
+static TimeStats stats_from(const double *v, uint64_t n, uint64_t skip, int *oom) {
+    TimeStats t = { 0 };
+    if (n <= skip) return t;
+    double *c = malloc((n - skip) * sizeof *c);
+    if (!c) { *oom = 1; return t; }
+    memcpy(c, v + skip, (n - skip) * sizeof *c);
+    t = timestats_of(c, n - skip);
+    free(c);
+    return t;
+}
+
+static void series_free(Series *S) {
+    for (int i = 0; i < RS_MAX_PHASES; i++) { free(S->v[i]); free(S->inst[i]); }
+}
+
+/* Per tag: live bytes and counts now, and as they were at the start of epoch mod (the epoch is the
+   number of steps ended: a tag touched after the last step's end still tells its value there). */
+typedef struct { uint64_t live, allocs, frees, live_e, allocs_e, frees_e, mod; } TagAcc;
+static void tag_touch(TagAcc *t, uint64_t epoch) {
+    if (t->mod == epoch) return;
+    t->live_e = t->live; t->allocs_e = t->allocs; t->frees_e = t->frees; t->mod = epoch;
+}
+
+static int cmp_growth(const void *a, const void *b) {
+    const TagGrowth *x = a, *y = b;
+    uint64_t gx = x->to - x->from, gy = y->to - y->from;
+    if (gx != gy) return gx < gy ? 1 : -1;
+    return (x->tag > y->tag) - (x->tag < y->tag);
+}
+static int cmp_warn(const void *a, const void *b) {
+    const WarnStats *x = a, *y = b;
+    if (x->first_ts != y->first_ts) return x->first_ts < y->first_ts ? -1 : 1;
+    return (x->msg > y->msg) - (x->msg < y->msg);
+}
+
+int runstats_compute(RunStats *r, const DpmemLog *L) { return runstats_compute_ex(r, L, -1); }
+
+int runstats_compute_ex(RunStats *r, const DpmemLog *L, int warmup) {
     memset(r, 0, sizeof *r);
     r->log = L;
     r->name = dpmem_log_run_name(L, r->name_buf, sizeof r->name_buf);
@@ -80,12 +162,30 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
     uint64_t *allocs = calloc(ns + 1, sizeof *allocs), *largest = calloc(ns + 1, sizeof *largest);
     uint32_t *space = calloc(ns + 1, sizeof *space);
     uint64_t *top_count = calloc(ns + 1, sizeof *top_count);   /* instances of depth-0 scopes */
+    int32_t *pslot = malloc((ns + 1) * sizeof *pslot), *islot = malloc((ns + 1) * sizeof *islot);
+    TagAcc *tags = calloc(ns + 1, sizeof *tags);
+    uint64_t *s2_live = NULL, *s2_allocs = NULL, *s2_frees = NULL;   /* per tag at the end of step 2 */
+    WarnStats *warn_of = calloc(ns + 1, sizeof *warn_of);
+    Series ser;
+    memset(&ser, 0, sizeof ser);
     ScopeStacks stacks = { 0 };
     MaxStack maxes = { 0 };
     uint64_t seq = 0, open = 0;   /* ALLOC events so far; scopes open now, all threads */
-    int ok = r->at_peak && r->cat_peak && r->scopes && live && allocs && largest && space && top_count &&
-             scopestacks_init(&stacks, L->n_threads, sizeof(Open), MAX_DEPTH) == 0;
+    uint64_t steps_open = 0, steps_ended = 0;
+    int ok = r->at_peak && r->cat_peak && r->scopes && live && allocs && largest && space && top_count && pslot && islot &&
+             tags && warn_of && scopestacks_init(&stacks, L->n_threads, sizeof(Open), MAX_DEPTH) == 0;
     int oom = 0;
+    for (uint32_t i = 0; ok && i <= ns; i++) { pslot[i] = -1; islot[i] = -1; r->scopes[i].min_ns = UINT64_MAX; r->scopes[i].gpu_min_ns = UINT64_MAX; }
+    {   /* a plan computed nothing: its times are the planner's own */
+        const char *dev = dpmem_log_meta(L, "config.device"), *be = dpmem_log_meta(L, "config.backend");
+        r->no_time = (dev && !strcmp(dev, "plan")) || (be && !strcmp(be, "plan"));
+        const char *w = dpmem_log_meta(L, "timing.warmup_steps");
+        char *end;
+        long v = w ? strtol(w, &end, 10) : -1;
+        if (warmup >= 0) { r->warmup = warmup; r->warmup_from = "asked"; }
+        else if (w && *w && !*end && v >= 0 && v <= 1000000000L) { r->warmup = (int)v; r->warmup_from = "META timing.warmup_steps"; }
+        else { r->warmup = -1; r->warmup_from = "default"; }   /* 1 once the steps are counted */
+    }
 
     /* The repeated scope: "step" when the log has one, else the most frequent outermost scope. */
     int32_t step_si = ok ? dpmem_log_find_string(L, "step") : -1;
@@ -100,7 +200,13 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
                 int32_t si = dpmem_log_string_index(L, e.id);
                 int32_t c = si < 0 || L->cat_of[si] < 0 ? (int32_t)nc : L->cat_of[si];
                 if (si < 0) r->unnamed_events++;
+                else {
+                    tag_touch(&tags[si], steps_ended);
+                    if (e.type == DPMEM_EV_ALLOC) { tags[si].live += bytes; tags[si].allocs++; }
+                    else { tags[si].live -= bytes < tags[si].live ? bytes : tags[si].live; tags[si].frees++; }
+                }
                 if (e.type == DPMEM_EV_ALLOC) {
+                    if (total + bytes < total) { r->too_large++; break; }   /* past 2^64: a forged or corrupt log */
                     live[c] += bytes; total += bytes;
                     if (si >= 0) {
                         allocs[si]++;
@@ -124,6 +230,7 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
                 Open *o = scopestack_push(&stacks, e.slot, &oom);
                 if (o) *o = (Open){ dpmem_log_string_index(L, e.id), rel, total, seq };
                 if (!oom) open++;
+                if (o && o->name >= 0 && o->name == step_si) steps_open++;
                 break;
             }
             case DPMEM_EV_END: {
@@ -136,13 +243,29 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
                 uint64_t dur = rel >= o->ts ? rel - o->ts : 0;
                 s->count++; s->total_ns += dur;
                 if (dur > s->max_ns) s->max_ns = dur;
+                if (dur < s->min_ns) s->min_ns = dur;
                 if (max_live - o->live0 > s->mem_delta) s->mem_delta = max_live - o->live0;
                 if (scopestack_depth(&stacks, e.slot) == 0) top_count[o->name]++;
                 if (o->name == step_si) {
                     if (!r->step_end_live) r->step_end_live = malloc(RS_MAX_STEPS * sizeof *r->step_end_live);
-                    if (r->step_end_live && r->n_steps < RS_MAX_STEPS) r->step_end_live[r->n_steps] = total;
+                    if (!r->step_ns) r->step_ns = malloc(RS_MAX_STEPS * sizeof *r->step_ns);
+                    if (!r->step_end_live || !r->step_ns) { oom = 1; break; }
+                    if (r->n_steps < RS_MAX_STEPS) { r->step_end_live[r->n_steps] = total; r->step_ns[r->n_steps] = (double)dur; }
                     r->n_steps++;
-                }
+                    if (series_flush(&ser, steps_ended)) oom = 1;
+                    if (steps_open) steps_open--;
+                    steps_ended++;
+                    if (steps_ended == 2) {   /* the tags' live bytes and counts at the end of step 2 */
+                        s2_live = malloc((ns + 1) * sizeof *s2_live);
+                        s2_allocs = malloc((ns + 1) * sizeof *s2_allocs);
+                        s2_frees = malloc((ns + 1) * sizeof *s2_frees);
+                        if (!s2_live || !s2_allocs || !s2_frees) { oom = 1; break; }
+                        for (uint32_t t = 0; t <= ns; t++) { s2_live[t] = tags[t].live; s2_allocs[t] = tags[t].allocs; s2_frees[t] = tags[t].frees; }
+                    }
+                } else if (steps_open) {      /* inside a step: this step's total of the scope */
+                    if (pslot[o->name] < 0 && ser.n_slots < RS_MAX_PHASES) { pslot[o->name] = ser.n_slots; ser.name[ser.n_slots++] = o->name; }
+                    if (pslot[o->name] >= 0) ser.cur[pslot[o->name]] += (double)dur;
+                } else if (series_instance(&ser, islot, o->name, (double)dur)) oom = 1;
                 break;
             }
             case DPMEM_EV_GPU_TIME: {
@@ -152,6 +275,7 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
                 ScopeStats *s = &r->scopes[si];
                 s->gpu_count++; s->gpu_total_ns += g;
                 if (g > s->gpu_max_ns) s->gpu_max_ns = g;
+                if (g < s->gpu_min_ns) s->gpu_min_ns = g;
                 break;
             }
             case DPMEM_EV_SNAPSHOT: {
@@ -177,7 +301,14 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
                 }
                 break;
             }
-            case DPMEM_EV_WARN: r->n_warn++; break;
+            case DPMEM_EV_WARN: {
+                r->n_warn++;
+                int32_t si = dpmem_log_string_index(L, e.id);
+                WarnStats *w = &warn_of[si < 0 ? ns : (uint32_t)si];   /* (ns: messages the log lacks) */
+                if (!w->count) { w->msg = si; w->first_ts = rel; w->first_value = dpmem_ev_u64(&e, 0); }
+                w->count++;
+                break;
+            }
             case DPMEM_EV_OOM:
                 if (r->n_oom < 4) {
                     uint8_t *copy = malloc(16 + (size_t)e.n);
@@ -213,13 +344,47 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
                 if (dur > s->max_ns) s->max_ns = dur;
             }
         }
+        int32_t step_name = step_si;
         if (step_si >= 0) r->step_scope = L->strings[step_si];
         else {
             int32_t best = -1;
             for (uint32_t i = 0; i < ns; i++)
                 if (top_count[i] >= 2 && (best < 0 || top_count[i] > top_count[best])) best = (int32_t)i;
             if (best >= 0) r->step_scope = L->strings[best];
+            step_name = best;
         }
+        /* Times: the warm-up steps left out of every statistic; none at all for a plan. */
+        uint64_t n_steps = step_si >= 0 ? r->n_steps : step_name >= 0 ? r->scopes[step_name].count : 0;
+        if (r->warmup < 0) r->warmup = n_steps >= 2 ? 1 : 0;
+        const uint64_t W = (uint64_t)r->warmup;
+        for (uint32_t i = 0; i < ns; i++) { if (r->scopes[i].min_ns == UINT64_MAX) r->scopes[i].min_ns = 0; if (r->scopes[i].gpu_min_ns == UINT64_MAX) r->scopes[i].gpu_min_ns = 0; }
+        if (!r->no_time) {
+            if (step_si >= 0 && r->step_ns) r->step = stats_from(r->step_ns, r->n_steps < RS_MAX_STEPS ? r->n_steps : RS_MAX_STEPS, W, &oom);
+            for (int k = 0; k < ser.n_slots; k++) {
+                while (ser.n[k] < (steps_ended < RS_MAX_PHASE_STEPS ? steps_ended : RS_MAX_PHASE_STEPS)) {   /* a scope last seen before the end */
+                    if (grow_to(&ser.v[k], &ser.cap[k], ser.n[k] + 1)) { oom = 1; break; }
+                    ser.v[k][ser.n[k]++] = 0;
+                }
+                ScopeStats *sc = &r->scopes[ser.name[k]];
+                sc->per_step = 1;
+                sc->times = stats_from(ser.v[k], ser.n[k], W, &oom);
+            }
+            for (int k = 0; k < ser.n_inst; k++) {
+                ScopeStats *sc = &r->scopes[ser.inst_name[k]];
+                if (sc->per_step || ser.inst_n[k] > RS_MAX_INSTANCES) continue;   /* more instances than kept: no exact median */
+                uint64_t skip = ser.inst_name[k] == step_name ? W : 0;    /* a step scope of another name: its warm-up too */
+                sc->times = stats_from(ser.inst[k], ser.inst_n[k], skip, &oom);
+                if (ser.inst_name[k] == step_name && step_si < 0) r->step = sc->times;
+            }
+            if (step_si >= 0) r->scopes[step_si].times = r->step, r->scopes[step_si].per_step = 1;
+        }
+        /* The distinct warnings, by their first time. */
+        uint32_t nw = 0;
+        for (uint32_t i = 0; i <= ns; i++) nw += warn_of[i].count > 0;
+        if (nw && (r->warns = malloc(nw * sizeof *r->warns))) {
+            for (uint32_t i = 0; i <= ns; i++) if (warn_of[i].count) r->warns[r->n_warns++] = warn_of[i];
+            qsort(r->warns, r->n_warns, sizeof *r->warns, cmp_warn);
+        } else if (nw) oom = 1;
         /* Largest buffers: by their largest single allocation. */
         BufferStats *all = malloc((ns + 1) * sizeof *all);
         uint32_t na = 0;
@@ -239,6 +404,21 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
             if (grows) {
                 r->leak = 1;
                 r->leak_per_step = (r->step_end_live[n - 1] - r->step_end_live[1]) / (n - 2);
+                /* which tags: live at the end of the last step against the end of step 2 */
+                TagGrowth *g = malloc((ns + 1) * sizeof *g);
+                uint32_t ng = 0;
+                for (uint32_t t = 0; g && s2_live && t < ns; t++) {
+                    const TagAcc *a = &tags[t];
+                    int touched = a->mod == steps_ended;   /* changed after the last step's end */
+                    uint64_t to = touched ? a->live_e : a->live;
+                    if (to > s2_live[t])
+                        g[ng++] = (TagGrowth){ (int32_t)t, s2_live[t], to, (touched ? a->allocs_e : a->allocs) - s2_allocs[t],
+                                               (touched ? a->frees_e : a->frees) - s2_frees[t] };
+                }
+                if (g) qsort(g, ng, sizeof *g, cmp_growth);
+                r->n_grew = ng < RS_MAX_GREW ? ng : RS_MAX_GREW;
+                if (g) memcpy(r->grew, g, r->n_grew * sizeof *g);
+                free(g);
             }
         }
         /* Untracked device memory that never shrinks and ends at least 1 MiB higher. */
@@ -256,14 +436,18 @@ int runstats_compute(RunStats *r, const DpmemLog *L) {
         if (k >= 3 && grows && r->untracked_last >= r->untracked_first + (1u << 20)) r->untracked_growth = 1;
     }
     free(live); free(allocs); free(largest); free(space); free(top_count);
+    free(pslot); free(islot); free(tags); free(s2_live); free(s2_allocs); free(s2_frees); free(warn_of);
+    series_free(&ser);
     scopestacks_free(&stacks);
     free(maxes.seq); free(maxes.val);
+    if (ok && oom) ok = 0;
     if (!ok) { runstats_free(r); return -1; }
     return 0;
 }
 
 void runstats_free(RunStats *r) {
-    free(r->at_peak); free(r->cat_peak); free(r->scopes); free(r->step_end_live);
+    free(r->at_peak); free(r->cat_peak); free(r->scopes); free(r->step_end_live); free(r->step_ns); free(r->warns);
+    r->step_ns = NULL; r->warns = NULL; r->n_warns = 0;
     for (uint32_t i = 0; i < r->n_snaps; i++) { free(r->snaps[i].cat); free(r->snaps[i].live); }
     for (uint32_t i = 0; i < 4; i++) { free(r->oom[i]); r->oom[i] = NULL; }
     r->at_peak = r->cat_peak = r->step_end_live = NULL;

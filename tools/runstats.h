@@ -3,26 +3,54 @@
    buffers, and the health checks (a leak across steps, untracked device memory that keeps growing).
    dpmem-report prints, exports and charts them; this file only computes.
 
+   Times. Every time comes with its median, min, quartiles and max (timestats.h), over the timed
+   steps: the first `warmup` steps are left out (META timing.warmup_steps, which the sample trainers
+   write; else 1 when the run has at least 2 steps; runstats_compute_ex can set it). A scope that
+   runs inside the step scope ("step") is timed per step: the sum of its instances in each step
+   (0 in a step where it did not run), nested scopes included in their parents. A scope outside
+   every step is timed per instance. A plan-backend run (META config.device or config.backend
+   "plan") computed nothing, so it has no time at all: no_time is set and every time is left out.
+
    Memory is bounded by the number of distinct strings, threads, snapshots (at most RS_MAX_SNAPS, each
-   with the categories it lists) and steps (at most RS_MAX_STEPS), never by the number of events;
-   time is linear in the events (a scope's memory delta is a search in a monotone stack of totals,
-   not an update of every open scope at every allocation). */
+   with the categories it lists) and steps (at most RS_MAX_STEPS; per-step times of at most
+   RS_MAX_PHASES scopes over the first RS_MAX_PHASE_STEPS steps; RS_MAX_INSTANCES instance times of
+   the first RS_MAX_PHASES other scopes), never by the number of events; time is linear in the events
+   (a scope's memory delta is a search in a monotone stack of totals, not an update of every open
+   scope at every allocation). */
 #ifndef RUNSTATS_H
 #define RUNSTATS_H
 
 #include <stdint.h>
 
 #include "dpmem_read.h"
+#include "timestats.h"
 
 #define RS_MAX_SNAPS 4096
 #define RS_MAX_STEPS 1000000
 #define RS_TOP 10
+#define RS_MAX_PHASES 64
+#define RS_MAX_PHASE_STEPS 100000
+#define RS_MAX_INSTANCES 1024
+#define RS_MAX_GREW 8
 
 typedef struct {
-    uint64_t count, total_ns, max_ns;
-    uint64_t gpu_count, gpu_total_ns, gpu_max_ns;
+    uint64_t count, total_ns, max_ns, min_ns;
+    uint64_t gpu_count, gpu_total_ns, gpu_max_ns, gpu_min_ns;
     uint64_t mem_delta;       /* max over instances of (peak live inside it - live at its begin) */
+    int per_step;             /* times is per timed step (the scope runs inside the step scope), else per instance */
+    TimeStats times;          /* ns; n = 0: not known (a scope past the bounds above, or no_time) */
 } ScopeStats;
+
+typedef struct {              /* one distinct WARN message */
+    int32_t msg;              /* string index */
+    uint64_t count, first_ts, first_value;   /* first_ts relative to t0 */
+} WarnStats;
+
+typedef struct {              /* a tag whose live bytes grew from the end of step 2 to the end of the last step */
+    int32_t tag;              /* string index */
+    uint64_t from, to;        /* live bytes then and there */
+    uint64_t allocs, frees;   /* between those two moments */
+} TagGrowth;
 
 typedef struct {
     const char *label;
@@ -59,25 +87,40 @@ typedef struct {
     BufferStats top[RS_TOP];
     uint32_t n_top;
     uint64_t n_warn, n_oom, n_device_samples, unbalanced_frees;
+    WarnStats *warns;         /* the distinct WARN messages in order of their first time */
+    uint32_t n_warns;
+    uint64_t too_large;       /* ALLOCs left out: they would carry the total past 2^64 bytes */
     uint64_t unnamed_events;  /* ALLOC/FREE events whose tag id has no STRING in the log */
     uint8_t *oom[4];          /* copies of the first OOM events (head, id, ts, payload), printed in full */
     uint32_t oom_bytes[4];
     /* health */
     int leak;                 /* live at the end of each step keeps growing */
     uint64_t leak_per_step;
+    TagGrowth grew[RS_MAX_GREW]; /* with a leak: the tags that grew most, largest growth first */
+    uint32_t n_grew;
     int untracked_growth;     /* untracked device memory keeps growing across snapshots */
     uint64_t untracked_first, untracked_last;
     int has_device;
+    /* time */
+    int no_time;              /* a plan-backend run: no time at all */
+    int warmup;               /* steps left out of every time statistic */
+    const char *warmup_from;  /* "META timing.warmup_steps", "default", "asked" */
+    double *step_ns;          /* each step's duration (the first min(n_steps, RS_MAX_STEPS)), warm-up included */
+    TimeStats step;           /* over the timed steps (ns); n = 0: none */
 } RunStats;
 
 /* 0, or -1: out of memory, or dpmem_log_error(log) says why the log could not be read to its end. */
 int  runstats_compute(RunStats *r, const DpmemLog *log);
+/* The same with the warm-up steps to leave out (-1: the log's META timing.warmup_steps, else 1). */
+int  runstats_compute_ex(RunStats *r, const DpmemLog *log, int warmup);
 void runstats_free(RunStats *r);
 /* Bytes of a category (by name) at the run's peak; 0 when the run has no such category. */
 uint64_t runstats_at_peak(const RunStats *r, const char *category);
 /* A copy of the i-th OOM event kept by runstats_compute, as an event. */
 void runstats_oom_event(const RunStats *r, uint32_t i, DpmemEvent *e);
-/* Mean of the step scope in ns (0 when there is none). */
+/* Mean of the step scope over the timed steps in ns (0 when there is none, or no_time). */
 double runstats_step_mean_ns(const RunStats *r);
+/* Median of the step scope over the timed steps in ns (0 when there is none, or no_time). */
+double runstats_step_median_ns(const RunStats *r);
 
 #endif

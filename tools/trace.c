@@ -14,6 +14,14 @@
 
 static void us(FILE *f, uint64_t rel_ns) { fprintf(f, "%" PRIu64 ".%03u", rel_ns / 1000, (unsigned)(rel_ns % 1000)); }
 
+static void thread_name(FILE *f, uint64_t pid, uint32_t tid, const char *name, uint32_t index) {
+    fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu64 ",\"tid\":%u,\"args\":{\"name\":", pid, tid);
+    char tn[160];
+    snprintf(tn, sizeof tn, "%s%sT%u", name, *name ? " " : "", index);
+    json_write_string(f, tn);
+    fputs("}}", f);
+}
+
 /* One log's process: its name, its threads' names and every event, as pid, with times from origin.
    first: the first process of the file (no separator before it). */
 static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint64_t pid, uint64_t origin, int first) {
@@ -28,15 +36,22 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
     snprintf(pname, sizeof pname, "dpmem: %s", run);
     json_write_string(f, pname);
     fputs("}}", f);
+    /* A thread index is one OS thread at a time: a thread that exits hands its index (and chunk) to
+       the next new one, which announces itself by a THREAD event. Each OS thread gets its own track:
+       the first keeps the index as its tid, each later one a fresh tid above every index. Threads
+       without a THREAD event are named here; the others at their THREAD event. */
+    uint32_t *tid = malloc((L->n_threads + 1) * sizeof *tid), next_tid = 1;
+    uint64_t *os_tid = calloc(L->n_threads + 1, sizeof *os_tid);
+    uint8_t *named = calloc(L->n_threads + 1, 1);
+    if (!tid || !os_tid || !named) { free(live); free(tid); free(os_tid); free(named); scopestacks_free(&st); return -1; }
     for (uint32_t t = 0; t < L->n_threads; t++) {
-        fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu64 ",\"tid\":%u,\"args\":{\"name\":", pid, L->threads[t].index);
-        char tn[160];
-        snprintf(tn, sizeof tn, "%s%sT%u", L->threads[t].name, *L->threads[t].name ? " " : "", L->threads[t].index);
-        json_write_string(f, tn);
-        fputs("}}", f);
+        tid[t] = L->threads[t].index;
+        if (L->threads[t].index >= next_tid) next_tid = L->threads[t].index + 1;
+        if (*L->threads[t].name) continue;
+        thread_name(f, pid, tid[t], "", L->threads[t].index);
     }
     DpmemIter it;
-    if (dpmem_iter_begin(&it, L)) { free(live); scopestacks_free(&st); return -1; }
+    if (dpmem_iter_begin(&it, L)) { free(live); free(tid); free(os_tid); free(named); scopestacks_free(&st); return -1; }
     int oom = 0;
     DpmemEvent e;
     uint64_t last = 0;
@@ -45,6 +60,14 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
         uint64_t rel = e.ts >= origin ? e.ts - origin : 0;
         last = rel;
         switch (e.type) {
+        case DPMEM_EV_THREAD: {
+            uint64_t os = dpmem_ev_u64(&e, 0);
+            if (named[e.slot] && os != os_tid[e.slot] && next_tid < GPU_TID_BASE) tid[e.slot] = next_tid++;
+            if (!named[e.slot] || os != os_tid[e.slot]) thread_name(f, pid, tid[e.slot], (const char *)e.p + 8, e.thread);
+            named[e.slot] = 1;
+            os_tid[e.slot] = os;
+            break;
+        }
         case DPMEM_EV_BEGIN: case DPMEM_EV_END: {
             if (e.type == DPMEM_EV_BEGIN) {
                 uint32_t *o = scopestack_push(&st, e.slot, &oom);
@@ -55,7 +78,7 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
             }
             fprintf(f, ",\n{\"ph\":\"%s\",\"name\":", e.type == DPMEM_EV_BEGIN ? "B" : "E");
             json_write_string(f, dpmem_log_string(L, e.id));
-            fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, e.thread);
+            fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[e.slot]);
             us(f, rel);
             fputc('}', f);
             break;
@@ -69,7 +92,7 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
             if (!o->no_allocs) {
                 fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s ", e.type == DPMEM_EV_ALLOC ? "alloc" : "free");
                 json_write_escaped(f, dpmem_log_string(L, e.id));
-                fprintf(f, "\",\"cat\":\"memory\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, e.thread);
+                fprintf(f, "\",\"cat\":\"memory\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[e.slot]);
                 us(f, rel);
                 fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 ",\"address\":\"0x%" PRIx64 "\",\"space\":\"%s\"}}", bytes, dpmem_ev_u64(&e, 0), dpmem_space_name(e.aux));
             }
@@ -107,7 +130,7 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
             char sn[300];
             snprintf(sn, sizeof sn, "snapshot %s", dpmem_log_string(L, e.id));
             json_write_string(f, sn);
-            fprintf(f, ",\"cat\":\"snapshot\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, e.thread);
+            fprintf(f, ",\"cat\":\"snapshot\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[e.slot]);
             us(f, rel);
             fprintf(f, ",\"args\":{\"device_used\":%" PRIu64 ",\"device_total\":%" PRIu64 ",\"device_tracked\":%" PRIu64, dpmem_ev_u64(&e, 0),
                     dpmem_ev_u64(&e, 8), dpmem_ev_u64(&e, 16));
@@ -126,7 +149,7 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
             char wn[300];
             snprintf(wn, sizeof wn, "%s %s", e.type == DPMEM_EV_WARN ? "warning:" : "OOM:", dpmem_log_string(L, e.id));
             json_write_string(f, wn);
-            fprintf(f, ",\"cat\":\"health\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, e.thread);
+            fprintf(f, ",\"cat\":\"health\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[e.slot]);
             us(f, rel);
             if (e.type == DPMEM_EV_WARN) fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", dpmem_ev_u64(&e, 0));
             else fprintf(f, ",\"args\":{\"requested\":%" PRIu64 ",\"device_used\":%" PRIu64 ",\"device_total\":%" PRIu64 ",\"space\":\"%s\"}}",
@@ -147,11 +170,11 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
         for (uint32_t d = scopestack_depth(&st, t); d-- > 0;) {
             fprintf(f, ",\n{\"ph\":\"E\",\"name\":");
             json_write_string(f, d < MAX_DEPTH ? dpmem_log_string(L, *(const uint32_t *)scopestack_at(&st, t, d)) : "?");
-            fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, L->threads[t].index);
+            fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[t]);
             us(f, last);
             fputs(",\"args\":{\"cut\":true}}", f);
         }
-    free(live); scopestacks_free(&st);
+    free(live); free(tid); free(os_tid); free(named); scopestacks_free(&st);
     return ferror(f) || oom || dpmem_log_error(L) ? -1 : 0;
 }
 

@@ -35,6 +35,11 @@ if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu_session: no GPU (nvidia-smi -
 arch=${CUDA_ARCH:-sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)}
 J=$(nproc 2>/dev/null || echo 4)
 
+# every file of the session goes under $B (never beside it: BUILD=build must not litter the root)
+S=$B/session
+mkdir -p "$S" || exit 1
+# the step time of a log: dpmem-report's median over the timed steps (the first, warm-up, left out)
+step_ms() { "$B/dpmem-report" "$1" --csv - | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) ix[$i] = i; next } { v = $ix["step_median_ms"]; if (v != "") printf "%.1f", v }'; }
 note() { printf '%s\n' "$*" >>"$OUT"; }
 block() { note '```'; cat >>"$OUT"; note '```'; note ''; }
 
@@ -47,8 +52,8 @@ fi
 
 if [ "$stage" = build ] || [ "$stage" = all ]; then
   make -j"$J" BUILD="$B" CUDA_ARCH="$arch" cuda-backend "$B/train_vanilla" "$B/train_dpsgd" "$B/train_ghost" "$B/train_flash" \
-      "$B/train_lora" "$B/dpmem-report" "$B/tests/test_cuda_gpu" "$B/tests/test_dp_cuda_gpu" >"$B.build.log" 2>&1 \
-    || { tail -n 30 "$B.build.log"; echo "gpu_session: build failed (log: $B.build.log)"; exit 1; }
+      "$B/train_lora" "$B/dpmem-report" "$B/tests/test_cuda_gpu" "$B/tests/test_dp_cuda_gpu" >"$S/build.log" 2>&1 \
+    || { tail -n 30 "$S/build.log"; echo "gpu_session: build failed (log: $S/build.log)"; exit 1; }
   echo "built into $B for $arch"
 fi
 
@@ -56,7 +61,7 @@ if [ "$stage" = test ] || [ "$stage" = all ]; then
   note "## Tests ($B, $arch)"
   DPMEM_BUILD="$B" sh tests/run_tests.sh "$B/tests/test_cuda_kernels" "$B/tests/test_cuda_ops_plan" \
       tests/test_cuda_ops_train.sh tests/test_cuda_ops_sanitize.sh "$B/tests/test_dp_cuda_gpu" \
-      "$B/tests/test_cuda_gpu" tests/test_cuda_memcheck.sh 2>&1 | tee "$B.test.log" | block
+      "$B/tests/test_cuda_gpu" tests/test_cuda_memcheck.sh 2>&1 | tee "$S/test.log" | block
   note "Per-op detail (test_cuda_kernels):"
   DPMEM_CUDA_TF32=0 "$B/tests/test_cuda_kernels" 2>&1 | block
 fi
@@ -94,7 +99,7 @@ fi
 if [ "$stage" = dp ] || [ "$stage" = all ]; then
   note "## DP-SGD steps with --device cuda: ratios to vanilla in this session"
   note ""
-  note "Step time: mean of steps 2..N of the log's \`step\` scope (the first, slowest, left out)."
+  note "Step time: median of steps 2..N of the log's \`step\` scope (dpmem-report; the first, the warm-up, left out)."
   note ""
   note "| model | T | method | ms/step | x vanilla | peak MiB | x vanilla |"
   note "|---|---|---|---|---|---|---|"
@@ -103,7 +108,7 @@ if [ "$stage" = dp ] || [ "$stage" = all ]; then
     case " ${DP_MODELS:-small medium 1b} " in *" $1 "*) ;; *) continue ;; esac
     model=$1 T=$2 v_ms= v_peak=
     for m in vanilla "direct bk" "ghost twopass" "flash bk" "mixed bk"; do
-      log="$B.dp.$model.$T.log"
+      log="$S/dp.$model.$T.log"
       rm -f "$log"
       if [ "$m" = vanilla ]; then
         "$B/train_vanilla" --device cuda --model "$model" --seq-len "$T" --batch-size 1 --grad-accum 2 --steps 4 --quiet --log "$log" \
@@ -116,9 +121,8 @@ if [ "$stage" = dp ] || [ "$stage" = all ]; then
       rc=$?
       name=$(echo "$m" | tr ' ' +)
       if [ $rc -ne 0 ]; then note "| $model | $T | $name | exit $rc: $(tail -n 1 "$log.out") | | | |"; continue; fi
-      rep=$("$B/dpmem-report" "$log")
-      ms=$(printf '%s\n' "$rep" | awk '$1 == "step" && $2 > 1 { printf "%.1f", ($3 - $5) / ($2 - 1) }')
-      peak=$(printf '%s\n' "$rep" | sed -n 's/^peak total: .*(\([0-9]*\) bytes).*/\1/p')
+      ms=$(step_ms "$log")
+      peak=$("$B/dpmem-report" "$log" | sed -n 's/^peak total: .*(\([0-9]*\) bytes).*/\1/p')
       [ "$m" = vanilla ] && { v_ms=$ms; v_peak=$peak; }
       note "| $model | $T | $name | $ms | $(awk -v a="$ms" -v b="$v_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b }') | $(awk -v p="$peak" 'BEGIN { printf "%.0f", p / 1048576 }') | $(awk -v a="$peak" -v b="$v_peak" 'BEGIN { if (b > 0) printf "%.3f", a / b }') |"
     done
@@ -135,7 +139,7 @@ if [ "$stage" = levers ] || [ "$stage" = all ]; then
     for conf in fp32 bf16 "fp32 ckpt" "bf16 ckpt"; do
       set -- $conf
       lev="--precision $1"; [ $# -gt 1 ] && lev="$lev --checkpoint-activations"
-      log="$B.levers.log"
+      log="$S/levers.log"
       rm -f "$log"
       if [ "$m" = vanilla ]; then prog="$B/train_vanilla"; margs="--batch-size 1 --grad-accum 2"
       else set -- $m; prog="$B/train_flash"; margs="--batch-size 2 --max-physical-batch-size 1 --norm $1 --clip $2"; fi
@@ -144,8 +148,7 @@ if [ "$stage" = levers ] || [ "$stage" = all ]; then
       rc=$?
       pp=$("$prog" $args --device plan --plan-for cuda 2>&1 | sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p')
       if [ $rc -ne 0 ]; then note "| $m | $conf | exit $rc: $(tail -n 1 "$log.out") | | | | $pp |"; continue; fi
-      rep=$("$B/dpmem-report" "$log")
-      ms=$(printf '%s\n' "$rep" | awk '$1 == "step" && $2 > 1 { printf "%.1f", ($3 - $5) / ($2 - 1) }')
+      ms=$(step_ms "$log")
       peak=$(sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' "$log.out")
       [ "$conf" = fp32 ] && { f_ms=$ms; f_peak=$peak; }
       note "| $m | $conf | $ms | $(awk -v a="$ms" -v b="$f_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b }') | $(awk -v p="$peak" 'BEGIN { printf "%.0f", p / 1048576 }') | $(awk -v a="$peak" -v b="$f_peak" 'BEGIN { if (b > 0) printf "%.3f", a / b }') | $( [ "$pp" = "$peak" ] && echo "equal" || echo "$pp (DIFFERENT)") |"

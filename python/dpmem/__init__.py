@@ -1,0 +1,270 @@
+"""dpmem for Python: the kit's scopes, tags, snapshots and log, written by the same C code (dpmem.h).
+
+    import dpmem
+    dpmem.open("run.log")                       # or DPMEM_LOG=run.log
+    dpmem.meta("run", "opacus-ghost")
+    with dpmem.scope("forward"):                # a range in the log and an NVTX range
+        ...
+    dpmem.tag(ptr, nbytes, "activations/x")     # an address you own (int), or a tensor / numpy array
+    dpmem.untag(ptr)
+    print(dpmem.peak_bytes(), dpmem.bytes_at_peak("grads"))
+    dpmem.close()
+
+For PyTorch, `dpmem.torch.track(model, optimizer)` tags parameters, gradients, optimizer state,
+tensors saved for backward and Opacus's buffers by itself (docs/PYTHON.md).
+
+Misuse is never fatal: a scope ended twice, out of order or on another thread than the one that
+began it, a second tag of a live address, an untag of an unknown one: each is a WARN event in the
+log (and a Python RuntimeWarning), and the totals stay exact."""
+import ctypes
+import functools
+import threading
+import warnings
+
+from . import _native
+
+HOST, DEVICE, PINNED, MANAGED = 0, 1, 2, 3
+
+_lib, LIBRARY = _native.load()
+
+__all__ = ["open", "close", "logging", "meta", "scope", "range_push", "range_pop", "tag", "untag", "snapshot",
+           "live_bytes", "peak_bytes", "bytes_at_peak", "live_bytes_in", "categories", "tag_bytes", "reset_peak",
+           "warn", "oom", "now_ns", "thread_name", "scope_path", "nvtx_enabled",
+           "HOST", "DEVICE", "PINNED", "MANAGED", "LIBRARY"]
+
+
+def _b(s):
+    return s.encode("utf-8", "replace") if isinstance(s, str) else bytes(s)
+
+
+# ---- the log -------------------------------------------------------------------------------------
+def open(path):  # noqa: A001 (the kit's name)
+    """Starts the log at `path` (truncated). Raises OSError when it cannot (the kit says why on stderr)."""
+    if _lib.dpmem_open(_b(str(path))) != 0:
+        raise OSError("dpmem: cannot open the log %s" % path)
+
+
+def close():
+    _lib.dpmem_close()
+
+
+def logging():
+    return bool(_lib.dpmem_logging())
+
+
+def meta(key, value):
+    """The run's configuration in the log; the tools read `run` and `config.*`."""
+    _lib.dpmem_meta(_b(key), _b(str(value)))
+
+
+def warn(message, value=0):
+    """A WARN event in the log (and a Python RuntimeWarning)."""
+    _lib.dpmem_warn(_b(message), int(value) & 0xFFFFFFFFFFFFFFFF)
+    warnings.warn("dpmem: " + message, RuntimeWarning, stacklevel=3)
+
+
+def snapshot(label):
+    _lib.dpmem_snapshot(_b(label))
+
+
+def now_ns():
+    return _lib.dpmem_now_ns()
+
+
+def thread_name(name):
+    _lib.dpmem_thread_name(_b(name))
+
+
+def nvtx_enabled():
+    """False when the library was built without NVTX (no CUDA headers where it was built)."""
+    return bool(_lib.dpmem_py_has_nvtx())
+
+
+# ---- queries -------------------------------------------------------------------------------------
+def _cat(category):
+    return None if category is None else _b(category)
+
+
+def live_bytes(category=None):
+    return _lib.dpmem_live_bytes(_cat(category))
+
+
+def peak_bytes(category=None):
+    return _lib.dpmem_peak_bytes(_cat(category))
+
+
+def bytes_at_peak(category=None):
+    return _lib.dpmem_bytes_at_peak(_cat(category))
+
+
+def live_bytes_in(space):
+    return _lib.dpmem_live_bytes_in(space)
+
+
+def categories():
+    return [_lib.dpmem_category_name(i).decode() for i in range(_lib.dpmem_category_count())]
+
+
+def reset_peak():
+    _lib.dpmem_reset_peak()
+
+
+# ---- tags ----------------------------------------------------------------------------------------
+def _address(obj):
+    """(address, nbytes or None) of an int, a torch tensor (its storage) or a numpy array."""
+    if isinstance(obj, int):
+        return obj, None
+    if hasattr(obj, "untyped_storage"):
+        st = obj.untyped_storage()
+        return st.data_ptr(), st.nbytes()
+    if hasattr(obj, "__array_interface__"):
+        return obj.__array_interface__["data"][0], obj.nbytes
+    raise TypeError("dpmem.tag: an int address, a torch tensor or a numpy array, not %s" % type(obj).__name__)
+
+
+def tag(obj, nbytes=None, tag="untagged", space=HOST):  # noqa: A002 (the kit's name)
+    """Records an allocation: `obj` is an address (int; nbytes required) or a tensor/array (nbytes
+    defaults to its storage's). A torch tensor goes through dpmem.torch: its storage is untagged by
+    itself when PyTorch frees it, and a storage already tagged keeps its first tag."""
+    if hasattr(obj, "untyped_storage"):
+        from . import torch as dtorch
+        return dtorch.tag_tensor(obj, tag)
+    addr, n = _address(obj)
+    if nbytes is None:
+        nbytes = n
+    if nbytes is None:
+        raise TypeError("dpmem.tag: nbytes is required for a bare address")
+    _lib.dpmem_tag_alloc_space(ctypes.c_void_p(addr), int(nbytes), _b(tag), int(space))
+    return True
+
+
+def untag(obj):
+    """Records the release of what tag() recorded; returns its bytes (0 and a WARN event when the
+    address is not tagged)."""
+    return _lib.dpmem_tag_free(ctypes.c_void_p(_address(obj)[0]))
+
+
+def tag_bytes(obj):
+    return _lib.dpmem_tag_bytes(ctypes.c_void_p(_address(obj)[0]))
+
+
+def oom(nbytes, tag="untagged", space=HOST, device_used=0, device_total=0):  # noqa: A002
+    """The OOM post-mortem (an OOM event and a paragraph on stderr), for an allocator with a limit."""
+    _lib.dpmem_oom(int(nbytes), _b(tag), int(space), int(device_used), int(device_total))
+
+
+# ---- scopes --------------------------------------------------------------------------------------
+# The kit keeps one scope stack per thread; this mirror of it lets a misused scope (ended twice,
+# out of order, or on another thread) be reported and repaired instead of unbalancing the log.
+_tls = threading.local()
+
+
+class _Open:
+    __slots__ = ("name", "thread", "done", "orphan")
+
+    def __init__(self, name):
+        self.name, self.thread, self.done, self.orphan = name, threading.get_ident(), False, False
+
+
+def _stack():
+    st = getattr(_tls, "stack", None)
+    if st is None:
+        st = _tls.stack = []
+        t = threading.current_thread()
+        if t is not threading.main_thread():
+            thread_name(t.name[:31])
+    return st
+
+
+def _settle(st):
+    """Pops this thread's scopes that another thread ended, once nothing opened later is above them."""
+    while st and st[-1].orphan:
+        st.pop()
+        _lib.dpmem_range_pop()
+
+
+def range_push(name):
+    """Opens a scope on this thread; returns the handle range_pop_handle() takes (or use range_pop)."""
+    st = _stack()
+    _settle(st)
+    e = _Open(str(name))
+    _lib.dpmem_range_push(_b(e.name))
+    st.append(e)
+    return e
+
+
+def _end(e):
+    if e.done:
+        warn("scope '%s' ended twice" % e.name)
+        return
+    e.done = True
+    if e.thread != threading.get_ident():
+        e.orphan = True
+        warn("scope '%s' ended on another thread than the one that began it: closed when that thread next "
+             "opens or ends a scope" % e.name)
+        return
+    st = _stack()
+    _settle(st)
+    if e not in st:
+        return
+    if st[-1] is not e:
+        warn("scope '%s' ended before the %d scope(s) opened inside it: they end with it"
+             % (e.name, len(st) - 1 - st.index(e)))
+    while st:
+        x = st.pop()
+        x.done = True
+        _lib.dpmem_range_pop()
+        if x is e:
+            break
+    _settle(st)
+
+
+def range_pop():
+    """Closes this thread's innermost scope (a WARN event when none is open)."""
+    st = _stack()
+    _settle(st)
+    if not st:
+        warn("range_pop without an open scope on this thread")
+        return
+    _end(st[-1])
+
+
+def scope_path():
+    """This thread's open scopes, outermost first (what the kit's stack holds)."""
+    return [e.name for e in _stack() if not e.orphan]
+
+
+class scope:  # noqa: N801 (used like a function: `with dpmem.scope("forward"):`, `@dpmem.scope("step")`)
+    """A named range in the log (and an NVTX range in the `dpmem` domain) for a `with` block or,
+    as a decorator, for each call of a function."""
+
+    def __init__(self, name):
+        self.name = str(name)
+        self._open = []
+
+    def __enter__(self):
+        self._open.append(range_push(self.name))
+        return self
+
+    def __exit__(self, *exc):
+        # the innermost of this object's entries made on this thread (the same object may be entered
+        # by several threads, or recursively)
+        me = threading.get_ident()
+        for k in range(len(self._open) - 1, -1, -1):
+            if self._open[k].thread == me:
+                _end(self._open.pop(k))
+                return False
+        if self._open:
+            _end(self._open.pop())
+        else:
+            warn("scope '%s' ended without being begun" % self.name)
+        return False
+
+    def __call__(self, fn):
+        name = self.name
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with scope(name):
+                return fn(*args, **kwargs)
+        return wrapper

@@ -1,0 +1,69 @@
+/* torch_alloc.c — a torch.cuda.memory.CUDAPluggableAllocator on dpmem_cuda.h: every device allocation
+   PyTorch makes is a tagged dpmem_cuda_malloc, so nothing on the GPU is invisible to the kit.
+
+   The tag is the innermost tag pushed on this thread (dpmem_torch_push_tag: dpmem.torch's
+   allocation_tag()), else "untagged/<scope path>" (e.g. "untagged/step/backward"); dpmem.torch
+   re-tags a tensor's storage with its real name (params/..., activations/...) when it learns it
+   (dpmem_torch_retag). A failed cudaMalloc writes dpmem's OOM post-mortem before PyTorch raises.
+
+   The kit's state lives in libdpmem.so (dpmem_py.c), which this library links to: the Python
+   package and this allocator count into the same totals and write the same log. cudart comes from
+   the toolkit at link time; in a PyTorch process the loader reuses the libcudart.so.N that torch
+   already loaded when the major versions match. */
+#define DPMEM_CUDA_IMPLEMENTATION
+#include "dpmem_cuda.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+
+#define TAG_DEPTH 16
+#define TAG_BYTES 256
+static _Thread_local char tag_stack[TAG_DEPTH][TAG_BYTES];
+static _Thread_local int tag_depth;
+
+void dpmem_torch_push_tag(const char *tag) {
+    if (tag_depth < TAG_DEPTH) snprintf(tag_stack[tag_depth], TAG_BYTES, "%s", tag ? tag : "untagged");
+    tag_depth++;
+}
+void dpmem_torch_pop_tag(void) {
+    if (tag_depth > 0) tag_depth--;
+    else dpmem_warn("allocation tag popped without a push", 0);
+}
+
+/* "untagged/<scope path>" of this thread, cut to fit. */
+static void scope_tag(char *out, size_t n) {
+    uint32_t ids[32];
+    int depth = dpmem_scope_stack(ids, 32);
+    size_t len = (size_t)snprintf(out, n, "untagged");
+    for (int i = 0; i < depth && len + 2 < n; i++) {
+        const char *s = dpmem_string(ids[i]);
+        len += (size_t)snprintf(out + len, n - len, "/%s", s ? s : "?");
+    }
+    if (!depth && len + 2 < n) snprintf(out + len, n - len, "/(no scope)");
+}
+
+void *dpmem_torch_malloc(ssize_t size, int device, cudaStream_t stream) {
+    (void)device; (void)stream;   /* PyTorch has made `device` current; cudaMalloc is not stream-ordered */
+    if (size <= 0) return NULL;
+    char tag[TAG_BYTES];
+    if (tag_depth > 0) snprintf(tag, sizeof tag, "%s", tag_stack[(tag_depth < TAG_DEPTH ? tag_depth : TAG_DEPTH) - 1]);
+    else scope_tag(tag, sizeof tag);
+    void *p = NULL;
+    if (dpmem_cuda_malloc(&p, (size_t)size, tag) != cudaSuccess) return NULL;   /* PyTorch raises OutOfMemoryError */
+    return p;
+}
+
+void dpmem_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream) {
+    (void)size; (void)device; (void)stream;
+    if (ptr) dpmem_cuda_free(ptr);   /* cudaFree waits for the device: no kernel still reads it */
+}
+
+/* Renames a live device allocation (its bytes and space stay): 0, or -1 when ptr is not one. */
+int dpmem_torch_retag(const void *ptr, const char *tag) {
+    size_t n = dpmem_tag_bytes(ptr);
+    if (!n) return -1;
+    dpmem_cuda_untag(ptr);
+    dpmem_cuda_tag(ptr, n, tag, DPMEM_DEVICE);
+    return 0;
+}

@@ -1,0 +1,212 @@
+"""test_python_kit.py — python/dpmem (no torch): tags, queries, scopes and misuse, against the log as the
+tools read it (build/dpmem-trace's JSON, build/dpmem-report's JSON) and against what an NVTX tool
+receives (tests/nvtx_inject.c, attached through NVTX_INJECTION64_PATH as Nsight attaches).
+Run by tests/test_python_kit.sh: python3 tests/test_python_kit.py BUILD TMPDIR."""
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import threading
+import warnings
+
+BUILD, TMP = sys.argv[1], sys.argv[2]
+INJECT = os.path.abspath(os.path.join(BUILD, "tests", "libnvtx_inject.so"))
+os.environ["NVTX_INJECTION64_PATH"] = INJECT          # before the kit's first NVTX call
+warnings.simplefilter("ignore", RuntimeWarning)       # misuse warns on purpose below
+
+import dpmem  # noqa: E402
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL: " + what)
+
+
+def tool(name, *args):
+    r = subprocess.run([os.path.join(BUILD, "dpmem-" + name)] + list(args), capture_output=True, text=True)
+    check(r.returncode == 0, "dpmem-%s %s exited %d: %s" % (name, " ".join(args), r.returncode, r.stderr.strip()))
+    return r.stdout
+
+
+def trace(log):
+    out = os.path.join(TMP, os.path.basename(log) + ".json")
+    tool("trace", log, "-o", out)
+    with open(out) as f:
+        return json.load(f)
+
+
+def scopes_by_thread(tr):
+    """thread id -> [(ph, name)] of the B/E events, in order."""
+    by = {}
+    for e in tr["traceEvents"]:
+        if e.get("ph") in ("B", "E") and e.get("cat", "") != "gpu":
+            by.setdefault(e["tid"], []).append((e["ph"], e.get("name", "")))
+    return by
+
+
+def balanced(events):
+    """True when every E closes the innermost open B of the same name (the trace names E events by
+    their BEGIN; an unnamed E is accepted)."""
+    st = []
+    for ph, name in events:
+        if ph == "B":
+            st.append(name)
+        elif not st or (name and st[-1] != name):
+            return False
+        else:
+            st.pop()
+    return not st
+
+
+# ---- 1. tags, queries, nested scopes: exact numbers -----------------------------------------------
+log1 = os.path.join(TMP, "kit.log")
+dpmem.open(log1)
+dpmem.meta("run", "python-kit")
+dpmem.meta("config.seq_len", 64)
+check(dpmem.logging(), "logging() after open")
+
+
+@dpmem.scope("step")
+def step(i):
+    with dpmem.scope("forward"):
+        dpmem.tag(0x10000, 1000, "activations/h")
+        dpmem.tag(0x20000, 3000, "activations/big")
+    with dpmem.scope("backward"):
+        dpmem.tag(0x30000, 500, "grads/w")
+        check(dpmem.untag(0x20000) == 3000, "untag returns the bytes")
+        with dpmem.scope("clip"):
+            check(dpmem.scope_path() == ["step", "backward", "clip"], "scope_path inside clip: %s" % dpmem.scope_path())
+    dpmem.untag(0x10000)
+    dpmem.untag(0x30000)
+
+
+dpmem.tag(0x1000, 4096, "params/w")
+step(0)
+step(1)
+check(dpmem.live_bytes() == 4096, "live total after the steps: %d" % dpmem.live_bytes())
+check(dpmem.peak_bytes() == 4096 + 1000 + 3000 + 500, "peak: %d" % dpmem.peak_bytes())
+check(dpmem.bytes_at_peak("activations") == 4000, "activations at the peak: %d" % dpmem.bytes_at_peak("activations"))
+check(dpmem.bytes_at_peak("grads") == 500, "grads at the peak: %d" % dpmem.bytes_at_peak("grads"))
+check(dpmem.peak_bytes("grads") == 500, "grads' own peak: %d" % dpmem.peak_bytes("grads"))
+check(dpmem.categories() == ["params", "activations", "grads"], "categories: %s" % dpmem.categories())
+check(dpmem.tag_bytes(0x1000) == 4096, "tag_bytes")
+dpmem.snapshot("end")
+dpmem.untag(0x1000)
+dpmem.close()
+check(not dpmem.logging(), "logging() after close")
+
+rep_path = os.path.join(TMP, "kit.json")
+tool("report", log1, "--json", rep_path, "-q")
+with open(rep_path) as f:
+    rep = json.load(f)[0]
+check(rep["run"] == "python-kit" and rep["closed"] == 1, "report: run name and clean close")
+check(rep["peak_bytes"] == 8596 and rep["at_peak.activations"] == 4000, "report: peak %s" % rep["peak_bytes"])
+check(rep["scope.step.count"] == 2 and rep["scope.clip.count"] == 2, "report: scope counts")
+check(rep["warnings"] == 0, "report: no warnings in a correct run (%s)" % rep["warnings"])
+check(rep["config.seq_len"] == "64", "report: config.seq_len")
+ev = scopes_by_thread(trace(log1))
+main_events = max(ev.values(), key=len)
+check(balanced(main_events), "scopes balanced and nested in the log")
+check([n for ph, n in main_events if ph == "B"] == ["step", "forward", "backward", "clip"] * 2,
+      "scope order in the log: %s" % [n for ph, n in main_events if ph == "B"])
+
+# ---- 2. misuse: warnings in the log, never a crash or a wrong total -------------------------------
+log2 = os.path.join(TMP, "misuse.log")
+dpmem.open(log2)
+dpmem.tag(0x5000, 100, "params/a")
+dpmem.tag(0x5000, 300, "params/a")                 # tagged twice: the second replaces the first
+check(dpmem.live_bytes("params") == 300, "tagged twice: live params %d (want 300)" % dpmem.live_bytes("params"))
+check(dpmem.untag(0xdead) == 0, "untag of an unknown address returns 0")
+check(dpmem.live_bytes() == 300, "untag of an unknown address changes nothing")
+
+s = dpmem.scope("twice")
+s.__enter__()
+s.__exit__(None, None, None)
+h = dpmem.range_push("again")
+dpmem._end(h)
+dpmem._end(h)                                      # ended twice
+
+outer, inner = dpmem.scope("outer"), dpmem.scope("inner")
+outer.__enter__()
+inner.__enter__()
+outer.__exit__(None, None, None)                   # out of order: inner ends with it
+inner.__exit__(None, None, None)                   # ... and its own end is a warning, not a pop
+dpmem.range_pop()                                  # nothing open: a warning
+
+crossed = dpmem.scope("crossed")
+crossed.__enter__()                                # begun on the main thread ...
+t = threading.Thread(target=lambda: crossed.__exit__(None, None, None), name="closer")
+t.start()
+t.join()                                           # ... ended on another
+with dpmem.scope("after"):                         # the main thread's next scope settles it
+    check(dpmem.scope_path() == ["after"], "after a cross-thread end: %s" % dpmem.scope_path())
+
+done = []
+
+
+def worker():
+    with dpmem.scope("worker"):
+        with dpmem.scope("noise"):
+            done.append(1)
+
+
+th = [threading.Thread(target=worker, name="w%d" % i) for i in range(4)]
+for x in th:
+    x.start()
+for x in th:
+    x.join()
+check(len(done) == 4, "threads ran")
+dpmem.untag(0x5000)
+check(dpmem.live_bytes() == 0, "all untagged: %d" % dpmem.live_bytes())
+try:
+    dpmem.tag(0x6000, None, "params/x")
+    check(False, "tag of a bare address without nbytes raises")
+except TypeError:
+    pass
+dpmem.close()
+
+tool("report", log2, "--json", rep_path, "-q")
+with open(rep_path) as f:
+    rep = json.load(f)[0]
+tr = trace(log2)
+msgs = sorted(e["name"] for e in tr["traceEvents"] if e.get("name", "").startswith("warning:"))
+want = ["address tagged again", "free of an unknown", "scope 'again' ended twice", "scope 'outer' ended before",
+        "scope 'inner' ended twice", "range_pop without an open scope", "scope 'crossed' ended on another thread"]
+for w in want:
+    check(any(w in m for m in msgs), "warning in the log: %s (have %s)" % (w, msgs))
+check(rep["warnings"] == len(want), "warnings counted: %s (want %d)" % (rep["warnings"], len(want)))
+check(rep["end_live_bytes"] == 0 and rep["peak_bytes"] == 300, "misuse log totals: end %s peak %s"
+      % (rep["end_live_bytes"], rep["peak_bytes"]))
+ev = scopes_by_thread(tr)
+check(all(balanced(v) for v in ev.values()), "every thread's scopes balanced after the misuse: %s" % ev)
+check(sum(1 for v in ev.values() if [n for ph, n in v if ph == "B"] == ["worker", "noise"]) == 4,
+      "the four worker threads' scopes")
+
+# ---- 3. NVTX: the same ranges reach a tool -------------------------------------------------------
+if dpmem.nvtx_enabled():
+    inj = ctypes.CDLL(INJECT)
+    inj.nvtx_capture_count.restype = ctypes.c_int
+    inj.nvtx_capture_get.restype = ctypes.c_char_p
+    inj.nvtx_capture_get.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char), ctypes.POINTER(ctypes.c_uint32),
+                                     ctypes.POINTER(ctypes.c_ulong), ctypes.POINTER(ctypes.c_char_p)]
+    caps = {}
+    for i in range(inj.nvtx_capture_count()):
+        kind, color, thread, dom = ctypes.c_char(), ctypes.c_uint32(), ctypes.c_ulong(), ctypes.c_char_p()
+        name = inj.nvtx_capture_get(i, ctypes.byref(kind), ctypes.byref(color), ctypes.byref(thread), ctypes.byref(dom))
+        check(dom.value == b"dpmem", "NVTX domain %s" % dom.value)
+        caps.setdefault(thread.value, []).append(("B" if kind.value == b"P" else "E", name.decode() if kind.value == b"P" else ""))
+    main_nvtx = max(caps.values(), key=len)
+    first = [n for ph, n in main_nvtx if ph == "B"][:8]
+    check(first == ["step", "forward", "backward", "clip"] * 2, "NVTX ranges in order: %s" % first)
+    check(all(balanced(v) for v in caps.values()), "NVTX pushes and pops balanced on every thread")
+    workers = [x for k, v in caps.items() if v is not main_nvtx for x in v]   # thread ids are reused
+    check([n for ph, n in workers if ph == "B"] == ["worker", "noise"] * 4, "NVTX ranges of the worker threads")
+else:
+    print("note: libdpmem.so was built without NVTX: the NVTX part is not checked")
+
+print("%s: %d failure(s)" % ("test_python_kit", len(failures)))
+sys.exit(1 if failures else 0)

@@ -1,0 +1,118 @@
+#!/bin/sh
+# test_suite_numbers.sh — the suite's numbers a researcher cites:
+#   - --repeat N: N processes per experiment, in rounds (every experiment once per round); the step
+#     time is the median of the processes' medians and the ratio the median of the rounds' ratios,
+#     each with min..max, recomputed here from runs.csv (one row per process);
+#   - --methods NORM+CLIP,...: any norm x clip, run as asked (the command line and config.method);
+#   - a plan has no time: empty time cells in results.csv / results.json, '-' in summary.txt;
+#   - a sweep's header says the swept setting is swept, not its unswept default;
+#   - --plan --fit SIZE: each experiment's largest physical batch is the one whose plan fits SIZE
+#     while the next does not (checked against the trainers' own plans), and the savings are the
+#     plans' differences;
+#   - results.csv and results.json carry the DP settings, logical and physical batch.
+# Exits 0 on pass, 1 on failure.
+B=${DPMEM_BUILD:-build}
+S=tools/run_experiments
+[ -x "$B/train_vanilla" ] && [ -x "$B/dpmem-report" ] || { echo "FAIL: $B/train_vanilla or dpmem-report not built"; exit 1; }
+command -v python3 >/dev/null || { echo "SKIP: no python3 to read results.json"; exit 77; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+CFG="--model tiny --seq-len 16 --batch-size 4 --physical-batch 2 --steps 3"
+
+# ---- --repeat and --methods ----------------------------------------------------------------------
+d=$tmp/rep
+sh "$S" --build "$B" --out "$d" $CFG --repeat 3 --methods vanilla,ghost+bk,flash+twopass >"$tmp/rep.stdout" 2>&1 \
+    || { bad "the suite with --repeat 3 failed"; tail -n 20 "$tmp/rep.stdout"; }
+order=$(sed -n 's/^\[[0-9]*\/9\] \([^ ]*\) .*/\1/p' "$tmp/rep.stdout" | tr '\n' ' ')
+[ "$order" = "vanilla.r1 ghost+bk.r1 flash+twopass.r1 vanilla.r2 ghost+bk.r2 flash+twopass.r2 vanilla.r3 ghost+bk.r3 flash+twopass.r3 " ] \
+    || bad "--repeat 3: the runs are not in rounds: $order"
+grep -q -- "--norm ghost --clip bk" "$d/ghost+bk.r2.cmd" && grep -q -- "--norm flash --clip twopass" "$d/flash+twopass.r3.cmd" \
+    || bad "--methods: the combinations are not on the command lines"
+python3 - "$d" <<'PY' || bad "--repeat: results.csv / results.json (above)"
+import csv, json, statistics, sys
+d = sys.argv[1]
+runs = {r['file'].rsplit('/', 1)[1]: r for r in csv.DictReader(open(d + '/runs.csv'))}
+res = {r['experiment']: r for r in csv.DictReader(open(d + '/results.csv'))}
+js = {o['experiment']: o for o in json.load(open(d + '/results.json'))}
+bad = 0
+assert len(runs) == 9, sorted(runs)
+for e in ('vanilla', 'ghost+bk', 'flash+twopass'):
+    med = [float(runs['%s.r%d.log' % (e, r)]['step_median_ms']) for r in (1, 2, 3)]
+    van = [float(runs['vanilla.r%d.log' % r]['step_median_ms']) for r in (1, 2, 3)]
+    rat = [m / v for m, v in zip(med, van)]
+    r, o = res[e], js[e]
+    want = {'repeats': 3, 'step_median_ms': statistics.median(med), 'step_median_ms_repeat_min': min(med),
+            'step_median_ms_repeat_max': max(med), 'step_vs_baseline': statistics.median(rat),
+            'step_vs_baseline_lo': min(rat), 'step_vs_baseline_hi': max(rat)}
+    for k, w in want.items():
+        if abs(float(r[k]) - w) > 1e-5 * max(1, abs(w)) or abs(o[k] - w) > 1e-5 * max(1, abs(w)):
+            print('  %s %s: csv %s, json %s, want %s' % (e, k, r[k], o[k], w)); bad = 1
+    if [round(x, 6) for x in o['step_median_ms_per_repeat']] != [round(x, 6) for x in med]:
+        print('  %s: per-repeat medians %s, runs.csv %s' % (e, o['step_median_ms_per_repeat'], med)); bad = 1
+    if e != 'vanilla' and (o['config.method'] != e or o['dp.norm'] != e.split('+')[0] or o['dp.clip'] != e.split('+')[1]):
+        print('  %s: config.method %s, dp.norm %s, dp.clip %s' % (e, o['config.method'], o['dp.norm'], o['dp.clip'])); bad = 1
+    if (o['batch_logical'], o['batch_physical'], o['warmup_steps'], o['timed_steps']) != (4, 2, 1, 2):
+        print('  %s: batches %s/%s, warm-up %s, timed %s' % (e, o['batch_logical'], o['batch_physical'], o['warmup_steps'], o['timed_steps'])); bad = 1
+    if e != 'vanilla' and not (o['dp.max_grad_norm'] == 1 and o['dp.noise_multiplier'] == 1 and o['dp.delta'] == 1e-05 and o['dp.poisson'] == 0):
+        print('  %s: DP settings missing: %s' % (e, {k: v for k, v in o.items() if k.startswith('dp.')})); bad = 1
+print('ok   --repeat 3: medians of medians and rounds\' ratios as recomputed from runs.csv')
+sys.exit(bad)
+PY
+grep -q "^step ms: the median of the 3 processes' medians" "$d/summary.txt" || bad "summary.txt does not say how the times were made"
+
+# ---- a plan has no time --------------------------------------------------------------------------
+d=$tmp/plan
+sh "$S" --build "$B" --out "$d" $CFG --plan vanilla ghost >"$tmp/plan.stdout" 2>&1 || bad "the plan suite failed"
+python3 - "$d" <<'PY' || bad "a plan's results carry a time (above)"
+import csv, json, sys
+d = sys.argv[1]
+for r in csv.DictReader(open(d + '/results.csv')):
+    for k in ('step_median_ms', 'step_mean_ms', 'step_vs_baseline', 'span_ms', 'peak_ms', 'scope.forward.total_ms'):
+        if r[k] != '': print('  csv', r['experiment'], k, r[k]); sys.exit(1)
+for o in json.load(open(d + '/results.json')):
+    if o['no_time'] != 1 or o['step_median_ms'] is not None or o['step_ms'] is not None: print('  json', o['experiment']); sys.exit(1)
+print('ok   a plan has no time in results.csv / results.json')
+PY
+grep -q "^experiment .*step ms" "$d/summary.txt" && bad "summary.txt has time columns for a plan: $(grep '^experiment' "$d/summary.txt")"
+awk '$1 == "ghost" { exit !(NF == 8) }' "$d/summary.txt" || bad "summary.txt's plan row: $(grep '^ghost' "$d/summary.txt")"
+grep -q "(a plan has no time: nothing ran)" "$d/summary.txt" || bad "summary.txt does not say a plan has no time"
+
+# ---- a sweep's header ----------------------------------------------------------------------------
+d=$tmp/sweep
+sh "$S" --build "$B" --out "$d" $CFG --steps 1 --plan --sweep seq-len=8,16 vanilla >"$tmp/sweep.stdout" 2>&1 || bad "the sweep failed"
+grep -q "^  model tiny, seq swept, batch 4 (physical 2)" "$tmp/sweep.stdout" && ! grep -q "seq 16," "$tmp/sweep.stdout" \
+    || bad "the sweep's header: $(sed -n 2p "$tmp/sweep.stdout")"
+
+# ---- --plan --fit --------------------------------------------------------------------------------
+d=$tmp/fit
+sh "$S" --build "$B" --out "$d" --model tiny --seq-len 256 --plan --fit 16M vanilla ghost flash+twopass >"$tmp/fit.stdout" 2>&1 \
+    || { bad "--fit failed"; tail -n 5 "$tmp/fit.stdout"; }
+limit=$((16 * 1048576))
+planpeak() {   # planpeak PROGRAM DP P ARGS...: the trainer's own plan at physical batch P (DP: logical = physical)
+    prog=$1; dp=$2; p=$3; shift 3
+    "$B/$prog" --device plan --plan-for cpu --model tiny --seq-len 256 --steps 1 --batch-size "$p" \
+        $([ "$dp" = 1 ] && echo "--max-physical-batch-size $p") "$@" --quiet | sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p'
+}
+for row in "vanilla train_vanilla 0" "ghost train_ghost 1" "flash+twopass train_flash 1 --norm flash --clip twopass"; do
+    set -- $row; e=$1; prog=$2; dp=$3; shift 3; flags="$*"
+    line=$(awk -v e="$e" '$1 == e' "$d/fit.txt")
+    [ -n "$line" ] || { bad "--fit: no row for $e"; continue; }
+    set -- $line
+    m0=$2; m3=$5; pk2=$6; b16=$7
+    a=$(planpeak "$prog" "$dp" "$m0" $flags); b=$(planpeak "$prog" "$dp" $((m0 + 1)) $flags)
+    if [ "$m0" -ge 1 ] && [ "$a" -le "$limit" ] && [ "$b" -gt "$limit" ]; then echo "ok   --fit $e: fp32 batch $m0 fits ($a bytes), $((m0 + 1)) does not ($b)"
+    else bad "--fit $e: max batch $m0, plan there $a, at +1 $b, limit $limit"; fi
+    a=$(planpeak "$prog" "$dp" "$m3" $flags --precision bf16 --checkpoint-activations)
+    b=$(planpeak "$prog" "$dp" $((m3 + 1)) $flags --precision bf16 --checkpoint-activations)
+    [ "$a" -le "$limit" ] && [ "$b" -gt "$limit" ] || bad "--fit $e with both levers: max batch $m3, plan there $a, at +1 $b"
+    a=$(planpeak "$prog" "$dp" 2 $flags); c=$(planpeak "$prog" "$dp" 2 $flags --precision bf16)
+    want=$(awk -v a="$a" -v c="$c" 'BEGIN { printf "%.2f %.2f", a / 2^20, (a - c) / 2^20 }')
+    [ "${pk2%\*} $b16" = "$want" ] && [ "$b16" != 0.00 ] || bad "--fit $e at batch 2: peak and bf16 saving '${pk2%\*} $b16' MiB, the plans say '$want'"
+done
+grep -q "largest physical batch" "$d/fit.txt" && grep -q "at a physical batch of 2 (MiB)" "$d/fit.txt" || bad "fit.txt's heading"
+
+[ $fail -eq 0 ] && echo "suite numbers: all checks passed"
+exit $fail

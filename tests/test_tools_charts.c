@@ -1,0 +1,467 @@
+/* test_tools_charts.c — dpmem-charts on results folders written here (results.csv as the suite writes
+   it, and logs of four methods with known bytes: tests/test_tools_common.h's synthlog):
+
+   - every chart in PNG, SVG and PDF: the SVG parses as XML (python3's xml.etree) with the page's size,
+     the PDF has one page and its fonts embedded (pdfinfo, pdffonts);
+   - colours by method: in two folders that list the methods in different orders, with other methods
+     among them, each method's markers are in that method's colour (tools/palette.c), so a method looks
+     the same in both; the palette itself: the six methods apart under simulated colour blindness,
+     every method apart from every category, names of runs mapped to their method;
+   - no two labels overlap in any chart (the boxes each figure records under DPMEM_LAYOUT), also at a
+     paper's size (--size 7x3in --dpi 300);
+   - an OOM run is marked in the breakdown (hatching), the tradeoff and the timeline;
+   - plan runs and runs whose step time is empty or absent in results.csv: no tradeoff point (no
+     tradeoff chart when none has one), timelines on an axis of allocation events;
+   - a sweep: log axes when the values span 10x, a method without a phase named, coinciding lines
+     named, the OOM run at its value;
+   - bad input: an unknown format, a folder without results.csv, a log missing. */
+#include "test_tools_png.h"
+
+#include <math.h>
+
+/* ---- logs -------------------------------------------------------------------------------------- */
+
+/* A run's log: model 2 MiB of params, grads and optimizer each; per step, activations of act_mib
+   (forward), then the method's own buffer (extra_cat, extra_mib) in backward (or in a "clip" scope
+   inside it), optimizer_step. One step takes step_ms. plan: config.device plan. oom_at_step >= 0:
+   an OOM event in that step's backward (asking 64 MiB), and the log stops there (closed). */
+typedef struct {
+    const char *run, *seq;
+    double act_mib, extra_mib;
+    const char *extra_cat;
+    int clip_scope;            /* the extra buffer lives in a "clip" scope */
+    double step_ms;
+    int plan, oom_at_step;
+    double mem_limit_mib;
+} RunLog;
+
+static void run_log(const char *path, RunLog r) {
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    char b[64];
+    synth_meta(&S, 1, T0, "run", r.run);
+    synth_meta(&S, 1, T0, "config.model", "tiny");
+    synth_meta(&S, 1, T0, "config.dim", "64");
+    synth_meta(&S, 1, T0, "config.n_layers", "2");
+    synth_meta(&S, 1, T0, "config.seq_len", r.seq ? r.seq : "64");
+    synth_meta(&S, 1, T0, "config.batch_size", "2");
+    synth_meta(&S, 1, T0, "config.grad_accum", "2");
+    synth_meta(&S, 1, T0, "config.precision", "fp32");
+    synth_meta(&S, 1, T0, "config.device", r.plan ? "plan" : "cpu");
+    if (r.plan) synth_meta(&S, 1, T0, "config.plan_for", "cpu");
+    snprintf(b, sizeof b, "%.0f", (r.mem_limit_mib > 0 ? r.mem_limit_mib : 20000) * MiB);
+    synth_meta(&S, 1, T0, "config.mem_limit", b);
+    uint64_t t = T0 + MS, step = (uint64_t)(r.step_ms * MS);
+    synth_begin(&S, 1, t, "model_creation");
+    synth_alloc(&S, 1, t + 1, "params/w", 0, 0x1000, 2 * MiB);
+    synth_alloc(&S, 1, t + 2, "grads/w", 0, 0x2000, 2 * MiB);
+    synth_alloc(&S, 1, t + 3, "optimizer/m", 0, 0x3000, 2 * MiB);
+    synth_end(&S, 1, t + 4, "model_creation");
+    t += MS;
+    for (int s = 0; s < 3; s++, t += step) {
+        uint64_t act = (uint64_t)(r.act_mib * MiB), ext = (uint64_t)(r.extra_mib * MiB);
+        synth_begin(&S, 1, t, "step");
+        synth_begin(&S, 1, t + 1, "forward");
+        synth_alloc(&S, 1, t + step / 10, "activations/h", 0, 0x4000, act);
+        synth_end(&S, 1, t + step / 4, "forward");
+        synth_begin(&S, 1, t + step / 4 + 1, "backward");
+        if (r.clip_scope) synth_begin(&S, 1, t + step / 3, "clip");
+        if (s == r.oom_at_step) {
+            synth_oom(&S, 1, t + step / 2, "per_sample_grads/w", 0, 64 * MiB, 0, 0, r.clip_scope ? "clip" : "backward", "activations", act, act);
+            synth_close(&S, 1, t + step / 2 + 1);
+            synth_save(&S, path);
+            synth_release(&S);
+            return;
+        }
+        if (ext) synth_alloc(&S, 1, t + step / 2, r.extra_cat, 0, 0x5000, ext);
+        if (ext) synth_free(&S, 1, t + step * 6 / 10, r.extra_cat, 0, 0x5000, ext);
+        if (r.clip_scope) synth_end(&S, 1, t + step * 6 / 10 + 1, "clip");
+        synth_free(&S, 1, t + step * 7 / 10, "activations/h", 0, 0x4000, act);
+        synth_end(&S, 1, t + step * 8 / 10, "backward");
+        synth_begin(&S, 1, t + step * 8 / 10 + 1, "optimizer_step");
+        synth_end(&S, 1, t + step * 9 / 10, "optimizer_step");
+        synth_end(&S, 1, t + step - 1, "step");
+    }
+    synth_close(&S, 1, t);
+    synth_save(&S, path);
+    synth_release(&S);
+}
+
+/* results.csv as tools/run_experiments writes it (the columns the charts read, and some they do not). */
+typedef struct { const char *exp, *value, *status, *step_ms; } Row;
+static void results_csv(const char *dir, const char *key, const Row *rows, int n, int with_step_col) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/results.csv", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) { CHECK(0, "cannot write %s", path); return; }
+    fprintf(f, "experiment,sweep_key,sweep_value,status,exit,epsilon,delta,run,file,closed%s,peak_bytes\n", with_step_col ? ",step_mean_ms" : "");
+    for (int i = 0; i < n; i++) {
+        char run[128];
+        snprintf(run, sizeof run, "%s%s%s%s", rows[i].exp, *rows[i].value ? "-" : "", *rows[i].value ? key : "", rows[i].value);
+        int ok = !strcmp(rows[i].status, "ok");
+        fprintf(f, "%s,%s,%s,%s,%d,,,%s,%s%s%s%s,1", rows[i].exp, *rows[i].value ? key : "", rows[i].value, rows[i].status, ok ? 0 : 3,
+                ok ? run : "", ok ? dir : "", ok ? "/" : "", ok ? run : "", ok ? ".log" : "");
+        if (with_step_col) fprintf(f, ",%s", rows[i].step_ms);
+        fprintf(f, ",\n");
+    }
+    fclose(f);
+}
+
+static void mkdir_p(const char *d) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", d);
+    if (system(cmd)) CHECK(0, "mkdir %s", d);
+}
+
+/* ---- the palette ------------------------------------------------------------------------------- */
+
+static double lin(double c) { c /= 255; return c <= 0.04045 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4); }
+static double unlin(double c) { c = c < 0 ? 0 : c > 1 ? 1 : c; return 255 * (c <= 0.0031308 ? 12.92 * c : 1.055 * pow(c, 1 / 2.4) - 0.055); }
+/* sRGB -> CIE L*a*b* (D65) */
+static void lab(const double rgb[3], double out[3]) {
+    double r = lin(rgb[0]), g = lin(rgb[1]), b = lin(rgb[2]);
+    double X = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, Y = 0.2126 * r + 0.7152 * g + 0.0722 * b,
+           Z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883;
+#define F(t) ((t) > 0.008856 ? cbrt(t) : 7.787 * (t) + 16.0 / 116)
+    out[0] = 116 * F(Y) - 16; out[1] = 500 * (F(X) - F(Y)); out[2] = 200 * (F(Y) - F(Z));
+#undef F
+}
+/* Machado, Oliveira and Fernandes (2009), severity 1: deuteranopia, protanopia, tritanopia. */
+static const double cvd[3][3][3] = {
+    { { 0.367322, 0.860646, -0.227968 }, { 0.280085, 0.672501, 0.047413 }, { -0.011820, 0.042940, 0.968881 } },
+    { { 0.152286, 1.052583, -0.204868 }, { 0.114503, 0.786281, 0.099216 }, { -0.003882, -0.048116, 1.051998 } },
+    { { 1.255528, -0.076749, -0.178779 }, { -0.078411, 0.930809, 0.147602 }, { 0.004733, 0.691367, 0.303900 } },
+};
+static double delta_e(Rgb a, Rgb b, int mode) {   /* mode 0: normal vision, 1..3: the simulations */
+    double x[3] = { a.r, a.g, a.b }, y[3] = { b.r, b.g, b.b }, lx[3], ly[3];
+    if (mode) {
+        double l1[3] = { lin(x[0]), lin(x[1]), lin(x[2]) }, l2[3] = { lin(y[0]), lin(y[1]), lin(y[2]) };
+        for (int i = 0; i < 3; i++) {
+            const double *m = cvd[mode - 1][i];
+            x[i] = unlin(m[0] * l1[0] + m[1] * l1[1] + m[2] * l1[2]);
+            y[i] = unlin(m[0] * l2[0] + m[1] * l2[1] + m[2] * l2[2]);
+        }
+    }
+    lab(x, lx); lab(y, ly);
+    return sqrt((lx[0] - ly[0]) * (lx[0] - ly[0]) + (lx[1] - ly[1]) * (lx[1] - ly[1]) + (lx[2] - ly[2]) * (lx[2] - ly[2]));
+}
+
+static void check_palette(void) {
+    static const char *const six[] = { "vanilla", "dpsgd", "ghost", "flash", "mixed", "lora" };
+    static const char *const more[] = { "ghost+bk", "flash+twopass", "direct+twopass", "mixed+twopass" };
+    static const char *const cats[] = { "params", "grads", "optimizer", "activations", "per_sample_grads", "norms", "ghost", "bk",
+                                        "lora", "noise", "workspace", "input", "untracked" };
+    double worst6 = 1e9, worst_cat = 1e9;
+    for (int mode = 0; mode < 4; mode++) {
+        for (int i = 0; i < 6; i++)
+            for (int j = i + 1; j < 6; j++) {
+                double d = delta_e(method_style(six[i]).colour, method_style(six[j]).colour, mode);
+                if (d < worst6) worst6 = d;
+            }
+        for (int i = 0; i < 10; i++)
+            for (int c = 0; c < 13; c++) {
+                double d = delta_e(method_style(i < 6 ? six[i] : more[i - 6]).colour, category_colour(cats[c]), mode);
+                if (d < worst_cat) worst_cat = d;
+            }
+    }
+    CHECK(worst6 >= 16.5, "the six methods' colours come within %.1f CIE76 of each other (normal or simulated colour blindness); want >= 16.5", worst6);
+    CHECK(worst_cat >= 14, "a method's colour comes within %.1f of a category's; want >= 14 (they must not be read as each other)", worst_cat);
+    for (int i = 0; i < 10; i++)
+        for (int j = i + 1; j < 10; j++) {
+            MethodStyle a = method_style(i < 6 ? six[i] : more[i - 6]), b = method_style(j < 6 ? six[j] : more[j - 6]);
+            CHECK(!same(a.colour, b.colour) && a.marker != b.marker, "methods %d and %d share a colour or a marker", i, j);
+        }
+    MethodStyle g = method_style("ghost"), u1 = method_style("a-new-method"), u2 = method_style("a-new-method");
+    CHECK(same(method_style("ghost+twopass").colour, g.colour) && same(method_style("direct+bk").colour, method_style("dpsgd").colour),
+          "the combinations that are the suite's methods do not look like them");
+    CHECK(same(u1.colour, u2.colour) && u1.marker == u2.marker && !u1.known, "an unknown method's style is not stable");
+    char m[64];
+    struct { const char *run, *method; } runs[] = { { "ghost-seq-len64", "ghost" }, { "flash+twopass-lora-rank8", "flash+twopass" },
+                                                    { "mixed.rank0", "mixed" }, { "ghostly", "ghostly" }, { "vanilla", "vanilla" } };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        method_of_run(runs[i].run, m, sizeof m);
+        CHECK(!strcmp(m, runs[i].method), "method of run %s: %s, want %s", runs[i].run, m, runs[i].method);
+    }
+}
+
+/* ---- a results folder ---------------------------------------------------------------------------- */
+
+static const char *const FORMATS[3] = { "png", "svg", "pdf" };
+
+/* Runs dpmem-charts on dir (extra options), with DPMEM_LAYOUT; the boxes into *b. */
+static int charts(const char *dir, const char *opts, TtBox **b, int *n) {
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
+    int rc = tt_run("dpmem-charts", "'%s' %s", dir, opts);
+    unsetenv("DPMEM_LAYOUT");
+    *n = tt_layout_load(tt_path("layout.txt"), b);
+    return rc;
+}
+
+static void chart_path(char *out, size_t n, const char *dir, const char *chart, const char *ext) {
+    snprintf(out, n, "%s/%s.%s", dir, chart, ext);
+}
+
+static void check_vector(const char *dir, const char *chart, double w_pt, double h_pt) {
+    char svg[600], pdf[600], cmd[1600], want[64];
+    chart_path(svg, sizeof svg, dir, chart, "svg");
+    chart_path(pdf, sizeof pdf, dir, chart, "pdf");
+    static const char script[] =
+        "import sys, xml.etree.ElementTree as ET\n"
+        "root = ET.parse(sys.argv[1]).getroot()\n"
+        "w, h = sys.argv[2].split('x')\n"
+        "assert root.tag == '{http://www.w3.org/2000/svg}svg', root.tag\n"
+        "assert (root.get('width'), root.get('height')) == (w + 'pt', h + 'pt'), (root.get('width'), root.get('height'), w, h)\n"
+        "assert len([e for e in root.iter() if e.tag.endswith('}use')]) > 50\n"
+        "print('ok')\n";
+    snprintf(want, sizeof want, "%gx%g", w_pt, h_pt);
+    CHECK(tt_python("svg.py", script, svg, want) == 0, "%s: not an SVG of %s pt with its text", svg, want);
+    snprintf(cmd, sizeof cmd, "pdfinfo '%s' > '%s' 2>&1 && pdffonts '%s' > '%s' 2>&1", pdf, tt_path("info.txt"), pdf, tt_path("fonts.txt"));
+    CHECK(system(cmd) == 0, "%s: pdfinfo/pdffonts fail", pdf);
+    char *info = tt_slurp(tt_path("info.txt"), NULL), *fonts = tt_slurp(tt_path("fonts.txt"), NULL), page[80];
+    snprintf(page, sizeof page, "Page size:       %g x %g pts", w_pt, h_pt);
+    CHECK(info && strstr(info, "Pages:           1\n") && strstr(info, page), "%s: pdfinfo says %s", pdf, info ? info : "");
+    int emb = 0, bad = 0;
+    for (char *line = fonts ? strtok(fonts, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (!strstr(line, "TrueType") && !strstr(line, "Type ")) continue;
+        if (strstr(line, " yes yes ") || strstr(line, " yes no ")) emb++; else bad++;
+    }
+    CHECK(emb >= 1 && bad == 0, "%s: %d fonts embedded, %d not", pdf, emb, bad);
+    free(info); free(fonts);
+}
+
+static void check_folders(void) {
+    const char *d1 = tt_path("r1"), *d2 = tt_path("r2");
+    mkdir_p(d1);
+    mkdir_p(d2);
+    char p[600];
+    /* folder 1: vanilla, dpsgd, ghost, flash (OOM at 24 MiB) */
+    RunLog v = { .run = "vanilla", .act_mib = 10, .step_ms = 10, .oom_at_step = -1 };
+    RunLog dp = { .run = "dpsgd", .act_mib = 10, .extra_cat = "per_sample_grads/w", .extra_mib = 6, .clip_scope = 1, .step_ms = 14, .oom_at_step = -1 };
+    RunLog gh = { .run = "ghost", .act_mib = 10, .extra_cat = "ghost/gram", .extra_mib = 3, .clip_scope = 1, .step_ms = 25, .oom_at_step = -1 };
+    RunLog fl = { .run = "flash", .act_mib = 10, .step_ms = 12, .oom_at_step = 1, .mem_limit_mib = 24 };
+    /* mixed: dpsgd's bytes and time, so that its tradeoff point lies on dpsgd's and a label must move */
+    RunLog mx = dp;
+    mx.run = "mixed";
+    RunLog *logs1[5] = { &v, &dp, &gh, &fl, &mx };
+    for (int i = 0; i < 5; i++) { snprintf(p, sizeof p, "%s/%s.log", d1, logs1[i]->run); run_log(p, *logs1[i]); }
+    Row r1[5] = { { "vanilla", "", "ok", "10.0" }, { "dpsgd", "", "ok", "14.0" }, { "ghost", "", "ok", "25.0" }, { "flash", "", "oom", "" },
+                  { "mixed", "", "ok", "14.0" } };
+    results_csv(d1, "", r1, 5, 1);
+    /* folder 2: other methods first, the same ones in another order, no OOM */
+    RunLog gb = { .run = "ghost+bk", .act_mib = 12, .extra_cat = "bk/h", .extra_mib = 4, .step_ms = 16, .oom_at_step = -1 };
+    RunLog nw = { .run = "newmethod", .act_mib = 9, .step_ms = 11, .oom_at_step = -1 };
+    RunLog *logs2[5] = { &gb, &gh, &nw, &dp, &v };
+    for (int i = 0; i < 5; i++) { snprintf(p, sizeof p, "%s/%s.log", d2, logs2[i]->run); run_log(p, *logs2[i]); }
+    Row r2[5] = { { "ghost+bk", "", "ok", "16" }, { "ghost", "", "ok", "25" }, { "newmethod", "", "ok", "11" }, { "dpsgd", "", "ok", "14" },
+                  { "vanilla", "", "ok", "10" } };
+    results_csv(d2, "", r2, 5, 1);
+
+    TtBox *b1, *b2;
+    int n1, n2;
+    int rc = charts(d1, "--format png,svg,pdf", &b1, &n1);
+    CHECK(rc == 0, "dpmem-charts %s: exit %d", d1, rc);
+    rc = charts(d2, "", &b2, &n2);
+    CHECK(rc == 0, "dpmem-charts %s: exit %d", d2, rc);
+    static const char *const names[3] = { "breakdown", "tradeoff", "timeline" };
+    for (int c = 0; c < 3; c++) {
+        for (int k = 0; k < 3; k++) {
+            chart_path(p, sizeof p, d1, names[c], FORMATS[k]);
+            struct stat st;
+            CHECK(stat(p, &st) == 0 && st.st_size > 2000, "%s missing or tiny", p);
+            CHECK(tt_text_overlaps(b1, n1, p) == 0, "%s: labels overlap (above)", p);
+        }
+        chart_path(p, sizeof p, d2, names[c], "png");
+        CHECK(tt_text_overlaps(b2, n2, p) == 0, "%s: labels overlap (above)", p);
+    }
+    /* every method's markers in its own colour, in both folders: the same method, the same colour */
+    static const char *const both[] = { "vanilla", "dpsgd", "ghost" };
+    for (int c = 0; c < 2; c++)
+        for (int m = 0; m < 3; m++) {
+            char q1[600], q2[600];
+            chart_path(q1, sizeof q1, d1, names[c], "png");
+            chart_path(q2, sizeof q2, d2, names[c], "png");
+            int k1 = tt_method_marks(b1, n1, q1, both[m]), k2 = tt_method_marks(b2, n2, q2, both[m]);
+            CHECK(k1 >= 1 && k2 >= 1, "%s: %s's markers %d in folder 1, %d in folder 2 (-1: another colour)", names[c], both[m], k1, k2);
+        }
+    chart_path(p, sizeof p, d1, "tradeoff", "png");
+    CHECK(tt_layout_find(b1, n1, p, 'm', "hollow mixed") && tt_layout_find(b1, n1, p, 't', "mixed") && tt_layout_find(b1, n1, p, 't', "dpsgd"),
+          "tradeoff: mixed on dpsgd's point is not drawn hollow over it, or a name is missing");
+    chart_path(p, sizeof p, d2, "breakdown", "png");
+    CHECK(tt_method_marks(b2, n2, p, "ghost+bk") >= 2 && tt_method_marks(b2, n2, p, "newmethod") >= 2, "breakdown: the other methods' markers");
+    /* the OOM run: marked in all three charts; in the breakdown twice (its bar in a, its ratio in b),
+       both hatched in the OOM colour */
+    for (int c = 0; c < 3; c++) {
+        chart_path(p, sizeof p, d1, names[c], "png");
+        int marks = 0;
+        Png P;
+        int loaded = load(&P, p) == 0;
+        for (int i = 0; i < n1; i++) {
+            const TtBox *o = &b1[i];
+            if (o->kind != 'm' || strcmp(o->fig, p) || strcmp(o->what, "oom flash")) continue;
+            marks++;
+            if (c == 0 && loaded)
+                CHECK(count_colour(&P, (int)o->x0, (int)o->y0, (int)o->x1 + 1, (int)o->y1 + 1, COLOUR_OOM) > 20, "breakdown: an OOM mark is not hatched");
+        }
+        if (loaded) stbi_image_free(P.px);
+        CHECK(marks == (c == 0 ? 2 : 1), "%s: %d OOM marks for flash, want %d", p, marks, c == 0 ? 2 : 1);
+    }
+    chart_path(p, sizeof p, d1, "breakdown", "png");
+    CHECK(tt_layout_find(b1, n1, p, 't', "memory limit 24.00 MiB"), "breakdown: the OOM run's limit is not named");
+    CHECK(tt_layout_find(b1, n1, p, 't', "tiny (dim 64, 2 layers) \xC2\xB7 T=64 \xC2\xB7 B=4 (physical 2) \xC2\xB7 fp32 \xC2\xB7 cpu \xC2\xB7 2023-11-14"),
+          "breakdown: the title line lacks model, T, B, precision, device or date");
+    chart_path(p, sizeof p, d1, "tradeoff", "png");
+    CHECK(tt_layout_find(b1, n1, p, 't', "step time (ms)") && tt_layout_find(b1, n1, p, 't', "peak memory (MiB)"), "tradeoff: axis titles with units");
+    CHECK(tt_layout_find(b1, n1, p, 't', "Peak memory vs step time"), "tradeoff: no title");
+    /* vector outputs: 1800x700 px at 144 dpi is 900x350 pt */
+    check_vector(d1, "breakdown", 900, 350);
+    check_vector(d1, "tradeoff", 575, 390);
+    free(b1);
+    free(b2);
+
+    /* a paper's sizes at 300 dpi: the breakdown across two columns (7x5 in, c under a and b), the
+       tradeoff in one (3.4x2.6 in), the timeline across two; nothing overlaps, pixels as asked */
+    const char *d3 = tt_path("r1-paper");
+    mkdir_p(d3);
+    struct { const char *chart, *size; int w, h; } paper[] = {
+        { "breakdown", "7x5in", 2100, 1500 }, { "tradeoff", "3.4x2.6in", 1020, 780 }, { "timeline", "7x2.5in", 2100, 5 * 750 } };   /* the timeline: each run's panel */
+    for (int c = 0; c < 3; c++) {
+        char opts[700];
+        snprintf(opts, sizeof opts, "-o '%s' --only %s --size %s --dpi 300 --font-scale 0.9", d3, paper[c].chart, paper[c].size);
+        rc = charts(d1, opts, &b1, &n1);
+        CHECK(rc == 0, "--only %s --size %s --dpi 300: exit %d", paper[c].chart, paper[c].size, rc);
+        chart_path(p, sizeof p, d3, paper[c].chart, "png");
+        Png P;
+        if (load(&P, p) == 0) {
+            CHECK(P.w == paper[c].w && P.h == paper[c].h, "%s: %dx%d, want %dx%d", p, P.w, P.h, paper[c].w, paper[c].h);
+            stbi_image_free(P.px);
+        } else CHECK(0, "%s does not decode", p);
+        CHECK(tt_text_overlaps(b1, n1, p) == 0, "%s: labels overlap at %s (above)", p, paper[c].size);
+        free(b1);
+    }
+    rc = charts(d1, "--only sweep,breakdown -o /nonexistent", &b1, &n1);
+    CHECK(rc == 2, "--only with -o a missing folder: exit %d, want 2", rc);
+    free(b1);
+}
+
+/* Plan runs, and runs whose step time results.csv leaves empty or lacks: no tradeoff point. */
+static void check_no_time(void) {
+    const char *d = tt_path("plan"), *e = tt_path("nocol");
+    mkdir_p(d);
+    mkdir_p(e);
+    char p[600];
+    RunLog v = { .run = "vanilla", .act_mib = 10, .step_ms = 1, .plan = 1, .oom_at_step = -1 };
+    RunLog g = { .run = "ghost", .act_mib = 10, .extra_cat = "ghost/gram", .extra_mib = 3, .clip_scope = 1, .step_ms = 1, .plan = 1, .oom_at_step = -1 };
+    snprintf(p, sizeof p, "%s/vanilla.log", d); run_log(p, v);
+    snprintf(p, sizeof p, "%s/ghost.log", d); run_log(p, g);
+    Row rows[2] = { { "vanilla", "", "ok", "" }, { "ghost", "", "ok", "" } };
+    results_csv(d, "", rows, 2, 1);
+    TtBox *b;
+    int n;
+    int rc = charts(d, "", &b, &n);
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    struct stat st;
+    snprintf(p, sizeof p, "%s/tradeoff.png", d);
+    CHECK(rc == 0 && stat(p, &st) != 0 && out && strstr(out, "tradeoff.png: no run has a step time"),
+          "plan runs: exit %d; a tradeoff chart written, or not said so: %s", rc, out ? out : "");
+    snprintf(p, sizeof p, "%s/timeline.png", d);
+    CHECK(tt_layout_find(b, n, p, 't', "allocation events (the n-th ALLOC or FREE)"), "plan runs: the timeline is not on an event axis");
+    free(out);
+    free(b);
+    /* timed logs, but results.csv without a step time column: the table says they have none */
+    v.plan = g.plan = 0;
+    snprintf(p, sizeof p, "%s/vanilla.log", e); run_log(p, v);
+    snprintf(p, sizeof p, "%s/ghost.log", e); run_log(p, g);
+    results_csv(e, "", rows, 2, 0);
+    rc = charts(e, "", &b, &n);
+    snprintf(p, sizeof p, "%s/tradeoff.png", e);
+    CHECK(rc == 0 && stat(p, &st) != 0, "no step column: exit %d, or a tradeoff chart drawn", rc);
+    free(b);
+    /* one run with a time, one without: one point, and the note names the other */
+    Row mixed[2] = { { "vanilla", "", "ok", "3.5" }, { "ghost", "", "ok", "" } };
+    results_csv(e, "", mixed, 2, 1);
+    rc = charts(e, "", &b, &n);
+    CHECK(rc == 0 && tt_method_marks(b, n, p, "vanilla") == 1 && tt_method_marks(b, n, p, "ghost") == 0 &&
+              tt_layout_find(b, n, p, 't', "No point: ghost (no step time). Dashed: vanilla's values."),
+          "one run without time: exit %d, or its point drawn, or not named", rc);
+    free(b);
+}
+
+/* A seq-len sweep: vanilla (no clip), flash and mixed (the same bytes: coinciding), flash OOM at 1024. */
+static void check_sweep(void) {
+    const char *d = tt_path("sweep");
+    mkdir_p(d);
+    static const char *const T[3] = { "64", "256", "1024" };
+    Row rows[9];
+    static char runs[9][64];
+    int k = 0;
+    for (int m = 0; m < 3; m++)
+        for (int t = 0; t < 3; t++) {
+            const char *method = m == 0 ? "vanilla" : m == 1 ? "flash" : "mixed";
+            double act = atof(T[t]) / 8;   /* 8 .. 128 MiB: spans 16x */
+            RunLog r = { .run = runs[k], .seq = T[t], .act_mib = act, .extra_cat = m ? "bk/h" : NULL, .extra_mib = m ? act / 4 : 0,
+                         .clip_scope = m != 0, .step_ms = 5, .oom_at_step = m == 1 && t == 2 ? 0 : -1, .mem_limit_mib = 150 };
+            snprintf(runs[k], sizeof runs[k], "%s-seq-len%s", method, T[t]);
+            char p[600];
+            snprintf(p, sizeof p, "%s/%s.log", d, runs[k]);
+            run_log(p, r);
+            rows[k] = (Row){ method, T[t], r.oom_at_step >= 0 ? "oom" : "ok", "5" };
+            k++;
+        }
+    /* mixed at 1024 ran: flash and mixed coincide where both ran */
+    results_csv(d, "seq-len", rows, 9, 1);
+    TtBox *b;
+    int n;
+    int rc = charts(d, "--format png,pdf", &b, &n);
+    char p[600];
+    snprintf(p, sizeof p, "%s/sweep.png", d);
+    CHECK(rc == 0, "sweep: exit %d", rc);
+    CHECK(tt_text_overlaps(b, n, p) == 0, "sweep.png: labels overlap (above)");
+    CHECK(tt_layout_find(b, n, p, 't', "peak memory (log scale)"), "sweep.png: the peak panel is not on a log axis (16x range)");
+    CHECK(tt_layout_has(b, n, p, "vanilla: no clip phase"), "sweep.png: vanilla's missing clip phase not named");
+    CHECK(tt_layout_find(b, n, p, 't', "seq-len (log2 scale)"), "sweep.png: the x axis is not log2 for powers of two");
+    CHECK(tt_layout_find(b, n, p, 'm', "oom flash"), "sweep.png: flash's OOM at 1024 not marked");
+    CHECK(tt_layout_has(b, n, p, "mixed = flash"), "sweep.png: mixed lying on flash is not named");
+    /* vanilla's points in its colour; mixed, on flash, hollow and larger over it (both visible) */
+    CHECK(tt_method_marks(b, n, p, "vanilla") >= 3 && tt_method_marks(b, n, p, "flash") >= 3 && tt_layout_find(b, n, p, 'm', "hollow mixed"),
+          "sweep.png: the methods' points");
+    free(b);
+}
+
+static void check_bad_input(void) {
+    mkdir_p(tt_path("empty"));
+    mkdir_p(tt_path("nolog"));
+    Row r[1] = { { "vanilla", "", "ok", "1" } };
+    results_csv(tt_path("nolog"), "", r, 1, 1);
+    struct { const char *args, *want; } bad[] = {
+        { "'%s/r1' --format jpg", "unknown format 'jpg' (png, svg or pdf)" },
+        { "'%s/r1' --format png,png", "--format names a format twice" },
+        { "'%s/empty'", "empty/results.csv: No such file" },
+        { "'%s/nolog'", "the log of vanilla is not in" },
+        { "'%s/r1/vanilla.log'", "no output folder: give -o DIR" },
+        { "'%s/r1' -o '%s/none'", "-o: not a directory" },
+        { "'%s/r1' --size 0x3in", "bad --size" },
+        { "'%s/r1' --bogus", "unknown option" }, { "'%s/r1' --only colours", "bad --only" },
+        { "'%s/r1' --baseline nobody", "--baseline: no run of that name completed" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) tt_expect_error("dpmem-charts", bad[i].args, bad[i].want);
+    /* a chart must not overwrite a log: a log named breakdown.png, charts into its folder */
+    mkdir_p(tt_path("clash"));
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cp '%s/r1/vanilla.log' '%s/clash/breakdown.png'", tt_dir, tt_dir);
+    CHECK(system(cmd) == 0, "cp");
+    tt_expect_error("dpmem-charts", "'%s/clash/breakdown.png' -o '%s/clash'", "same file");
+}
+
+int main(void) {
+    tt_mkdir("charts");
+    check_palette();
+    check_folders();
+    check_no_time();
+    check_sweep();
+    check_bad_input();
+    if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
+    printf("charts: all checks passed\n");
+    return 0;
+}

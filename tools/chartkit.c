@@ -1,0 +1,90 @@
+/* chartkit.c — see chartkit.h. */
+#include "chartkit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "palette.h"
+
+int ck_open(Figure *f, const char *path, FigFormat fmt, const FigSpec *spec, int def_w, int def_h, int min_w, int min_h,
+            char *err, size_t errlen) {
+    int w, h;
+    if (figspec_pixels(spec, def_w, def_h, min_w, min_h, &w, &h, err, errlen)) return -1;
+    return fig_open(f, path, fmt, w, h, spec->dpi, spec->font_scale, err, errlen);
+}
+
+double ck_title(Figure *f, const ChartSet *cs, const char *title, const char *extra) {
+    double pad = fig_pt(f, 8);
+    Box t = fig_text(f, pad, fig_pt(f, 6), TA_LEFT | TA_TOP, CK_TITLE, FONT_BOLD, COLOUR_TEXT, title);
+    RunMeta *m = malloc((size_t)(cs->n > 0 ? cs->n : 1) * sizeof *m);
+    char sum[600] = "", line[800], fitted[800];
+    int k = 0;
+    for (int i = 0; m && i < cs->n; i++)
+        if (cs->run[i].log) m[k++] = cs->run[i].meta;
+    if (m && k) runmeta_summary(m, k, sum, sizeof sum);
+    free(m);
+    snprintf(line, sizeof line, "%s%s%s", sum, *sum && extra && *extra ? " \xC2\xB7 " : "", extra ? extra : "");
+    if (!*line) return t.y1 + fig_pt(f, 4);
+    fig_fit_text(f, fitted, sizeof fitted, line, CK_SUB, FONT_REGULAR, f->w - 2 * pad);
+    Box s = fig_text(f, pad, t.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, CK_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
+    return s.y1 + fig_pt(f, 4);
+}
+
+double ck_method_legend(Figure *f, const ChartSet *cs, double x, double y, double max_w) {
+    double h = fig_text_h(f, CK_LABEL), ms = 7, gap = fig_pt(f, 12), cx = x;
+    char seen[32][64];
+    int ns = 0;
+    for (int i = 0; i < cs->n && ns < 32; i++) {
+        const char *m = cs->run[i].method;
+        int dup = 0;
+        for (int k = 0; k < ns && !dup; k++) dup = !strcmp(seen[k], m);
+        if (dup) continue;
+        snprintf(seen[ns++], sizeof seen[0], "%s", m);
+        double w = fig_pt(f, ms) + fig_pt(f, 3) + fig_text_w(f, CK_LABEL, FONT_REGULAR, m);
+        if (cx > x && cx + w > x + max_w) { cx = x; y += h + fig_pt(f, 2); }
+        MethodStyle st = method_style(m);
+        fig_marker(f, st.marker, cx + fig_pt(f, ms) / 2, y + h / 2, ms, st.colour, COLOUR_BG, 0, m);
+        fig_text(f, cx + fig_pt(f, ms) + fig_pt(f, 3), y, TA_LEFT | TA_TOP, CK_LABEL, FONT_REGULAR, st.colour, m);
+        cx += w + gap;
+    }
+    return y + h + fig_pt(f, 4);
+}
+
+double ck_slot_labels(Figure *f, const char *const *names, const double *cx, int n, double slot, double y, int draw) {
+    int upright = 0;
+    double longest = 0;
+    for (int i = 0; i < n; i++) {
+        double w = fig_text_w(f, CK_LABEL, FONT_REGULAR, names[i]);
+        if (w > slot - fig_pt(f, 3)) upright = 1;
+        if (w > longest) longest = w;
+    }
+    double maxlen = fig_pt(f, 110);
+    if (longest > maxlen) longest = maxlen;
+    if (!draw) return fig_pt(f, 4) + (upright ? longest : fig_text_h(f, CK_LABEL));
+    for (int i = 0; i < n; i++) {
+        char t[160];
+        fig_fit_text(f, t, sizeof t, names[i], CK_LABEL, FONT_REGULAR, upright ? maxlen : slot);
+        if (upright) fig_text_rot(f, cx[i], y + fig_pt(f, 4), TA_CENTER | TA_TOP, CK_LABEL, FONT_REGULAR, COLOUR_TEXT, t);
+        else fig_text(f, cx[i], y + fig_pt(f, 4), TA_CENTER | TA_TOP, CK_LABEL, FONT_REGULAR, COLOUR_TEXT, t);
+    }
+    return fig_pt(f, 4) + (upright ? longest : fig_text_h(f, CK_LABEL));
+}
+
+void ck_oom_bar(Figure *f, double x0, double y0, double x1, double y1, const char *run) {
+    fig_rect(f, x0, y0, x1, y1, COLOUR_BG);
+    fig_hatch(f, x0, y0, x1, y1, COLOUR_OOM, 3.5, 0.8);
+    fig_rect_outline(f, x0, y0, x1, y1, COLOUR_OOM, 1.0);
+    Box b = fig_text(f, (x0 + x1) / 2, y0 - fig_pt(f, 2), TA_CENTER | TA_BOTTOM, CK_LABEL, FONT_BOLD, COLOUR_OOM, "OOM");
+    char what[160];
+    snprintf(what, sizeof what, "oom %s", run);
+    fig_record(f, (Box){ x0, b.y0, x1, y1 }, BOX_MARK, what);
+}
+
+void ck_note(Figure *f, double y, const char *text) {
+    if (!text || !*text) return;
+    char fitted[800];
+    fig_fit_text(f, fitted, sizeof fitted, text, CK_NOTE, FONT_REGULAR, f->w - 2 * fig_pt(f, 8));
+    fig_text(f, fig_pt(f, 8), y, TA_LEFT | TA_BOTTOM, CK_NOTE, FONT_REGULAR, COLOUR_MUTED, fitted);
+}
