@@ -67,12 +67,15 @@ include $(sort $(wildcard mk/*.mk))
 
 all: $(ALL)
 
-# The suite, then the same suite built with ASan+UBSan into $(BUILD)/san.
-test: all
+# The suite, then the same suite built with ASan+UBSan into $(BUILD)/san. The builds use every core
+# (a plain `make test` would build one file at a time); the tests run one after another.
+test: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(TESTS)
 	@$(MAKE) --no-print-directory sanitize
 
-test-run: all
+test-run: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(TESTS)
 
 sanitize:
