@@ -139,5 +139,20 @@ timeout 20 $T --init-from "$d/sharded" --steps 0 >/dev/null 2>"$d/err" ||
 # saving over the --init-from directory stays allowed (it is read whole before --save replaces it)
 $T --init-from "$d/ckpt" --save "$d/ckpt" --steps 0 >/dev/null 2>"$d/err" || { echo "FAIL: --save over --init-from: $(cat "$d/err")"; fail=1; }
 
+# a picture written to something that is not a regular file is written into it, never renamed over it
+# (a FIFO here; as root, /dev/null became a regular file this way): the FIFO stays a FIFO, its reader
+# gets the whole PNG
+if [ -x "$B/dpmem-render" ]; then
+    $T --steps 2 --log "$d/pic.log" >/dev/null 2>&1 && mkfifo "$d/pic.png" || { echo "FAIL: fixtures for the FIFO picture"; fail=1; }
+    ( timeout 30 cat "$d/pic.png" > "$d/got.png" ) &
+    reader=$!
+    timeout 20 "$B/dpmem-render" "$d/pic.log" -o "$d/pic.png" >/dev/null 2>"$d/err"; rc=$?
+    wait $reader
+    [ $rc -eq 0 ] && [ -p "$d/pic.png" ] && [ "$(head -c 8 "$d/got.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
+        [ "$(tail -c 8 "$d/got.png" | od -An -tx1 | tr -d ' \n')" = 49454e44ae426082 ] ||
+        { echo "FAIL: dpmem-render -o FIFO: exit $rc, still a FIFO: $([ -p "$d/pic.png" ] && echo yes || echo no), $(cat "$d/err")"; fail=1; }
+    ls "$d" | grep -q partial && { echo "FAIL: dpmem-render left a partial file beside the FIFO"; fail=1; }
+fi
+
 [ $fail -eq 0 ] && echo "hostile command lines: all cases passed"
 exit $fail

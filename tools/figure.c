@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -102,14 +103,20 @@ int fig_open(Figure *f, const char *path, FigFormat format, int w, int h, double
     if (path) {
         f->path = strdup(path);
         f->out_is_stdout = !strcmp(path, "-");
-        if (f->path && !f->out_is_stdout) {   /* beside path, so that the rename stays on one file system */
+        /* A regular file (or a new one) is written beside path and renamed over it, so that a reader
+           never sees half a picture; anything else that exists (/dev/null, a FIFO, a terminal) is
+           written in place: renamed over, /dev/null would become a regular file (as root). */
+        struct stat st;
+        const int in_place = !f->out_is_stdout && stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+        if (f->path && !f->out_is_stdout && !in_place) {   /* beside path: the rename stays on one file system */
             size_t n = strlen(path) + 32;
             f->tmp = malloc(n);
             if (f->tmp) snprintf(f->tmp, n, "%s.partial-%ld", path, (long)getpid());
         }
-        f->out = f->out_is_stdout ? stdout : f->tmp ? fopen(f->tmp, "wb") : NULL;
+        f->out = f->out_is_stdout ? stdout : in_place ? fopen(path, "wb") : f->tmp ? fopen(f->tmp, "wb") : NULL;
         if (!f->path || !f->out) {
-            snprintf(err, errlen, "%s: cannot write: %s", path, f->path && (f->tmp || f->out_is_stdout) ? strerror(errno) : "out of memory");
+            snprintf(err, errlen, "%s: cannot write: %s", path,
+                     f->path && (f->tmp || f->out_is_stdout || in_place) ? strerror(errno) : "out of memory");
             free(f->path);
             free(f->tmp);
             f->path = f->tmp = NULL;
