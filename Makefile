@@ -68,10 +68,14 @@ include $(sort $(wildcard mk/*.mk))
 all: $(ALL)
 
 # The suite, then the same suite built with ASan+UBSan into $(BUILD)/san. The builds use every core
-# (a plain `make test` would build one file at a time); the tests run one after another.
+# (a plain `make test` would build one file at a time), and the sanitized build runs while the first
+# suite does (its output in $(BUILD)/san-build.log, shown if it fails); the tests run one after another.
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(TESTS)
+	@mkdir -p $(BUILD)/san; \
+	 $(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 all >$(BUILD)/san-build.log 2>&1 & san=$$!; \
+	 DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(TESTS); rc=$$?; \
+	 wait $$san || { cat $(BUILD)/san-build.log; echo "the sanitized build failed (above)"; exit 1; }; exit $$rc
 	@$(MAKE) --no-print-directory sanitize
 
 test-run: deps
@@ -84,7 +88,7 @@ sanitize:
 
 # make demo builds only what the demo runs (the trainers, dpmem-report, dpmem-charts), all cores at once; the
 # CUDA backend only where the demo will run on a GPU (or where an earlier build made it already).
-NPROC     := $(shell nproc 2>/dev/null || echo 2)
+NPROC     := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 DEMO_BINS  = $(addprefix $(BUILD)/,train_vanilla train_dpsgd train_ghost train_flash train_lora dpmem-report dpmem-charts)
 DEMO_CUDA  = $(if $(or $(HAVE_GPU),$(wildcard $(BUILD)/libkcuda.a)),1,0)
 demo: deps

@@ -5,7 +5,8 @@
 # where build/ (-> $DPMEM_BUILD), tools/, samples/, kernels/, tests/ and docs/ point into the
 # repository and the headers are linked, so blocks may write results/ and logs freely. Lines calling
 # `make demo` or `make test` are skipped (they would run this test again); a block that fails or
-# runs over 300 s fails the test, named by file and line. Exits 0 on pass, 1 on failure.
+# runs over 300 s fails the test, named by file and line. The blocks run as many at once as there are
+# cores. Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
 repo=$(pwd)
 case $B in /*) build=$B ;; *) build=$repo/$B ;; esac
@@ -31,18 +32,31 @@ for f in README.md docs/*.md; do
         { marked = 0 }' "$f"
 done
 
-for s in $(ls "$tmp/blocks" | grep '\.sh$' | sort -n); do
-    k=${s%.sh}; where=$(cat "$tmp/blocks/$k.where"); n=$((n + 1))
-    w=$tmp/work$k
-    mkdir -p "$w"
-    ln -s "$build" "$w/build"
-    for d in tools samples kernels tests docs Makefile mk dpmem.h dpmem_cuda.h; do [ -e "$repo/$d" ] && ln -s "$repo/$d" "$w/$d"; done
-    start=$(date +%s)
-    (cd "$w" && DPMEM_BUILD=build timeout 300 sh -e "$tmp/blocks/$s") >"$tmp/out$k" 2>&1
-    rc=$?; secs=$(( $(date +%s) - start ))
-    if [ $rc -ne 0 ]; then
-        echo "FAIL $where (exit $rc, ${secs}s):"; sed 's/^/    | /' "$tmp/blocks/$s"; tail -n 15 "$tmp/out$k" | sed 's/^/    > /'; fail=1
-    else echo "ok   $where (${secs}s): $(grep -c . "$tmp/blocks/$s") line(s)"; fi
+# run_block K: block K in its own folder; its result line goes to $tmp/res.K, its status to $tmp/rc.K
+cat > "$tmp/run_block.sh" <<'EOS'
+tmp=$1; build=$2; repo=$3; k=$4
+where=$(cat "$tmp/blocks/$k.where")
+w=$tmp/work$k
+mkdir -p "$w"
+ln -s "$build" "$w/build"
+for d in tools samples kernels tests docs Makefile mk dpmem.h dpmem_cuda.h; do [ -e "$repo/$d" ] && ln -s "$repo/$d" "$w/$d"; done
+start=$(date +%s)
+(cd "$w" && DPMEM_BUILD=build timeout 300 sh -e "$tmp/blocks/$k.sh") >"$tmp/out$k" 2>&1
+rc=$?; secs=$(( $(date +%s) - start ))
+if [ $rc -ne 0 ]; then
+    { echo "FAIL $where (exit $rc, ${secs}s):"; sed 's/^/    | /' "$tmp/blocks/$k.sh"; tail -n 15 "$tmp/out$k" | sed 's/^/    > /'; } >"$tmp/res.$k"
+else echo "ok   $where (${secs}s): $(grep -c . "$tmp/blocks/$k.sh") line(s)" >"$tmp/res.$k"; fi
+echo $rc >"$tmp/rc.$k"
+EOS
+# The blocks are independent (a folder each) and single-threaded (OMP_NUM_THREADS=1): as many at once
+# as there are cores, the results printed in the documents' order.
+jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)   # (nproc would say 1: it obeys OMP_NUM_THREADS)
+ls "$tmp/blocks" | grep '\.sh$' | sed 's/\.sh$//' | sort -n |
+    xargs -P "$jobs" -I{} sh "$tmp/run_block.sh" "$tmp" "$build" "$repo" {}
+for k in $(ls "$tmp/blocks" | grep '\.sh$' | sed 's/\.sh$//' | sort -n); do
+    n=$((n + 1))
+    if [ -f "$tmp/res.$k" ]; then cat "$tmp/res.$k"; else echo "FAIL $(cat "$tmp/blocks/$k.where"): did not run"; fail=1; fi
+    [ "$(cat "$tmp/rc.$k" 2>/dev/null)" = 0 ] || fail=1
 done
 [ $n -gt 0 ] || { echo "FAIL: no block marked <!-- run --> in README.md or docs/*.md"; exit 1; }
 [ $fail -eq 0 ] && echo "all $n marked blocks ran"
