@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures = 0;
 static uint64_t rng = 42;
@@ -383,43 +384,67 @@ static void test_crossentropy(KBackend *kb) {
     free(x); free(losses); free(sw); free(X); free(wl); free(wd);
 }
 
-/* The backend's cache of freed blocks (kernels/cpu/host_memory.c): a freed block comes back for a
-   request of its size (or up to 1/8 smaller), never for another size; what it holds (handed out +
-   kept) never exceeds the most it ever handed out at once, the smallest kept blocks going back first;
-   blocks under 256 KiB are not kept; kbackend_destroy gives everything back. */
+/* The backend's cache of freed memory (kernels/cpu/host_memory.c): a large block is its own whole
+   pages (a 64-byte header, then the bytes); freed, its pages are kept and adjacent kept ranges
+   merge; a request takes the smallest kept range that holds it, from its front, and the rest stays
+   kept; what it holds (handed out + kept) never exceeds the most it ever handed out at once: before
+   a block is mapped anew, kept memory goes, the smallest ranges first and the last one in part;
+   blocks under 256 KiB are not kept; kbackend_destroy gives everything back. Every address below
+   is derived from one block's, so the checks do not depend on where the kernel maps memory. */
 static void test_host_memory(void) {
     KBackend kb;
     kbackend_cpu_init(&kb, 2);
-    const size_t U = (size_t)256 << 10;
+    const size_t U = (size_t)256 << 10, page = (size_t)sysconf(_SC_PAGESIZE);
+#define L(k) ((k) * U + page)                    /* the pages of a block of k·U bytes and its header */
     size_t kept, live, high, fresh;
 #define STATS(k, l, h, f, what) do { kcpu_cache_stats(&kb, &kept, &live, &high, &fresh); \
-        if (kept != (k) * U || live != (l) * U || high != (h) * U || fresh != (f) * U || kept + live > high) { \
-            printf("FAIL host memory, %s: kept %zu, live %zu, high-water %zu, fresh %zu (units of 256 KiB; want %d %d %d %d)\n", \
-                   what, kept / U, live / U, high / U, fresh / U, k, l, h, f); failures++; } } while (0)
-    float *a = kbuf_alloc(&kb, 4 * U, "t/a"), *b = kbuf_alloc(&kb, 16 * U, "t/b"), *c = kbuf_alloc(&kb, 8 * U, "t/c");
-    kbuf_free(&kb, a);
-    kbuf_free(&kb, c);
-    float *d = kbuf_alloc(&kb, 4 * U - 100, "t/d");   /* the same size, rounded: a comes back */
-    if (d != a) { printf("FAIL a freed block of the same rounded size is not reused\n"); failures++; }
-    STATS(8, 20, 28, 28, "after a reuse");
-    kbuf_free(&kb, b);                                /* kept: c (8), b (16) */
-    float *e = kbuf_alloc(&kb, 2 * U, "t/e");         /* another size: anew; over the mark, so c (the smaller) goes */
-    STATS(16, 6, 28, 30, "after another size");
-    float *f = kbuf_alloc(&kb, 15 * U, "t/f");        /* within 1/8 of b's 16: b comes back */
-    if (f != b) { printf("FAIL the kept block of 16 units is not reused for 15\n"); failures++; }
+        if (kept != (k) || live != (l) || high != (h) || fresh != (f) || kept + live > high) { \
+            printf("FAIL host memory, %s: kept %zu, live %zu, high-water %zu, fresh %zu (want %zu %zu %zu %zu)\n", \
+                   what, kept, live, high, fresh, (size_t)(k), (size_t)(l), (size_t)(h), (size_t)(f)); failures++; } } while (0)
+#define SAME(p, q, what) do { if ((char *)(p) != (char *)(q)) { printf("FAIL host memory: %s\n", what); failures++; } } while (0)
+    char *x = kbuf_alloc(&kb, 32 * U, "t/x");
+    STATS(0, L(32), L(32), L(32), "after the first block");
+    kbuf_free(&kb, x);
+    STATS(L(32), 0, L(32), L(32), "after its free");
+    /* three blocks carved from its pages, one after the other: nothing mapped anew (p, 100 bytes
+       short of 4 U, rounds to 4 U - 64: with its header exactly 4 U, no extra page) */
+    char *p = kbuf_alloc(&kb, 4 * U - 100, "t/p"), *q = kbuf_alloc(&kb, 8 * U, "t/q"), *r = kbuf_alloc(&kb, 16 * U, "t/r");
+    SAME(p, x, "the first request does not take the front of the kept range");
+    SAME(q, p + 4 * U, "the second request does not follow the first");
+    SAME(r, q + L(8), "the third request does not follow the second");
+    STATS(L(32) - 4 * U - L(8) - L(16), 4 * U + L(8) + L(16), L(32), L(32), "after three carved blocks");
+    /* p and q freed merge: a request larger than either takes their pages */
+    kbuf_free(&kb, q);
+    kbuf_free(&kb, p);
+    char *s = kbuf_alloc(&kb, 10 * U, "t/s");
+    SAME(s, p, "two adjacent freed blocks do not serve a request larger than either");
+    STATS(L(32) - L(16) - L(10), L(16) + L(10), L(32), L(32), "after a request served by two merged blocks");
+    /* larger than anything kept, and a new high-water mark: everything kept goes first */
+    char *t = kbuf_alloc(&kb, 20 * U, "t/t");
+    const size_t hw = L(16) + L(10) + L(20);
+    STATS(0, hw, hw, L(32) + L(20), "after a new high-water mark");
     float *small = kbuf_alloc(&kb, 1000, "t/small");  /* not counted, never kept */
-    float *g = kbuf_alloc(&kb, 32 * U, "t/g");        /* a new high-water mark */
-    STATS(0, 54, 54, 62, "after a larger request");
-    for (size_t i = 0; i < 8 * U / 4; i++) g[i] = (float)i;   /* usable memory, 64-byte aligned */
-    if ((uintptr_t)g % 64 || (uintptr_t)e % 64 || (uintptr_t)small % 64) { printf("FAIL block not 64-byte aligned\n"); failures++; }
+    if ((uintptr_t)s % 64 || (uintptr_t)t % 64 || (uintptr_t)small % 64) { printf("FAIL block not 64-byte aligned\n"); failures++; }
+    for (size_t i = 0; i < 20 * U; i++) t[i] = (char)i;   /* usable memory */
     kbuf_free(&kb, small);
-    STATS(0, 54, 54, 62, "after a small block's free");
-    kbuf_free(&kb, d); kbuf_free(&kb, e); kbuf_free(&kb, f); kbuf_free(&kb, g);
-    STATS(54, 0, 54, 62, "after every free");
+    kbuf_free(&kb, r); kbuf_free(&kb, s); kbuf_free(&kb, t);
+    STATS(hw, 0, hw, L(32) + L(20), "after every free");
+    /* 40 U fits no kept range: s's and r's pages go whole (the smallest first), t's in part */
+    char *u = kbuf_alloc(&kb, 40 * U, "t/u");
+    STATS(hw - L(40), L(40), hw, L(32) + L(20) + L(40), "after a partial trim");
+    for (size_t i = 0; i < 40 * U; i++) u[i] = (char)i;
+    /* what is left of t's pages is their front: a block that fits there comes back at t */
+    char *v = kbuf_alloc(&kb, 5 * U, "t/v");
+    SAME(v, t, "a trimmed range does not keep its front");
+    STATS(hw - L(40) - L(5), L(40) + L(5), hw, L(32) + L(20) + L(40), "after a block from a trimmed range");
+    kbuf_free(&kb, v);
+    kbuf_free(&kb, u);
+#undef SAME
 #undef STATS
+#undef L
     kbackend_destroy(&kb);
     if (kb.priv) { printf("FAIL kbackend_destroy left the cache\n"); failures++; }
-    printf("ok   host memory cache (reuse by size, bounded by the high-water mark)\n");
+    printf("ok   host memory cache (freed pages serve any size, merged, bounded by the high-water mark)\n");
 }
 
 /* kexpf (cpu/vmath.h, the softmaxes' and SwiGLU's exp): within 2 ulp of exp in double wherever the
