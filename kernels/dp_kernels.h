@@ -68,9 +68,16 @@ void dp_linear_clipped_grad_bk(float *dw, const float *a, const float *g, const 
 /* ---- embedding -------------------------------------------------------------------------------- */
 /* norm2[b] += Σ_{t,s} [tok_t = tok_s] g_t·g_s: no V-sized buffer. */
 void dp_embedding_norms(float *norm2, const int *tokens, const float *g, int B, int T, int C, DpIO *io);
-/* Direct: psg [B, V, C] (zeroed here) gets each sample's scattered rows; norm2[b] += ‖psg[b]‖². */
+/* Direct: psg [B, V, C] gets each sample's gradient, its scattered rows; norm2[b] += ‖psg[b]‖².
+   Only the rows of the sample's tokens are written (zeroed, then summed into): the others are zero
+   in the gradient and are left as they are, neither written nor read (nor, in fresh memory, ever
+   faulted in). Their sum: dp_embedding_clipped_sum_direct. */
 void dp_embedding_norms_direct(float *norm2, float *psg, const int *tokens, const float *g,
                                int B, int T, int C, int V);
+/* grad [V, C] += Σ_b c_b psg[b] over the rows of sample b's tokens (each once, samples in order):
+   dp_clipped_sum of dp_embedding_norms_direct's psg without reading its untouched rows. */
+void dp_embedding_clipped_sum_direct(float *grad, const float *psg, const int *tokens, const float *c,
+                                     int B, int T, int C, int V);
 /* Book-keeping: dwte [V, C] += Σ_b c_b Σ_t onehot(tok_bt) g_bt. */
 void dp_embedding_clipped_grad_bk(float *dwte, const int *tokens, const float *g, const float *c,
                                   int B, int T, int C);

@@ -450,6 +450,7 @@ static int clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, 
             if (p->psg_first) DP_GPU(dp_clipped_sum_first_cuda(dw, p->psg, d->c, B, P));
             else DP_GPU(dp_clipped_sum_cuda(dw, p->psg, d->c, B, P));
         } else if (p->psg_first) dp_clipped_sum_first(dw, p->psg, d->c, B, P);
+        else if (p->kind == HOOK_EMBEDDING) dp_embedding_clipped_sum_direct(dw, p->psg, tokens, d->c, B, T, p->d_out, V);
         else dp_clipped_sum(dw, p->psg, d->c, B, P);
         return 0;
     }
@@ -703,7 +704,9 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
                     dp_embedding_norms_direct(d->norm2 + b, p->psg + (size_t)b * V * dout, a->tokens + (size_t)b * T, wd.g, 1, T, dout, V);
                 }
             else if (run) dp_embedding_norms_direct(d->norm2, p->psg, a->tokens, a->G, B, T, dout, V);
-            p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * V * dout * 4;
+            /* the CPU kernel writes only the tokens' rows; the GPU path fills the slices whole */
+            p->io.read = (uint64_t)B * T * (dout + 1) * 4;
+            p->io.written = d->cuda ? (uint64_t)B * V * dout * 4 : (uint64_t)B * T * dout * 4;
             p->used = DP_NORM_DIRECT;
             if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
             widen_close(d, &wd);

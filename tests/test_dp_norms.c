@@ -11,7 +11,9 @@
    non-zero mean so that the off-diagonal Gram terms carry real weight: counting an off-diagonal
    tile once instead of twice, or skipping one, misses by orders of magnitude more than the bound.
 
-   Also checked: the psg of direct equal the reference per-sample gradients; ghost's Gram buffers
+   Also checked: the psg of direct equal the reference per-sample gradients (the embedding's: the
+   rows of its tokens, the others left as they were, and its sum over those rows equal to the dense
+   sum bit for bit); ghost's Gram buffers
    hold a_b a_bᵀ and g_b g_bᵀ; the IO counts follow their documented formulas; the mixed rule's
    boundary; clip factors; Σ_b c_b g_b by book-keeping and from psg against the reference; with a
    huge C it is the ordinary gradient; a NaN norm drops its sample; a tied matrix's cross term
@@ -195,9 +197,17 @@ static void test_embedding(int B, int T, int C, int V, uint64_t seed) {
     float *g = xcalloc((size_t)B * T * C, 4);
     fill(g, (size_t)B * T * C, 0.3f);
     float *n1 = xcalloc(B, 4), *n2 = xcalloc(B, 4), *psg = xcalloc((size_t)B * V * C, 4), *c = xcalloc(B, 4);
+    for (size_t k = 0; k < (size_t)B * V * C; k++) psg[k] = NAN;   /* rows no token touches must stay so */
     DpIO io = { 0, 0 };
     dp_embedding_norms(n1, tok, g, B, T, C, &io);
     dp_embedding_norms_direct(n2, psg, tok, g, B, T, C, V);
+    /* the same slices with the untouched rows zero: the dense gradient, for the dense sum */
+    float *dense = xcalloc((size_t)B * V * C, 4);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const size_t row = ((size_t)b * V + tok[b * T + t]) * C;
+            memcpy(dense + row, psg + row, (size_t)C * 4);
+        }
     double *ref = xcalloc((size_t)V * C, 8);
     for (int b = 0; b < B; b++) {
         double *abs_ = xcalloc((size_t)V * C, 8);
@@ -208,10 +218,15 @@ static void test_embedding(int B, int T, int C, int V, uint64_t seed) {
                 abs_[(size_t)tok[b * T + t] * C + i] += fabs(g[((size_t)b * T + t) * C + i]);
             }
         double rn = 0, M = 0, worst = 0;
+        int untouched_written = 0;
         for (size_t k = 0; k < (size_t)V * C; k++) {
             rn += ref[k] * ref[k]; M += abs_[k] * abs_[k];
-            worst = fmax(worst, fabs(psg[(size_t)b * V * C + k] - ref[k]));
+            int touched = 0;
+            for (int t = 0; t < T && !touched; t++) touched = (size_t)tok[b * T + t] == k / C;
+            if (touched) worst = fmax(worst, fabs(psg[(size_t)b * V * C + k] - ref[k]));
+            else untouched_written += !isnan(psg[(size_t)b * V * C + k]);
         }
+        CHECK(untouched_written == 0, "embedding direct wrote %d values of sample %d's rows that no token touches", untouched_written, b);
         double tol = 2.0 * (T + C + 4) * U * M;
         CHECK(fabs(n1[b] - rn) <= tol && fabs(n2[b] - rn) <= tol, "embedding B%d T%d C%d V%d b%d: %.9g, direct %.9g, want %.9g (tol %.3g)",
               B, T, C, V, b, n1[b], n2[b], rn, tol);
@@ -221,16 +236,21 @@ static void test_embedding(int B, int T, int C, int V, uint64_t seed) {
     /* book-keeping scatter with factors vs the psg sum */
     for (int b = 0; b < B; b++) c[b] = (b + 1.0f) / (B + 1.0f);
     float *d1 = xcalloc((size_t)V * C, 4), *d2 = xcalloc((size_t)V * C, 4);
+    float *d3 = xcalloc((size_t)V * C, 4);
     dp_embedding_clipped_grad_bk(d1, tok, g, c, B, T, C);
-    dp_clipped_sum(d2, psg, c, B, (size_t)V * C);
+    dp_embedding_clipped_sum_direct(d2, psg, tok, c, B, T, C, V);
+    dp_clipped_sum(d3, dense, c, B, (size_t)V * C);
     double worst = 0;
-    for (size_t k = 0; k < (size_t)V * C; k++) worst = fmax(worst, fabs(d1[k] - d2[k]));
+    int same = 1;
+    for (size_t k = 0; k < (size_t)V * C; k++) { worst = fmax(worst, fabs(d1[k] - d2[k])); same &= d2[k] == d3[k]; }
     CHECK(worst <= 4 * B * T * U * T * 2, "embedding bk vs psg sum off by %.3g", worst);
+    CHECK(same, "embedding psg sum over the touched rows differs from the dense sum");
     /* a dropped sample (c = 0) with a NaN gradient leaves no trace: the sum of the others */
     if (B > 1) {
         memset(d1, 0, (size_t)V * C * 4); memset(d2, 0, (size_t)V * C * 4);
         c[0] = 0;
-        dp_clipped_sum(d2, psg, c, B, (size_t)V * C);
+        for (size_t k = 0; k < (size_t)V * C; k++) psg[k] = NAN;   /* sample 0's slice (the first): all NaN */
+        dp_embedding_clipped_sum_direct(d2, psg, tok, c, B, T, C, V);
         for (size_t k = 0; k < (size_t)T * C; k++) g[k] = NAN;   /* sample 0's rows */
         dp_embedding_clipped_grad_bk(d1, tok, g, c, B, T, C);
         int finite = 1;
@@ -238,7 +258,7 @@ static void test_embedding(int B, int T, int C, int V, uint64_t seed) {
         for (size_t k = 0; k < (size_t)V * C; k++) { finite &= isfinite(d1[k]) != 0; worst = fmax(worst, fabs(d1[k] - d2[k])); }
         CHECK(finite && worst <= 4 * B * T * U * T * 2, "embedding bk with a dropped NaN sample: finite %d, off by %.3g", finite, worst);
     }
-    free(tok); free(g); free(n1); free(n2); free(psg); free(c); free(ref); free(d1); free(d2);
+    free(tok); free(g); free(n1); free(n2); free(psg); free(c); free(ref); free(d1); free(d2); free(d3); free(dense);
 }
 
 static void test_rmsnorm(int B, int T, int C, uint64_t seed) {

@@ -7,6 +7,7 @@
 #include "cpu/vmath.h"
 
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Σ x² in double (the norms feed a sqrt and a clip: float accumulation over millions of terms
@@ -41,18 +42,74 @@ void dp_linear_norms_direct(float *norm2, float *psg, const float *a, const floa
     dp_linear_norms_direct_split(norm2, psg, psg + (size_t)OC * IC, a, g, B, T, IC, OC, io);
 }
 
+/* Which positions of a sequence hold the first occurrence of their token: an array of T flags
+   (malloc'd; NULL when out of host memory, and then is_first scans back instead). */
+static unsigned char *first_occurrences(const int *tokens, int T, int V) {
+    uint64_t *seen = calloc(((size_t)V + 63) / 64, sizeof *seen);
+    unsigned char *first = malloc((size_t)T);
+    if (!seen || !first) { free(seen); free(first); return NULL; }
+    for (int t = 0; t < T; t++) {
+        const int v = tokens[t];
+        const uint64_t bit = (uint64_t)1 << (v & 63);
+        first[t] = !(seen[v >> 6] & bit);
+        seen[v >> 6] |= bit;
+    }
+    free(seen);
+    return first;
+}
+
+static int is_first(const unsigned char *first, const int *tokens, int t) {
+    if (first) return first[t];
+    for (int s = 0; s < t; s++) if (tokens[s] == tokens[t]) return 0;
+    return 1;
+}
+
+/* Samples in parallel, each in its own slice: its tokens' rows zeroed, summed into, then squared
+   once each. A slice is V·C floats of which at most T rows are the gradient's nonzero ones; the
+   rest is neither written nor read (the dense form zeroed and read 4·V·C bytes per sample: most of
+   direct's embedding time, and page faults on fresh memory). */
+KCPU_CLONES
 void dp_embedding_norms_direct(float *norm2, float *psg, const int *tokens, const float *g,
                                int B, int T, int C, int V) {
-    size_t per = (size_t)V * C;
+    const size_t per = (size_t)V * C;
+    KCPU_PRAGMA(omp parallel for schedule(static) if (B > 1))
     for (int b = 0; b < B; b++) {
         float *p = psg + b * per;
-        memset(p, 0, per * sizeof *p);
+        const int *tok = tokens + (size_t)b * T;
+        unsigned char *first = first_occurrences(tok, T, V);
+        for (int t = 0; t < T; t++) if (is_first(first, tok, t)) memset(p + (size_t)tok[t] * C, 0, (size_t)C * sizeof *p);
         for (int t = 0; t < T; t++) {
-            float *row = p + (size_t)tokens[b * T + t] * C;
+            float *row = p + (size_t)tok[t] * C;
             const float *gt = g + ((size_t)b * T + t) * C;
+            KCPU_PRAGMA(omp simd)
             for (int i = 0; i < C; i++) row[i] += gt[i];
         }
-        norm2[b] += (float)sumsq(p, per);
+        double n2 = 0;
+        for (int t = 0; t < T; t++) if (is_first(first, tok, t)) n2 += sumsq(p + (size_t)tok[t] * C, (size_t)C);
+        norm2[b] += (float)n2;
+        free(first);
+    }
+}
+
+KCPU_CLONES
+void dp_embedding_clipped_sum_direct(float *grad, const float *psg, const int *tokens, const float *c,
+                                     int B, int T, int C, int V) {
+    const size_t per = (size_t)V * C;
+    for (int b = 0; b < B; b++) {
+        if (c[b] == 0) continue;                 /* dropped: its rows may hold NaN */
+        const int *tok = tokens + (size_t)b * T;
+        unsigned char *first = first_occurrences(tok, T, V);
+        const float cb = c[b];
+        /* rows in parallel: distinct within a sample, so no two threads write one row */
+        KCPU_PRAGMA(omp parallel for schedule(static) if ((size_t)T * C >= 65536))
+        for (int t = 0; t < T; t++) {
+            if (!is_first(first, tok, t)) continue;
+            float *dst = grad + (size_t)tok[t] * C;
+            const float *src = psg + b * per + (size_t)tok[t] * C;
+            KCPU_PRAGMA(omp simd)
+            for (int i = 0; i < C; i++) dst[i] += cb * src[i];
+        }
+        free(first);
     }
 }
 
