@@ -403,6 +403,7 @@ int rmsnorm_forward_ex(KBackend *b, KDtype dt, float *o, float *rstd, const floa
 int rmsnorm_backward_ex(KBackend *b, KDtype dt, float *dinp, float *dw, const float *dout, const float *inp,
                         const float *w, const float *rstd, int N, int C) {
     if (dt == KDT_F32) return rmsnorm_backward(b, dinp, dw, dout, inp, w, rstd, N, C);
+    if (!dinp) { snprintf(b->err, sizeof b->err, "rmsnorm_backward_ex: the weight's gradient alone is fp32 only"); return -1; }
     const int R = rows_per_piece(N, C);
     const size_t piece = (size_t)R * C;
     float *di = twin(b, piece, "rmsnorm_backward"), *dy = di ? twin(b, piece, "rmsnorm_backward") : NULL;

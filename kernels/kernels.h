@@ -224,7 +224,8 @@ int embedding_forward(KBackend *b, float *out, const int *tokens, const float *w
 int embedding_backward(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V);
 /* out = inp * rstd * w, rstd[N] saved for backward */
 int rmsnorm_forward(KBackend *b, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
-/* dinp[N,C] += ..., dw[C] += ... (dw may be NULL: frozen) */
+/* dinp[N,C] += ..., dw[C] += ... (dw may be NULL: frozen; dinp may be NULL: the weight's gradient
+   alone, for a second backward that scales it per sample) */
 int rmsnorm_backward(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
                      const float *w, const float *rstd, int N, int C);
 /* In place on x[B,T,NH,HS], position = t, rotate-half convention (Hugging Face). */

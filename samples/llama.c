@@ -392,6 +392,7 @@ int llama_forward(LlamaModel *m) {
     SAVE(a->lnf, (size_t)N * C, "activations/norm");
     SAVE32(a->lnf_rstd, N, "activations/norm.rstd");
     TRY(rmsnorm_forward_ex(kb, dt, a->lnf, a->lnf_rstd, x, m->w.norm, N, C, m->cfg.norm_eps));
+    a->holds_dx = 0;
     SAVE32(a->logits, (size_t)N * V, "activations/logits");
     TRY(matmul_forward_ex(kb, dt, KDT_F32, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, N, C, V, 0.0f));
     return 0;
@@ -480,13 +481,27 @@ static int linear_backward(LlamaModel *m, const GradHooks *h, int layer, WhichTe
     return 0;
 }
 
-/* dinp += RMSNorm backward; the weight's gradient through the hook. */
+/* x's rows of sample b (per floats each) times scale[b], in place. */
+static int scale_samples(KBackend *kb, float *x, const float *scale, int B, size_t per) {
+    for (int b = 0; b < B; b++)
+        if (scale[b] != 1.0f) TRY(scale_inplace(kb, x + (size_t)b * per, scale[b], per));
+    return 0;
+}
+
+/* dinp += RMSNorm backward; the weight's gradient through the hook. With scale (a second backward
+   that replicates the first, see `replica` in backward): dinp unscaled, then dout (dead after)
+   scaled per sample for the weight's gradient alone. */
 static int norm_backward(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which, float *dinp,
-                         const float *dout, const float *inp, const float *w, float *dw, const float *rstd) {
+                         float *dout, const float *inp, const float *w, float *dw, const float *rstd,
+                         const float *scale) {
     int r = hook(m, h, layer, which, inp, rstd, dout, m->C, m->C);
     if (r < 0) return -1;
-    return rmsnorm_backward_ex(m->kb, m->dt, dinp, (r & GRAD_HOOK_SKIP_DW) ? NULL : dw, dout, inp, w, rstd,
-                               m->B * m->T, m->C);
+    const int N = m->B * m->T, C = m->C;
+    if (r & GRAD_HOOK_SKIP_DW) dw = NULL;
+    if (!scale || !dw) return rmsnorm_backward_ex(m->kb, m->dt, dinp, dw, dout, inp, w, rstd, N, C);
+    TRY(rmsnorm_backward_ex(m->kb, m->dt, dinp, NULL, dout, inp, w, rstd, N, C));
+    TRY(scale_samples(m->kb, dout, scale, m->B, (size_t)m->T * C));
+    return rmsnorm_backward_ex(m->kb, m->dt, NULL, dw, dout, inp, w, rstd, N, C);
 }
 
 /* The loss's gradient from the logits (crossentropy backward, in place), unless again (the logits
@@ -520,17 +535,39 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         goto done;
     }
     if (!again) CK(crossentropy_backward(kb, a->logits, m->targets, loss_scale, h ? h->loss_weights : NULL, B, T, V));
-    for (int b = 0; sample_scale && b < B; b++)
+    /* A second backward of two-pass clipping with no hook that reads the output gradients (no LoRA:
+       replica) replicates the first one's activation gradients bit for bit and puts each sample's
+       scale on the inputs of the weight gradients instead: dW += Gᵀ(c ⊙ A), each A scaled in place
+       after its last other use (RMSNorm weights: their dout; the embedding: its d_resid). Otherwise
+       lm_head's output gradient is scaled, and everything after it with it. */
+    const int replica = sample_scale && !(h && h->weight_grad);
+    const float *scale = replica ? sample_scale : NULL;
+    for (int b = 0; sample_scale && !replica && b < B; b++)
         if (sample_scale[b] != 1.0f) CK(scale_inplace(kb, a->logits + (size_t)b * T * V, sample_scale[b], (size_t)T * V));
     if (dt == KDT_BF16) CK(narrow_inplace(kb, a->logits, (size_t)N * V));
     if (h && h->keep_activations) { kbuf_free(kb, a->losses); a->losses = NULL; }   /* a second backward does not need them */
     else CK(drop(m, &a->losses, h));
-    CK(linear_backward(m, h, -1, W_LM_HEAD, d_norm, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head,
-                       m->dw.lm_head, N, C, V, 0.0f));
-    CK(drop(m, &a->logits, h));
     const float *x_last = m->L ? a->layers[m->L - 1].resid_out : a->embed;
+    /* Two-pass on kept activations: the first backward (stash) keeps the input gradients of lm_head,
+       down, gate/up and q/k/v in the buffers of those GEMMs' inputs (lnf, h, ln2, ln1: read by nothing
+       else until the second backward, and recomputable from kept activations by the forward's own
+       kernels, the same bits); the replica (reuse) copies them back instead of running those GEMMs,
+       recomputes the inputs, and runs only the weight gradients: no memory, the same bits as a
+       second backward that runs every GEMM (the checkpointed one), a sixth of a step of `small` less. */
+    const int stash = h && h->keep_activations && dt == KDT_F32;
+    const int reuse = again && replica && a->holds_dx;
+    const float eps = m->cfg.norm_eps;
+    if (reuse) {
+        CK(copy_ex(kb, dt, d_norm, a->lnf, (size_t)N * C));
+        CK(rmsnorm_forward_ex(kb, dt, a->lnf, a->lnf_rstd, x_last, m->w.norm, N, C, eps));
+    }
+    if (scale) CK(scale_samples(kb, a->lnf, scale, B, (size_t)T * C));
+    CK(linear_backward(m, h, -1, W_LM_HEAD, reuse ? NULL : d_norm, a->logits, a->lnf,
+                       dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, m->dw.lm_head, N, C, V, 0.0f));
+    if (stash) CK(copy_ex(kb, dt, a->lnf, d_norm, (size_t)N * C));
+    CK(drop(m, &a->logits, h));
     CK(zero_ex(kb, dt, d_resid, (size_t)N * C));
-    CK(norm_backward(m, h, -1, W_NORM, d_resid, d_norm, x_last, m->w.norm, m->dw.norm, a->lnf_rstd));
+    CK(norm_backward(m, h, -1, W_NORM, d_resid, d_norm, x_last, m->w.norm, m->dw.norm, a->lnf_rstd, scale));
     CK(drop(m, &a->lnf, h));
     CK(drop(m, &a->lnf_rstd, h));
 
@@ -542,21 +579,41 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         CK(drop(m, &s->resid_out, h));  /* the next block (or the final norm) has used it */
         if (m->ckpt) { DPMEM_SCOPE("recompute"); CK(block_forward(m, l, x_in, FWD_RECOMPUTE)); }
         /* MLP: resid_out = resid_mid + down(h); d_resid is d(resid_out), and d(resid_mid) through the skip */
-        CK(linear_backward(m, h, l, W_DOWN_PROJ, d_h, d_resid, s->h, g->down_proj, dw->down_proj, N, F, C, 0.0f));
+        if (reuse) {
+            CK(copy_ex(kb, dt, d_h, s->h, (size_t)N * F));
+            CK(swiglu_forward_ex(kb, dt, s->h, s->gate, s->up, (size_t)N * F));
+        }
+        if (scale) CK(scale_samples(kb, s->h, scale, B, (size_t)T * F));
+        CK(linear_backward(m, h, l, W_DOWN_PROJ, reuse ? NULL : d_h, d_resid, s->h, g->down_proj, dw->down_proj, N, F, C, 0.0f));
+        if (stash) CK(copy_ex(kb, dt, s->h, d_h, (size_t)N * F));
         CK(drop(m, &s->h, h));
         CK(swiglu_backward_ex(kb, dt, d_gate, d_up, d_h, s->gate, s->up, (size_t)N * F));
         CK(drop(m, &s->gate, h));
         CK(drop(m, &s->up, h));
-        CK(linear_backward(m, h, l, W_GATE_PROJ, d_norm, d_gate, s->ln2, g->gate_proj, dw->gate_proj, N, C, F, 0.0f));
-        CK(linear_backward(m, h, l, W_UP_PROJ, d_norm, d_up, s->ln2, g->up_proj, dw->up_proj, N, C, F, 1.0f));
+        if (reuse) {
+            CK(copy_ex(kb, dt, d_norm, s->ln2, (size_t)N * C));
+            CK(rmsnorm_forward_ex(kb, dt, s->ln2, s->ln2_rstd, s->resid_mid, w->post_attention_layernorm, N, C, eps));
+        }
+        if (scale) CK(scale_samples(kb, s->ln2, scale, B, (size_t)T * C));
+        CK(linear_backward(m, h, l, W_GATE_PROJ, reuse ? NULL : d_norm, d_gate, s->ln2, g->gate_proj, dw->gate_proj, N, C, F, 0.0f));
+        CK(linear_backward(m, h, l, W_UP_PROJ, reuse ? NULL : d_norm, d_up, s->ln2, g->up_proj, dw->up_proj, N, C, F, 1.0f));
+        if (stash) CK(copy_ex(kb, dt, s->ln2, d_norm, (size_t)N * C));
         CK(drop(m, &s->ln2, h));
         CK(norm_backward(m, h, l, W_POST_ATTENTION_LAYERNORM, d_resid, d_norm, s->resid_mid,
-                         w->post_attention_layernorm, dw->post_attention_layernorm, s->ln2_rstd));
+                         w->post_attention_layernorm, dw->post_attention_layernorm, s->ln2_rstd, scale));
         CK(drop(m, &s->ln2_rstd, h));
         CK(drop(m, &s->resid_mid, h));
         /* attention: resid_mid = x_in + o(attn); d_resid is now d(resid_mid) */
-        CK(linear_backward(m, h, l, W_O_PROJ, d_attn, d_resid, s->attn, g->o_proj, dw->o_proj, N, QD, C, 0.0f));
-        CK(attention_backward_ex(kb, dt, d_q, d_k, d_v, d_attn, s->q, s->k, s->v, s->attn, s->lse, B, T, NH, NKV, HS));
+        if (scale) {
+            /* attention's backward reads attn: o_proj's weight gradient after it, on attn scaled */
+            CK(matmul_backward_input_ex(kb, dt, d_attn, d_resid, g->o_proj, N, QD, C, 0.0f));
+            CK(attention_backward_ex(kb, dt, d_q, d_k, d_v, d_attn, s->q, s->k, s->v, s->attn, s->lse, B, T, NH, NKV, HS));
+            CK(scale_samples(kb, s->attn, scale, B, (size_t)T * QD));
+            CK(linear_backward(m, h, l, W_O_PROJ, NULL, d_resid, s->attn, g->o_proj, dw->o_proj, N, QD, C, 0.0f));
+        } else {
+            CK(linear_backward(m, h, l, W_O_PROJ, d_attn, d_resid, s->attn, g->o_proj, dw->o_proj, N, QD, C, 0.0f));
+            CK(attention_backward_ex(kb, dt, d_q, d_k, d_v, d_attn, s->q, s->k, s->v, s->attn, s->lse, B, T, NH, NKV, HS));
+        }
         CK(drop(m, &s->attn, h));
         CK(drop(m, &s->lse, h));
         CK(drop(m, &s->q, h));
@@ -564,20 +621,28 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         CK(drop(m, &s->v, h));
         CK(rope_backward_ex(kb, dt, d_q, B, T, NH, HS, rope));
         CK(rope_backward_ex(kb, dt, d_k, B, T, NKV, HS, rope));
-        CK(linear_backward(m, h, l, W_Q_PROJ, d_norm, d_q, s->ln1, g->q_proj, dw->q_proj, N, C, QD, 0.0f));
-        CK(linear_backward(m, h, l, W_K_PROJ, d_norm, d_k, s->ln1, g->k_proj, dw->k_proj, N, C, KD, 1.0f));
-        CK(linear_backward(m, h, l, W_V_PROJ, d_norm, d_v, s->ln1, g->v_proj, dw->v_proj, N, C, KD, 1.0f));
+        if (reuse) {
+            CK(copy_ex(kb, dt, d_norm, s->ln1, (size_t)N * C));
+            CK(rmsnorm_forward_ex(kb, dt, s->ln1, s->ln1_rstd, x_in, w->input_layernorm, N, C, eps));
+        }
+        if (scale) CK(scale_samples(kb, s->ln1, scale, B, (size_t)T * C));
+        CK(linear_backward(m, h, l, W_Q_PROJ, reuse ? NULL : d_norm, d_q, s->ln1, g->q_proj, dw->q_proj, N, C, QD, 0.0f));
+        CK(linear_backward(m, h, l, W_K_PROJ, reuse ? NULL : d_norm, d_k, s->ln1, g->k_proj, dw->k_proj, N, C, KD, 1.0f));
+        CK(linear_backward(m, h, l, W_V_PROJ, reuse ? NULL : d_norm, d_v, s->ln1, g->v_proj, dw->v_proj, N, C, KD, 1.0f));
+        if (stash) CK(copy_ex(kb, dt, s->ln1, d_norm, (size_t)N * C));
         CK(drop(m, &s->ln1, h));
         CK(norm_backward(m, h, l, W_INPUT_LAYERNORM, d_resid, d_norm, x_in, w->input_layernorm,
-                         dw->input_layernorm, s->ln1_rstd));
+                         dw->input_layernorm, s->ln1_rstd, scale));
         CK(drop(m, &s->ln1_rstd, h));
     }
     {
         int r = hook(m, h, -1, W_EMBED_TOKENS, NULL, NULL, d_resid, C, C);
         if (r < 0) goto done;
+        if (scale) CK(scale_samples(kb, d_resid, scale, B, (size_t)T * C));   /* its last use */
         if (!(r & GRAD_HOOK_SKIP_DW) && m->dw.embed_tokens) CK(embedding_backward_ex(kb, dt, m->dw.embed_tokens, m->tokens, d_resid, N, C, V));
     }
     CK(drop(m, &a->embed, h));
+    a->holds_dx = stash;
     rc = 0;
 done:
     m->n_keep = 0;   /* every kept buffer is on the deferred list now (or the backward failed) */

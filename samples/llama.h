@@ -123,7 +123,10 @@ typedef struct GradHooks {
     int frozen_too;            /* also call weight_grad for frozen weights (args->dW = NULL; the backward
                                   skips their dW whatever it returns): LoRA adapters on a frozen base */
     int keep_activations;      /* free nothing: every saved activation, and the logits as the output
-                                  gradient they became, stay in place for llama_backward_rescaled */
+                                  gradient they became, stay in place for llama_backward_rescaled;
+                                  the input gradients of lm_head, gate/up, down and q/k/v go into
+                                  the buffers of their inputs lnf, ln2, h and ln1 (fp32; these are not
+                                  read again until then, and are recomputed from kept activations) */
 } GradHooks;
 
 /* Saved activations of one block (allocated by the forward, freed by the backward), of the model's
@@ -142,6 +145,9 @@ typedef struct {
     float *embed;                    /* (N, C) */
     LlamaLayerActs *layers;          /* [L] */
     float *lnf, *lnf_rstd;           /* (N, C), (N) */
+    int holds_dx;                    /* lnf and each layer's ln1, ln2 and h hold the input gradients
+                                        computed from them instead (a backward with keep_activations
+                                        put them there for llama_backward_rescaled) */
     float *logits;                   /* (N, V) fp32; the backward turns it into dlogits in place (bf16: then
                                         rounded to bf16 in its first half) */
     float *losses;                   /* (N) per-position loss */
@@ -184,7 +190,12 @@ int  llama_backward(LlamaModel *m, const GradHooks *hooks, float loss_scale);
    output gradient after the loss's (each sample's rows scaled: the same bits whether that gradient
    is fresh or a first backward's). again: the logits already hold the output gradient of a backward
    with hooks->keep_activations, which left every activation in place: the loss is not recomputed,
-   nor the forward (two-pass clipping as Opacus's retain_graph does it). fp32 activations only. */
+   nor the forward (two-pass clipping as Opacus's retain_graph does it), nor the input gradients of
+   lm_head and of every projection but o_proj: the first backward's, kept in their inputs' buffers,
+   each sample's rows scaled (the backward is linear in its output gradient), the inputs recomputed
+   for the weight gradients (RMSNorm, SwiGLU: the forward's kernels on kept activations, the same
+   bits). The second backward's GEMMs are then the weight gradients, o_proj's input gradient and
+   attention's backward. fp32 activations only. */
 int  llama_backward_rescaled(LlamaModel *m, const GradHooks *hooks, float loss_scale, const float *sample_scale,
                              int again);
 void llama_release_saved(LlamaModel *m);

@@ -255,6 +255,11 @@ static void test_rmsnorm(KBackend *kb) {
     rmsnorm_backward(kb, dx, dw, dout, x, w, rstd, N, C);
     check("rmsnorm_backward dinp", dx, wdx, (size_t)N * C);
     check("rmsnorm_backward dweight", dw, wdw, C);
+    /* dinp NULL: the weight's gradient alone, the same bits (two-pass's second backward) */
+    float *dw2 = calloc(C, 4);
+    rmsnorm_backward(kb, NULL, dw2, dout, x, w, rstd, N, C);
+    if (memcmp(dw, dw2, sizeof(float) * C)) { printf("FAIL rmsnorm_backward without dinp: dweight differs\n"); failures++; }
+    free(dw2);
     free(x); free(w); free(out); free(rstd); free(dout); free(dx); free(dw);
     free(X); free(W); free(D); free(want); free(wdx); free(wdw);
 }

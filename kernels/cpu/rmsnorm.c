@@ -26,8 +26,8 @@ void rmsnorm_backward_cpu(KBackend *b, float *dinp, float *dw, const float *dout
                           const float *w, const float *rstd, int N, int C, void *scratch) {
     (void)scratch;
     /* dx = r * (w*dy - xhat * mean(w*dy*xhat)), xhat = x*r */
-    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL((size_t)N * C))
-    for (int n = 0; n < N; n++) {
+    #pragma omp parallel for num_threads(b->nthreads) schedule(static) if(dinp && KCPU_PARALLEL((size_t)N * C))
+    for (int n = 0; n < (dinp ? N : 0); n++) {   /* dinp NULL: the weight's gradient alone */
         const float *x = inp + (size_t)n * C, *dy = dout + (size_t)n * C;
         float *dx = dinp + (size_t)n * C;
         float r = rstd[n];

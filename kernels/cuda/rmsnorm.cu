@@ -62,8 +62,10 @@ void rmsnorm_backward_cuda(KBackend *b, float *dinp, float *dw, const float *dou
                            const float *w, const float *rstd, int N, int C, void *scratch) {
     (void)b;
     if (N <= 0) return;
-    rmsnorm_backward_dinp_kernel<<<N, RMS_THREADS>>>(dinp, dout, inp, w, rstd, C);
-    cudaLaunchCheck();
+    if (dinp) {                                  /* NULL: the weight's gradient alone */
+        rmsnorm_backward_dinp_kernel<<<N, RMS_THREADS>>>(dinp, dout, inp, w, rstd, C);
+        cudaLaunchCheck();
+    }
     if (!dw) return;
     int P = N < KCUDA_RMSNORM_PARTS ? N : KCUDA_RMSNORM_PARTS;  /* as kcuda_scratch_bytes */
     float *part = (float *)scratch;
