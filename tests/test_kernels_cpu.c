@@ -392,8 +392,9 @@ static void test_crossentropy(KBackend *kb) {
 /* The backend's cache of freed memory (kernels/cpu/host_memory.c): a large block is its own whole
    pages (a 64-byte header, then the bytes); freed, its pages are kept and adjacent kept ranges
    merge; a request takes the smallest kept range that holds it, from its front, and the rest stays
-   kept; what it holds (handed out + kept) never exceeds the most it ever handed out at once: before
-   a block is mapped anew, kept memory goes, the smallest ranges first and the last one in part;
+   kept, or else the largest kept range grown (mremap: only the growth is fresh); what it holds
+   (handed out + kept) never exceeds the most it ever handed out at once: with a block grown or
+   mapped anew, kept memory goes, the smallest ranges first and the last one in part;
    blocks under 256 KiB are not kept; kbackend_destroy gives everything back. Every address below
    is derived from one block's, so the checks do not depend on where the kernel maps memory. */
 static void test_host_memory(void) {
@@ -424,26 +425,33 @@ static void test_host_memory(void) {
     char *s = kbuf_alloc(&kb, 10 * U, "t/s");
     SAME(s, p, "two adjacent freed blocks do not serve a request larger than either");
     STATS(L(32) - L(16) - L(10), L(16) + L(10), L(32), L(32), "after a request served by two merged blocks");
-    /* larger than anything kept, and a new high-water mark: everything kept goes first */
+    /* larger than anything kept: the largest kept range (x's last 4 U - 1 page) grows into it by
+       mremap, only the growth fresh; a new high-water mark, so the rest kept (2 U) goes */
     char *t = kbuf_alloc(&kb, 20 * U, "t/t");
     const size_t hw = L(16) + L(10) + L(20);
-    STATS(0, hw, hw, L(32) + L(20), "after a new high-water mark");
+    STATS(0, hw, hw, L(32) + L(20) - (4 * U - page), "after a kept range grown into a larger block");
     float *small = kbuf_alloc(&kb, 1000, "t/small");  /* not counted, never kept */
     if ((uintptr_t)s % 64 || (uintptr_t)t % 64 || (uintptr_t)small % 64) { printf("FAIL block not 64-byte aligned\n"); failures++; }
     for (size_t i = 0; i < 20 * U; i++) t[i] = (char)i;   /* usable memory */
     kbuf_free(&kb, small);
     kbuf_free(&kb, r); kbuf_free(&kb, s); kbuf_free(&kb, t);
-    STATS(hw, 0, hw, L(32) + L(20), "after every free");
-    /* 40 U fits no kept range: s's and r's pages go whole (the smallest first), t's in part */
-    char *u = kbuf_alloc(&kb, 40 * U, "t/u");
-    STATS(hw - L(40), L(40), hw, L(32) + L(20) + L(40), "after a partial trim");
-    for (size_t i = 0; i < 40 * U; i++) u[i] = (char)i;
-    /* what is left of t's pages is their front: a block that fits there comes back at t */
-    char *v = kbuf_alloc(&kb, 5 * U, "t/v");
-    SAME(v, t, "a trimmed range does not keep its front");
-    STATS(hw - L(40) - L(5), L(40) + L(5), hw, L(32) + L(20) + L(40), "after a block from a trimmed range");
-    kbuf_free(&kb, v);
-    kbuf_free(&kb, u);
+    STATS(hw, 0, hw, L(32) + L(20) - (4 * U - page), "after every free");
+    kbackend_destroy(&kb);
+    if (kb.priv) { printf("FAIL kbackend_destroy left the cache\n"); failures++; }
+    /* A partial trim: under the mark, a grown range leaves room for only part of another kept one,
+       which keeps its front. */
+    kbackend_cpu_init(&kb, 2);
+    char *w = kbuf_alloc(&kb, 48 * U, "t/w");
+    kbuf_free(&kb, w);
+    char *a = kbuf_alloc(&kb, 8 * U, "t/a"), *b = kbuf_alloc(&kb, 8 * U, "t/b");
+    kbuf_free(&kb, a);                            /* kept: a's L(8), and the last 32 U - 1 page */
+    char *y = kbuf_alloc(&kb, 36 * U, "t/y");     /* grows the latter by 4 U + 2 pages; a's keeps 4 U - 1 page */
+    STATS(4 * U - page, L(8) + L(36), L(48), L(48) + 4 * U + 2 * page, "after a partial trim");
+    for (size_t i = 0; i < 36 * U; i++) y[i] = (char)i;
+    char *v = kbuf_alloc(&kb, 3 * U, "t/v");
+    SAME(v, a, "a trimmed range does not keep its front");
+    STATS(4 * U - page - L(3), L(8) + L(36) + L(3), L(48), L(48) + 4 * U + 2 * page, "after a block from a trimmed range");
+    kbuf_free(&kb, v); kbuf_free(&kb, y); kbuf_free(&kb, b);
 #undef SAME
 #undef STATS
 #undef L
