@@ -11,12 +11,9 @@
 #define KCPU_MIN_PARALLEL_WORK ((size_t)1 << 16)
 #define KCPU_PARALLEL(work) ((size_t)(work) >= KCPU_MIN_PARALLEL_WORK)
 
-/* The tiled causal attention: query rows per block (and keys per block in the backward), and keys
-   per chunk in the forward (the online-softmax step, a multiple of the block). */
+/* The tiled causal attention: queries per block and keys per block (64: OpenBLAS's small-matrix
+   kernels take every product of two such blocks). */
 #define KCPU_ATTN_TILE 64
-#ifndef KCPU_ATTN_KEYS
-#define KCPU_ATTN_KEYS 256
-#endif
 
 void gemm_cpu(KBackend *b, int transA, int transB, int M, int N, int K, float alpha,
               const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
