@@ -54,7 +54,10 @@ void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[4][N
     }
 }
 
-/* x[i] = (x[i] + (float)(std · z(offset + i))) · scale over one range (scale 1: the plain sum). */
+/* x[i] = (x[i] + (float)(std · z(offset + i))) · scale over one range (scale 1: the plain sum). A whole
+   batch (the common case) is one loop in vector lanes that interleaves the four lanes' arrays (the
+   element-by-element loop with its index arithmetic was 16 % of the noise's time). */
+KCPU_CLONES
 static void add_range(float *x, size_t n, double std, float scale, uint64_t seed, uint64_t step, uint64_t offset) {
     double z[4][NOISE_BATCH];
     size_t i = 0;
@@ -63,10 +66,20 @@ static void add_range(float *x, size_t n, double std, float scale, uint64_t seed
         const size_t lane0 = (size_t)(idx % 4), take0 = 4 * NOISE_BATCH - lane0;
         const size_t take = n - i < take0 ? n - i : take0;
         noise_normal_batch(seed, step, idx / 4, z);
-        for (size_t t = 0; t < take; t++) {
-            const size_t k = lane0 + t;
-            x[i + t] = (x[i + t] + (float)(std * z[k % 4][k / 4])) * scale;
-        }
+        if (take == 4 * NOISE_BATCH) {
+            float *xb = x + i;
+            NOISE_SIMD
+            for (int j = 0; j < NOISE_BATCH; j++) {   /* the four lanes written out: one interleaving store group */
+                xb[4 * j + 0] = (xb[4 * j + 0] + (float)(std * z[0][j])) * scale;
+                xb[4 * j + 1] = (xb[4 * j + 1] + (float)(std * z[1][j])) * scale;
+                xb[4 * j + 2] = (xb[4 * j + 2] + (float)(std * z[2][j])) * scale;
+                xb[4 * j + 3] = (xb[4 * j + 3] + (float)(std * z[3][j])) * scale;
+            }
+        } else
+            for (size_t t = 0; t < take; t++) {
+                const size_t k = lane0 + t;
+                x[i + t] = (x[i + t] + (float)(std * z[k % 4][k / 4])) * scale;
+            }
         i += take;
     }
 }

@@ -63,6 +63,19 @@ int main(void) {
         int same = 1;
         for (int i = 0; i < 13; i++) same &= x[i] == (float)(0.75 * noise_normal(99, 5, 1001 + (uint64_t)i));
         CHECK(same, "noise_add_gaussian must add (float)(std * noise_normal(index))");
+        /* whole batches of 256 (their own vector loop) and partial ones, from an aligned and an
+           unaligned offset, with the privatize's scale */
+        for (int t = 0; t < 2; t++) {
+            enum { N = 3 * 256 + 7 };
+            static float y[N];
+            const uint64_t off = t ? 1001 : 0;
+            for (int i = 0; i < N; i++) y[i] = 0.25f * (float)i;
+            noise_privatize(y, N, 0.5, 1.5, 4.0, 99, 5, off);
+            same = 1;
+            for (int i = 0; i < N; i++)
+                same &= y[i] == (0.25f * (float)i + (float)(0.75 * noise_normal(99, 5, off + (uint64_t)i))) * 0.25f;
+            CHECK(same, "noise_privatize at offset %d must give (g + (float)(σC · noise_normal(index))) / L", (int)off);
+        }
         /* and the sin/cos of the mapping are noise.h's sin and cos of the octant's angle, rotated by
            the octant (the table written out: θ = kπ/4 + x or (k+1)π/4 − x) */
         double z[4];
