@@ -159,6 +159,7 @@ void attention_backward_cpu(KBackend *b, float *dq, float *dk, float *dv, const 
                                 ds[r] = pr * (ds[r] - D[r]) * scale;
                             }
                         }
+                        /* dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K */
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nc, HS, nr, 1.0f, Pt, BQ, dout + qoff, qs,
                                     1.0f, dv + koff, ks);
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nc, HS, nr, 1.0f, dSt, BQ, q + qoff, qs,
