@@ -438,6 +438,9 @@ static uint64_t dpmem__mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 static inline uint64_t dpmem__now(void) {
+#ifdef DPMEM_TEST_CLOCK   /* tests only: a clock of their own (one that steps back, as a lagging CPU's) */
+    { uint64_t t; if (DPMEM_TEST_CLOCK(&t)) return t; }
+#endif
 #if defined(__x86_64__) || defined(__i386__)
     if (DPMEM__LIKELY(dpmem__G.use_tsc))
         return dpmem__G.ns0 + (uint64_t)((double)(int64_t)(__builtin_ia32_rdtsc() - dpmem__G.tick0) * dpmem__G.ns_per_tick);
@@ -665,6 +668,9 @@ static inline uint64_t dpmem__meta_ts(const dpmem__thread *t) {
 /* Publishes an event whose payload is written: the head word goes last, so a reader (or a process
    killed in between) never sees half an event. */
 static inline void dpmem__commit(dpmem__thread *t, uint8_t *p, uint32_t type, uint32_t aux, uint32_t bytes, uint32_t id, uint64_t ts) {
+    /* A thread's stamps never step back: the TSC of the CPU a thread moves to may lag the last one's
+       (vCPUs of a VM: microseconds), which a reader would take for a broken clock. */
+    if (ts < t->last_ts) ts = t->last_ts;
     t->last_ts = ts;
     memcpy(p + 4, &id, 4);
     memcpy(p + 8, &ts, 8);
@@ -941,6 +947,7 @@ static void dpmem__account_locked(int cat, int space, uint64_t bytes, int add) {
    that sorts them by time replays the accounting exactly. The clock is read before the lock is
    taken, where its latency overlaps the lock's. */
 static inline uint64_t dpmem__alloc_ts_locked(uint64_t ts) {
+    if (ts < dpmem__T.last_ts) ts = dpmem__T.last_ts;   /* not before the thread's last event (dpmem__commit) */
     if (ts <= dpmem__G.last_alloc_ts) ts = dpmem__G.last_alloc_ts + 1;
     dpmem__G.last_alloc_ts = ts;
     return ts;

@@ -19,6 +19,18 @@
                event says so and events are written again.
    threads     5000 short-lived threads: the log stays small (a 64 KiB chunk each: 328 MB), in time
                order (a thread's first events looked "backwards"), every scope counted. */
+#include <stdint.h>
+/* The skewed_clock case's clock: while on, every fourth reading is 20 us behind the one before, as a
+   thread moved to a CPU whose TSC lags reads it (vCPUs of a VM). */
+static int skew_on;
+static uint64_t skew_n;
+static int skew_clock(uint64_t *t) {
+    if (!__atomic_load_n(&skew_on, __ATOMIC_RELAXED)) return 0;
+    uint64_t n = __atomic_add_fetch(&skew_n, 1, __ATOMIC_RELAXED);
+    *t = 4000000000000ull + n * 1000 - (n % 4 == 3 ? 20000 : 0);
+    return 1;
+}
+#define DPMEM_TEST_CLOCK skew_clock
 #define DPMEM_IMPLEMENTATION
 #define DPMEM_NO_NVTX
 #include "dpmem.h"
@@ -389,6 +401,50 @@ static int case_threads(const char *log) {
     return 0;
 }
 
+/* A clock that steps back by 20 us every fourth reading: each thread's events still come out in time
+   order (the kit keeps a thread's stamps from stepping back), ALLOC/FREE stamps still strictly
+   increase, and the report's replay by time gives the exact peak. */
+static int case_skewed_clock(const char *log) {
+    if (dpmem_open(log) != 0) return 1;
+    static char buf[3][256];
+    __atomic_store_n(&skew_on, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 200; i++) {
+        DPMEM_SCOPE("skewed");
+        dpmem_tag_alloc(buf[0], 256, "activations/a");
+        dpmem_tag_alloc(buf[1], 128, "activations/b");
+        dpmem_tag_free(buf[0]);
+        dpmem_tag_alloc(buf[2], 64, "grads/c");
+        dpmem_tag_free(buf[1]);
+        dpmem_tag_free(buf[2]);
+    }
+    __atomic_store_n(&skew_on, 0, __ATOMIC_RELAXED);
+    dpmem_close();
+    CHECK(skew_n >= 200 * 8, "the skewed clock was read %llu times, want 8 per iteration (scope, 6 ALLOC/FREE)", (unsigned long long)skew_n);
+    DpmemLog L;
+    if (read_log(log, &L)) return 1;
+    CHECK(L.closed && !L.backwards, "closed %d, %llu events backwards in time", L.closed, (unsigned long long)L.backwards);
+    CHECK(string_count(&L, "skewed") == 2 * 200, "%llu scope events of 400", (unsigned long long)string_count(&L, "skewed"));
+    DpmemIter it;
+    DpmemEvent e;
+    uint64_t last_alloc = 0, n_alloc = 0, not_increasing = 0;
+    int64_t live = 0, peak = 0;
+    if (dpmem_iter_begin(&it, &L) != 0) return 1;
+    while (dpmem_iter_next(&it, &e)) {
+        if (e.type != DPMEM_EV_ALLOC && e.type != DPMEM_EV_FREE) continue;
+        not_increasing += n_alloc++ && e.ts <= last_alloc;
+        last_alloc = e.ts;
+        const int64_t bytes = (int64_t)dpmem_ev_u64(&e, 8);   /* payload: address, bytes */
+        live += e.type == DPMEM_EV_ALLOC ? bytes : -bytes;
+        if (live > peak) peak = live;
+    }
+    dpmem_iter_end(&it);
+    CHECK(n_alloc == 6 * 200 && not_increasing == 0 && live == 0 && peak == 256 + 128,
+          "%llu ALLOC/FREE (want 1200), %llu not after the one before, live %lld, peak %lld (want 384)",
+          (unsigned long long)n_alloc, (unsigned long long)not_increasing, (long long)live, (long long)peak);
+    dpmem_log_close(&L);
+    return 0;
+}
+
 typedef struct { const char *name; int (*run)(const char *log); const char *stderr_once[2]; } Case;
 static const Case cases[] = {
     { "strings", case_strings, { "dpmem: the string table is full", NULL } },
@@ -398,11 +454,12 @@ static const Case cases[] = {
     { "cycles", case_cycles, { NULL, NULL } },
     { "full_disk", case_full_disk, { "dpmem: cannot grow the log", "events could not be written to the log" } },
     { "threads", case_threads, { NULL, NULL } },
+    { "skewed_clock", case_skewed_clock, { NULL, NULL } },
     { "second_open", case_second_open, { NULL, NULL } },
     { "second_env", case_second_env, { NULL, NULL } },
     { "reopen", case_reopen, { NULL, NULL } },
 };
-enum { N_MAIN_CASES = 7 };
+enum { N_MAIN_CASES = 8 };
 
 int main(int argc, char **argv) {
     self_path = argv[0];
