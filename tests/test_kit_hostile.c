@@ -74,6 +74,15 @@ static uint64_t string_count(const DpmemLog *L, const char *s) {   /* events nam
     dpmem_iter_end(&it);
     return n;
 }
+/* Reads the log back: closed, no event of a thread before its previous one, and the scope `scope`
+   begun and ended n times. */
+static int read_closed_in_order(const char *path, DpmemLog *L, const char *scope, uint64_t n) {
+    if (read_log(path, L)) return -1;
+    CHECK(L->closed && !L->backwards, "closed %d, %llu events backwards in time", L->closed, (unsigned long long)L->backwards);
+    CHECK(string_count(L, scope) == 2 * n, "%llu '%s' scope events of %llu", (unsigned long long)string_count(L, scope), scope,
+          (unsigned long long)(2 * n));
+    return 0;
+}
 static size_t stderr_lines(const char *path, const char *want) {
     char *s = tt_slurp(path, NULL);
     size_t n = 0;
@@ -382,9 +391,7 @@ static int case_threads(const char *log) {
     struct stat st;
     CHECK(stat(log, &st) == 0 && st.st_size < 4 * 1024 * 1024, "a log of %lld bytes for 4000 short threads", (long long)st.st_size);
     DpmemLog L;
-    if (read_log(log, &L)) return 1;
-    CHECK(L.closed && !L.backwards, "closed %d, %llu events backwards in time", L.closed, (unsigned long long)L.backwards);
-    CHECK(string_count(&L, "work") == 2 * 3999, "%llu work scope events of 7998", (unsigned long long)string_count(&L, "work"));
+    if (read_closed_in_order(log, &L, "work", 3999)) return 1;
     /* nothing follows the unclosed range on its thread */
     DpmemIter it;
     DpmemEvent e;
@@ -421,9 +428,7 @@ static int case_skewed_clock(const char *log) {
     dpmem_close();
     CHECK(skew_n >= 200 * 8, "the skewed clock was read %llu times, want 8 per iteration (scope, 6 ALLOC/FREE)", (unsigned long long)skew_n);
     DpmemLog L;
-    if (read_log(log, &L)) return 1;
-    CHECK(L.closed && !L.backwards, "closed %d, %llu events backwards in time", L.closed, (unsigned long long)L.backwards);
-    CHECK(string_count(&L, "skewed") == 2 * 200, "%llu scope events of 400", (unsigned long long)string_count(&L, "skewed"));
+    if (read_closed_in_order(log, &L, "skewed", 200)) return 1;
     DpmemIter it;
     DpmemEvent e;
     uint64_t last_alloc = 0, n_alloc = 0, not_increasing = 0;
