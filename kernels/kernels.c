@@ -356,11 +356,16 @@ static float *twin(KBackend *b, size_t n, const char *op) {
     snprintf(tag, sizeof tag, "workspace/widen.%s", op);
     return kbuf_alloc(b, n ? n * sizeof(float) : sizeof(float), tag);
 }
+/* The target runs this op on bf16 storage itself (KOps.bf16_native): no fp32 twins. A plan asks its
+   target, so that it replays the allocations of the path the target takes. */
+static int native(const KBackend *b, KDtype dt) { return dt == KDT_BF16 && b->target->bf16_native; }
+
 static void in(KBackend *b, float *w, const float *src, size_t at, size_t n) { if (n) b->ops->widen(b, w, kact_at(src, at, KDT_BF16), n); }
 static void out(KBackend *b, float *dst, const float *w, size_t at, size_t n) { if (n) b->ops->narrow(b, kact_at(dst, at, KDT_BF16), w, n); }
 
 int embedding_forward_ex(KBackend *b, KDtype dt, float *o, const int *tokens, const float *wte, int N, int C) {
     if (dt == KDT_F32) return embedding_forward(b, o, tokens, wte, N, C);
+    if (native(b, dt)) { b->ops->embedding_forward_bf16(b, o, tokens, wte, N, C); return 0; }
     const int R = rows_per_piece(N, C);
     float *w = twin(b, (size_t)R * C, "embedding_forward");
     int rc = w ? 0 : -1;
@@ -374,6 +379,13 @@ int embedding_forward_ex(KBackend *b, KDtype dt, float *o, const int *tokens, co
 
 int embedding_backward_ex(KBackend *b, KDtype dt, float *dwte, const int *tokens, const float *dout, int N, int C, int V) {
     if (dt == KDT_F32) return embedding_backward(b, dwte, tokens, dout, N, C, V);
+    if (native(b, dt)) {
+        KShape s = { .B = N, .T = 1, .C = C, .V = V, .ab = KDT_BF16 }; void *ws;
+        if (scratch_get(b, KOP_EMBEDDING_BACKWARD, &s, "workspace/embedding_backward", &ws)) return -1;
+        b->ops->embedding_backward_bf16(b, dwte, tokens, dout, N, C, ws);
+        kbuf_free(b, ws);
+        return 0;
+    }
     const int R = rows_per_piece(N, C);
     float *w = twin(b, (size_t)R * C, "embedding_backward");
     int rc = w ? 0 : -1;
@@ -388,6 +400,7 @@ int embedding_backward_ex(KBackend *b, KDtype dt, float *dwte, const int *tokens
 
 int rmsnorm_forward_ex(KBackend *b, KDtype dt, float *o, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
     if (dt == KDT_F32) return rmsnorm_forward(b, o, rstd, inp, w, N, C, eps);
+    if (native(b, dt)) { b->ops->rmsnorm_forward_bf16(b, o, rstd, inp, w, N, C, eps); return 0; }
     const int R = rows_per_piece(N, C);
     float *x = twin(b, (size_t)R * C, "rmsnorm_forward"), *y = x ? twin(b, (size_t)R * C, "rmsnorm_forward") : NULL;
     int rc = y ? 0 : -1;
@@ -403,6 +416,13 @@ int rmsnorm_forward_ex(KBackend *b, KDtype dt, float *o, float *rstd, const floa
 int rmsnorm_backward_ex(KBackend *b, KDtype dt, float *dinp, float *dw, const float *dout, const float *inp,
                         const float *w, const float *rstd, int N, int C) {
     if (dt == KDT_F32) return rmsnorm_backward(b, dinp, dw, dout, inp, w, rstd, N, C);
+    if (native(b, dt)) {
+        KShape s = { .B = N, .T = 1, .C = C, .ab = KDT_BF16 }; void *ws;
+        if (scratch_get(b, KOP_RMSNORM_BACKWARD, &s, "workspace/rmsnorm_backward", &ws)) return -1;
+        b->ops->rmsnorm_backward_bf16(b, dinp, dw, dout, inp, w, rstd, N, C, ws);
+        kbuf_free(b, ws);
+        return 0;
+    }
     if (!dinp) { snprintf(b->err, sizeof b->err, "rmsnorm_backward_ex: the weight's gradient alone is fp32 only"); return -1; }
     const int R = rows_per_piece(N, C);
     const size_t piece = (size_t)R * C;
@@ -421,6 +441,10 @@ int rmsnorm_backward_ex(KBackend *b, KDtype dt, float *dinp, float *dw, const fl
 
 static int rope_ex(KBackend *b, KDtype dt, float *x, int B, int T, int NH, int HS, KRope rope, int backward) {
     if (dt == KDT_F32) return backward ? rope_backward(b, x, B, T, NH, HS, rope) : rope_forward(b, x, B, T, NH, HS, rope);
+    if (native(b, dt)) {
+        (backward ? b->ops->rope_backward_bf16 : b->ops->rope_forward_bf16)(b, x, B, T, NH, HS, rope);
+        return 0;
+    }
     const size_t per = (size_t)T * NH * HS;   /* one sample: positions start at 0 in each */
     float *w = twin(b, per, backward ? "rope_backward" : "rope_forward");
     int rc = w ? 0 : -1;
@@ -438,6 +462,13 @@ int rope_backward_ex(KBackend *b, KDtype dt, float *dx, int B, int T, int NH, in
 int attention_forward_ex(KBackend *b, KDtype dt, float *o, float *lse, const float *q, const float *k, const float *v,
                          int B, int T, int NH, int NKV, int HS) {
     if (dt == KDT_F32) return attention_forward(b, o, lse, q, k, v, B, T, NH, NKV, HS);
+    if (native(b, dt)) {
+        KShape s = { .B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS, .ab = KDT_BF16 }; void *ws;
+        if (scratch_get(b, KOP_ATTENTION_FORWARD, &s, "workspace/attn_forward", &ws)) return -1;
+        b->ops->attention_forward_bf16(b, o, lse, q, k, v, B, T, NH, NKV, HS, ws);
+        kbuf_free(b, ws);
+        return 0;
+    }
     const size_t nq = (size_t)T * NH * HS, nk = (size_t)T * NKV * HS;   /* one sample */
     const char *op = "attention_forward";
     float *qw = twin(b, nq, op), *kw = qw ? twin(b, nk, op) : NULL, *vw = kw ? twin(b, nk, op) : NULL;
@@ -455,6 +486,13 @@ int attention_backward_ex(KBackend *b, KDtype dt, float *dq, float *dk, float *d
                           const float *k, const float *v, const float *o, const float *lse,
                           int B, int T, int NH, int NKV, int HS) {
     if (dt == KDT_F32) return attention_backward(b, dq, dk, dv, dout, q, k, v, o, lse, B, T, NH, NKV, HS);
+    if (native(b, dt)) {
+        KShape s = { .B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS, .ab = KDT_BF16 }; void *ws;
+        if (scratch_get(b, KOP_ATTENTION_BACKWARD, &s, "workspace/attn_backward", &ws)) return -1;
+        b->ops->attention_backward_bf16(b, dq, dk, dv, dout, q, k, v, o, lse, B, T, NH, NKV, HS, ws);
+        kbuf_free(b, ws);
+        return 0;
+    }
     const size_t nq = (size_t)T * NH * HS, nk = (size_t)T * NKV * HS;   /* one sample */
     const char *op = "attention_backward";
     float *w[8] = { 0 };
@@ -473,6 +511,7 @@ int attention_backward_ex(KBackend *b, KDtype dt, float *dq, float *dk, float *d
 
 int swiglu_forward_ex(KBackend *b, KDtype dt, float *h, const float *gate, const float *up, size_t n) {
     if (dt == KDT_F32) return swiglu_forward(b, h, gate, up, n);
+    if (native(b, dt)) { if (n) b->ops->swiglu_forward_bf16(b, h, gate, up, n); return 0; }
     const size_t piece = n < KWIDEN_CHUNK ? n : KWIDEN_CHUNK;
     float *g = twin(b, piece, "swiglu_forward"), *u = g ? twin(b, piece, "swiglu_forward") : NULL;
     float *o = u ? twin(b, piece, "swiglu_forward") : NULL;
@@ -489,6 +528,7 @@ int swiglu_forward_ex(KBackend *b, KDtype dt, float *h, const float *gate, const
 int swiglu_backward_ex(KBackend *b, KDtype dt, float *dgate, float *dup, const float *dh, const float *gate,
                        const float *up, size_t n) {
     if (dt == KDT_F32) return swiglu_backward(b, dgate, dup, dh, gate, up, n);
+    if (native(b, dt)) { if (n) b->ops->swiglu_backward_bf16(b, dgate, dup, dh, gate, up, n); return 0; }
     const size_t piece = n < KWIDEN_CHUNK ? n : KWIDEN_CHUNK;
     const char *op = "swiglu_backward";
     float *w[5] = { 0 };

@@ -31,9 +31,12 @@
    fp32 twins stay small whatever B·T is.
    Pointers to bf16 buffers are passed as float * (the storage is uint16_t): offset them with
    kact_at(), never with float arithmetic.
+   A target that runs the ops on bf16 storage itself (KOps.bf16_native: CUDA) gets them without the
+   widening: the same values (one rounding per output), no fp32 twins, no extra passes over memory;
+   its attention is cuDNN's fused flash attention (bf16 in, fp32 statistics).
 
-   Not here: fused kernels beyond what the model needs, native bf16 versions of the element-wise
-   ops, the DP per-sample norm kernels (kernels/cpu/dp_*.c, their own interface). */
+   Not here: fused kernels beyond what the model needs, native bf16 element-wise ops on the CPU (it
+   widens), the DP per-sample norm kernels (kernels/cpu/dp_*.c, their own interface). */
 #ifndef KERNELS_H
 #define KERNELS_H
 
@@ -158,6 +161,32 @@ typedef struct KOps {
     void (*narrow_inplace)(KBackend *b, void *x, size_t n);
     void (*copy_bytes)(KBackend *b, void *dst, const void *src, size_t bytes);
     void (*zero_bytes)(KBackend *b, void *x, size_t bytes);
+    /* ---- native bf16 (a target with bf16_native = 1 fills every entry below; 0: the _ex wrappers
+       widen into fp32 workspace instead) ----
+       The same ops as above on bf16 storage (void pointers: uint16_t elements), fp32 arithmetic,
+       each output rounded once to nearest even: the values the widening path gives, without its fp32
+       twins. Statistics (rstd, lse), weights and weight gradients stay fp32. Attention may use
+       another algorithm (cuDNN's fused flash attention on CUDA): its scratch is
+       scratch_bytes(KOP_ATTENTION_*, shape with ab = KDT_BF16). */
+    int bf16_native;
+    void (*embedding_forward_bf16)(KBackend *b, void *out, const int *tokens, const float *wte, int N, int C);
+    void (*embedding_backward_bf16)(KBackend *b, float *dwte, const int *tokens, const void *dout, int N, int C,
+                                    void *scratch);
+    void (*rmsnorm_forward_bf16)(KBackend *b, void *out, float *rstd, const void *inp, const float *w,
+                                 int N, int C, float eps);
+    /* dinp (bf16) += ...; dinp may be NULL (the weight's gradient alone), dw may be NULL */
+    void (*rmsnorm_backward_bf16)(KBackend *b, void *dinp, float *dw, const void *dout, const void *inp,
+                                  const float *w, const float *rstd, int N, int C, void *scratch);
+    void (*rope_forward_bf16)(KBackend *b, void *x, int B, int T, int NH, int HS, KRope rope);
+    void (*rope_backward_bf16)(KBackend *b, void *dx, int B, int T, int NH, int HS, KRope rope);
+    void (*attention_forward_bf16)(KBackend *b, void *out, float *lse, const void *q, const void *k,
+                                   const void *v, int B, int T, int NH, int NKV, int HS, void *scratch);
+    void (*attention_backward_bf16)(KBackend *b, void *dq, void *dk, void *dv, const void *dout,
+                                    const void *q, const void *k, const void *v, const void *out,
+                                    const float *lse, int B, int T, int NH, int NKV, int HS, void *scratch);
+    void (*swiglu_forward_bf16)(KBackend *b, void *h, const void *gate, const void *up, size_t n);
+    void (*swiglu_backward_bf16)(KBackend *b, void *dgate, void *dup, const void *dh, const void *gate,
+                                 const void *up, size_t n);
 } KOps;
 
 /* One live allocation, as the backend remembers it (for kbackend_free_all and tests). */

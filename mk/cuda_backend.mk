@@ -10,7 +10,26 @@
 
 KCUDA_SRC_CU := $(wildcard kernels/cuda/*.cu)
 KCUDA_HDRS   := kernels/cuda/kernels_cuda.h kernels/cuda/ops_cuda.h kernels/cuda/cuda_common.cuh \
-                kernels/kernels.h kernels/dp_kernels.h samples/noise.h dpmem.h
+                kernels/cuda/storage.cuh kernels/kernels.h kernels/dp_kernels.h samples/noise.h dpmem.h
+
+# cuDNN's C++ frontend (headers only, for the fused attention of attention_cudnn.cpp): PyPI's
+# nvidia-cudnn-frontend wheel, pinned, its include/ unpacked under .deps/ (git-ignored) on first use.
+# cuDNN itself is the toolkit's (/usr/local/cuda: libcudnn.so.9; on a GPU machine, torch's wheel).
+CUDNN_FE_VERSION := 1.32.0
+CUDNN_FE_DIR     := .deps/cudnn-frontend-$(CUDNN_FE_VERSION)
+CUDNN_FE_HDR     := $(CUDNN_FE_DIR)/include/cudnn_frontend.h
+$(CUDNN_FE_HDR):
+	@echo "… fetching cuDNN's frontend headers (PyPI nvidia-cudnn-frontend==$(CUDNN_FE_VERSION))"
+	@rm -rf $(CUDNN_FE_DIR).tmp && mkdir -p $(CUDNN_FE_DIR).tmp
+	@python3 -m pip download --quiet --no-deps --only-binary=:all: -d $(CUDNN_FE_DIR).tmp \
+	    nvidia-cudnn-frontend==$(CUDNN_FE_VERSION) || \
+	    { echo "✗ could not download nvidia-cudnn-frontend==$(CUDNN_FE_VERSION) from PyPI (needed for the CUDA build)"; exit 1; }
+	@python3 -c 'import glob, sys, zipfile; z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]); \
+	    [z.extract(n, sys.argv[2]) for n in z.namelist() if n.startswith("include/")]' $(CUDNN_FE_DIR).tmp $(CUDNN_FE_DIR)
+	@rm -rf $(CUDNN_FE_DIR).tmp
+	@test -f $@ && echo "✓ cuDNN frontend headers in $(CUDNN_FE_DIR)/include"
+.PHONY: cudnn-frontend
+cudnn-frontend: $(CUDNN_FE_HDR)
 KCUDA_PLAN_OBJ := $(BUILD)/obj/kcuda/scratch_cuda.o
 
 # Plain C (no CUDA): what `--plan-for cuda` needs. Sanitized like any C object of this build.
@@ -47,10 +66,16 @@ ifneq ($(NVCC),)
 KCUDA_ARCH   := $(if $(CUDA_ARCH),,-gencode arch=compute_80$(comma)code=sm_80 -gencode arch=compute_90$(comma)code=sm_90 \
                  -gencode arch=compute_90$(comma)code=compute_90)
 KCUDA_NVCCFLAGS := $(NVCCFLAGS) $(KCUDA_ARCH) -Ikernels/cuda
-KCUDA_OBJ    := $(patsubst kernels/cuda/%.cu,$(BUILD)/obj/kcuda/%.o,$(KCUDA_SRC_CU))
+KCUDA_OBJ    := $(patsubst kernels/cuda/%.cu,$(BUILD)/obj/kcuda/%.o,$(KCUDA_SRC_CU)) $(BUILD)/obj/kcuda/attention_cudnn.o
 KCUDA_LIB    := $(BUILD)/libkcuda.a
 # What a program linking libkcuda.a needs (also the plan object, scratch_cuda.o, which is in the lib).
-KCUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+KCUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcudnn -lnvrtc -lcublas -lcudart -lstdc++
+
+# The frontend is host C++17: the C++ compiler builds it, its headers (and cuDNN's) as system headers.
+$(BUILD)/obj/kcuda/attention_cudnn.o: kernels/cuda/attention_cudnn.cpp $(KCUDA_HDRS) $(CUDNN_FE_HDR) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(OPT) -g $(WARN) -DCUDNN_FRONTEND_SKIP_JSON_LIB -isystem $(CUDNN_FE_DIR)/include \
+	    -isystem $(CUDA_HOME)/include -I. -Ikernels -Ikernels/cuda -Isamples -c -o $@ $<
 
 $(BUILD)/obj/kcuda/%.o: kernels/cuda/%.cu $(KCUDA_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

@@ -43,7 +43,7 @@ TRAINER_LINK_MODE  := $(if $(TRAINER_CUDA_ON),cuda,cpu)
 $(shell mkdir -p $(BUILD)/obj/trainer && { [ "$$(cat $(TRAINER_LINK_STAMP) 2>/dev/null)" = $(TRAINER_LINK_MODE) ] || echo $(TRAINER_LINK_MODE) > $(TRAINER_LINK_STAMP); })
 TRAINER_CUDA_LINK := $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB) \
                      $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/comm_nccl.o -L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) -lnccl) \
-                     -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++)
+                     -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudnn -lnvrtc -lcublas -lcudart -lstdc++)
 
 $(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(TRAINER_LINK_STAMP) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB)) $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/comm_nccl.o) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

@@ -587,6 +587,159 @@ static void test_bf16(void) {
 /* The same seed gives the same noise as samples/noise.c: a tensor that starts mid-block (offset 3)
    and ends mid-block, and privatize's scaling. Counted bit for bit; CUDA's double libm may differ by
    an ulp in rare cases, so up to 1 in 10⁴ values may differ by one float ulp, none by more. */
+/* ---- native bf16 ops (kernels.h's _bf16 entries, KOps.bf16_native) ---------------------------------
+   The GPU runs every model op on bf16 storage itself; the CPU widens into fp32, runs its fp32 op and
+   rounds back. Both compute in fp32 from the same bf16 inputs and round each output once, so an
+   element-wise op or a norm may differ only where the two fp32 results straddle a rounding boundary:
+   at most 1 bf16 ulp, and rarely (≤ 2 % of the elements here). Attention is cuDNN's fused flash
+   attention: its softmax probabilities are rounded to bf16 before P·V (and dP, dS likewise in the
+   backward), so it is held to ‖gpu − cpu‖ / ‖cpu‖ ≤ 1e-2 (bf16 operands: 1e-3..1e-2, METHOD.md's
+   band) and lse (scores from exact bf16 products, fp32 sums) to 1e-4 relative. */
+static uint16_t *bf16_from_gpu(const void *d, size_t n) {
+    uint16_t *h = (uint16_t *)malloc(n * 2 + 2);
+    cudaCheck(cudaDeviceSynchronize());
+    kbuf_download(&gpu, h, d, n * 2);
+    return h;
+}
+/* bf16 values as integers ordered like the reals, so that neighbours differ by 1 */
+static long bf16_ordinal(uint16_t h) { return (h & 0x8000u) ? -(long)(h & 0x7fffu) : (long)h; }
+static void validate_bf16_ulp(const void *gpu_dev, const uint16_t *cpu_ref, const char *name, size_t n) {
+    uint16_t *g = bf16_from_gpu(gpu_dev, n);
+    size_t off1 = 0, bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float gf = kbf16_to_f32(g[i]), cf = kbf16_to_f32(cpu_ref[i]);
+        long d = labs(bf16_ordinal(g[i]) - bf16_ordinal(cpu_ref[i]));
+        if (isnan(gf) || isnan(cf) || d > 1) { if (bad++ < 5) fprintf(stderr, "  %s[%zu]: gpu %.6g cpu %.6g\n", name, i, gf, cf); }
+        else if (d == 1) off1++;
+    }
+    free(g);
+    CHECK__COUNT(check_count);
+    if (bad || off1 * 50 > n) {
+        CHECK__COUNT(check_failures);
+        fprintf(stderr, "FAIL %s: %zu of %zu elements more than 1 bf16 ulp off, %zu one ulp off (at most 2 %%)\n", name, bad, n, off1);
+    } else printf("ok   %-34s n=%-8zu %zu one bf16 ulp apart, none more\n", name, n, off1);
+}
+/* ‖gpu − cpu‖ / ‖cpu‖ ≤ rel, every element written and finite */
+static void validate_bf16_rel(const void *gpu_dev, const uint16_t *cpu_ref, const char *name, size_t n, double rel) {
+    uint16_t *g = bf16_from_gpu(gpu_dev, n);
+    double num = 0, den = 0; size_t nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        double gf = kbf16_to_f32(g[i]), cf = kbf16_to_f32(cpu_ref[i]);
+        if (!isfinite(gf)) nonfinite++;
+        num += (gf - cf) * (gf - cf); den += cf * cf;
+    }
+    free(g);
+    double r = den > 0 ? sqrt(num / den) : sqrt(num);
+    CHECK__COUNT(check_count);
+    if (nonfinite || !(r <= rel)) {
+        CHECK__COUNT(check_failures);
+        fprintf(stderr, "FAIL %s: relative error %.3g (bound %.1g), %zu non-finite\n", name, r, rel, nonfinite);
+    } else printf("ok   %-34s n=%-8zu rel err %.3g (bound %.1g)\n", name, n, r, rel);
+}
+static void *bf16_on_gpu(const uint16_t *h, size_t n) {
+    void *p = kbuf_alloc(&gpu, n * 2, "test/bf16");
+    if (h) kbuf_upload(&gpu, p, h, n * 2);
+    else cudaCheck(cudaMemset(p, 0xFF, n * 2));   /* poison: 0xFFFF is a NaN */
+    return p;
+}
+static uint16_t *bf16_on_cpu(const uint16_t *h, size_t n) {
+    uint16_t *p = (uint16_t *)kbuf_alloc(&cpu, n * 2, "test/bf16");
+    if (h) memcpy(p, h, n * 2);
+    else memset(p, 0xFF, n * 2);
+    return p;
+}
+
+static void test_bf16_ops(void) {
+    CHECK(kops_cuda.bf16_native == 1 && kops_cuda_target.bf16_native == 1 && !kops_cpu.bf16_native);
+    const int B = 2, T = 37, N = B * T, C = 96, V = 53, F = 160, NH = 4, HS = 24;
+    int *tok = rand_tokens(N, V);
+    tok[5] = tok[30] = tok[2];
+    int *ct = ints_on(&cpu, tok, N), *gt = ints_on(&gpu, tok, N);
+    float *wte = rand_host((size_t)V * C, 1);
+    float *cw = on_cpu(wte, (size_t)V * C), *gw = on_gpu(wte, (size_t)V * C);
+    /* embedding */
+    uint16_t *co = bf16_on_cpu(NULL, (size_t)N * C); void *go = bf16_on_gpu(NULL, (size_t)N * C);
+    embedding_forward_ex(&cpu, KDT_BF16, (float *)co, ct, cw, N, C); embedding_forward_ex(&gpu, KDT_BF16, (float *)go, gt, gw, N, C);
+    validate_bf16_ulp(go, co, "bf16 embedding_forward", (size_t)N * C);
+    uint16_t *dout = rand_bf16((size_t)N * C, 1);
+    uint16_t *cdo = bf16_on_cpu(dout, (size_t)N * C); void *gdo = bf16_on_gpu(dout, (size_t)N * C);
+    float *cdw = on_cpu(wte, (size_t)V * C), *gdw = on_gpu(wte, (size_t)V * C);
+    embedding_backward_ex(&cpu, KDT_BF16, cdw, ct, (float *)cdo, N, C, V); embedding_backward_ex(&gpu, KDT_BF16, gdw, gt, (float *)gdo, N, C, V);
+    validate_result(gdw, cdw, "bf16 embedding_backward dW", (size_t)V * C, 0, 0);   /* same additions, same order */
+    /* RMSNorm */
+    uint16_t *x = rand_bf16((size_t)N * C, 2);
+    float *w = rand_host(C, 1), *dw0 = rand_host(C, 1);
+    uint16_t *cx = bf16_on_cpu(x, (size_t)N * C); void *gx = bf16_on_gpu(x, (size_t)N * C);
+    float *cwn = on_cpu(w, C), *gwn = on_gpu(w, C), *cr = on_cpu(NULL, N), *gr = on_gpu(NULL, N);
+    rmsnorm_forward_ex(&cpu, KDT_BF16, (float *)co, cr, (float *)cx, cwn, N, C, 1e-5f);
+    rmsnorm_forward_ex(&gpu, KDT_BF16, (float *)go, gr, (float *)gx, gwn, N, C, 1e-5f);
+    validate_bf16_ulp(go, co, "bf16 rmsnorm_forward out", (size_t)N * C);
+    validate_result(gr, cr, "bf16 rmsnorm_forward rstd", N, 0, 1e-6f);
+    uint16_t *dx0 = rand_bf16((size_t)N * C, 1);
+    uint16_t *cdx = bf16_on_cpu(dx0, (size_t)N * C); void *gdx = bf16_on_gpu(dx0, (size_t)N * C);
+    float *cdwn = on_cpu(dw0, C), *gdwn = on_gpu(dw0, C);
+    rmsnorm_backward_ex(&cpu, KDT_BF16, (float *)cdx, cdwn, (float *)cdo, (float *)cx, cwn, cr, N, C);
+    rmsnorm_backward_ex(&gpu, KDT_BF16, (float *)gdx, gdwn, (float *)gdo, (float *)gx, gwn, gr, N, C);
+    validate_bf16_ulp(gdx, cdx, "bf16 rmsnorm_backward dinp", (size_t)N * C);
+    validate_result(gdwn, cdwn, "bf16 rmsnorm_backward dw", C, 1e-5f, 1e-5f);   /* as fp32: 74-term float sums regrouped */
+    /* RoPE (in place, llama3 scaling) */
+    KRope r = { 500000.0f, 32.0f, 1.0f, 4.0f, 8192.0f };
+    const size_t nq = (size_t)N * NH * HS;
+    uint16_t *q = rand_bf16(nq, 1);
+    uint16_t *cq = bf16_on_cpu(q, nq); void *gq = bf16_on_gpu(q, nq);
+    rope_forward_ex(&cpu, KDT_BF16, (float *)cq, B, T, NH, HS, r); rope_forward_ex(&gpu, KDT_BF16, (float *)gq, B, T, NH, HS, r);
+    validate_bf16_ulp(gq, cq, "bf16 rope_forward", nq);
+    rope_backward_ex(&cpu, KDT_BF16, (float *)cq, B, T, NH, HS, r); rope_backward_ex(&gpu, KDT_BF16, (float *)gq, B, T, NH, HS, r);
+    validate_bf16_ulp(gq, cq, "bf16 rope_backward", nq);
+    /* SwiGLU, the backward in place on up (dup aliases up, as the model may) */
+    const size_t nf = (size_t)N * F;
+    uint16_t *ga = rand_bf16(nf, 4), *up = rand_bf16(nf, 2), *dh = rand_bf16(nf, 1);
+    uint16_t *cg = bf16_on_cpu(ga, nf), *cu = bf16_on_cpu(up, nf), *cdh = bf16_on_cpu(dh, nf), *ch = bf16_on_cpu(NULL, nf);
+    void *gg = bf16_on_gpu(ga, nf), *gu = bf16_on_gpu(up, nf), *gdh = bf16_on_gpu(dh, nf), *gh = bf16_on_gpu(NULL, nf);
+    swiglu_forward_ex(&cpu, KDT_BF16, (float *)ch, (float *)cg, (float *)cu, nf);
+    swiglu_forward_ex(&gpu, KDT_BF16, (float *)gh, (float *)gg, (float *)gu, nf);
+    validate_bf16_ulp(gh, ch, "bf16 swiglu_forward", nf);
+    uint16_t *cdg = bf16_on_cpu(NULL, nf); void *gdg = bf16_on_gpu(NULL, nf);
+    swiglu_backward_ex(&cpu, KDT_BF16, (float *)cdg, (float *)cu, (float *)cdh, (float *)cg, (float *)cu, nf);
+    swiglu_backward_ex(&gpu, KDT_BF16, (float *)gdg, (float *)gu, (float *)gdh, (float *)gg, (float *)gu, nf);
+    validate_bf16_ulp(gdg, cdg, "bf16 swiglu_backward dgate", nf);
+    validate_bf16_ulp(gu, cu, "bf16 swiglu_backward dup (in place)", nf);
+    free(tok); free(wte); free(dout); free(x); free(w); free(dw0); free(dx0); free(q); free(ga); free(up); free(dh);
+    kbackend_free_all(&cpu);
+}
+
+/* cuDNN's fused attention (bf16) against the CPU's fp32 attention on the same bf16 values. */
+static void test_attention_cudnn(int B, int T, int NH, int NKV, int HS) {
+    const size_t nq = (size_t)B * T * NH * HS, nk = (size_t)B * T * NKV * HS, nl = (size_t)B * NH * T;
+    uint16_t *q = rand_bf16(nq, 1), *k = rand_bf16(nk, 1), *v = rand_bf16(nk, 1), *dout = rand_bf16(nq, 1);
+    uint16_t *cq = bf16_on_cpu(q, nq), *ck = bf16_on_cpu(k, nk), *cv = bf16_on_cpu(v, nk), *cdo = bf16_on_cpu(dout, nq);
+    void *gq = bf16_on_gpu(q, nq), *gk = bf16_on_gpu(k, nk), *gv = bf16_on_gpu(v, nk), *gdo = bf16_on_gpu(dout, nq);
+    uint16_t *co = bf16_on_cpu(NULL, nq); void *go = bf16_on_gpu(NULL, nq);
+    float *cl = on_cpu(NULL, nl), *gl = on_gpu(NULL, nl);
+    char name[96];
+    CHECK(attention_forward_ex(&cpu, KDT_BF16, (float *)co, cl, (float *)cq, (float *)ck, (float *)cv, B, T, NH, NKV, HS) == 0);
+    CHECK(attention_forward_ex(&gpu, KDT_BF16, (float *)go, gl, (float *)gq, (float *)gk, (float *)gv, B, T, NH, NKV, HS) == 0);
+    snprintf(name, sizeof name, "cudnn attention fwd T=%d NH=%d/%d HS=%d out", T, NH, NKV, HS);
+    validate_bf16_rel(go, co, name, nq, 1e-2);
+    snprintf(name, sizeof name, "cudnn attention fwd T=%d HS=%d lse", T, HS);
+    validate_result(gl, cl, name, nl, 1e-5f, 1e-4f);
+    uint16_t *cdq = bf16_on_cpu(NULL, nq), *cdk = bf16_on_cpu(NULL, nk), *cdv = bf16_on_cpu(NULL, nk);
+    void *gdq = bf16_on_gpu(NULL, nq), *gdk = bf16_on_gpu(NULL, nk), *gdv = bf16_on_gpu(NULL, nk);
+    /* both backwards read their own side's forward output and lse, as in training */
+    CHECK(attention_backward_ex(&cpu, KDT_BF16, (float *)cdq, (float *)cdk, (float *)cdv, (float *)cdo, (float *)cq, (float *)ck,
+                                (float *)cv, (float *)co, cl, B, T, NH, NKV, HS) == 0);
+    CHECK(attention_backward_ex(&gpu, KDT_BF16, (float *)gdq, (float *)gdk, (float *)gdv, (float *)gdo, (float *)gq, (float *)gk,
+                                (float *)gv, (float *)go, gl, B, T, NH, NKV, HS) == 0);
+    snprintf(name, sizeof name, "cudnn attention bwd T=%d HS=%d dq", T, HS); validate_bf16_rel(gdq, cdq, name, nq, 2e-2);
+    snprintf(name, sizeof name, "cudnn attention bwd T=%d HS=%d dk", T, HS); validate_bf16_rel(gdk, cdk, name, nk, 2e-2);
+    snprintf(name, sizeof name, "cudnn attention bwd T=%d HS=%d dv", T, HS); validate_bf16_rel(gdv, cdv, name, nk, 2e-2);
+    printf("     cuDNN %zu: workspace asked forward %zu B, backward %zu B; planned %zu / %zu B\n", kcuda_cudnn_version(),
+           kcuda_attention_cudnn_asked(0), kcuda_attention_cudnn_asked(1),
+           kcuda_attention_cudnn_workspace(B, T, NH, NKV, HS, 0), kcuda_attention_cudnn_workspace(B, T, NH, NKV, HS, 1));
+    free(q); free(k); free(v); free(dout);
+    kbackend_free_all(&cpu);
+}
+
 static void test_noise(void) {
     const size_t n = 100001;
     const uint64_t seed = 0x1234567890abcdefull, step = 42, offset = 3;
@@ -636,6 +789,14 @@ static void op_sequence(KBackend *b) {
     rmsnorm_backward(b, x, y, x, y, y, y, N, C);
     attention_forward(b, x, y, x, x, x, B, T, NH, NKV, HS);
     attention_backward(b, y, y, y, x, x, x, x, x, x, B, T, NH, NKV, HS);
+    /* bf16 (cuDNN, with its workspace): q = k = v = dout = out = x's first half as bf16 zeros, lse in
+       x's second half, the outputs side by side in y */
+    const size_t nq = (size_t)N * NH * HS, nk = (size_t)N * NKV * HS;
+    float *lse = x + (size_t)N * V / 2;
+    if (kbackend_computes(b)) zero_ex(b, KDT_BF16, x, nq);
+    attention_forward_ex(b, KDT_BF16, y, lse, x, x, x, B, T, NH, NKV, HS);
+    attention_backward_ex(b, KDT_BF16, y, kact_at(y, nq, KDT_BF16), kact_at(y, nq + nk, KDT_BF16), x, x, x, x, x, lse,
+                          B, T, NH, NKV, HS);
     crossentropy_forward(b, y, x, t, N, V);
     crossentropy_backward(b, x, t, 1.0f, NULL, B, T, V);
     embedding_backward(b, x, t, y, N, C, V);
@@ -684,6 +845,15 @@ static void test_table(void) {
     CHECK(strcmp(kops_cuda.name, kops_cuda_target.name) == 0);
     CHECK(kops_cuda.space == kops_cuda_target.space && kops_cuda.space == DPMEM_DEVICE);
     CHECK(kops_cuda.scratch_bytes == kops_cuda_target.scratch_bytes);
+    CHECK(kops_cuda.bf16_native == kops_cuda_target.bf16_native);
+    if (kops_cuda.bf16_native) {   /* every native bf16 entry is set */
+        const void *e[] = { (const void *)kops_cuda.embedding_forward_bf16, (const void *)kops_cuda.embedding_backward_bf16,
+            (const void *)kops_cuda.rmsnorm_forward_bf16, (const void *)kops_cuda.rmsnorm_backward_bf16,
+            (const void *)kops_cuda.rope_forward_bf16, (const void *)kops_cuda.rope_backward_bf16,
+            (const void *)kops_cuda.attention_forward_bf16, (const void *)kops_cuda.attention_backward_bf16,
+            (const void *)kops_cuda.swiglu_forward_bf16, (const void *)kops_cuda.swiglu_backward_bf16 };
+        for (size_t i = 0; i < sizeof e / sizeof *e; i++) CHECK(e[i] != NULL);
+    }
 }
 
 /* Groups to run: all without arguments, else those named (e.g. `test_cuda_kernels attention dp`),
@@ -695,12 +865,13 @@ static int want(int argc, char **argv, const char *group) {
 }
 
 int main(int argc, char **argv) {
-    static const char *const groups[] = { "plan", "gemm", "elementwise", "norms", "rope", "attention", "dp", "noise", "bf16" };
+    static const char *const groups[] = { "plan", "gemm", "elementwise", "norms", "rope", "attention", "dp", "noise", "bf16",
+                                         "bf16ops", "cudnn" };
     for (int i = 1; i < argc; i++) {
         int ok = 0;
         for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) ok |= !strcmp(argv[i], groups[g]);
         if (!ok) {
-            fprintf(stderr, "test_cuda_kernels: unknown group '%s' (plan gemm elementwise norms rope attention dp noise bf16)\n", argv[i]);
+            fprintf(stderr, "test_cuda_kernels: unknown group '%s' (plan gemm elementwise norms rope attention dp noise bf16 bf16ops cudnn)\n", argv[i]);
             return 2;
         }
     }
@@ -735,6 +906,12 @@ int main(int argc, char **argv) {
     if (want(argc, argv, "dp")) test_dp();
     if (want(argc, argv, "noise")) test_noise();
     if (want(argc, argv, "bf16")) test_bf16();
+    if (want(argc, argv, "bf16ops")) test_bf16_ops();
+    if (want(argc, argv, "cudnn")) {
+        test_attention_cudnn(2, 70, 4, 2, 64);     /* GQA, a partial tile */
+        test_attention_cudnn(1, 45, 2, 1, 128);    /* the 3B head size */
+        test_attention_cudnn(1, 256, 32, 8, 64);   /* the 1B heads */
+    }
     kbackend_free_all(&gpu);
     kcuda_sync_check("end of test");
     kbackend_destroy(&gpu);

@@ -86,6 +86,48 @@ int main(void) {
     kbackend_destroy(&kb);
     CHECK_EQ_U(kb.live, 0);
 
+    /* --precision bf16 on the CUDA target: every op on bf16 storage (KOps.bf16_native), no fp32 twins
+       (workspace/widen.*); attention through cuDNN with the bound of kcuda_attention_cudnn_workspace:
+       per query row 4 B forward (+ 1 MiB), (3·HS + 2)·4 B backward (+ 1 MiB), whatever the GPU (the
+       first H200 run's cuDNN 9.19 asked 256 B forward and 8·HS + 4 B per query row backward). */
+    KShape att16 = att;
+    att16.ab = KDT_BF16;
+    const size_t rows = 2 * 4 * 17;
+    CHECK_EQ_U(kcuda_scratch_bytes(&dummy, KOP_ATTENTION_FORWARD, &att16), rows * 4 + (1u << 20));
+    CHECK_EQ_U(kcuda_scratch_bytes(&dummy, KOP_ATTENTION_BACKWARD, &att16), rows * (3 * 24 + 2) * 4 + (1u << 20));
+    KShape big16 = big;
+    big16.ab = KDT_BF16;
+    CHECK(kcuda_scratch_bytes(&dummy, KOP_ATTENTION_BACKWARD, &big16) >= (size_t)16384 * 32 * (8 * 64 + 4));
+    CHECK(kops_cuda_target.bf16_native == 1 && kops_cpu.bf16_native == 0);
+    KBackend k16, c16;
+    Trace t16 = { .n = 0 }, tc = { .n = 0 };
+    CHECK(kbackend_cuda_plan_init(&k16) == 0);
+    kbackend_plan_init(&c16, &kops_cpu, 2);
+    k16.trace = record; k16.trace_user = &t16;
+    c16.trace = record; c16.trace_user = &tc;
+    KBackend *both[2] = { &k16, &c16 };
+    for (int i = 0; i < 2; i++) {
+        KBackend *b = both[i];
+        float *y = kbuf_alloc(b, 34 * 96 * 2, "activations/y");
+        CHECK(rmsnorm_forward_ex(b, KDT_BF16, y, y, y, y, 34, 67, 1e-5f) == 0);
+        CHECK(swiglu_forward_ex(b, KDT_BF16, y, y, y, 34 * 67) == 0);
+        CHECK(rope_forward_ex(b, KDT_BF16, y, 2, 17, 4, 24, (KRope){ 10000.0f, 0, 0, 0, 0 }) == 0);
+        CHECK(attention_forward_ex(b, KDT_BF16, y, y, y, y, y, 2, 17, 4, 2, 24) == 0);
+        CHECK(attention_backward_ex(b, KDT_BF16, y, y, y, y, y, y, y, y, y, 2, 17, 4, 2, 24) == 0);
+        kbuf_free(b, y);
+    }
+    CHECK_EQ_U(t16.n, 6);
+    CHECK_EV(t16, 0, "activations/y", 34 * 96 * 2, 1);
+    CHECK_EV(t16, 1, "workspace/attn_forward", rows * 4 + (1u << 20), 1);
+    CHECK_EV(t16, 2, "workspace/attn_forward", 0, 0);
+    CHECK_EV(t16, 3, "workspace/attn_backward", rows * (3 * 24 + 2) * 4 + (1u << 20), 1);
+    CHECK_EV(t16, 4, "workspace/attn_backward", 0, 0);
+    int cpu_twins = 0;
+    for (int i = 0; i < tc.n; i++) cpu_twins += tc.ev[i].is_alloc && !strncmp(tc.ev[i].tag, "workspace/widen.", 16);
+    CHECK(cpu_twins >= 4 + 8);   /* the CPU widens: two twins for RMSNorm, three SwiGLU, one RoPE, 4 + 8 attention */
+    kbackend_destroy(&k16);
+    kbackend_destroy(&c16);
+
     /* A memory limit below the workspace: the first allocation fails with a message, not a crash. */
     KBackend lim;
     kbackend_plan_init(&lim, &kops_cuda_target, 1);

@@ -1,4 +1,4 @@
-/* backend_cuda.cu — the CUDA backend: device memory (zero-filled cudaMalloc; kbuf_alloc tags it in
+/* backend_cuda.cu — the CUDA backend: device memory (the stream-ordered pool; kbuf_alloc tags it in
    the DEVICE space), synchronous transfers, the cuBLAS handle and its tagged workspace, fp32 GEMMs
    through cuBLAS (TF32 tensor cores by default; full fp32, or bf16 tensor cores with the fp32
    tensors as master weights, on request), and the table of CUDA ops.
@@ -52,17 +52,66 @@ int kcuda_device_available(void) {
     return n > 0;
 }
 
+/* Device memory comes from the device's stream-ordered pool (cudaMallocAsync / cudaFreeAsync on the
+   default stream, freed blocks kept for reuse: release threshold = all): neither call waits for the
+   device, where cudaFree synchronizes it and cudaMalloc costs tens of microseconds to milliseconds, and
+   the model allocates and frees every activation each step. kbuf_alloc still tags every allocation at
+   its own size, so tagged bytes and plans are unchanged; what the pool holds beyond the live bytes is
+   device memory nobody tagged (kcuda_pool_reserved, the trainer prints it). DPMEM_CUDA_ALLOC=sync
+   goes back to cudaMalloc/cudaFree (to measure what the pool saves). Blocks are zero-filled on the
+   stream (kernels.h does not ask for it; a reused block would otherwise hold the last user's bytes). */
+static int g_pool = -1;                          /* -1: not read yet */
+static unsigned long long g_allocs, g_frees;     /* calls since the start, for the per-step count */
+
+static int use_pool(void) {
+    if (g_pool < 0) {
+        const char *e = getenv("DPMEM_CUDA_ALLOC");
+        g_pool = !(e && !strcmp(e, "sync"));
+        if (g_pool) {
+            int dev = 0;
+            cudaMemPool_t mp;
+            cudaCheck(cudaGetDevice(&dev));
+            cudaCheck(cudaDeviceGetDefaultMemPool(&mp, dev));
+            unsigned long long keep = ~0ull;
+            cudaCheck(cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep));
+        }
+    }
+    return g_pool;
+}
+
+static cudaMemPool_t default_pool(void) {
+    int dev = 0;
+    cudaMemPool_t mp;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetDefaultMemPool(&mp, dev));
+    return mp;
+}
+
 static void *cuda_alloc(KBackend *b, size_t bytes) {
     (void)b;
     void *p = NULL;
-    cudaError_t err = cudaMalloc(&p, bytes);
-    if (err == cudaErrorMemoryAllocation) { (void)cudaGetLastError(); return NULL; }  /* kbuf_alloc reports it */
-    cudaCheck(err);
-    cudaCheck(cudaMemset(p, 0, bytes));
+    g_allocs++;
+    if (use_pool()) {
+        cudaError_t err = cudaMallocAsync(&p, bytes, 0);
+        if (err == cudaErrorMemoryAllocation) {      /* the pool's cached blocks back to the device, once */
+            (void)cudaGetLastError();
+            cudaCheck(cudaDeviceSynchronize());
+            cudaCheck(cudaMemPoolTrimTo(default_pool(), 0));
+            err = cudaMallocAsync(&p, bytes, 0);
+        }
+        if (err == cudaErrorMemoryAllocation) { (void)cudaGetLastError(); return NULL; }  /* kbuf_alloc reports it */
+        cudaCheck(err);
+    } else {
+        cudaError_t err = cudaMalloc(&p, bytes);
+        if (err == cudaErrorMemoryAllocation) { (void)cudaGetLastError(); return NULL; }
+        cudaCheck(err);
+    }
+    cudaCheck(cudaMemsetAsync(p, 0, bytes, 0));   /* zeros, as cudaMalloc'd memory used to read here: one write pass */
     return p;
 }
 static void cuda_free(KBackend *b, void *p) {
     (void)b;
+    g_frees++;
     if (p == g_workspace) {
         /* kbackend_destroy frees the workspace last (it is the backend's first allocation): the backend
            is going away, so the handle goes with it. Kept alive, cuBLAS would hold a dangling workspace,
@@ -71,9 +120,32 @@ static void cuda_free(KBackend *b, void *p) {
            (or a DP GEMM) creates a new handle. */
         if (g_cublas) cublasCheck(cublasDestroy(g_cublas));
         g_cublas = NULL;
+        kcuda_attention_cudnn_release();
         g_workspace = NULL;
     }
-    cudaCheck(cudaFree(p));
+    if (use_pool()) {
+        cudaCheck(cudaFreeAsync(p, 0));
+        if (!g_workspace) {                          /* the backend is gone: give the pool's blocks back */
+            cudaCheck(cudaDeviceSynchronize());
+            cudaCheck(cudaMemPoolTrimTo(default_pool(), 0));
+        }
+    } else {
+        cudaCheck(cudaFree(p));
+    }
+}
+
+void kcuda_alloc_counts(unsigned long long *allocs, unsigned long long *frees) {
+    *allocs = g_allocs; *frees = g_frees;
+}
+int kcuda_alloc_pooled(void) { return use_pool(); }
+size_t kcuda_pool_reserved(size_t *high) {
+    unsigned long long cur = 0, hi = 0;
+    if (!use_pool()) { if (high) *high = 0; return 0; }
+    cudaMemPool_t mp = default_pool();
+    cudaCheck(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemCurrent, &cur));
+    cudaCheck(cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemHigh, &hi));
+    if (high) *high = (size_t)hi;
+    return (size_t)cur;
 }
 static int cuda_meminfo(KBackend *b, size_t *used, size_t *total) {
     (void)b;
@@ -162,6 +234,12 @@ extern "C" const KOps kops_cuda = {
     .adamw = adamw_cuda, .sgd = sgd_cuda,
     .gemm_ex = gemm_ex_cuda, .widen = widen_cuda, .narrow = narrow_cuda, .narrow_inplace = narrow_inplace_cuda,
     .copy_bytes = copy_bytes_cuda, .zero_bytes = zero_bytes_cuda,
+    .bf16_native = 1,
+    .embedding_forward_bf16 = embedding_forward_bf16_cuda, .embedding_backward_bf16 = embedding_backward_bf16_cuda,
+    .rmsnorm_forward_bf16 = rmsnorm_forward_bf16_cuda, .rmsnorm_backward_bf16 = rmsnorm_backward_bf16_cuda,
+    .rope_forward_bf16 = rope_forward_bf16_cuda, .rope_backward_bf16 = rope_backward_bf16_cuda,
+    .attention_forward_bf16 = attention_forward_bf16_cuda, .attention_backward_bf16 = attention_backward_bf16_cuda,
+    .swiglu_forward_bf16 = swiglu_forward_bf16_cuda, .swiglu_backward_bf16 = swiglu_backward_bf16_cuda,
 };
 
 int kbackend_cuda_init(KBackend *b, int device) {

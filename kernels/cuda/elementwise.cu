@@ -5,6 +5,7 @@
    Not here: fused optimizer updates (optimizer.cu). */
 #include "cuda_common.cuh"
 #include "ops_cuda.h"
+#include "storage.cuh"
 
 #define EW_THREADS 256
 
@@ -74,19 +75,21 @@ size_t count_nonfinite_cuda(KBackend *b, const float *x, size_t n, void *scratch
     (void)b; return (size_t)reduce<2>(x, n, scratch);
 }
 
-__global__ void swiglu_forward_kernel(float *h, const float *gate, const float *up, size_t n) {
+/* SwiGLU on fp32 or bf16 storage (E: storage.cuh), fp32 arithmetic. */
+template <typename E>
+__global__ void swiglu_forward_kernel(E *h, const E *gate, const E *up, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float g = gate[i];
-        h[i] = g / (1.0f + expf(-g)) * up[i];
+        float g = ld(gate, i);
+        st(h, i, g / (1.0f + expf(-g)) * ld(up, i));
     }
 }
-__global__ void swiglu_backward_kernel(float *dgate, float *dup, const float *dh, const float *gate,
-                                       const float *up, size_t n) {
+template <typename E>
+__global__ void swiglu_backward_kernel(E *dgate, E *dup, const E *dh, const E *gate, const E *up, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float g = gate[i], sig = 1.0f / (1.0f + expf(-g)), silu = g * sig, d = dh[i];
-        float u = up[i];   /* read before writing: dup may alias up (in-place backward) */
-        dup[i] = d * silu;
-        dgate[i] = d * u * sig * (1.0f + g * (1.0f - sig));
+        float g = ld(gate, i), sig = 1.0f / (1.0f + expf(-g)), silu = g * sig, d = ld(dh, i);
+        float u = ld(up, i);   /* read before writing: dup may alias up (in-place backward) */
+        st(dup, i, d * silu);
+        st(dgate, i, d * u * sig * (1.0f + g * (1.0f - sig)));
     }
 }
 
@@ -99,5 +102,19 @@ void swiglu_backward_cuda(KBackend *b, float *dgate, float *dup, const float *dh
                           const float *up, size_t n) {
     (void)b;
     swiglu_backward_kernel<<<kcuda_blocks(n, EW_THREADS), EW_THREADS>>>(dgate, dup, dh, gate, up, n);
+    cudaLaunchCheck();
+}
+void swiglu_forward_bf16_cuda(KBackend *b, void *h, const void *gate, const void *up, size_t n) {
+    (void)b;
+    swiglu_forward_kernel<<<kcuda_blocks(n, EW_THREADS), EW_THREADS>>>((uint16_t *)h, (const uint16_t *)gate,
+                                                                      (const uint16_t *)up, n);
+    cudaLaunchCheck();
+}
+void swiglu_backward_bf16_cuda(KBackend *b, void *dgate, void *dup, const void *dh, const void *gate,
+                               const void *up, size_t n) {
+    (void)b;
+    swiglu_backward_kernel<<<kcuda_blocks(n, EW_THREADS), EW_THREADS>>>((uint16_t *)dgate, (uint16_t *)dup,
+                                                                       (const uint16_t *)dh, (const uint16_t *)gate,
+                                                                       (const uint16_t *)up, n);
     cudaLaunchCheck();
 }

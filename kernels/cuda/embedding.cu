@@ -5,17 +5,17 @@
    Not here: sorting tokens for very large N (the column walk is fast enough for N = B·T ≤ ~64k). */
 #include "cuda_common.cuh"
 #include "ops_cuda.h"
+#include "storage.cuh"
 
-__global__ void embedding_forward_kernel(float *out, const int *tokens, const float *wte, int N, int C) {
+/* out (fp32 or bf16: E) = rows of the fp32 table */
+template <typename E>
+__global__ void embedding_forward_kernel(E *out, const int *tokens, const float *wte, int N, int C) {
     size_t total = (size_t)N * C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         size_t n = i / C, c = i % C;
-        out[i] = wte[(size_t)tokens[n] * C + c];
+        st(out, i, wte[(size_t)tokens[n] * C + c]);
     }
 }
-
-static __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
-static __device__ __forceinline__ float ld(const uint16_t *p, size_t i) { return kbf16_to_f32(p[i]); }
 
 /* Column c of the table, rows in order; w == NULL: weight 1, else w[n / T]. dout fp32 or bf16 (E). */
 template <typename E>
@@ -55,4 +55,15 @@ void kcuda_embedding_scatter(float *dwte, const int *tokens, const float *dout, 
 void embedding_backward_cuda(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, void *scratch) {
     (void)b; (void)scratch;
     kcuda_embedding_scatter(dwte, tokens, dout, NULL, N, 1, C);
+}
+
+void embedding_forward_bf16_cuda(KBackend *b, void *out, const int *tokens, const float *wte, int N, int C) {
+    (void)b;
+    embedding_forward_kernel<<<kcuda_blocks((size_t)N * C, 256), 256>>>((uint16_t *)out, tokens, wte, N, C);
+    cudaLaunchCheck();
+}
+void embedding_backward_bf16_cuda(KBackend *b, float *dwte, const int *tokens, const void *dout, int N, int C,
+                                  void *scratch) {
+    (void)b; (void)scratch;
+    kcuda_embedding_scatter_dt(dwte, tokens, dout, NULL, N, 1, C, KDT_BF16);
 }

@@ -21,8 +21,9 @@
    asynchronous on the default stream except reductions (they return a value on the host) and
    noise/init calls that say otherwise.
 
-   Not here (yet): native bf16 element-wise, norm, RoPE and attention kernels (kernels.h widens their
-   operands at the op boundary), multi-GPU, streams other than the default. */
+   bf16 (--precision bf16): every op of the model runs on bf16 storage (KOps.bf16_native), attention
+   through cuDNN's fused flash attention (attention_cudnn.cpp); fp32 attention keeps attention.cu.
+   Not here: multi-GPU, streams other than the default. */
 #ifndef KERNELS_CUDA_H
 #define KERNELS_CUDA_H
 
@@ -50,6 +51,22 @@ extern const KOps kops_cuda_target;  /* name, space and scratch sizes only: what
 
 /* Scratch bytes of each op on the CUDA target: a pure function of the shapes. */
 size_t kcuda_scratch_bytes(const KBackend *b, KOp op, const KShape *s);
+/* The workspace given to cuDNN's fused attention (bf16), forward or backward: a bound that holds
+   every engine's request (scratch_cuda.c says why), so that plans do not depend on the cuDNN version. */
+size_t kcuda_attention_cudnn_workspace(int B, int T, int NH, int NKV, int HS, int backward);
+/* cuDNN's fused causal GQA attention on bf16 [B,T,NH,HS] / [B,T,NKV,HS] storage, lse [B,NH,T] fp32
+   (attention_cudnn.cpp); the workspace is kcuda_attention_cudnn_workspace bytes. The workspace an
+   engine actually asked for last (bytes), for the bench and the docs: */
+void kcuda_attention_cudnn_forward(void *out, float *lse, const void *q, const void *k, const void *v,
+                                   int B, int T, int NH, int NKV, int HS, void *workspace);
+void kcuda_attention_cudnn_backward(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
+                                    const void *v, const void *out, const float *lse,
+                                    int B, int T, int NH, int NKV, int HS, void *workspace);
+size_t kcuda_attention_cudnn_asked(int backward);
+/* Frees the cached graphs and the cuDNN handle (the backend's destruction calls it). */
+void kcuda_attention_cudnn_release(void);
+/* cuDNN's version (cudnnGetVersion) and the frontend's, for logs; 0 where unknown. */
+size_t kcuda_cudnn_version(void);
 
 /* 1 when a CUDA device can be used, 0 otherwise (never fails loudly: for "--device auto"). */
 int kcuda_device_available(void);
@@ -73,6 +90,12 @@ int  kcuda_gemm_precision(void);
 const char *kcuda_gemm_precision_name(void);
 void kcuda_set_tf32(int on);   /* 1: TF32, 0: FP32 */
 int  kcuda_tf32(void);         /* 1 when the precision is TF32 */
+/* Device memory: the stream-ordered pool (default) or cudaMalloc/cudaFree (DPMEM_CUDA_ALLOC=sync).
+   Calls of the backend's alloc and free since the start (the trainer prints them per step), whether
+   the pool is used, and what the pool holds now (and at most: *high), live blocks and cached ones. */
+void kcuda_alloc_counts(unsigned long long *allocs, unsigned long long *frees);
+int kcuda_alloc_pooled(void);
+size_t kcuda_pool_reserved(size_t *high);
 /* Waits for the device and reports an asynchronous kernel error, with `where`, as exit(1). */
 void kcuda_sync_check(const char *where);
 

@@ -53,6 +53,25 @@ void kcuda_gemm_ex_fp32acc(int transA, int transB, int M, int N, int K, float al
                            const void *A, int lda, long long strideA, const void *B, int ldb, long long strideB,
                            float beta, void *C, int ldc, long long strideC, int batch, KDtype ab, KDtype c);
 
+/* native bf16 (kernels.h's _bf16 entries): the same kernels on uint16_t storage; attention through
+   cuDNN (attention_cudnn.cpp) */
+void embedding_forward_bf16_cuda(KBackend *b, void *out, const int *tokens, const float *wte, int N, int C);
+void embedding_backward_bf16_cuda(KBackend *b, float *dwte, const int *tokens, const void *dout, int N, int C,
+                                  void *scratch);
+void rmsnorm_forward_bf16_cuda(KBackend *b, void *out, float *rstd, const void *inp, const float *w, int N, int C, float eps);
+void rmsnorm_backward_bf16_cuda(KBackend *b, void *dinp, float *dw, const void *dout, const void *inp,
+                                const float *w, const float *rstd, int N, int C, void *scratch);
+void rope_forward_bf16_cuda(KBackend *b, void *x, int B, int T, int NH, int HS, KRope rope);
+void rope_backward_bf16_cuda(KBackend *b, void *dx, int B, int T, int NH, int HS, KRope rope);
+void attention_forward_bf16_cuda(KBackend *b, void *out, float *lse, const void *q, const void *k, const void *v,
+                                 int B, int T, int NH, int NKV, int HS, void *scratch);
+void attention_backward_bf16_cuda(KBackend *b, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                                  const void *k, const void *v, const void *out, const float *lse,
+                                  int B, int T, int NH, int NKV, int HS, void *scratch);
+void swiglu_forward_bf16_cuda(KBackend *b, void *h, const void *gate, const void *up, size_t n);
+void swiglu_backward_bf16_cuda(KBackend *b, void *dgate, void *dup, const void *dh, const void *gate,
+                               const void *up, size_t n);
+
 /* Full-fp32 GEMM whatever the precision setting: the DP kernels use it (see dp_norms.cu). */
 void kcuda_gemm_fp32(int transA, int transB, int M, int N, int K, float alpha,
                      const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,

@@ -81,6 +81,40 @@ static void plan_narrow_inplace(KBackend *b, void *x, size_t n) { (void)b; (void
 static void plan_copy_bytes(KBackend *b, void *d, const void *s, size_t n) { (void)b; (void)d; (void)s; (void)n; }
 static void plan_zero_bytes(KBackend *b, void *x, size_t n) { (void)b; (void)x; (void)n; }
 
+/* the native bf16 entries (kernels.h): a plan for a target that has them calls these */
+static void plan_emb_f16(KBackend *b, void *o, const int *t, const float *w, int N, int C) {
+    (void)b; (void)o; (void)t; (void)w; (void)N; (void)C;
+}
+static void plan_emb_b16(KBackend *b, float *dw, const int *t, const void *d, int N, int C, void *s) {
+    (void)b; (void)dw; (void)t; (void)d; (void)N; (void)C; (void)s;
+}
+static void plan_rms_f16(KBackend *b, void *o, float *r, const void *x, const float *w, int N, int C, float e) {
+    (void)b; (void)o; (void)r; (void)x; (void)w; (void)N; (void)C; (void)e;
+}
+static void plan_rms_b16(KBackend *b, void *dx, float *dw, const void *dy, const void *x, const float *w,
+                         const float *r, int N, int C, void *s) {
+    (void)b; (void)dx; (void)dw; (void)dy; (void)x; (void)w; (void)r; (void)N; (void)C; (void)s;
+}
+static void plan_rope16(KBackend *b, void *x, int B, int T, int NH, int HS, KRope r) {
+    (void)b; (void)x; (void)B; (void)T; (void)NH; (void)HS; (void)r;
+}
+static void plan_attn_f16(KBackend *b, void *o, float *l, const void *q, const void *k, const void *v,
+                          int B, int T, int NH, int NKV, int HS, void *s) {
+    (void)b; (void)o; (void)l; (void)q; (void)k; (void)v; (void)B; (void)T; (void)NH; (void)NKV; (void)HS; (void)s;
+}
+static void plan_attn_b16(KBackend *b, void *dq, void *dk, void *dv, const void *d, const void *q,
+                          const void *k, const void *v, const void *o, const float *l,
+                          int B, int T, int NH, int NKV, int HS, void *s) {
+    (void)b; (void)dq; (void)dk; (void)dv; (void)d; (void)q; (void)k; (void)v; (void)o; (void)l;
+    (void)B; (void)T; (void)NH; (void)NKV; (void)HS; (void)s;
+}
+static void plan_swi_f16(KBackend *b, void *h, const void *g, const void *u, size_t n) {
+    (void)b; (void)h; (void)g; (void)u; (void)n;
+}
+static void plan_swi_b16(KBackend *b, void *dg, void *du, const void *dh, const void *g, const void *u, size_t n) {
+    (void)b; (void)dg; (void)du; (void)dh; (void)g; (void)u; (void)n;
+}
+
 const KOps kops_plan = {
     .name = "plan", .space = 0,
     .alloc = plan_alloc, .free = plan_free, .upload = plan_xfer, .download = plan_xfer,
@@ -96,6 +130,11 @@ const KOps kops_plan = {
     .adamw = plan_adamw, .sgd = plan_sgd,
     .gemm_ex = plan_gemm_ex, .widen = plan_widen, .narrow = plan_narrow, .narrow_inplace = plan_narrow_inplace,
     .copy_bytes = plan_copy_bytes, .zero_bytes = plan_zero_bytes,
+    .embedding_forward_bf16 = plan_emb_f16, .embedding_backward_bf16 = plan_emb_b16,
+    .rmsnorm_forward_bf16 = plan_rms_f16, .rmsnorm_backward_bf16 = plan_rms_b16,
+    .rope_forward_bf16 = plan_rope16, .rope_backward_bf16 = plan_rope16,
+    .attention_forward_bf16 = plan_attn_f16, .attention_backward_bf16 = plan_attn_b16,
+    .swiglu_forward_bf16 = plan_swi_f16, .swiglu_backward_bf16 = plan_swi_b16,
 };
 
 void kbackend_plan_init(KBackend *b, const KOps *target, int nthreads) {
