@@ -1,6 +1,7 @@
 /* bench_cuda_kernels.cu — time of the CUDA backend's kernels at LLaMA-1B layer shapes, each beside a
    baseline measured in the same run: the cuBLAS GEMM of the same layer (what a step must pay anyway).
-   Rows: attention forward/backward (T = 4096 and 16384) vs the q-projection GEMM; per-sample norms
+   Rows: attention forward/backward, fp32 (attention.cu) and bf16 (cuDNN, TFLOP/s and % of the dense
+   bf16 peak), T = 4096 and 16384, vs the q-projection GEMM; native bf16 element-wise ops as GB/s; per-sample norms
    (direct, ghost, flash) and book-keeping vs the layer's weight-gradient GEMM; RMSNorm, cross-entropy,
    AdamW and noise as effective GB/s. Median of 5 timed runs after one warm-up, CUDA events.
    Without a GPU it prints one SKIP line and exits 0 (make bench must not fail on a laptop).
@@ -44,6 +45,22 @@ static int cmp(const void *a, const void *b) { float x = *(const float *)a, y = 
     qsort(t_, 5, sizeof(float), cmp); result = t_[2]; \
     cudaCheck(cudaEventDestroy(e0_)); cudaCheck(cudaEventDestroy(e1_)); } while (0)
 
+/* Dense bf16 tensor-core peak by device name (NVIDIA's datasheets: H100 SXM5 and H200 989.4 TFLOP/s
+   without sparsity, H100 PCIe 756.5, A100 312); 0 where unknown. */
+static double bf16_peak_tflops(const char *name) {
+    if (strstr(name, "H200")) return 989.4;
+    if (strstr(name, "H100") && strstr(name, "PCIe")) return 756.5;
+    if (strstr(name, "H100")) return 989.4;
+    if (strstr(name, "A100")) return 312.0;
+    return 0.0;
+}
+static const char *pct(double tflops, double peak) {
+    static char s[4][32]; static int i;
+    i = (i + 1) % 4;
+    if (peak > 0) snprintf(s[i], sizeof s[i], " (%.0f %% of %.0f)", 100.0 * tflops / peak, peak); else s[i][0] = 0;
+    return s[i];
+}
+
 static void row(const char *what, float ms, float base_ms, const char *extra) {
     printf("| %-44s | %10.3f | %7.2fx | %s |\n", what, ms, ms / base_ms, extra);
 }
@@ -58,7 +75,7 @@ int main(void) {
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, GEMMs in %s (DPMEM_CUDA_GEMM)\n", prop.name, kcuda_gemm_precision_name());
     const int C = 2048, NH = 32, NKV = 8, HS = 64;
-    char extra[128];
+    char extra[192];
 
     printf("\n| attention (1B shapes, B=1) | ms | vs q-proj GEMM | |\n|---|---|---|---|\n");
     for (int T = 4096; T <= 16384; T *= 4) {
@@ -76,6 +93,71 @@ int main(void) {
         row("attention_forward", fwd, base, extra);
         snprintf(extra, sizeof extra, "T=%d", T);
         row("attention_backward", bwd, base, extra);
+        fresh_backend();
+    }
+
+    /* --precision bf16: cuDNN's fused attention on bf16 storage (random inputs: never time zeros),
+       beside the bf16 GEMM of the q projection; TFLOP/s over the causal half (forward 4·T²/2·NH·HS,
+       backward 2.5× that: five products to the forward's two) and % of the device's dense bf16 peak */
+    const double peak = bf16_peak_tflops(prop.name);
+    printf("\n| attention bf16, cuDNN fused (B=1) | ms | vs q-proj bf16 GEMM | |\n|---|---|---|---|\n");
+    const int shapes[2][3] = { { 16, 16, 128 }, { 32, 8, 64 } };   /* the 1b preset; llama3.2-1b */
+    for (int sh = 0; sh < 2; sh++)
+        for (int T = 4096; T <= 16384; T *= 4) {
+            const int nh = shapes[sh][0], nkv = shapes[sh][1], hs = shapes[sh][2];
+            size_t nq = (size_t)T * nh * hs, nk = (size_t)T * nkv * hs;
+            float *tmp = buf(nq, "bench/random");
+            void *q16 = kbuf_alloc(&gpu, nq * 2, "bench/q"), *k16 = kbuf_alloc(&gpu, nk * 2, "bench/k"), *v16 = kbuf_alloc(&gpu, nk * 2, "bench/v");
+            void *o16 = kbuf_alloc(&gpu, nq * 2, "bench/o"), *do16 = kbuf_alloc(&gpu, nq * 2, "bench/do");
+            void *dq16 = kbuf_alloc(&gpu, nq * 2, "bench/dq"), *dk16 = kbuf_alloc(&gpu, nk * 2, "bench/dk"), *dv16 = kbuf_alloc(&gpu, nk * 2, "bench/dv");
+            void *x16 = kbuf_alloc(&gpu, (size_t)T * C * 2, "bench/x"), *w16 = kbuf_alloc(&gpu, (size_t)C * C * 2, "bench/w");
+            void *y16 = kbuf_alloc(&gpu, (size_t)T * C * 2, "bench/y");
+            float *lse = buf((size_t)nh * T, "bench/lse");
+            void *fill[] = { q16, k16, v16, do16, x16, w16 };
+            size_t fill_n[] = { nq, nk, nk, nq, (size_t)T * C, (size_t)C * C };
+            for (int f = 0; f < 6; f++) {
+                fill_buffer(&gpu, tmp, 0.0f, fill_n[f]);
+                noise_add_gaussian_cuda(tmp, fill_n[f], 1.0, 99 + f, 1, 0);
+                narrow_buffer(&gpu, (float *)fill[f], tmp, fill_n[f]);
+            }
+            float base, fwd, bwd;
+            TIME_MS(base, matmul_forward_ex(&gpu, KDT_BF16, KDT_BF16, (float *)y16, (const float *)x16, (const float *)w16, T, C, C, 0.0f));
+            TIME_MS(fwd, attention_forward_ex(&gpu, KDT_BF16, (float *)o16, lse, (float *)q16, (float *)k16, (float *)v16, 1, T, nh, nkv, hs));
+            TIME_MS(bwd, attention_backward_ex(&gpu, KDT_BF16, (float *)dq16, (float *)dk16, (float *)dv16, (float *)do16, (float *)q16,
+                                               (float *)k16, (float *)v16, (float *)o16, lse, 1, T, nh, nkv, hs));
+            const double flops = 4.0 * T * (double)T / 2 * nh * hs;
+            const double gemm_tf = 2.0 * T * (double)C * C / base / 1e9;
+            snprintf(extra, sizeof extra, "T=%d NH=%d/%d HS=%d: %.0f TFLOP/s%s; GEMM %.3f ms %.0f TFLOP/s", T, nh, nkv, hs,
+                     flops / fwd / 1e9, pct(flops / fwd / 1e9, peak), base, gemm_tf);
+            row("attention_forward (cuDNN, bf16)", fwd, base, extra);
+            snprintf(extra, sizeof extra, "T=%d NH=%d/%d HS=%d: %.0f TFLOP/s%s", T, nh, nkv, hs, 2.5 * flops / bwd / 1e9,
+                     pct(2.5 * flops / bwd / 1e9, peak));
+            row("attention_backward (cuDNN, bf16)", bwd, base, extra);
+            fresh_backend();
+        }
+    printf("     cuDNN %zu; workspace asked: forward %zu B, backward %zu B (the last shape)\n", kcuda_cudnn_version(),
+           kcuda_attention_cudnn_asked(0), kcuda_attention_cudnn_asked(1));
+
+    printf("\n| native bf16 element-wise (1b: N=4096, C=2048, F=5632) | ms | GB/s | |\n|---|---|---|---|\n");
+    {
+        const int N = 4096, F = 5632;
+        const size_t nc = (size_t)N * C, nf = (size_t)N * F;
+        void *a = kbuf_alloc(&gpu, nf * 2, "bench/a"), *b2 = kbuf_alloc(&gpu, nf * 2, "bench/b"), *c2 = kbuf_alloc(&gpu, nf * 2, "bench/c");
+        float *w = buf(C, "bench/w"), *r = buf(N, "bench/rstd");
+        fill_buffer(&gpu, w, 1.0f, C);
+        zero_ex(&gpu, KDT_BF16, (float *)a, nf); zero_ex(&gpu, KDT_BF16, (float *)b2, nf);
+        float t, t32;
+        TIME_MS(t, rmsnorm_forward_ex(&gpu, KDT_BF16, (float *)c2, r, (float *)a, w, N, C, 1e-5f));
+        printf("| rmsnorm_forward bf16 | %.3f | %.0f | |\n", t, 2.0 * nc * 2 / t / 1e6);
+        TIME_MS(t, swiglu_forward_ex(&gpu, KDT_BF16, (float *)c2, (float *)a, (float *)b2, nf));
+        printf("| swiglu_forward bf16 | %.3f | %.0f | |\n", t, 3.0 * nf * 2 / t / 1e6);
+        TIME_MS(t, swiglu_backward_ex(&gpu, KDT_BF16, (float *)c2, (float *)b2, (float *)a, (float *)a, (float *)b2, nf));
+        printf("| swiglu_backward bf16 | %.3f | %.0f | |\n", t, 5.0 * nf * 2 / t / 1e6);
+        TIME_MS(t, rope_forward_ex(&gpu, KDT_BF16, (float *)a, 1, N, 16, 128, (KRope){ 10000.0f, 0, 0, 0, 0 }));
+        printf("| rope_forward bf16 (16 heads x 128) | %.3f | %.0f | |\n", t, 2.0 * nc * 2 / t / 1e6);
+        float *f32 = buf(nc, "bench/f32");
+        TIME_MS(t32, rmsnorm_forward(&gpu, f32, r, f32, w, N, C, 1e-5f));
+        printf("| rmsnorm_forward fp32 (for comparison) | %.3f | %.0f | |\n", t32, 2.0 * nc * 4 / t32 / 1e6);
         fresh_backend();
     }
 
