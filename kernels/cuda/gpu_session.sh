@@ -1,159 +1,146 @@
 #!/bin/sh
-# gpu_session.sh — everything a session on a GPU machine (H100/H200) should run for the CUDA backend,
-# with the results written to docs/CUDA_RESULTS_<date>.md (a dated table to commit).
+# gpu_session.sh — the CUDA backend's checks and measurements on a GPU as ONE run that fits a lent slot:
+# the GPU machine is lent for minutes (a command at most 10), has no time to spare for compiling and
+# none of Debian's -dev packages (no OpenBLAS, cJSON, OpenMPI, cairo), so the build is made HERE, on a
+# machine with the same CUDA 13, and taken there with the libraries it needs (../shared/gpu/pack.sh).
 #
-#   sh kernels/cuda/gpu_session.sh [build|test|bench|train|dp|levers|all] [OUT.md]
+#   here:   sh kernels/cuda/gpu_session.sh build                 make build/gpu for sm_90, copy the programs
+#                                                                to build/gpu-run and pack its libraries (.gpu/)
+#           sh kernels/cuda/gpu_session.sh dry-run OUT [STAGES]  the same steps with no GPU: every binary
+#                                                                exists and starts, every trainer's flags parse
+#                                                                (its plan for cuda runs instead of the GPU run)
+#   there:  . .gpu/env.sh && DPMEM_BUILD=build/gpu-run sh kernels/cuda/gpu_session.sh run OUT [STAGES]
+#           (the device tool: carry build/gpu-run and .gpu, OUT=$OUT)
 #
-#   build  make the CUDA backend, its tests and the trainers for the GPU found (CUDA_ARCH from
-#          nvidia-smi, sm_90 on H100/H200) into build/gpu
-#   test   the CPU-vs-GPU op test, plan test, loss curves vs CPU, compute-sanitizer runs, and DP-SGD
-#          on the GPU against the CPU (every norm x clip, sigma=0 vs vanilla, the same noise), and
-#          dpmem_cuda.h on the GPU (test_cuda_gpu: tags vs cudaMemGetInfo, scope times, OOM report;
-#          test_cuda_memcheck.sh: memcheck, leaks named by tag) — built here, never run on a GPU yet
-#   bench  bench_cuda_kernels with TF32 (default), fp32 and bf16 GEMMs
-#   train  train_vanilla --device cuda at the 1b preset (T = 16384) and 3b (T = 4096), each beside the
-#          plan for cuda (peak tagged bytes must be equal; a run the plan says cannot fit is skipped)
-#   dp     DP-SGD steps on the GPU: vanilla, direct, ghost+twopass, flash+bk, mixed+bk at small,
-#          medium and 1b (T = 16384), step time and peak as ratios to vanilla in the same session
-#          (issue 7's goal: flash/mixed+bk within 1.10x of vanilla's time and peak on 1b at 16384).
-#          A logical batch of 2 in physical batches of 1, so that the per-sample methods really run
-#          (a lone batch of 1 is clipped as one gradient, whatever --norm says)
-#   levers the two memory levers on the GPU (docs/LEVERS.md): vanilla and flash+bk on 1b at T = 4096,
-#          B = 2 (physical 1), in fp32, bf16, fp32 + checkpointing, bf16 + checkpointing: step time and
-#          measured peak as ratios to fp32 in this session, each peak beside the plan for cuda's
-# Run the stages separately when commands are time-limited. The dp stage is the long one (an estimate,
-# not a measurement: at 1b, T = 16384 each DP method's 8 physical batches of flash norms on fp32 CUDA
-# cores may take minutes); DP_MODELS="small medium" (or "1b") runs only those models' rows, e.g.
-#   DP_MODELS="small medium" sh kernels/cuda/gpu_session.sh dp; DP_MODELS=1b sh kernels/cuda/gpu_session.sh dp
-# Without a GPU it stops at once with one line (nothing to measure).
+# STAGES (default "tests bench speed dp long"), correctness first, then the speed rows:
+#   tests     test_cuda_kernels: every op against its CPU twin, cuDNN attention and the native bf16 ops,
+#             the plan for cuda = the run's allocations; test_dp_cuda_gpu: DP on the GPU vs the CPU
+#   bench     bench_cuda_kernels (ms, TFLOP/s or GB/s, % of the device's peak)
+#   speed     1b T=4096 B=1 vanilla: bf16, TF32, and bf16 with cudaMalloc/cudaFree (DPMEM_CUDA_ALLOC=sync)
+#   dp        1b T=4096, 2 samples in physical batches of 1, bf16: vanilla, flash+bk, mixed+bk,
+#             ghost+twopass, direct+bk; step time and peak as ratios to vanilla; each peak = its plan
+#   long      1b T=16384 bf16 with activation checkpointing: vanilla and flash+bk
+#   sanitize  compute-sanitizer memcheck and racecheck of test_cuda_kernels' native bf16 and cuDNN groups
+# Every step runs under `timeout`; its output is appended to OUT/<stage>.log as it comes and its one-line
+# result to OUT/summary.txt, the rows of the tables to OUT/table.md (at most 8 files: what a lent machine
+# returns), so a run cut short still leaves everything it measured.
 set -u
-stage=${1:-all}
-day=$(date -u +%Y-%m-%d)
-OUT=${2:-docs/CUDA_RESULTS_$day.md}
-B=${BUILD:-build/gpu}
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu_session: no GPU (nvidia-smi -L failed): nothing to run"; exit 77; fi
-arch=${CUDA_ARCH:-sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)}
-J=$(nproc 2>/dev/null || echo 4)
+mode=${1:-}
+B=${DPMEM_BUILD:-build/gpu}
+case "$mode" in
+build)
+  # build/gpu keeps the objects (rebuilds stay incremental); what travels is a stripped copy of the
+  # programs in $R (64 MiB at most with the libraries), run there as DPMEM_BUILD=$R
+  R=${DPMEM_RUN_DIR:-build/gpu-run}
+  progs="tests/test_cuda_kernels tests/test_dp_cuda_gpu bench/bench_cuda_kernels train_vanilla train_flash train_ghost train_dpsgd train_lora dpmem-report"
+  make -j"$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)" BUILD="$B" CUDA_ARCH=${CUDA_ARCH:-sm_90} NCCL_LIBDIR= \
+      $(for p in $progs; do printf '%s/%s ' "$B" "$p"; done) || exit 1
+  rm -rf "$R" && mkdir -p "$R/tests" "$R/bench" || exit 1
+  for p in $progs; do cp "$B/$p" "$R/$p" && strip -g "$R/$p" || exit 1; done
+  sh "${PACK:-../shared/gpu/pack.sh}" "$R" .gpu
+  exit $? ;;
+run|dry-run) ;;
+*) echo "usage: gpu_session.sh build | dry-run OUT [STAGES] | run OUT [STAGES]" >&2; exit 2 ;;
+esac
+OUT=${2:?gpu_session.sh $mode: name the output folder}
+shift 2
+STAGES=${*:-tests bench speed dp long}
+mkdir -p "$OUT" || exit 1
+SUM=$OUT/summary.txt
+TAB=$OUT/table.md
+dry=0; [ "$mode" = dry-run ] && dry=1
+if [ $dry = 0 ] && ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu_session: no GPU (nvidia-smi -L failed): use dry-run here" | tee -a "$SUM"; exit 77; fi
+for p in tests/test_cuda_kernels tests/test_dp_cuda_gpu bench/bench_cuda_kernels train_vanilla train_flash dpmem-report; do
+  [ -x "$B/$p" ] || { echo "gpu_session: $B/$p is missing: run 'sh kernels/cuda/gpu_session.sh build' here first" | tee -a "$SUM"; exit 1; }
+done
 
-# every file of the session goes under $B (never beside it: BUILD=build must not litter the root)
-S=$B/session
-mkdir -p "$S" || exit 1
-# the step time of a log: dpmem-report's median over the timed steps (the first, warm-up, left out)
-step_ms() { "$B/dpmem-report" "$1" --csv - | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) ix[$i] = i; next } { v = $ix["step_median_ms"]; if (v != "") printf "%.1f", v }'; }
-note() { printf '%s\n' "$*" >>"$OUT"; }
-block() { note '```'; cat >>"$OUT"; note '```'; note ''; }
+say() { printf '%s\n' "$*" | tee -a "$SUM"; }
+# every library each program needs must resolve here (cuDNN from torch's wheel, the carried ones):
+# a run that cannot start its programs stops now, with the names, rather than step by step
+missing=$(for p in tests/test_cuda_kernels bench/bench_cuda_kernels train_vanilla dpmem-report; do ldd "$B/$p"; done 2>&1 | grep "not found" | sort -u)
+[ -z "$missing" ] || { say "gpu_session: libraries not found: $(echo $missing)"; exit 1; }
+# step STAGE SECONDS NAME COMMAND...: COMMAND under timeout, output to OUT/STAGE.log, a line to the summary
+step() {
+  st=$1 lim=$2 name=$3; shift 3
+  printf '\n=== %s (limit %ss): %s\n' "$name" "$lim" "$*" >>"$OUT/$st.log"
+  t0=$(date +%s)
+  timeout "$lim" "$@" >>"$OUT/$st.log" 2>&1
+  rc=$?
+  t=$(( $(date +%s) - t0 ))
+  case $rc in 0) r=ok ;; 77) r=SKIP ;; 124) r="TIMEOUT after ${lim}s" ;; *) r="FAIL (exit $rc)" ;; esac
+  say "$(printf '%-8s %-52s %s (%ss)' "$st" "$name" "$r" "$t")"
+  return $rc
+}
+peak_of() { sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' "$1" | tail -n 1; }
+ms_of() { "$B/dpmem-report" "$1" --csv - 2>/dev/null | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) ix[$i] = i; next } { v = $ix["step_median_ms"]; if (v != "") printf "%.1f", v }'; }
+ratio() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { if (a != "" && b > 0) printf f, a / b }'; }
 
-if [ ! -f "$OUT" ]; then
-  note "# CUDA backend results, $day"
-  note ""
-  note "Written by kernels/cuda/gpu_session.sh on: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1), $arch, $(nvcc --version 2>/dev/null | tail -1)"
-  note ""
-fi
+# train STAGE NAME TOKENS_PER_STEP PROGRAM ARGS...: one training run on the GPU (dry run: its plan for
+# cuda), then its plan for cuda; a row: median step ms (dpmem-report, warm-up left out), tokens/s,
+# measured and planned peak. Sets ROW_MS and ROW_PEAK for the ratios.
+train() {
+  st=$1 name=$2 tok=$3 prog=$4; shift 4
+  log=$OUT/run.log.tmp out=$OUT/run.out.tmp
+  rm -f "$log" "$out"
+  ROW_MS= ROW_PEAK=
+  if [ $dry = 1 ]; then step "$st" 60 "$name (plan)" "$B/$prog" "$@" --device plan --plan-for cuda --log "$log"
+  else step "$st" 240 "$name" "$B/$prog" "$@" --device cuda --log "$log"; fi
+  rc=$?
+  cat "$OUT/$st.log" | tail -n 40 >"$out"
+  [ $rc = 0 ] || { echo "| $name | exit $rc | | | | |" >>"$TAB"; return; }
+  pp=$("$B/$prog" "$@" --device plan --plan-for cuda --quiet 2>&1 | sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' | tail -n 1)
+  ROW_MS=$(ms_of "$log") ROW_PEAK=$(peak_of "$out")
+  "$B/dpmem-report" "$log" >>"$OUT/$st.log" 2>&1   # phases with their GPU time (DPMEM_CUDA_TIMING=1)
+  tps=$(awk -v t="$tok" -v ms="$ROW_MS" 'BEGIN { if (ms > 0) printf "%.0f", t / (ms / 1000) }')
+  same=$([ -n "$pp" ] && [ "$pp" = "$ROW_PEAK" ] && echo "= plan" || echo "plan $pp")
+  echo "| $name | $ROW_MS | $tps | $ROW_PEAK | $same |" >>"$TAB"
+}
 
-if [ "$stage" = build ] || [ "$stage" = all ]; then
-  make -j"$J" BUILD="$B" CUDA_ARCH="$arch" cuda-backend "$B/train_vanilla" "$B/train_dpsgd" "$B/train_ghost" "$B/train_flash" \
-      "$B/train_lora" "$B/dpmem-report" "$B/tests/test_cuda_gpu" "$B/tests/test_dp_cuda_gpu" >"$S/build.log" 2>&1 \
-    || { tail -n 30 "$S/build.log"; echo "gpu_session: build failed (log: $S/build.log)"; exit 1; }
-  echo "built into $B for $arch"
-fi
-
-if [ "$stage" = test ] || [ "$stage" = all ]; then
-  note "## Tests ($B, $arch)"
-  DPMEM_BUILD="$B" sh tests/run_tests.sh "$B/tests/test_cuda_kernels" "$B/tests/test_cuda_ops_plan" \
-      tests/test_cuda_ops_train.sh tests/test_cuda_ops_sanitize.sh "$B/tests/test_dp_cuda_gpu" \
-      "$B/tests/test_cuda_gpu" tests/test_cuda_memcheck.sh 2>&1 | tee "$S/test.log" | block
-  note "Per-op detail (test_cuda_kernels):"
-  DPMEM_CUDA_TF32=0 "$B/tests/test_cuda_kernels" 2>&1 | block
-fi
-
-if [ "$stage" = bench ] || [ "$stage" = all ]; then
-  note "## Kernel benchmark, TF32 on (default)"
-  "$B/bench/bench_cuda_kernels" 2>&1 | block
-  note "## Kernel benchmark, fp32 GEMMs (DPMEM_CUDA_GEMM=fp32)"
-  DPMEM_CUDA_GEMM=fp32 "$B/bench/bench_cuda_kernels" 2>&1 | block
-  note "## Kernel benchmark, bf16 GEMMs (DPMEM_CUDA_GEMM=bf16)"
-  DPMEM_CUDA_GEMM=bf16 "$B/bench/bench_cuda_kernels" 2>&1 | block
-fi
-
-if [ "$stage" = train ] || [ "$stage" = all ]; then
-  total=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)   # MiB
-  note "## Training steps with --device cuda (plan for cuda beside each run)"
-  for cfg in "1b 16384 1" "3b 4096 1"; do
-    set -- $cfg
-    args="--model $1 --seq-len $2 --batch-size $3 --steps 3 --warmup-steps 1"
-    plan=$("$B/train_vanilla" $args --device plan --plan-for cuda 2>&1)
-    pp=$(printf '%s\n' "$plan" | sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p')
-    note "### $args"
-    if [ -n "$pp" ] && [ $((pp / 1048576)) -lt $((total - 2048)) ]; then
-      run=$("$B/train_vanilla" $args --device cuda 2>&1)
-      pr=$(printf '%s\n' "$run" | sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p')
-      printf '%s\n' "$run" | block
-      note "plan for cuda peak: $pp bytes; cuda run peak: ${pr:-?} bytes; $( [ "$pp" = "$pr" ] && echo equal || echo DIFFERENT)"
-    else
-      printf '%s\n' "$plan" | block
-      note "not run: the plan says $pp bytes, the device has $total MiB"
-    fi
-    note ""
-  done
-fi
-if [ "$stage" = dp ] || [ "$stage" = all ]; then
-  note "## DP-SGD steps with --device cuda: ratios to vanilla in this session"
-  note ""
-  note "Step time: median of steps 2..N of the log's \`step\` scope (dpmem-report; the first, the warm-up, left out)."
-  note ""
-  note "| model | T | method | ms/step | x vanilla | peak MiB | x vanilla |"
-  note "|---|---|---|---|---|---|---|"
-  for cfg in "small 1024" "medium 4096" "1b 16384"; do
-    set -- $cfg
-    case " ${DP_MODELS:-small medium 1b} " in *" $1 "*) ;; *) continue ;; esac
-    model=$1 T=$2 v_ms= v_peak=
-    for m in vanilla "direct bk" "ghost twopass" "flash bk" "mixed bk"; do
-      log="$S/dp.$model.$T.log"
-      rm -f "$log"
-      if [ "$m" = vanilla ]; then
-        "$B/train_vanilla" --device cuda --model "$model" --seq-len "$T" --batch-size 1 --grad-accum 2 --steps 4 --quiet --log "$log" \
-            >"$log.out" 2>&1
-      else
-        set -- $m
-        "$B/train_flash" --device cuda --model "$model" --seq-len "$T" --batch-size 2 --max-physical-batch-size 1 --steps 4 \
-            --norm "$1" --clip "$2" --quiet --log "$log" >"$log.out" 2>&1
-      fi
-      rc=$?
-      name=$(echo "$m" | tr ' ' +)
-      if [ $rc -ne 0 ]; then note "| $model | $T | $name | exit $rc: $(tail -n 1 "$log.out") | | | |"; continue; fi
-      ms=$(step_ms "$log")
-      peak=$("$B/dpmem-report" "$log" | sed -n 's/^peak total: .*(\([0-9]*\) bytes).*/\1/p')
-      [ "$m" = vanilla ] && { v_ms=$ms; v_peak=$peak; }
-      note "| $model | $T | $name | $ms | $(awk -v a="$ms" -v b="$v_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b }') | $(awk -v p="$peak" 'BEGIN { printf "%.0f", p / 1048576 }') | $(awk -v a="$peak" -v b="$v_peak" 'BEGIN { if (b > 0) printf "%.3f", a / b }') |"
-    done
-  done
-  note ""
-fi
-if [ "$stage" = levers ] || [ "$stage" = all ]; then
-  note "## The levers with --device cuda (1b, T = 4096, batch 2 in physical batches of 1): ratios to fp32"
-  note ""
-  note "| method | config | ms/step | x fp32 | peak MiB | x fp32 | plan for cuda |"
-  note "|---|---|---|---|---|---|---|"
-  for m in vanilla "flash bk"; do
-    f_ms= f_peak=
-    for conf in fp32 bf16 "fp32 ckpt" "bf16 ckpt"; do
-      set -- $conf
-      lev="--precision $1"; [ $# -gt 1 ] && lev="$lev --checkpoint-activations"
-      log="$S/levers.log"
-      rm -f "$log"
-      if [ "$m" = vanilla ]; then prog="$B/train_vanilla"; margs="--batch-size 1 --grad-accum 2"
-      else set -- $m; prog="$B/train_flash"; margs="--batch-size 2 --max-physical-batch-size 1 --norm $1 --clip $2"; fi
-      args="--model 1b --seq-len 4096 --steps 4 $margs $lev --quiet"
-      "$prog" $args --device cuda --log "$log" >"$log.out" 2>&1
-      rc=$?
-      pp=$("$prog" $args --device plan --plan-for cuda 2>&1 | sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p')
-      if [ $rc -ne 0 ]; then note "| $m | $conf | exit $rc: $(tail -n 1 "$log.out") | | | | $pp |"; continue; fi
-      ms=$(step_ms "$log")
-      peak=$(sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' "$log.out")
-      [ "$conf" = fp32 ] && { f_ms=$ms; f_peak=$peak; }
-      note "| $m | $conf | $ms | $(awk -v a="$ms" -v b="$f_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b }') | $(awk -v p="$peak" 'BEGIN { printf "%.0f", p / 1048576 }') | $(awk -v a="$peak" -v b="$f_peak" 'BEGIN { if (b > 0) printf "%.3f", a / b }') | $( [ "$pp" = "$peak" ] && echo "equal" || echo "$pp (DIFFERENT)") |"
-    done
-  done
-  note ""
-fi
-echo "gpu_session: results in $OUT"
+DPMEM_CUDA_TIMING=1; export DPMEM_CUDA_TIMING   # the GPU time of every scope, in every run's log
+say "gpu_session $mode $(date -u +%Y-%m-%dT%H:%MZ): $( [ $dry = 1 ] && echo 'no GPU (dry run)' || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); stages: $STAGES"
+for stage in $STAGES; do
+  case $stage in
+  tests)
+    step tests 150 "test_cuda_kernels: cuDNN attention, native bf16" "$B/tests/test_cuda_kernels" cudnn bf16ops plan
+    step tests 240 "test_cuda_kernels: every group" "$B/tests/test_cuda_kernels"
+    step tests 200 "test_dp_cuda_gpu: DP on the GPU vs the CPU" "$B/tests/test_dp_cuda_gpu" ;;
+  bench)
+    step bench 150 "bench_cuda_kernels" "$B/bench/bench_cuda_kernels" ;;
+  speed)
+    echo "" >>"$TAB"; echo "| 1b T=4096 B=1 vanilla | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
+    a="--model 1b --seq-len 4096 --batch-size 1 --steps 6 --quiet"
+    train speed "bf16" 4096 train_vanilla $a --precision bf16; bf=$ROW_MS
+    train speed "fp32 activations, TF32 GEMMs" 4096 train_vanilla $a --precision fp32; tf=$ROW_MS
+    DPMEM_CUDA_ALLOC=sync; export DPMEM_CUDA_ALLOC
+    train speed "bf16, cudaMalloc/cudaFree per buffer" 4096 train_vanilla $a --precision bf16; sy=$ROW_MS
+    unset DPMEM_CUDA_ALLOC
+    say "speed: bf16 is $(ratio "$tf" "$bf" %.2f)x TF32's speed; the pool saves $(ratio "$sy" "$bf" %.3f)x (cudaMalloc step / pool step)" ;;
+  dp)
+    echo "" >>"$TAB"; echo "| 1b T=4096, 2 samples (physical 1), bf16 | ms/step | tokens/s | peak B | plan | x vanilla time | x vanilla peak |" >>"$TAB"
+    echo "|---|---|---|---|---|---|---|" >>"$TAB"
+    a="--model 1b --seq-len 4096 --steps 5 --precision bf16 --quiet"
+    train dp "vanilla" 8192 train_vanilla $a --batch-size 1 --grad-accum 2; v_ms=$ROW_MS v_pk=$ROW_PEAK
+    for m in "flash bk" "mixed bk" "ghost twopass" "direct bk"; do
+      set -- $m
+      train dp "$1+$2" 8192 train_flash $a --batch-size 2 --max-physical-batch-size 1 --norm "$1" --clip "$2"
+      say "dp: $1+$2 $(ratio "$ROW_MS" "$v_ms" %.3f)x vanilla's step, $(ratio "$ROW_PEAK" "$v_pk" %.4f)x its peak"
+    done ;;
+  long)
+    echo "" >>"$TAB"; echo "| 1b T=16384 bf16 + checkpointing | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
+    a="--model 1b --seq-len 16384 --steps 4 --precision bf16 --checkpoint-activations --quiet"
+    train long "vanilla, 2 samples (physical 1)" 32768 train_vanilla $a --batch-size 1 --grad-accum 2
+    train long "flash+bk, 2 samples (physical 1)" 32768 train_flash $a --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk ;;
+  sanitize)
+    if [ $dry = 1 ] || command -v compute-sanitizer >/dev/null 2>&1; then
+      for tool in memcheck racecheck; do
+        if [ $dry = 1 ]; then step sanitize 60 "compute-sanitizer --tool $tool (dry: binary only)" "$B/tests/test_cuda_kernels" bf16ops
+        else step sanitize 240 "compute-sanitizer --tool $tool bf16ops cudnn" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+               "$B/tests/test_cuda_kernels" bf16ops cudnn; fi
+      done
+    else say "sanitize: no compute-sanitizer on PATH"; fi ;;
+  *) say "gpu_session: unknown stage '$stage' (tests bench speed dp long sanitize)" ;;
+  esac
+done
+rm -f "$OUT/run.log.tmp" "$OUT/run.out.tmp"
+say "gpu_session: done; $OUT/table.md:"
+cat "$TAB" 2>/dev/null
