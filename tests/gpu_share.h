@@ -107,8 +107,9 @@ static inline int gpu_apps_parse(const char *text, gpu_apps *out) {
     return 0;
 }
 
-/* Lists the processes on the device of that PCI bus id (NULL: every device) through nvidia-smi.
-   0, or -1 (ok = 0) when nvidia-smi is missing or says something else. */
+/* Lists the processes on the device of that PCI bus id (NULL, or an id nvidia-smi does not take:
+   every device, which lists more, never fewer) through nvidia-smi. 0, or -1 (ok = 0) when
+   nvidia-smi is missing or says something else. */
 static inline int gpu_apps_query(const char *bus_id, gpu_apps *out) {
     char cmd[256], text[8192];
     size_t n;
@@ -120,7 +121,7 @@ static inline int gpu_apps_query(const char *bus_id, gpu_apps *out) {
     if (!(f = popen(cmd, "r"))) return -1;
     n = fread(text, 1, sizeof text - 1, f);
     text[n] = 0;
-    if (pclose(f) != 0) return -1;
+    if (pclose(f) != 0) return bus_id ? gpu_apps_query(NULL, out) : -1;
     return gpu_apps_parse(text, out);
 }
 

@@ -1,10 +1,12 @@
 /* test_gpu_share.c — tests/gpu_share.h without a GPU: the GPU test lock (a second taker waits for
    the first and names it; a child of the holder does not wait; a dead holder's variable is not
    trusted; an unusable lock file is said and not fatal) and the decisions on canned nvidia-smi
-   listings (parsing, and whether another process could have moved the device's used bytes). */
+   listings (parsing, and whether another process could have moved the device's used bytes), and the
+   query through a stand-in nvidia-smi. */
 #include "tests/gpu_share.h"
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -76,6 +78,35 @@ static void check_verdicts(void) {
     verdict("812, 10\n900, 5\n", "812, 12\n901, 7\n", 100, 0, "pid 812: 10 -> 12 MiB, pid 900: 5 MiB (went), pid 901: 7 MiB (came)");
     /* no listing: nothing to excuse a failure with */
     verdict("No devices were found\n", "", 100, 1, "the GPU's processes could not be listed (nvidia-smi --query-compute-apps)");
+}
+
+/* gpu_apps_query through a stand-in nvidia-smi: the listing parsed; an id it does not take falls back
+   to every device; a failing nvidia-smi is no listing. */
+static void check_query(void) {
+    char dir[] = "/tmp/dpmem_gpu_smi_XXXXXX", path[256], *old = getenv("PATH") ? strdup(getenv("PATH")) : NULL, newpath[4400];
+    gpu_apps a;
+    FILE *f;
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); free(old); return; }
+    snprintf(path, sizeof path, "%s/nvidia-smi", dir);
+    f = fopen(path, "w");
+    if (!f) { CHECK(0, "stand-in nvidia-smi"); free(old); return; }
+    fprintf(f, "#!/bin/sh\n"
+               "[ -n \"$SMI_FAIL\" ] && { echo 'NVIDIA-SMI has failed'; exit 9; }\n"
+               "for a; do [ \"$a\" = -i ] && { echo 'Invalid combination of input arguments'; exit 2; }; done\n"
+               "printf '4242, 463\\n%%s, 300\\n' $PPID\n");
+    fclose(f);
+    chmod(path, 0755);
+    snprintf(newpath, sizeof newpath, "%s:%s", dir, old ? old : "/usr/bin:/bin");
+    setenv("PATH", newpath, 1);
+    CHECK(gpu_apps_query("00000000:01:00.0", &a) == 0 && a.ok && a.n == 2 && a.app[0].pid == 4242 && a.app[0].mib == 463,
+          "query with a bus id nvidia-smi refuses: ok %d n %d", a.ok, a.n);
+    setenv("SMI_FAIL", "1", 1);
+    CHECK(gpu_apps_query(NULL, &a) == -1 && !a.ok, "a failing nvidia-smi gave a listing");
+    unsetenv("SMI_FAIL");
+    if (old) setenv("PATH", old, 1);
+    free(old);
+    unlink(path);
+    rmdir(dir);
 }
 
 static void check_lock(void) {
@@ -175,6 +206,7 @@ static void check_lock(void) {
 int main(void) {
     check_parse();
     check_verdicts();
+    check_query();
     check_lock();
     if (failures) { fprintf(stderr, "%d check(s) failed\n", failures); return 1; }
     printf("test_gpu_share: all checks passed\n");
