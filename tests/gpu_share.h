@@ -7,9 +7,9 @@
       lock, tests/gpu_lock.sh) runs under its parent's lock instead of waiting for it forever.
    2. The other processes holding memory on the device (nvidia-smi --query-compute-apps), listed
       before and after device-wide measurements (cudaMemGetInfo deltas): when such a check fails,
-      the test asks gpu_apps_quiet whether another process changed its device memory meanwhile.
-      If one did, the check says nothing about the kit: it is skipped with a line naming those
-      processes. If none did (or none is there), the failure is the kit's: a wrong tag.
+      the test asks gpu_apps_quiet whether another process held device memory meanwhile. If one
+      did, the check says nothing about the kit: it is skipped with a line naming those processes
+      and their memory. If none did, the failure is the kit's: a wrong tag.
    Plain C (no CUDA): tests/test_gpu_share.c checks the lock and the decisions on canned listings;
    tests/test_cuda_gpu.cu uses them on a GPU. C and C++. */
 #ifndef GPU_SHARE_H
@@ -132,9 +132,11 @@ static inline const gpu_app *gpu_apps_find(const gpu_apps *a, long pid) {
 }
 
 /* Could another process have moved the device's used bytes between the two listings? 1: no (no
-   other process, or every other one held the same known MiB in both); 0: yes, and `why` names each
-   that came, went, changed or does not say its memory ("pid 812: 0 -> 463 MiB (came)"). A listing
-   that failed cannot tell: 1, and `why` says so. `self`: this process (left out). */
+   other process in either); 0: yes, and `why` names each other process with its memory: "pid 812:
+   2048 MiB", "pid 812: 442 -> 463 MiB", "pid 812: 463 MiB (came)" / "(went)", "? MiB" where the
+   driver does not say. One that held the same memory in both is named too: the listings are two
+   moments, and what it did between them (allocate and free again) is not seen. A listing that failed
+   cannot tell: 1, and `why` says so. `self`: this process (left out). */
 static inline int gpu_apps_quiet(const gpu_apps *before, const gpu_apps *after, long self, char *why, size_t n) {
     size_t len = 0;
     int quiet = 1;
@@ -147,14 +149,14 @@ static inline int gpu_apps_quiet(const gpu_apps *before, const gpu_apps *after, 
         const gpu_apps *a = pass ? after : before, *b = pass ? before : after;
         for (int i = 0; i < a->n; i++) {
             const gpu_app *x = &a->app[i], *y = gpu_apps_find(b, x->pid);
-            char one[96];
+            char one[96], mib[32];
             if (x->pid == self) continue;
             if (pass == 1 && y) continue;                                     /* seen in the first pass */
-            if (!y && x->mib < 0) snprintf(one, sizeof one, "pid %ld: ? MiB (%s)", x->pid, pass ? "came" : "went");
-            else if (!y) snprintf(one, sizeof one, "pid %ld: %lld MiB (%s)", x->pid, x->mib, pass ? "came" : "went");
-            else if (x->mib < 0 || y->mib < 0) snprintf(one, sizeof one, "pid %ld: memory not reported", x->pid);
-            else if (x->mib != y->mib) snprintf(one, sizeof one, "pid %ld: %lld -> %lld MiB", x->pid, x->mib, y->mib);
-            else continue;
+            if (x->mib < 0) snprintf(mib, sizeof mib, "? MiB");
+            else snprintf(mib, sizeof mib, "%lld MiB", x->mib);
+            if (!y) snprintf(one, sizeof one, "pid %ld: %s (%s)", x->pid, mib, pass ? "came" : "went");
+            else if (x->mib >= 0 && y->mib >= 0 && x->mib != y->mib) snprintf(one, sizeof one, "pid %ld: %lld -> %lld MiB", x->pid, x->mib, y->mib);
+            else snprintf(one, sizeof one, "pid %ld: %s", x->pid, mib);
             quiet = 0;
             if (len < n) len += (size_t)snprintf(why + len, n - len, "%s%s", len ? ", " : "", one);
         }

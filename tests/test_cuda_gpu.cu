@@ -24,7 +24,7 @@
    The checks on device-wide figures hold only if no other process changes its device memory meanwhile:
    the test takes the GPU test lock (tests/gpu_share.h: no other GPU test of ours runs beside it) and
    lists the device's other processes before and after; a device-wide check that fails while another
-   process changed its memory is skipped with a line naming it (exit 77 if nothing else failed), and
+   process holds device memory is skipped with a line naming it (exit 77 if nothing else failed), and
    counts as a failure of the kit otherwise.
    Modes for tests/test_cuda_memcheck.sh: "clean" (everything but the OOM, no timing bounds: the
    sanitizer slows launches and pads allocations), "leak" (leaks a tagged buffer on purpose). */
@@ -38,8 +38,8 @@
 static int relaxed;
 
 /* Checks on device-wide figures (cudaMemGetInfo deltas) are held back: a failure counts only if no
-   other process changed its device memory during the run (gpu_share.h); otherwise it is skipped, with
-   a line naming those processes, because it says nothing about the kit's tags. */
+   other process held device memory during the run (gpu_share.h); otherwise it is skipped, with a line
+   naming those processes, because it says nothing about the kit's tags. */
 #define DEVICE_MAX_HELD 64
 static char device_held[DEVICE_MAX_HELD][256];
 static int device_nheld;
@@ -328,8 +328,8 @@ static void check_log(const char *path, size_t total) {
     log_free(&lf);
 }
 
-/* The held device-wide failures: failures of the kit when no other process changed its device
-   memory between the two listings, else skipped with the reason (1: some were skipped). */
+/* The held device-wide failures: failures of the kit when no other process held device memory in
+   either listing, else skipped with the reason (1: some were skipped). */
 static int judge_device_checks(const gpu_apps *before, const char *bus) {
     gpu_apps after;
     char why[1024];
@@ -337,13 +337,13 @@ static int judge_device_checks(const gpu_apps *before, const char *bus) {
     gpu_apps_query(bus, &after);
     if (gpu_apps_quiet(before, &after, (long)getpid(), why, sizeof why)) {
         for (int i = 0; i < device_nheld; i++) {
-            fprintf(stderr, "FAIL %s (no other process changed its device memory%s%s: the tags are wrong)\n", device_held[i],
+            fprintf(stderr, "FAIL %s (no other process held device memory%s%s: the tags are wrong)\n", device_held[i],
                     *why ? "; " : "", why);
             failures++;
         }
         return 0;
     }
-    printf("SKIP %d device-wide check(s): another process holds device memory and changed it during the run (%s); "
+    printf("SKIP %d device-wide check(s): another process holds device memory on this GPU (%s); "
            "not attributable to the kit:\n", device_nheld, why);
     for (int i = 0; i < device_nheld; i++) printf("  %s\n", device_held[i]);
     snprintf(device_held[0], sizeof device_held[0], "%s", why);
@@ -393,7 +393,7 @@ int main(int argc, char **argv) {
     skipped = judge_device_checks(&apps_before, bus);
     if (failures) { fprintf(stderr, "%d check(s) failed\n", failures); return 1; }
     if (skipped) {
-        printf("SKIP test_cuda_gpu: %d device-wide check(s) not attributable (another process changed its device memory: %s); "
+        printf("SKIP test_cuda_gpu: %d device-wide check(s) not attributable (another process holds device memory: %s); "
                "every other check passed\n", device_nheld, device_held[0]);
         return 77;
     }

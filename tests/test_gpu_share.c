@@ -67,13 +67,14 @@ static void check_verdicts(void) {
     /* alone: only this process (its own memory moves; that is what is measured) */
     verdict("", "", 100, 1, "");
     verdict("100, 300\n", "100, 1500\n", 100, 1, "");
-    /* another process held the same memory throughout: the deltas are ours */
-    verdict("100, 300\n812, 2048\n", "812, 2048\n100, 600\n", 100, 1, "");
+    /* another process held memory throughout: what it did between the two listings is not seen */
+    verdict("100, 300\n812, 2048\n", "812, 2048\n100, 600\n", 100, 0, "pid 812: 2048 MiB");
     /* the first run's case: other CUDA tests started beside it */
     verdict("100, 300\n", "100, 300\n812, 463\n", 100, 0, "pid 812: 463 MiB (came)");
     verdict("100, 300\n812, 442\n", "100, 300\n812, 463\n", 100, 0, "pid 812: 442 -> 463 MiB");
     verdict("100, 300\n812, 463\n", "100, 300\n", 100, 0, "pid 812: 463 MiB (went)");
-    verdict("812, [N/A]\n", "812, [N/A]\n", 100, 0, "pid 812: memory not reported");
+    verdict("812, [N/A]\n", "812, [N/A]\n", 100, 0, "pid 812: ? MiB");
+    verdict("812, [N/A]\n", "812, 40\n", 100, 0, "pid 812: ? MiB");
     verdict("", "813, [N/A]\n", 100, 0, "pid 813: ? MiB (came)");
     verdict("812, 10\n900, 5\n", "812, 12\n901, 7\n", 100, 0, "pid 812: 10 -> 12 MiB, pid 900: 5 MiB (went), pid 901: 7 MiB (came)");
     /* no listing: nothing to excuse a failure with */
