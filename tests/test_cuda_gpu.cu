@@ -337,8 +337,8 @@ static int judge_device_checks(const gpu_apps *before, const char *bus) {
     gpu_apps_query(bus, &after);
     if (gpu_apps_quiet(before, &after, (long)getpid(), why, sizeof why)) {
         for (int i = 0; i < device_nheld; i++) {
-            fprintf(stderr, "FAIL %s (no other process held device memory%s%s: the tags are wrong)\n", device_held[i],
-                    *why ? "; " : "", why);
+            fprintf(stderr, "FAIL %s (%s: counted against the kit's tags)\n", device_held[i],
+                    *why ? why : "no other process held memory on this GPU");
             failures++;
         }
         return 0;
