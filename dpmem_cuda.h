@@ -46,7 +46,8 @@
                                               or a 65th): tagged blocks inside it become NVTX regions of
                                               a heap over the pool (compute-sanitizer then reports
                                               accesses to the pool outside live blocks)
-     dpmem_cuda_nvtx_pool_release(base)       forget it (its heap and blocks with it; -1: not a pool)
+     dpmem_cuda_nvtx_pool_release(base)       forget it (its heap and blocks with it; -1: not a pool),
+                                              before the pool's memory is freed
      dpmem_cuda_sampler(ms)                   background cudaMemGetInfo sampler (0 stops it)
      dpmem_cuda_device_memory(&used, &total)  cudaMemGetInfo as used/total (0, or -1: no device)
      dpmem_cuda_init()                        hooks into dpmem.h, reads the environment (0, or -1:
