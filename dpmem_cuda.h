@@ -41,7 +41,13 @@
      dpmem_cuda_timing(on)                    GPU time of scopes on/off (-1: no device)
      dpmem_cuda_set_stream(stream)            the stream this thread's scope events go on (default 0)
      dpmem_cuda_flush()                       wait for and write every pending GPU time
-     dpmem_cuda_nvtx(regions, counters)       NVTX memory regions / counters on or off
+     dpmem_cuda_nvtx(regions, counters)       NVTX memory names/regions / counters on or off
+     dpmem_cuda_nvtx_pool(base, bytes)        declare a sub-allocator's pool (0, or -1: empty, overlapping
+                                              or a 65th): tagged blocks inside it become NVTX regions of
+                                              a heap over the pool (compute-sanitizer then reports
+                                              accesses to the pool outside live blocks)
+     dpmem_cuda_nvtx_pool_release(base)       forget it (its heap and blocks with it; -1: not a pool),
+                                              before the pool's memory is freed
      dpmem_cuda_sampler(ms)                   background cudaMemGetInfo sampler (0 stops it)
      dpmem_cuda_device_memory(&used, &total)  cudaMemGetInfo as used/total (0, or -1: no device)
      dpmem_cuda_init()                        hooks into dpmem.h, reads the environment (0, or -1:
@@ -54,8 +60,10 @@
                            later scope ends, at snapshots, at flush/exit) and logged as GPU_TIME events.
      DPMEM_SAMPLE_MS=N     a thread records cudaMemGetInfo every N ms (DEVICE events), for memory
                            moved by code that is not instrumented.
-     DPMEM_NVTX_MEM=0      do not register tagged device and managed allocations as NVTX memory
-                           regions named by their tag (compute-sanitizer --nvtx yes shows the names).
+     DPMEM_NVTX_MEM=0      do not name tagged device and managed allocations by their tag through
+                           NVTX (nvtxMemRegionsName; compute-sanitizer --nvtx yes shows the names in
+                           its reports); a block of a declared pool is also registered as a region of
+                           the pool's heap (nvtxMemHeapRegister, nvtxMemRegionsRegister).
      DPMEM_NVTX_COUNTERS=0 do not emit live bytes per category as NVTX counters.
      NVTX regions and counters are only emitted when a tool listens (NVTX_INJECTION64_PATH is set, or
      NVTX hands out domains, which it does only with a tool attached): otherwise a tagged allocation
@@ -110,6 +118,8 @@ DPMEM_DEF int         dpmem_cuda_timing(int on);
 DPMEM_DEF void        dpmem_cuda_set_stream(cudaStream_t stream);
 DPMEM_DEF void        dpmem_cuda_flush(void);
 DPMEM_DEF void        dpmem_cuda_nvtx(int regions, int counters);
+DPMEM_DEF int         dpmem_cuda_nvtx_pool(const void *base, size_t bytes);
+DPMEM_DEF int         dpmem_cuda_nvtx_pool_release(const void *base);
 DPMEM_DEF int         dpmem_cuda_sampler(int period_ms);
 DPMEM_DEF int         dpmem_cuda_device_memory(size_t *used, size_t *total);
 
@@ -148,6 +158,8 @@ DPMEM_DEF cublasStatus_t dpmem_cublas_set_workspace(cublasHandle_t handle, void 
 #define dpmem_cuda_set_stream(s)                      DPMEM__USES(DPMEM__U(s))
 #define dpmem_cuda_flush()                            ((void)0)
 #define dpmem_cuda_nvtx(r, c)                         DPMEM__USES(DPMEM__U2(r, c))
+#define dpmem_cuda_nvtx_pool(b, n)                    DPMEM__ZERO(int, 0, DPMEM__U2(b, n))
+#define dpmem_cuda_nvtx_pool_release(b)               DPMEM__ZERO(int, 0, DPMEM__U(b))
 #define dpmem_cuda_sampler(ms)                        DPMEM__ZERO(int, 0, DPMEM__U(ms))
 #define dpmem_cuda_device_memory(u, t)                DPMEM__ZERO(int, -1, DPMEM__U2(u, t))
 #ifdef DPMEM_CUDA_CUBLAS
@@ -199,6 +211,7 @@ DPMEM_DEF cublasStatus_t dpmem_cublas_set_workspace(cublasHandle_t handle, void 
 #define DPMEM__CUDA_MAX_OPEN     64    /* timed scopes open at once per thread (deeper: not timed) */
 #define DPMEM__CUDA_RING         1024  /* ended scopes whose GPU time is not read yet, per thread  */
 #define DPMEM__CUDA_MAX_COUNTERS 64    /* NVTX counters: one per category, plus the device total   */
+#define DPMEM__CUDA_MAX_POOLS    64    /* sub-allocator pools declared with dpmem_cuda_nvtx_pool   */
 
 /* One timed scope: its begin event while open, both events once it ended. */
 typedef struct { cudaEvent_t begin, end; uint32_t name; uint64_t ts; } dpmem__cuda_span;
@@ -235,11 +248,14 @@ static struct {
     dpmem__cuda_thread *parent_threads;                /* in a forked child: the parent's, untouched */
 #ifndef DPMEM_NO_NVTX
     nvtxDomainHandle_t domain;
-    /* Addresses registered as NVTX regions (open addressing; 1 marks a deleted slot), so that only
-       those are unregistered. Empty unless a tool listens: then the free path tests one count. */
+    /* Blocks registered as NVTX regions of a pool's heap (open addressing; 1 marks a deleted slot), so
+       that only those are unregistered. Empty unless a pool was declared and a tool listens: then the
+       free path tests one count. */
     pthread_mutex_t region_lock;
     uintptr_t *region;
     size_t region_cap, region_n, region_used;
+    int npools;                                        /* pools declared (read unlocked, written locked) */
+    struct { uintptr_t base; size_t bytes; nvtxMemHeapHandle_t heap; } pool[DPMEM__CUDA_MAX_POOLS];
     int ncounters;
     struct { char category[96]; int64_t last; uint64_t id; } counter[DPMEM__CUDA_MAX_COUNTERS];
 #endif
@@ -249,7 +265,7 @@ static struct {
 } dpmem__cuda = { PTHREAD_ONCE_INIT, 0, 0, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
                   PTHREAD_MUTEX_INITIALIZER, NULL, NULL,
 #ifndef DPMEM_NO_NVTX
-                  NULL, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, 0, {{{0}, 0, 0}},
+                  NULL, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, 0, {{0, 0, NULL}}, 0, {{{0}, 0, 0}},
 #endif
                   0, 0, 0, 0, PTHREAD_COND_INITIALIZER };
 
@@ -329,25 +345,74 @@ static int dpmem__cuda_region_remove(uintptr_t key) {
     return 1;
 }
 
-static void dpmem__cuda_nvtx_register(const void *ptr, size_t bytes, const char *tag) {
+/* What compute-sanitizer (--nvtx yes) accepts, by its NVTX guide and NVIDIA's samples: a whole
+   allocation (cudaMalloc, cudaMallocAsync, cudaMallocManaged) is named through its pointer
+   (nvtxMemRegionsName) with nothing registered; only a block inside a pool that was registered as a
+   heap (nvtxMemHeapRegister, usage SUB_ALLOCATOR) is a region (nvtxMemRegionsRegister with that heap's
+   handle). A region in NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE is refused ("One or more of the parameters is
+   invalid"), and so is unregistering a region that never was. */
+static nvtxMemHeapHandle_t dpmem__cuda_nvtx_heap(const void *base, size_t bytes) {
+    nvtxMemVirtualRangeDesc_t range;
+    nvtxMemHeapDesc_t desc;
+    range.size = bytes;
+    range.ptr = base;
+    memset(&desc, 0, sizeof desc);
+    desc.extCompatID = NVTX_EXT_COMPATID_MEM;
+    desc.structSize = (uint16_t)sizeof desc;
+    desc.usage = NVTX_MEM_HEAP_USAGE_TYPE_SUB_ALLOCATOR;
+    desc.type = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
+    desc.typeSpecificDescSize = sizeof range;
+    desc.typeSpecificDesc = &range;
+    return nvtxMemHeapRegister(dpmem__cuda.domain, &desc);
+}
+
+/* The pool holding [key, key + bytes) (under region_lock), or -1. */
+static int dpmem__cuda_pool_of(uintptr_t key, size_t bytes) {
+    int i;
+    for (i = 0; i < dpmem__cuda.npools; i++)
+        if (key >= dpmem__cuda.pool[i].base && bytes <= dpmem__cuda.pool[i].bytes &&
+            key - dpmem__cuda.pool[i].base <= dpmem__cuda.pool[i].bytes - bytes) return i;
+    return -1;
+}
+
+/* A block of a registered pool becomes a region of the pool's heap (the heap is registered with the
+   tool at the first block, so a pool declared before any tool listened still works); returns 1 if it
+   did. Under region_lock. */
+static int dpmem__cuda_nvtx_block(const void *ptr, size_t bytes) {
     nvtxMemVirtualRangeDesc_t range;
     nvtxMemRegionsRegisterBatch_t batch;
-    nvtxMemRegionHandle_t handle = NULL;
-    nvtxMemRegionNameDesc_t name;
-    nvtxMemRegionsNameBatch_t names;
+    int i = dpmem__cuda_pool_of((uintptr_t)ptr, bytes);
+    if (i < 0 || !bytes) return 0;
+    if (!dpmem__cuda.pool[i].heap) {
+        nvtxMemHeapHandle_t h = dpmem__cuda_nvtx_heap((const void *)dpmem__cuda.pool[i].base, dpmem__cuda.pool[i].bytes);
+        /* NVTX_MEM_HEAP_HANDLE_NO_TOOL is spelled with a static_cast from intptr_t that C++ rejects */
+        if (!h || h == (nvtxMemHeapHandle_t)(intptr_t)-1) return 0;   /* no heap: the block is only named */
+        dpmem__cuda.pool[i].heap = h;
+    }
+    if (!dpmem__cuda_region_add((uintptr_t)ptr)) return 0;
     range.size = bytes;
     range.ptr = ptr;
     memset(&batch, 0, sizeof batch);
     batch.extCompatID = NVTX_EXT_COMPATID_MEM;
     batch.structSize = (uint16_t)sizeof batch;
     batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
-    batch.heap = NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE;
+    batch.heap = dpmem__cuda.pool[i].heap;
     batch.regionCount = 1;
     batch.regionDescElementSize = sizeof range;
     batch.regionDescElements = &range;
-    batch.regionHandleElementsOut = &handle;
+    batch.regionHandleElementsOut = NULL;              /* referred to by pointer afterwards */
     nvtxMemRegionsRegister(dpmem__cuda.domain, &batch);
+    return 1;
+}
 
+static void dpmem__cuda_nvtx_register(const void *ptr, size_t bytes, const char *tag) {
+    nvtxMemRegionNameDesc_t name;
+    nvtxMemRegionsNameBatch_t names;
+    if (__atomic_load_n(&dpmem__cuda.npools, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&dpmem__cuda.region_lock);
+        dpmem__cuda_nvtx_block(ptr, bytes);
+        pthread_mutex_unlock(&dpmem__cuda.region_lock);
+    }
     memset(&name, 0, sizeof name);
     name.regionRefType = NVTX_MEM_REGION_REF_TYPE_POINTER;
     name.nameType = NVTX_MESSAGE_TYPE_ASCII;
@@ -360,13 +425,10 @@ static void dpmem__cuda_nvtx_register(const void *ptr, size_t bytes, const char 
     names.regionElementSize = sizeof name;
     names.regionElements = &name;
     nvtxMemRegionsName(dpmem__cuda.domain, &names);
-
-    pthread_mutex_lock(&dpmem__cuda.region_lock);
-    dpmem__cuda_region_add((uintptr_t)ptr);
-    pthread_mutex_unlock(&dpmem__cuda.region_lock);
 }
 
-/* Unregisters ptr if it was registered (whether or not regions are still on). */
+/* Unregisters ptr if it was registered as a block of a pool (whether or not regions are still on);
+   a whole allocation was only named, and its name goes with it when CUDA frees it. */
 static void dpmem__cuda_nvtx_unregister(const void *ptr) {
     nvtxMemRegionRef_t ref;
     nvtxMemRegionsUnregisterBatch_t batch;
@@ -442,6 +504,70 @@ DPMEM_DEF void dpmem_cuda_nvtx(int regions, int counters) {
     __atomic_store_n(&dpmem__cuda.counters, counters != 0, __ATOMIC_RELAXED);
 #else
     (void)regions; (void)counters;
+#endif
+}
+
+#ifndef DPMEM_NO_NVTX
+/* Forgets every block address inside [base, base + bytes) (under region_lock). */
+static void dpmem__cuda_region_drop_range(uintptr_t base, size_t bytes) {
+    size_t i;
+    for (i = 0; i < dpmem__cuda.region_cap; i++) {
+        uintptr_t k = dpmem__cuda.region[i];
+        if (k > 1 && k >= base && k - base < bytes) {
+            dpmem__cuda.region[i] = 1;
+            __atomic_store_n(&dpmem__cuda.region_n, dpmem__cuda.region_n - 1, __ATOMIC_RELAXED);
+        }
+    }
+}
+#endif
+
+DPMEM_DEF int dpmem_cuda_nvtx_pool(const void *base, size_t bytes) {
+#ifndef DPMEM_NO_NVTX
+    uintptr_t b = (uintptr_t)base;
+    int i, rc = 0;
+    dpmem_cuda_init();
+    if (!base || !bytes || b + bytes < b) { dpmem_warn("dpmem_cuda_nvtx_pool: empty or wrapping pool refused", bytes); return -1; }
+    pthread_mutex_lock(&dpmem__cuda.region_lock);
+    for (i = 0; i < dpmem__cuda.npools; i++)
+        if (b < dpmem__cuda.pool[i].base + dpmem__cuda.pool[i].bytes && dpmem__cuda.pool[i].base < b + bytes) rc = -1;
+    if (rc) dpmem_warn("dpmem_cuda_nvtx_pool: pool overlaps one already declared", bytes);
+    else if (dpmem__cuda.npools == DPMEM__CUDA_MAX_POOLS) { dpmem_warn("dpmem_cuda_nvtx_pool: too many pools", bytes); rc = -1; }
+    else {
+        dpmem__cuda.pool[dpmem__cuda.npools].base = b;
+        dpmem__cuda.pool[dpmem__cuda.npools].bytes = bytes;
+        dpmem__cuda.pool[dpmem__cuda.npools].heap = NULL;   /* registered with the tool at its first block */
+        __atomic_store_n(&dpmem__cuda.npools, dpmem__cuda.npools + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&dpmem__cuda.region_lock);
+    return rc;
+#else
+    (void)base; (void)bytes;
+    return 0;
+#endif
+}
+
+DPMEM_DEF int dpmem_cuda_nvtx_pool_release(const void *base) {
+#ifndef DPMEM_NO_NVTX
+    int i, found = -1;
+    nvtxMemHeapHandle_t heap = NULL;
+    dpmem_cuda_init();
+    pthread_mutex_lock(&dpmem__cuda.region_lock);
+    for (i = 0; i < dpmem__cuda.npools; i++)
+        if (dpmem__cuda.pool[i].base == (uintptr_t)base) found = i;
+    if (found >= 0) {
+        heap = dpmem__cuda.pool[found].heap;
+        /* its blocks go with the heap: none is unregistered on its own afterwards */
+        dpmem__cuda_region_drop_range(dpmem__cuda.pool[found].base, dpmem__cuda.pool[found].bytes);
+        dpmem__cuda.pool[found] = dpmem__cuda.pool[dpmem__cuda.npools - 1];
+        __atomic_store_n(&dpmem__cuda.npools, dpmem__cuda.npools - 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&dpmem__cuda.region_lock);
+    if (found < 0) { dpmem_warn("dpmem_cuda_nvtx_pool_release: not a declared pool", (uint64_t)(uintptr_t)base); return -1; }
+    if (heap) nvtxMemHeapUnregister(dpmem__cuda.domain, heap);
+    return 0;
+#else
+    (void)base;
+    return 0;
 #endif
 }
 

@@ -51,6 +51,16 @@ $(BUILD)/tests/test_python_alloc: tests/test_python_alloc.c $(PYLIB_ALLOC_SRC) t
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_python_alloc.c $(PYLIB_ALLOC_SRC) tests/test_cuda_fakert.c $(LDFLAGS) $(LDLIBS)
 ALL   += $(BUILD)/tests/test_python_alloc
 TESTS += $(BUILD)/tests/test_python_alloc
+
+# The same allocator library on the simulated GPU, for tests/test_python_torch.py to read its counters
+# through dpmem.torch.memory_stats() without a GPU. -Bsymbolic: its cudaMalloc is the simulated one
+# even where torch has loaded the real libcudart.
+PYLIB_ALLOC_FAKE := $(BUILD)/tests/libdpmem_torch_alloc_fake.so
+$(PYLIB_ALLOC_FAKE): $(PYLIB_ALLOC_SRC) tests/test_cuda_fakert.c tests/test_cuda_fakert.h $(PYLIB) dpmem_cuda.h dpmem.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(PYLIB_CFLAGS) -shared -Wl,-Bsymbolic -o $@ $(PYLIB_ALLOC_SRC) tests/test_cuda_fakert.c \
+	    -L$(PYLIB_DIR) -ldpmem -Wl,-rpath,$(abspath $(PYLIB_DIR)) $(PYLIB_LDFLAGS) -ldl -lpthread
+ALL   += $(PYLIB_ALLOC_FAKE)
 endif
 
 ALL += $(PYLIB)

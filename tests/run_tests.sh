@@ -1,11 +1,18 @@
 #!/bin/sh
 # Runs each test given (an executable or a .sh script), prints one line per test and the closing
 # line "N passed, N failed, N skipped". A test exits 0 (pass), 77 (skip: it printed why) or else (fail).
+# Where there is a GPU, a test that may use it (cuda, gpu or torch in its name) runs under the GPU
+# test lock (tests/gpu_lock.sh), so that it never runs beside another GPU test of ours.
+. "$(dirname "$0")/gpu_lock.sh"
+have_gpu=$(nvidia-smi -L 2>/dev/null | head -n 1)
 pass=0; fail=0; skip=0; failed=""
 for t in "$@"; do
   case "$t" in *.sh) cmd="sh $t";; *) cmd="$t";; esac
   start=$(date +%s)
-  out=$($cmd 2>&1); rc=$?
+  case "$t" in
+    *cuda*|*gpu*|*torch*) if [ -n "$have_gpu" ]; then out=$( (gpu_lock "${t##*/}"; $cmd) 2>&1 ); rc=$?; else out=$($cmd 2>&1); rc=$?; fi ;;
+    *) out=$($cmd 2>&1); rc=$? ;;
+  esac
   secs=$(( $(date +%s) - start ))
   if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "PASS $t (${secs}s)"
   elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP $t: $(printf '%s\n' "$out" | grep -m1 SKIP)"

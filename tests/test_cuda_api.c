@@ -1,12 +1,19 @@
 /* test_cuda_api.c — the parts of dpmem_cuda.h that need no GPU, built four ways (gcc as C, clang as
    C, g++ as C++, nvcc as CUDA C++) so the header is known to compile and work under each.
 
-   Checks, with tests/nvtx_inject_ext.c attached as the NVTX tool:
-   - tagged device and managed allocations register an NVTX memory region of the exact address and
-     size, named by the tag; host and pinned ones do not; freeing unregisters (an unknown pointer does
-     not); DPMEM_NVTX_MEM=0 and DPMEM_NVTX_COUNTERS=0 each turn their part off; with no tool
-     attached both stay off;
-   - two threads tagging at once: every region unregistered, counters end at the true live bytes;
+   Checks, with tests/nvtx_inject_ext.c attached as the NVTX tool (it refuses, with an "invalid" line,
+   every memory call that compute-sanitizer refuses; no check passes with one):
+   - tagged device and managed allocations are named by their tag (nvtxMemRegionsName, by pointer)
+     and nothing is registered for them (compute-sanitizer holds no regions in the process-wide heap);
+     host and pinned ones are not named; DPMEM_NVTX_MEM=0 and DPMEM_NVTX_COUNTERS=0 each turn their
+     part off; with no tool attached both stay off;
+   - a declared pool (dpmem_cuda_nvtx_pool): its heap registered once, at its first block, with the
+     pool's exact base and size; each tagged block a region of exactly its address and size in that
+     heap, named by its tag, unregistered when untagged (an unknown pointer is not); a block reaching
+     past the pool only named; releasing the pool unregisters its heap and no block afterwards;
+     empty, overlapping and unknown pools refused; 3000 blocks through the address set;
+   - two threads tagging blocks of a pool at once: every region unregistered, counters end at the
+     true live bytes;
    - NVTX counters: one per category and one for the device total, sampled with the exact live bytes
      whenever they change, and only then;
    - dpmem_cuda_nvtx(0, 0) silences both;
@@ -57,6 +64,11 @@ static int has_line(const char *fmt, ...) {
     return 0;
 }
 
+static int count_prefix(const char *prefix);
+
+/* The tool refused nothing since the last clear. */
+#define CHECK_VALID() CHECK(count_prefix("invalid") == 0, "the tool refused calls:\n%s", rec())
+
 static int count_prefix(const char *prefix) {
     const char *p = rec();
     int k = 0;
@@ -85,21 +97,71 @@ static unsigned long long counter_id(const char *title) {
     return 0;
 }
 
-/* Many regions at once (the registered-address set grows and rehashes), freed in another order:
-   each unregistered exactly once. */
+/* Many blocks of a pool at once (the registered-address set grows and rehashes), freed in another
+   order: each unregistered exactly once. */
 static void check_region_set(void) {
     enum { N = 3000 };
     static double slots[N];
     int i, missing = 0;
+    CHECK(dpmem_cuda_nvtx_pool(slots, sizeof slots) == 0, "pool over the slots refused");
     rec_clear();
     for (i = 0; i < N; i++) dpmem_cuda_tag(&slots[i], sizeof slots[i], "activations/many", DPMEM_DEVICE);
-    activations_counter = counter_id("dpmem activations bytes");
-    CHECK(count_prefix("region+") == N, "%d regions registered, want %d", count_prefix("region+"), N);
+    CHECK(count_prefix("heap+") == 1 && has_line("heap+ %p %zu", (void *)slots, sizeof slots), "one heap for the pool:\n%.300s", rec());
+    CHECK(count_prefix("region+") == N && count_prefix("name ") == N, "%d regions registered, %d named, want %d",
+          count_prefix("region+"), count_prefix("name "), N);
+    CHECK(has_line("region+ %p 8 in %p", (void *)&slots[N - 1], (void *)slots), "the last block's region");
+    CHECK_VALID();
     rec_clear();
     for (i = 0; i < N; i++) dpmem_cuda_untag(&slots[(i * 7) % N]);   /* 7 and 3000 are coprime */
     for (i = 0; i < N; i += 97) missing += !has_line("region- %p", (void *)&slots[i]);
     CHECK(count_prefix("region-") == N && missing == 0, "%d unregistered, want %d; %d sampled missing",
           count_prefix("region-"), N, missing);
+    CHECK_VALID();
+    rec_clear();
+    CHECK(dpmem_cuda_nvtx_pool_release(slots) == 0 && has_line("heap- %p", (void *)slots), "pool release:\n%s", rec());
+    CHECK_VALID();
+}
+
+/* A sub-allocator's pool: its blocks are regions of one heap over it, named by their tags. */
+static void check_pool(void) {
+    static char arena[1 << 16], other[64];
+    char *b1 = arena + 256, *b2 = arena + 4096, *edge = arena + sizeof arena - 100;
+    rec_clear();
+    CHECK(dpmem_cuda_nvtx_pool(arena, sizeof arena) == 0, "pool refused");
+    CHECK(rec()[0] == 0, "the heap is registered before any block:\n%s", rec());
+    dpmem_cuda_tag(b1, 1000, "activations/block1", DPMEM_DEVICE);
+    activations_counter = counter_id("dpmem activations bytes");   /* the first activations tag */
+    CHECK(has_line("heap+ %p %zu", (void *)arena, sizeof arena), "no heap over the pool:\n%s", rec());
+    CHECK(has_line("region+ %p 1000 in %p", (void *)b1, (void *)arena) && has_line("name %p activations/block1", (void *)b1),
+          "block 1 not a named region of the pool:\n%s", rec());
+    rec_clear();
+    dpmem_cuda_tag(b2, 4096, "activations/block2", DPMEM_DEVICE);
+    CHECK(count_prefix("heap+") == 0, "the heap registered twice:\n%s", rec());
+    CHECK(has_line("region+ %p 4096 in %p", (void *)b2, (void *)arena) && has_line("name %p activations/block2", (void *)b2),
+          "block 2:\n%s", rec());
+    dpmem_cuda_tag(edge, 200, "activations/past_the_end", DPMEM_DEVICE);   /* reaches 100 B past the pool */
+    CHECK(!has_line("region+ %p 200 in %p", (void *)edge, (void *)arena) && has_line("name %p activations/past_the_end", (void *)edge),
+          "a block reaching past the pool became a region:\n%s", rec());
+    CHECK_VALID();
+    rec_clear();
+    CHECK(dpmem_cuda_untag(b1) == 1000 && has_line("region- %p", (void *)b1), "block 1 not unregistered:\n%s", rec());
+    CHECK(dpmem_cuda_untag(edge) == 200 && count_prefix("region-") == 1, "unregistered what was only named:\n%s", rec());
+    CHECK_VALID();
+    CHECK(dpmem_cuda_nvtx_pool(arena + 100, 10) == -1, "an overlapping pool was accepted");
+    CHECK(dpmem_cuda_nvtx_pool(other, 0) == -1 && dpmem_cuda_nvtx_pool(NULL, 64) == -1, "an empty pool was accepted");
+    CHECK(dpmem_cuda_nvtx_pool_release(other) == -1, "released a pool never declared");
+    rec_clear();
+    CHECK(dpmem_cuda_nvtx_pool_release(arena) == 0 && has_line("heap- %p", (void *)arena), "pool release:\n%s", rec());
+    CHECK(dpmem_cuda_untag(b2) == 4096 && count_prefix("region-") == 0, "a block unregistered after its heap:\n%s", rec());
+    CHECK_VALID();
+    rec_clear();
+    CHECK(dpmem_cuda_nvtx_pool(arena, sizeof arena) == 0, "the same pool declared again after release refused");
+    dpmem_cuda_tag(b1, 8, "activations/again", DPMEM_DEVICE);
+    CHECK(has_line("heap+ %p %zu", (void *)arena, sizeof arena) && has_line("region+ %p 8 in %p", (void *)b1, (void *)arena),
+          "a pool declared again gets a new heap:\n%s", rec());
+    dpmem_cuda_untag(b1);
+    CHECK(dpmem_cuda_nvtx_pool_release(arena) == 0, "second release");
+    CHECK_VALID();
 }
 
 static void check_nvtx(void) {
@@ -113,14 +175,15 @@ static void check_nvtx(void) {
     params = counter_id("dpmem params bytes");
     device = counter_id("dpmem device bytes");
     device_counter = device;
-    CHECK(has_line("region+ %p 1000", (void *)a), "no region for params/wte:\n%s", rec());
-    CHECK(has_line("name %p params/wte", (void *)a), "region not named by its tag:\n%s", rec());
+    CHECK(has_line("name %p params/wte", (void *)a), "allocation not named by its tag:\n%s", rec());
+    CHECK(count_prefix("region+") == 0 && count_prefix("heap+") == 0, "a whole allocation was registered:\n%s", rec());
+    CHECK_VALID();
     CHECK(params && has_line("sample %llu 1000", params), "params counter not at 1000:\n%s", rec());
     CHECK(device && has_line("sample %llu 1000", device), "device counter not at 1000:\n%s", rec());
 
     rec_clear();
     dpmem_cuda_tag(b, 24, "params/ln", DPMEM_DEVICE);
-    CHECK(has_line("region+ %p 24", (void *)b) && has_line("name %p params/ln", (void *)b), "params/ln:\n%s", rec());
+    CHECK(has_line("name %p params/ln", (void *)b), "params/ln:\n%s", rec());
     CHECK(has_line("sample %llu 1024", params) && has_line("sample %llu 1024", device), "counters not at 1024:\n%s", rec());
     CHECK(count_prefix("sample ") == 2, "2 samples expected (params, device):\n%s", rec());
     CHECK(count_prefix("counter ") == 0, "a counter registered twice:\n%s", rec());
@@ -128,24 +191,25 @@ static void check_nvtx(void) {
     rec_clear();
     dpmem_cuda_tag(c, 500, "grads/wte", DPMEM_PINNED);
     grads = counter_id("dpmem grads bytes");
-    CHECK(count_prefix("region+") == 0 && count_prefix("name ") == 0, "pinned host memory got a region:\n%s", rec());
+    CHECK(count_prefix("region+") == 0 && count_prefix("name ") == 0, "pinned host memory was named:\n%s", rec());
     CHECK(grads && has_line("sample %llu 500", grads), "grads counter:\n%s", rec());
     CHECK(count_prefix("sample ") == 1, "only grads changed:\n%s", rec());
 
     rec_clear();
     dpmem_cuda_tag(h, 64, "optimizer/m", DPMEM_HOST);
     optim = counter_id("dpmem optimizer bytes");
-    CHECK(count_prefix("region+") == 0 && count_prefix("name ") == 0, "host memory got a region:\n%s", rec());
+    CHECK(count_prefix("region+") == 0 && count_prefix("name ") == 0, "host memory was named:\n%s", rec());
     CHECK(optim && has_line("sample %llu 64", optim), "optimizer counter:\n%s", rec());
 
     rec_clear();
     CHECK(dpmem_cuda_untag(a) == 1000, "untag returned %zu", dpmem_tag_bytes(a));
-    CHECK(has_line("region- %p", (void *)a), "no unregister of params/wte:\n%s", rec());
+    CHECK(count_prefix("region-") == 0, "unregistered an allocation that was only named:\n%s", rec());
+    CHECK_VALID();
     CHECK(has_line("sample %llu 24", params) && has_line("sample %llu 24", device), "counters after free:\n%s", rec());
 
     rec_clear();
     CHECK(dpmem_cuda_untag(a) == 0, "a second untag found bytes");
-    CHECK(count_prefix("region-") == 0, "unregistered an unknown pointer:\n%s", rec());
+    CHECK(rec()[0] == 0, "NVTX calls for an unknown pointer:\n%s", rec());
 
     dpmem_cuda_nvtx(0, 0);
     rec_clear();
@@ -157,12 +221,13 @@ static void check_nvtx(void) {
     CHECK(has_line("sample %llu 0", grads), "back on:\n%s", rec());
     rec_clear();
     dpmem_cuda_tag(c, 500, "grads/managed", DPMEM_MANAGED);
-    CHECK(has_line("region+ %p 500", (void *)c) && has_line("name %p grads/managed", (void *)c), "managed region:\n%s", rec());
+    CHECK(has_line("name %p grads/managed", (void *)c) && count_prefix("region+") == 0, "managed allocation:\n%s", rec());
     dpmem_cuda_untag(c);
-    CHECK(has_line("region- %p", (void *)c), "managed region not unregistered:\n%s", rec());
+    CHECK_VALID();
     rec_clear();
     CHECK(dpmem_cuda_untag(h) == 64, "host untag");
     CHECK(count_prefix("region-") == 0, "unregistered host memory that was never registered:\n%s", rec());
+    check_pool();
     check_region_set();
     /* live now: b (24, device), x (8, device) */
 }
@@ -181,7 +246,7 @@ static long long last_sample(unsigned long long id) {
     return v;
 }
 
-static char stress_bufs[2][64];
+static char stress_bufs[2][128];  /* one pool: both threads register blocks in the same heap, none overlapping */
 
 static void *stress_thread(void *arg) {
     char *base = (char *)arg;
@@ -197,11 +262,15 @@ static void *stress_thread(void *arg) {
 static void check_threads(void) {
     pthread_t th[2];
     size_t device_live = dpmem_live_bytes_in(DPMEM_DEVICE);
+    CHECK(dpmem_cuda_nvtx_pool(stress_bufs, sizeof stress_bufs) == 0, "stress pool refused");
     rec_clear();
     for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, stress_thread, stress_bufs[i]);
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-    CHECK(count_prefix("region+") == 1000 && count_prefix("region-") == 1000, "%d registered, %d unregistered, want 1000",
-          count_prefix("region+"), count_prefix("region-"));
+    CHECK(count_prefix("region+") == 1000 && count_prefix("region-") == 1000 && count_prefix("name ") == 1000,
+          "%d registered, %d unregistered, %d named, want 1000", count_prefix("region+"), count_prefix("region-"),
+          count_prefix("name "));
+    CHECK_VALID();
+    CHECK(dpmem_cuda_nvtx_pool_release(stress_bufs) == 0, "stress pool release");
     CHECK(activations_counter && last_sample(activations_counter) == 0, "activations counter ends at %lld, want 0",
           last_sample(activations_counter));
     CHECK(device_counter && last_sample(device_counter) == (long long)device_live, "device counter ends at %lld, want %zu",
@@ -260,8 +329,8 @@ static int env_child(void) {
     dpmem_cuda_init();
     dpmem_cuda_tag(buf, sizeof buf, "params/env", DPMEM_DEVICE);
     dpmem_cuda_untag(buf);
-    CHECK((count_prefix("region+") == 1) == want_regions && (count_prefix("region-") == 1) == want_regions,
-          "regions %s expected:\n%s", want_regions ? "on" : "off", rec());
+    CHECK((count_prefix("name ") == 1) == want_regions, "names %s expected:\n%s", want_regions ? "on" : "off", rec());
+    CHECK_VALID();
     CHECK((count_prefix("sample ") > 0) == want_counters, "counters %s expected:\n%s", want_counters ? "on" : "off", rec());
     return failures ? 1 : 0;
 }

@@ -32,6 +32,10 @@ int main(void) {
     expect("dpmem_cuda_malloc", dpmem_cuda_malloc(&v, 64, "params/v"), want);
     dpmem_cuda_tag(d, 1024, "params/x", DPMEM_DEVICE);
     if (dpmem_cuda_untag(d) != 0) { fprintf(stderr, "FAIL: untag counted bytes\n"); failures++; }
+    if (dpmem_cuda_nvtx_pool(d, 1024) != 0 || dpmem_cuda_nvtx_pool_release(d) != 0) {
+        fprintf(stderr, "FAIL: disabled pool calls not 0\n");
+        failures++;
+    }
     if (want == cudaSuccess) {
         expect("DPMEM_CUDA_FREE", DPMEM_CUDA_FREE(d), cudaSuccess);
         expect("DPMEM_CUDA_FREE_ASYNC", DPMEM_CUDA_FREE_ASYNC(a, 0), cudaSuccess);

@@ -2,7 +2,10 @@
    the simulated GPU of tests/test_cuda_fakert.c, called as PyTorch calls it (malloc(size, device,
    stream), free(ptr, size, device, stream)): every allocation tagged untagged/<scope path>, or the
    tag pushed on its thread; a re-tag moves the bytes to the new category; a failed cudaMalloc
-   returns NULL after the OOM post-mortem; the log replays to the same bytes. No GPU needed. */
+   returns NULL after the OOM post-mortem; the log replays to the same bytes; the counters PyTorch's
+   memory_stats() would show (dpmem_torch_stats: bytes and allocations now, at peak and in all, OOMs;
+   dpmem.torch.memory_stats reads them) exact through allocations, a re-tag, an OOM, frees and a peak
+   reset. No GPU needed. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
 #include "tests/check.h"
@@ -18,6 +21,13 @@ void dpmem_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream);
 int dpmem_torch_retag(const void *ptr, const char *tag);
 void dpmem_torch_push_tag(const char *tag);
 void dpmem_torch_pop_tag(void);
+int dpmem_torch_stats(unsigned long long *out, int n);
+void dpmem_torch_reset_peak(void);
+
+/* The allocator's counters, in dpmem_torch_stats's order. */
+enum { BYTES, BYTES_PEAK, BYTES_ALLOCATED, BYTES_FREED, COUNT, COUNT_PEAK, COUNT_ALLOCATED, COUNT_FREED, OOMS, NSTATS };
+static unsigned long long st[NSTATS];
+static void read_stats(void) { CHECK(dpmem_torch_stats(st, NSTATS) == NSTATS); }
 
 /* The tag of the last ALLOC event at ptr in the log. */
 static const char *alloc_tag(const LogFile *lf, const void *ptr) {
@@ -52,6 +62,11 @@ int main(void) {
         pthread_join(t, NULL);
     }
     CHECK(none && fwd && act && th);
+    read_stats();
+    CHECK_EQ_U(st[BYTES], 1000 + 4096 + 8192 + 100);
+    CHECK_EQ_U(st[BYTES_PEAK], 1000 + 4096 + 8192 + 100);
+    CHECK_EQ_U(st[COUNT], 4);
+    CHECK_EQ_U(st[COUNT_PEAK], 4);
     CHECK_EQ_U(dpmem_live_bytes("untagged"), 1000 + 4096 + 100);
     CHECK_EQ_U(dpmem_live_bytes("activations"), 8192);
     CHECK_EQ_U(dpmem_live_bytes_in(DPMEM_DEVICE), 1000 + 4096 + 8192 + 100);
@@ -72,13 +87,33 @@ int main(void) {
     CHECK(oom == NULL);
     CHECK(dpmem_torch_malloc(0, 0, 0) == NULL);
 
+    read_stats();
+    CHECK_EQ_U(st[OOMS], 1);                    /* the failed request counted, the size-0 one not */
+    CHECK_EQ_U(st[BYTES], 1000 + 4096 + 8192 + 100);   /* a re-tag and the failures moved nothing */
+    CHECK_EQ_U(st[COUNT_ALLOCATED], 4);
+
     dpmem_torch_free(none, 1000, 0, 0);
+    read_stats();
+    CHECK_EQ_U(st[BYTES], 4096 + 8192 + 100);
+    CHECK_EQ_U(st[BYTES_PEAK], 1000 + 4096 + 8192 + 100);
+    dpmem_torch_reset_peak();                   /* torch.cuda.reset_peak_memory_stats() */
+    read_stats();
+    CHECK_EQ_U(st[BYTES_PEAK], 4096 + 8192 + 100);
+    CHECK_EQ_U(st[COUNT_PEAK], 3);
     dpmem_torch_free(fwd, 4096, 0, 0);
     dpmem_torch_free(act, 8192, 0, 0);
     dpmem_torch_free(th, 100, 0, 0);
     dpmem_torch_free(NULL, 0, 0, 0);
     CHECK_EQ_U(dpmem_live_bytes(NULL), 0);
     CHECK_EQ_U(dpmem_peak_bytes(NULL), 1000 + 4096 + 8192 + 100);
+    read_stats();
+    CHECK_EQ_U(st[BYTES], 0);
+    CHECK_EQ_U(st[COUNT], 0);
+    CHECK_EQ_U(st[BYTES_PEAK], 4096 + 8192 + 100);
+    CHECK_EQ_U(st[BYTES_ALLOCATED], 1000 + 4096 + 8192 + 100);
+    CHECK_EQ_U(st[BYTES_FREED], 1000 + 4096 + 8192 + 100);
+    CHECK_EQ_U(st[COUNT_ALLOCATED], 4);
+    CHECK_EQ_U(st[COUNT_FREED], 4);
     dpmem_close();
 
     LogFile lf;

@@ -1,6 +1,8 @@
 """test_python_torch.py — dpmem.torch against the tensors themselves: exact bytes of params, grads,
 optimizer state, saved tensors (deduplicated by storage) and Opacus's per-sample gradients and norms;
-nothing tagged once the model, the optimizer and the graph are gone; the phases' scopes in the log.
+nothing tagged once the model, the optimizer and the graph are gone; the phases' scopes in the log;
+memory_stats()/max_memory_allocated()/memory_allocated()/reset_peak_memory_stats() exact over dpmem's
+CUDA allocator library (on the simulated GPU: without CUDA, PyTorch cannot install it).
 Run by tests/test_python_torch.sh: .venv/bin/python tests/test_python_torch.py BUILD TMPDIR."""
 import gc
 import json
@@ -204,6 +206,56 @@ check(ok, "ghost: scopes balanced")
 step = ["step", "  forward", "  loss", "  backward", "    zero_grad", "    clip", "    second_backward", "  clip",
         "  noise", "  noise", "  optimizer_step", "  zero_grad"]
 check(names == step * 2, "ghost: the phases of two steps: %s" % names)
+
+# ---- memory_stats() and friends: torch.cuda's statistics, which a CUDAPluggableAllocator cannot give --
+# Without use_cuda_allocator() (and no CUDA here) only the kit's figures, and no peak to report.
+st = dt.memory_stats()
+check("allocated_bytes.all.peak" not in st and dt.max_memory_allocated() == 0 and dt.memory_allocated() == 0,
+      "torch keys without dpmem's allocator or CUDA: %s" % sorted(k for k in st if not k.startswith("dpmem_bytes")))
+check(st["dpmem_bytes.all.current"] == dpmem.live_bytes() and st["dpmem_bytes.all.peak"] == dpmem.peak_bytes(),
+      "dpmem_bytes.all: %d/%d" % (st["dpmem_bytes.all.current"], st["dpmem_bytes.all.peak"]))
+# The allocator library itself, on the simulated GPU (tests/test_cuda_fakert.c), called as PyTorch
+# calls it: PyTorch's pluggable allocator cannot be installed without CUDA.
+fake = os.path.join(BUILD, "tests", "libdpmem_torch_alloc_fake.so")
+if not os.path.isfile(fake):
+    print("memory_stats over the allocator not checked: no %s (built where the CUDA toolkit is)" % fake)
+else:
+    import ctypes
+    lib = dt._use_allocator_library(fake)
+    lib.dpmem_torch_malloc.restype = ctypes.c_void_p
+    lib.dpmem_torch_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    lib.dpmem_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    lib.fake_cuda_fail_next.argtypes = [ctypes.c_int]
+    dpmem.open(os.path.join(TMP, "stats.log"))
+    A, Bb = 3 << 20, 1000
+    with dt.allocation_tag("activations/layers.0"):
+        a = lib.dpmem_torch_malloc(A, 0, None)
+    with dpmem.scope("step"):
+        b = lib.dpmem_torch_malloc(Bb, 0, None)
+    st = dt.memory_stats()
+    check(a and b and dt.memory_allocated() == A + Bb and dt.max_memory_allocated() == A + Bb,
+          "after two allocations: allocated %d, peak %d, want %d" % (dt.memory_allocated(), dt.max_memory_allocated(), A + Bb))
+    check(st["allocation.all.current"] == 2 and st["reserved_bytes.all.current"] == A + Bb and st["num_ooms"] == 0,
+          "allocations %d, reserved %d, ooms %d" % (st["allocation.all.current"], st["reserved_bytes.all.current"], st["num_ooms"]))
+    check(st["dpmem_bytes.activations.current"] == A and st["dpmem_bytes.untagged.current"] == Bb,
+          "per category: activations %d (want %d), untagged %d (want %d)"
+          % (st["dpmem_bytes.activations.current"], A, st["dpmem_bytes.untagged.current"], Bb))
+    lib.fake_cuda_fail_next(2)                                     # cudaErrorMemoryAllocation
+    check(not lib.dpmem_torch_malloc(1 << 20, 0, None) and dt.memory_stats()["num_ooms"] == 1, "a failed allocation: num_ooms")
+    lib.dpmem_torch_free(a, A, 0, None)
+    check(dt.memory_allocated() == Bb and dt.max_memory_allocated() == A + Bb,
+          "after a free: allocated %d, peak %d" % (dt.memory_allocated(), dt.max_memory_allocated()))
+    dt.reset_peak_memory_stats()
+    st = dt.memory_stats()
+    check(st["allocated_bytes.all.peak"] == Bb and st["allocation.all.peak"] == 1 and st["dpmem_bytes.activations.peak"] == 0,
+          "after reset_peak_memory_stats: peak %d, allocations %d, activations peak %d"
+          % (st["allocated_bytes.all.peak"], st["allocation.all.peak"], st["dpmem_bytes.activations.peak"]))
+    lib.dpmem_torch_free(b, Bb, 0, None)
+    st = dt.memory_stats()
+    check((st["allocated_bytes.all.current"], st["allocated_bytes.all.allocated"], st["allocated_bytes.all.freed"],
+           st["allocation.all.allocated"], st["allocation.all.freed"]) == (0, A + Bb, A + Bb, 2, 2),
+          "at the end: %s" % {k: v for k, v in st.items() if not k.startswith("dpmem_bytes")})
+    dpmem.close()
 
 print("test_python_torch: %d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)

@@ -41,7 +41,8 @@ from torch.utils._pytree import tree_leaves
 import dpmem
 from dpmem import _native
 
-__all__ = ["track", "Tracker", "tag_tensor", "tagged", "allocation_tag", "use_cuda_allocator", "UNTAGGED"]
+__all__ = ["track", "Tracker", "tag_tensor", "tagged", "allocation_tag", "use_cuda_allocator", "memory_stats",
+           "max_memory_allocated", "memory_allocated", "reset_peak_memory_stats", "UNTAGGED"]
 
 UNTAGGED = "untagged"
 _lib = dpmem._lib
@@ -220,19 +221,101 @@ def _catching():
 def use_cuda_allocator(path=None):
     """Makes every CUDA allocation of this process a tagged dpmem_cuda_malloc (untagged/<scope path>
     until dpmem.torch learns its name): torch.cuda.memory.CUDAPluggableAllocator over
-    libdpmem_torch_alloc.so. Call it before the first CUDA allocation. Returns the library's path."""
-    global _alloc
-    import ctypes
+    libdpmem_torch_alloc.so. Call it before the first CUDA allocation. Returns the library's path.
+    PyTorch cannot read its own statistics from such an allocator (torch.cuda.max_memory_allocated()
+    raises): use dpmem.torch.memory_stats(), max_memory_allocated() and memory_allocated() instead."""
     path = path or _native.find("libdpmem_torch_alloc.so")
     if path is None:
         raise RuntimeError("dpmem: no libdpmem_torch_alloc.so (built where the CUDA toolkit is: make python)")
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "dpmem_torch_malloc", "dpmem_torch_free")
+    torch.cuda.memory.change_current_allocator(alloc)
+    _use_allocator_library(path)
+    return path
+
+
+_NSTATS = 9   # dpmem_torch_stats's counters, in its order (python/dpmem/native/torch_alloc.c)
+
+
+def _use_allocator_library(path):
+    """Loads the allocator library and makes it the one allocation_tag() and memory_stats() talk to
+    (use_cuda_allocator() does this after handing it to PyTorch; the tests, with a simulated GPU)."""
+    global _alloc
+    import ctypes
     lib = ctypes.CDLL(path)
     lib.dpmem_torch_retag.restype, lib.dpmem_torch_retag.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]
     lib.dpmem_torch_push_tag.argtypes = [ctypes.c_char_p]
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "dpmem_torch_malloc", "dpmem_torch_free")
-    torch.cuda.memory.change_current_allocator(alloc)
+    lib.dpmem_torch_stats.restype = ctypes.c_int
+    lib.dpmem_torch_stats.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
+    lib.dpmem_torch_reset_peak.restype, lib.dpmem_torch_reset_peak.argtypes = None, []
     _alloc = lib
-    return path
+    return lib
+
+
+# Keys of torch.cuda.memory_stats() whose meaning is the same under dpmem's allocator (it caches
+# nothing: every block PyTorch holds is one cudaMalloc, so what is allocated is also what is reserved).
+_TORCH_KEYS = ("allocated_bytes.all.current", "allocated_bytes.all.peak", "allocated_bytes.all.allocated",
+               "allocated_bytes.all.freed", "allocation.all.current", "allocation.all.peak",
+               "allocation.all.allocated", "allocation.all.freed", "reserved_bytes.all.current",
+               "reserved_bytes.all.peak", "num_ooms")
+
+
+def memory_stats(device=None):
+    """torch.cuda.memory_stats() where dpmem's allocator serves CUDA memory (PyTorch cannot read its
+    own from a CUDAPluggableAllocator), plus the kit's figures per category. A dict:
+      allocated_bytes.all.{current,peak,allocated,freed}   bytes PyTorch holds from the allocator: now,
+                                                           at the peak (since the last reset), in all
+      allocation.all.{current,peak,allocated,freed}        the same in allocations
+      reserved_bytes.all.{current,peak}                    = allocated_bytes (nothing is cached)
+      num_ooms                                             allocations that failed for lack of memory
+      dpmem_bytes.all.{current,peak}                       the kit's live and peak bytes, every tag in
+                                                           every memory space (host tensors too)
+      dpmem_bytes.<category>.{current,peak,at_peak}        per category (params, grads, activations,
+                                                           ...): live, its own peak, its part of the
+                                                           total at the total's peak
+    The torch keys count every device together (device is accepted for torch's signature). Without
+    use_cuda_allocator() they are torch.cuda.memory_stats()'s own, where CUDA is initialized."""
+    import ctypes
+    stats = {}
+    if _alloc is not None:
+        v = (ctypes.c_ulonglong * _NSTATS)()
+        _alloc.dpmem_torch_stats(v, _NSTATS)
+        cur, peak, total, freed, n, npeak, nall, nfreed, ooms = (int(x) for x in v)
+        stats.update({"allocated_bytes.all.current": cur, "allocated_bytes.all.peak": peak,
+                      "allocated_bytes.all.allocated": total, "allocated_bytes.all.freed": freed,
+                      "allocation.all.current": n, "allocation.all.peak": npeak,
+                      "allocation.all.allocated": nall, "allocation.all.freed": nfreed,
+                      "reserved_bytes.all.current": cur, "reserved_bytes.all.peak": peak, "num_ooms": ooms})
+    elif torch.cuda.is_available() and torch.cuda.is_initialized():
+        own = torch.cuda.memory_stats(device)
+        stats.update({k: own[k] for k in _TORCH_KEYS if k in own})
+    stats["dpmem_bytes.all.current"] = dpmem.live_bytes()
+    stats["dpmem_bytes.all.peak"] = dpmem.peak_bytes()
+    for cat in dpmem.categories():
+        stats["dpmem_bytes.%s.current" % cat] = dpmem.live_bytes(cat)
+        stats["dpmem_bytes.%s.peak" % cat] = dpmem.peak_bytes(cat)
+        stats["dpmem_bytes.%s.at_peak" % cat] = dpmem.bytes_at_peak(cat)
+    return stats
+
+
+def max_memory_allocated(device=None):
+    """torch.cuda.max_memory_allocated(): the peak of bytes PyTorch held from the allocator since the
+    start or the last reset_peak_memory_stats() (0 when no CUDA memory was ever allocated)."""
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+
+def memory_allocated(device=None):
+    """torch.cuda.memory_allocated(): the bytes PyTorch holds from the allocator now."""
+    return memory_stats(device).get("allocated_bytes.all.current", 0)
+
+
+def reset_peak_memory_stats(device=None):
+    """torch.cuda.reset_peak_memory_stats(): every peak of memory_stats() starts again from what is live
+    now, the allocator's and the kit's (dpmem.reset_peak())."""
+    if _alloc is not None:
+        _alloc.dpmem_torch_reset_peak()
+    elif torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats(device)
+    dpmem.reset_peak()
 
 
 @contextlib.contextmanager

@@ -93,6 +93,10 @@ static int cuda(void) {
     if (dpmem_cuda_malloc(&v, bytes, evaluated(tag)) == cudaSuccess) dpmem_cuda_free(v);
     dpmem_cuda_tag(v, bytes, tag, DPMEM_DEVICE);
     dpmem_cuda_untag(v);
+    char pool[64];
+    size_t pool_bytes = sizeof pool;
+    dpmem_cuda_nvtx_pool(evaluated(pool), pool_bytes);
+    dpmem_cuda_nvtx_pool_release(pool);
     dpmem_cuda_flush();
     dpmem_cuda_shutdown();
     (void)cudaGetLastError();
