@@ -16,7 +16,8 @@
    On the CUDA backend every DP kernel call goes to its `_cuda` twin (kernels/cuda/kernels_cuda.h) on
    device pointers; the host reads back only B floats per physical batch (the norms and clip factors,
    for the summary's statistics). A plan for the CUDA target allocates what that path allocates: the
-   same tags and sizes, except flash's tile, which lives on chip there (no ghost/<param>.tile).
+   same tags and sizes (flash's ghost/<param>.tile and the tied gather's .tied.tile sized by the GPU's
+   block rows, kcuda_flash_rows and kcuda_tied_rows, where the CPU's come from --flash-tile).
    Built with DP_HAVE_CUDA where the program links the CUDA backend (mk/dp.mk); without it a CUDA
    backend cannot exist in the process, and the GPU calls are never reached.
    Not here: the kernels (kernels/cpu/dp_*.c, kernels/cuda), the loop (train.c), LoRA's adapters (lora.c). */
@@ -399,8 +400,13 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         else if (run) dp_linear_norms_ghost(d->norm2, gram, A, G, B, T, din, dout, &p->io);
         kbuf_free(d->kb, gram);
     } else if (d->gpu) {
-        /* the GPU kernel keeps its tiles in registers and shared memory: no buffer (and R is fixed) */
-        if (run) DP_GPU(dp_linear_norms_flash_cuda_dt(d->norm2, NULL, A, G, B, T, din, dout, KCUDA_FLASH_R, dt, &p->io));
+        /* the GPU's Gram blocks [2, B, R, T] and partial sums: R from a fixed budget (kcuda_flash_rows),
+           the same on the plan for cuda; --flash-tile is the CPU's */
+        const int R = kcuda_flash_rows(B, T);
+        float *tile = alloc_tag(d, kcuda_flash_floats(B, T, R), "ghost", name, ".tile");
+        if (!tile) goto out;
+        if (run) DP_GPU(dp_linear_norms_flash_cuda_dt(d->norm2, tile, A, G, B, T, din, dout, R, dt, &p->io));
+        kbuf_free(d->kb, tile);
     } else {
         /* one tile pair per thread, and the row sums */
         float *tile = alloc_tag(d, dp_linear_flash_floats(B, T, d->cfg.flash_tile, nt), "ghost", name, ".tile");
@@ -556,8 +562,8 @@ static int lora_hook(DpSgd *d, int k, const GradHookArgs *a) {
    others: ‖h_b‖² by lm_head's method (flash, ghost, mixed's choice), ‖e_b‖² by token equality, and
            the cross term from u [B, T, C] (ghost/lm_head.tied_u, kept from lm_head's hook to the
            embedding's: one activation's size), its T×T gather (ghost/lm_head.tied.tile) whole for
-           ghost (as its Gram matrices), in flash tiles otherwise (none on the GPU, where it stays in
-           registers). */
+           ghost (as its Gram matrices), in flash tiles otherwise; on the GPU in block rows of
+           kcuda_tied_rows (a fixed budget), whatever the method. */
 static int tied_head(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     const int B = a->B, T = a->T, C = a->d_in, V = a->d_out;
     d->tied_head = d->cfg.norm == DP_NORM_DIRECT;
@@ -565,11 +571,15 @@ static int tied_head(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     d->tied_head = 0;
     if (rc || d->cfg.norm == DP_NORM_DIRECT) return rc;
     if (!(d->tied_u = alloc_tag(d, (size_t)B * T * C, "ghost", a->name, ".tied_u"))) return -1;
-    if (d->cuda) {
-        if (d->computes) DP_GPU(dp_tied_cross_u_cuda_dt(d->tied_u, d->s->model.tokens, a->G, a->A, B, T, C, V, d->dt, &p->io));
+    if (d->gpu) {                                /* D's block rows, of dlogits' type (kcuda_tied_rows) */
+        const int R = kcuda_tied_rows(B, T, d->dt);
+        float *rows = alloc_tag(d, kcuda_tied_cross_floats(B, T, R, d->dt), "ghost", a->name, ".tied.tile");
+        if (!rows) return -1;
+        if (d->cuda && d->computes)
+            DP_GPU(dp_tied_cross_u_cuda_dt(d->tied_u, rows, d->s->model.tokens, a->G, a->A, B, T, C, V, R, d->dt, &p->io));
+        kbuf_free(d->kb, rows);
         return 0;
     }
-    if (d->gpu) return 0;                        /* a plan for the GPU: no gather buffer there */
     const int nt = d->kb->nthreads < 1 ? 1 : d->kb->nthreads;
     const int R = d->cfg.norm == DP_NORM_GHOST ? T : d->cfg.flash_tile;
     float *gather = alloc_tag(d, dp_tied_cross_floats(T, R, nt), "ghost", a->name, ".tied.tile");
