@@ -1,8 +1,10 @@
 /* bench_cuda_kernels.cu — time of the CUDA backend's kernels at LLaMA-1B layer shapes, each beside a
    baseline measured in the same run: the cuBLAS GEMM of the same layer (what a step must pay anyway).
    Rows: attention forward/backward, fp32 (attention.cu) and bf16 (cuDNN, TFLOP/s and % of the dense
-   bf16 peak), T = 4096 and 16384, vs the q-projection GEMM; native bf16 element-wise ops as GB/s; per-sample norms
-   (direct, ghost, flash) and book-keeping vs the layer's weight-gradient GEMM; RMSNorm, cross-entropy,
+   bf16 peak), T = 4096 and 16384, vs the q-projection GEMM; native bf16 element-wise ops as GB/s;
+   per-sample norms (direct, ghost, flash) and book-keeping vs the layer's weight-gradient GEMM; flash
+   on bf16 activations at 1B shapes (2048x2048 and 2048x8192, T = 4096) and the tied lm_head's cross
+   term vs the same layer's bf16 weight-gradient GEMM; RMSNorm, cross-entropy,
    AdamW and noise as effective GB/s. Median of 5 timed runs after one warm-up, CUDA events.
    Without a GPU it prints one SKIP line and exits 0 (make bench must not fail on a laptop).
    Not here: correctness (tests/test_cuda_kernels.cu), whole training steps (the trainers' logs). */
@@ -31,6 +33,14 @@ static float *buf(size_t n, const char *tag) {
 static void fresh_backend(void) {
     kbackend_destroy(&gpu);
     if (kbackend_cuda_init(&gpu, -1) != 0) { fprintf(stderr, "bench: %s\n", kbackend_error(&gpu)); exit(1); }
+}
+
+/* dW [M, N] = gᵀ a with bf16 operands and an fp32 output (the bf16 step's weight gradient), checked. */
+static void wgrad_bf16(float *dw, const float *g, const float *a, int M, int N, int K) {
+    if (gemm_ex(&gpu, 1, 0, M, N, K, 1.0f, g, M, 0, a, N, 0, 0.0f, dw, N, 0, 1, KDT_BF16, KDT_F32)) {
+        fprintf(stderr, "bench: %s\n", kbackend_error(&gpu));
+        exit(1);
+    }
 }
 
 static int cmp(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return (x > y) - (x < y); }
@@ -176,16 +186,73 @@ int main(void) {
         float *gram = buf(2 * (size_t)B * T * T, "ghost/bench.gram");
         TIME_MS(ghost, dp_linear_norms_ghost_cuda(n2, gram, a, g, B, T, IC, OC, NULL));
         kbuf_free(&gpu, gram);
-        TIME_MS(flash, dp_linear_norms_flash_cuda(n2, NULL, a, g, B, T, IC, OC, KCUDA_FLASH_R, NULL));
+        const int R = kcuda_flash_rows(B, T);
+        float *tile = buf(kcuda_flash_floats(B, T, R), "ghost/bench.tile");
+        TIME_MS(flash, dp_linear_norms_flash_cuda(n2, tile, a, g, B, T, IC, OC, R, NULL));
+        kbuf_free(&gpu, tile);
         TIME_MS(bk, dp_linear_clipped_grad_bk_cuda(dw, a, g, cf, B, T, IC, OC));
         snprintf(extra, sizeof extra, "B=%d T=%d base %.3f ms, scratch %.0f MiB", B, T, base, (double)B * OC * IC * 4 / 1048576);
         row("direct (per-sample grads + sum of squares)", direct, base, extra);
         snprintf(extra, sizeof extra, "B=%d T=%d scratch %.0f MiB (Gram matrices)", B, T, 2.0 * B * T * T * 4 / 1048576);
         row("ghost (materialized Grams)", ghost, base, extra);
-        snprintf(extra, sizeof extra, "B=%d T=%d scratch 0 (32x32 tiles on chip)", B, T);
-        row("flash (tiled Grams, one kernel)", flash, base, extra);
+        snprintf(extra, sizeof extra, "B=%d T=%d R=%d scratch %.1f MiB (fp32 GEMMs, no TF32)", B, T, R,
+                 (double)kcuda_flash_floats(B, T, R) * 4 / 1048576);
+        row("flash (Gram block rows by cuBLAS)", flash, base, extra);
         snprintf(extra, sizeof extra, "B=%d T=%d (B GEMMs, alpha = c_b)", B, T);
         row("book-keeping clipped gradient", bk, base, extra);
+        fresh_backend();
+    }
+
+    /* flash on bf16 activations (the trainer's --precision bf16 path): the Gram block rows on tensor
+       cores, beside the same layer's weight-gradient GEMM with the same operands (bf16, fp32
+       accumulation and output: what the vanilla bf16 step pays for this layer). "Gram TFLOP/s": the
+       GEMM work flash performs (2·ri·w·(IC+OC) per block row, the diagonal blocks whole) over its time. */
+    printf("\n| flash norms, bf16, 1B shapes, B=1 T=4096 | ms | vs weight-grad GEMM (bf16) | |\n|---|---|---|---|\n");
+    {
+        const int T = 4096, B = 1, shapes[2][2] = { { 2048, 2048 }, { 2048, 8192 } };
+        uint32_t bits = 0x3C233C23u;   /* two bf16 halves of 0.00995 each: sane values in both */
+        float v16;
+        memcpy(&v16, &bits, 4);
+        for (int c = 0; c < 2; c++) {
+            const int IC = shapes[c][0], OC = shapes[c][1];
+            float *a = buf((size_t)B * T * IC / 2, "bench/a.bf16"), *g = buf((size_t)B * T * OC / 2, "bench/g.bf16");
+            float *dw = buf((size_t)OC * IC, "bench/dw"), *n2 = buf(B, "bench/norm2");
+            fill_buffer(&gpu, a, v16, (size_t)B * T * IC / 2); fill_buffer(&gpu, g, v16, (size_t)B * T * OC / 2);
+            const int R = kcuda_flash_rows(B, T);
+            float *tile = buf(kcuda_flash_floats(B, T, R), "ghost/bench.tile");
+            float base, flash;
+            TIME_MS(base, wgrad_bf16(dw, g, a, OC, IC, B * T));
+            TIME_MS(flash, dp_linear_norms_flash_cuda_dt(n2, tile, a, g, B, T, IC, OC, R, KDT_BF16, NULL));
+            double work = 0;
+            for (int i0 = 0; i0 < T; i0 += R) {
+                const double ri = T - i0 < R ? T - i0 : R;
+                work += 2.0 * ri * (i0 + ri) * (IC + OC) * B;
+            }
+            snprintf(extra, sizeof extra, "%dx%d R=%d scratch %.1f MiB; GEMM %.3f ms %.0f TFLOP/s; Gram %.0f TFLOP/s",
+                     OC, IC, R, (double)kcuda_flash_floats(B, T, R) * 4 / 1048576, base, 2.0 * T * IC * OC * B / base / 1e9,
+                     work / flash / 1e9);
+            row("flash bf16 (Gram block rows, tensor cores)", flash, base, extra);
+            fresh_backend();
+        }
+        /* the tied lm_head's cross term at llama3.2-1b's shapes (V = 128256, C = 2048): u = D A */
+        const int C1 = 2048, V = 128256;
+        float *lg = buf((size_t)T * V / 2, "bench/dlogits.bf16"), *a = buf((size_t)T * C1 / 2, "bench/a.bf16");
+        float *u = buf((size_t)T * C1, "bench/u"), *dw = buf((size_t)V * C1, "bench/dw");
+        int *tok = (int *)kbuf_alloc(&gpu, (size_t)T * sizeof(int), "bench/tokens");
+        if (!tok) { fprintf(stderr, "bench: %s\n", kbackend_error(&gpu)); exit(1); }
+        int *th = (int *)malloc((size_t)T * sizeof(int));
+        for (int t = 0; t < T; t++) th[t] = (int)(((uint64_t)t * 2654435761u) % (uint64_t)V);
+        kbuf_upload(&gpu, tok, th, (size_t)T * sizeof(int));
+        free(th);
+        fill_buffer(&gpu, lg, v16, (size_t)T * V / 2); fill_buffer(&gpu, a, v16, (size_t)T * C1 / 2);
+        const int R = kcuda_tied_rows(1, T, KDT_BF16);
+        float *rows = buf(kcuda_tied_cross_floats(1, T, R, KDT_BF16), "ghost/bench.tied.tile");
+        float base, tied;
+        TIME_MS(base, wgrad_bf16(dw, lg, a, V, C1, T));
+        TIME_MS(tied, dp_tied_cross_u_cuda_dt(u, rows, tok, lg, a, 1, T, C1, V, R, KDT_BF16, NULL));
+        snprintf(extra, sizeof extra, "T=%d C=%d V=%d R=%d; lm_head GEMM %.3f ms; u %.0f TFLOP/s", T, C1, V, R, base,
+                 2.0 * T * (double)T * C1 / tied / 1e9);
+        row("tied cross term u = D A, bf16", tied, base, extra);
         fresh_backend();
     }
 

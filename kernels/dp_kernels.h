@@ -18,7 +18,8 @@
    Scratch is the caller's (the trainer allocates it through kbuf_alloc under the `per_sample_grads`,
    `ghost` tags). Every function that reads the big operands accounts its memory traffic in a DpIO
    when one is given: the bytes a GPU kernel would move to and from global memory (A, G, the Gram
-   matrices, the norms), not the cache traffic of this CPU code; flash's tiles are on-chip there.
+   matrices, the norms), not the cache traffic of this CPU code; flash's tiles are on-chip in that
+   kernel (the CUDA backend's flash, Gram block rows by cuBLAS, counts its own larger figure).
 
    Dimension letters: B samples (one sequence each, the privacy unit), T time steps, IC inputs, OC
    outputs, C width, V vocabulary, R tile size. Row-major fp32; sums of squares accumulate in double.

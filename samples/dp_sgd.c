@@ -16,7 +16,8 @@
    On the CUDA backend every DP kernel call goes to its `_cuda` twin (kernels/cuda/kernels_cuda.h) on
    device pointers; the host reads back only B floats per physical batch (the norms and clip factors,
    for the summary's statistics). A plan for the CUDA target allocates what that path allocates: the
-   same tags and sizes, except flash's tile, which lives on chip there (no ghost/<param>.tile).
+   same tags and sizes (flash's ghost/<param>.tile and the tied gather's .tied.tile sized by the GPU's
+   block rows, kcuda_flash_rows and kcuda_tied_rows, where the CPU's come from --flash-tile).
    Built with DP_HAVE_CUDA where the program links the CUDA backend (mk/dp.mk); without it a CUDA
    backend cannot exist in the process, and the GPU calls are never reached.
    Not here: the kernels (kernels/cpu/dp_*.c, kernels/cuda), the loop (train.c), LoRA's adapters (lora.c). */
@@ -338,8 +339,8 @@ static void direct_norms(DpSgd *d, float *norm2, float *first, float *rest, cons
    more flops on the same number. On the first physical batch of a step dW is still zero, so sample
    0's gradient goes straight into it (one slice less; not for --norm direct, whose B·|θ| is the
    Opacus baseline being measured). a_owned: A is ours to keep and free (LoRA's hs).
-   Under checkpointing the backward keeps only what the hooks ask for: d->keep_bits says which
-   (A where G is copied, G where it is borrowed). */
+   The backward keeps only what the hooks ask for (with or without checkpointing): d->keep_bits says
+   which (A where G is copied, G where it is borrowed). */
 static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float *A, const float *G,
                        int B, int T, int din, int dout, float *a_owned, float *g_owned, float *dw) {
     const int bk = d->cfg.clip == DP_CLIP_BK, run = d->computes;
@@ -399,8 +400,13 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         else if (run) dp_linear_norms_ghost(d->norm2, gram, A, G, B, T, din, dout, &p->io);
         kbuf_free(d->kb, gram);
     } else if (d->gpu) {
-        /* the GPU kernel keeps its tiles in registers and shared memory: no buffer (and R is fixed) */
-        if (run) DP_GPU(dp_linear_norms_flash_cuda_dt(d->norm2, NULL, A, G, B, T, din, dout, KCUDA_FLASH_R, dt, &p->io));
+        /* the GPU's Gram blocks [2, B, R, T] and partial sums: R from a fixed budget (kcuda_flash_rows),
+           the same on the plan for cuda; --flash-tile is the CPU's */
+        const int R = kcuda_flash_rows(B, T);
+        float *tile = alloc_tag(d, kcuda_flash_floats(B, T, R), "ghost", name, ".tile");
+        if (!tile) goto out;
+        if (run) DP_GPU(dp_linear_norms_flash_cuda_dt(d->norm2, tile, A, G, B, T, din, dout, R, dt, &p->io));
+        kbuf_free(d->kb, tile);
     } else {
         /* one tile pair per thread, and the row sums */
         float *tile = alloc_tag(d, dp_linear_flash_floats(B, T, d->cfg.flash_tile, nt), "ghost", name, ".tile");
@@ -421,7 +427,7 @@ out:
     if (bk && !keep_psg) {
         if (borrow) {
             /* lm_head: G is the logits buffer turned into dlogits in place, which the backward keeps
-               (retain_saved, or GRAD_HOOK_KEEP_G) until llama_release_saved: N x V not copied */
+               (GRAD_HOOK_KEEP_G) until llama_release_saved: N x V not copied */
             p->G = (float *)G;
             p->G_borrowed = 1;
             d->keep_bits |= GRAD_HOOK_KEEP_G;
@@ -556,8 +562,8 @@ static int lora_hook(DpSgd *d, int k, const GradHookArgs *a) {
    others: ‖h_b‖² by lm_head's method (flash, ghost, mixed's choice), ‖e_b‖² by token equality, and
            the cross term from u [B, T, C] (ghost/lm_head.tied_u, kept from lm_head's hook to the
            embedding's: one activation's size), its T×T gather (ghost/lm_head.tied.tile) whole for
-           ghost (as its Gram matrices), in flash tiles otherwise (none on the GPU, where it stays in
-           registers). */
+           ghost (as its Gram matrices), in flash tiles otherwise; on the GPU in block rows of
+           kcuda_tied_rows (a fixed budget), whatever the method. */
 static int tied_head(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     const int B = a->B, T = a->T, C = a->d_in, V = a->d_out;
     d->tied_head = d->cfg.norm == DP_NORM_DIRECT;
@@ -565,11 +571,15 @@ static int tied_head(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     d->tied_head = 0;
     if (rc || d->cfg.norm == DP_NORM_DIRECT) return rc;
     if (!(d->tied_u = alloc_tag(d, (size_t)B * T * C, "ghost", a->name, ".tied_u"))) return -1;
-    if (d->cuda) {
-        if (d->computes) DP_GPU(dp_tied_cross_u_cuda_dt(d->tied_u, d->s->model.tokens, a->G, a->A, B, T, C, V, d->dt, &p->io));
+    if (d->gpu) {                                /* D's block rows, of dlogits' type (kcuda_tied_rows) */
+        const int R = kcuda_tied_rows(B, T, d->dt);
+        float *rows = alloc_tag(d, kcuda_tied_cross_floats(B, T, R, d->dt), "ghost", a->name, ".tied.tile");
+        if (!rows) return -1;
+        if (d->cuda && d->computes)
+            DP_GPU(dp_tied_cross_u_cuda_dt(d->tied_u, rows, d->s->model.tokens, a->G, a->A, B, T, C, V, R, d->dt, &p->io));
+        kbuf_free(d->kb, rows);
         return 0;
     }
-    if (d->gpu) return 0;                        /* a plan for the GPU: no gather buffer there */
     const int nt = d->kb->nthreads < 1 ? 1 : d->kb->nthreads;
     const int R = d->cfg.norm == DP_NORM_GHOST ? T : d->cfg.flash_tile;
     float *gather = alloc_tag(d, dp_tied_cross_floats(T, R, nt), "ghost", a->name, ".tied.tile");
@@ -662,7 +672,7 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
         if (a->kind == HOOK_LINEAR) {            /* lm_head's part of the tied matrix */
             d->keep_bits = 0;
             if (tied_head(d, &d->ps[d->n_params], a)) return -1;
-            return GRAD_HOOK_SKIP_DW | (d->ckpt ? d->keep_bits : 0);
+            return GRAD_HOOK_SKIP_DW | d->keep_bits;
         }
         return tied_embedding(d, p, a) ? -1 : GRAD_HOOK_SKIP_DW;
     }
@@ -730,7 +740,7 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
     }
     d->keep_bits = 0;
     if (linear_norm(d, p, a->name, a->A, a->G, B, T, din, dout, NULL, NULL, a->dW)) return -1;
-    return GRAD_HOOK_SKIP_DW | (d->ckpt ? d->keep_bits : 0);
+    return GRAD_HOOK_SKIP_DW | d->keep_bits;
 }
 
 /* ---- one physical batch -------------------------------------------------------------------------- */
@@ -940,15 +950,19 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     }
     const int bk = d->cfg.clip == DP_CLIP_BK;
     d->retain = bk && d->cfg.norm != DP_NORM_DIRECT && d->n_lora == 0;   /* LoRA adapters keep psg */
-    /* bk keeps A and G: every saved activation (retain_saved), or under checkpointing only the A's the
-       hooks ask for (GRAD_HOOK_KEEP_*: the recomputed layer inputs, lm_head's dlogits) */
+    /* bk keeps A and G: only the A's the hooks ask for (GRAD_HOOK_KEEP_*: the inputs of layers whose
+       G is copied, lm_head's dlogits), with or without checkpointing; every other activation is freed
+       as the backward passes it, as in the vanilla backward. Retaining them all (retain_saved) held
+       the whole forward's activations beside the kept per-sample gradients: 1b T=4096 bf16 B=1+1
+       flash+bk peaked at 1.138x vanilla's, 3.1 GB of that per-sample gradients on top of 5.6 GB of
+       activations no hook needed. */
     /* ghost two-pass (fp32, no checkpointing, no LoRA), where it costs no memory: the first backward
        leaves the activations (and lm_head's output gradient) in place, so the second is a backward
        again with no second forward (see again_fits) */
     const int again = !bk && !d->clip_in_hooks && !d->ckpt && d->n_lora == 0 && !d->tied && d->cfg.norm == DP_NORM_GHOST &&
                       again_fits(d, m);
     GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
-                    .retain_saved = d->retain && !d->ckpt, .frozen_too = d->n_lora > 0, .keep_activations = again };
+                    .retain_saved = 0, .frozen_too = d->n_lora > 0, .keep_activations = again };
     d->pass = 1;
     if (fill_buffer(d->kb, d->norm2, 0.0f, (size_t)B)) return -1;
     if (train_backward_scaled(s, &h, per_sample_scale)) { free_kept(d); return -1; }

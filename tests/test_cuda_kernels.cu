@@ -290,6 +290,47 @@ static void test_attention(int B, int T, int NH, int NKV, int HS) {
 }
 
 /* ---- DP ------------------------------------------------------------------------------------------ */
+/* The GPU flash norms in block rows of R (a and g device pointers of dt) into norm2 = n0 + ‖g_b‖², held
+   to the CPU twin's `ref`: the scratch is poisoned (NaN: a Gram entry or partial read before it is
+   written fails) and followed by a guard that must come back untouched (nothing written past
+   kcuda_flash_floats); a second run gives the same bits (fixed-order partial sums, no atomics); the
+   IO is that of its schedule (per block row: rows 0..w of a and g read for both GEMM operands, the
+   two ri × w Gram blocks written and read back, the partials written and read; the norms written). */
+static void check_flash(const float *ga, const float *gg, const float *n0, const float *ref, int B, int T, int IC, int OC,
+                        int R, KDtype dt, float rtol, const char *label) {
+    const size_t nf = kcuda_flash_floats(B, T, R), guard = 64;
+    float *scr = on_gpu(NULL, nf + guard), ones[64];
+    for (size_t i = 0; i < guard; i++) ones[i] = 1.0f;
+    kbuf_upload(&gpu, scr + nf, ones, sizeof ones);
+    float *gn = on_gpu(n0, B);
+    DpIO io = { 0, 0 };
+    dp_linear_norms_flash_cuda_dt(gn, scr, ga, gg, B, T, IC, OC, R, dt, &io);
+    char nm[96];
+    snprintf(nm, sizeof nm, "%s T=%d R=%d B=%d", label, T, R, B);
+    validate_result(gn, ref, nm, B, 0, rtol);
+    float *first = from_gpu(gn, B), *tail = from_gpu(scr + nf, guard);
+    size_t touched = 0;
+    for (size_t i = 0; i < guard; i++) touched += tail[i] != 1.0f;
+    CHECK(touched == 0);
+    if (touched) fprintf(stderr, "FAIL %s: %zu guard floats past the scratch overwritten\n", nm, touched);
+    kbuf_upload(&gpu, gn, n0, (size_t)B * 4);
+    dp_linear_norms_flash_cuda_dt(gn, scr, ga, gg, B, T, IC, OC, R, dt, NULL);
+    float *second = from_gpu(gn, B);
+    CHECK(memcmp(first, second, (size_t)B * 4) == 0);
+    const int Rc = R > T ? T : R;
+    uint64_t rd = 0, wr = 0, blocks = 0;
+    for (int i0 = 0; i0 < T; i0 += Rc, blocks++) {
+        const uint64_t ri = (uint64_t)(T - i0 < Rc ? T - i0 : Rc), w = (uint64_t)i0 + ri;
+        rd += (ri + w) * (uint64_t)(IC + OC) * 4 + 2 * ri * w * 4;
+        wr += 2 * ri * w * 4;
+    }
+    const uint64_t parts = blocks * KCUDA_FLASH_PARTS * 8;
+    CHECK_EQ_U(io.read, (uint64_t)B * (rd + parts));
+    CHECK_EQ_U(io.written, (uint64_t)B * (wr + parts + 4));
+    free(first); free(tail); free(second);
+    kbuf_free(&gpu, gn); kbuf_free(&gpu, scr);
+}
+
 static void test_dp(void) {
     const int B = 3, T = 17, IC = 67, OC = 45, C = 67;
     /* Training GEMMs in bf16: the DP kernels must not follow (they are fp32 whatever the setting,
@@ -300,7 +341,6 @@ static void test_dp(void) {
     for (int b = 0; b < B; b++) n0[b] = 0.5f + b;   /* norm2 accumulates into what is there */
     float *ga = on_gpu(a, na), *gg = on_gpu(g, ng);
     float ref[3];
-    alignas(8) float tile[2 * 3 * 5 + 2 * 32 * 32];   /* dp_linear_flash_floats(3, T ≤ 135, 32, 1): row sums are doubles */
     float *psg_h = (float *)malloc((size_t)B * OC * IC * sizeof(float));
     memcpy(ref, n0, sizeof ref);
     DpIO cio = {0, 0}, gio = {0, 0};
@@ -324,22 +364,23 @@ static void test_dp(void) {
         validate_result(gn, before, "dp norms with B = 0: norm2 untouched", B, 0, 0);
         free(before);
     }
-    const int flashT[3] = { 17, 70, 135 };   /* 1 partial time block; 3 (rows {0,2}, {1}); 5 (rows {0,4}, {1,3}, {2}) */
+    /* flash in block rows against the CPU twin (its tile 32): one block (R ≥ T), T a multiple of R
+       and not (a short last block row), R = 1, and the trainer's R from the budget */
+    const int flashT[3] = { 17, 70, 135 };
+    const int flashR[3][4] = { { 17, 5, 1, 0 }, { 35, 16, 64, 0 }, { 45, 32, 64, 0 } };
     for (int f = 0; f < 3; f++) {
         const int Tt = flashT[f];
         size_t na2 = (size_t)B * Tt * IC, ng2 = (size_t)B * Tt * OC;
         float *a2 = rand_host(na2, 1), *g2 = rand_host(ng2, 1), ref2[3];
         memcpy(ref2, n0, sizeof ref2);
-        DpIO c2 = {0, 0}, g2io = {0, 0};
-        dp_linear_norms_flash(ref2, tile, a2, g2, B, Tt, IC, OC, 32, 1, &c2);
+        float *tile = (float *)malloc(dp_linear_flash_floats(B, Tt, 32, 1) * sizeof(float));
+        dp_linear_norms_flash(ref2, tile, a2, g2, B, Tt, IC, OC, 32, 1, NULL);
         float *ga2 = on_gpu(a2, na2), *gg2 = on_gpu(g2, ng2);
-        kbuf_upload(&gpu, gn, n0, B * 4);
-        dp_linear_norms_flash_cuda(gn, NULL, ga2, gg2, B, Tt, IC, OC, 32, &g2io);
-        char nm[48];
-        snprintf(nm, sizeof nm, "dp norms flash T=%d", Tt);
-        validate_result(gn, ref2, nm, B, 0, 1e-5f);
-        CHECK_EQ_U(g2io.read, c2.read); CHECK_EQ_U(g2io.written, c2.written);
-        free(a2); free(g2);
+        for (int r = 0; r < 4; r++) {
+            const int R = flashR[f][r] ? flashR[f][r] : kcuda_flash_rows(B, Tt);
+            check_flash(ga2, gg2, n0, ref2, B, Tt, IC, OC, R, KDT_F32, 1e-5f, "dp norms flash");
+        }
+        free(a2); free(g2); free(tile);
     }
     /* embedding norms: repeated tokens; double accumulation both sides */
     int *tok = rand_tokens((size_t)B * T, 7);   /* a small vocabulary: many equal pairs */
@@ -367,12 +408,26 @@ static void test_dp(void) {
         int *ttok = rand_tokens((size_t)B * T, Vt);
         float *lg = rand_host((size_t)B * T * Vt, 1), *ta = rand_host((size_t)B * T * C, 1);
         float *tu = (float *)malloc((size_t)B * T * C * 4), *tscr = (float *)malloc((size_t)T * T * 4), tref[3];
-        DpIO c3 = {0, 0}, g3 = {0, 0};
+        DpIO c3 = {0, 0}, g3 = {0, 0}, cu = {0, 0};
         dp_tied_cross_u(tu, tscr, ttok, lg, ta, B, T, C, Vt, T, 1, NULL);
         int *gttok = ints_on(&gpu, ttok, (size_t)B * T);
         float *glg = on_gpu(lg, (size_t)B * T * Vt), *gta = on_gpu(ta, (size_t)B * T * C), *gtu = on_gpu(NULL, (size_t)B * T * C);
-        dp_tied_cross_u_cuda_dt(gtu, gttok, glg, gta, B, T, C, Vt, KDT_F32, NULL);
-        validate_result(gtu, tu, "dp tied cross u", (size_t)B * T * C, 1e-5f, 1e-5f);
+        /* D's block rows: all of T, a short last block row (17 = 3·5 + 2), one row at a time; the
+           scratch poisoned, the output poisoned again before each run */
+        const int tiedR[3] = { T, 5, 1 };
+        for (int r = 0; r < 3; r++) {
+            float *gscr = on_gpu(NULL, kcuda_tied_cross_floats(B, T, tiedR[r], KDT_F32));
+            cudaCheck(cudaMemset(gtu, 0xFF, (size_t)B * T * C * 4));
+            DpIO gu = {0, 0};
+            dp_tied_cross_u_cuda_dt(gtu, gscr, gttok, glg, gta, B, T, C, Vt, tiedR[r], KDT_F32, &gu);
+            char nm[48];
+            snprintf(nm, sizeof nm, "dp tied cross u R=%d", tiedR[r]);
+            validate_result(gtu, tu, nm, (size_t)B * T * C, 1e-5f, 1e-5f);
+            cu = (DpIO){ 0, 0 };
+            dp_tied_cross_u(tu, tscr, ttok, lg, ta, B, T, C, Vt, tiedR[r], 1, &cu);   /* the CPU's figure at the same R */
+            CHECK_EQ_U(gu.read, cu.read); CHECK_EQ_U(gu.written, cu.written);
+            kbuf_free(&gpu, gscr);
+        }
         memcpy(tref, n0, sizeof tref);
         dp_tied_cross_dot(tref, ge, tu, B, T, C, &c3);
         kbuf_upload(&gpu, gn, n0, B * 4);
@@ -421,7 +476,8 @@ static void test_dp(void) {
     kcuda_set_gemm_precision(KCUDA_GEMM_FP32);   /* the plain gradient below is a training GEMM */
     float *gones = on_gpu(NULL, B), *gw_dp = on_gpu(NULL, (size_t)OC * IC), *gw_plain = on_gpu(NULL, (size_t)OC * IC);
     kbuf_upload(&gpu, gn, n0, B * 4);
-    dp_linear_norms_flash_cuda(gn, NULL, ga, gg, B, T, IC, OC, 32, NULL);
+    float *fscr = on_gpu(NULL, kcuda_flash_floats(B, T, kcuda_flash_rows(B, T)));
+    dp_linear_norms_flash_cuda(gn, fscr, ga, gg, B, T, IC, OC, kcuda_flash_rows(B, T), NULL);
     dp_clip_factors_cuda(gones, gn, B, 1e30f);
     float onesh[3] = { 1, 1, 1 };
     validate_result(gones, onesh, "dp huge C: clip factors are 1", B, 0, 0);
@@ -545,10 +601,35 @@ static void test_bf16(void) {
     kbuf_upload(&gpu, gn, zero, sizeof zero);
     dp_linear_norms_ghost_cuda_dt(gn, gram, ga, gg, Bs, T, IC, OC, KDT_BF16, NULL);
     validate_result(gn, ref, "dp bf16 norms ghost", Bs, 0, 1e-5f);
-    kbuf_upload(&gpu, gn, zero, sizeof zero);
-    dp_linear_norms_flash_cuda_dt(gn, NULL, ga, gg, Bs, T, IC, OC, 32, KDT_BF16, NULL);
-    validate_result(gn, ref, "dp bf16 norms flash", Bs, 0, 1e-5f);
+    /* flash with bf16 operands (exact products, fp32 sums: the fp32 tolerance) against the direct
+       reference: T = 70 in one block, in blocks of 32 (a short last row) and of 7 */
+    {
+        const int bR[4] = { 70, 32, 7, 0 };
+        for (int r = 0; r < 4; r++)
+            check_flash(ga, gg, zero, ref, Bs, T, IC, OC, bR[r] ? bR[r] : kcuda_flash_rows(Bs, T), KDT_BF16, 1e-5f, "dp bf16 norms flash");
+    }
     int *tok = rand_tokens((size_t)Bs * T, 7), *gtok = ints_on(&gpu, tok, (size_t)Bs * T);
+    {   /* the tied cross term's u = D A on bf16 dlogits and a: the gather is exact, the GEMM's products
+           exact in fp32 and its sums over T = 70 fp32, so the fp32 tolerance; D whole and in block
+           rows of 32 (a short last one) */
+        const int Vt = 11;
+        uint16_t *lg16 = rand_bf16((size_t)Bs * T * Vt, 1);
+        float *lg = widened(lg16, (size_t)Bs * T * Vt), *tu = (float *)malloc(ne * 4), *tscr = (float *)malloc((size_t)T * T * 4);
+        int *ttok = rand_tokens((size_t)Bs * T, Vt), *gttok = ints_on(&gpu, ttok, (size_t)Bs * T);
+        dp_tied_cross_u(tu, tscr, ttok, lg, e, Bs, T, Cd, Vt, T, 1, NULL);
+        float *glg = (float *)bytes_on(&gpu, lg16, (size_t)Bs * T * Vt * 2), *gtu = on_gpu(NULL, ne);
+        const int tR[2] = { T, 32 };
+        for (int r = 0; r < 2; r++) {
+            float *gscr = on_gpu(NULL, kcuda_tied_cross_floats(Bs, T, tR[r], KDT_BF16));
+            cudaCheck(cudaMemset(gtu, 0xFF, ne * 4));
+            dp_tied_cross_u_cuda_dt(gtu, gscr, gttok, glg, ge, Bs, T, Cd, Vt, tR[r], KDT_BF16, NULL);
+            char nm[48];
+            snprintf(nm, sizeof nm, "dp bf16 tied cross u R=%d", tR[r]);
+            validate_result(gtu, tu, nm, ne, 1e-5f, 1e-5f);
+            kbuf_free(&gpu, gscr);
+        }
+        free(lg16); free(lg); free(tu); free(tscr); free(ttok);
+    }
     memcpy(ref, zero, sizeof ref);
     dp_embedding_norms(ref, tok, e, Bs, T, Cd, NULL);
     kbuf_upload(&gpu, gn, zero, sizeof zero);

@@ -9,9 +9,10 @@
    Threads: the rows (sample b, block i) are the units of work, biggest first (row i has i+1 tiles);
    each row's sum goes to its own slot and a sample's rows are added in order afterwards, so the norms
    do not depend on the number of threads or on which thread ran which row.
-   The IO figure assumes the GPU schedule this mirrors: for each row i, block i of a and g is read
-   once and kept on chip, each block j ≤ i is streamed in; tiles never leave the chip; only the B
-   norms are written. Not here: a fused GPU kernel (kernels/cuda). */
+   The IO figure assumes a fused GPU schedule: for each row i, block i of a and g is read once and
+   kept on chip, each block j ≤ i is streamed in; tiles never leave the chip; only the B norms are
+   written. Not here: the CUDA flash (kernels/cuda/dp_norms.cu: Gram block rows by cuBLAS through
+   bounded scratch, which counts its own traffic). */
 #include "dp_kernels.h"
 #include "cpu/vmath.h"
 

@@ -4,18 +4,21 @@
 
      direct   psg[b] = g_bᵀ a_b for all b in one strided-batched cuBLAS GEMM, then Σ psg².
      ghost    both Gram matrices of every sample by two batched GEMMs (gram [2,B,T,T]), then ⟨·,·⟩.
-     flash    one kernel, grid (time blocks i and nI-1-i, sample b): for j ≤ i it forms the 32×32 tiles
-              a_i a_jᵀ and g_i g_jᵀ in registers (8 per thread), streaming 32-wide column chunks of
-              a and g through shared memory, and adds w·Σ tile∘tile (w = 2 off the diagonal).
-              No T×T buffer and no scratch: global memory sees a and g read, B norms written.
+     flash    block rows of R time steps (R from kcuda_flash_rows: a fixed byte budget): for row I two
+              strided-batched GEMMs form a_I a_{0..I}ᵀ and g_I g_{0..I}ᵀ [R × (I+1)R] for every
+              sample into the scratch (tensor cores for bf16 operands), one kernel adds
+              w·Σ ga∘gg (w = 2 off the diagonal block) into fixed partial slots; the partials are
+              added in order at the end. The scratch is [2, B, R, T] + partials, never T×T.
      embedding  one warp per position t: lanes compare token t with 32 earlier tokens at a time
               (ballot), the warp dots g_t with each match.
      rmsnorm  psg[b] = Σ_t dout·inp·rstd, one thread per (b, column).
-     tied     the cross term of a tied embedding (dp_norms_tied.c): u_bt = Σ_s dlogits_bs[tok_bt] a_bs,
-              one block per (t, b), the gather in registers; then 2 Σ_t g_bt·u_bt per sample.
-   Per-sample sums are added in double into a module accumulator (double atomics: the order of
-   additions may vary between runs by a double ulp, invisible after rounding to the float norm2),
-   then one kernel adds them into norm2 and clears the accumulator.
+     tied     the cross term of a tied embedding (dp_norms_tied.c): U = D A, D[t,s] = dlogits_s[tok_t],
+              D's block rows gathered into the scratch and multiplied by cuBLAS; then
+              2 Σ_t g_bt·u_bt per sample.
+   Per-sample sums (except flash's, which are fixed-order partials) are added in double into a
+   module accumulator (double atomics: the order of additions may vary between runs by a double
+   ulp, invisible after rounding to the float norm2), then one kernel adds them into norm2 and
+   clears the accumulator.
    Book-keeping: dw += Σ_b c_b g_bᵀ a_b as B cuBLAS GEMMs with alpha = c_b (c is read back to the host
    first, so samples with c_b = 0, e.g. a non-finite gradient, are skipped exactly as on the CPU).
 
@@ -24,10 +27,12 @@
    matrices, norms and sums stay fp32/double. The fp32 entries are the `_dt` ones with KDT_F32.
    Precision: every GEMM here is full fp32 whatever DPMEM_CUDA_GEMM says. The privacy guarantee rests
    on ‖c_b g_b‖ ≤ C; a norm measured with TF32 or bf16 inputs (relative error ~1e-3 / ~1e-2) could
-   let a clipped per-sample gradient exceed C by that much. The flash kernel is fp32 by construction.
+   let a clipped per-sample gradient exceed C by that much (docs/CUDA_BACKEND.md, "Precision of
+   the DP kernels"). With fp32 activations flash's Grams are plain fp32 GEMMs (CUDA cores).
 
-   Not here: the choice of method per layer (samples/dp_sgd.c, dp_mixed_uses_gram), tensor-core
-   tiles for flash (fp32 CUDA cores for now), more than KCUDA_MAX_B samples per call. */
+   Not here: the choice of method per layer (samples/dp_sgd.c, dp_mixed_uses_gram), the choice of
+   R (kernels_cuda.h, a pure function of the shapes: the plan for cuda uses it too), a fused
+   CUTLASS kernel that would keep the Gram blocks on chip, more than KCUDA_MAX_B samples per call. */
 #include "cuda_common.cuh"
 #include "ops_cuda.h"
 
@@ -121,54 +126,43 @@ void dp_linear_norms_ghost_cuda_dt(float *norm2, float *gram, const float *a, co
     }
 }
 
-#define FL_R 32           /* KCUDA_FLASH_R */
-#define FL_THREADS 256    /* 32 columns × 8 row groups; each thread owns 4 tile entries */
+/* ---- flash: Gram matrices in block rows, by cuBLAS ---------------------------------------------
+   Block row I (rows i0 = I·R .. i0+ri of sample b, w = i0 + ri) of both Gram matrices:
+     ga[b] = a_b[i0:i0+ri] · a_b[0:w]ᵀ, gg[b] = g_b[i0:i0+ri] · g_b[0:w]ᵀ   (ri × w, row-major, ld w),
+   each one strided-batched GEMM over the B samples (stride R·T floats in the scratch). Its columns
+   below i0 are the off-diagonal blocks J < I (weight 2: the Gram matrices are symmetric, the blocks
+   above the diagonal are never formed); columns i0..w the diagonal block, formed whole (weight 1).
+   Operands of dt (bf16: exact products), CUBLAS_COMPUTE_32F, fp32 Gram entries: no TF32 here. */
 
-/* tile[r][s] += Σ_c X[i0 + r, c] · X[j0 + s, c] over the D columns of X (rows of width D). */
-template <typename E>
-__device__ __forceinline__ void flash_tile(float t[4], const E *X, int D, int T, int i0, int j0,
-                                           float (*si)[FL_R + 1], float (*sj)[FL_R + 1]) {
-    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-    for (int c0 = 0; c0 < D; c0 += FL_R) {
-        __syncthreads();
-        for (int e = threadIdx.x; e < FL_R * FL_R; e += FL_THREADS) {
-            int rr = e / FL_R, cc = e % FL_R, c = c0 + cc;
-            si[rr][cc] = (i0 + rr < T && c < D) ? ld(X, (size_t)(i0 + rr) * D + c) : 0.0f;
-            sj[rr][cc] = (j0 + rr < T && c < D) ? ld(X, (size_t)(j0 + rr) * D + c) : 0.0f;
-        }
-        __syncthreads();
-        for (int cc = 0; cc < FL_R; cc++) {
-            float xj = sj[tx][cc];
-            for (int k = 0; k < 4; k++) t[k] += si[ty + 8 * k][cc] * xj;
-        }
-    }
-}
-
-/* Block x owns the time-block rows I = x and I = nI-1-x (once when they coincide): row I visits
-   I+1 tile pairs, so every block does nI+1 of them and no block is the long tail. */
-template <typename E>
-__global__ void __launch_bounds__(FL_THREADS)
-flash_norm_kernel(double *acc, const E *a, const E *g, int T, int IC, int OC, int nI) {
-    __shared__ float si[FL_R][FL_R + 1], sj[FL_R][FL_R + 1];
+/* part[(b·nI + I)·P + x] = Σ over rows r ≡ x (mod P) of Σ_c w_c · ga[r,c] · gg[r,c], in double;
+   grid (P, B). Each thread's columns and the block reduction have a fixed order: deterministic. */
+__global__ void flash_rows_kernel(double *part, const float *ga, const float *gg, size_t stride,
+                                  int ri, int w, int i0, int I, int nI) {
     __shared__ double sh[32];
     const int b = blockIdx.y;
-    const E *ab = a + (size_t)b * T * IC, *gb = g + (size_t)b * T * OC;
-    const int I0 = (int)blockIdx.x, I1 = nI - 1 - I0;
+    const float *xa = ga + (size_t)b * stride, *xg = gg + (size_t)b * stride;
     double s = 0.0;
-    for (int r = 0; r < 2; r++) {
-        const int I = r == 0 ? I0 : I1;
-        if (r == 1 && I1 == I0) break;           /* block-uniform */
-        for (int J = 0; J <= I; J++) {
-            float ta[4] = {0, 0, 0, 0}, tg[4] = {0, 0, 0, 0};
-            flash_tile(ta, ab, IC, T, I * FL_R, J * FL_R, si, sj);
-            flash_tile(tg, gb, OC, T, I * FL_R, J * FL_R, si, sj);
-            double st = 0.0;   /* rows or columns past T were loaded as 0: their entries are 0 */
-            for (int k = 0; k < 4; k++) st += (double)ta[k] * tg[k];
-            s += (I == J ? 1.0 : 2.0) * st;
+    for (int r = blockIdx.x; r < ri; r += gridDim.x) {
+        const float *ra = xa + (size_t)r * w, *rg = xg + (size_t)r * w;
+        double off = 0.0, diag = 0.0;
+        for (int c = threadIdx.x; c < w; c += blockDim.x) {
+            const double p = (double)ra[c] * (double)rg[c];
+            if (c < i0) off += p; else diag += p;
         }
+        s += 2.0 * off + diag;
     }
     s = kcuda_block_sum_d(s, sh);
-    if (threadIdx.x == 0) atomicAdd(&acc[b], s);
+    if (threadIdx.x == 0) part[((size_t)b * nI + I) * gridDim.x + blockIdx.x] = s;
+}
+
+/* norm2[b] += Σ_k part[b·n + k], in a fixed order; one block per sample. */
+__global__ void flash_finalize_kernel(float *norm2, const double *part, int n) {
+    __shared__ double sh[32];
+    const double *pb = part + (size_t)blockIdx.x * n;
+    double s = 0.0;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) s += pb[k];
+    s = kcuda_block_sum_d(s, sh);
+    if (threadIdx.x == 0) norm2[blockIdx.x] += (float)s;
 }
 
 void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const float *g,
@@ -178,25 +172,40 @@ void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const
 
 void dp_linear_norms_flash_cuda_dt(float *norm2, float *tile, const float *a, const float *g,
                                    int B, int T, int IC, int OC, int R, KDtype dt, DpIO *io) {
-    (void)tile; (void)R;
     check_b(B, "dp_linear_norms_flash");
     if (B <= 0 || T <= 0) return;
-    int nI = (T + FL_R - 1) / FL_R;
-    dim3 grid((nI + 1) / 2, B);
-    if (dt == KDT_BF16)
-        flash_norm_kernel<<<grid, FL_THREADS>>>(acc_ptr(), (const uint16_t *)a, (const uint16_t *)g, T, IC, OC, nI);
-    else flash_norm_kernel<<<grid, FL_THREADS>>>(acc_ptr(), a, g, T, IC, OC, nI);
+    if (!tile) {
+        fprintf(stderr, "dp_linear_norms_flash (cuda): no scratch (kcuda_flash_floats(B, T, R) floats are needed)\n");
+        exit(EXIT_FAILURE);
+    }
+    R = kcuda_clamp_rows(T, R);
+    const int nI = (T + R - 1) / R, P = KCUDA_FLASH_PARTS;
+    const size_t stride = (size_t)R * T, e = KDT_SIZE(dt);
+    float *ga = tile, *gg = tile + (size_t)B * stride;
+    double *part = (double *)(tile + 2 * (size_t)B * stride);   /* 8-byte aligned: 2·B·R·T floats before it */
+    const char *ac = (const char *)a, *gc = (const char *)g;
+    for (int I = 0; I < nI; I++) {
+        const int i0 = I * R, ri = T - i0 < R ? T - i0 : R, w = i0 + ri;
+        kcuda_gemm_ex_fp32acc(0, 1, ri, w, IC, 1.0f, ac + (size_t)i0 * IC * e, IC, (long long)T * IC,
+                              a, IC, (long long)T * IC, 0.0f, ga, w, (long long)stride, B, dt, KDT_F32);
+        kcuda_gemm_ex_fp32acc(0, 1, ri, w, OC, 1.0f, gc + (size_t)i0 * OC * e, OC, (long long)T * OC,
+                              g, OC, (long long)T * OC, 0.0f, gg, w, (long long)stride, B, dt, KDT_F32);
+        flash_rows_kernel<<<dim3(P, B), 256>>>(part, ga, gg, stride, ri, w, i0, I, nI);
+        cudaLaunchCheck();
+    }
+    flash_finalize_kernel<<<B, 256>>>(norm2, part, nI * P);
     cudaLaunchCheck();
-    acc_finalize(norm2, B);
-    if (io) {   /* block i read once and kept, each block j ≤ i streamed (as the CPU's figure) */
-        uint64_t rd = 0;
-        for (int i0 = 0; i0 < T; i0 += FL_R) {
-            int ri = T - i0 < FL_R ? T - i0 : FL_R;
-            rd += (uint64_t)ri * (IC + OC) * 4;
-            for (int j0 = 0; j0 < i0; j0 += FL_R) rd += (uint64_t)FL_R * (IC + OC) * 4;
+    if (io) {   /* per block row: a and g rows i0..w read twice (the GEMMs' two operands), both Gram
+                   blocks written and read back, the partials written and read; the norms written */
+        uint64_t rd = 0, wr = 0;
+        for (int i0 = 0; i0 < T; i0 += R) {
+            const uint64_t ri = (uint64_t)(T - i0 < R ? T - i0 : R), w = (uint64_t)i0 + ri;
+            rd += (ri + w) * (uint64_t)(IC + OC) * 4 + 2 * ri * w * 4;
+            wr += 2 * ri * w * 4;
         }
-        io->read += rd * (uint64_t)B;
-        io->written += (uint64_t)B * 4;
+        const uint64_t parts = (uint64_t)nI * P * 8;
+        io->read += (uint64_t)B * (rd + parts);
+        io->written += (uint64_t)B * (wr + parts + 4);
     }
 }
 
@@ -241,31 +250,40 @@ void dp_embedding_norms_cuda_dt(float *norm2, const int *tokens, const float *g,
     if (io) { io->read += (uint64_t)B * T * (C + 1) * 4; io->written += (uint64_t)B * 4; }
 }
 
-/* Tied embeddings' cross term (dp_norms_tied.c): one block per (t, b), threads over the columns:
-   u_bt = Σ_s dlogits_bs[tok_bt] · a_bs (the gathered scalar is the same for the whole block). No
-   scratch: the T×T gather never leaves the registers. */
+/* Tied embeddings' cross term (dp_norms_tied.c): U = D A per sample, D[t,s] = dlogits_s[tok_t], in
+   block rows of R: rows i0..i0+ri of D gathered into the scratch (type of dlogits: exact), then
+   U[i0:i0+ri] = D_I · A by one strided-batched GEMM over the samples (fp32 accumulation, no TF32). */
 template <typename E>
-__global__ void tied_cross_u_kernel(float *u, const int *tokens, const E *dlogits, const E *a, int T, int C, int V) {
-    const int t = blockIdx.x, b = blockIdx.y;
-    const int tok = tokens[(size_t)b * T + t];
-    const E *lg = dlogits + (size_t)b * T * V, *ab = a + (size_t)b * T * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float s = 0.0f;
-        for (int j = 0; j < T; j++) s += ld(lg, (size_t)j * V + tok) * ld(ab, (size_t)j * C + c);
-        u[((size_t)b * T + t) * C + c] = s;
-    }
+__global__ void tied_gather_kernel(E *d, const int *tokens, const E *dlogits, int T, int V, int i0, size_t stride) {
+    const int r = blockIdx.x, b = blockIdx.y;
+    const int tok = tokens[(size_t)b * T + i0 + r];
+    const E *lg = dlogits + (size_t)b * T * V;
+    E *row = d + (size_t)b * stride + (size_t)r * T;
+    for (int s = threadIdx.x; s < T; s += blockDim.x) row[s] = lg[(size_t)s * V + tok];
 }
 
-void dp_tied_cross_u_cuda_dt(float *u, const int *tokens, const float *dlogits, const float *a,
-                             int B, int T, int C, int V, KDtype dt, DpIO *io) {
+void dp_tied_cross_u_cuda_dt(float *u, float *scratch, const int *tokens, const float *dlogits, const float *a,
+                             int B, int T, int C, int V, int R, KDtype dt, DpIO *io) {
     check_b(B, "dp_tied_cross_u");
     if (B <= 0 || T <= 0) return;
-    if (dt == KDT_BF16)
-        tied_cross_u_kernel<<<dim3(T, B), 128>>>(u, tokens, (const uint16_t *)dlogits, (const uint16_t *)a, T, C, V);
-    else tied_cross_u_kernel<<<dim3(T, B), 128>>>(u, tokens, dlogits, a, T, C, V);
-    cudaLaunchCheck();
-    if (io) {
-        io->read += (uint64_t)B * T * T * 4 + (uint64_t)B * T * 4 + (uint64_t)B * T * C * 4;
+    if (!scratch) {
+        fprintf(stderr, "dp_tied_cross_u (cuda): no scratch (kcuda_tied_cross_floats(B, T, R, dt) floats are needed)\n");
+        exit(EXIT_FAILURE);
+    }
+    R = kcuda_clamp_rows(T, R);
+    const size_t stride = (size_t)R * T;
+    for (int i0 = 0; i0 < T; i0 += R) {
+        const int ri = T - i0 < R ? T - i0 : R;
+        if (dt == KDT_BF16)
+            tied_gather_kernel<<<dim3(ri, B), 256>>>((uint16_t *)scratch, tokens, (const uint16_t *)dlogits, T, V, i0, stride);
+        else tied_gather_kernel<<<dim3(ri, B), 256>>>(scratch, tokens, dlogits, T, V, i0, stride);
+        cudaLaunchCheck();
+        kcuda_gemm_ex_fp32acc(0, 0, ri, C, T, 1.0f, scratch, T, (long long)stride, a, C, (long long)T * C,
+                              0.0f, u + (size_t)i0 * C, C, (long long)T * C, B, dt, KDT_F32);
+    }
+    if (io) {   /* the CPU's figure (dp_norms_tied.c): D gathered once per block row, A read per block row */
+        const uint64_t nblk = (uint64_t)((T + R - 1) / R);
+        io->read += (uint64_t)B * nblk * T * 4 + (uint64_t)B * T * (T + 1) * 4 + (uint64_t)B * nblk * T * C * 4;
         io->written += (uint64_t)B * T * C * 4;
     }
 }

@@ -43,8 +43,44 @@ extern "C" {
 #define KCUDA_CUBLAS_WORKSPACE (32u << 20)  /* cuBLAS workspace, tagged cublas/workspace (Hopper: 32 MiB) */
 #define KCUDA_REDUCE_BLOCKS    256          /* partials of a reduction, combined in a fixed order     */
 #define KCUDA_RMSNORM_PARTS    64           /* row groups of the RMSNorm weight gradient              */
-#define KCUDA_FLASH_R          32           /* time block of the flash norm kernel (a 32×32 tile)     */
+#define KCUDA_FLASH_BUDGET     (64u << 20)  /* bytes of flash's Gram blocks (and of the tied gather)   */
+#define KCUDA_FLASH_QUANTUM    64           /* block rows R: a multiple of this, or T itself         */
+#define KCUDA_FLASH_PARTS      128          /* partial sums per (sample, block row), added in order   */
 #define KCUDA_MAX_B            4096         /* samples per call of the per-sample norm kernels        */
+
+/* Flash norms' and the tied cross term's scratch on the GPU: pure functions of the shapes, shared by
+   the CUDA path and the plan for cuda (samples/dp_sgd.c allocates them as ghost/<param>.tile and
+   ghost/<param>.tied.tile). R: the largest multiple of KCUDA_FLASH_QUANTUM whose block rows (both
+   Gram blocks of every sample, B·R·T floats each) fit KCUDA_FLASH_BUDGET, at least one quantum, and
+   T itself where all of T fits. */
+static inline int kcuda_rows_in_budget(size_t row_bytes, int T) {
+    if (T <= 0) return 1;
+    size_t r = row_bytes ? (size_t)KCUDA_FLASH_BUDGET / row_bytes : (size_t)T;
+    if (r >= (size_t)T) return T;
+    r -= r % KCUDA_FLASH_QUANTUM;
+    if (r < KCUDA_FLASH_QUANTUM) r = KCUDA_FLASH_QUANTUM;
+    return r > (size_t)T ? T : (int)r;
+}
+static inline int kcuda_clamp_rows(int T, int R) { return R > T ? T : R < 1 ? 1 : R; }
+static inline int kcuda_flash_rows(int B, int T) {
+    return kcuda_rows_in_budget(2 * (size_t)(B > 0 ? B : 1) * (size_t)(T > 0 ? T : 0) * sizeof(float), T);
+}
+/* both Gram blocks [2, B, R, T] (fp32), then the partial sums [B, ceil(T/R), KCUDA_FLASH_PARTS] (double) */
+static inline size_t kcuda_flash_floats(int B, int T, int R) {
+    if (B <= 0 || T <= 0) return 0;
+    R = kcuda_clamp_rows(T, R);
+    size_t blocks = ((size_t)T + (size_t)R - 1) / (size_t)R;
+    return 2 * (size_t)B * (size_t)R * (size_t)T + 2 * (size_t)B * blocks * KCUDA_FLASH_PARTS;
+}
+/* the gathered rows of D [B, R, T] in dt (bf16: two per float) */
+static inline int kcuda_tied_rows(int B, int T, KDtype dt) {
+    return kcuda_rows_in_budget((size_t)(B > 0 ? B : 1) * (size_t)(T > 0 ? T : 0) * KDT_SIZE(dt), T);
+}
+static inline size_t kcuda_tied_cross_floats(int B, int T, int R, KDtype dt) {
+    if (B <= 0 || T <= 0) return 0;
+    R = kcuda_clamp_rows(T, R);
+    return ((size_t)B * (size_t)R * (size_t)T * KDT_SIZE(dt) + sizeof(float) - 1) / sizeof(float);
+}
 
 extern const KOps kops_cuda;         /* the real table (backend_cuda.cu, needs the CUDA runtime)      */
 extern const KOps kops_cuda_target;  /* name, space and scratch sizes only: what a plan needs (C)     */
@@ -106,9 +142,13 @@ void dp_linear_norms_direct_cuda(float *norm2, float *psg, const float *a, const
 /* gram [2, B, T, T] device (two batched GEMMs), then norm2[b] += ⟨aaᵀ, ggᵀ⟩. */
 void dp_linear_norms_ghost_cuda(float *norm2, float *gram, const float *a, const float *g,
                                 int B, int T, int IC, int OC, DpIO *io);
-/* Tiled ghost norm in one kernel: 32×32 tiles (KCUDA_FLASH_R) of both Gram matrices live in
-   registers, A and G blocks stream through shared memory; nothing of size T×T touches global memory.
-   `tile` and `R` of the CPU signature are accepted and ignored (the tile is on chip, R is fixed). */
+/* Ghost norm in block rows (flash on tensor cores): time is cut into blocks of R rows; for each block
+   row I two strided-batched cuBLAS GEMMs form a_I a_{0..I}ᵀ and g_I g_{0..I}ᵀ (R × (I+1)R, K = IC
+   and OC, every sample at once) into `tile`, then one kernel adds 2·Σ of the off-diagonal blocks'
+   elementwise products and 1·Σ of the diagonal block's into fixed partial slots (double), and a last
+   kernel adds each sample's partials in order into norm2: the same result every run. `tile` holds
+   kcuda_flash_floats(B, T, R) floats (device); R is clamped to [1, T]. The trainer takes R from
+   kcuda_flash_rows(B, T): the scratch is bounded by the block, never T². */
 void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const float *g,
                                 int B, int T, int IC, int OC, int R, DpIO *io);
 void dp_linear_clipped_grad_bk_cuda(float *dw, const float *a, const float *g, const float *c,
@@ -123,8 +163,9 @@ void dp_clipped_sum_cuda(float *grad, const float *psg, const float *c, int B, s
 void dp_clipped_sum_first_cuda(float *grad, const float *rest, const float *c, int B, size_t P);
 
 /* The same on bf16 activations (dt = KDT_BF16: a and g, dout and inp, g of the embedding are bf16;
-   everything else fp32): GEMMs with bf16 operands and CUBLAS_COMPUTE_32F, the flash, embedding and
-   RMSNorm kernels load bf16 and compute as the fp32 ones. dt = KDT_F32 is the entry above. */
+   everything else fp32): GEMMs (direct, ghost, flash's Gram blocks, book-keeping) with bf16 operands
+   and CUBLAS_COMPUTE_32F (tensor cores, exact products, fp32 sums), the embedding and RMSNorm kernels
+   load bf16 and compute as the fp32 ones. dt = KDT_F32 is the entry above. */
 void dp_linear_norms_direct_cuda_dt(float *norm2, float *psg, const float *a, const float *g,
                                     int B, int T, int IC, int OC, KDtype dt, DpIO *io);
 void dp_linear_norms_ghost_cuda_dt(float *norm2, float *gram, const float *a, const float *g,
@@ -138,10 +179,12 @@ void dp_embedding_clipped_grad_bk_cuda_dt(float *dwte, const int *tokens, const 
                                           int B, int T, int C, KDtype dt);
 void dp_rmsnorm_norms_direct_cuda_dt(float *norm2, float *psg, const float *dout, const float *inp,
                                      const float *rstd, int B, int T, int C, KDtype dt);
-/* Tied embeddings (dp_kernels.h's dp_tied_cross_u, dp_tied_cross_dot, dp_psg_norms): u needs no
-   scratch here (the gather stays in registers); dlogits, a and g are of dt, u and psg fp32. */
-void dp_tied_cross_u_cuda_dt(float *u, const int *tokens, const float *dlogits, const float *a,
-                             int B, int T, int C, int V, KDtype dt, DpIO *io);
+/* Tied embeddings (dp_kernels.h's dp_tied_cross_u, dp_tied_cross_dot, dp_psg_norms): dlogits, a and g
+   are of dt, u and psg fp32. u = D A in block rows of R: D's rows I (D[t,s] = dlogits_s[tok_t], of dt:
+   an exact gather) into `scratch` (kcuda_tied_cross_floats(B, T, R, dt) floats), then one strided-
+   batched GEMM with fp32 accumulation per block row. R is clamped to [1, T]; kcuda_tied_rows. */
+void dp_tied_cross_u_cuda_dt(float *u, float *scratch, const int *tokens, const float *dlogits, const float *a,
+                             int B, int T, int C, int V, int R, KDtype dt, DpIO *io);
 void dp_tied_cross_dot_cuda_dt(float *norm2, const float *g, const float *u, int B, int T, int C, KDtype dt, DpIO *io);
 void dp_psg_norms_cuda(float *norm2, const float *psg, int B, size_t P);
 /* dp_clip_factors_safe's twin (dp_kernels.h). */
