@@ -11,7 +11,7 @@ MPI_PREFIX      := $(if $(DEPS),$(DEPS),/usr)/lib/x86_64-linux-gnu/openmpi
 TRAINER_CFLAGS  += -DHAVE_MPI -I$(MPI_PREFIX)/include -I$(MPI_PREFIX)/include/openmpi
 TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/lib -lmpi
 TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h tools/io_guard.h tools/timestats.h
-TRAINER_SRC     := kernels/kernels.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
+TRAINER_SRC     := kernels/kernels.c kernels/init.c samples/noise.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                    kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c \
                    samples/checkpoint.c samples/safetensors.c samples/hf_config.c tools/io_guard.c tools/timestats.c samples/comm.c samples/allreduce.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
@@ -49,7 +49,7 @@ $(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
-TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision
+TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init
 $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)

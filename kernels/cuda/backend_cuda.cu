@@ -162,6 +162,7 @@ extern "C" const KOps kops_cuda = {
     .adamw = adamw_cuda, .sgd = sgd_cuda,
     .gemm_ex = gemm_ex_cuda, .widen = widen_cuda, .narrow = narrow_cuda, .narrow_inplace = narrow_inplace_cuda,
     .copy_bytes = copy_bytes_cuda, .zero_bytes = zero_bytes_cuda,
+    .init_normal = init_normal_cuda,
 };
 
 int kbackend_cuda_init(KBackend *b, int device) {

@@ -80,6 +80,9 @@ static void plan_narrow(KBackend *b, void *d, const float *s, size_t n) { (void)
 static void plan_narrow_inplace(KBackend *b, void *x, size_t n) { (void)b; (void)x; (void)n; }
 static void plan_copy_bytes(KBackend *b, void *d, const void *s, size_t n) { (void)b; (void)d; (void)s; (void)n; }
 static void plan_zero_bytes(KBackend *b, void *x, size_t n) { (void)b; (void)x; (void)n; }
+static void plan_init_normal(KBackend *b, float *x, size_t n, double sd, uint64_t seed, uint64_t stream) {
+    (void)b; (void)x; (void)n; (void)sd; (void)seed; (void)stream;
+}
 
 const KOps kops_plan = {
     .name = "plan", .space = 0,
@@ -96,6 +99,7 @@ const KOps kops_plan = {
     .adamw = plan_adamw, .sgd = plan_sgd,
     .gemm_ex = plan_gemm_ex, .widen = plan_widen, .narrow = plan_narrow, .narrow_inplace = plan_narrow_inplace,
     .copy_bytes = plan_copy_bytes, .zero_bytes = plan_zero_bytes,
+    .init_normal = plan_init_normal,
 };
 
 void kbackend_plan_init(KBackend *b, const KOps *target, int nthreads) {
