@@ -94,6 +94,7 @@ static int cuda(void) {
     dpmem_cuda_tag(v, bytes, tag, DPMEM_DEVICE);
     dpmem_cuda_untag(v);
     dpmem_cuda_flush();
+    dpmem_cuda_on_gpu_time(NULL, (void *)&on);
     dpmem_cuda_shutdown();
     (void)cudaGetLastError();
     return 1;
