@@ -748,7 +748,7 @@ int main(int argc, char **argv) {
     int ndev = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);
     if (err != cudaSuccess || ndev == 0) {
-        printf("SKIP: no CUDA device (%s): the CUDA ops, DP kernels and noise were not checked against the CPU\n",
+        printf("SKIP: no CUDA device (%s): the CUDA ops, DP kernels, noise and weight initialisation were not checked against the CPU\n",
                err != cudaSuccess ? cudaGetErrorString(err) : "none found");
         return 77;
     }
