@@ -43,7 +43,7 @@
      dpmem_cuda_flush()                       wait for and write every pending GPU time
      dpmem_cuda_on_gpu_time(fn, user)         fn(user, name_id, parent_id, begin_ts_ns, gpu_ns) for every
                                               scope's GPU time as it is read back, log or no log
-                                              (parent_id: the scope it was opened in, 0 at the top)
+                                              (parent_id: the timed scope it was opened in, or 0)
      dpmem_cuda_nvtx(regions, counters)       NVTX memory regions / counters on or off
      dpmem_cuda_sampler(ms)                   background cudaMemGetInfo sampler (0 stops it)
      dpmem_cuda_device_memory(&used, &total)  cudaMemGetInfo as used/total (0, or -1: no device)
@@ -114,8 +114,8 @@ DPMEM_DEF void        dpmem_cuda_set_stream(cudaStream_t stream);
 DPMEM_DEF void        dpmem_cuda_flush(void);
 /* The program's own use of the GPU times (a trainer's phase table): fn gets every timed scope's GPU
    time when it is read back, the same figures the log's GPU_TIME events carry, whether or not a log
-   is open. name_id and parent_id are dpmem_intern ids (parent_id: the innermost scope open when it
-   began, 0 at the top). It runs on the thread that reads the time back (a later scope end, a
+   is open. name_id and parent_id are dpmem_intern ids (parent_id: the innermost timed scope open
+   when it began; 0 when none was: at the top, or all begun before timing went on). It runs on the thread that reads the time back (a later scope end, a
    snapshot, dpmem_cuda_flush, exit) with that thread's timing lock held: keep it short, and call no
    dpmem_cuda_* or dpmem function that takes a lock from it (dpmem_string does not). fn NULL: none.
    Set or unset it while no other thread's times are being read back (after a flush). */
