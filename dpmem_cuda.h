@@ -41,6 +41,9 @@
      dpmem_cuda_timing(on)                    GPU time of scopes on/off (-1: no device)
      dpmem_cuda_set_stream(stream)            the stream this thread's scope events go on (default 0)
      dpmem_cuda_flush()                       wait for and write every pending GPU time
+     dpmem_cuda_on_gpu_time(fn, user)         fn(user, name_id, parent_id, begin_ts_ns, gpu_ns) for every
+                                              scope's GPU time as it is read back, log or no log
+                                              (parent_id: the timed scope it was opened in, or 0)
      dpmem_cuda_nvtx(regions, counters)       NVTX memory names/regions / counters on or off
      dpmem_cuda_nvtx_pool(base, bytes)        declare a sub-allocator's pool (0, or -1: empty, overlapping
                                               or a 65th): tagged blocks inside it become NVTX regions of
@@ -117,6 +120,16 @@ DPMEM_DEF size_t      dpmem_cuda_untag(const void *ptr);
 DPMEM_DEF int         dpmem_cuda_timing(int on);
 DPMEM_DEF void        dpmem_cuda_set_stream(cudaStream_t stream);
 DPMEM_DEF void        dpmem_cuda_flush(void);
+/* The program's own use of the GPU times (a trainer's phase table): fn gets every timed scope's GPU
+   time when it is read back, the same figures the log's GPU_TIME events carry, whether or not a log
+   is open. name_id and parent_id are dpmem_intern ids (parent_id: the innermost timed scope open
+   when it began; 0 when none was: at the top, or all begun before timing went on). It runs on the thread that reads the time back (a later scope end, a
+   snapshot, dpmem_cuda_flush, exit) with that thread's timing lock held: keep it short, and call no
+   dpmem_cuda_* or dpmem function that takes a lock from it (dpmem_string does not). fn NULL: none.
+   Set or unset it while no other thread's times are being read back (after a flush). */
+typedef void (*dpmem_cuda_gpu_time_fn)(void *user, uint32_t name_id, uint32_t parent_id, uint64_t begin_ts_ns,
+                                       uint64_t gpu_ns);
+DPMEM_DEF void        dpmem_cuda_on_gpu_time(dpmem_cuda_gpu_time_fn fn, void *user);
 DPMEM_DEF void        dpmem_cuda_nvtx(int regions, int counters);
 DPMEM_DEF int         dpmem_cuda_nvtx_pool(const void *base, size_t bytes);
 DPMEM_DEF int         dpmem_cuda_nvtx_pool_release(const void *base);
@@ -157,6 +170,7 @@ DPMEM_DEF cublasStatus_t dpmem_cublas_set_workspace(cublasHandle_t handle, void 
 #define dpmem_cuda_timing(on)                         DPMEM__ZERO(int, 0, DPMEM__U(on))
 #define dpmem_cuda_set_stream(s)                      DPMEM__USES(DPMEM__U(s))
 #define dpmem_cuda_flush()                            ((void)0)
+#define dpmem_cuda_on_gpu_time(fn, user)              DPMEM__USES(DPMEM__U2(fn, user))
 #define dpmem_cuda_nvtx(r, c)                         DPMEM__USES(DPMEM__U2(r, c))
 #define dpmem_cuda_nvtx_pool(b, n)                    DPMEM__ZERO(int, 0, DPMEM__U2(b, n))
 #define dpmem_cuda_nvtx_pool_release(b)               DPMEM__ZERO(int, 0, DPMEM__U(b))
@@ -214,7 +228,7 @@ DPMEM_DEF cublasStatus_t dpmem_cublas_set_workspace(cublasHandle_t handle, void 
 #define DPMEM__CUDA_MAX_POOLS    64    /* sub-allocator pools declared with dpmem_cuda_nvtx_pool   */
 
 /* One timed scope: its begin event while open, both events once it ended. */
-typedef struct { cudaEvent_t begin, end; uint32_t name; uint64_t ts; } dpmem__cuda_span;
+typedef struct { cudaEvent_t begin, end; uint32_t name, parent; uint64_t ts; } dpmem__cuda_span;
 
 /* Per-thread timing state. Only the owner thread records; a flush from another thread (snapshot,
    exit) also reads the ring, hence the lock (uncontended in the hot path). */
@@ -241,6 +255,8 @@ static struct {
     unsigned gen;                                      /* bumped each time timing goes on */
     int timing;
     int have_device;
+    dpmem_cuda_gpu_time_fn on_time;                    /* the program's callback (dpmem_cuda_on_gpu_time) */
+    void *on_time_user;
     /* Separate locks, none taken while holding another, except the per-thread locks inside
        threads_lock; counter_lock is held across dpmem_live_bytes (dpmem's own lock, a leaf). */
     pthread_mutex_t threads_lock, counter_lock, sampler_lock;
@@ -262,7 +278,7 @@ static struct {
     pthread_t sampler;
     int sampler_on, sampler_stop, period_ms;
     pthread_cond_t sampler_wake;
-} dpmem__cuda = { PTHREAD_ONCE_INIT, 0, 0, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+} dpmem__cuda = { PTHREAD_ONCE_INIT, 0, 0, 0, 0, 0, 0, NULL, NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
                   PTHREAD_MUTEX_INITIALIZER, NULL, NULL,
 #ifndef DPMEM_NO_NVTX
                   NULL, PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, 0, {{0, 0, NULL}}, 0, {{{0}, 0, 0}},
@@ -685,9 +701,12 @@ static int dpmem__cuda_resolve_oldest(dpmem__cuda_thread *t, int wait) {
     if (!wait && cudaPeekAtLastError() != cudaSuccess) return 0;
     err = wait ? cudaEventSynchronize(s->end) : cudaEventQuery(s->end);
     if (err == cudaErrorNotReady) { (void)cudaGetLastError(); return 0; }
-    if (err == cudaSuccess && cudaEventElapsedTime(&ms, s->begin, s->end) == cudaSuccess)
-        dpmem_log_gpu_time(t->thread, s->name, s->ts, (uint64_t)((double)ms * 1e6 + 0.5));
-    else
+    if (err == cudaSuccess && cudaEventElapsedTime(&ms, s->begin, s->end) == cudaSuccess) {
+        const uint64_t ns = (uint64_t)((double)ms * 1e6 + 0.5);
+        dpmem_cuda_gpu_time_fn fn = __atomic_load_n(&dpmem__cuda.on_time, __ATOMIC_ACQUIRE);
+        dpmem_log_gpu_time(t->thread, s->name, s->ts, ns);
+        if (fn) fn(__atomic_load_n(&dpmem__cuda.on_time_user, __ATOMIC_RELAXED), s->name, s->parent, s->ts, ns);
+    } else
         (void)cudaGetLastError();                      /* a broken context: drop the time, keep going */
     dpmem__cuda_event_put(t, s->begin);
     dpmem__cuda_event_put(t, s->end);
@@ -746,6 +765,7 @@ static void dpmem__cuda_scope_hook(void *user, int begin, uint32_t name_id, uint
             dpmem__cuda_span *s = &t->open[t->depth];
             s->begin = dpmem__cuda_event_get(t);
             s->name = name_id;
+            s->parent = t->depth > 0 ? t->open[t->depth - 1].name : 0;
             s->ts = ts_ns;
             if (s->begin && cudaEventRecord(s->begin, t->stream) != cudaSuccess) {
                 (void)cudaGetLastError();
@@ -799,6 +819,13 @@ DPMEM_DEF int dpmem_cuda_timing(int on) {
 DPMEM_DEF void dpmem_cuda_set_stream(cudaStream_t stream) { dpmem__cuda_stream = stream; }
 
 DPMEM_DEF void dpmem_cuda_flush(void) { dpmem__cuda_poll_all(1); }
+
+DPMEM_DEF void dpmem_cuda_on_gpu_time(dpmem_cuda_gpu_time_fn fn, void *user) {
+    dpmem_cuda_init();
+    /* the user first: a reader that sees the new fn sees its user (release/acquire on fn) */
+    __atomic_store_n(&dpmem__cuda.on_time_user, user, __ATOMIC_RELAXED);
+    __atomic_store_n(&dpmem__cuda.on_time, fn, __ATOMIC_RELEASE);
+}
 
 /* ---- background sampler ------------------------------------------------------------------------ */
 

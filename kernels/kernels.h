@@ -187,6 +187,10 @@ typedef struct KOps {
     void (*swiglu_forward_bf16)(KBackend *b, void *h, const void *gate, const void *up, size_t n);
     void (*swiglu_backward_bf16)(KBackend *b, void *dgate, void *dup, const void *dh, const void *gate,
                                  const void *up, size_t n);
+    /* ---- initialisation (kernels/init.c) ---- */
+    /* x[i] = (float)(std · z(seed, stream, i)) for i < n: samples/noise.h's normal stream, `stream`
+       in the place of its step. */
+    void (*init_normal)(KBackend *b, float *x, size_t n, double std, uint64_t seed, uint64_t stream);
 } KOps;
 
 /* One live allocation, as the backend remembers it (for kbackend_free_all and tests). */
@@ -321,6 +325,14 @@ int attention_backward_ex(KBackend *b, KDtype dt, float *dq, float *dk, float *d
 int swiglu_forward_ex(KBackend *b, KDtype dt, float *h, const float *gate, const float *up, size_t n);
 int swiglu_backward_ex(KBackend *b, KDtype dt, float *dgate, float *dup, const float *dh, const float *gate,
                        const float *up, size_t n);
+
+/* ---- initialisation (kernels/init.c) ------------------------------------------------------------
+   Random weights drawn on the device that holds them, from samples/noise.h's Philox4x32-10 +
+   Box-Muller stream: x[i] = (float)(std · z(seed, stream, i)), z the standard normal value of
+   coordinate i with `stream` in the place of the noise's step. Every value is a function of
+   (seed, stream, i) alone: the CPU (any thread count) and the GPU give the same floats (the GPU's
+   double ln/sin/cos may differ from the CPU's by an ulp: noise.h). No scratch. */
+int init_normal(KBackend *b, float *x, size_t n, double std, uint64_t seed, uint64_t stream);
 
 /* Scratch sizes of the CPU target (kernels/cpu/scratch.c); a CUDA table has its own. */
 size_t kcpu_scratch_bytes(const KBackend *b, KOp op, const KShape *s);

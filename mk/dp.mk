@@ -48,7 +48,8 @@ TESTS += $(BUILD)/tests/test_dp_config
 # The DP samples: the trainer library (mk/trainer.mk) + the DP strategy and kernels. trainer.mk is
 # read after this file, so its variables are empty in prerequisite lists here: name its files.
 DP_TRAINER_DEPS := $(BUILD)/libtrainer.a kernels/kernels.h samples/config.h samples/data.h samples/llama.h samples/train.h dpmem.h
-DP_LIB_SRC := samples/dp_sgd.c samples/lora.c samples/dp_config.c samples/accountant.c samples/noise.c $(DP_KERNEL_SRC)
+# (the noise, samples/noise.c, is in the trainer library: the weights' initialisation draws from it too)
+DP_LIB_SRC := samples/dp_sgd.c samples/lora.c samples/dp_config.c samples/accountant.c $(DP_KERNEL_SRC)
 DP_LIB_HDR := samples/dp_sgd.h samples/lora.h samples/dp_config.h samples/accountant.h samples/noise.h kernels/dp_kernels.h
 DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 

@@ -11,8 +11,8 @@ MPI_PREFIX      := $(if $(DEPS),$(DEPS),/usr)/lib/x86_64-linux-gnu/openmpi
 TRAINER_CFLAGS  += -DHAVE_MPI -I$(MPI_PREFIX)/include -I$(MPI_PREFIX)/include/openmpi
 TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/lib -lmpi
 TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h tools/io_guard.h tools/timestats.h
-TRAINER_SRC     := kernels/kernels.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
-                   kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c \
+TRAINER_SRC     := kernels/kernels.c kernels/init.c samples/noise.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
+                   kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c samples/train_gpu_time.c samples/mfu.c \
                    samples/checkpoint.c samples/safetensors.c samples/hf_config.c tools/io_guard.c tools/timestats.c samples/comm.c samples/allreduce.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
 TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
@@ -49,7 +49,7 @@ $(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
-TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision
+TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init
 $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
@@ -60,6 +60,14 @@ $(BUILD)/tests/test_kernels_bf16: tests/test_kernels_bf16.c $(TRAINER_LIB) $(TRA
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -rdynamic -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
+# Where the closing table's times come from (host, or the GPU's through dpmem_cuda.h) and the MFU, against
+# the simulated GPU (tests/test_cuda_fakert.c linked in place of libcudart): runs on every machine.
+$(BUILD)/tests/test_train_timing: tests/test_train_timing.c tests/test_cuda_fakert.c tests/test_cuda_fakert.h dpmem_cuda.h \
+        tests/check.h $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ tests/test_train_timing.c tests/test_cuda_fakert.c $(TRAINER_LIB) $(LDFLAGS) \
+	    $(TRAINER_LDLIBS) $(LDLIBS)
+
 $(BUILD)/bench/bench_trainer: samples/bench_trainer.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
@@ -69,6 +77,8 @@ trainer: $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(
 trainer-test: trainer
 	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) tests/test_llama_cli.sh
 
-ALL     += $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 $(BUILD)/bench/bench_trainer
-TESTS   += $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 tests/test_llama_cli.sh
+ALL     += $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 $(BUILD)/bench/bench_trainer \
+           $(BUILD)/tests/test_train_timing
+TESTS   += $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 tests/test_llama_cli.sh \
+           $(BUILD)/tests/test_train_timing
 BENCHES += $(BUILD)/bench/bench_trainer

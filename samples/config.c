@@ -72,6 +72,7 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --vocab N --dim N --layers N --heads N --kv-heads N --ffn N --tie-embeddings\n"
            "  --batch-size N  --seq-len N  --steps N  --warmup-steps N (learning rate)  --grad-accum N (physical batches per step)\n"
            "  --timing-warmup N (steps left out of the time statistics: 1; the log says how many)\n"
+           "  --peak-tflops X (the device's dense peak in TFLOP/s for the MFU line; default: the GPU's from a table)\n"
            "  --ranks N (data parallel: under mpirun -np N each rank takes 1/N of --batch-size; without mpirun,\n"
            "           with --device plan, the plan of one rank)\n"
            "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
@@ -109,6 +110,19 @@ static int parse_float(const char *flag, const char *v, float *out) {
         return -1;
     }
     *out = (float)x;
+    return 0;
+}
+
+/* A device's peak: a positive finite number of TFLOP/s (at most 10^6: no device is within 1000x of it). */
+static int parse_tflops(const char *flag, const char *v, double *out) {
+    if (!v) { fprintf(stderr, "error: %s needs a value\n", flag); return -1; }
+    char *end; errno = 0;
+    double x = strtod(v, &end);
+    if (!*v || *end || errno || !(x > 0) || x > 1e6) {
+        fprintf(stderr, "error: %s needs a positive number of TFLOP/s (at most 1e6), got '%s'\n", flag, v);
+        return -1;
+    }
+    *out = x;
     return 0;
 }
 
@@ -189,6 +203,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--steps")) rc = parse_int(a, v, 0, &c->steps);
         else if (!strcmp(a, "--warmup-steps")) rc = parse_int(a, v, 0, &c->warmup_steps);
         else if (!strcmp(a, "--timing-warmup")) rc = parse_int(a, v, 0, &c->timing_warmup);
+        else if (!strcmp(a, "--peak-tflops")) rc = parse_tflops(a, v, &c->peak_tflops);
         else if (!strcmp(a, "--grad-accum")) rc = parse_int(a, v, 1, &c->grad_accum);
         else if (!strcmp(a, "--seed")) rc = parse_int(a, v, 0, &c->seed);
         else if (!strcmp(a, "--threads")) rc = parse_int_in(a, v, 1, 4096, &c->threads);   /* libgomp crashed at 100000 */

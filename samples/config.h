@@ -29,6 +29,7 @@ typedef struct {
     LlamaConfig model;
     int batch_size, seq_len, steps, warmup_steps, grad_accum, seed, threads;
     int timing_warmup;     /* --timing-warmup: steps left out of the time statistics (1; META timing.warmup_steps) */
+    double peak_tflops;    /* --peak-tflops: the device's dense peak for the MFU (samples/mfu.h); 0: its table's */
     float lr, weight_decay, beta1, beta2, adam_eps;
     char optimizer[8];     /* adamw, sgd */
     char device[8];        /* auto, cpu, cuda, plan */

@@ -138,50 +138,21 @@ size_t llama_param_count(const LlamaConfig *c) {
 
 /* ---- initialisation ---------------------------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+/* A tensor's stream: "INIT" in the high word of noise.h's step (the DP noise's steps have 0 there,
+   Poisson sampling "POIS"), FNV-1a of its name in the low word. Its values then depend on the seed,
+   its name and the index alone, not on which other tensors exist or in what order. */
+uint64_t llama_init_stream(const char *name) {
+    uint32_t h = 2166136261u;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) h = (h ^ *c) * 16777619u;
+    return (uint64_t)0x494E4954u << 32 | h;
 }
 
-/* normal(0, std) by Box-Muller (std = 0: all ones, for norm weights), seeded per tensor so that a
-   tensor's values do not depend on which others exist. */
-static void init_values(float *x, size_t n, float std, uint64_t seed) {
-    if (std == 0.0f) { for (size_t i = 0; i < n; i++) x[i] = 1.0f; return; }
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i += 2) {
-        double u1 = ((splitmix64(&s) >> 11) + 1.0) * 0x1.0p-53, u2 = (splitmix64(&s) >> 11) * 0x1.0p-53;
-        double r = sqrt(-2.0 * log(u1)) * std;
-        x[i] = (float)(r * cos(2.0 * M_PI * u2));
-        if (i + 1 < n) x[i + 1] = (float)(r * sin(2.0 * M_PI * u2));
-    }
-}
-
+/* normal(0, 0.02) from the tensor's own stream, drawn on the backend that holds it (no host copy; a
+   plan records nothing for it), or 1 for norm weights. */
 static int init_tensor(LlamaModel *m, float *dst, const ParamInfo *p, uint64_t seed) {
-    KBackend *kb = m->kb;
-    size_t bytes = p->numel * sizeof(float);
     if (m->cfg.no_init) return 0;                      /* --init-from: the checkpoint fills them */
-    if (!kbackend_computes(kb)) {                      /* plan: nothing is touched ... */
-        if (kb->space != DPMEM_HOST) {                 /* ... but the host staging of a device target is tagged */
-            const void *fake = (const void *)(uintptr_t)kb->next_fake;
-            dpmem_tag_alloc_space(fake, bytes, "workspace/init_staging", DPMEM_HOST);
-            DPMEM_TAG_FREE(fake);
-        }
-        return 0;
-    }
-    float std = p->kind == HOOK_RMSNORM ? 0.0f : 0.02f;
-    uint64_t s = seed ^ (0xA0761D6478BD642Full * (uint64_t)(p - m->params + 1));
-    if (kb->space == DPMEM_HOST) { init_values(dst, p->numel, std, s); return 0; }
-    /* a device backend: through host staging */
-    float *h = malloc(bytes);
-    if (!h) { snprintf(kb->err, sizeof kb->err, "out of host memory staging %s", p->name); return -1; }
-    dpmem_tag_alloc_space(h, bytes, "workspace/init_staging", DPMEM_HOST);
-    init_values(h, p->numel, std, s);
-    kbuf_upload(kb, dst, h, bytes);
-    DPMEM_TAG_FREE(h);
-    free(h);
-    return 0;
+    if (p->kind == HOOK_RMSNORM) return fill_buffer(m->kb, dst, 1.0f, p->numel);
+    return init_normal(m->kb, dst, p->numel, LLAMA_INIT_STD, seed, llama_init_stream(p->name));
 }
 
 /* ---- build / free ------------------------------------------------------------------------------ */

@@ -173,8 +173,13 @@ typedef struct {
 
 /* Fills m->params from the config (no allocation on the backend): enough for --print-params. */
 int  llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T);
+/* The initial weights: a matrix's element i is (float)(LLAMA_INIT_STD · z(seed, llama_init_stream(name), i)),
+   z samples/noise.h's standard normal stream (Philox4x32-10 + Box-Muller), drawn on the backend that
+   holds the tensor (kernels.h: init_normal; the same floats on CPU and GPU); norm weights are 1. */
+#define LLAMA_INIT_STD 0.02
+uint64_t llama_init_stream(const char *name);
 /* llama_describe, then allocates parameters (initialised: normal(0, 0.02) for matrices, 1 for norm
-   weights, from seed; bf16: then their GEMM copies), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
+   weights, from seed: see llama_init_stream; bf16: then their GEMM copies), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
    and the token buffers. frozen: optional callback saying which tensors are frozen (LoRA).
    0, or -1 with kbackend_error(kb) / a message on stderr. */
 int  llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int T, const char *optimizer,

@@ -20,6 +20,8 @@
    agree (checked by the CUDA tests, not here; against glibc's log and sincos 5.9 % of 10^8 doubles
    differ by an ulp and none of the floats).
 
+   The model's initial weights come from this stream too (kernels.h: init_normal, with "INIT" in the
+   step's high word and one stream per tensor: samples/llama.c's llama_init_stream).
    Not here: the clipping, the sum over samples, or a cryptographically secure generator; Philox is
    a statistical generator. --secure-seed takes the seed from getrandom() (noise_secure_seed). */
 #ifndef NOISE_H

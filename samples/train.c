@@ -6,6 +6,7 @@
 #include "comm.h"
 #include "dpmem.h"
 #include "io_guard.h"
+#include "mfu.h"
 #include "timestats.h"
 #ifdef TRAIN_HAVE_CUDA_PLAN
 #include "cuda/kernels_cuda.h"
@@ -84,8 +85,9 @@ int train_backward(TrainState *s, const GradHooks *hooks) { return train_backwar
 
 int train_backward_rescaled(TrainState *s, const GradHooks *hooks, float loss_scale, const float *sample_scale, int again) {
     uint64_t t0 = dpmem_now_ns();
+    const double clip0 = s->phase_s[PH_CLIP];   /* LoRA's hooks run inside: clip, as in train_backward_scaled */
     { DPMEM_SCOPE("backward"); TRY(llama_backward_rescaled(&s->model, hooks, loss_scale, sample_scale, again)); }
-    phase_add(s, PH_BACKWARD, t0);
+    s->phase_s[PH_BACKWARD] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_CLIP] - clip0);
     return train_check_finite(s, 1, "backward");
 }
 
@@ -135,11 +137,46 @@ static void human_bytes(char *buf, size_t n, double bytes) {
     snprintf(buf, n, "%.1f %s", bytes, u[i]);
 }
 
+/* MFU at the median step (samples/mfu.h): printed and logged where a peak is known (the GPU's from the
+   table, or --peak-tflops), a line saying why not on a GPU without one. */
+static void print_mfu(const TrainState *s, double median_ms) {
+    const TrainConfig *c = s->cfg;
+    const char *dev = train_device_name ? train_device_name() : NULL;
+    const char *gemm = train_device_gemm ? train_device_gemm(c) : NULL, *source = NULL;
+    double peak = c->peak_tflops;
+    if (peak > 0) source = "--peak-tflops";
+    else if (dev && gemm) peak = mfu_peak_tflops(dev, gemm, &source);
+    if (!(peak > 0) || !(median_ms > 0)) {
+        if (dev) printf("MFU: no peak known for '%s' with %s GEMMs (samples/mfu.h's table): give --peak-tflops X\n", dev, gemm ? gemm : "?");
+        return;
+    }
+    const LlamaConfig *m = &c->model;
+    const double per_token = mfu_flops_per_token(m, c->seq_len), tokens = (double)c->batch_size * c->seq_len * c->grad_accum;
+    const double flops = per_token * tokens, mfu = flops / (median_ms * 1e-3) / (peak * 1e12);
+    char what[160];
+    if (dev) snprintf(what, sizeof what, "%s, %s GEMMs", dev, gemm ? gemm : "?");
+    else snprintf(what, sizeof what, "%s", s->kb->ops->name);
+    printf("MFU: %.1f %% at the median step: %.4g FLOP / %.2f ms / %.4g TFLOP/s (%s; peak: %s)\n", 100 * mfu, flops, median_ms,
+           peak, what, source);
+    printf("  FLOP per step = (6 N + 6 L NH HS T) x tokens = (6 x %.6g + 6 x %d x %d x %d x %d) x %.0f; N: the weights in GEMMs "
+           "(blocks' linear layers and lm_head once; no embedding lookup, no norms); causal attention (samples/mfu.h)\n",
+           mfu_matmul_params(m), m->n_layers, m->n_heads, m->dim / m->n_heads, c->seq_len, tokens);
+    char v[64];
+    snprintf(v, sizeof v, "%.6g", mfu);
+    dpmem_meta("mfu", v);
+    snprintf(v, sizeof v, "%.6g", per_token);
+    dpmem_meta("mfu.flops_per_token", v);
+    snprintf(v, sizeof v, "%.6g", peak);
+    dpmem_meta("mfu.peak_tflops", v);
+    dpmem_meta("mfu.peak_source", source);
+}
+
 /* The closing lines: steps and throughput at the median step, the loss (first and last, said what they
-   are), the per-phase table over the timed steps (median, min, quartiles, max), the peak. row[k]: step
-   k's seconds per phase, then its total (the first n_rows steps); warmup: steps left out. */
+   are), the per-phase table over the timed steps (median, min, quartiles, max), the MFU, the peak.
+   row[k]: step k's seconds per phase, then its total (the first n_rows steps); warmup: steps left
+   out; gpu: the rows are GPU times (TrainGpuTime), else the host's. */
 static void print_summary(const TrainState *s, int steps, double secs, double (*row)[TRAIN_PH_N + 1], int n_rows, int warmup,
-                          double first_loss, double last_loss) {
+                          double first_loss, double last_loss, int gpu) {
     const TrainConfig *c = s->cfg;
     const double tokens_per_step = (double)c->batch_size * c->seq_len * c->grad_accum * g_comm.world;   /* the job's */
     char hb[32];
@@ -156,15 +193,20 @@ static void print_summary(const TrainState *s, int steps, double secs, double (*
     if (!kbackend_computes(s->kb))
         printf("done: planned %d steps (plan backend for %s: nothing computed, so no loss and no time)\n", steps, s->kb->target->name);
     else if (v)
-        printf("done: %d steps in %.2f s | median step %.2f ms (%s) | %.0f tokens/s at the median\n", steps, secs, st.median, range,
-               tokens_per_step / (st.median * 1e-3));
+        printf("done: %d steps in %.2f s | median step %.2f ms%s (%s) | %.0f tokens/s at the median\n", steps, secs, st.median,
+               gpu ? " of GPU time" : "", range, tokens_per_step / (st.median * 1e-3));
     else printf("done: %d steps in %.2f s | no step left to time after %d warm-up step%s (--timing-warmup)\n", steps, secs, warmup,
                 warmup == 1 ? "" : "s");
     if (kbackend_computes(s->kb) && steps > 0)
         printf("loss: %.6f (step 1) -> %.6f (step %d): each the mean over that step's batch, before that step's update "
                "(every step's, at full precision: META train.loss in the log)\n", first_loss, last_loss, steps);
     if (v && kbackend_computes(s->kb)) {
-        printf("time per step (ms) over %s (--timing-warmup); backward without the per-sample norm work inside it (in clip):\n", range);
+        if (gpu) printf("GPU time per step (ms; CUDA events around each scope, dpmem_cuda.h) over %s (--timing-warmup); backward "
+                        "without the per-sample norm work inside it (in clip):\n", range);
+        else if (s->kb->space != DPMEM_HOST)
+            printf("host time per step (ms; the GPU's is off, DPMEM_CUDA_TIMING=0: the host runs ahead of the GPU and waits where it "
+                   "reads a result back) over %s (--timing-warmup); backward without the per-sample norm work inside it (in clip):\n", range);
+        else printf("time per step (ms) over %s (--timing-warmup); backward without the per-sample norm work inside it (in clip):\n", range);
         printf("  %-16s %10s %10s %10s %10s %10s\n", "phase", "median", "min", "q1", "q3", "max");
         printf("  %-16s %10.3f %10.3f %10.3f %10.3f %10.3f\n", "step", st.median, st.min, st.q1, st.q3, st.max);
         for (int ph = 0; ph <= TRAIN_PH_N; ph++) {   /* ph == TRAIN_PH_N: the rest of the step */
@@ -177,9 +219,11 @@ static void print_summary(const TrainState *s, int steps, double secs, double (*
             }
             TimeStats t = timestats_of(v, (size_t)timed);
             printf("  %-16s %10.3f %10.3f %10.3f %10.3f %10.3f%s\n", ph < TRAIN_PH_N ? PHASE_NAMES[ph] : "other", t.median, t.min, t.q1,
-                   t.q3, t.max, ph < TRAIN_PH_N ? "" : "  (the strategy's own work outside these phases, checks)");
+                   t.q3, t.max, ph < TRAIN_PH_N ? "" : gpu ? "  (GPU time in no phase: other work, idle gaps)"
+                                                           : "  (the strategy's own work outside these phases, checks)");
         }
     }
+    if (v && kbackend_computes(s->kb)) print_mfu(s, st.median);
     free(v);
     size_t peak = dpmem_peak_bytes(NULL);
     human_bytes(hb, sizeof hb, (double)peak);
@@ -355,7 +399,9 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     s.cfg = c; s.kb = &kb;
     /* the mean over the job's batch: each rank's share, summed over the ranks by the all-reduce */
     s.loss_scale = 1.0f / ((float)c->batch_size * (float)c->seq_len * (float)c->grad_accum * (float)g_comm.world);
-    int rc = 1, strategy_ready = 0, steps_done = 0;
+    int rc = 1, strategy_ready = 0, steps_done = 0, gpu_time = 0;
+    TrainGpuTime gt;
+    memset(&gt, 0, sizeof gt);
     double first_loss = 0.0, last_loss = 0.0, secs = 0.0;
     /* timing: the first steps are warm-up (never all of them: one step is timed as it is) */
     const int warmup = c->steps > 0 ? (c->timing_warmup < c->steps ? c->timing_warmup : c->steps - 1) : 0;
@@ -363,6 +409,13 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     double (*row)[TRAIN_PH_N + 1] = n_rows > 0 ? calloc((size_t)n_rows, sizeof *row) : NULL;
     if (n_rows > 0 && !row) { fprintf(stderr, "error: out of host memory for the step times\n"); goto out; }
     dpmem_meta_int("timing.warmup_steps", warmup);
+    /* On a GPU the table's times are the GPU's (train.h: TrainGpuTime), when the kit times scopes there */
+    if (train_gpu_timer_start && kbackend_computes(&kb) && n_rows > 0) {
+        if (train_gpu_time_init(&gt, n_rows, PHASE_NAMES) != 0) goto out;
+        gpu_time = train_gpu_timer_start(&gt) == 0;
+        if (!gpu_time) train_gpu_time_free(&gt);
+    }
+    if (kbackend_computes(&kb)) dpmem_meta("timing.source", gpu_time ? "gpu" : "host");
     const size_t N = (size_t)c->batch_size * c->seq_len;
     {
         DPMEM_SCOPE("data");
@@ -458,10 +511,17 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
             last_print = now;
         }
     }
+    if (gpu_time) train_gpu_timer_flush();   /* the GPU's last work done, every scope's time delivered */
     secs = (double)(dpmem_now_ns() - t0) * 1e-9;
     dpmem_snapshot("end");
     if (train_check_ranks_agree(&s) != 0) goto fail;
-    if (c->quiet < 2) print_summary(&s, steps_done, secs, row, steps_done < n_rows ? steps_done : n_rows, warmup, first_loss, last_loss);
+    {
+        const int shown = steps_done < n_rows ? steps_done : n_rows;
+        const int use_gpu = gpu_time && gt.n >= shown;   /* (a step without its GPU time: the host's table) */
+        if (gpu_time && !use_gpu)
+            fprintf(stderr, "note: GPU times of %d of %d steps came back: the table shows host times\n", gt.n, shown);
+        if (c->quiet < 2) print_summary(&s, steps_done, secs, use_gpu ? gt.rows : row, shown, warmup, first_loss, last_loss, use_gpu);
+    }
     if (c->save_dir && g_comm.rank == 0) { /* scope "checkpoint_save"; every rank holds the same model */
         char err[CKPT_ERR];
         SafeTensorsDtype dt = !strcmp(c->save_dtype, "bf16") ? ST_BF16 : !strcmp(c->save_dtype, "f16") ? ST_F16 : ST_F32;
@@ -477,6 +537,11 @@ fail:
     else fprintf(stderr, "error: the %s strategy failed at step %d\n", st->name, s.step + 1);
     rc = error_code(&s);
 out:
+    if (gpu_time) {   /* before gt goes: nothing may reach it afterwards */
+        train_gpu_timer_flush();
+        train_gpu_timer_start(NULL);
+        train_gpu_time_free(&gt);
+    }
     if (strategy_ready && st->destroy) st->destroy(st->user, &s);
     train_allreduce_free(&s);
     llama_free(&s.model);

@@ -129,6 +129,36 @@ typedef enum { TRAIN_PH_DATA, TRAIN_PH_FORWARD, TRAIN_PH_LOSS, TRAIN_PH_BACKWARD
 /* Adds the time since t0 (dpmem_now_ns) to a phase: for a strategy's own phases (clip, noise). */
 void train_phase_add(TrainState *s, TrainPhase ph, uint64_t t0);
 
+/* ---- the phase table from GPU time (samples/train_gpu_time.c) ----------------------------------
+   On a GPU the host's clock measures launches, not work (the host runs ahead and then waits where it
+   reads a result back: the loss). There the table, the step time and tokens/s come from the GPU time
+   of the same scopes, as dpmem_cuda.h measures it with CUDA events (DPMEM_CUDA_TIMING, on by default
+   in the trainers) and hands it over (dpmem_cuda_on_gpu_time): a phase's time in a step is the sum of
+   the GPU times of the scopes of its name opened directly inside "step", except "clip", which also
+   counts inside "backward" and is then taken out of the backward's (the host table's rule); the
+   step's time is its "step" scope's, GPU idle time inside it included. The k-th "step" scope to
+   end is step k: the times of a step arrive before its own. */
+typedef struct TrainGpuTime {
+    uint32_t step_id, backward_id, clip_id, ids[TRAIN_PH_N];   /* dpmem_intern ids of the scope names */
+    double cur[TRAIN_PH_N];                 /* the step whose "step" scope has not ended yet, seconds */
+    double (*rows)[TRAIN_PH_N + 1];         /* ended steps: seconds per phase, then the step's */
+    int cap, n;                             /* rows kept (the first cap steps); steps ended */
+} TrainGpuTime;
+/* 0, or -1 (out of host memory: a line on stderr). names[ph]: each phase's scope name. */
+int  train_gpu_time_init(TrainGpuTime *g, int cap, const char *const names[TRAIN_PH_N]);
+/* One scope's GPU time (name and enclosing scope as dpmem_intern ids; parent 0: none). Never calls dpmem. */
+void train_gpu_time_add(TrainGpuTime *g, uint32_t name_id, uint32_t parent_id, uint64_t gpu_ns);
+void train_gpu_time_free(TrainGpuTime *g);
+/* Set by samples/train_cuda.c once the CUDA backend runs with the kit's GPU timing on (NULL otherwise,
+   and then the table is the host's): start(g) sends every scope's GPU time to g from now on
+   (start(NULL) stops), flush() waits for the GPU and delivers every time still pending. */
+extern int  (*train_gpu_timer_start)(TrainGpuTime *g);
+extern void (*train_gpu_timer_flush)(void);
+/* The device's name and the precision of the model's GEMMs ("bf16", "tf32", "fp32"), for the MFU's
+   peak (samples/mfu.h); set by samples/train_cuda.c with the CUDA backend, NULL otherwise. */
+extern const char *(*train_device_name)(void);
+extern const char *(*train_device_gemm)(const TrainConfig *c);
+
 /* For strategies: forward + loss (scopes "forward", "loss"), sets s->loss. */
 int train_forward(TrainState *s);
 /* Backward (scope "backward") with the default loss scale, then --check-finite on the gradients. */

@@ -45,6 +45,7 @@ int main(void) {
         cudaDeviceSynchronize();
     }
     dpmem_cuda_flush();
+    dpmem_cuda_on_gpu_time(NULL, NULL);
     dpmem_cuda_shutdown();
     if (failures) return 1;
     printf("test_cuda_disabled: the bare CUDA calls, results as expected (%s)\n", want == cudaSuccess ? "GPU" : "no GPU");

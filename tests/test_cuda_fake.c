@@ -15,6 +15,8 @@
      snapshot; 3000 scopes (past the pending ring) all get a GPU_TIME and events are recycled; a scope
      open when timing was switched off and on gets none; two threads each get their own, tied to their
      BEGIN events;
+   - the program's callback (dpmem_cuda_on_gpu_time) gets the same times with the enclosing scope
+     (spin_5ms inside spin_25ms), all 3000 tiny ones, one with no log open, none once unset;
    - a child forked while timing and the sampler run records no CUDA event and exits cleanly;
    - the sampler's DEVICE events carry the fake's figures. */
 #define DPMEM_IMPLEMENTATION
@@ -135,6 +137,36 @@ static void check_timing(void) {
           "%ld events created for %ld records: not recycled", s1.events_created, s1.records);
 }
 
+/* ---- the program's callback (dpmem_cuda_on_gpu_time): the same times, log or no log ---- */
+
+static struct {
+    uint32_t id25, id5, tiny, after_close;
+    size_t n25, n5, ntiny, nafter, total, wrong_user;
+    uint64_t ns25, ns5, ns_after;
+    uint32_t parent25, parent5;
+} cb;
+
+static void on_gpu_time(void *user, uint32_t name, uint32_t parent, uint64_t begin_ts, uint64_t ns) {
+    (void)begin_ts;
+    if (user != &cb) cb.wrong_user++;
+    cb.total++;
+    if (name == cb.id25) { cb.n25++; cb.ns25 = ns; cb.parent25 = parent; }
+    if (name == cb.id5) { cb.n5++; cb.ns5 = ns; cb.parent5 = parent; }
+    if (name == cb.tiny) cb.ntiny++;
+    if (name == cb.after_close) { cb.nafter++; cb.ns_after = ns; }
+}
+
+static void check_callback(void) {
+    CHECK(cb.wrong_user == 0, "the callback got another user pointer %zu times", cb.wrong_user);
+    CHECK(cb.n25 == 1 && cb.ns25 >= 25000000 && cb.ns25 < 26000000 && cb.parent25 == 0,
+          "callback spin_25ms: %zu, %llu ns, parent %u", cb.n25, (unsigned long long)cb.ns25, cb.parent25);
+    CHECK(cb.n5 == 1 && cb.ns5 >= 4999000 && cb.ns5 <= 5001000 && cb.parent5 == cb.id25,
+          "callback spin_5ms: %zu, %llu ns, parent %u (want spin_25ms %u)", cb.n5, (unsigned long long)cb.ns5, cb.parent5, cb.id25);
+    CHECK(cb.ntiny == 3000, "callback: %zu of 3000 tiny scopes", cb.ntiny);
+    CHECK(cb.nafter == 1 && cb.ns_after >= 1000000 && cb.ns_after < 1200000, "callback after the log closed: %zu, %llu ns",
+          cb.nafter, (unsigned long long)cb.ns_after);
+}
+
 /* ---- the log ---- */
 
 static void check_log(const char *path) {
@@ -205,6 +237,9 @@ int main(int argc, char **argv) {
     test_cuda_path(path, sizeof path, "cuda_fake.log");
     if (dpmem_open(path) != 0) { fprintf(stderr, "FAIL: cannot open %s\n", path); return 1; }
     CHECK(dpmem_cuda_init() == 0, "the fake device was not found");
+    cb.id25 = dpmem_intern("spin_25ms"); cb.id5 = dpmem_intern("spin_5ms"); cb.tiny = dpmem_intern("tiny");
+    cb.after_close = dpmem_intern("after_close");
+    dpmem_cuda_on_gpu_time(on_gpu_time, &cb);
     check_accounting();
     check_timing();
     usleep(30000);                                     /* let the sampler write a few */
@@ -213,6 +248,18 @@ int main(int argc, char **argv) {
         fake_cuda_launch(1000000);
     }
     dpmem_close();
+    {   /* no log open: the callback still gets the time */
+        DPMEM_SCOPE("after_close");
+        fake_cuda_launch(1000000);
+    }
+    dpmem_cuda_flush();
+    dpmem_cuda_on_gpu_time(NULL, NULL);
+    {   /* and none once it is unset */
+        DPMEM_SCOPE("after_close");
+        fake_cuda_launch(1000000);
+    }
+    dpmem_cuda_flush();
+    check_callback();
     dpmem_cuda_shutdown();
     check_log(path);
     unlink(path);

@@ -5,9 +5,10 @@
    absolute plus a relative error whose size is justified next to each call. Then the DP kernels
    (per-sample norms by every method against the CPU and against each other, clipping, book-keeping,
    the DP step with sigma = 0 and a huge clip norm against the plain gradient), the noise stream
-   against samples/noise.c bit for bit, a plan run for CUDA against a real run (same tagged
-   allocations, same order), and mixed precision: the bf16 conversions bit for bit, gemm_ex with
-   bf16 operands, the DP kernels on bf16 activations against the fp32 CPU kernels (test_bf16).
+   against samples/noise.c bit for bit, the weights' initialisation (init_normal) against the CPU's,
+   a plan run for CUDA against a real run (same tagged allocations, same order), and mixed precision:
+   the bf16 conversions bit for bit, gemm_ex with bf16 operands, the DP kernels on bf16 activations
+   against the fp32 CPU kernels (test_bf16).
 
    Tolerances. fp32 with a different summation order: relative error ≤ n·2⁻²⁴ in the worst case for
    an n-term sum, ~√n·2⁻²⁴ in practice; our sums have n ≤ 128 (attention HS, V=101 tiles) so 1e-5
@@ -849,6 +850,44 @@ static void test_noise(void) {
     free(h); free(g); free(x); free(hx);
 }
 
+/* Weights drawn on the GPU (init_normal, kernels/cuda/init.cu) against the CPU's (kernels/cpu/init.c)
+   for tensors of a few sizes, streams and std: a CPU run and a GPU run start from the same weights.
+   Tolerance, as test_noise's and for the same reason: both twins compute z by noise.h's noise_normal4,
+   but the GPU's double log/sin/cos are CUDA's and the CPU's are noise.h's own, each within an ulp of
+   the true value; a one-ulp difference in a double changes (float)(std · z) only when std · z falls
+   within an ulp of a float rounding boundary. So no value may differ by more than one float ulp and
+   at most 1 in 10⁴ by one (none expected: noise.h measured 0 of 10⁸ against glibc). */
+static void test_init(void) {
+    static const struct { size_t n; double std; uint64_t seed, stream; } cases[] = {
+        { 1, 0.02, 1234, 0x494E495400000001ull },        /* one value: a partial Philox block */
+        { 7, 0.02, 1234, 0x494E4954a5a5a5a5ull },
+        { 16384 + 5, 0.02, 99, 0x494E4954deadbeefull },   /* a CPU chunk and a partial one */
+        { 2048 * 2048 + 3, 0.02, 0x1234567890abcdefull, 0x494E495412345678ull },   /* a 1B layer's q_proj, odd */
+        { 100001, 1.0, 7, 42 },                           /* std 1: z itself */
+    };
+    size_t total = 0, exact_all = 0, one_all = 0, worse_all = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const size_t n = cases[c].n;
+        float *h = (float *)malloc(n * sizeof(float));
+        init_normal(&cpu, h, n, cases[c].std, cases[c].seed, cases[c].stream);
+        float *d = on_gpu(NULL, n);
+        fill_buffer(&gpu, d, NAN, n);   /* every value must be written */
+        init_normal(&gpu, d, n, cases[c].std, cases[c].seed, cases[c].stream);
+        float *g = from_gpu(d, n);
+        size_t exact = 0, one_ulp = 0, worse = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (memcmp(&g[i], &h[i], sizeof h[i]) == 0) exact++;
+            else if (fabsf(g[i] - h[i]) <= fabsf(nextafterf(h[i], INFINITY) - h[i])) one_ulp++;
+            else if (worse++ < 3) fprintf(stderr, "  init[%zu] of %zu: gpu %.9g cpu %.9g\n", i, n, g[i], h[i]);
+        }
+        CHECK(worse == 0);
+        CHECK(one_ulp * 10000 <= n);
+        total += n; exact_all += exact; one_all += one_ulp; worse_all += worse;
+        free(h); free(g);
+    }
+    printf("ok?  init_normal: %zu of %zu bit-identical, %zu one ulp apart, %zu worse\n", exact_all, total, one_all, worse_all);
+}
+
 /* A plan run for CUDA and a real CUDA run of the same ops allocate the same tags and bytes in the
    same order (--plan-for cuda predicts a CUDA run exactly). */
 typedef struct { char tag[48]; size_t bytes; } Ev;
@@ -913,8 +952,8 @@ static void test_table(void) {
         "scale", "sum", "sumsq", "count_nonfinite", "embedding_forward", "embedding_backward", "rmsnorm_forward",
         "rmsnorm_backward", "rope_forward", "rope_backward", "attention_forward", "attention_backward",
         "swiglu_forward", "swiglu_backward", "crossentropy_forward", "crossentropy_backward", "adamw", "sgd",
-        "gemm_ex", "widen", "narrow", "narrow_inplace", "copy_bytes", "zero_bytes" };
-    const char *first = (const char *)&kops_cuda.alloc, *end = (const char *)(&kops_cuda.zero_bytes + 1);
+        "gemm_ex", "widen", "narrow", "narrow_inplace", "copy_bytes", "zero_bytes", "init_normal" };
+    const char *first = (const char *)&kops_cuda.alloc, *end = (const char *)(&kops_cuda.init_normal + 1);
     size_t n = (size_t)(end - first) / sizeof(void (*)(void));
     CHECK_EQ_U(n, sizeof names / sizeof *names);   /* KOps grew: add the new entry here and to kops_cuda */
     for (size_t i = 0; i < n; i++) {
@@ -946,13 +985,13 @@ static int want(int argc, char **argv, const char *group) {
 }
 
 int main(int argc, char **argv) {
-    static const char *const groups[] = { "plan", "gemm", "elementwise", "norms", "rope", "attention", "dp", "noise", "bf16",
-                                         "bf16ops", "cudnn" };
+    static const char *const groups[] = { "plan", "gemm", "elementwise", "norms", "rope", "attention", "dp", "noise", "init",
+                                         "bf16", "bf16ops", "cudnn" };
     for (int i = 1; i < argc; i++) {
         int ok = 0;
         for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) ok |= !strcmp(argv[i], groups[g]);
         if (!ok) {
-            fprintf(stderr, "test_cuda_kernels: unknown group '%s' (plan gemm elementwise norms rope attention dp noise bf16 bf16ops cudnn)\n", argv[i]);
+            fprintf(stderr, "test_cuda_kernels: unknown group '%s' (plan gemm elementwise norms rope attention dp noise init bf16 bf16ops cudnn)\n", argv[i]);
             return 2;
         }
     }
@@ -961,7 +1000,7 @@ int main(int argc, char **argv) {
     int ndev = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);
     if (err != cudaSuccess || ndev == 0) {
-        printf("SKIP: no CUDA device (%s): the CUDA ops, DP kernels and noise were not checked against the CPU\n",
+        printf("SKIP: no CUDA device (%s): the CUDA ops, DP kernels, noise and weight initialisation were not checked against the CPU\n",
                err != cudaSuccess ? cudaGetErrorString(err) : "none found");
         return 77;
     }
@@ -986,6 +1025,7 @@ int main(int argc, char **argv) {
     }
     if (want(argc, argv, "dp")) test_dp();
     if (want(argc, argv, "noise")) test_noise();
+    if (want(argc, argv, "init")) test_init();
     if (want(argc, argv, "bf16")) test_bf16();
     if (want(argc, argv, "bf16ops")) test_bf16_ops();
     if (want(argc, argv, "cudnn")) {

@@ -5,7 +5,8 @@
 # order and libm ulps (~1e-6 relative per op): the first loss (same weights, same batch, no update yet)
 # within 1e-3, the loss after 100 and 300 steps within 0.02 (chaotic growth of those differences
 # through AdamW stays far below that on tiny; a wrong gradient in any op moves it by > 0.1).
-# Also: a plan for cuda predicts the CUDA run's peak tagged memory exactly.
+# Also: a plan for cuda predicts the CUDA run's peak tagged memory exactly; the closing table is GPU
+# time (host time, said so, under DPMEM_CUDA_TIMING=0) with an MFU line.
 # SKIP (exit 77) without a GPU or without the CUDA backend in the trainer.
 B=${DPMEM_BUILD:-build}
 T=$B/train_vanilla
@@ -42,4 +43,15 @@ done
 pr=$(sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' "$tmp/run"); pp=$(sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p' "$tmp/plan")
 if [ -n "$pr" ] && [ "$pr" = "$pp" ]; then echo "ok   plan for cuda peak == cuda run peak ($pr bytes)"
 else echo "FAIL: cuda run peak '$pr' != plan for cuda '$pp'"; fail=1; fi
+# The closing table of a --device cuda run is GPU time (the kit's events: train.h TrainGpuTime), its phases
+# within the step ("other" = step - phases, not below rounding), with an MFU line (the table's peak, or a
+# line saying there is none); DPMEM_CUDA_TIMING=0 gives the host's table, titled so; --peak-tflops is used.
+grep -q "^GPU time per step (ms; CUDA events around each scope" "$tmp/run" && grep -q "ms of GPU time (steps 2..3" "$tmp/run" &&
+    grep -q "^MFU: " "$tmp/run" && awk '$1 == "other" { o = $2 } END { exit !(o != "" && o >= -0.01) }' "$tmp/run" &&
+    echo "ok   the cuda run's table is GPU time: $(grep '^  step ' "$tmp/run"); $(grep '^MFU' "$tmp/run")" ||
+    { echo "FAIL: the cuda run's table is not GPU time:"; cat "$tmp/run"; fail=1; }
+DPMEM_CUDA_TIMING=0 "$T" --model tiny --data "$data" --seed 7 --steps 3 --device cuda --peak-tflops 100 >"$tmp/host" 2>&1
+grep -q "^host time per step (ms; the GPU's is off, DPMEM_CUDA_TIMING=0" "$tmp/host" && ! grep -q "of GPU time" "$tmp/host" &&
+    grep -q "^MFU: .* / 100 TFLOP/s (.*; peak: --peak-tflops)" "$tmp/host" && echo "ok   DPMEM_CUDA_TIMING=0: the host's table, said so; --peak-tflops" ||
+    { echo "FAIL: DPMEM_CUDA_TIMING=0 or --peak-tflops:"; cat "$tmp/host"; fail=1; }
 exit $fail

@@ -3,7 +3,8 @@
    backend, e.g. SAN=1) it prints one SKIP line and exits 77.
    One step of the tiny model with plain SGD (lr 10, so that the update is far above float rounding),
    GEMMs in full fp32 (DPMEM_CUDA_GEMM=fp32), the model saved as f32 safetensors and compared tensor
-   by tensor, with u = max|w_cpu − w₀| the size of the CPU's update (w₀: the same run at lr 0):
+   by tensor, with u = max|w_cpu − w₀| the size of the CPU's update (w₀: the same run at lr 0; the
+   device's lr-0 run equals it within a float ulp: the weights are drawn on the device from the CPU's stream):
      - every --norm × --clip, plus Poisson sampling and LoRA, with σ = 0 and C = 0.01 (every sample
        clipped, so each per-sample norm sets its sample's weight in the update): max|w_gpu − w_cpu|
        ≤ 1e-3·u, and the printed mean per-sample norm and clipped share agree (the norms themselves);
@@ -96,6 +97,16 @@ int main(void) {
     if (step("train_dpsgd", "cpu", "--lr 0 --noise-multiplier 0", "w0", &w0, out, sizeof out)) goto done;
     if (step("train_dpsgd", "cpu", "--lr 0 --noise-multiplier 0 --tie-embeddings", "w0t", &w0_tied, out, sizeof out)) goto done;
 
+    {   /* the initial weights are drawn on the device from the CPU's stream (init_normal): at lr 0 the
+           device saves the CPU's w0. Both compute noise.h's z; their double libm may differ by an ulp,
+           which moves a float by at most one ulp in rare ties: |w| < 0.25 (12 sigma) gives 1.5e-8. */
+        Model w0d;
+        if (step("train_dpsgd", dev, "--lr 0 --noise-multiplier 0", "w0dev", &w0d, out, sizeof out) == 0) {
+            const double d = maxdiff(&w0, &w0d);
+            CHECK(d >= 0 && d <= 1.5e-8, "initial weights on %s vs the CPU: max |difference| %g", dev, d);
+            unload(&w0d);
+        }
+    }
     static const char *norms[] = { "direct", "ghost", "flash", "mixed" };
     static const char *clips[] = { "bk", "twopass" };
     char what[128], extra[512];

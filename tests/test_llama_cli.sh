@@ -34,6 +34,10 @@ expect_fail 1 "--lr needs a non-negative number, got 'abc'" --lr abc
 expect_fail 1 "--steps needs a value" --steps
 expect_fail 1 "--device must be one of" --device tpu
 expect_fail 1 "--mem-limit needs a size" --mem-limit 12Q
+for v in 0 -5 abc 1e7 inf nan 12x ""; do
+    expect_fail 1 "--peak-tflops needs a positive number of TFLOP/s (at most 1e6), got '$v'" --peak-tflops "$v"
+done
+expect_fail 1 "--peak-tflops needs a value" --peak-tflops
 expect_fail 1 "cannot open data file '$tmp/missing.bin'" --data "$tmp/missing.bin"
 expect_fail 3 "out of memory" --mem-limit 1M
 expect_fail 3 "out of memory" --device plan --model 3b --seq-len 16384 --mem-limit 80G
@@ -66,6 +70,16 @@ grep -q "raw bytes, 1040 tokens" "$tmp/out" || { echo "FAIL: the text file was n
 for s in config.seq_len config.model train_vanilla params/layers.1.mlp.down_proj optimizer/embed_tokens.exp_avg_sq \
          activations/layers.0.self_attn.lse workspace/attn_backward model_creation optimizer_step zero_grad backward; do
     grep -aq "$s" "$tmp/run.log" || { echo "FAIL: the log lacks '$s'"; fail=1; }
+done
+# MFU (samples/mfu.h): on the CPU only with --peak-tflops; tiny at T = 16, B = 4: N = 195072 weights in
+# GEMMs, 6 N + 6 L NH HS T = 1170432 + 6 x 2 x 4 x 16 x 16 = 1182720 FLOP per token, x 64 tokens
+ok_run --steps 2 --seq-len 16 --batch-size 4
+grep -q "^MFU" "$tmp/out" && { echo "FAIL: an MFU line on the CPU without --peak-tflops"; fail=1; }
+ok_run --steps 2 --seq-len 16 --batch-size 4 --peak-tflops 0.5 --log "$tmp/mfu.log"
+grep -q "^MFU: .* 7.569e+07 FLOP / .* / 0.5 TFLOP/s (cpu; peak: --peak-tflops)" "$tmp/out" &&
+    grep -q "(6 x 195072 + 6 x 2 x 4 x 16 x 16) x 64;" "$tmp/out" || { echo "FAIL: the MFU lines"; cat "$tmp/out"; fail=1; }
+for s in mfu.flops_per_token mfu.peak_tflops timing.source; do
+    grep -aq "$s" "$tmp/mfu.log" || { echo "FAIL: the log lacks '$s'"; fail=1; }
 done
 ok_run --steps 1 --seq-len 16 --run-name ghost-T16 --log "$tmp/named.log"
 grep -aq "ghost-T16" "$tmp/named.log" || { echo "FAIL: --run-name did not reach the log"; fail=1; }

@@ -43,6 +43,7 @@ const KOps kops_cpu = {
     .adamw = adamw_cpu, .sgd = sgd_cpu,
     .gemm_ex = gemm_ex_cpu, .widen = widen_cpu, .narrow = narrow_cpu, .narrow_inplace = narrow_inplace_cpu,
     .copy_bytes = copy_bytes_cpu, .zero_bytes = zero_bytes_cpu,
+    .init_normal = init_normal_cpu,
 };
 
 void kbackend_cpu_init(KBackend *b, int nthreads) {

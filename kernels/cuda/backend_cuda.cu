@@ -240,6 +240,7 @@ extern "C" const KOps kops_cuda = {
     .rope_forward_bf16 = rope_forward_bf16_cuda, .rope_backward_bf16 = rope_backward_bf16_cuda,
     .attention_forward_bf16 = attention_forward_bf16_cuda, .attention_backward_bf16 = attention_backward_bf16_cuda,
     .swiglu_forward_bf16 = swiglu_forward_bf16_cuda, .swiglu_backward_bf16 = swiglu_backward_bf16_cuda,
+    .init_normal = init_normal_cuda,
 };
 
 int kbackend_cuda_init(KBackend *b, int device) {

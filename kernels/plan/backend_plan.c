@@ -80,6 +80,9 @@ static void plan_narrow(KBackend *b, void *d, const float *s, size_t n) { (void)
 static void plan_narrow_inplace(KBackend *b, void *x, size_t n) { (void)b; (void)x; (void)n; }
 static void plan_copy_bytes(KBackend *b, void *d, const void *s, size_t n) { (void)b; (void)d; (void)s; (void)n; }
 static void plan_zero_bytes(KBackend *b, void *x, size_t n) { (void)b; (void)x; (void)n; }
+static void plan_init_normal(KBackend *b, float *x, size_t n, double sd, uint64_t seed, uint64_t stream) {
+    (void)b; (void)x; (void)n; (void)sd; (void)seed; (void)stream;
+}
 
 /* the native bf16 entries (kernels.h): a plan for a target that has them calls these */
 static void plan_emb_f16(KBackend *b, void *o, const int *t, const float *w, int N, int C) {
@@ -135,6 +138,7 @@ const KOps kops_plan = {
     .rope_forward_bf16 = plan_rope16, .rope_backward_bf16 = plan_rope16,
     .attention_forward_bf16 = plan_attn_f16, .attention_backward_bf16 = plan_attn_b16,
     .swiglu_forward_bf16 = plan_swi_f16, .swiglu_backward_bf16 = plan_swi_b16,
+    .init_normal = plan_init_normal,
 };
 
 void kbackend_plan_init(KBackend *b, const KOps *target, int nthreads) {

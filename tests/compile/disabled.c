@@ -98,6 +98,7 @@ static int cuda(void) {
     dpmem_cuda_nvtx_pool(evaluated(pool), pool_bytes);
     dpmem_cuda_nvtx_pool_release(pool);
     dpmem_cuda_flush();
+    dpmem_cuda_on_gpu_time(NULL, (void *)&on);
     dpmem_cuda_shutdown();
     (void)cudaGetLastError();
     return 1;
