@@ -161,6 +161,10 @@ typedef struct KOps {
     void (*narrow_inplace)(KBackend *b, void *x, size_t n);
     void (*copy_bytes)(KBackend *b, void *dst, const void *src, size_t bytes);
     void (*zero_bytes)(KBackend *b, void *x, size_t bytes);
+    /* ---- initialisation (kernels/init.c) ---- */
+    /* x[i] = (float)(std · z(seed, stream, i)) for i < n: samples/noise.h's normal stream, `stream`
+       in the place of its step. */
+    void (*init_normal)(KBackend *b, float *x, size_t n, double std, uint64_t seed, uint64_t stream);
     /* ---- native bf16 (a target with bf16_native = 1 fills every entry below; 0: the _ex wrappers
        widen into fp32 workspace instead) ----
        The same ops as above on bf16 storage (void pointers: uint16_t elements), fp32 arithmetic,
@@ -187,10 +191,6 @@ typedef struct KOps {
     void (*swiglu_forward_bf16)(KBackend *b, void *h, const void *gate, const void *up, size_t n);
     void (*swiglu_backward_bf16)(KBackend *b, void *dgate, void *dup, const void *dh, const void *gate,
                                  const void *up, size_t n);
-    /* ---- initialisation (kernels/init.c) ---- */
-    /* x[i] = (float)(std · z(seed, stream, i)) for i < n: samples/noise.h's normal stream, `stream`
-       in the place of its step. */
-    void (*init_normal)(KBackend *b, float *x, size_t n, double std, uint64_t seed, uint64_t stream);
 } KOps;
 
 /* One live allocation, as the backend remembers it (for kbackend_free_all and tests). */

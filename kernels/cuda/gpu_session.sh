@@ -20,7 +20,10 @@
 #   dp        1b T=4096, 2 samples in physical batches of 1, bf16: vanilla, flash+bk, mixed+bk,
 #             ghost+twopass, direct+bk; step time and peak as ratios to vanilla; each peak = its plan
 #   long      1b T=16384 bf16 with activation checkpointing: vanilla and flash+bk
-#   sanitize  compute-sanitizer memcheck and racecheck of test_cuda_kernels' native bf16 and cuDNN groups
+#   bf16      the speed stage's bf16 row alone
+#   kit       dpmem_cuda.h on the GPU (test_cuda_gpu) and under compute-sanitizer --nvtx yes (test_cuda_memcheck.sh)
+#   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
+#             race and out-of-bounds write that must be caught
 # Every step runs under `timeout`; its output is appended to OUT/<stage>.log as it comes and its one-line
 # result to OUT/summary.txt, the rows of the tables to OUT/table.md (at most 8 files: what a lent machine
 # returns), so a run cut short still leaves everything it measured.
@@ -32,7 +35,7 @@ build)
   # build/gpu keeps the objects (rebuilds stay incremental); what travels is a stripped copy of the
   # programs in $R (64 MiB at most with the libraries), run there as DPMEM_BUILD=$R
   R=${DPMEM_RUN_DIR:-build/gpu-run}
-  progs="tests/test_cuda_kernels tests/test_dp_cuda_gpu bench/bench_cuda_kernels train_vanilla train_flash train_ghost train_dpsgd train_lora dpmem-report"
+  progs="tests/test_cuda_kernels tests/test_dp_cuda_gpu tests/test_cuda_gpu tests/cuda_sanitize_plant bench/bench_cuda_kernels train_vanilla train_flash train_ghost train_dpsgd train_lora dpmem-report"
   make -j"$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)" BUILD="$B" CUDA_ARCH=${CUDA_ARCH:-sm_90} NCCL_LIBDIR= \
       $(for p in $progs; do printf '%s/%s ' "$B" "$p"; done) || exit 1
   rm -rf "$R" && mkdir -p "$R/tests" "$R/bench" || exit 1
@@ -50,7 +53,7 @@ SUM=$OUT/summary.txt
 TAB=$OUT/table.md
 dry=0; [ "$mode" = dry-run ] && dry=1
 if [ $dry = 0 ] && ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu_session: no GPU (nvidia-smi -L failed): use dry-run here" | tee -a "$SUM"; exit 77; fi
-for p in tests/test_cuda_kernels tests/test_dp_cuda_gpu bench/bench_cuda_kernels train_vanilla train_flash dpmem-report; do
+for p in tests/test_cuda_kernels tests/test_dp_cuda_gpu tests/test_cuda_gpu bench/bench_cuda_kernels train_vanilla train_flash dpmem-report; do
   [ -x "$B/$p" ] || { echo "gpu_session: $B/$p is missing: run 'sh kernels/cuda/gpu_session.sh build' here first" | tee -a "$SUM"; exit 1; }
 done
 
@@ -101,11 +104,17 @@ say "gpu_session $mode $(date -u +%Y-%m-%dT%H:%MZ): $( [ $dry = 1 ] && echo 'no 
 for stage in $STAGES; do
   case $stage in
   tests)
-    step tests 150 "test_cuda_kernels: cuDNN attention, native bf16" "$B/tests/test_cuda_kernels" cudnn bf16ops plan
+    step tests 150 "test_cuda_kernels: cuDNN attention, native bf16" "$B/tests/test_cuda_kernels" cudnn bf16ops plan init
     step tests 240 "test_cuda_kernels: every group" "$B/tests/test_cuda_kernels"
     step tests 200 "test_dp_cuda_gpu: DP on the GPU vs the CPU" "$B/tests/test_dp_cuda_gpu" ;;
   bench)
     step bench 150 "bench_cuda_kernels" "$B/bench/bench_cuda_kernels" ;;
+  kit)   # dpmem_cuda.h on the GPU: tags vs cudaMemGetInfo, scope times, OOM; memcheck --nvtx yes, leaks by name
+    step kit 120 "test_cuda_gpu" "$B/tests/test_cuda_gpu"
+    step kit 240 "test_cuda_memcheck.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_memcheck.sh ;;
+  bf16)  # the bf16 step alone (the speed stage's first row)
+    echo "" >>"$TAB"; echo "| 1b T=4096 B=1 vanilla | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
+    train bf16 "bf16" 4096 train_vanilla --model 1b --seq-len 4096 --batch-size 1 --steps 6 --quiet --precision bf16 ;;
   speed)
     echo "" >>"$TAB"; echo "| 1b T=4096 B=1 vanilla | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
     a="--model 1b --seq-len 4096 --batch-size 1 --steps 6 --quiet"
@@ -130,15 +139,9 @@ for stage in $STAGES; do
     a="--model 1b --seq-len 16384 --steps 4 --precision bf16 --checkpoint-activations --quiet"
     train long "vanilla, 2 samples (physical 1)" 32768 train_vanilla $a --batch-size 1 --grad-accum 2
     train long "flash+bk, 2 samples (physical 1)" 32768 train_flash $a --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk ;;
-  sanitize)
-    if [ $dry = 1 ] || command -v compute-sanitizer >/dev/null 2>&1; then
-      for tool in memcheck racecheck; do
-        if [ $dry = 1 ]; then step sanitize 60 "compute-sanitizer --tool $tool (dry: binary only)" "$B/tests/test_cuda_kernels" bf16ops
-        else step sanitize 240 "compute-sanitizer --tool $tool bf16ops cudnn" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-               "$B/tests/test_cuda_kernels" bf16ops cudnn; fi
-      done
-    else say "sanitize: no compute-sanitizer on PATH"; fi ;;
-  *) say "gpu_session: unknown stage '$stage' (tests bench speed dp long sanitize)" ;;
+  sanitize)   # memcheck, racecheck, synccheck of test_cuda_kernels and a planted race / out-of-bounds write
+    step sanitize 300 "test_cuda_ops_sanitize.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_sanitize.sh ;;
+  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp long kit sanitize)" ;;
   esac
 done
 rm -f "$OUT/run.log.tmp" "$OUT/run.out.tmp"
