@@ -17,12 +17,16 @@
         }                                                                                          \
     } while (0)
 
+/* volatile: the read is a real shared-memory load (without it the compiler forwards each thread's own
+   store to its read, and racecheck, seeing no conflicting load, judged the first H200 run clean) */
 __global__ void race(int *out) {
-    __shared__ int word;
-    word = (int)threadIdx.x;                           /* every thread writes ... */
+    __shared__ volatile int word;
+    word = (int)threadIdx.x;                           /* every thread (8 warps) writes ... */
     out[threadIdx.x] = word;                           /* ... and reads, no __syncthreads between */
 }
 
+/* n elements in buf: the thread with i == n writes one past the end (the first H200 run's version
+   allocated 256 elements for i <= 255: no thread ever reached the end) */
 __global__ void oob(int *buf, int n) {
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i <= n) buf[i] = i;                            /* <= : one past the end */
@@ -38,9 +42,10 @@ int main(int argc, char **argv) {
         printf("SKIP cuda_sanitize_plant: no CUDA device\n");
         return 77;
     }
-    CUDA_CHECK(cudaMalloc((void **)&d, 256 * sizeof(int)));
-    if (strcmp(argv[1], "race") == 0) race<<<1, 256>>>(d);
-    else oob<<<1, 256>>>(d, 255);
+    const int n = strcmp(argv[1], "race") == 0 ? 256 : 200;
+    CUDA_CHECK(cudaMalloc((void **)&d, (size_t)n * sizeof(int)));
+    if (n == 256) race<<<1, 256>>>(d);
+    else oob<<<1, 256>>>(d, n);                        /* 256 threads over 200 elements: i = 200 writes past the end */
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaFree(d));

@@ -234,13 +234,13 @@ extern "C" const KOps kops_cuda = {
     .adamw = adamw_cuda, .sgd = sgd_cuda,
     .gemm_ex = gemm_ex_cuda, .widen = widen_cuda, .narrow = narrow_cuda, .narrow_inplace = narrow_inplace_cuda,
     .copy_bytes = copy_bytes_cuda, .zero_bytes = zero_bytes_cuda,
+    .init_normal = init_normal_cuda,
     .bf16_native = 1,
     .embedding_forward_bf16 = embedding_forward_bf16_cuda, .embedding_backward_bf16 = embedding_backward_bf16_cuda,
     .rmsnorm_forward_bf16 = rmsnorm_forward_bf16_cuda, .rmsnorm_backward_bf16 = rmsnorm_backward_bf16_cuda,
     .rope_forward_bf16 = rope_forward_bf16_cuda, .rope_backward_bf16 = rope_backward_bf16_cuda,
     .attention_forward_bf16 = attention_forward_bf16_cuda, .attention_backward_bf16 = attention_backward_bf16_cuda,
     .swiglu_forward_bf16 = swiglu_forward_bf16_cuda, .swiglu_backward_bf16 = swiglu_backward_bf16_cuda,
-    .init_normal = init_normal_cuda,
 };
 
 int kbackend_cuda_init(KBackend *b, int device) {

@@ -140,7 +140,7 @@ for stage in $STAGES; do
     train long "vanilla, 2 samples (physical 1)" 32768 train_vanilla $a --batch-size 1 --grad-accum 2
     train long "flash+bk, 2 samples (physical 1)" 32768 train_flash $a --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk ;;
   sanitize)   # memcheck, racecheck, synccheck of test_cuda_kernels and a planted race / out-of-bounds write
-    step sanitize 300 "test_cuda_ops_sanitize.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_sanitize.sh ;;
+    step sanitize 200 "test_cuda_ops_sanitize.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_sanitize.sh ;;
   *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp long kit sanitize)" ;;
   esac
 done
