@@ -195,8 +195,8 @@ void dp_linear_norms_flash_cuda_dt(float *norm2, float *tile, const float *a, co
     }
     flash_finalize_kernel<<<B, 256>>>(norm2, part, nI * P);
     cudaLaunchCheck();
-    if (io) {   /* per block row: a and g rows i0..w read twice (the GEMMs' two operands), both Gram
-                   blocks written and read back, the partials written and read; the norms written */
+    if (io) {   /* per block row: rows i0..i0+ri and 0..w of a and g read (the GEMMs' two operands),
+                   both Gram blocks written and read back, the partials written and read; the norms */
         uint64_t rd = 0, wr = 0;
         for (int i0 = 0; i0 < T; i0 += R) {
             const uint64_t ri = (uint64_t)(T - i0 < R ? T - i0 : R), w = (uint64_t)i0 + ri;
