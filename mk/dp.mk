@@ -50,7 +50,9 @@ TESTS += $(BUILD)/tests/test_dp_config
 DP_TRAINER_DEPS := $(BUILD)/libtrainer.a kernels/kernels.h samples/config.h samples/data.h samples/llama.h samples/train.h dpmem.h
 # (the noise, samples/noise.c, is in the trainer library: the weights' initialisation draws from it too)
 DP_LIB_SRC := samples/dp_sgd.c samples/lora.c samples/dp_config.c samples/accountant.c $(DP_KERNEL_SRC)
-DP_LIB_HDR := samples/dp_sgd.h samples/lora.h samples/dp_config.h samples/accountant.h samples/noise.h kernels/dp_kernels.h
+# kernels_cuda.h: dp_sgd.c sizes the GPU's flash and tied-gather scratch with its inline functions
+DP_LIB_HDR := samples/dp_sgd.h samples/lora.h samples/dp_config.h samples/accountant.h samples/noise.h kernels/dp_kernels.h \
+              kernels/cuda/kernels_cuda.h
 DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 
 # The DP samples link the CUDA backend exactly as train_vanilla does (mk/trainer.mk's TRAINER_CUDA_LINK:
@@ -125,7 +127,7 @@ BENCHES += $(BUILD)/bench/levers
 
 # DP on the CUDA target: the plan's DP buffers are those of the CUDA path (runs everywhere), and the
 # GPU run against the CPU (SKIP line and exit 77 without a GPU). Both run the samples.
-$(BUILD)/tests/test_dp_cuda: tests/test_dp_cuda.c tests/test_dp_common.h tests/logread.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
+$(BUILD)/tests/test_dp_cuda: tests/test_dp_cuda.c tests/test_dp_common.h tests/logread.h kernels/cuda/kernels_cuda.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cuda.c $(LDFLAGS) $(LDLIBS)
 

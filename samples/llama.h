@@ -118,8 +118,8 @@ typedef struct GradHooks {
     /* 0 or GRAD_HOOK_* bits (1: skip dW, as before the bits); -1: abort the backward. */
     int (*weight_grad)(void *user, const GradHookArgs *a);
     const float *loss_weights; /* device [B]: per-sample loss weights c_b; NULL = 1 */
-    int retain_saved;          /* keep every saved activation until llama_release_saved (book-keeping without
-                                  checkpointing; with it, the hooks' KEEP bits keep only what they need) */
+    int retain_saved;          /* keep every saved activation until llama_release_saved (the DP trainers use
+                                  the hooks' KEEP bits instead, which keep only what they need) */
     int frozen_too;            /* also call weight_grad for frozen weights (args->dW = NULL; the backward
                                   skips their dW whatever it returns): LoRA adapters on a frozen base */
     int keep_activations;      /* free nothing: every saved activation, and the logits as the output

@@ -366,10 +366,13 @@ static void test_dp(void) {
         free(before);
     }
     /* flash in block rows against the CPU twin (its tile 32): one block (R ≥ T), T a multiple of R
-       and not (a short last block row), R = 1, and the trainer's R from the budget */
-    const int flashT[3] = { 17, 70, 135 };
-    const int flashR[3][4] = { { 17, 5, 1, 0 }, { 35, 16, 64, 0 }, { 45, 32, 64, 0 } };
-    for (int f = 0; f < 3; f++) {
+       and not (a short last block row), R = 1, and the trainer's R from the budget. The reduction
+       reads float4 where rows are 16-byte aligned (sample stride R·T and row width w multiples of 4):
+       T = 70 with R = 16 and 64 and T = 135 with R = 32 mix both paths, T = 72 with R = 6 and 10 puts
+       the diagonal block's first column (i0 = 6, 10, 30, ...) inside a float4 */
+    const int flashT[4] = { 17, 70, 135, 72 };
+    const int flashR[4][4] = { { 17, 5, 1, 0 }, { 35, 16, 64, 0 }, { 45, 32, 64, 0 }, { 6, 10, 72, 0 } };
+    for (int f = 0; f < 4; f++) {
         const int Tt = flashT[f];
         size_t na2 = (size_t)B * Tt * IC, ng2 = (size_t)B * Tt * OC;
         float *a2 = rand_host(na2, 1), *g2 = rand_host(ng2, 1), ref2[3];

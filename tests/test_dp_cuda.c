@@ -160,18 +160,18 @@ int main(void) {
     check_config(dir, "train_dpsgd", "--norm mixed --clip bk --checkpoint-activations", 1);
     check_config(dir, "train_lora", "--norm flash --clip twopass --lora-rank 4 --precision bf16 --checkpoint-activations", 1);
     /* the GPU's block rows at 1b shapes, by hand: both Gram blocks of B samples are 2·B·R·T floats and
-       must fit 64 MiB; R a multiple of 64 (at least 64) or T; the partials 2·B·ceil(T/R)·128 floats */
+       must fit 64 MiB; R a multiple of 64 (at least 64) or T; the partials 2·B·ceil(T/R)·256 floats */
     CHECK(kcuda_flash_rows(1, 4096) == 2048, "flash rows B=1 T=4096: %d, want 2048", kcuda_flash_rows(1, 4096));
-    CHECK(kcuda_flash_floats(1, 4096, 2048) == 2ull * 2048 * 4096 + 2 * 2 * 128, "flash floats B=1 T=4096: %zu",
+    CHECK(kcuda_flash_floats(1, 4096, 2048) == 2ull * 2048 * 4096 + 2 * 2 * 256, "flash floats B=1 T=4096: %zu",
           kcuda_flash_floats(1, 4096, 2048));
     CHECK(kcuda_flash_rows(1, 16384) == 512, "flash rows B=1 T=16384: %d, want 512", kcuda_flash_rows(1, 16384));
-    CHECK(kcuda_flash_floats(1, 16384, 512) == 2ull * 512 * 16384 + 2 * 32 * 128, "flash floats B=1 T=16384: %zu",
+    CHECK(kcuda_flash_floats(1, 16384, 512) == 2ull * 512 * 16384 + 2 * 32 * 256, "flash floats B=1 T=16384: %zu",
           kcuda_flash_floats(1, 16384, 512));
     CHECK(kcuda_flash_rows(3, 1000) == 1000, "flash rows B=3 T=1000 (all of T fits): %d", kcuda_flash_rows(3, 1000));
     CHECK(kcuda_flash_rows(64, 4096) == 64, "flash rows B=64 T=4096 (one quantum, over the budget): %d", kcuda_flash_rows(64, 4096));
     CHECK(kcuda_flash_rows(5, 3000) == 512, "flash rows B=5 T=3000 (559 rows fit: 512): %d",
           kcuda_flash_rows(5, 3000));
-    CHECK(kcuda_flash_floats(2, 100, 30) == 2ull * 2 * 30 * 100 + 2 * 2 * 4 * 128, "flash floats B=2 T=100 R=30: %zu",
+    CHECK(kcuda_flash_floats(2, 100, 30) == 2ull * 2 * 30 * 100 + 2 * 2 * 4 * 256, "flash floats B=2 T=100 R=30: %zu",
           kcuda_flash_floats(2, 100, 30));
     CHECK(kcuda_flash_floats(2, 100, 500) == kcuda_flash_floats(2, 100, 100), "flash floats: R clamped to T");
     CHECK(kcuda_tied_rows(1, 4096, KDT_BF16) == 4096 && kcuda_tied_cross_floats(1, 4096, 4096, KDT_BF16) == 4096ull * 4096 / 2,

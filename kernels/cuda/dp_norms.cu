@@ -134,10 +134,13 @@ void dp_linear_norms_ghost_cuda_dt(float *norm2, float *gram, const float *a, co
    above the diagonal are never formed); columns i0..w the diagonal block, formed whole (weight 1).
    Operands of dt (bf16: exact products), CUBLAS_COMPUTE_32F, fp32 Gram entries: no TF32 here. */
 
-/* part[(b·nI + I)·P + x] = Σ over rows r ≡ x (mod P) of Σ_c w_c · ga[r,c] · gg[r,c], in double;
-   grid (P, B). Each thread's columns and the block reduction have a fixed order: deterministic. */
+/* part[(b·nI + I)·P + x] = Σ over rows r ≡ x (mod P) of Σ_c w_c · ga[r,c] · gg[r,c], in double
+   (w_c = 2 for c < i0, else 1); grid (P, B). Rows are read as float4 where every row start is 16-byte
+   aligned (vec: the scratch is, w and the sample stride are multiples of 4), else as floats. Each
+   thread's columns and the block reduction have a fixed order, and vec is a function of the shapes
+   and of the scratch's alignment only: the same bits every run. */
 __global__ void flash_rows_kernel(double *part, const float *ga, const float *gg, size_t stride,
-                                  int ri, int w, int i0, int I, int nI) {
+                                  int ri, int w, int i0, int I, int nI, int vec) {
     __shared__ double sh[32];
     const int b = blockIdx.y;
     const float *xa = ga + (size_t)b * stride, *xg = gg + (size_t)b * stride;
@@ -145,9 +148,21 @@ __global__ void flash_rows_kernel(double *part, const float *ga, const float *gg
     for (int r = blockIdx.x; r < ri; r += gridDim.x) {
         const float *ra = xa + (size_t)r * w, *rg = xg + (size_t)r * w;
         double off = 0.0, diag = 0.0;
-        for (int c = threadIdx.x; c < w; c += blockDim.x) {
-            const double p = (double)ra[c] * (double)rg[c];
-            if (c < i0) off += p; else diag += p;
+        if (vec) {
+            const float4 *ra4 = (const float4 *)ra, *rg4 = (const float4 *)rg;
+            for (int q = threadIdx.x; q < w / 4; q += blockDim.x) {
+                const float4 x = ra4[q], y = rg4[q];
+                const double p[4] = { (double)x.x * y.x, (double)x.y * y.y, (double)x.z * y.z, (double)x.w * y.w };
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    if (4 * q + j < i0) off += p[j]; else diag += p[j];
+                }
+            }
+        } else {
+            for (int c = threadIdx.x; c < w; c += blockDim.x) {
+                const double p = (double)ra[c] * (double)rg[c];
+                if (c < i0) off += p; else diag += p;
+            }
         }
         s += 2.0 * off + diag;
     }
@@ -184,19 +199,20 @@ void dp_linear_norms_flash_cuda_dt(float *norm2, float *tile, const float *a, co
     float *ga = tile, *gg = tile + (size_t)B * stride;
     double *part = (double *)(tile + 2 * (size_t)B * stride);   /* 8-byte aligned: 2·B·R·T floats before it */
     const char *ac = (const char *)a, *gc = (const char *)g;
+    const int aligned = (uintptr_t)tile % 16 == 0 && stride % 4 == 0;   /* then ga, gg, every sample's block too */
     for (int I = 0; I < nI; I++) {
         const int i0 = I * R, ri = T - i0 < R ? T - i0 : R, w = i0 + ri;
         kcuda_gemm_ex_fp32acc(0, 1, ri, w, IC, 1.0f, ac + (size_t)i0 * IC * e, IC, (long long)T * IC,
                               a, IC, (long long)T * IC, 0.0f, ga, w, (long long)stride, B, dt, KDT_F32);
         kcuda_gemm_ex_fp32acc(0, 1, ri, w, OC, 1.0f, gc + (size_t)i0 * OC * e, OC, (long long)T * OC,
                               g, OC, (long long)T * OC, 0.0f, gg, w, (long long)stride, B, dt, KDT_F32);
-        flash_rows_kernel<<<dim3(P, B), 256>>>(part, ga, gg, stride, ri, w, i0, I, nI);
+        flash_rows_kernel<<<dim3(P, B), 256>>>(part, ga, gg, stride, ri, w, i0, I, nI, aligned && w % 4 == 0);
         cudaLaunchCheck();
     }
     flash_finalize_kernel<<<B, 256>>>(norm2, part, nI * P);
     cudaLaunchCheck();
-    if (io) {   /* per block row: a and g rows i0..w read twice (the GEMMs' two operands), both Gram
-                   blocks written and read back, the partials written and read; the norms written */
+    if (io) {   /* per block row: rows i0..i0+ri and 0..w of a and g read (the GEMMs' two operands),
+                   both Gram blocks written and read back, the partials written and read; the norms */
         uint64_t rd = 0, wr = 0;
         for (int i0 = 0; i0 < T; i0 += R) {
             const uint64_t ri = (uint64_t)(T - i0 < R ? T - i0 : R), w = (uint64_t)i0 + ri;

@@ -45,7 +45,7 @@ extern "C" {
 #define KCUDA_RMSNORM_PARTS    64           /* row groups of the RMSNorm weight gradient              */
 #define KCUDA_FLASH_BUDGET     (64u << 20)  /* bytes of flash's Gram blocks (and of the tied gather)   */
 #define KCUDA_FLASH_QUANTUM    64           /* block rows R: a multiple of this, or T itself         */
-#define KCUDA_FLASH_PARTS      128          /* partial sums per (sample, block row), added in order   */
+#define KCUDA_FLASH_PARTS      256          /* partial sums per (sample, block row), added in order   */
 #define KCUDA_MAX_B            4096         /* samples per call of the per-sample norm kernels        */
 
 /* Flash norms' and the tied cross term's scratch on the GPU: pure functions of the shapes, shared by
