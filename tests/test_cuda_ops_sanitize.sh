@@ -43,8 +43,14 @@ planted() {   # planted NAME TOOL MODE: the tool must find the planted bug
   fi
 }
 run "memcheck test_cuda_kernels" memcheck --leak-check full "$B/tests/test_cuda_kernels"
-run "racecheck test_cuda_kernels" racecheck "$B/tests/test_cuda_kernels"
-run "synccheck test_cuda_kernels" synccheck "$B/tests/test_cuda_kernels"
+# racecheck and synccheck over our kernels: every group but those that run cuDNN's fused attention
+# (cudnn, and plan's op sequence). On the H200 (2026-11-26, cuDNN 9.19) both tools reported hazards
+# and "divergent threads at a barrier" inside cuDNN's sm90 flash backward (warp-specialized wgmma with
+# mbarriers and named barriers, which these tools do not model), and the instrumented kernel then
+# failed to launch; memcheck above covers those groups too, and passed.
+OURS="gemm elementwise norms rope attention dp noise init bf16 bf16ops"
+run "racecheck test_cuda_kernels (no cuDNN)" racecheck "$B/tests/test_cuda_kernels" $OURS
+run "synccheck test_cuda_kernels (no cuDNN)" synccheck "$B/tests/test_cuda_kernels" $OURS
 if [ -x "$B/train_vanilla" ]; then
   run "memcheck train_vanilla --device cuda" memcheck --leak-check full "$B/train_vanilla" --model tiny --steps 3 --device cuda --quiet
 fi

@@ -14,12 +14,19 @@ printf '#!/bin/sh\necho "GPU 0: stand-in (UUID: GPU-0)"\n' > "$dir/bin/nvidia-sm
 # The stand-in compute-sanitizer: FAKE_CS picks what goes wrong (clean, blind, hazard, nvtx, unnamed).
 cat > "$dir/bin/compute-sanitizer" <<'EOS'
 #!/bin/sh
-tool=memcheck; target=""; mode=""
+tool=memcheck; target=""; mode=""; args=""
 while [ $# -gt 0 ]; do
-  case "$1" in --tool) tool=$2; shift;; --error-exitcode|--leak-check|--nvtx) shift;; -*) ;; *) [ -z "$target" ] && target=$1 || { [ -z "$mode" ] && mode=$1; };; esac
+  case "$1" in --tool) tool=$2; shift;; --error-exitcode|--leak-check|--nvtx) shift;; -*) ;; *) [ -z "$target" ] && target=$1 || { [ -z "$mode" ] && mode=$1; args="$args $1"; };; esac
   shift
 done
 echo "========= COMPUTE-SANITIZER"
+# racecheck and synccheck must not run cuDNN's kernels (groups cudnn and plan, or no group: all), as
+# the real tools misjudge them: the stand-in reports a hazard where they would
+if [ "${target##*/}" = test_cuda_kernels ] && { [ "$tool" = racecheck ] || [ "$tool" = synccheck ]; }; then
+  case " $args " in "  "|*" cudnn "*|*" plan "*) echo "========= Error: Race reported in cudnn_generated_fort_native_sdpa_sm90_flash_bprop"
+    [ "$tool" = racecheck ] && echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)" || echo "========= ERROR SUMMARY: 1 error"
+    exit 9;; esac
+fi
 case "${target##*/} $mode $FAKE_CS" in
   "cuda_sanitize_plant race "*blind*|"cuda_sanitize_plant oob "*blind*) ;;
   "cuda_sanitize_plant race"*) echo "========= Error: Race reported between Write access at race(int *)+0x70 in cuda_sanitize_plant.cu:23"
@@ -47,11 +54,12 @@ expect() {   # expect WANT-RC SCRIPT FAKE_CS WANT-TEXT
     echo "FAIL: $2 with a $3 stand-in: exit $rc (want $1), want a line with \"$4\":"; printf '%s\n' "$out" | sed 's/^/    /'; fail=1
   fi
 }
-expect 0 test_cuda_ops_sanitize.sh clean "ok   racecheck test_cuda_kernels: RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+expect 0 test_cuda_ops_sanitize.sh clean "ok   racecheck test_cuda_kernels (no cuDNN): RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+expect 0 test_cuda_ops_sanitize.sh clean "ok   synccheck test_cuda_kernels (no cuDNN): ERROR SUMMARY: 0 errors"
 expect 0 test_cuda_ops_sanitize.sh clean "ok   racecheck: planted shared-memory race caught: racecheck: RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"
 expect 1 test_cuda_ops_sanitize.sh blind "FAIL racecheck: planted shared-memory race: judged clean"
 expect 1 test_cuda_ops_sanitize.sh blind "FAIL memcheck: planted out-of-bounds write: judged clean"
-expect 1 test_cuda_ops_sanitize.sh hazard "FAIL racecheck test_cuda_kernels: racecheck: RACECHECK SUMMARY: 2 hazards displayed (0 errors, 2 warnings)"
+expect 1 test_cuda_ops_sanitize.sh hazard "FAIL racecheck test_cuda_kernels (no cuDNN): racecheck: RACECHECK SUMMARY: 2 hazards displayed (0 errors, 2 warnings)"
 expect 0 test_cuda_memcheck.sh clean "the deliberate leak is reported as: Leaked 1,048,576 bytes at 0x7f26c3000000 called params/leaked_on_purpose"
 expect 1 test_cuda_memcheck.sh nvtx "FAIL: memcheck of test_cuda_gpu clean: the tool refused an NVTX call: Warning: Call to nvtxMemRegionsRegister failed"
 expect 1 test_cuda_memcheck.sh unnamed "FAIL: the leak report does not name the buffer by its tag"
