@@ -551,11 +551,13 @@ int ckpt_save_lora(const CkptLoraAdapter *ad, int n, KBackend *kb, float alpha, 
     cJSON_AddBoolToObject(cfg, "use_rslora", 0);
     char *text = cJSON_Print(cfg);
     join(path, sizeof path, dir, "adapter_config.json");
-    FILE *f = text ? fopen(path, "wb") : NULL;
-    if (!f) { free(text); fail(err, errlen, "%s: cannot create: %s", path, strerror(errno)); goto done_tagged; }
-    int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    free(text);
-    if (fclose(f) != 0 || !ok) { fail(err, errlen, "%s: write failed", path); goto done_tagged; }
+    size_t tn = text ? strlen(text) : 0;
+    char *line = text ? realloc(text, tn + 2) : NULL;
+    if (!line) { free(text); fail(err, errlen, "%s: out of memory", path); goto done_tagged; }
+    line[tn] = '\n';
+    int wrc = io_replace_file(path, line, tn + 1, err, errlen);   /* aside, then renamed */
+    free(line);
+    if (wrc) goto done_tagged;
     rc = 0;
 done_tagged:
     DPMEM_TAG_FREE(host);

@@ -252,13 +252,14 @@ int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errle
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     if (!text) return fail(err, errlen, "%s: out of memory", path);
-    FILE *f = fopen(path, "wb");
-    if (!f) { free(text); return fail(err, errlen, "%s: cannot create: %s", path, strerror(errno)); }
     size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, f) == n && fputc('\n', f) != EOF;
-    free(text);
-    if (fclose(f) != 0 || !ok) return fail(err, errlen, "%s: write failed: %s", path, strerror(errno));
-    return 0;
+    char *line = realloc(text, n + 2);
+    if (!line) { free(text); return fail(err, errlen, "%s: out of memory", path); }
+    line[n] = '\n';
+    /* aside, then renamed: a failed --save over --init-from leaves the config it read whole */
+    int rc = io_replace_file(path, line, n + 1, err, errlen);
+    free(line);
+    return rc;
 }
 
 double hf_shortest_float(float f) {

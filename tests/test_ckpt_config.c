@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 static int failures = 0;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
@@ -155,6 +158,35 @@ int main(void) {
         CHECK(strstr(text, "\"rope_parameters\"") && !strstr(text, "\"rope_scaling\"") && strstr(text, "\"rope_theta\"") &&
               strstr(text, "\"rope_theta\"") > strstr(text, "\"rope_parameters\"") && strstr(text, "\"llama3\""),
               "a v5 config written in another form:\n%s", text);
+    }
+    {   /* A write that fails (a file-size limit: the same as a full disk) leaves the old config.json whole
+           (written aside and renamed; it was truncated in place), and nothing beside it. */
+        FILE *f = fopen(path, "rb");
+        char before[4096] = "", after[4096] = "";
+        size_t n = f ? fread(before, 1, sizeof before - 1, f) : 0;
+        if (f) fclose(f);
+        CHECK(n > 200, "test bug: config.json is %zu bytes", n);
+        struct rlimit old_lim, lim;
+        getrlimit(RLIMIT_FSIZE, &old_lim);
+        lim = old_lim;
+        lim.rlim_cur = 100;
+        void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);   /* EFBIG instead of a kill */
+        parse(&a, llama32_1b, err, sizeof err);
+        setrlimit(RLIMIT_FSIZE, &lim);
+        int rc = hf_config_write(&a, path, err, sizeof err);
+        setrlimit(RLIMIT_FSIZE, &old_lim);
+        signal(SIGXFSZ, old_sig);
+        CHECK(rc == -1 && strstr(err, "config.json: write failed") && !strchr(err, '\n'), "write over the limit: rc %d, %s",
+              rc, err);
+        f = fopen(path, "rb");
+        size_t m = f ? fread(after, 1, sizeof after - 1, f) : 0;
+        if (f) fclose(f);
+        CHECK(m == n && memcmp(before, after, n) == 0, "a failed write left config.json %zu bytes, was %zu", m, n);
+        DIR *dd = opendir(dir);
+        int entries = 0;
+        for (struct dirent *e; dd && (e = readdir(dd));) entries += e->d_name[0] != '.';
+        if (dd) closedir(dd);
+        CHECK(entries == 1, "a failed write left %d files in the directory, want config.json alone", entries);
     }
     unlink(path);
     snprintf(path, sizeof path, "%s/none.json", dir);

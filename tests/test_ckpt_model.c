@@ -28,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -206,6 +208,31 @@ static void test_lora(const char *root) {
     j = cJSON_Parse(text);
     CHECK(j && cJSON_GetNumberValue(cJSON_GetObjectItem(j, "lora_alpha")) == 8, "alpha from scale x r: %s", text);
     cJSON_Delete(j);
+    /* A save that fails on adapter_config.json (a file-size limit that adapter_model.safetensors fits
+       under) leaves the one already there whole: it is written aside and renamed, not truncated. */
+    struct stat sm, sc;
+    char model[600];
+    snprintf(model, sizeof model, "%s/adapter_model.safetensors", sub);
+    CHECK(stat(model, &sm) == 0 && stat(path, &sc) == 0 && sc.st_size > sm.st_size,
+          "test bug: adapter_config.json (%lld B) should be larger than the adapter weights (%lld B)",
+          (long long)sc.st_size, (long long)sm.st_size);
+    la.scale = 16.0f;
+    struct rlimit old_lim, lim;
+    getrlimit(RLIMIT_FSIZE, &old_lim);
+    lim = old_lim;
+    lim.rlim_cur = (rlim_t)sm.st_size;
+    void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);   /* the write fails with EFBIG instead of a kill */
+    setrlimit(RLIMIT_FSIZE, &lim);
+    int rc = ckpt_save_lora_adapters(&la, 1, &kb, NULL, sub, err, sizeof err);
+    setrlimit(RLIMIT_FSIZE, &old_lim);
+    signal(SIGXFSZ, old_sig);
+    CHECK(rc == -1 && strstr(err, "adapter_config.json") && strstr(err, "write failed"),
+          "a save over the file-size limit: rc %d, %s", rc, err);
+    f = fopen(path, "rb");
+    char after[4096] = "";
+    if (f) { size_t n = fread(after, 1, sizeof after - 1, f); after[n] = 0; fclose(f); }
+    CHECK(strcmp(after, text) == 0, "a failed save changed adapter_config.json (%zu bytes, was %zu)", strlen(after),
+          strlen(text));
     kbackend_destroy(&kb);
 }
 
