@@ -28,7 +28,8 @@ int ckpt_read_config(const char *dir, LlamaConfig *model, HFConfig *hf_out, char
     join(path, sizeof path, dir, "config.json");
     HFConfig hf;
     if (hf_config_read(&hf, path, err, errlen)) return -1;
-    if (hf.head_dim * hf.num_attention_heads != hf.hidden_size)
+    /* in 64 bits: 65538 x 65536 wrapped to 131072 in int and passed as a model of head_dim 2 */
+    if ((long long)hf.head_dim * hf.num_attention_heads != hf.hidden_size)
         return fail(err, errlen, "%s: head_dim %d x num_attention_heads %d != hidden_size %d: the trainer needs "
                     "head_dim = hidden_size / num_attention_heads", path, hf.head_dim, hf.num_attention_heads,
                     hf.hidden_size);

@@ -289,6 +289,17 @@ static void test_bad(const char *root) {
     LlamaModel m;
     if (build(&m, &kb, &c, 4)) return;
     expect_fail(&m, dir, "no directory", "config.json", "No such file");
+    {   /* head_dim x heads in 64 bits: 65538 x 65536 wrapped in int to hidden_size 131072 (head_dim 2 planned) */
+        char hd[512];
+        LlamaConfig got;
+        snprintf(hd, sizeof hd, "%s/hd", root);
+        mkdir(hd, 0777);
+        write_text(hd, "config.json", "{\"hidden_size\": 131072, \"intermediate_size\": 64, \"num_hidden_layers\": 1, "
+                   "\"num_attention_heads\": 65536, \"head_dim\": 65538, \"vocab_size\": 10}");
+        int rc = ckpt_read_config(hd, &got, NULL, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, "head_dim 65538 x num_attention_heads 65536 != hidden_size 131072"),
+              "a head_dim whose product with the heads overflows int: rc %d, %s", rc, rc ? err : "");
+    }
     CHECK(ckpt_save(&m, dir, ST_F32, NULL, err, sizeof err) == 0, "save: %s", err);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     unlink(path);
