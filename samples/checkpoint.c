@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "file_errors.h"
@@ -320,7 +321,21 @@ int ckpt_check(const LlamaConfig *cfg, const char *dir, CkptWeights *w, char *er
     return rc;
 }
 
+/* The first value of x[0..n) that is NaN or infinite; n when there is none. */
+static size_t first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        if ((u & 0x7f800000u) == 0x7f800000u) return i;
+    }
+    return n;
+}
+
 int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
+    return ckpt_load_allowing(m, dir, 0, err, errlen);
+}
+
+int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char *err, size_t errlen) {
     DPMEM_SCOPE("checkpoint_load");
     /* plan from config.json alone: nothing to check beyond the config, nothing mapped */
     if (!kbackend_computes(m->kb) && !ckpt_has_weights(dir)) return check_config(m, dir, err, errlen);
@@ -354,7 +369,20 @@ int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
         const SafeTensors *file = NULL;
         const SafeTensor *t = ckpt_weights_find(&w, p->hf_name, &file);
         float *dst = *llama_tensor(&m->w, p);
-        if (safetensors_to_f32(file, t, direct ? dst : staging, p->numel, err, errlen)) goto done;
+        float *vals = direct ? dst : staging;
+        if (safetensors_to_f32(file, t, vals, p->numel, err, errlen)) goto done;
+        size_t bad = allow_nonfinite ? p->numel : first_nonfinite(vals, p->numel);
+        if (bad < p->numel) {   /* a NaN weight trained to "loss -nan" and exit 0 */
+            double was = vals[bad];
+            if (t->dtype == ST_F64) memcpy(&was, (const unsigned char *)t->data + 8 * bad, 8);
+            if (isfinite(was))
+                fail(err, errlen, "%s: tensor '%s': element %zu is %g, beyond fp32's range (--allow-nonfinite loads it as "
+                     "infinity)", file->path, p->hf_name, bad, was);
+            else
+                fail(err, errlen, "%s: tensor '%s': element %zu is %s (--allow-nonfinite loads it anyway)", file->path,
+                     p->hf_name, bad, isnan(was) ? "NaN" : was > 0 ? "+inf" : "-inf");
+            goto done;
+        }
         if (!direct && kbuf_upload(m->kb, dst, staging, p->numel * sizeof(float))) {
             fail(err, errlen, "%s: upload of '%s' failed: %s", dir, p->hf_name, kbackend_error(m->kb));
             goto done;

@@ -80,6 +80,7 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --precision fp32|bf16 (bf16: mixed precision, fp32 master weights and optimizer state)\n"
            "  --checkpoint-activations (keep each block's input only; recompute the block in the backward)\n"
            "  --init-from DIR (Hugging Face LLaMA checkpoint: config.json + model.safetensors; sets the model)\n"
+           "  --allow-nonfinite (load a checkpoint's NaN/inf values; by default they are an error naming the tensor)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
            "  --log FILE (dpmem log)  --run-name NAME (the run's name in the log and charts)\n"
            "  --print-params  --check-finite  --quiet  --help\n%s",
@@ -159,6 +160,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         }
         /* switches: a value given to one ("--print-params=0") is an error, not a silent "on" */
         if (eq && (!strcmp(a, "--help") || !strcmp(a, "--print-params") || !strcmp(a, "--check-finite") ||
+                   !strcmp(a, "--allow-nonfinite") ||
                    !strcmp(a, "--tie-embeddings") || !strcmp(a, "--quiet") || !strcmp(a, "--checkpoint-activations"))) {
             fprintf(stderr, "error: %s is a switch and takes no value (got '%s'): give it alone to turn it on\n", a, v);
             return -1;
@@ -166,6 +168,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { config_usage(argv[0], extra_usage); return 1; }
         if (!strcmp(a, "--print-params")) { c->print_params = 1; continue; }
         if (!strcmp(a, "--check-finite")) { c->check_finite = 1; continue; }
+        if (!strcmp(a, "--allow-nonfinite")) { c->allow_nonfinite = 1; continue; }
         if (!strcmp(a, "--tie-embeddings")) { c->model.tie_embeddings = 1; continue; }
         if (!strcmp(a, "--quiet")) { c->quiet = 1; continue; }
         if (!strcmp(a, "--checkpoint-activations")) { c->model.checkpoint_activations = 1; continue; }

@@ -394,7 +394,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     dpmem_snapshot("after_model_creation");
     if (c->init_from) { /* its own phase, scope "checkpoint_load" */
         char err[CKPT_ERR];
-        if (ckpt_load(&s.model, c->init_from, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
+        if (ckpt_load_allowing(&s.model, c->init_from, c->allow_nonfinite, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
         if (!kbackend_computes(&kb) && !ckpt_has_weights(c->init_from)) {
             /* the checkpoint's files would be mapped (file-backed pages, tagged checkpoint/mmap:...) */
             if (!c->quiet)

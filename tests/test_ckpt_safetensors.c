@@ -7,7 +7,8 @@
    file and, where there is one, the tensor: every truncation of a valid file, a header length past
    the file or over 100 MB, a header not starting with '{', invalid JSON, a NUL in the header, offsets
    past the end, overlapping tensors, a hole, a size that does not match shape x dtype, an unknown
-   dtype, a duplicate name, bad shapes, trailing bytes, a non-string metadata value, a missing file.
+   dtype, a duplicate name, bad shapes (also 64.0 and 8E0, which the reference refuses), a header that
+   is not UTF-8, trailing bytes, a non-string metadata value, a missing file.
    Every corrupted image is parsed from a buffer of exactly its size, so ASan flags any over-read.
    A forged 20 MB header (one shape of 10^7 dimensions) is refused without the memory a JSON tree of
    it would take (cJSON's tree cost gigabytes at 100 MB), and a header of 200000 tensors is looked up
@@ -219,6 +220,14 @@ static void test_corrupt(const char *dir) {
          "format", "string"},
         {"{\"__metadata__\":{\"a\\nb\":7}}", 0, "'a?b'", "string"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 8, "'a'", "dimensions"},
+        /* numbers that cJSON reads as integers but the reference (usize) refuses (issue 27) */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "'a'", "2.0 in its shape"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8E0]}}", 8, "'a'", "8E0 in its shape or data_offsets"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[64.0, 1],\"data_offsets\":[0,256]}}", 256, "'a'", "64.0"},
+        /* a header that is not UTF-8 (a Latin-1 name; an overlong '/'; a surrogate), as the reference refuses */
+        {"{\"caf\xe9\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xe9"},
+        {"{\"a\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xc0"},
+        {"{\"a\xed\xa0\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xed"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t m = image(img, cases[i].json, cases[i].data);
@@ -239,6 +248,11 @@ static void test_corrupt(const char *dir) {
         CHECK(safetensors_find(&st, "a")->numel == 1 && safetensors_find(&st, "z")->numel == 0, "scalar and empty");
         safetensors_close(&st);
     }
+    /* Valid UTF-8 in a name, and a number of a field the reader does not use, are fine. */
+    m = image(img, "{\"caf\xc3\xa9 \xf0\x9f\x98\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1.5}}", 8);
+    CHECK(safetensors_parse(&st, img, m, "utf8", err, sizeof err) == 0 && st.n == 1 &&
+          safetensors_find(&st, "caf\xc3\xa9 \xf0\x9f\x98\x80"), "a UTF-8 name is refused: %s", err);
+    safetensors_close(&st);
     m = image(img, "{}", 0);
     CHECK(safetensors_parse(&st, img, m, "empty", err, sizeof err) == 0 && st.n == 0, "\"{}\" is refused: %s", err);
     safetensors_close(&st);
