@@ -6,6 +6,7 @@
 #include "kernels.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,4 +334,43 @@ void config_log(const TrainConfig *c) {
     if (!strcmp(c->device, "plan")) dpmem_meta("config.plan_for", c->plan_for);
     dpmem_meta("config.data", c->data_path ? c->data_path : "synthetic");
     dpmem_meta_int("config.check_finite", c->check_finite);
+}
+
+void config_field(ConfigFields *f, const char *name, const char *fmt, ...) {
+    if (f->n >= CONFIG_FIELDS_MAX) return;   /* (the list is fixed code, far below the bound) */
+    snprintf(f->name[f->n], CONFIG_FIELD_NAME, "%s", name);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->value[f->n], CONFIG_FIELD_VALUE, fmt, ap);
+    va_end(ap);
+    f->n++;
+}
+
+void config_fields(const TrainConfig *c, ConfigFields *f) {
+    const LlamaConfig *m = &c->model;
+    config_field(f, "--vocab", "%d", m->vocab_size);
+    config_field(f, "--dim", "%d", m->dim);
+    config_field(f, "--layers", "%d", m->n_layers);
+    config_field(f, "--heads", "%d", m->n_heads);
+    config_field(f, "--kv-heads", "%d", m->n_kv_heads);
+    config_field(f, "--ffn", "%d", m->ffn_dim);
+    config_field(f, "--tie-embeddings", "%d", m->tie_embeddings);
+    config_field(f, "rope_theta", "%.9g", (double)m->rope_theta);
+    config_field(f, "rms_norm_eps", "%.9g", (double)m->norm_eps);
+    config_field(f, "rope_scaling", "%.9g %.9g %.9g %d", (double)m->rope_factor, (double)m->rope_low_freq_factor,
+                 (double)m->rope_high_freq_factor, m->rope_original_max_pos);
+    config_field(f, "--precision", "%s", m->precision ? "bf16" : "fp32");
+    config_field(f, "--checkpoint-activations", "%d", m->checkpoint_activations);
+    config_field(f, "the batch (each rank's)", "%d", c->batch_size);
+    config_field(f, "--seq-len", "%d", c->seq_len);
+    config_field(f, "--grad-accum", "%d", c->grad_accum);
+    config_field(f, "--steps", "%d", c->steps);
+    config_field(f, "--warmup-steps", "%d", c->warmup_steps);
+    config_field(f, "--seed", "%d", c->seed);
+    config_field(f, "--optimizer", "%s", c->optimizer);
+    config_field(f, "--lr", "%.9g", (double)c->lr);
+    config_field(f, "--weight-decay", "%.9g", (double)c->weight_decay);
+    config_field(f, "adam betas, eps", "%.9g %.9g %.9g", (double)c->beta1, (double)c->beta2, (double)c->adam_eps);
+    config_field(f, "--data (synthetic or a file)", "%s", c->data_path ? "file" : "synthetic");
+    config_field(f, "--check-finite", "%d", c->check_finite);
 }

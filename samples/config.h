@@ -69,4 +69,18 @@ void config_usage(const char *prog, const char *extra_usage);
 /* META config.* for every field, and `run`. (config.mem_limit is the limit in force, which only the
    chosen backend knows: train_run writes it.) */
 void config_log(const TrainConfig *c);
+
+/* The resolved configuration as named values, for the ranks of a job to compare before the first
+   step (comm_check_fields): every field that must agree between ranks, in a fixed order, each
+   written exactly ("%.9g" for a float). Paths (--data, --init-from, --log), limits and output
+   switches are left out: they may differ between ranks. */
+enum { CONFIG_FIELDS_MAX = 96, CONFIG_FIELD_NAME = 40, CONFIG_FIELD_VALUE = 72 };
+typedef struct {
+    int n;
+    char name[CONFIG_FIELDS_MAX][CONFIG_FIELD_NAME];
+    char value[CONFIG_FIELDS_MAX][CONFIG_FIELD_VALUE];
+} ConfigFields;
+void config_field(ConfigFields *f, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The model's shapes, precision, checkpointing, batch, schedule, optimizer and seed. */
+void config_fields(const TrainConfig *c, ConfigFields *f);
 #endif
