@@ -321,16 +321,6 @@ int ckpt_check(const LlamaConfig *cfg, const char *dir, CkptWeights *w, char *er
     return rc;
 }
 
-/* The first value of x[0..n) that is NaN or infinite; n when there is none. */
-static size_t first_nonfinite(const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        if ((u & 0x7f800000u) == 0x7f800000u) return i;
-    }
-    return n;
-}
-
 int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
     return ckpt_load_allowing(m, dir, 0, err, errlen);
 }
@@ -370,8 +360,9 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
         const SafeTensor *t = ckpt_weights_find(&w, p->hf_name, &file);
         float *dst = *llama_tensor(&m->w, p);
         float *vals = direct ? dst : staging;
-        if (safetensors_to_f32(file, t, vals, p->numel, err, errlen)) goto done;
-        size_t bad = allow_nonfinite ? p->numel : first_nonfinite(vals, p->numel);
+        size_t bad = p->numel;
+        if (allow_nonfinite ? safetensors_to_f32(file, t, vals, p->numel, err, errlen)
+                            : safetensors_to_f32_finite(file, t, vals, p->numel, &bad, err, errlen)) goto done;
         if (bad < p->numel) {   /* a NaN weight trained to "loss -nan" and exit 0 */
             double was = vals[bad];
             if (t->dtype == ST_F64) memcpy(&was, (const unsigned char *)t->data + 8 * bad, 8);
