@@ -2,7 +2,7 @@
 # map (--init-from / --save); their tests, the in-suite header fuzzer and a libFuzzer target.
 
 CKPT_CORE_SRC := samples/safetensors.c samples/hf_config.c tools/io_guard.c
-CKPT_CORE_HDR := samples/safetensors.h samples/hf_config.h tools/io_guard.h
+CKPT_CORE_HDR := samples/safetensors.h samples/hf_config.h tools/io_guard.h tools/utf8.h
 CKPT_LIBS     := -lcjson
 
 $(BUILD)/tests/test_ckpt_safetensors: tests/test_ckpt_safetensors.c $(CKPT_CORE_SRC) $(CKPT_CORE_HDR) | $(DEPS_STAMP)

@@ -7,7 +7,7 @@ TOOLS_LIB_SRC := tools/dpmem_read.c tools/io_guard.c tools/figure.c tools/fonts.
                  tools/timeline.c tools/timeline_replay.c tools/args.c tools/runstats.c tools/runmeta.c tools/ranks.c \
                  tools/charts.c tools/chartdata.c tools/chartkit.c tools/chart_breakdown.c tools/chart_tradeoff.c \
                  tools/chart_sweep.c tools/csvread.c tools/json_out.c tools/trace.c tools/axes.c \
-                 tools/timestats.c tools/steplog.c tools/outpath.c
+                 tools/timestats.c tools/steplog.c tools/outpath.c tools/shown.c
 TOOLS_LIB_OBJ := $(patsubst tools/%.c,$(BUILD)/tools-obj/%.o,$(TOOLS_LIB_SRC))
 TOOLS_LIB     := $(BUILD)/tools-obj/libdpmemtools.a
 TOOLS_HDRS    := $(wildcard tools/*.h)

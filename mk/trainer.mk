@@ -10,7 +10,7 @@ TRAINER_LDLIBS  := -fopenmp -lopenblas -lcjson
 MPI_PREFIX      := $(if $(DEPS),$(DEPS),/usr)/lib/x86_64-linux-gnu/openmpi
 TRAINER_CFLAGS  += -DHAVE_MPI -I$(MPI_PREFIX)/include -I$(MPI_PREFIX)/include/openmpi
 TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/lib -lmpi
-TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h tools/io_guard.h tools/timestats.h
+TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h tools/io_guard.h tools/utf8.h tools/timestats.h
 TRAINER_SRC     := kernels/kernels.c kernels/init.c samples/noise.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                    kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c samples/train_gpu_time.c samples/mfu.c \
                    samples/checkpoint.c samples/safetensors.c samples/hf_config.c tools/io_guard.c tools/timestats.c samples/comm.c samples/allreduce.c

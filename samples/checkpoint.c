@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "file_errors.h"
@@ -28,7 +29,8 @@ int ckpt_read_config(const char *dir, LlamaConfig *model, HFConfig *hf_out, char
     join(path, sizeof path, dir, "config.json");
     HFConfig hf;
     if (hf_config_read(&hf, path, err, errlen)) return -1;
-    if (hf.head_dim * hf.num_attention_heads != hf.hidden_size)
+    /* in 64 bits: 65538 x 65536 wrapped to 131072 in int and passed as a model of head_dim 2 */
+    if ((long long)hf.head_dim * hf.num_attention_heads != hf.hidden_size)
         return fail(err, errlen, "%s: head_dim %d x num_attention_heads %d != hidden_size %d: the trainer needs "
                     "head_dim = hidden_size / num_attention_heads", path, hf.head_dim, hf.num_attention_heads,
                     hf.hidden_size);
@@ -320,6 +322,10 @@ int ckpt_check(const LlamaConfig *cfg, const char *dir, CkptWeights *w, char *er
 }
 
 int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
+    return ckpt_load_allowing(m, dir, 0, err, errlen);
+}
+
+int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char *err, size_t errlen) {
     DPMEM_SCOPE("checkpoint_load");
     /* plan from config.json alone: nothing to check beyond the config, nothing mapped */
     if (!kbackend_computes(m->kb) && !ckpt_has_weights(dir)) return check_config(m, dir, err, errlen);
@@ -353,7 +359,21 @@ int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
         const SafeTensors *file = NULL;
         const SafeTensor *t = ckpt_weights_find(&w, p->hf_name, &file);
         float *dst = *llama_tensor(&m->w, p);
-        if (safetensors_to_f32(file, t, direct ? dst : staging, p->numel, err, errlen)) goto done;
+        float *vals = direct ? dst : staging;
+        size_t bad = p->numel;
+        if (allow_nonfinite ? safetensors_to_f32(file, t, vals, p->numel, err, errlen)
+                            : safetensors_to_f32_finite(file, t, vals, p->numel, &bad, err, errlen)) goto done;
+        if (bad < p->numel) {   /* a NaN weight trained to "loss -nan" and exit 0 */
+            double was = vals[bad];
+            if (t->dtype == ST_F64) memcpy(&was, (const unsigned char *)t->data + 8 * bad, 8);
+            if (isfinite(was))
+                fail(err, errlen, "%s: tensor '%s': element %zu is %g, beyond fp32's range (--allow-nonfinite loads it as "
+                     "infinity)", file->path, p->hf_name, bad, was);
+            else
+                fail(err, errlen, "%s: tensor '%s': element %zu is %s (--allow-nonfinite loads it anyway)", file->path,
+                     p->hf_name, bad, isnan(was) ? "NaN" : was > 0 ? "+inf" : "-inf");
+            goto done;
+        }
         if (!direct && kbuf_upload(m->kb, dst, staging, p->numel * sizeof(float))) {
             fail(err, errlen, "%s: upload of '%s' failed: %s", dir, p->hf_name, kbackend_error(m->kb));
             goto done;
@@ -551,11 +571,13 @@ int ckpt_save_lora(const CkptLoraAdapter *ad, int n, KBackend *kb, float alpha, 
     cJSON_AddBoolToObject(cfg, "use_rslora", 0);
     char *text = cJSON_Print(cfg);
     join(path, sizeof path, dir, "adapter_config.json");
-    FILE *f = text ? fopen(path, "wb") : NULL;
-    if (!f) { free(text); fail(err, errlen, "%s: cannot create: %s", path, strerror(errno)); goto done_tagged; }
-    int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    free(text);
-    if (fclose(f) != 0 || !ok) { fail(err, errlen, "%s: write failed", path); goto done_tagged; }
+    size_t tn = text ? strlen(text) : 0;
+    char *line = text ? realloc(text, tn + 2) : NULL;
+    if (!line) { free(text); fail(err, errlen, "%s: out of memory", path); goto done_tagged; }
+    line[tn] = '\n';
+    int wrc = io_replace_file(path, line, tn + 1, err, errlen);   /* aside, then renamed */
+    free(line);
+    if (wrc) goto done_tagged;
     rc = 0;
 done_tagged:
     DPMEM_TAG_FREE(host);

@@ -65,6 +65,9 @@ int ckpt_check(const LlamaConfig *cfg, const char *dir, CkptWeights *w, char *er
    directory with config.json but no weights (a user plans before downloading them) checks the
    config alone (ckpt_has_weights says which). */
 int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen);
+/* The same; a NaN or infinite value in any tensor (or an F64 beyond fp32's range) is an error naming
+   the tensor and the element unless allow_nonfinite (--allow-nonfinite); ckpt_load refuses them. */
+int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char *err, size_t errlen);
 /* 1 when DIR holds model.safetensors or model.safetensors.index.json. */
 int ckpt_has_weights(const char *dir);
 

@@ -189,6 +189,57 @@ int comm_check_same(Comm *c, long long value, const char *what) {
     return 0;
 }
 
+#ifdef HAVE_MPI
+/* FNV-1a of a NUL-terminated string (with its NUL) into h; the result's top bit cleared, so that
+   its negation (the MAX-reduction of -h gives the minimum) cannot overflow. */
+static uint64_t fnv(uint64_t h, const char *s) {
+    do h = (h ^ (unsigned char)*s) * 1099511628211ull; while (*s++);
+    return h;
+}
+static int reduce_max(Comm *c, long long *v, int n, const char *what) {
+    MPI_Request req;
+    if (MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+        fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what);
+        return -1;
+    }
+    return wait_request(c, &req, what);
+}
+#endif
+
+int comm_check_fields(Comm *c, const char *const *names, const char *const *values, int n) {
+#ifdef HAVE_MPI
+    if (c->mpi && c->world > 1) {
+        const char *what = "the configuration check";
+        uint64_t h = 1469598103934665603ull;
+        for (int i = 0; i < n; i++) h = fnv(fnv(h, names[i]), values[i]);
+        long long all = (long long)(h >> 1), head[4] = { n, -(long long)n, all, -all };
+        if (reduce_max(c, head, 4, what)) return -1;
+        if (head[0] != -head[1]) {   /* another program, or another version of it, on some rank */
+            fprintf(stderr, "error: rank %d: the ranks' configurations have different fields (%d here, %lld to %lld): start "
+                    "every rank with the same program\n", c->rank, n, -head[1], head[0]);
+            return -1;
+        }
+        if (head[2] == -head[3]) return 0;
+        long long *per = malloc(2 * (size_t)n * sizeof *per);
+        if (!per) { fprintf(stderr, "error: rank %d: out of memory (%s)\n", c->rank, what); return -1; }   /* (the others time out) */
+        for (int i = 0; i < n; i++) {
+            per[2 * i] = (long long)(fnv(fnv(1469598103934665603ull, names[i]), values[i]) >> 1);
+            per[2 * i + 1] = -per[2 * i];
+        }
+        int rc = reduce_max(c, per, 2 * n, what), i = 0;
+        while (rc == 0 && i < n && per[2 * i] == -per[2 * i + 1]) i++;
+        free(per);
+        if (rc) return -1;
+        if (i < n) fprintf(stderr, "error: rank %d: the ranks disagree on %s (this rank: %s): start every rank with the same "
+                           "flags\n", c->rank, names[i], values[i]);
+        else fprintf(stderr, "error: rank %d: the ranks' configurations differ (a hash collision of fields?)\n", c->rank);
+        return -1;
+    }
+#endif
+    (void)c; (void)names; (void)values; (void)n;
+    return 0;
+}
+
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what) {
 #ifdef HAVE_MPI
     if (c->mpi && c->world > 1) {

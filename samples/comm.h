@@ -46,6 +46,10 @@ int comm_allreduce_float(Comm *c, float *buf, size_t n, const char *what);
 int comm_allreduce_double(Comm *c, double *buf, size_t n, const char *what);
 /* Every rank must hold the same value; -1 with an error naming `what` otherwise. */
 int comm_check_same(Comm *c, long long value, const char *what);
+/* Every rank must hold the same n (name, value) pairs: a hash of them all is compared (one
+   collective); when it differs, each pair's, and -1 with an error naming the first pair that differs
+   and this rank's value ("the ranks disagree on --heads (this rank: 8)"). */
+int comm_check_fields(Comm *c, const char *const *names, const char *const *values, int n);
 /* Root's bytes to every rank. */
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
 

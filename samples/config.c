@@ -6,6 +6,7 @@
 #include "kernels.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,7 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --precision fp32|bf16 (bf16: mixed precision, fp32 master weights and optimizer state)\n"
            "  --checkpoint-activations (keep each block's input only; recompute the block in the backward)\n"
            "  --init-from DIR (Hugging Face LLaMA checkpoint: config.json + model.safetensors; sets the model)\n"
+           "  --allow-nonfinite (load a checkpoint's NaN/inf values; by default they are an error naming the tensor)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
            "  --log FILE (dpmem log)  --run-name NAME (the run's name in the log and charts)\n"
            "  --print-params  --check-finite  --quiet  --help\n%s",
@@ -173,6 +175,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         }
         /* switches: a value given to one ("--print-params=0") is an error, not a silent "on" */
         if (eq && (!strcmp(a, "--help") || !strcmp(a, "--print-params") || !strcmp(a, "--check-finite") ||
+                   !strcmp(a, "--allow-nonfinite") ||
                    !strcmp(a, "--tie-embeddings") || !strcmp(a, "--quiet") || !strcmp(a, "--checkpoint-activations"))) {
             fprintf(stderr, "error: %s is a switch and takes no value (got '%s'): give it alone to turn it on\n", a, v);
             return -1;
@@ -180,6 +183,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { config_usage(argv[0], extra_usage); return 1; }
         if (!strcmp(a, "--print-params")) { c->print_params = 1; continue; }
         if (!strcmp(a, "--check-finite")) { c->check_finite = 1; continue; }
+        if (!strcmp(a, "--allow-nonfinite")) { c->allow_nonfinite = 1; continue; }
         if (!strcmp(a, "--tie-embeddings")) { c->model.tie_embeddings = 1; continue; }
         if (!strcmp(a, "--quiet")) { c->quiet = 1; continue; }
         if (!strcmp(a, "--checkpoint-activations")) { c->model.checkpoint_activations = 1; continue; }
@@ -345,4 +349,43 @@ void config_log(const TrainConfig *c) {
     if (!strcmp(c->device, "plan")) dpmem_meta("config.plan_for", c->plan_for);
     dpmem_meta("config.data", c->data_path ? c->data_path : "synthetic");
     dpmem_meta_int("config.check_finite", c->check_finite);
+}
+
+void config_field(ConfigFields *f, const char *name, const char *fmt, ...) {
+    if (f->n >= CONFIG_FIELDS_MAX) return;   /* (the list is fixed code, far below the bound) */
+    snprintf(f->name[f->n], CONFIG_FIELD_NAME, "%s", name);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->value[f->n], CONFIG_FIELD_VALUE, fmt, ap);
+    va_end(ap);
+    f->n++;
+}
+
+void config_fields(const TrainConfig *c, ConfigFields *f) {
+    const LlamaConfig *m = &c->model;
+    config_field(f, "--vocab", "%d", m->vocab_size);
+    config_field(f, "--dim", "%d", m->dim);
+    config_field(f, "--layers", "%d", m->n_layers);
+    config_field(f, "--heads", "%d", m->n_heads);
+    config_field(f, "--kv-heads", "%d", m->n_kv_heads);
+    config_field(f, "--ffn", "%d", m->ffn_dim);
+    config_field(f, "--tie-embeddings", "%d", m->tie_embeddings);
+    config_field(f, "rope_theta", "%.9g", (double)m->rope_theta);
+    config_field(f, "rms_norm_eps", "%.9g", (double)m->norm_eps);
+    config_field(f, "rope_scaling", "%.9g %.9g %.9g %d", (double)m->rope_factor, (double)m->rope_low_freq_factor,
+                 (double)m->rope_high_freq_factor, m->rope_original_max_pos);
+    config_field(f, "--precision", "%s", m->precision ? "bf16" : "fp32");
+    config_field(f, "--checkpoint-activations", "%d", m->checkpoint_activations);
+    config_field(f, "the batch (each rank's)", "%d", c->batch_size);
+    config_field(f, "--seq-len", "%d", c->seq_len);
+    config_field(f, "--grad-accum", "%d", c->grad_accum);
+    config_field(f, "--steps", "%d", c->steps);
+    config_field(f, "--warmup-steps", "%d", c->warmup_steps);
+    config_field(f, "--seed", "%d", c->seed);
+    config_field(f, "--optimizer", "%s", c->optimizer);
+    config_field(f, "--lr", "%.9g", (double)c->lr);
+    config_field(f, "--weight-decay", "%.9g", (double)c->weight_decay);
+    config_field(f, "adam betas, eps", "%.9g %.9g %.9g", (double)c->beta1, (double)c->beta2, (double)c->adam_eps);
+    config_field(f, "--data (synthetic or a file)", "%s", c->data_path ? "file" : "synthetic");
+    config_field(f, "--check-finite", "%d", c->check_finite);
 }

@@ -41,6 +41,7 @@ typedef struct {
     char save_dtype[8];    /* f32, bf16, f16 */
     const char *run_name;  /* META "run" */
     int print_params, check_finite, quiet;   /* quiet: 1 no header/progress (--quiet), 2 no summary either */
+    int allow_nonfinite;   /* --allow-nonfinite: load a checkpoint's NaN/inf values instead of refusing it */
     long long mem_limit;   /* bytes; 0 = none */
     int ranks;             /* --ranks N: under mpirun it must be the job's size; without a launcher the plan
                               backend plans rank 0 of N. After config_parse, batch_size is the per-rank share
@@ -69,4 +70,18 @@ void config_usage(const char *prog, const char *extra_usage);
 /* META config.* for every field, and `run`. (config.mem_limit is the limit in force, which only the
    chosen backend knows: train_run writes it.) */
 void config_log(const TrainConfig *c);
+
+/* The resolved configuration as named values, for the ranks of a job to compare before the first
+   step (comm_check_fields): every field that must agree between ranks, in a fixed order, each
+   written exactly ("%.9g" for a float). Paths (--data, --init-from, --log), limits and output
+   switches are left out: they may differ between ranks. */
+enum { CONFIG_FIELDS_MAX = 96, CONFIG_FIELD_NAME = 40, CONFIG_FIELD_VALUE = 72 };
+typedef struct {
+    int n;
+    char name[CONFIG_FIELDS_MAX][CONFIG_FIELD_NAME];
+    char value[CONFIG_FIELDS_MAX][CONFIG_FIELD_VALUE];
+} ConfigFields;
+void config_field(ConfigFields *f, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The model's shapes, precision, checkpointing, batch, schedule, optimizer and seed. */
+void config_fields(const TrainConfig *c, ConfigFields *f);
 #endif

@@ -88,7 +88,31 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     st->before_update = dp_sgd_before_update;
     st->destroy = dp_sgd_destroy;
     if (dp->lora_rank > 0) { st->frozen = dp_sgd_frozen; st->save = dp_sgd_save_adapters; }
+    st->fields = dp_sgd_fields;
     return 0;
+}
+
+/* The DP settings every rank must share (train.c compares them before the first step): the noise
+   is added alike on every rank, and the accountant's epsilon is the job's. */
+void dp_sgd_fields(void *user, const TrainState *s, ConfigFields *f) {
+    const DpSgd *d = user;
+    char t[64];
+    (void)s;
+    config_field(f, "--norm", "%s", dp_norm_name(d->cfg.norm));
+    config_field(f, "--clip", "%s", dp_clip_name(d->cfg.clip));
+    config_field(f, "--max-grad-norm", "%.17g", d->cfg.max_grad_norm);
+    config_field(f, "the noise multiplier", "%.17g", d->sigma);
+    config_field(f, "--target-epsilon", "%.17g", d->cfg.target_epsilon);
+    config_field(f, "--delta", "%.17g", d->cfg.delta);
+    config_field(f, "the logical batch", "%d", d->logical_batch);
+    config_field(f, "--max-physical-batch-size", "%d", d->physical_batch);
+    config_field(f, "--poisson", "%d", d->cfg.poisson);
+    config_field(f, "--dataset-size", "%ld", d->dataset_size);
+    config_field(f, "--secure-seed", "%d", d->cfg.secure_seed);   /* (its seed: rank 0's, broadcast at the first batch) */
+    config_field(f, "--noise-seed", "%llu", d->cfg.secure_seed ? 0ull : (unsigned long long)d->seed);
+    config_field(f, "--lora-rank", "%d", d->cfg.lora_rank);
+    config_field(f, "--lora-alpha", "%.17g", d->cfg.lora_alpha);
+    config_field(f, "--lora-targets", "%s", dp_lora_targets_string(d->cfg.lora_targets, t, sizeof t));
 }
 
 /* --save with LoRA: the model saved by the loop is already merged (lora.h); the adapters go to
@@ -931,6 +955,11 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     const int B = m->B, T = m->T;
     const float per_sample_scale = 1.0f / T;     /* g_b = ∇ (mean over the sequence's tokens) */
     int real = B;                                /* rows of this physical batch that are data */
+    if (d->cfg.secure_seed && !d->seed_shared) {  /* one noise stream for the job: rank 0's secure seed (every rank
+                                                     has --secure-seed: train.c compared the configurations) */
+        if (g_comm.world > 1 && comm_broadcast(&g_comm, &d->seed, sizeof d->seed, 0, "the --secure-seed broadcast")) return -1;
+        d->seed_shared = 1;
+    }
     if (d->cfg.poisson) {
         if (s->micro == 0) poisson_draw(d, s);
         long first = (long)s->micro * B;

@@ -86,6 +86,7 @@ typedef struct DpSgd {
     double sample_rate;          /* q = logical batch / dataset size */
     double sigma;                /* resolved noise multiplier */
     uint64_t seed;
+    int seed_shared;             /* --secure-seed with several ranks: rank 0's seed was broadcast */
     TrainState *s;
     KBackend *kb;
     float *norm2, *c;            /* backend [B] */
@@ -131,6 +132,8 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
 
 /* The strategy's entries (exposed for tests). */
 int  dp_sgd_init(void *user, TrainState *s);
+/* TrainStrategy.fields: the DP settings the ranks of a job must agree on. */
+void dp_sgd_fields(void *user, const TrainState *s, ConfigFields *f);
 int  dp_sgd_physical_batch(void *user, TrainState *s);
 int  dp_sgd_before_update(void *user, TrainState *s);
 void dp_sgd_destroy(void *user, TrainState *s);

@@ -15,10 +15,20 @@
 
 #define MAX_DIM HF_MAX_DIM
 
+/* o[key] as Python's json reads it: of a key given twice, the last value (cJSON's lookup returns the
+   first, so a config with "hidden_size" twice meant another model here than in transformers). */
+static const cJSON *item(const cJSON *o, const char *key) {
+    const cJSON *found = NULL, *e;
+    if (!cJSON_IsObject(o)) return NULL;
+    cJSON_ArrayForEach(e, o)
+        if (e->string && strcmp(e->string, key) == 0) found = e;
+    return found;
+}
+
 /* An integer field: absent -> def (or an error if def < 0), else a whole number in [lo, hi]. */
 static int get_int_in(const cJSON *o, const char *key, int def, int lo, int hi, int *out, const char *label, char *err,
                       size_t errlen) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *j = item(o, key);
     if (!j || cJSON_IsNull(j)) {
         if (def < 0) return fail(err, errlen, "%s: missing \"%s\"", label, key);
         *out = def;
@@ -39,7 +49,7 @@ static int get_int(const cJSON *o, const char *key, int def, int lo, int *out, c
    the rope scaling factors) finite and non-zero there, instead of training to garbage. */
 static int get_double_in(const cJSON *o, const char *key, double def, double lo, double hi, double *out,
                          const char *label, char *err, size_t errlen) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *j = item(o, key);
     if (!j || cJSON_IsNull(j)) {
         if (def < 0) return fail(err, errlen, "%s: missing \"%s\"", label, key);
         *out = def;
@@ -52,7 +62,7 @@ static int get_double_in(const cJSON *o, const char *key, double def, double lo,
 }
 
 static int get_bool(const cJSON *o, const char *key, int def, int *out, const char *label, char *err, size_t errlen) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *j = item(o, key);
     if (!j || cJSON_IsNull(j)) { *out = def; return 0; }
     if (!cJSON_IsBool(j)) return fail(err, errlen, "%s: \"%s\" must be true or false", label, key);
     *out = cJSON_IsTrue(j);
@@ -61,23 +71,30 @@ static int get_bool(const cJSON *o, const char *key, int def, int *out, const ch
 
 /* bos/eos: an integer, or a list of them (Llama 3 instruct models); we keep the first. */
 static int get_token_id(const cJSON *o, const char *key) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    const cJSON *j = item(o, key);
     if (cJSON_IsArray(j)) j = cJSON_GetArrayItem(j, 0);
     if (!cJSON_IsNumber(j) || j->valuedouble < 0 || j->valuedouble > 2147483647.0) return -1;
     return (int)j->valuedouble;
 }
 
 /* The rope scaling object (rope_scaling, or rope_parameters in transformers v5). */
-static int parse_rope(HFConfig *c, const cJSON *rs, const char *label, char *err, size_t errlen) {
+static int parse_rope(HFConfig *c, const cJSON *rs, const char *what, const char *label, char *err, size_t errlen) {
     if (!rs || cJSON_IsNull(rs)) return 0;
-    if (!cJSON_IsObject(rs)) return fail(err, errlen, "%s: \"rope_scaling\" must be an object or null", label);
-    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-    if (!ty) ty = cJSON_GetObjectItemCaseSensitive(rs, "type"); /* the older spelling */
-    const char *type = cJSON_IsString(ty) ? ty->valuestring : "default";
+    if (!cJSON_IsObject(rs)) return fail(err, errlen, "%s: \"%s\" must be an object or null", label, what);
+    const cJSON *ty = item(rs, "rope_type");
+    if (!ty) ty = item(rs, "type"); /* the older spelling */
+    if (ty && !cJSON_IsString(ty)) {   /* transformers looks a number up as a name, and finds none */
+        char *text = cJSON_PrintUnformatted(ty);
+        fail(err, errlen, "%s: %s type %s is not supported (only \"default\" and \"llama3\")", label, what,
+             text ? show(text).s : "?");
+        free(text);
+        return -1;
+    }
+    const char *type = ty ? ty->valuestring : "default";
     if (strcmp(type, "default") == 0) return 0;
     if (strcmp(type, "llama3") != 0)
-        return fail(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"default\" and \"llama3\")",
-                    label, show(type).s);
+        return fail(err, errlen, "%s: %s type \"%s\" is not supported (only \"default\" and \"llama3\")",
+                    label, what, show(type).s);
     c->rope_llama3 = 1;
     if (get_double_in(rs, "factor", -1, 1, 1e6, &c->rope_factor, label, err, errlen) ||
         get_double_in(rs, "low_freq_factor", -1, 1e-6, 1e6, &c->rope_low_freq_factor, label, err, errlen) ||
@@ -86,7 +103,7 @@ static int parse_rope(HFConfig *c, const cJSON *rs, const char *label, char *err
                 errlen))
         return -1;
     if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
-        return fail(err, errlen, "%s: rope_scaling high_freq_factor (%g) must exceed low_freq_factor (%g)", label,
+        return fail(err, errlen, "%s: %s high_freq_factor (%g) must exceed low_freq_factor (%g)", label, what,
                     c->rope_high_freq_factor, c->rope_low_freq_factor);
     return 0;
 }
@@ -109,7 +126,11 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
     int rc = -1;
     if (!cJSON_IsObject(o)) { fail(err, errlen, "%s: not a JSON object", label); goto done; }
 
-    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(o, "architectures");
+    const cJSON *arch = item(o, "architectures");
+    if (arch && !cJSON_IsNull(arch) && !cJSON_IsArray(arch)) {   /* a list in transformers; an object is not one */
+        fail(err, errlen, "%s: \"architectures\" must be a list of class names", label);
+        goto done;
+    }
     if (arch && !cJSON_IsNull(arch)) {
         const cJSON *a;
         int ok = 0;
@@ -125,13 +146,13 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
             goto done;
         }
     }
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
+    const cJSON *mt = item(o, "model_type");
     if (mt && !(cJSON_IsString(mt) && strcmp(mt->valuestring, "llama") == 0)) {
         fail(err, errlen, "%s: model_type \"%s\" is not supported (only \"llama\")", label,
              cJSON_IsString(mt) ? show(mt->valuestring).s : "?");
         goto done;
     }
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
+    const cJSON *act = item(o, "hidden_act");
     if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0)) {
         fail(err, errlen, "%s: hidden_act \"%s\" is not supported (only \"silu\")", label,
              cJSON_IsString(act) ? show(act->valuestring).s : "?");
@@ -156,7 +177,7 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
         get_bool(o, "tie_word_embeddings", 0, &c->tie_word_embeddings, label, err, errlen) ||
         get_double_in(o, "rms_norm_eps", 1e-6, 1e-30, 1, &c->rms_norm_eps, label, err, errlen))
         goto done;
-    if (c->hidden_size % c->num_attention_heads && !cJSON_GetObjectItemCaseSensitive(o, "head_dim")) {
+    if (c->hidden_size % c->num_attention_heads && !item(o, "head_dim")) {
         fail(err, errlen, "%s: hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is given",
              label, c->hidden_size, c->num_attention_heads);
         goto done;
@@ -170,19 +191,23 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
     }
 
     /* rope: the classic fields, or transformers v5's rope_parameters (theta inside it). */
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
+    const cJSON *rp = item(o, "rope_parameters");
+    if (rp && !cJSON_IsNull(rp) && !cJSON_IsObject(rp)) {   /* not silently the default RoPE */
+        fail(err, errlen, "%s: \"rope_parameters\" must be an object or null", label);
+        goto done;
+    }
     if (cJSON_IsObject(rp)) {
         c->rope_parameters = 1;
         if (get_double_in(rp, "rope_theta", 10000.0, 1, 1e12, &c->rope_theta, label, err, errlen) ||
-            parse_rope(c, rp, label, err, errlen))
+            parse_rope(c, rp, "rope_parameters", label, err, errlen))
             goto done;
     } else {
         if (get_double_in(o, "rope_theta", 10000.0, 1, 1e12, &c->rope_theta, label, err, errlen) ||
-            parse_rope(c, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), label, err, errlen))
+            parse_rope(c, item(o, "rope_scaling"), "rope_scaling", label, err, errlen))
             goto done;
     }
-    const cJSON *td = cJSON_GetObjectItemCaseSensitive(o, "torch_dtype");
-    if (!td) td = cJSON_GetObjectItemCaseSensitive(o, "dtype");
+    const cJSON *td = item(o, "torch_dtype");
+    if (!td) td = item(o, "dtype");
     if (cJSON_IsString(td)) snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", td->valuestring);
     c->bos_token_id = get_token_id(o, "bos_token_id");
     c->eos_token_id = get_token_id(o, "eos_token_id");
@@ -252,13 +277,14 @@ int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errle
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     if (!text) return fail(err, errlen, "%s: out of memory", path);
-    FILE *f = fopen(path, "wb");
-    if (!f) { free(text); return fail(err, errlen, "%s: cannot create: %s", path, strerror(errno)); }
     size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, f) == n && fputc('\n', f) != EOF;
-    free(text);
-    if (fclose(f) != 0 || !ok) return fail(err, errlen, "%s: write failed: %s", path, strerror(errno));
-    return 0;
+    char *line = realloc(text, n + 2);
+    if (!line) { free(text); return fail(err, errlen, "%s: out of memory", path); }
+    line[n] = '\n';
+    /* aside, then renamed: a failed --save over --init-from leaves the config it read whole */
+    int rc = io_replace_file(path, line, n + 1, err, errlen);
+    free(line);
+    return rc;
 }
 
 double hf_shortest_float(float f) {

@@ -82,6 +82,12 @@ const char *safetensors_meta(const SafeTensors *st, const char *key); /* NULL if
 /* Converts a tensor of dtype F32, BF16, F16 or F64 to n floats (n must equal numel). */
 int safetensors_to_f32(const SafeTensors *st, const SafeTensor *t, float *dst, size_t n, char *err,
                        size_t errlen);
+/* The same, and *first_bad: the first element that is not a finite float (NaN, +-inf, or an F64
+   beyond fp32's range, converted to +-inf), n when there is none. Found in the conversion's pass
+   (an F32 tensor is copied and checked in one loop; other dtypes a block at a time, checked while
+   the block is in the cache). */
+int safetensors_to_f32_finite(const SafeTensors *st, const SafeTensor *t, float *dst, size_t n, size_t *first_bad,
+                              char *err, size_t errlen);
 
 /* Writing. Each tensor's data is `numel` floats; it is stored as `dtype` (F32, BF16 or F16, rounded
    to nearest even). The header is padded with spaces to a multiple of 8 bytes, as the reference

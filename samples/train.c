@@ -348,6 +348,22 @@ static int train_end(int rc) {
     return rc;
 }
 
+/* The resolved configuration of this rank against the others' (comm_check_fields): 0 when they agree. */
+static int ranks_agree(const TrainConfig *c, const TrainStrategy *st, const TrainState *s, const KBackend *kb) {
+    ConfigFields *f = calloc(1, sizeof *f);
+    if (!f) { fprintf(stderr, "error: out of host memory (the configuration check)\n"); return -1; }
+    config_fields(c, f);
+    config_field(f, "the method", "%s", st->name);
+    config_field(f, "the backend", "%s", kb->kind == KB_PLAN ? "plan" : kb->ops->name);
+    config_field(f, "the model's parameters (bytes)", "%zu", s->model.bytes_params);
+    if (st->fields) st->fields(st->user, s, f);
+    const char *names[CONFIG_FIELDS_MAX], *values[CONFIG_FIELDS_MAX];
+    for (int i = 0; i < f->n; i++) { names[i] = f->name[i]; values[i] = f->value[i]; }
+    int rc = comm_check_fields(&g_comm, names, values, f->n);
+    free(f);
+    return rc;
+}
+
 int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     static const TrainStrategy vanilla = { .name = "vanilla" };
     const TrainStrategy *st = strategy ? strategy : &vanilla;
@@ -436,18 +452,16 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
                         st->frozen, st->user) != 0) goto fail;
         if (st->init && st->init(st->user, &s) != 0) goto fail;
         strategy_ready = 1;
-        /* every rank must build the same model on the same shapes (a rank with other flags would sum
-           gradients of another network) */
-        if (g_comm.world > 1 && (comm_check_same(&g_comm, (long long)s.model.bytes_params, "the model's size") ||
-                                 comm_check_same(&g_comm, c->seq_len, "--seq-len") ||
-                                 comm_check_same(&g_comm, (long long)c->batch_size * c->grad_accum, "the batch") ||
-                                 comm_check_same(&g_comm, c->steps, "--steps"))) { rc = 1; goto out; }
+        /* every rank must run the same configuration before the first step: shapes, precision,
+           checkpointing, optimizer, seeds, the strategy's DP settings (a rank with other flags would
+           sum gradients of another network; --heads 8 against 4 has the same size) */
+        if (g_comm.world > 1 && ranks_agree(c, st, &s, &kb)) { rc = 1; goto out; }
         if (train_allreduce_prepare(&s) != 0) goto fail;
     }
     dpmem_snapshot("after_model_creation");
     if (c->init_from) { /* its own phase, scope "checkpoint_load" */
         char err[CKPT_ERR];
-        if (ckpt_load(&s.model, c->init_from, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
+        if (ckpt_load_allowing(&s.model, c->init_from, c->allow_nonfinite, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
         if (!kbackend_computes(&kb) && !ckpt_has_weights(c->init_from)) {
             /* the checkpoint's files would be mapped (file-backed pages, tagged checkpoint/mmap:...) */
             if (!c->quiet)

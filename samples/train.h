@@ -89,6 +89,8 @@ typedef struct TrainStrategy {
     void (*destroy)(void *user, TrainState *s);        /* may be NULL */
     int  (*frozen)(void *user, const ParamInfo *p);    /* NULL: all trainable */
     int  (*save)(void *user, TrainState *s, const char *dir); /* after --save wrote the model (LoRA: the adapters); may be NULL */
+    void (*fields)(void *user, const TrainState *s, ConfigFields *f); /* after init: the strategy's settings the ranks
+                                                                          must agree on (config.h); may be NULL */
     KTraceFn trace;         /* optional: sees every backend allocation and free (tests, tools) */
     void *trace_user;
 } TrainStrategy;

@@ -65,6 +65,17 @@ expect_error "non-LLaMA config" "MistralForCausalLM" -- "$T" --init-from "$d/mis
 mkdir -p "$d/trunc" && cp "$d/a/config.json" "$d/trunc/" && head -c 20000 "$d/a/model.safetensors" >"$d/trunc/model.safetensors"
 expect_error "truncated weights" "trunc/model.safetensors" -- "$T" --init-from "$d/trunc" --steps 1
 expect_error "shape flag against the checkpoint" "hidden_size" -- "$T" --init-from "$d/a" --dim 128 --steps 1
+# A NaN weight (the first data element, F32 0x7fc00000) is named at load; --allow-nonfinite loads it anyway.
+mkdir -p "$d/nan" && cp "$d/a/config.json" "$d/a/model.safetensors" "$d/nan/"
+hlen=$(od -An -t u4 -N4 "$d/nan/model.safetensors" | tr -d ' ')
+printf '\000\000\300\177' | dd of="$d/nan/model.safetensors" bs=1 seek=$((8 + hlen)) conv=notrunc 2>/dev/null
+expect_error "a NaN weight" "element 0 is NaN (--allow-nonfinite" -- "$T" --init-from "$d/nan" --steps 1
+"$T" --init-from "$d/nan" --allow-nonfinite --steps 1 --quiet >/dev/null 2>"$d/err" || no "--allow-nonfinite refused the NaN checkpoint: $(cat "$d/err")"
+# A failed --save over the --init-from directory (a file-size limit: as a full disk) leaves its config.json whole.
+mkdir -p "$d/full" && cp "$d/a/config.json" "$d/a/model.safetensors" "$d/full/"
+(ulimit -f 1; trap '' XFSZ; "$T" --init-from "$d/full" --steps 0 --quiet --save "$d/full" >/dev/null 2>"$d/err") && no "a save over the file-size limit succeeded"
+cmp -s "$d/a/config.json" "$d/full/config.json" || no "a failed --save over --init-from changed config.json ($(wc -c <"$d/full/config.json") bytes)"
+cmp -s "$d/a/model.safetensors" "$d/full/model.safetensors" || no "a failed --save over --init-from changed model.safetensors"
 expect_error "unknown --save-dtype" "--save-dtype" -- "$T" --save "$d/x" --save-dtype fp8 --steps 1
 expect_error "--init-from without a value" "--init-from" -- "$T" --steps 1 --init-from
 # Planning before downloading: the published Llama-3.2-1B config.json alone plans on the plan backend

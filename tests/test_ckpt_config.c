@@ -7,8 +7,10 @@
    the same torch.where steps in float64 and pasted here), covering the high, medium and low bands,
    both from hf_config_rope_inv_freq and from the kernels' krope_inv_freq (fp32, kernels.h);
    without scaling they are theta^(-2i/d); write -> read is the identity; transformers v5's
-   rope_parameters layout reads the same; and unsupported or broken configs are refused with one line
-   naming the file and the field. */
+   rope_parameters layout reads the same; a write that fails (a file-size limit) leaves the old file
+   whole; a key given twice takes its last value (Python's json); and unsupported or broken configs
+   (architectures not a list, a rope type that is not a known name, rope_parameters not an object)
+   are refused with one line naming the file and the field. */
 #include "hf_config.h"
 #include "kernels.h" /* krope_inv_freq: what the rope kernels use */
 
@@ -17,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 static int failures = 0;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
@@ -156,6 +161,35 @@ int main(void) {
               strstr(text, "\"rope_theta\"") > strstr(text, "\"rope_parameters\"") && strstr(text, "\"llama3\""),
               "a v5 config written in another form:\n%s", text);
     }
+    {   /* A write that fails (a file-size limit: the same as a full disk) leaves the old config.json whole
+           (written aside and renamed; it was truncated in place), and nothing beside it. */
+        FILE *f = fopen(path, "rb");
+        char before[4096] = "", after[4096] = "";
+        size_t n = f ? fread(before, 1, sizeof before - 1, f) : 0;
+        if (f) fclose(f);
+        CHECK(n > 200, "test bug: config.json is %zu bytes", n);
+        struct rlimit old_lim, lim;
+        getrlimit(RLIMIT_FSIZE, &old_lim);
+        lim = old_lim;
+        lim.rlim_cur = 100;
+        void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);   /* EFBIG instead of a kill */
+        parse(&a, llama32_1b, err, sizeof err);
+        setrlimit(RLIMIT_FSIZE, &lim);
+        int rc = hf_config_write(&a, path, err, sizeof err);
+        setrlimit(RLIMIT_FSIZE, &old_lim);
+        signal(SIGXFSZ, old_sig);
+        CHECK(rc == -1 && strstr(err, "config.json: write failed") && !strchr(err, '\n'), "write over the limit: rc %d, %s",
+              rc, err);
+        f = fopen(path, "rb");
+        size_t m = f ? fread(after, 1, sizeof after - 1, f) : 0;
+        if (f) fclose(f);
+        CHECK(m == n && memcmp(before, after, n) == 0, "a failed write left config.json %zu bytes, was %zu", m, n);
+        DIR *dd = opendir(dir);
+        int entries = 0;
+        for (struct dirent *e; dd && (e = readdir(dd));) entries += e->d_name[0] != '.';
+        if (dd) closedir(dd);
+        CHECK(entries == 1, "a failed write left %d files in the directory, want config.json alone", entries);
+    }
     unlink(path);
     snprintf(path, sizeof path, "%s/none.json", dir);
     CHECK(hf_config_read(&b, path, err, sizeof err) == -1 && strstr(err, "none.json") && strstr(err, "No such file"),
@@ -180,6 +214,28 @@ int main(void) {
     expect_reject(variant("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": 1"), "tie_word_embeddings",
                   "tie as a number");
     expect_reject(variant("\"vocab_size\": 128256\n", "\"vocab_size\": 128256,\n"), "JSON", "trailing comma");
+    /* Read as Python's json and transformers read it (issue 27): a key given twice takes its last value. */
+    {
+        char dup[4096];
+        snprintf(dup, sizeof dup, "%s", variant("\"hidden_size\": 2048,", "\"hidden_size\": 2048, \"hidden_size\": 1024,"));
+        CHECK(parse(&c, dup, err, sizeof err) == 0 && c.hidden_size == 1024, "duplicate hidden_size: %d, want the last (1024): %s",
+              c.hidden_size, err);
+        snprintf(dup, sizeof dup, "%s", variant("\"rope_type\": \"llama3\"", "\"rope_type\": \"llama3\", \"factor\": 8.0"));
+        CHECK(parse(&c, dup, err, sizeof err) == 0 && c.rope_factor == 8, "duplicate rope factor: %g, want the last (8): %s",
+              c.rope_factor, err);
+        snprintf(dup, sizeof dup, "%s", variant("\"model_type\": \"llama\"", "\"model_type\": \"llama\", \"model_type\": \"qwen2\""));
+        expect_reject(dup, "qwen2", "model_type given twice, the last another model");
+    }
+    expect_reject(variant("[\"LlamaForCausalLM\"]", "{\"a\": \"LlamaForCausalLM\"}"), "architectures", "architectures as an object");
+    expect_reject(variant("[\"LlamaForCausalLM\"]", "\"LlamaForCausalLM\""), "architectures", "architectures as a string");
+    expect_reject(variant("\"rope_type\": \"llama3\"", "\"rope_type\": 5"), "rope_scaling type 5", "a numeric rope type");
+    expect_reject(variant("\"rope_type\": \"llama3\"", "\"type\": [\"llama3\"]"), "rope_scaling type [\"llama3\"]",
+                  "a list as the older type key");
+    expect_reject("{\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":1,\"num_attention_heads\":4,"
+                  "\"vocab_size\":50,\"rope_parameters\":\"x\"}", "\"rope_parameters\" must be an object", "rope_parameters as text");
+    expect_reject("{\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":1,\"num_attention_heads\":4,"
+                  "\"vocab_size\":50,\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":4.0}}", "rope_parameters type \"yarn\"",
+                  "yarn in rope_parameters");
     expect_reject("[1, 2]", "object", "an array");
     expect_reject("", "JSON", "empty file");
 

@@ -28,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -206,6 +208,31 @@ static void test_lora(const char *root) {
     j = cJSON_Parse(text);
     CHECK(j && cJSON_GetNumberValue(cJSON_GetObjectItem(j, "lora_alpha")) == 8, "alpha from scale x r: %s", text);
     cJSON_Delete(j);
+    /* A save that fails on adapter_config.json (a file-size limit that adapter_model.safetensors fits
+       under) leaves the one already there whole: it is written aside and renamed, not truncated. */
+    struct stat sm, sc;
+    char model[600];
+    snprintf(model, sizeof model, "%s/adapter_model.safetensors", sub);
+    CHECK(stat(model, &sm) == 0 && stat(path, &sc) == 0 && sc.st_size > sm.st_size,
+          "test bug: adapter_config.json (%lld B) should be larger than the adapter weights (%lld B)",
+          (long long)sc.st_size, (long long)sm.st_size);
+    la.scale = 16.0f;
+    struct rlimit old_lim, lim;
+    getrlimit(RLIMIT_FSIZE, &old_lim);
+    lim = old_lim;
+    lim.rlim_cur = (rlim_t)sm.st_size;
+    void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);   /* the write fails with EFBIG instead of a kill */
+    setrlimit(RLIMIT_FSIZE, &lim);
+    int rc = ckpt_save_lora_adapters(&la, 1, &kb, NULL, sub, err, sizeof err);
+    setrlimit(RLIMIT_FSIZE, &old_lim);
+    signal(SIGXFSZ, old_sig);
+    CHECK(rc == -1 && strstr(err, "adapter_config.json") && strstr(err, "write failed"),
+          "a save over the file-size limit: rc %d, %s", rc, err);
+    f = fopen(path, "rb");
+    char after[4096] = "";
+    if (f) { size_t n = fread(after, 1, sizeof after - 1, f); after[n] = 0; fclose(f); }
+    CHECK(strcmp(after, text) == 0, "a failed save changed adapter_config.json (%zu bytes, was %zu)", strlen(after),
+          strlen(text));
     kbackend_destroy(&kb);
 }
 
@@ -238,6 +265,44 @@ static int rewrite(const char *dir, const char *drop, const char *extra, const c
     return rc;
 }
 
+/* Rewrites DIR/model.safetensors with every tensor as F64 (written here: the writer keeps to float
+   types the trainer saves) and element `at` of `poison` set to v. */
+static int rewrite_f64(const char *dir, const char *poison, size_t at, double v) {
+    char path[600], err[CKPT_ERR], *head = NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    SafeTensors st;
+    if (safetensors_open(&st, path, err, sizeof err)) { printf("FAIL: %s\n", err); return -1; }
+    size_t cap = 256 + (size_t)st.n * 200, hn = 0, total = 0;
+    head = malloc(cap);
+    hn += (size_t)snprintf(head + hn, cap - hn, "{");
+    for (int i = 0; i < st.n; i++) {   /* st.tensors are in data order */
+        const SafeTensor *t = &st.tensors[i];
+        hn += (size_t)snprintf(head + hn, cap - hn, "%s\"%s\":{\"dtype\":\"F64\",\"shape\":[", i ? "," : "", t->name);
+        for (int d = 0; d < t->ndim; d++) hn += (size_t)snprintf(head + hn, cap - hn, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        hn += (size_t)snprintf(head + hn, cap - hn, "],\"data_offsets\":[%zu,%zu]}", total, total + t->numel * 8);
+        total += t->numel * 8;
+    }
+    hn += (size_t)snprintf(head + hn, cap - hn, "}");
+    double *data = malloc(total + 8);
+    size_t off = 0;
+    for (int i = 0; i < st.n; i++) {
+        const SafeTensor *t = &st.tensors[i];
+        float *f = malloc(t->numel * sizeof(float) + 4);
+        safetensors_to_f32(&st, t, f, t->numel, err, sizeof err);
+        for (size_t k = 0; k < t->numel; k++) data[off + k] = !strcmp(t->name, poison) && k == at ? v : f[k];
+        off += t->numel;
+        free(f);
+    }
+    safetensors_close(&st);
+    FILE *out = fopen(path, "wb");
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hn >> (8 * i));
+    int ok = out && fwrite(len8, 1, 8, out) == 8 && fwrite(head, 1, hn, out) == hn && fwrite(data, 1, total, out) == total;
+    if (out && fclose(out)) ok = 0;
+    free(head); free(data);
+    return ok ? 0 : -1;
+}
+
 static void expect_fail(LlamaModel *m, const char *dir, const char *what, const char *sub1, const char *sub2) {
     char err[CKPT_ERR] = "";
     int rc = ckpt_load(m, dir, err, sizeof err);
@@ -262,6 +327,17 @@ static void test_bad(const char *root) {
     LlamaModel m;
     if (build(&m, &kb, &c, 4)) return;
     expect_fail(&m, dir, "no directory", "config.json", "No such file");
+    {   /* head_dim x heads in 64 bits: 65538 x 65536 wrapped in int to hidden_size 131072 (head_dim 2 planned) */
+        char hd[512];
+        LlamaConfig got;
+        snprintf(hd, sizeof hd, "%s/hd", root);
+        mkdir(hd, 0777);
+        write_text(hd, "config.json", "{\"hidden_size\": 131072, \"intermediate_size\": 64, \"num_hidden_layers\": 1, "
+                   "\"num_attention_heads\": 65536, \"head_dim\": 65538, \"vocab_size\": 10}");
+        int rc = ckpt_read_config(hd, &got, NULL, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, "head_dim 65538 x num_attention_heads 65536 != hidden_size 131072"),
+              "a head_dim whose product with the heads overflows int: rc %d, %s", rc, rc ? err : "");
+    }
     CHECK(ckpt_save(&m, dir, ST_F32, NULL, err, sizeof err) == 0, "save: %s", err);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     unlink(path);
@@ -305,6 +381,43 @@ static void test_bad(const char *root) {
     if (f) fclose(f);
     CHECK(p != NULL, "test bug: model.norm.weight not found in the header");
     expect_fail(&m, dir, "I32 norm", "'model.norm.weight'", "I32");
+
+    /* Values that are not finite, or an F64 beyond fp32's range, name the tensor and the element at
+       load (they trained to "loss -nan" with exit 0); ckpt_load_allowing(.., 1, ..) loads them. Loaded
+       into m3: a failed load leaves what it had written (the trainer stops), and m saves the good
+       checkpoint again between the cases. */
+    LlamaModel m3;
+    if (build(&m3, &kb, &c, 5) == 0) {
+        RESAVE();
+        CHECK(rewrite_f64(dir, "model.layers.0.mlp.down_proj.weight", 0, 0.25) == 0 &&
+              ckpt_load(&m3, dir, err, sizeof err) == 0, "an all-F64 checkpoint: %s", err);
+        RESAVE();
+        CHECK(rewrite_f64(dir, "model.layers.1.self_attn.q_proj.weight", 5, NAN) == 0, "test bug: F64 rewrite");
+        expect_fail(&m3, dir, "a NaN weight", "tensor 'model.layers.1.self_attn.q_proj.weight': element 5 is NaN",
+                    "--allow-nonfinite");
+        RESAVE();
+        CHECK(rewrite_f64(dir, "model.norm.weight", 7, -INFINITY) == 0, "test bug: F64 rewrite");
+        expect_fail(&m3, dir, "an infinite weight", "tensor 'model.norm.weight': element 7 is -inf", NULL);
+        RESAVE();
+        CHECK(rewrite_f64(dir, "model.embed_tokens.weight", 11, 1e300) == 0, "test bug: F64 rewrite");
+        expect_fail(&m3, dir, "an F64 beyond fp32", "tensor 'model.embed_tokens.weight': element 11 is 1e+300",
+                    "beyond fp32's range");
+        CHECK(ckpt_load_allowing(&m3, dir, 1, err, sizeof err) == 0, "--allow-nonfinite refused the load: %s", err);
+        float *emb = *llama_tensor(&m3.w, &m3.params[0]);
+        CHECK(!strcmp(m3.params[0].hf_name, "model.embed_tokens.weight") && isinf(emb[11]) && emb[11] > 0,
+              "an F64 of 1e300 loaded as %g, want +inf", (double)emb[11]);
+        /* F32 NaN too (the file as the trainer writes it) */
+        RESAVE();
+        float *q = *llama_tensor(&m.w, &m.params[1]);
+        float keep = q[2];
+        q[2] = NAN;
+        RESAVE();
+        q[2] = keep;
+        char want[200];
+        snprintf(want, sizeof want, "tensor '%s': element 2 is NaN", m.params[1].hf_name);
+        expect_fail(&m3, dir, "an F32 NaN", want, NULL);
+        llama_free(&m3);
+    }
 
     RESAVE();
     size_t size = file_size(path);

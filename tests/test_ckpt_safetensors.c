@@ -7,11 +7,13 @@
    file and, where there is one, the tensor: every truncation of a valid file, a header length past
    the file or over 100 MB, a header not starting with '{', invalid JSON, a NUL in the header, offsets
    past the end, overlapping tensors, a hole, a size that does not match shape x dtype, an unknown
-   dtype, a duplicate name, bad shapes, trailing bytes, a non-string metadata value, a missing file.
+   dtype, a duplicate name, bad shapes (also 64.0 and 8E0, which the reference refuses), a header that
+   is not UTF-8, trailing bytes, a non-string metadata value, a missing file.
    Every corrupted image is parsed from a buffer of exactly its size, so ASan flags any over-read.
    A forged 20 MB header (one shape of 10^7 dimensions) is refused without the memory a JSON tree of
    it would take (cJSON's tree cost gigabytes at 100 MB), and a header of 200000 tensors is looked up
-   by name in log time. */
+   by name in log time. safetensors_to_f32_finite finds the first NaN/inf/F64-beyond-fp32 at every
+   position its passes treat apart, for F32, BF16, F16 and F64, writing safetensors_to_f32's floats. */
 #include "safetensors.h"
 
 #include <math.h>
@@ -219,6 +221,14 @@ static void test_corrupt(const char *dir) {
          "format", "string"},
         {"{\"__metadata__\":{\"a\\nb\":7}}", 0, "'a?b'", "string"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 8, "'a'", "dimensions"},
+        /* numbers that cJSON reads as integers but the reference (usize) refuses (issue 27) */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "'a'", "2.0 in its shape"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8E0]}}", 8, "'a'", "8E0 in its shape or data_offsets"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[64.0, 1],\"data_offsets\":[0,256]}}", 256, "'a'", "64.0"},
+        /* a header that is not UTF-8 (a Latin-1 name; an overlong '/'; a surrogate), as the reference refuses */
+        {"{\"caf\xe9\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xe9"},
+        {"{\"a\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xc0"},
+        {"{\"a\xed\xa0\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xed"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t m = image(img, cases[i].json, cases[i].data);
@@ -239,6 +249,11 @@ static void test_corrupt(const char *dir) {
         CHECK(safetensors_find(&st, "a")->numel == 1 && safetensors_find(&st, "z")->numel == 0, "scalar and empty");
         safetensors_close(&st);
     }
+    /* Valid UTF-8 in a name, and a number of a field the reader does not use, are fine. */
+    m = image(img, "{\"caf\xc3\xa9 \xf0\x9f\x98\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1.5}}", 8);
+    CHECK(safetensors_parse(&st, img, m, "utf8", err, sizeof err) == 0 && st.n == 1 &&
+          safetensors_find(&st, "caf\xc3\xa9 \xf0\x9f\x98\x80"), "a UTF-8 name is refused: %s", err);
+    safetensors_close(&st);
     m = image(img, "{}", 0);
     CHECK(safetensors_parse(&st, img, m, "empty", err, sizeof err) == 0 && st.n == 0, "\"{}\" is refused: %s", err);
     safetensors_close(&st);
@@ -313,6 +328,49 @@ static void test_forged_header(void) {
     free(img); free(json);
 }
 
+/* safetensors_to_f32_finite: the first element that is NaN, inf or (F64) beyond fp32's range, at
+   every position that matters to its passes (the first, inside and at the edges of a 16-value group,
+   at and across the 4096-value blocks, in the tail), for every float dtype; the floats it writes are
+   safetensors_to_f32's; none: n. */
+static void test_finite(void) {
+    enum { N = 10000 };
+    static const size_t at[] = { 0, 7, 15, 16, 4095, 4096, 8191, 9983, 9984, 9999 };
+    static const SafeTensorsDtype dts[] = { ST_F32, ST_BF16, ST_F16, ST_F64 };
+    static unsigned char raw[8 * N];
+    static float a[N], b[N];
+    char err[SAFETENSORS_ERR];
+    for (size_t d = 0; d < 4; d++) {
+        const size_t es = safetensors_dtype_size(dts[d]);
+        for (size_t k = 0; k <= sizeof at / sizeof at[0]; k++) {
+            for (size_t i = 0; i < N; i++) {   /* finite values; the largest F64 that stays finite */
+                float f = (float)((int)(i % 97) - 48) * 0.25f;
+                double v = dts[d] == ST_F64 && i == 3 ? 3.4028234663852886e38 : f;
+                if (dts[d] == ST_F32) memcpy(raw + 4 * i, &f, 4);
+                else if (dts[d] == ST_F64) memcpy(raw + 8 * i, &v, 8);
+                else { uint16_t h = dts[d] == ST_BF16 ? safetensors_f32_to_bf16(f) : safetensors_f32_to_f16(f); memcpy(raw + 2 * i, &h, 2); }
+            }
+            const size_t want = k < sizeof at / sizeof at[0] ? at[k] : N;
+            for (size_t j = want; j < N; j += 1234) {   /* the first bad value at `want`, others after it */
+                float f = j == want ? (k % 2 ? -INFINITY : NAN) : INFINITY;
+                double v = j == want && k % 3 == 2 ? -1e300 : f;   /* an F64 beyond fp32's range */
+                if (dts[d] == ST_F32) memcpy(raw + 4 * j, &f, 4);
+                else if (dts[d] == ST_F64) memcpy(raw + 8 * j, &v, 8);
+                else { uint16_t h = dts[d] == ST_BF16 ? safetensors_f32_to_bf16(f) : safetensors_f32_to_f16(f); memcpy(raw + 2 * j, &h, 2); }
+            }
+            SafeTensor t = { .name = "x", .dtype = dts[d], .ndim = 1, .shape = { N }, .numel = N, .nbytes = N * es, .data = raw };
+            size_t bad = 0;
+            int rc = safetensors_to_f32_finite(NULL, &t, a, N, &bad, err, sizeof err);
+            CHECK(rc == 0 && bad == want, "%s: first non-finite at %zu, want %zu (%s)", safetensors_dtype_name(dts[d]), bad, want,
+                  rc ? err : "");
+            CHECK(safetensors_to_f32(NULL, &t, b, N, err, sizeof err) == 0 && memcmp(a, b, sizeof a) == 0,
+                  "%s: the checked conversion wrote other floats", safetensors_dtype_name(dts[d]));
+        }
+    }
+    SafeTensor t = { .name = "i", .dtype = ST_I32, .ndim = 1, .shape = { 4 }, .numel = 4, .nbytes = 16, .data = raw };
+    size_t bad = 0;
+    CHECK(safetensors_to_f32_finite(NULL, &t, a, 4, &bad, err, sizeof err) == -1 && strstr(err, "I32"), "I32 converted: %s", err);
+}
+
 int main(void) {
     char dir[] = "/tmp/test_ckpt_st_XXXXXX";
     if (!mkdtemp(dir)) { printf("FAIL: mkdtemp\n"); return 1; }
@@ -320,6 +378,7 @@ int main(void) {
     test_write_read(dir);
     test_corrupt(dir);
     test_forged_header();
+    test_finite();
     rmdir(dir);
     if (failures) { printf("%d check(s) failed\n", failures); return 1; }
     printf("safetensors: conversions, writer layout, read-back and corrupted files OK\n");

@@ -14,7 +14,10 @@
      - a rank that fails (rank 1 out of memory: its own --mem-limit) or is killed (a CPU-time limit:
        SIGKILL) ends the job with a non-zero exit within seconds, and rank 0's log stays readable;
      - bad command lines: --ranks that is not the job's size, --ranks without mpirun outside a plan,
-       a batch that does not divide among the ranks.
+       a batch that does not divide among the ranks; ranks started with another --heads (the same
+       parameter count), --precision, --checkpoint-activations, noise multiplier or noise seed stop
+       before the first step, each naming the field and its own value; --secure-seed on 2 ranks
+       ends with identical parameters (rank 0's seed is the job's).
    SKIP (77) when mpirun is missing. Binaries through DPMEM_BUILD; mpirun may run as root here
    (OMPI_ALLOW_RUN_AS_ROOT*); LeakSanitizer is off in the ranks (OpenMPI's own allocations at exit). */
 #include <math.h>
@@ -201,6 +204,36 @@ int main(void) {
     CHECK(rc == 1 && strstr(out, "plans only (--device plan)"), "--ranks without mpirun: exit %d: %s", rc, out);
     rc = sh("%s %s/train_flash --model tiny --steps 1 --batch-size 3", MPIRUN, B, "");
     CHECK(rc != 0 && strstr(out, "does not divide among 2 ranks"), "--batch-size 3 on 2 ranks: exit %d: %.1000s", rc, out);
+    /* ranks started with different configurations stop before the first step, naming the first field
+       that differs on each rank (the same parameter count with --heads 8 against 4, and another
+       --precision, trained together and said "identical parameters") */
+    {
+        static const struct { const char *prog, *a, *b, *want0, *want1; } diff[] = {
+            { "train_vanilla", "--heads 4 --kv-heads 4", "--heads 8 --kv-heads 8", "disagree on --heads (this rank: 4)",
+              "disagree on --heads (this rank: 8)" },
+            { "train_vanilla", "--precision fp32", "--precision bf16", "disagree on --precision (this rank: fp32)",
+              "disagree on --precision (this rank: bf16)" },
+            { "train_vanilla", "--checkpoint-activations", "", "disagree on --checkpoint-activations (this rank: 1)",
+              "disagree on --checkpoint-activations (this rank: 0)" },
+            { "train_flash", "--noise-multiplier 1", "--noise-multiplier 0.5", "disagree on the noise multiplier (this rank: 1)",
+              "disagree on the noise multiplier (this rank: 0.5)" },
+            { "train_flash", "--noise-seed 3", "--noise-seed 4", "disagree on --noise-seed (this rank: 3)",
+              "disagree on --noise-seed (this rank: 4)" },
+        };
+        for (size_t k = 0; k < sizeof diff / sizeof diff[0]; k++) {
+            char cmd[2048];
+            snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 1 %s/%s --model tiny --seq-len 16 --steps 2 --threads 1 "
+                     "--batch-size 4 %s : -np 1 %s/%s --model tiny --seq-len 16 --steps 2 --threads 1 --batch-size 4 %s",
+                     B, diff[k].prog, diff[k].a, B, diff[k].prog, diff[k].b);
+            rc = sh("%s", cmd, "", "");
+            CHECK(rc != 0 && rc != 124 && strstr(out, diff[k].want0) && strstr(out, diff[k].want1) && !strstr(out, "identical parameters"),
+                  "ranks with '%s' and '%s': exit %d, want both ranks naming the field:\n%.2000s", diff[k].a, diff[k].b, rc, out);
+        }
+    }
+    /* --secure-seed: one noise stream for the job (rank 0's seed; each rank drew its own before) */
+    rc = sh("%s %s/train_flash --model tiny --seq-len 16 --steps 2 --threads 1 --batch-size 4 --noise-multiplier 1 --secure-seed",
+            MPIRUN, B, "");
+    CHECK(rc == 0 && strstr(out, "all 2 ranks hold identical parameters (hash "), "--secure-seed on 2 ranks: exit %d:\n%.2000s", rc, out);
 
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf %s", tmp);

@@ -2,7 +2,8 @@
    numbers against hand-computed values, CSV and JSON parsed by python3's csv and json modules and
    compared with the text and with each other, the health warnings (leak, untracked growth), the
    baseline, the charts (decoded, category colours present), the sweep chart only for a one-value
-   sweep, a cut log, and bad input. */
+   sweep, a cut log, bad input, and names that are UTF-8, not UTF-8 or hold control characters
+   (JSON and trace in UTF-8, the text report escaped). */
 #include "test_tools_png.h"
 
 static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
@@ -335,6 +336,75 @@ static void check_bad_input(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) tt_expect_error("dpmem-report", bad[i].args, bad[i].want);
 }
 
+/* Names that are not plain ASCII (issue 27): UTF-8 goes into JSON as UTF-8 (the same string as in the
+   CSV; it was "\u00c3\u00a9", which reads back as "cafÃ©"), a byte that is not UTF-8 as U+FFFD; in the
+   text report control characters are escaped: an ESC sequence in a scope name does not reach the
+   terminal, a newline in a category does not forge a health line. dpmem-trace's JSON the same. */
+static void check_names(void) {
+    const char *path = tt_path("names.log");
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    synth_meta(&S, 1, T0, "run", "caf\xc3\xa9");
+    synth_meta(&S, 1, T0, "config.note", "x\n  ok: forged config");
+    for (int k = 0; k < 3; k++) {
+        uint64_t b = T0 + (uint64_t)(1 + 10 * k) * MS;
+        synth_begin(&S, 1, b, "step");
+        synth_begin(&S, 1, b + 1 * MS, "\x1b[31mred\x1b]0;title\x07");
+        synth_alloc(&S, 1, b + 2 * MS, "caf\xc3\xa9/w", 0, 0x1000, 4 * MiB);
+        synth_alloc(&S, 1, b + 2 * MS, "bad\xff/w", 0, 0x2000, 2 * MiB);
+        synth_alloc(&S, 1, b + 2 * MS, "x\n  ok: forged health line/w", 0, 0x3000, 1 * MiB);
+        synth_alloc(&S, 1, b + 2 * MS, "c1\xc2\x9b" "31m/w", 0, 0x4000, 1 * MiB);
+        synth_free(&S, 1, b + 3 * MS, "caf\xc3\xa9/w", 0, 0x1000, 4 * MiB);
+        synth_free(&S, 1, b + 3 * MS, "bad\xff/w", 0, 0x2000, 2 * MiB);
+        synth_free(&S, 1, b + 3 * MS, "x\n  ok: forged health line/w", 0, 0x3000, 1 * MiB);
+        synth_free(&S, 1, b + 3 * MS, "c1\xc2\x9b" "31m/w", 0, 0x4000, 1 * MiB);
+        synth_end(&S, 1, b + 4 * MS, "\x1b[31mred\x1b]0;title\x07");
+        synth_end(&S, 1, b + 5 * MS, "step");
+    }
+    synth_close(&S, 1, T0 + 40 * MS);
+    synth_save(&S, path);
+    synth_release(&S);
+    int rc = tt_run("dpmem-report", "'%s' --csv '%s' --json '%s'", path, tt_path("names.csv"), tt_path("names.json"));
+    CHECK(rc == 0, "names: exit %d", rc);
+    size_t n = 0;
+    char *out = tt_slurp(tt_path("out.txt"), &n), *js = tt_slurp(tt_path("names.json"), NULL);
+    int ctl = 0;
+    for (size_t i = 0; out && i < n; i++) ctl += ((unsigned char)out[i] < 0x20 && out[i] != '\n') || out[i] == 0x7f;
+    CHECK(out && ctl == 0, "the text report holds %d control bytes (an ESC sequence reaches the terminal)", ctl);
+    CHECK(out && !strstr(out, "\n  ok: forged") && strstr(out, "x\\x0a  ok: forged health line") && strstr(out, "\\x1b[31mred\\x1b]0;title\\x07") &&
+          strstr(out, "== run: caf\xc3\xa9  (") && strstr(out, "bad\\xff") && strstr(out, "c1\\xc2\\x9b31m") &&
+          strstr(out, "config: note=x\\x0a  ok: forged config"),
+          "the text report does not escape the names as expected:\n%s", out ? out : "");
+    CHECK(js && strstr(js, "\"run\": \"caf\xc3\xa9\"") && strstr(js, "\"at_peak.caf\xc3\xa9\"") && strstr(js, "\"at_peak.bad\xef\xbf\xbd\"") &&
+          !strstr(js, "\\u00c3") && strstr(js, "\"at_peak.x\\u000a  ok: forged health line\""),
+          "JSON: UTF-8 not written as UTF-8, or an invalid byte not U+FFFD:\n%.1500s", js ? js : "");
+    free(out); free(js);
+    static const char script[] =
+        "import csv, json, sys\n"
+        "rows = list(csv.DictReader(open(sys.argv[1], encoding='utf-8', errors='replace', newline='')))\n"
+        "objs = json.load(open(sys.argv[2], encoding='utf-8'))\n"
+        "assert list(rows[0].keys()) == list(objs[0].keys()), (list(rows[0].keys()), list(objs[0].keys()))\n"
+        "o = objs[0]\n"
+        "assert o['run'] == rows[0]['run'] == 'caf\\u00e9', (o['run'], rows[0]['run'])\n"
+        "assert o['at_peak.caf\\u00e9'] == 4 * 2**20 and o['at_peak.bad\\ufffd'] == 2 * 2**20, o\n"
+        "print('ok')\n";
+    CHECK(tt_python("names.py", script, tt_path("names.csv"), tt_path("names.json")) == 0, "names: CSV and JSON disagree (see above)");
+    rc = tt_run("dpmem-trace", "'%s' -o '%s'", path, tt_path("names.trace.json"));
+    char *tr = tt_slurp(tt_path("names.trace.json"), NULL);
+    CHECK(rc == 0 && tr && strstr(tr, "\"alloc caf\xc3\xa9/w\"") && strstr(tr, "\"alloc bad\xef\xbf\xbd/w\"") && !strstr(tr, "\\u00c3") &&
+          strstr(tr, "\"name\":\"\\u001b[31mred\\u001b]0;title\\u0007\""), "trace: names not UTF-8 / escaped:\n%.1500s", tr ? tr : "");
+    free(tr);
+    static const char tscript[] =
+        "import json, sys\n"
+        "t = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+        "ev = t['traceEvents'] if isinstance(t, dict) else t\n"
+        "names = {e.get('name') for e in ev}\n"
+        "assert 'alloc caf\\u00e9/w' in names and 'alloc bad\\ufffd/w' in names, sorted(n for n in names if n)[:20]\n"
+        "print('ok')\n";
+    CHECK(tt_python("trace.py", tscript, tt_path("names.trace.json"), "-") == 0, "trace: the JSON does not read back the names (see above)");
+}
+
 int main(void) {
     tt_mkdir("report");
     if (system("python3 -c 1 >/dev/null 2>&1") != 0) { printf("SKIP: no python3 to parse the CSV and JSON\n"); return 77; }
@@ -343,6 +413,7 @@ int main(void) {
     check_oom();
     check_times_and_records();
     check_bad_input();
+    check_names();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("report: all checks passed\n");
     return 0;

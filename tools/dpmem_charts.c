@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "shown.h"
 #include "args.h"
 #include "chartdata.h"
 #include "charts.h"
@@ -34,7 +35,7 @@ static void usage(FILE *f) {
 }
 
 static int fail(const char *msg, const char *arg) {
-    fprintf(stderr, "dpmem-charts: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    fprintf(stderr, "dpmem-charts: %s%s%s\n", shown(msg), arg ? ": " : "", arg ? shown(arg) : "");
     return 2;
 }
 
@@ -95,7 +96,7 @@ int main(int argc, char **argv) {
 
     ChartSet cs;
     int rc = results ? chartset_from_results(&cs, paths[0], e, sizeof e) : chartset_from_logs(&cs, paths, n, e, sizeof e);
-    if (rc) { fprintf(stderr, "dpmem-charts: %s\n", e); return 1; }
+    if (rc) { fprintf(stderr, "dpmem-charts: %s\n", shown(e)); return 1; }
     if (baseline) {
         cs.base = -1;
         for (int i = 0; i < cs.n && cs.base < 0; i++)
@@ -116,7 +117,7 @@ int main(int argc, char **argv) {
         if (io_check_outputs(io, k, e, sizeof e)) { chartset_free(&cs); return fail(e, NULL); }
     }
     rc = charts_draw(&cs, out, &o, e, sizeof e);
-    if (rc) fprintf(stderr, "dpmem-charts: %s\n", e);
+    if (rc) fprintf(stderr, "dpmem-charts: %s\n", shown(e));
     chartset_free(&cs);
     return rc ? 1 : 0;
 }

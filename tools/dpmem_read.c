@@ -2,6 +2,7 @@
    the iterator only walks the prefix of the file that was found valid, and reads each chunk again
    only to hand out its events (checked against the first pass's checksum). */
 #include "dpmem_read.h"
+#include "shown.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -635,13 +636,13 @@ void dpmem_log_warn(const DpmemLog *L, const char *tool) {
                  (unsigned long long)dpmem_log_dropped(L));
     if (L->corrupt)
         fprintf(stderr, "%s: warning: %s: corrupt at byte %llu (%s); using the %llu events before it%s\n",
-                tool, L->path, (unsigned long long)L->bad_offset, L->why, (unsigned long long)L->n_events, dropped);
+                tool, shown(L->path), (unsigned long long)L->bad_offset, shown(L->why), (unsigned long long)L->n_events, dropped);
     else if (!L->closed)
         fprintf(stderr, "%s: warning: %s: not closed cleanly (%s%s); using the %llu events up to the cut%s\n",
-                tool, L->path, L->bad_offset ? L->why : "no CLOSE event: the run died or is still running",
+                tool, shown(L->path), L->bad_offset ? shown(L->why) : "no CLOSE event: the run died or is still running",
                 L->bad_offset ? " at the end of the file" : "", (unsigned long long)L->n_events, dropped);
     else if (dropped[0])
-        fprintf(stderr, "%s: warning: %s: %s\n", tool, L->path, dropped + 2);
+        fprintf(stderr, "%s: warning: %s: %s\n", tool, shown(L->path), dropped + 2);
 }
 
 int32_t dpmem_log_string_index(const DpmemLog *L, uint32_t id) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shown.h"
 #include "args.h"
 #include "dpmem_read.h"
 #include "figure.h"
@@ -36,7 +37,7 @@ static void usage(FILE *f) {
 }
 
 static int fail(const char *msg, const char *arg) {
-    fprintf(stderr, "dpmem-render: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    fprintf(stderr, "dpmem-render: %s%s%s\n", shown(msg), arg ? ": " : "", arg ? shown(arg) : "");
     return 2;
 }
 
@@ -122,14 +123,14 @@ int main(int argc, char **argv) {
     char err[512];
     for (int i = 0; i < n; i++) {
         if (dpmem_log_open(&logs[i], paths[i], err, sizeof err)) {
-            fprintf(stderr, "dpmem-render: %s\n", err);
+            fprintf(stderr, "dpmem-render: %s\n", shown(err));
             while (i-- > 0) dpmem_log_close(&logs[i]);
             return 1;
         }
         dpmem_log_warn(&logs[i], "dpmem-render");
     }
     int rc = timeline_render(logs, n, &o, out, err, sizeof err);
-    if (rc) fprintf(stderr, "dpmem-render: %s\n", err);
+    if (rc) fprintf(stderr, "dpmem-render: %s\n", shown(err));
     for (int i = 0; i < n; i++) dpmem_log_close(&logs[i]);
     return rc ? 1 : 0;
 }

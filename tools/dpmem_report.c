@@ -19,6 +19,7 @@
 #include "dpmem_read.h"
 #include "io_guard.h"
 #include "json_out.h"
+#include "shown.h"
 #include "namemap.h"
 #include "outpath.h"
 #include "ranks.h"
@@ -30,7 +31,7 @@
 #define MAX_RUNS 1024   /* (the suite gives every process of a --repeat sweep at once)*/
 
 static int fail(const char *msg, const char *arg) {
-    fprintf(stderr, "dpmem-report: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    fprintf(stderr, "dpmem-report: %s%s%s\n", shown(msg), arg ? ": " : "", arg ? shown(arg) : "");
     return 2;
 }
 
@@ -190,7 +191,7 @@ static void print_oom(const RunStats *r, uint32_t k) {
     runstats_oom_event(r, k, &e);
     char b1[32], b2[32], b3[32];
     printf("  OOM: %s requested for %s (%s)", fmt_bytes(b1, sizeof b1, (double)dpmem_ev_u64(&e, 0)),
-           dpmem_log_string(L, e.id), dpmem_space_name(e.aux));
+           shown(dpmem_log_string(L, e.id)), dpmem_space_name(e.aux));
     if (dpmem_ev_u64(&e, 16))   /* device_total 0: the writer had no device figures */
         printf("; device used %s of %s", fmt_bytes(b2, sizeof b2, (double)dpmem_ev_u64(&e, 8)),
                fmt_bytes(b3, sizeof b3, (double)dpmem_ev_u64(&e, 16)));
@@ -198,13 +199,13 @@ static void print_oom(const RunStats *r, uint32_t k) {
     uint32_t ns = dpmem_ev_u32(&e, 24), nc = dpmem_ev_u32(&e, 28), nt = dpmem_ev_u32(&e, 32);
     uint32_t q = 40 + (ns * 4 + 7) / 8 * 8;
     printf("       in scope:");
-    for (uint32_t i = 0; i < ns; i++) printf("%s%s", i ? " > " : " ", dpmem_log_string(L, dpmem_ev_u32(&e, 40 + 4 * i)));
+    for (uint32_t i = 0; i < ns; i++) printf("%s%s", i ? " > " : " ", shown(dpmem_log_string(L, dpmem_ev_u32(&e, 40 + 4 * i))));
     printf("%s\n       live:", ns ? "" : " (none)");
     for (uint32_t i = 0; i < nc; i++)
-        printf(" %s %s%s", dpmem_log_string(L, dpmem_ev_u32(&e, q + 16 * i)), fmt_bytes(b1, sizeof b1, (double)dpmem_ev_u64(&e, q + 16 * i + 8)), i + 1 < nc ? "," : "");
+        printf(" %s %s%s", shown(dpmem_log_string(L, dpmem_ev_u32(&e, q + 16 * i))), fmt_bytes(b1, sizeof b1, (double)dpmem_ev_u64(&e, q + 16 * i + 8)), i + 1 < nc ? "," : "");
     printf("\n       largest:");
     for (uint32_t i = 0; i < nt; i++)
-        printf(" %s %s%s", dpmem_log_string(L, dpmem_ev_u32(&e, q + 16 * nc + 16 * i)),
+        printf(" %s %s%s", shown(dpmem_log_string(L, dpmem_ev_u32(&e, q + 16 * nc + 16 * i))),
                fmt_bytes(b1, sizeof b1, (double)dpmem_ev_u64(&e, q + 16 * nc + 16 * i + 8)), i + 1 < nt ? "," : "");
     printf("\n");
 }
@@ -222,7 +223,7 @@ static void print_meta_line(const DpmemLog *L, const char *label, int (*want)(co
     for (uint32_t i = 0; i < L->n_meta; i++) {
         const char *k = dpmem_log_string(L, L->meta[i].key);
         if (!want(k) || dpmem_log_meta(L, k) != dpmem_log_string(L, L->meta[i].value)) continue;
-        printf("%s%s=%s", any++ ? " " : label, k + skip_prefix, dpmem_log_string(L, L->meta[i].value));
+        printf("%s%s=%s", any++ ? " " : label, shown(k + skip_prefix), shown(dpmem_log_string(L, L->meta[i].value)));
     }
     if (any) printf("\n");
 }
@@ -260,7 +261,7 @@ static void print_norms(const RunStats *r, const StepLog *sl) {
     }
     for (int k = 0; k < BINS; k++) if (count[k] > most) most = count[k];
     printf("per-sample gradient norms (META dp.sample_norms: %zu samples of %u steps; C = %s; '|' marks the bin of C):\n",
-           sl->n_norms, sl->norm_steps, cs ? cs : "?");
+           sl->n_norms, sl->norm_steps, cs ? shown(cs) : "?");
     for (int k = 0; k < BINS; k++) {
         int bar = most ? (int)((count[k] * BAR + most - 1) / most) : 0;
         printf("  [%10.4g, %10.4g) %8zu %c ", k * w, (k + 1) * w, count[k], C >= k * w && C < (k + 1) * w ? '|' : ' ');
@@ -280,7 +281,7 @@ static void print_norms(const RunStats *r, const StepLog *sl) {
 static void print_run(const RunStats *r, const Names *cats) {
     const DpmemLog *L = r->log;
     char b1[32], b2[32];
-    printf("== run: %s  (%s)\n", r->name, L->path);
+    printf("== run: %s  (%s)\n", shown(r->name), shown(L->path));
     print_meta_line(L, "   config: ", config_key, 7);
     print_meta_line(L, "   settings: ", settings_key, 0);
     if (r->no_time)
@@ -298,7 +299,7 @@ static void print_run(const RunStats *r, const Names *cats) {
         int32_t i = dpmem_log_category_index(L, cats->v[c]);
         uint64_t v = i < 0 ? 0 : r->at_peak[i], own = i < 0 ? 0 : r->cat_peak[i];
         if (!own) continue;
-        printf("  %-22s %14llu %12.2f %6.1f%% %14.2f\n", cats->v[c], (unsigned long long)v, v / 1048576.0,
+        printf("  %-22s %14llu %12.2f %6.1f%% %14.2f\n", shown(cats->v[c]), (unsigned long long)v, v / 1048576.0,
                r->peak ? 100.0 * (double)v / (double)r->peak : 0.0, own / 1048576.0);
     }
     if (r->cat_peak[L->n_cats]) {   /* tags whose STRING the log lacks: their bytes are in the peak all the same */
@@ -310,14 +311,14 @@ static void print_run(const RunStats *r, const Names *cats) {
     char phrase[160] = "";
     if (r->step.n) timed_steps_phrase(phrase, sizeof phrase, r);
     if (timed && r->step.n)
-        printf("step time (ms, the '%s' scope over %s): median %.3f, min %.3f, q1 %.3f, q3 %.3f, max %.3f\n", r->step_scope, phrase,
+        printf("step time (ms, the '%s' scope over %s): median %.3f, min %.3f, q1 %.3f, q3 %.3f, max %.3f\n", shown(r->step_scope), phrase,
                ms(r->step.median), ms(r->step.min), ms(r->step.q1), ms(r->step.q3), ms(r->step.max));
     else if (timed && r->step_scope)
-        printf("step time: no step left to time ('%s' ran %llu times, %d warm-up step%s left out)\n", r->step_scope,
+        printf("step time: no step left to time ('%s' ran %llu times, %d warm-up step%s left out)\n", shown(r->step_scope),
                (unsigned long long)r->scopes[dpmem_log_find_string(L, r->step_scope)].count, r->warmup, r->warmup == 1 ? "" : "s");
     if (timed)
         printf("scopes (ms; inside '%s': the scope's time in each step, over the timed steps; elsewhere: each instance; a scope's "
-               "time includes the scopes nested in it):\n", r->step_scope ? r->step_scope : "step");
+               "time includes the scopes nested in it):\n", r->step_scope ? shown(r->step_scope) : "step");
     else printf("scopes:\n");
     printf("  %-22s %8s %12s %11s %11s %11s %11s %11s %12s %14s\n", "name", "count", "total ms", "median", "min", "q1", "q3", "max",
            "gpu mean ms", "mem delta MiB");
@@ -339,7 +340,7 @@ static void print_run(const RunStats *r, const Names *cats) {
         /* min and max: of the timed values, else (more instances than kept) of every instance */
         cell_ms(mn, sizeof mn, t->n ? t->min : (double)s->min_ns, timed && s->count);
         cell_ms(mx, sizeof mx, t->n ? t->max : (double)s->max_ns, timed && s->count);
-        printf("  %-22s %8llu %12s %11s %11s %11s %11s %11s %12s %14.2f\n", sc.v[k], (unsigned long long)s->count, total, med, mn, q1,
+        printf("  %-22s %8llu %12s %11s %11s %11s %11s %11s %12s %14.2f\n", shown(sc.v[k]), (unsigned long long)s->count, total, med, mn, q1,
                q3, mx, gpu, s->mem_delta / 1048576.0);
     }
     free(sc.v);
@@ -364,7 +365,7 @@ static void print_run(const RunStats *r, const Names *cats) {
         uint64_t *row = calloc(2 * (size_t)n_col + 2, sizeof *row), *prev = row ? row + n_col + 1 : NULL;
         if (!col || !cat_at || !row) { printf("snapshots: out of memory\n"); n_col = 0; }
         printf("snapshots (MiB):\n  %-20s %10s", "label", "t ms");
-        for (uint32_t c = 0; c < n_col; c++) printf(" %12.12s", L->cats[cat_at[c]]);
+        for (uint32_t c = 0; c < n_col; c++) printf(" %12.12s", shown(L->cats[cat_at[c]]));
         if (r->has_device) printf(" %12s %12s", "untracked", "dev used");
         printf("   change vs previous\n");
         for (uint32_t i = 0; row && i < r->n_snaps; i++) {
@@ -372,7 +373,7 @@ static void print_run(const RunStats *r, const Names *cats) {
             memcpy(prev, row, n_col * sizeof *row);
             memset(row, 0, n_col * sizeof *row);
             for (uint32_t k = 0; k < s->n; k++) row[col[s->cat[k]] - 1] = s->live[k];
-            printf("  %-20.20s %10.3f", s->label, ms((double)s->ts));
+            printf("  %-20.20s %10.3f", shown(s->label), ms((double)s->ts));
             for (uint32_t c = 0; c < n_col; c++) printf(" %12.2f", row[c] / 1048576.0);
             uint64_t u = s->device_used > s->device_tracked ? s->device_used - s->device_tracked : 0;
             if (r->has_device) {
@@ -385,7 +386,7 @@ static void print_run(const RunStats *r, const Names *cats) {
                 int changed = 0;
                 for (uint32_t c = 0; c < n_col; c++) {
                     double d = ((double)row[c] - (double)prev[c]) / 1048576.0;
-                    if (d != 0) { printf(" %s %+.2f", L->cats[cat_at[c]], d); changed = 1; }
+                    if (d != 0) { printf(" %s %+.2f", shown(L->cats[cat_at[c]]), d); changed = 1; }
                 }
                 const SnapStats *p = &r->snaps[i - 1];
                 if (s->device_total && p->device_total) {
@@ -401,7 +402,7 @@ static void print_run(const RunStats *r, const Names *cats) {
     if (r->n_top) {
         printf("largest buffers (top %u by their largest allocation):\n  %-40s %14s %10s %8s %8s\n", r->n_top, "tag", "bytes", "MiB", "space", "allocs");
         for (uint32_t i = 0; i < r->n_top; i++)
-            printf("  %-40s %14llu %10.2f %8s %8llu\n", L->strings[r->top[i].tag], (unsigned long long)r->top[i].bytes,
+            printf("  %-40s %14llu %10.2f %8s %8llu\n", shown(L->strings[r->top[i].tag]), (unsigned long long)r->top[i].bytes,
                    r->top[i].bytes / 1048576.0, dpmem_space_name(r->top[i].space), (unsigned long long)r->top[i].allocs);
     }
     for (uint32_t i = 0; i < r->n_oom && i < 4; i++) print_oom(r, i);
@@ -416,17 +417,17 @@ static void print_run(const RunStats *r, const Names *cats) {
     else if (!r->step_scope) printf("  - no repeated scope (\"step\"): no leak check\n");
     else if (r->leak) {
         printf("  WARNING: live bytes at the end of '%s' grew in each of the last %llu steps, by %s per step: a leak?\n",
-               r->step_scope, (unsigned long long)(r->n_steps - 1), fmt_bytes(b1, sizeof b1, (double)r->leak_per_step));
+               shown(r->step_scope), (unsigned long long)(r->n_steps - 1), fmt_bytes(b1, sizeof b1, (double)r->leak_per_step));
         if (r->n_grew) printf("    the tags that grew from the end of step 2 to the end of the last step (allocations and frees between):\n");
         for (uint32_t i = 0; i < r->n_grew; i++) {
             const TagGrowth *g = &r->grew[i];
             char b3[32];
-            printf("    %-40s +%-11s (%s -> %s; %llu allocs, %llu frees)\n", L->strings[g->tag],
+            printf("    %-40s +%-11s (%s -> %s; %llu allocs, %llu frees)\n", shown(L->strings[g->tag]),
                    fmt_bytes(b1, sizeof b1, (double)(g->to - g->from)), fmt_bytes(b2, sizeof b2, (double)g->from),
                    fmt_bytes(b3, sizeof b3, (double)g->to), (unsigned long long)g->allocs, (unsigned long long)g->frees);
         }
     }
-    else printf("  ok: live bytes at the end of '%s' do not keep growing (%llu steps)\n", r->step_scope, (unsigned long long)r->n_steps);
+    else printf("  ok: live bytes at the end of '%s' do not keep growing (%llu steps)\n", shown(r->step_scope), (unsigned long long)r->n_steps);
     if (r->untracked_growth)
         printf("  WARNING: untracked device memory grew from %s to %s across the snapshots (fragmentation or an uninstrumented allocator)\n",
                fmt_bytes(b1, sizeof b1, (double)r->untracked_first), fmt_bytes(b2, sizeof b2, (double)r->untracked_last));
@@ -440,7 +441,7 @@ static void print_run(const RunStats *r, const Names *cats) {
             const WarnStats *w = &r->warns[i];
             char when[48] = "";
             if (!r->no_time) snprintf(when, sizeof when, ", first at %.3f ms", ms((double)w->first_ts));
-            printf("    %llux%s: %s\n", (unsigned long long)w->count, when, w->msg < 0 ? "? (message not in the log)" : L->strings[w->msg]);
+            printf("    %llux%s: %s\n", (unsigned long long)w->count, when, w->msg < 0 ? "? (message not in the log)" : shown(L->strings[w->msg]));
         }
     }
     if (r->unbalanced_frees) printf("  WARNING: %llu frees of more bytes than were live in their category\n", (unsigned long long)r->unbalanced_frees);
@@ -451,13 +452,13 @@ static void print_run(const RunStats *r, const Names *cats) {
 static void print_comparison(RunStats **runs, int n, int base, const Names *cats) {
     const RunStats *b = runs[base];
     printf("== comparison (baseline: %s; memory at each run's peak, MiB; step: the median over each run's timed steps, "
-           "x base a ratio of medians [from q1/q3 to q3/q1])\n", b->name);
+           "x base a ratio of medians [from q1/q3 to q3/q1])\n", shown(b->name));
     printf("  %-20s %10s %8s", "run", "peak", "x base");
-    for (int c = 0; c < cats->n; c++) printf(" %12.12s", cats->v[c]);
+    for (int c = 0; c < cats->n; c++) printf(" %12.12s", shown(cats->v[c]));
     printf(" %12s %8s %17s\n", "step ms", "x base", "[spread]");
     for (int i = 0; i < n; i++) {
         const RunStats *r = runs[i];
-        printf("  %-20.20s %10.2f %8.3f", r->name, r->peak / 1048576.0, b->peak ? (double)r->peak / (double)b->peak : 0.0);
+        printf("  %-20.20s %10.2f %8.3f", shown(r->name), r->peak / 1048576.0, b->peak ? (double)r->peak / (double)b->peak : 0.0);
         for (int c = 0; c < cats->n; c++) printf(" %12.2f", runstats_at_peak(r, cats->v[c]) / 1048576.0);
         double t = runstats_step_median_ns(r), lo, hi;
         double x = r->no_time || b->no_time ? 0 : timestats_ratio(&r->step, &b->step, &lo, &hi);
@@ -469,7 +470,7 @@ static void print_comparison(RunStats **runs, int n, int base, const Names *cats
     printf("  overhead vs baseline (MiB at the peak):\n");
     for (int i = 0; i < n; i++) {
         if (i == base) continue;
-        printf("  %-20.20s %+10.2f %8s", runs[i]->name, ((double)runs[i]->peak - (double)b->peak) / 1048576.0, "");
+        printf("  %-20.20s %+10.2f %8s", shown(runs[i]->name), ((double)runs[i]->peak - (double)b->peak) / 1048576.0, "");
         for (int c = 0; c < cats->n; c++)
             printf(" %+12.2f", ((double)runstats_at_peak(runs[i], cats->v[c]) - (double)runstats_at_peak(b, cats->v[c])) / 1048576.0);
         printf("\n");
@@ -692,13 +693,13 @@ int main(int argc, char **argv) {
     char err[512];
     int rc = 0, opened = 0, computed = 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        if (dpmem_log_open(&logs[i], paths[i], err, sizeof err)) { fprintf(stderr, "dpmem-report: %s\n", err); rc = 1; break; }
+        if (dpmem_log_open(&logs[i], paths[i], err, sizeof err)) { fprintf(stderr, "dpmem-report: %s\n", shown(err)); rc = 1; break; }
         opened++;
         dpmem_log_warn(&logs[i], "dpmem-report");
         runs[i] = malloc(sizeof *runs[i]);
         if (!runs[i] || runstats_compute_ex(runs[i], &logs[i], warmup)) {
-            if (dpmem_log_error(&logs[i])) fprintf(stderr, "dpmem-report: %s\n", dpmem_log_error(&logs[i]));
-            else fprintf(stderr, "dpmem-report: %s: out of memory\n", paths[i]);
+            if (dpmem_log_error(&logs[i])) fprintf(stderr, "dpmem-report: %s\n", shown(dpmem_log_error(&logs[i])));
+            else fprintf(stderr, "dpmem-report: %s: out of memory\n", shown(paths[i]));
             rc = 1;
             break;
         }
@@ -709,7 +710,7 @@ int main(int argc, char **argv) {
         base = -1;
         for (int i = 0; i < n && base < 0; i++)
             if (!strcmp(runs[i]->name, baseline) || !strcmp(paths[i], baseline)) base = i;
-        if (base < 0) { fprintf(stderr, "dpmem-report: --baseline %s: no run of that name\n", baseline); rc = 2; }
+        if (base < 0) { fprintf(stderr, "dpmem-report: --baseline %s: no run of that name\n", shown(baseline)); rc = 2; }
     }
     Names cats = { 0 }, scopes = { 0 };
     Table t = { 0 };
@@ -733,15 +734,15 @@ int main(int argc, char **argv) {
             if (!t.cols || !t.cells) { fprintf(stderr, "dpmem-report: out of memory\n"); rc = 1; }
             for (int i = 0; rc == 0 && i < n; i++) fill_row(&t, i, runs[i], runs[base], &cats, &scopes);
             t.n_rows = n;
-            if (rc == 0 && csv && write_csv(&t, csv)) { fprintf(stderr, "dpmem-report: %s: cannot write\n", csv); rc = 1; }
-            if (rc == 0 && json && write_json(&t, json)) { fprintf(stderr, "dpmem-report: %s: cannot write\n", json); rc = 1; }
+            if (rc == 0 && csv && write_csv(&t, csv)) { fprintf(stderr, "dpmem-report: %s: cannot write\n", shown(csv)); rc = 1; }
+            if (rc == 0 && json && write_json(&t, json)) { fprintf(stderr, "dpmem-report: %s: cannot write\n", shown(json)); rc = 1; }
         }
         if (rc == 0 && charts) {
             mkdir(charts, 0777);
             struct stat st;
-            if (stat(charts, &st) || !S_ISDIR(st.st_mode)) { fprintf(stderr, "dpmem-report: --charts %s: not a directory\n", charts); rc = 1; }
+            if (stat(charts, &st) || !S_ISDIR(st.st_mode)) { fprintf(stderr, "dpmem-report: --charts %s: not a directory\n", shown(charts)); rc = 1; }
             else if (charts_write(runs, n, base, cats.v, cats.n, scopes.v, scopes.n, charts, err, sizeof err)) {
-                fprintf(stderr, "dpmem-report: %s\n", err);
+                fprintf(stderr, "dpmem-report: %s\n", shown(err));
                 rc = 1;
             }
         }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shown.h"
 #include "dpmem_read.h"
 #include "io_guard.h"
 #include "trace.h"
@@ -12,7 +13,7 @@
 #define MAX_LOGS 256
 
 static int fail(const char *msg, const char *arg) {
-    fprintf(stderr, "dpmem-trace: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    fprintf(stderr, "dpmem-trace: %s%s%s\n", shown(msg), arg ? ": " : "", arg ? shown(arg) : "");
     return 2;
 }
 
@@ -47,7 +48,7 @@ int main(int argc, char **argv) {
     char err[512];
     int opened = 0, rc = 0;
     for (; opened < n; opened++) {
-        if (dpmem_log_open(&logs[opened], in[opened], err, sizeof err)) { fprintf(stderr, "dpmem-trace: %s\n", err); rc = -1; break; }
+        if (dpmem_log_open(&logs[opened], in[opened], err, sizeof err)) { fprintf(stderr, "dpmem-trace: %s\n", shown(err)); rc = -1; break; }
         dpmem_log_warn(&logs[opened], "dpmem-trace");
         lp[opened] = &logs[opened];
     }
@@ -61,10 +62,10 @@ int main(int argc, char **argv) {
         const char *changed = NULL;
         for (int i = 0; i < n && !changed; i++) changed = dpmem_log_error(&logs[i]);
         if (changed) {   /* a log changed under us: what was written is not the log */
-            fprintf(stderr, "dpmem-trace: %s\n", changed);
+            fprintf(stderr, "dpmem-trace: %s\n", shown(changed));
             if (f != stdout) remove(out);
             rc = -1;
-        } else if (rc) fprintf(stderr, "dpmem-trace: %s: cannot write\n", out);
+        } else if (rc) fprintf(stderr, "dpmem-trace: %s: cannot write\n", shown(out));
     }
     for (int i = 0; i < opened; i++) dpmem_log_close(&logs[i]);
     free(logs); free(lp);

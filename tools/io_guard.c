@@ -74,6 +74,40 @@ out:
     return rc;
 }
 
+int io_replace_file(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+    size_t k = strlen(path) + 32;
+    char *tmp = malloc(k);
+    if (!tmp) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
+    snprintf(tmp, k, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    const char *p = data;
+    size_t done = 0;
+    int e = 0;
+    while (done < n) {
+        ssize_t w = write(fd, p + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) { e = errno; break; }
+        if (w == 0) { e = ENOSPC; break; }
+        done += (size_t)w;
+    }
+    if (!e && fsync(fd) != 0 && errno != EINVAL) e = errno;   /* the bytes are on disk before the name moves */
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (e) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(e));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
 /* Where a path points: its inode when it exists; else its directory's real path and its name (so
    that "a.log" and "./a.log" are one file before either exists). */
 typedef struct { int exists; dev_t dev; ino_t ino; char where[PATH_MAX + 256]; } Place;

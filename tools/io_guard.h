@@ -10,7 +10,11 @@
    - an output path that names an input (the same inode; for a file not created yet, the same
      directory and name) or another output of the same run is refused before anything is written.
 
-   It does not open outputs (each program does, once this check passed) or lock files. */
+   - a small output that replaces a file (config.json over the checkpoint it was read from) is written
+     whole beside it and renamed over it (io_replace_file): a full disk or a file-size limit leaves
+     the old file as it was, never a truncated one.
+
+   It does not open other outputs (each program does, once this check passed) or lock files. */
 #ifndef IO_GUARD_H
 #define IO_GUARD_H
 
@@ -38,5 +42,10 @@ typedef struct {
    "--log tok.bin is the same file as --data tok.bin: refusing to write over it". Paths that are
    NULL or "-" (stdout) are skipped. */
 int io_check_outputs(const IoPath *paths, int n, char *err, size_t errlen);
+
+/* Writes data[0..n) to path: into a new file beside it (path.tmp.PID), then renamed over path, so
+   that path holds either its old bytes or all the new ones. 0, or -1 with "PATH: write failed: No
+   space left on device" (or "cannot create") in err; the file aside is removed on failure. */
+int io_replace_file(const char *path, const void *data, size_t n, char *err, size_t errlen);
 
 #endif

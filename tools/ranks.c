@@ -1,5 +1,6 @@
 /* ranks.c — per-rank tables of data-parallel runs (see ranks.h). */
 #include "ranks.h"
+#include "shown.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,7 @@ void ranks_print(RunStats **runs, int n, FILE *out) {
             member[rank] = j + 1;
             present++;
         }
-        fprintf(out, "\n== ranks of %s: %d of %d ranks' logs%s\n", run ? run : "(unnamed run)", present, world,
+        fprintf(out, "\n== ranks of %s: %d of %d ranks' logs%s\n", run ? shown(run) : "(unnamed run)", present, world,
                 present < world ? " (the job's sums below lack the missing ranks)" : "");
         if (dup) fprintf(out, "   warning: two logs claim the same rank (logs of two jobs?): the first of each is used\n");
         fprintf(out, "  %-8s %16s %12s %12s %14s\n", "rank", "peak bytes", "peak MiB", "step ms", "allreduce ms");

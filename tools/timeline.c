@@ -11,6 +11,7 @@
 #include "axes.h"
 #include "palette.h"
 #include "runmeta.h"
+#include "shown.h"
 #include "timeline_replay.h"
 #include "units.h"
 
@@ -448,7 +449,7 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
             rc = -1;
         } else if (P[i].too_large)
             fprintf(stderr, "dpmem-render: %s: %llu allocations left out: they would carry the total past 2^64 bytes (a forged or corrupt log)\n",
-                    logs[i].path, (unsigned long long)P[i].too_large);
+                    shown(logs[i].path), (unsigned long long)P[i].too_large);
     if (rc) goto out;
 
     uint64_t maxv = 0;   /* one memory scale for all panels; the device line is never clipped */
