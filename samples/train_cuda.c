@@ -56,6 +56,8 @@ static int cuda_init(KBackend *b) {
             train_gpu_timer_flush = gpu_timer_flush;
         }
     }
+    /* where device memory comes from: the report explains the pool's cached blocks by it */
+    dpmem_meta("cuda.alloc", kcuda_alloc_pooled() ? "pool" : "sync");
     train_device_name = device_name;
     train_device_gemm = device_gemm;
     return 0;

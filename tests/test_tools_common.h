@@ -195,6 +195,7 @@ typedef struct {
     uint32_t chunk_bytes;      /* 0: 65536 */
     const char *run, *seq_len; /* NULL: "known", "128" */
     uint64_t act_mib;          /* activations/h; 0: 200 */
+    const char *cuda_alloc;    /* META cuda.alloc (the CUDA backend's "pool" or "sync"); NULL: none */
 } KnownLog;
 
 static inline void tt_known_log(const char *path, KnownLog k) {
@@ -202,6 +203,7 @@ static inline void tt_known_log(const char *path, KnownLog k) {
     synth_init(&S, k.chunk_bytes ? k.chunk_bytes : 65536, T0);
     synth_thread(&S, 1, T0, 1111, "main");
     synth_meta(&S, 1, T0, "run", k.run ? k.run : "known");
+    if (k.cuda_alloc) synth_meta(&S, 1, T0, "cuda.alloc", k.cuda_alloc);
     synth_meta(&S, 1, T0, "config.model", "tiny");
     synth_meta(&S, 1, T0, "config.seq_len", k.seq_len ? k.seq_len : "128");
     synth_thread(&S, 2, T0 + 100, 2222, "loader");

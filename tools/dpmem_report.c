@@ -428,7 +428,14 @@ static void print_run(const RunStats *r, const Names *cats) {
         }
     }
     else printf("  ok: live bytes at the end of '%s' do not keep growing (%llu steps)\n", shown(r->step_scope), (unsigned long long)r->n_steps);
-    if (r->untracked_growth)
+    const char *pool = dpmem_log_meta(L, "cuda.alloc");
+    if (r->untracked_growth && pool && !strcmp(pool, "pool"))
+        /* the CUDA backend's stream-ordered pool keeps freed blocks (docs/CUDA_BACKEND.md): device
+           memory no tag holds, which grows to the largest step's working set and then stays */
+        printf("  note: untracked device memory grew from %s to %s across the snapshots: the CUDA backend's memory pool "
+               "keeps freed blocks for reuse (META cuda.alloc=pool; DPMEM_CUDA_ALLOC=sync gives them back at once)\n",
+               fmt_bytes(b1, sizeof b1, (double)r->untracked_first), fmt_bytes(b2, sizeof b2, (double)r->untracked_last));
+    else if (r->untracked_growth)
         printf("  WARNING: untracked device memory grew from %s to %s across the snapshots (fragmentation or an uninstrumented allocator)\n",
                fmt_bytes(b1, sizeof b1, (double)r->untracked_first), fmt_bytes(b2, sizeof b2, (double)r->untracked_last));
     else if (r->has_device) printf("  ok: untracked device memory does not keep growing\n");
