@@ -33,14 +33,14 @@ __all__ = ["open", "close", "logging", "meta", "scope", "range_push", "range_pop
            "HOST", "DEVICE", "PINNED", "MANAGED", "LIBRARY"]
 
 
-def _b(s, what="a name"):
+def _b(s, what="dpmem: a name"):
     """A name for the kit: a str (UTF-8) or bytes as given; anything else is refused (bytes(5) would
     be five NULs: the empty name)."""
     if isinstance(s, str):
         return s.encode("utf-8", "replace")
     if isinstance(s, bytes):
         return s
-    raise TypeError("dpmem: %s must be a str (or bytes), not %s" % (what, type(s).__name__))
+    raise TypeError("%s must be a str (or bytes), not %s" % (what, type(s).__name__))
 
 
 _SIZE_END = 1 << 63
@@ -51,7 +51,7 @@ def _size(n, what):
     the tools call a size of 2^63 or more forged."""
     n = int(n)
     if not 0 <= n < _SIZE_END:
-        raise ValueError("dpmem: %s must be in [0, 2^63), not %d" % (what, n))
+        raise ValueError("%s must be in [0, 2^63), not %d" % (what, n))
     return n
 
 
@@ -100,7 +100,7 @@ def nvtx_enabled():
 
 # ---- queries -------------------------------------------------------------------------------------
 def _cat(category):
-    return None if category is None else _b(category, "a category")
+    return None if category is None else _b(category, "dpmem: a category")
 
 
 def live_bytes(category=None):
