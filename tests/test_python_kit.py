@@ -234,6 +234,14 @@ check(raises(TypeError, dpmem.tag, 0x7200, 10, 5), "tag=5 raises TypeError")
 check(raises(TypeError, dpmem.tag, 0x7200, 10, None), "tag=None raises TypeError")
 check(raises(TypeError, dpmem.oom, 10, 5), "oom with tag=5 raises TypeError")
 check(raises(TypeError, dpmem.live_bytes, 5), "live_bytes(5) raises TypeError")
+
+
+class FakeTensor:       # what dpmem.tag takes for a torch tensor: refused before dpmem.torch is imported
+    def untyped_storage(self):
+        raise AssertionError("a tensor with a non-string tag reached its storage")
+
+
+check(raises(TypeError, dpmem.tag, FakeTensor(), None, 5), "a tensor tagged 5 raises TypeError")
 check(dpmem.tag_bytes(0x7200) == 0 and "" not in dpmem.categories(),
       "a non-string tag records nothing (categories %s)" % dpmem.categories())
 dpmem.tag(0x7300, 7, b"caf\xc3\xa9/x")             # bytes are the name as given
