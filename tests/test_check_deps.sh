@@ -11,7 +11,7 @@ fail=0
 # The Makefile's list, read by make itself (a one-line makefile after it prints the variable; not
 # as a sub-make of `make test`, whose flags and jobserver are not for it).
 pairs=$(printf 'print-deb-headers:\n\t@echo $(DEB_HEADERS)\n' |
-        MAKEFLAGS= MFLAGS= MAKELEVEL= make -s --no-print-directory -f Makefile -f - print-deb-headers BUILD="$tmp/build" 2>/dev/null)
+        MAKEFLAGS='' MFLAGS='' MAKELEVEL='' make -s --no-print-directory -f Makefile -f - print-deb-headers BUILD="$tmp/build" 2>/dev/null)
 ob=$(printf '%s\n' $pairs | grep '^libopenblas-dev:')
 [ -n "$ob" ] || { echo "FAIL: no libopenblas-dev entry in the Makefile's DEB_HEADERS: '$pairs'"; exit 1; }
 echo "the check: $ob"
