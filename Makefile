@@ -24,7 +24,7 @@ ifeq ($(CUDA_ARCH),)
 endif
 
 comma := ,
-DEPS_INC := $(if $(DEPS),-I$(DEPS)/include -I$(DEPS)/include/x86_64-linux-gnu)
+DEPS_INC := $(if $(DEPS),-I$(DEPS)/include -I$(DEPS)/include/x86_64-linux-gnu -I$(DEPS)/include/x86_64-linux-gnu/openblas-pthread)
 DEPS_LIB := $(if $(DEPS),-L$(DEPS)/lib/x86_64-linux-gnu -L$(DEPS)/lib/x86_64-linux-gnu/openblas-pthread -Wl$(comma)-rpath$(comma)$(abspath $(DEPS))/lib/x86_64-linux-gnu -Wl$(comma)-rpath$(comma)$(abspath $(DEPS))/lib/x86_64-linux-gnu/openblas-pthread)
 
 WARN      := -Wall -Wextra -Werror
@@ -45,9 +45,12 @@ BENCHES :=
 .PHONY: all test test-run sanitize bench demo clean deps
 all: deps
 
-# Debian packages the build needs (header that proves each one is there).
+# Debian packages the build needs (the file that proves each one is there; A,B: either). OpenBLAS by
+# its own openblas_config.h: the alternatives link of an installed variant, or the pthread variant as
+# dpkg -x unpacks it under DEPS; cblas.h proves nothing, netlib's libblas-dev has one too (without the
+# cblas_somatcopy kernels/cpu/attention.c calls).
 DEB_HEADERS := libstb-dev:/usr/include/stb/stb_image_write.h \
-               libopenblas-dev:/usr/include/x86_64-linux-gnu/cblas.h \
+               libopenblas-dev:/usr/include/x86_64-linux-gnu/openblas_config.h,/usr/include/x86_64-linux-gnu/openblas-pthread/openblas_config.h \
                librandom123-dev:/usr/include/Random123/philox.h \
                libcjson-dev:/usr/include/cjson/cJSON.h \
                libopenmpi-dev:/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h \
@@ -62,6 +65,7 @@ $(DEPS_STAMP):
 	@echo "$(if $(NVCC),✓ nvcc found: $(NVCC),✗ no nvcc under $(CUDA_HOME): CUDA parts are not built)"
 	@echo "$(if $(HAVE_GPU),✓ GPU found ($(CUDA_ARCH)),✗ no GPU: tests that need one will SKIP)"
 	@mkdir -p $(@D) && touch $@
+TESTS += tests/test_check_deps.sh
 
 include $(sort $(wildcard mk/*.mk))
 

@@ -208,5 +208,60 @@ if dpmem.nvtx_enabled():
 else:
     print("note: libdpmem.so was built without NVTX: the NVTX part is not checked")
 
+# ---- 4. hostile input: sizes out of range, names that are not strings or not UTF-8 -----------------
+def raises(exc, fn, *args):
+    try:
+        fn(*args)
+    except exc:
+        return True
+    except Exception as e:  # noqa: BLE001 (the wrong exception is a failure, not a crash of the test)
+        print("  raised %s: %s" % (type(e).__name__, e))
+    return False
+
+
+log4 = os.path.join(TMP, "hostile.log")
+dpmem.open(log4)
+base_live, base_cats = dpmem.live_bytes(), dpmem.categories()
+dpmem.tag(0x7000, 100, "hostile/a")
+for bad in (-1, -(2 ** 63), 2 ** 63, 2 ** 64 - 1, 2 ** 64, 10 ** 30):
+    # ctypes would wrap them into a size_t: -1 became 2^64-1 and every total wrapped
+    check(raises(ValueError, dpmem.tag, 0x7100, bad, "hostile/b"), "tag of %d bytes raises ValueError" % bad)
+    check(raises(ValueError, dpmem.oom, bad, "hostile/b"), "oom of %d bytes raises ValueError" % bad)
+check(dpmem.live_bytes() == base_live + 100 and dpmem.live_bytes("hostile") == 100,
+      "refused sizes change nothing: live %d (want %d)" % (dpmem.live_bytes(), base_live + 100))
+check(dpmem.tag_bytes(0x7100) == 0, "a refused tag records no address")
+check(raises(TypeError, dpmem.tag, 0x7200, 10, 5), "tag=5 raises TypeError")
+check(raises(TypeError, dpmem.tag, 0x7200, 10, None), "tag=None raises TypeError")
+check(raises(TypeError, dpmem.oom, 10, 5), "oom with tag=5 raises TypeError")
+check(raises(TypeError, dpmem.live_bytes, 5), "live_bytes(5) raises TypeError")
+
+
+class FakeTensor:       # what dpmem.tag takes for a torch tensor: refused before dpmem.torch is imported
+    def untyped_storage(self):
+        raise AssertionError("a tensor with a non-string tag reached its storage")
+
+
+check(raises(TypeError, dpmem.tag, FakeTensor(), None, 5), "a tensor tagged 5 raises TypeError")
+check(dpmem.tag_bytes(0x7200) == 0 and "" not in dpmem.categories(),
+      "a non-string tag records nothing (categories %s)" % dpmem.categories())
+dpmem.tag(0x7300, 7, b"caf\xc3\xa9/x")             # bytes are the name as given
+dpmem.tag(0x7400, 9, b"bad\xff\xfename/x")           # not UTF-8: U+FFFD for each bad byte
+try:
+    cats = dpmem.categories()
+except UnicodeDecodeError as e:
+    cats = []
+    check(False, "categories() with a category that is not UTF-8: %s" % e)
+check(cats == base_cats + ["hostile", "caf\u00e9", "bad\ufffd\ufffdname"], "categories: %s" % cats)
+check(dpmem.live_bytes("caf\u00e9") == 7 and dpmem.live_bytes(b"bad\xff\xfename") == 9, "the bytes-named categories' bytes")
+for a in (0x7000, 0x7300, 0x7400):
+    dpmem.untag(a)
+dpmem.tag(0x7500, 2 ** 63 - 1, "hostile/edge")       # the largest size accepted
+check(dpmem.tag_bytes(0x7500) == 2 ** 63 - 1, "a tag of 2^63-1 bytes is accepted")
+check(dpmem.untag(0x7500) == 2 ** 63 - 1, "untag of 2^63-1 bytes")
+dpmem.tag(0x7600, 0, "hostile/empty")                # and the smallest
+check(dpmem.untag(0x7600) == 0, "a tag of 0 bytes")
+check(dpmem.live_bytes() == base_live, "all untagged: %d" % dpmem.live_bytes())
+dpmem.close()
+
 print("%s: %d failure(s)" % ("test_python_kit", len(failures)))
 sys.exit(1 if failures else 0)

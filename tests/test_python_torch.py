@@ -99,6 +99,13 @@ check(not dt.tag_tensor(w, "activations/not_a_param"), "a second tag of a storag
 check(dpmem.live_bytes() == before and dt.tagged(w) == "params/fc.weight", "the first tag and the total stay")
 check(dpmem.untag(0x1234) == 0, "untag of an unknown address")
 y = torch.empty(100)
+for call in (lambda: dt.tag_tensor(y, 5), lambda: dpmem.tag(y, None, 5)):
+    try:
+        call()
+        check(False, "a tensor tagged 5 raises TypeError")
+    except TypeError:
+        pass
+check(dt.tagged(y) is None and dpmem.live_bytes() == before, "a tensor tagged 5: nothing recorded")
 check(dt.tag_tensor(y, "activations/mine") and dpmem.live_bytes("activations") == xb + 400, "tag_tensor of a new tensor")
 del y
 gc.collect()

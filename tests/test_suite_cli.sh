@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_suite_cli.sh — tools/run_experiments's command line: every bad flag, value, experiment, sweep
 # or impossible combination gives exit 2 and one line on stderr naming the problem, before any run;
-# --help exits 0 and lists every experiment. Exits 0 on pass, 1 on failure.
+# --help exits 0 and lists every experiment; numbers with leading zeros are decimal (one plan run
+# checks that the runs get them so). Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
 S=tools/run_experiments
 [ -x "$B/train_vanilla" ] || { echo "FAIL: $B/train_vanilla not built"; exit 1; }
@@ -49,6 +50,16 @@ expect_usage "--tolerance needs a number" --plan --check --tolerance 2x
 expect_usage "--sweep needs KEY=V1,V2" --sweep seq-len
 expect_usage "--sweep: unknown key 'heads'" --sweep heads=1,2
 expect_usage "--sweep seq-len: no values" --sweep seq-len=
+expect_usage "--sweep seq-len: no values" --sweep seq-len=,,
+expect_usage "--sweep seq-len: an empty value in '64,,128'" --sweep seq-len=64,,128
+# a value given twice would run one configuration twice under one name (numbers compared as numbers)
+expect_usage "--sweep seq-len: the value 32 is given twice in '32,32'" --sweep seq-len=32,32
+expect_usage "--sweep seq-len: the value 32 is given twice in '032,32'" --sweep seq-len=032,32
+expect_usage "--sweep physical-batch: the value 8 is given twice in '08,8'" --sweep physical-batch=08,8
+expect_usage "--sweep precision: the value fp32 is given twice" --sweep precision=fp32,bf16,fp32
+# leading zeros: decimal, never the shell's octal (010 read as 8 would pass as a multiple of 4)
+expect_usage "--batch-size 10 is not a multiple of --physical-batch 4" --batch-size 010 --physical-batch 4
+expect_usage "--sweep physical-batch: none of the experiments has that setting" --sweep physical-batch=08 vanilla
 expect_usage "--sweep seq-len needs a positive integer, got 'big'" --sweep seq-len=64,big
 expect_usage "--sweep lora-rank: none of the experiments has that setting" --sweep lora-rank=4,8 vanilla ghost
 expect_usage "--steps needs a value" --steps
@@ -63,6 +74,20 @@ rm -rf "$tmp/out"
 EXP_STEPS=zero sh "$S" --build "$B" --out "$tmp/out" >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc -eq 2 ] && grep -q "steps needs a positive integer, got 'zero'" "$tmp/err"; then echo "ok   [EXP_STEPS=zero] -> $(cat "$tmp/err")"
 else echo "FAIL [EXP_STEPS=zero]: exit $rc: $(cat "$tmp/err")"; fail=1; fi
+
+# ... and the runs get the numbers: one plan run per value, named and flagged by the number
+rm -rf "$tmp/out"
+sh "$S" --build "$B" --out "$tmp/out" --plan --model tiny --steps 1 --batch-size 016 --physical-batch 08 \
+    --sweep seq-len=016,32 --quiet vanilla >"$tmp/stdout" 2>"$tmp/err"; rc=$?
+rows=$(tail -n +2 "$tmp/out/results.csv" 2>/dev/null | cut -d, -f1-3 | tr '\n' ' ')
+if [ $rc -eq 0 ] && ! grep -q "Illegal" "$tmp/err" && [ "$rows" = "vanilla,seq-len,16 vanilla,seq-len,32 " ] &&
+   grep -q -- "--seq-len 16 " "$tmp/out/vanilla-seq-len16.cmd" && grep -q -- "--batch-size 8 --grad-accum 2 " "$tmp/out/vanilla-seq-len16.cmd" &&
+   grep -q -- "--seq-len 32 " "$tmp/out/vanilla-seq-len32.cmd"; then
+    echo "ok   [--batch-size 016 --physical-batch 08 --sweep seq-len=016,32] -> runs $rows"
+else
+    echo "FAIL [--batch-size 016 --physical-batch 08 --sweep seq-len=016,32]: exit $rc, rows '$rows'"; cat "$tmp/err"
+    cat "$tmp/out"/*.cmd 2>/dev/null; fail=1
+fi
 
 sh "$S" --help >"$tmp/help" 2>&1; rc=$?
 for e in vanilla dpsgd ghost flash mixed lora --sweep --plan --check --mem-limit --repeat --methods --fit --timing-warmup NORM+CLIP \

@@ -1,12 +1,16 @@
 #!/bin/sh
-# Checks that the Debian packages the build needs are present (by one header each). Installs the
-# missing ones when running as root, else prints the exact command. With DEPS=<prefix> (packages
-# unpacked with dpkg -x on a machine where nothing can be installed) it looks there instead.
+# Checks that the Debian packages the build needs are present (by a file each: PKG:FILE, or
+# PKG:FILE1,FILE2 when any one of them proves it). Installs the missing ones when running as root,
+# else prints the exact command. With DEPS=<prefix> (packages unpacked with dpkg -x on a machine where
+# nothing can be installed) it looks there instead.
 missing=""
 for pair in "$@"; do
-  pkg=${pair%%:*}; hdr=${pair#*:}
-  if [ -n "$DEPS" ]; then hdr="$DEPS${hdr#/usr}"; fi
-  if [ -e "$hdr" ]; then echo "✓ $pkg"; else missing="$missing $pkg"; fi
+  pkg=${pair%%:*}; found=""
+  for hdr in $(echo "${pair#*:}" | tr ',' ' '); do
+    if [ -n "$DEPS" ]; then hdr="$DEPS${hdr#/usr}"; fi
+    if [ -e "$hdr" ]; then found=1; break; fi
+  done
+  if [ -n "$found" ]; then echo "✓ $pkg"; else missing="$missing $pkg"; fi
 done
 [ -z "$missing" ] && exit 0
 if [ -n "$DEPS" ]; then echo "✗ missing under DEPS=$DEPS:$missing (apt-get download them and dpkg -x into it)"; exit 1; fi

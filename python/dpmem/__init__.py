@@ -33,8 +33,26 @@ __all__ = ["open", "close", "logging", "meta", "scope", "range_push", "range_pop
            "HOST", "DEVICE", "PINNED", "MANAGED", "LIBRARY"]
 
 
-def _b(s):
-    return s.encode("utf-8", "replace") if isinstance(s, str) else bytes(s)
+def _b(s, what="dpmem: a name"):
+    """A name for the kit: a str (UTF-8) or bytes as given; anything else is refused (bytes(5) would
+    be five NULs: the empty name)."""
+    if isinstance(s, str):
+        return s.encode("utf-8", "replace")
+    if isinstance(s, bytes):
+        return s
+    raise TypeError("%s must be a str (or bytes), not %s" % (what, type(s).__name__))
+
+
+_SIZE_END = 1 << 63
+
+
+def _size(n, what):
+    """A byte count the log can hold: ctypes would wrap -1 into 2^64-1 (and every total with it), and
+    the tools call a size of 2^63 or more forged."""
+    n = int(n)
+    if not 0 <= n < _SIZE_END:
+        raise ValueError("%s must be in [0, 2^63), not %d" % (what, n))
+    return n
 
 
 # ---- the log -------------------------------------------------------------------------------------
@@ -82,7 +100,7 @@ def nvtx_enabled():
 
 # ---- queries -------------------------------------------------------------------------------------
 def _cat(category):
-    return None if category is None else _b(category)
+    return None if category is None else _b(category, "dpmem: a category")
 
 
 def live_bytes(category=None):
@@ -102,7 +120,8 @@ def live_bytes_in(space):
 
 
 def categories():
-    return [_lib.dpmem_category_name(i).decode() for i in range(_lib.dpmem_category_count())]
+    """The categories seen so far; a name that is not UTF-8 reads with U+FFFD for its bad bytes."""
+    return [_lib.dpmem_category_name(i).decode("utf-8", "replace") for i in range(_lib.dpmem_category_count())]
 
 
 def reset_peak():
@@ -126,6 +145,7 @@ def tag(obj, nbytes=None, tag="untagged", space=HOST):  # noqa: A002 (the kit's 
     """Records an allocation: `obj` is an address (int; nbytes required) or a tensor/array (nbytes
     defaults to its storage's). A torch tensor goes through dpmem.torch: its storage is untagged by
     itself when PyTorch frees it, and a storage already tagged keeps its first tag."""
+    _b(tag, "dpmem.tag: the tag")                    # refused before anything is recorded
     if hasattr(obj, "untyped_storage"):
         from . import torch as dtorch
         return dtorch.tag_tensor(obj, tag)
@@ -134,7 +154,8 @@ def tag(obj, nbytes=None, tag="untagged", space=HOST):  # noqa: A002 (the kit's 
         nbytes = n
     if nbytes is None:
         raise TypeError("dpmem.tag: nbytes is required for a bare address")
-    _lib.dpmem_tag_alloc_space(ctypes.c_void_p(addr), int(nbytes), _b(tag), int(space))
+    _lib.dpmem_tag_alloc_space(ctypes.c_void_p(addr), _size(nbytes, "dpmem.tag: nbytes"), _b(tag, "dpmem.tag: the tag"),
+                               int(space))
     return True
 
 
@@ -150,7 +171,8 @@ def tag_bytes(obj):
 
 def oom(nbytes, tag="untagged", space=HOST, device_used=0, device_total=0):  # noqa: A002
     """The OOM post-mortem (an OOM event and a paragraph on stderr), for an allocator with a limit."""
-    _lib.dpmem_oom(int(nbytes), _b(tag), int(space), int(device_used), int(device_total))
+    _lib.dpmem_oom(_size(nbytes, "dpmem.oom: nbytes"), _b(tag, "dpmem.oom: the tag"), int(space),
+                   _size(device_used, "dpmem.oom: device_used"), _size(device_total, "dpmem.oom: device_total"))
 
 
 # ---- scopes --------------------------------------------------------------------------------------

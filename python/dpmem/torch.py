@@ -123,6 +123,7 @@ def tag_tensor(t, tag):
     """Tags the storage of `t` (all of it: a view tags its whole storage) until PyTorch frees it.
     A storage already tagged keeps its tag (a WARN event says so; an `untagged/...` one is renamed).
     Returns True when it tagged."""
+    dpmem._b(tag, "dpmem.torch.tag_tensor: the tag")   # refused before any record changes
     st = _storage_of(t)
     if st is None:
         return False
