@@ -27,7 +27,17 @@ double ck_title(Figure *f, const ChartSet *cs, const char *title, const char *ex
     free(m);
     snprintf(line, sizeof line, "%s%s%s", sum, *sum && extra && *extra ? " \xC2\xB7 " : "", extra ? extra : "");
     if (!*line) return t.y1 + fig_pt(f, 4);
-    fig_fit_text(f, fitted, sizeof fitted, line, CK_SUB, FONT_REGULAR, f->w - 2 * pad);
+    double avail = f->w - 2 * pad;
+    if (*sum && extra && *extra && fig_text_w(f, CK_SUB, FONT_REGULAR, line) > avail) {
+        /* too long for one line: the configuration, then what the chart shows, each on its own line
+           (cut from the middle only if one alone is still too long) */
+        fig_fit_text(f, fitted, sizeof fitted, sum, CK_SUB, FONT_REGULAR, avail);
+        Box s1 = fig_text(f, pad, t.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, CK_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
+        fig_fit_text(f, fitted, sizeof fitted, extra, CK_SUB, FONT_REGULAR, avail);
+        Box s2 = fig_text(f, pad, s1.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, CK_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
+        return s2.y1 + fig_pt(f, 4);
+    }
+    fig_fit_text(f, fitted, sizeof fitted, line, CK_SUB, FONT_REGULAR, avail);
     Box s = fig_text(f, pad, t.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, CK_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
     return s.y1 + fig_pt(f, 4);
 }
