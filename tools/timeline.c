@@ -249,7 +249,9 @@ static void draw_peak(Figure *f, const Panel *p, const Axes *ax, int peak_row) {
     if (tx < ax->x0) tx = ax->x0;
     if (tx + w > ax->x1) tx = ax->x1 - w;
     Box lb = fig_text(f, tx, peak_row, TA_LEFT | TA_TOP, FS_LEGEND, FONT_BOLD, COLOUR_PEAK, b);
-    fig_line(f, x, lb.y1, x, axes_y(ax, (double)p->peak), COLOUR_PEAK, 0.8, 1);
+    double py = axes_y(ax, (double)p->peak);
+    fig_line(f, x, lb.y1, x, py, COLOUR_PEAK, 0.8, 1);
+    fig_record(f, (Box){ x - fig_pt(f, 1), lb.y1, x + fig_pt(f, 1), py }, BOX_MARK, "peak line");   /* the snapshots' names keep off it */
 }
 
 /* An allocation that failed: hatching from what was live up to what it would have made (cut at the
@@ -264,9 +266,15 @@ static void draw_oom(Figure *f, const DpmemLog *L, const Panel *p, const Axes *a
     fig_rect(f, x - w, y0, x + w, y1, COLOUR_BG);
     fig_hatch(f, x - w, y0, x + w, y1, COLOUR_OOM, 2.5, 0.7);
     fig_rect_outline(f, x - w, y0, x + w, y1, COLOUR_OOM, 0.9);
-    double tw = fig_text_w(f, FS_LEGEND, FONT_BOLD, "OOM"), tx = x - tw / 2;
+    double tw = fig_text_w(f, FS_LEGEND, FONT_BOLD, "OOM"), th = fig_text_h(f, FS_LEGEND), tx = x - tw / 2, g = fig_pt(f, 2);
     if (tx + tw > ax->x1) tx = ax->x1 - tw;
-    Box b = fig_text(f, tx, y0 - fig_pt(f, 1), TA_LEFT | TA_BOTTOM, FS_LEGEND, FONT_BOLD, COLOUR_OOM, "OOM");
+    /* over the hatching, or (where the peak's label is) beside its top, right or left */
+    Box all = { 0, 0, f->w, f->h }, at[3] = { { tx, y0 - fig_pt(f, 1) - th, tx + tw, y0 - fig_pt(f, 1) },
+                                              { x + w + g, y0, x + w + g + tw, y0 + th }, { x - w - g - tw, y0, x - w - g, y0 + th } };
+    int k = 0;
+    while (k < 2 && !fig_box_free(f, at[k], all)) k++;
+    Box b = fig_text(f, at[k].x0, at[k].y0, TA_LEFT | TA_TOP, FS_LEGEND, FONT_BOLD, COLOUR_OOM, "OOM");
+    if (k) b = (Box){ x - w, y0, x + w, y0 };
     snprintf(what, sizeof what, "oom %s", dpmem_log_run_name(L, buf, sizeof buf));
     fig_record(f, (Box){ x - w, b.y0, x + w, y1 }, BOX_MARK, what);
 }
@@ -490,8 +498,8 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         scale_place(&ax.s, py1, py0);
         axis_left(f, &ax.s, ly.left, ly.left + ly.W, ytitle, FS_TICK);
         for (int s = 0; s < p->n_series; s++) draw_series(f, p, &ax, s, xy);
-        draw_snapshots(f, p, &ax);
         draw_peak(f, p, &ax, peak_row);
+        draw_snapshots(f, p, &ax);
         if (p->n_dev_cols) draw_device_line(f, p, &ax);
         draw_oom(f, L, p, &ax);
         draw_x_axis(f, p, &ax);
