@@ -152,6 +152,7 @@ static void log_labels(Figure *f, const Scale *s, const Tick *t, int n, double s
             int fits = 1, units = 0, prev = -1;
             for (int j = o; j < nm && fits; j += k) {
                 if (prev >= 0 && fabs(pos[j] - pos[prev]) < (ext[j] + ext[prev]) / 2 + gap) fits = 0;
+                if (horizontal && (pos[j] - ext[j] / 2 < 0 || pos[j] + ext[j] / 2 > f->w)) fits = 0;   /* inside the figure */
                 Unit u = unit_of(s->kind, t[maj[j]].v * 1.0000001);
                 units += fabs(t[maj[j]].v / u.div - 1) < 1e-6;
                 prev = j;

@@ -301,7 +301,8 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
         snprintf(err, errlen, "breakdown: the figure is too narrow for %d runs and %d categories (--size)", b.n, nc);
         return -1;
     }
-    double a_x0 = pad + axw, a_x1, leg_x, b_lab, b_x0, b_x1, c_lab, c_x0, c_x1 = W - pad;
+    /* c's axis ends half a tick label short of the edge: its last label stays whole */
+    double a_x0 = pad + axw, a_x1, leg_x, b_lab, b_x0, b_x1, c_lab, c_x0, c_x1 = W - pad - fig_text_w(f, CK_TICK, FONT_REGULAR, "100 GiB") / 2;
     if (!two_rows) {
         a_x1 = a_x0 + rest * 0.42; leg_x = a_x1 + gap; b_lab = leg_x + catw + gap; b_x0 = b_lab + runw; b_x1 = b_x0 + rest * 0.24;
         c_lab = b_x1 + gap * 2;

@@ -115,10 +115,13 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
             fig_record(f, (Box){ a - 1, py - e, c + 1, py + e }, BOX_MARK, sw);   /* labels keep off the bar */
         }
         /* a time ratio the suite does not trust: a ring in the warning colour around the point */
-        if (*r->trust && strcmp(r->trust, "ok")) {
+        if (*r->trust && strcmp(r->trust, "ok")) {   /* a thin ring, clear of the marker */
             char fw[96];
-            snprintf(fw, sizeof fw, "untrusted %s", r->method);
-            fig_marker(f, MK_CIRCLE, px, py, 17, COLOUR_OOM, COLOUR_BG, 1, fw);
+            double ring[2 * 33], rr = fig_pt(f, 7.5);
+            for (int k = 0; k <= 32; k++) { ring[2 * k] = px + rr * cos(k * M_PI / 16); ring[2 * k + 1] = py + rr * sin(k * M_PI / 16); }
+            fig_polyline(f, ring, 33, COLOUR_OOM, 1.3, 0);
+            snprintf(fw, sizeof fw, "hollow untrusted %s", r->method);
+            fig_record(f, (Box){ px - rr, py - rr, px + rr, py + rr }, BOX_MARK, fw);
         }
         /* on or against an earlier run's point (closer than a marker): hollow and larger, so both show */
         int on_other = 0;
@@ -153,10 +156,10 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
         q += (size_t)snprintf(note + q, sizeof note - q, "%sDashed: %s's values.", k ? ". " : "", cs->run[b].name);
     ck_note(f, f->h - pad, note);
     if (flagged) {   /* a line of its own, above the other */
-        char bw[48] = "beyond the suite's bound", tn[300];
-        if (isfinite(bound)) snprintf(bw, sizeof bw, "wider than a factor %.2f", 1 + bound / 100);
-        snprintf(tn, sizeof tn, "Ringed, (?): %d time ratio%s to vanilla not to trust: a DP method timed below vanilla, or %s %s (summary.txt).",
-                 flagged, flagged == 1 ? "" : "s", repeats ? "the rounds' ratios spread" : "a ratio's q3/q1 spread", bw);
+        char bw[48] = "beyond the bound", tn[300];
+        if (isfinite(bound)) snprintf(bw, sizeof bw, "apart by over x%.2f", 1 + bound / 100);
+        snprintf(tn, sizeof tn, "Ringed (?): %d ratio%s to vanilla not to trust: DP timed below vanilla, or %s %s (summary.txt).",
+                 flagged, flagged == 1 ? "" : "s", repeats ? "rounds' ratios" : "q3/q1", bw);
         ck_note(f, f->h - pad - fig_text_h(f, CK_NOTE) - fig_pt(f, 2), tn);
     }
     *drawn = 1;

@@ -496,7 +496,9 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         }
         ax.y0 = py0; ax.y1 = py1;
         scale_place(&ax.s, py1, py0);
-        axis_left(f, &ax.s, ly.left, ly.left + ly.W, ytitle, FS_TICK);
+        char short_title[64];   /* a short plot (a small --size): a title no longer than its axis */
+        scale_title(&ax.s, "memory", short_title, sizeof short_title);
+        axis_left(f, &ax.s, ly.left, ly.left + ly.W, fig_text_w(f, FS_TICK, FONT_REGULAR, ytitle) <= py1 - py0 ? ytitle : short_title, FS_TICK);
         for (int s = 0; s < p->n_series; s++) draw_series(f, p, &ax, s, xy);
         draw_peak(f, p, &ax, peak_row);
         draw_snapshots(f, p, &ax);
