@@ -33,7 +33,11 @@ expect_usage "--repeat needs a positive integer, got '0'" --repeat 0
 expect_usage "--repeat with --plan" --plan --repeat 2
 expect_usage "--timing-warmup needs a non-negative integer" --timing-warmup x
 expect_usage "--fit SIZE plans what fits: give --plan too" --fit 80G
-expect_usage "--fit needs a device size such as 80G, got '80Q'" --plan --fit 80Q
+expect_usage "--fit needs a size such as 80GB, 80GiB or a device (h100-80gb, h100-94gb, h200, a100-40gb, a100-80gb), got '80Q'" --plan --fit 80Q
+expect_usage "--fit needs a size such as 80GB, 80GiB or a device (h100-80gb, h100-94gb, h200, a100-40gb, a100-80gb), got 'h100-40gb'" --plan --fit h100-40gb
+expect_usage "--fit-margin needs a size such as 512MiB or 1GiB, got 'lots'" --plan --fit h200 --fit-margin lots
+expect_usage "--fit-margin 2GB leaves nothing of 1GB" --plan --fit 1GB --fit-margin 2GB
+expect_usage "--fit-margin goes with --fit" --plan --fit-margin 1GiB
 expect_usage "--fit and --sweep" --plan --fit 80G --sweep seq-len=8,16
 expect_usage "--fit plans fp32 and both levers itself" --plan --fit 80G --precision bf16
 expect_usage "unknown experiment 'dpsdg'" vanilla dpsdg

@@ -114,5 +114,31 @@ for row in "vanilla train_vanilla 0" "ghost train_ghost 1" "flash+twopass train_
 done
 grep -q "largest physical batch" "$d/fit.txt" && grep -q "at a physical batch of 2 (MiB)" "$d/fit.txt" || bad "fit.txt's heading"
 
+# ---- --fit's units as written, and the device presets (the capacity the driver reports less a margin)
+# S MB is S x 10^6 bytes and S MiB S x 2^20, with S chosen so that batch 3's plan fits S MiB and not
+# S MB: each size's largest batch fits its own limit and the next does not, and the MiB one is larger.
+# h100-80gb is 81559 MiB less the 1 GiB margin (or --fit-margin), planned for cuda.
+S3=$(awk -v b="$(planpeak train_vanilla 0 3)" 'BEGIN { printf "%.2f", int(b / 2^20 * 100 + 1) / 100 }')
+for u in "${S3}MB $(awk -v s="$S3" 'BEGIN { printf "%.0f", s * 1e6 }')" "${S3}MiB $(awk -v s="$S3" 'BEGIN { printf "%.0f", s * 2^20 }')"; do
+    set -- $u; size=$1; limit=$2
+    sh "$S" --build "$B" --out "$tmp/fit-$size" --model tiny --seq-len 256 --plan --fit "$size" vanilla >"$tmp/fit-$size.stdout" 2>&1 \
+        || { bad "--fit $size failed"; tail -n 5 "$tmp/fit-$size.stdout"; continue; }
+    m0=$(awk '$1 == "vanilla" { print $2 }' "$tmp/fit-$size/fit.txt")
+    a=$(planpeak train_vanilla 0 "$m0"); b=$(planpeak train_vanilla 0 $((m0 + 1)))
+    if [ "$a" -le "$limit" ] && [ "$b" -gt "$limit" ] && grep -q ": $limit bytes" "$tmp/fit-$size/fit.txt"; then echo "ok   --fit $size: $limit bytes, batch $m0 fits ($a), $((m0 + 1)) does not ($b)"
+    else bad "--fit $size: limit $limit, batch $m0 plans $a, $((m0 + 1)) plans $b; $(sed -n 2p "$tmp/fit-$size/fit.txt")"; fi
+done
+m_mb=$(awk '$1 == "vanilla" { print $2 }' "$tmp/fit-${S3}MB/fit.txt"); m_mib=$(awk '$1 == "vanilla" { print $2 }' "$tmp/fit-${S3}MiB/fit.txt")
+[ -n "$m_mb" ] && [ "$m_mb" -lt "$m_mib" ] || bad "--fit ${S3}MB gives batch $m_mb, ${S3}MiB $m_mib: the decimal size must fit less"
+for pr in "h100-80gb - 84447068160 1024" "h200 - 149681078272 1024" "a100-40gb 512MiB 42412802048 512" "h100-80gb 0 85520809984 0"; do
+    set -- $pr; dev=$1; mg=$2; want=$3; mmib=$4
+    sh "$S" --build "$B" --out "$tmp/fit-$dev-$mg" --model tiny --seq-len 16 --plan --fit "$dev" $([ "$mg" = - ] || echo "--fit-margin $mg") vanilla \
+        >"$tmp/fit-$dev.stdout" 2>&1 || { bad "--fit $dev failed"; tail -n 5 "$tmp/fit-$dev.stdout"; continue; }
+    f=$tmp/fit-$dev-$mg/fit.txt
+    if grep -q ": $want bytes" "$f" && grep -q "plan backend for cuda" "$f" && { [ "$mmib" = 0 ] && grep -q "no margin taken" "$f" || grep -q "less a margin of $mmib MiB" "$f"; }
+    then echo "ok   --fit $dev (margin ${mg}): $want bytes for tensors, planned for cuda"
+    else bad "--fit $dev (margin $mg): want $want bytes, margin $mmib MiB, cuda: $(sed -n 1,2p "$f")"; fi
+done
+
 [ $fail -eq 0 ] && echo "suite numbers: all checks passed"
 exit $fail

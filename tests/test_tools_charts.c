@@ -33,6 +33,7 @@ typedef struct {
     double step_ms;
     int plan, oom_at_step;
     double mem_limit_mib;
+    const char *device;        /* config.device; NULL: "cpu" (config.backend is always cpu) */
 } RunLog;
 
 static void run_log(const char *path, RunLog r) {
@@ -48,7 +49,8 @@ static void run_log(const char *path, RunLog r) {
     synth_meta(&S, 1, T0, "config.batch_size", "2");
     synth_meta(&S, 1, T0, "config.grad_accum", "2");
     synth_meta(&S, 1, T0, "config.precision", "fp32");
-    synth_meta(&S, 1, T0, "config.device", r.plan ? "plan" : "cpu");
+    synth_meta(&S, 1, T0, "config.device", r.plan ? "plan" : r.device ? r.device : "cpu");
+    synth_meta(&S, 1, T0, "config.backend", r.plan ? "plan" : "cpu");
     if (r.plan) synth_meta(&S, 1, T0, "config.plan_for", "cpu");
     snprintf(b, sizeof b, "%.0f", (r.mem_limit_mib > 0 ? r.mem_limit_mib : 20000) * MiB);
     synth_meta(&S, 1, T0, "config.mem_limit", b);
@@ -167,6 +169,22 @@ static void check_palette(void) {
     }
     CHECK(worst6 >= 16.5, "the six methods' colours come within %.1f CIE76 of each other (normal or simulated colour blindness); want >= 16.5", worst6);
     CHECK(worst_cat >= 14, "a method's colour comes within %.1f of a category's; want >= 14 (they must not be read as each other)", worst_cat);
+    /* the timeline's phase bands and the categories' areas: a forward band must not read as params */
+    static const char *const phases[] = { "step", "forward", "backward", "clip", "per_sample_norms", "noise", "optimizer_step", "data",
+                                          "eval", "model_creation", "loss" };
+    double worst_phase = 1e9, worst_pp = 1e9;
+    for (int i = 0; i < 11; i++) {
+        for (int c = 0; c < 13; c++) {
+            double d = delta_e(scope_colour(phases[i]), category_colour(cats[c]), 0);
+            if (d < worst_phase) worst_phase = d;
+        }
+        for (int j = i + 1; j < 11; j++) {
+            double d = delta_e(scope_colour(phases[i]), scope_colour(phases[j]), 0);
+            if (d < worst_pp) worst_pp = d;
+        }
+    }
+    CHECK(worst_phase >= 15, "a phase's colour comes within %.1f CIE76 of a category's; want >= 15", worst_phase);
+    CHECK(worst_pp >= 12, "two phases' colours come within %.1f CIE76 of each other; want >= 12", worst_pp);
     for (int i = 0; i < 10; i++)
         for (int j = i + 1; j < 10; j++) {
             MethodStyle a = method_style(i < 6 ? six[i] : more[i - 6]), b = method_style(j < 6 ? six[j] : more[j - 6]);
@@ -325,7 +343,7 @@ static void check_folders(void) {
     const char *d3 = tt_path("r1-paper");
     mkdir_p(d3);
     struct { const char *chart, *size; int w, h; } paper[] = {
-        { "breakdown", "7x5in", 2100, 1500 }, { "tradeoff", "3.4x2.6in", 1020, 780 }, { "timeline", "7x2.5in", 2100, 5 * 750 } };   /* the timeline: each run's panel */
+        { "breakdown", "7x5in", 2100, 1500 }, { "tradeoff", "3.4x2.6in", 1020, 780 }, { "timeline", "7x9in", 2100, 2700 } };   /* the timeline: the whole figure */
     for (int c = 0; c < 3; c++) {
         char opts[700];
         snprintf(opts, sizeof opts, "-o '%s' --only %s --size %s --dpi 300 --font-scale 0.9", d3, paper[c].chart, paper[c].size);
@@ -426,7 +444,128 @@ static void check_sweep(void) {
     /* vanilla's points in its colour; mixed, on flash, hollow and larger over it (both visible) */
     CHECK(tt_method_marks(b, n, p, "vanilla") >= 3 && tt_method_marks(b, n, p, "flash") >= 3 && tt_layout_find(b, n, p, 'm', "hollow mixed"),
           "sweep.png: the methods' points");
+    /* the sweep's breakdown: each bar and row named with its value, the panel saying so */
+    snprintf(p, sizeof p, "%s/breakdown.png", d);
+    int named = 0;
+    for (int m = 0; m < 3; m++)
+        for (int t = 0; t < 3; t++) {
+            char want[64];
+            snprintf(want, sizeof want, "%s %s", m == 0 ? "vanilla" : m == 1 ? "flash" : "mixed", T[t]);
+            int k = 0;
+            for (int i = 0; i < n; i++) k += b[i].kind == 't' && !strcmp(b[i].fig, p) && !strcmp(b[i].what, want);
+            named += k == 2;   /* a's bar and b's row */
+        }
+    CHECK(named == 9 && tt_layout_has(b, n, p, "(bars: method, seq-len)"), "breakdown.png of a sweep: %d of 9 runs named with their value", named);
+    CHECK(tt_text_overlaps(b, n, p) == 0, "breakdown.png of a sweep: labels overlap (above)");
     free(b);
+}
+
+/* What a reviewer asked of the charts (issue: numbers and pictures a reader can trust):
+   - a log whose config.device is "auto" is titled with the backend that ran (cpu), never "auto";
+   - breakdown c: the category rows are names without category swatches (its markers are the
+     methods' colours), and a log axis over 9 decades labels evenly spaced decades up to the GiB ones;
+   - the timeline: one time axis for every panel (labelled once, under the last), --size the whole
+     figure (a PDF of 7x9in is 504x648 pt), a size too small for the panels refused with the least. */
+static void check_reviewer(void) {
+    const char *d = tt_path("review");
+    mkdir_p(d);
+    char p[600];
+    RunLog v = { .run = "vanilla", .act_mib = 65536, .step_ms = 10, .oom_at_step = -1, .device = "auto" };   /* 64 GiB */
+    RunLog g = { .run = "ghost", .act_mib = 65536, .extra_cat = "norms/n", .extra_mib = 48.0 / MiB, .clip_scope = 1, .step_ms = 40,
+                 .oom_at_step = -1, .device = "auto" };   /* 48 B of norms: the own peaks span 48 B .. 64 GiB */
+    snprintf(p, sizeof p, "%s/vanilla.log", d); run_log(p, v);
+    snprintf(p, sizeof p, "%s/ghost.log", d); run_log(p, g);
+    Row rows[2] = { { "vanilla", "", "ok", "10" }, { "ghost", "", "ok", "40" } };
+    results_csv(d, "", rows, 2, 1);
+    TtBox *b;
+    int n;
+    int rc = charts(d, "--format png,pdf", &b, &n);
+    CHECK(rc == 0, "review: exit %d", rc);
+    static const char *const names[3] = { "breakdown", "tradeoff", "timeline" };
+    for (int c = 0; c < 3; c++) {
+        chart_path(p, sizeof p, d, names[c], "png");
+        int auto_seen = 0, cpu_seen = 0;
+        for (int i = 0; i < n; i++) {
+            if (b[i].kind != 't' || strcmp(b[i].fig, p)) continue;
+            auto_seen |= strstr(b[i].what, " auto ") != NULL || strstr(b[i].what, "\xC2\xB7 auto") != NULL;
+            cpu_seen |= strstr(b[i].what, "\xC2\xB7 cpu \xC2\xB7") != NULL;
+        }
+        CHECK(!auto_seen && cpu_seen, "%s: the title says the device was auto (%d) or not cpu (%d)", p, auto_seen, cpu_seen);
+    }
+    /* breakdown c: no swatch of a category's colour left of its row's name */
+    chart_path(p, sizeof p, d, "breakdown", "png");
+    const TtBox *cn = NULL, *ca = NULL;   /* c's row names: the rightmost of each (a's legend has them too) */
+    for (int i = 0; i < n; i++) {
+        if (b[i].kind != 't' || strcmp(b[i].fig, p)) continue;
+        if (!strcmp(b[i].what, "norms") && (!cn || b[i].x0 > cn->x0)) cn = &b[i];
+        if (!strcmp(b[i].what, "activations") && (!ca || b[i].x0 > ca->x0)) ca = &b[i];
+    }
+    Png P;
+    if (cn && ca && load(&P, p) == 0) {
+        long sw = count_colour(&P, (int)cn->x0 - 40, (int)cn->y0, (int)cn->x0, (int)cn->y1, category_colour("norms")) +
+                  count_colour(&P, (int)ca->x0 - 40, (int)ca->y0, (int)ca->x0, (int)ca->y1, category_colour("activations"));
+        CHECK(sw == 0, "breakdown c: %ld pixels of category swatches beside its row names", sw);
+        stbi_image_free(P.px);
+    } else CHECK(0, "breakdown: no row named norms/activations, or no PNG");
+    /* c's axis labels: byte sizes evenly spaced (one ratio between neighbours), reaching the GiB */
+    double lv[32];
+    int nl = 0;
+    const TtBox *ct = tt_layout_find(b, n, p, 't', "own peak (log scale)");
+    for (int i = 0; ct && i < n && nl < 32; i++) {
+        if (b[i].kind != 't' || strcmp(b[i].fig, p) || b[i].y1 > ct->y0 + 1 || b[i].y0 < ct->y0 - 40 || b[i].x1 < ct->x0 - 200) continue;
+        double x;
+        char u[16];
+        if (sscanf(b[i].what, "%lf %15s", &x, u) != 2) continue;
+        double m = !strcmp(u, "B") ? 1 : !strcmp(u, "KiB") ? 1024.0 : !strcmp(u, "MiB") ? MiB : !strcmp(u, "GiB") ? 1024.0 * MiB : -1;
+        if (m > 0) lv[nl++] = x * m;
+    }
+    int even = nl >= 3;
+    for (int i = 2; i < nl; i++) even &= fabs(log(lv[i] / lv[i - 1]) - log(lv[1] / lv[0])) < 0.03;
+    CHECK(even && lv[nl - 1] >= 1024.0 * MiB, "breakdown c: %d axis labels, evenly spaced %d, the largest %.0f bytes (want evenly spaced decades up to the GiB)",
+          nl, even, nl ? lv[nl - 1] : 0);
+    /* the timeline: one time axis for both panels (40 ms steps of ghost against 10 of vanilla): its
+       title once, under the last panel, and its ticks reaching past the longer run's 120 ms */
+    chart_path(p, sizeof p, d, "timeline", "png");
+    int titles = 0;
+    double top_tick = 0;
+    for (int i = 0; i < n; i++) {
+        if (b[i].kind != 't' || strcmp(b[i].fig, p) || strncmp(b[i].what, "time since the log opened", 25)) continue;
+        titles++;
+        for (int j = 0; j < n; j++)
+            if (b[j].kind == 't' && !strcmp(b[j].fig, p) && b[j].y1 <= b[i].y0 + 1 && b[j].y0 >= b[i].y0 - 40 && atof(b[j].what) > top_tick)
+                top_tick = atof(b[j].what);
+    }
+    CHECK(titles == 1 && top_tick >= 120, "timeline: %d time axis titles (want one, shared), ticks up to %.0f ms (want >= 120)", titles, top_tick);
+    free(b);
+    /* --size is the whole figure's: 7x9in as a PDF is 504x648 pt; 7x2in is too small for two panels */
+    const char *d2 = tt_path("review-pdf");
+    mkdir_p(d2);
+    char opts[700];
+    snprintf(opts, sizeof opts, "-o '%s' --only timeline --format pdf --size 7x9in", d2);
+    rc = charts(d, opts, &b, &n);
+    free(b);
+    char pdf[600], cmd[1400];
+    chart_path(pdf, sizeof pdf, d2, "timeline", "pdf");
+    snprintf(cmd, sizeof cmd, "pdfinfo '%s' 2>&1 | grep -q 'Page size: *504 x 648 pts'", pdf);
+    CHECK(rc == 0 && system(cmd) == 0, "timeline --size 7x9in: exit %d, not a 504x648 pt page", rc);
+    /* the README's paper size: three runs in a 7x5in PDF (it came out 7x15in, then was refused) */
+    const char *d3 = tt_path("review-3");
+    mkdir_p(d3);
+    RunLog three[3] = { { .run = "vanilla", .act_mib = 10, .step_ms = 10, .oom_at_step = -1 },
+                        { .run = "dpsgd", .act_mib = 10, .extra_cat = "per_sample_grads/w", .extra_mib = 6, .clip_scope = 1, .step_ms = 14, .oom_at_step = -1 },
+                        { .run = "ghost", .act_mib = 10, .extra_cat = "ghost/gram", .extra_mib = 3, .clip_scope = 1, .step_ms = 25, .oom_at_step = -1 } };
+    for (int i = 0; i < 3; i++) { snprintf(p, sizeof p, "%s/%s.log", d3, three[i].run); run_log(p, three[i]); }
+    Row r3[3] = { { "vanilla", "", "ok", "10" }, { "dpsgd", "", "ok", "14" }, { "ghost", "", "ok", "25" } };
+    results_csv(d3, "", r3, 3, 1);
+    rc = charts(d3, "--only timeline --format pdf,png --size 7x5in", &b, &n);
+    chart_path(pdf, sizeof pdf, d3, "timeline", "pdf");
+    snprintf(cmd, sizeof cmd, "pdfinfo '%s' 2>&1 | grep -q 'Page size: *504 x 360 pts'", pdf);
+    CHECK(rc == 0 && system(cmd) == 0, "timeline of 3 runs at --size 7x5in: exit %d, or not a 504x360 pt page", rc);
+    chart_path(p, sizeof p, d3, "timeline", "png");
+    CHECK(tt_text_overlaps(b, n, p) == 0, "%s: labels overlap at 7x5in (above)", p);
+    free(b);
+    tt_expect_error("dpmem-charts", "'%s/review' -o '%s/review-pdf' --only timeline --size 7x2in",
+                    "timeline of 2 runs: figure of 1008x288 px is too small for this chart: at least 560x400 px");
 }
 
 static void check_bad_input(void) {
@@ -460,6 +599,7 @@ int main(void) {
     check_folders();
     check_no_time();
     check_sweep();
+    check_reviewer();
     check_bad_input();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("charts: all checks passed\n");

@@ -62,8 +62,9 @@ static void check_text_and_exports(void) {
         "  activations/h                                 209715200     200.00   device        3",
         "  input/batch                                     1048576       1.00     host        3",
         "peak total: 451.00 MiB (472907776 bytes) at 18.000 ms",
-        "  ok: live bytes at the end of 'step' do not keep growing (3 steps)",
-        "  WARNING: live bytes at the end of 'step' grew in each of the last 2 steps, by 1.00 MiB per step: a leak?",
+        "  ok: live bytes at the end of 'step' show no rising trend (3 steps)",
+        "  WARNING: live bytes at the end of 'step' keep rising: +1.00 MiB from the end of step 2 to the end of step 3 (1.00 MiB per step): a leak?",
+        "    the tags that grew from the end of step 2 to the end of the last step (allocations and frees between):",
         "    activations/leak                         +1.00 MiB    (2.00 MiB -> 3.00 MiB; 1 allocs, 0 frees)",
         "  WARNING: untracked device memory grew from 0 B to 16.00 MiB across the snapshots",
         "== comparison (baseline: known;",
@@ -422,6 +423,122 @@ static void check_names(void) {
         "assert 'alloc caf\\u00e9/w' in names and 'alloc bad\\ufffd/w' in names, sorted(n for n in names if n)[:20]\n"
         "print('ok')\n";
     CHECK(tt_python("trace.py", tscript, tt_path("names.trace.json"), "-") == 0, "trace: the JSON does not read back the names (see above)");
+/* A run of `steps` steps: each step allocates and frees 64 MiB of activations; `kept(s)` bytes of
+   cache/warm (warm-up) and of leak/kv (the leak) stay allocated in step s (1-based), never freed. */
+typedef struct { const char *name; int steps; uint64_t warm[40], leak[40]; } LeakRun;
+static void leak_log(const char *path, const LeakRun *L) {
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    synth_meta(&S, 1, T0, "run", L->name);
+    synth_alloc(&S, 1, T0 + 1 * MS, "params/w", 1, 0x10000, 10 * MiB);
+    for (int s = 1; s <= L->steps; s++) {
+        uint64_t b = T0 + 10 * (uint64_t)s * MS;
+        synth_begin(&S, 1, b, "step");
+        synth_alloc(&S, 1, b + 1 * MS, "activations/h", 1, 0x20000, 64 * MiB);
+        if (L->warm[s]) synth_alloc(&S, 1, b + 2 * MS, "cache/warm", 1, 0x100000 + (uint64_t)s * 0x1000, L->warm[s]);
+        if (L->leak[s]) synth_alloc(&S, 1, b + 3 * MS, "leak/kv", 1, 0x200000 + (uint64_t)s * 0x1000, L->leak[s]);
+        synth_free(&S, 1, b + 4 * MS, "activations/h", 1, 0x20000, 64 * MiB);
+        synth_end(&S, 1, b + 5 * MS, "step");
+    }
+    synth_close(&S, 1, T0 + 10 * (uint64_t)(L->steps + 1) * MS);
+    synth_save(&S, path);
+    synth_release(&S);
+}
+
+/* The leak check judges a trend: periodic, slow and bursty leaks that go on to the end are found, with
+   their total growth from the reference step (the largest power of two at or below half the steps)
+   and the tag; a warm-up (growth that stops), a one-off late allocation and live bytes that go up and
+   down are not. The old check (growth at every step) missed all three leaks. */
+static void check_leak_trends(void) {
+    LeakRun runs[6] = { { "periodic", 30, { 0 }, { 0 } }, { "slow", 30, { 0 }, { 0 } }, { "bursty", 30, { 0 }, { 0 } },
+                        { "warmup", 30, { 0 }, { 0 } }, { "oneoff", 30, { 0 }, { 0 } }, { "wobble", 30, { 0 }, { 0 } } };
+    for (int s = 3; s <= 30; s += 3) runs[0].leak[s] = 1 * MiB;          /* 1 MiB every third step */
+    for (int s = 1; s <= 30; s++) runs[1].leak[s] = 4096;                 /* 4 KiB every step */
+    runs[2].leak[4] = runs[2].leak[11] = runs[2].leak[19] = runs[2].leak[27] = 8 * MiB;   /* bursts */
+    for (int s = 1; s <= 5; s++) runs[3].warm[s] = 2 * MiB;               /* warms up over 5 steps */
+    runs[3].warm[1] = 6 * MiB;
+    runs[4].leak[20] = 8 * MiB;                                          /* one late allocation */
+    /* wobble (written below): a 5-step warm-up, then 3 MiB allocated in every fifth step from step 8
+       on and freed in the next: live bytes that go up and down */
+    const char *names[6];
+    char args[1024] = "";
+    for (int i = 0; i < 6; i++) {
+        char f[64];
+        snprintf(f, sizeof f, "%s.log", runs[i].name);
+        names[i] = tt_path(f);
+        if (i == 5) {   /* the wobble: allocated in step s, freed in step s + 1 */
+            SynthLog S;
+            synth_init(&S, 65536, T0);
+            synth_thread(&S, 1, T0, 1111, "main");
+            synth_meta(&S, 1, T0, "run", "wobble");
+            synth_alloc(&S, 1, T0 + 1 * MS, "params/w", 1, 0x10000, 10 * MiB);
+            for (int s = 1; s <= 30; s++) {
+                uint64_t b = T0 + 10 * (uint64_t)s * MS;
+                synth_begin(&S, 1, b, "step");
+                if (s <= 5) synth_alloc(&S, 1, b + 2 * MS, "cache/warm", 1, 0x100000 + (uint64_t)s * 0x1000, 1 * MiB);
+                if (s >= 9 && s % 5 == 4) synth_free(&S, 1, b + 1 * MS, "cache/tmp", 1, 0x300000, 3 * MiB);
+                if (s >= 8 && s % 5 == 3) synth_alloc(&S, 1, b + 3 * MS, "cache/tmp", 1, 0x300000, 3 * MiB);
+                synth_end(&S, 1, b + 5 * MS, "step");
+            }
+            synth_close(&S, 1, T0 + 320 * MS);
+            synth_save(&S, names[i]);
+            synth_release(&S);
+        } else leak_log(names[i], &runs[i]);
+        size_t k = strlen(args);
+        snprintf(args + k, sizeof args - k, " '%s'", names[i]);
+    }
+    int rc = tt_run("dpmem-report", "%s -q --csv '%s'", args, tt_path("leaks.csv"));
+    CHECK(rc == 0, "dpmem-report on the leak logs: exit %d", rc);
+    rc = tt_run("dpmem-report", "%s", args);
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    /* 30 steps: the reference step is 8 (the largest power of two <= 15). From the end of step 8 to
+       the end of step 30 (22 steps): periodic 10 - 2 = 8 MiB (the leaks of steps 9, 12, ..., 30), slow
+       22 x 4 KiB = 88 KiB, bursty 3 x 8 MiB = 24 MiB (steps 11, 19, 27). */
+    const char *want[] = {
+        "== run: periodic",
+        "  WARNING: live bytes at the end of 'step' keep rising: +8.00 MiB from the end of step 8 to the end of step 30 (372.36 KiB per step): a leak?",
+        "    the tags that grew from the end of step 8 to the end of the last step (allocations and frees between):",
+        "    leak/kv                                  +8.00 MiB    (2.00 MiB -> 10.00 MiB; 8 allocs, 0 frees)",
+        "  WARNING: live bytes at the end of 'step' keep rising: +88.00 KiB from the end of step 8 to the end of step 30 (4.00 KiB per step): a leak?",
+        "    leak/kv                                  +88.00 KiB   (32.00 KiB -> 120.00 KiB; 22 allocs, 0 frees)",
+        "  WARNING: live bytes at the end of 'step' keep rising: +24.00 MiB from the end of step 8 to the end of step 30 (1.09 MiB per step): a leak?",
+        "    leak/kv                                  +24.00 MiB   (8.00 MiB -> 32.00 MiB; 3 allocs, 0 frees)",
+        "  ok: live bytes at the end of 'step' show no rising trend (30 steps)",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(has(out, want[i]), "leak report lacks: %s\n%s", want[i], out ? out : "");
+    /* exactly the three leaks are flagged, each in its own run's section */
+    const char *sec[7];
+    for (int i = 0; i < 6; i++) {
+        char h[64];
+        snprintf(h, sizeof h, "== run: %s", runs[i].name);
+        sec[i] = out ? strstr(out, h) : NULL;
+        CHECK(sec[i] != NULL, "no section for %s", runs[i].name);
+    }
+    sec[6] = out ? out + strlen(out) : NULL;
+    for (int i = 0; i < 6 && out; i++) {
+        if (!sec[i]) continue;
+        const char *end = out + strlen(out);
+        for (int j = 0; j < 6; j++) if (sec[j] && sec[j] > sec[i] && sec[j] < end) end = sec[j];
+        const char *w = strstr(sec[i], "a leak?");
+        int flagged = w && w < end;
+        CHECK(flagged == (i < 3), "%s: %s", runs[i].name, flagged ? "flagged as a leak" : "leak not found");
+        const char *ok = strstr(sec[i], "show no rising trend (30 steps)");
+        CHECK((ok && ok < end) == (i >= 3), "%s: the ok line %s", runs[i].name, i >= 3 ? "is missing" : "is there beside a leak");
+    }
+    free(out);
+    /* the CSV: the verdict, the growth, the reference step and the tags, per run */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import csv,sys; r={x['run']: x for x in csv.DictReader(open(sys.argv[1]))}; "
+             "print(' '.join('%%s:%%s:%%s:%%s:%%s' %% (k, r[k]['leak'], r[k]['leak_growth_bytes'], r[k]['leak_from_step'], r[k]['leak_tags']) "
+             "for k in ('periodic','slow','bursty','warmup','oneoff','wobble')))\" '%s' > '%s'",
+             tt_path("leaks.csv"), tt_path("leaks.txt"));
+    CHECK(system(cmd) == 0, "python3 on leaks.csv");
+    char *csv = tt_slurp(tt_path("leaks.txt"), NULL);
+    CHECK(has(csv, "periodic:1:8388608:8:leak/kv:+8388608 slow:1:90112:8:leak/kv:+90112 bursty:1:25165824:8:leak/kv:+25165824 "
+                   "warmup:0:0:0: oneoff:0:0:0: wobble:0:0:0:"), "leaks.csv: %s", csv ? csv : "(none)");
+    free(csv);
 }
 
 int main(void) {
@@ -429,6 +546,7 @@ int main(void) {
     if (system("python3 -c 1 >/dev/null 2>&1") != 0) { printf("SKIP: no python3 to parse the CSV and JSON\n"); return 77; }
     check_text_and_exports();
     check_pool_note();
+    check_leak_trends();
     check_sweep();
     check_oom();
     check_times_and_records();

@@ -7,7 +7,7 @@
 
 #include "palette.h"
 
-#define MAX_TICKS 64
+#define MAX_TICKS 256   /* a log axis over 12 decades has 9 ticks in each */
 
 static Unit unit_of(ValueKind k, double max) {
     if (k == VAL_BYTES) return byte_unit(max > 0 ? max : 1024);
@@ -130,6 +130,43 @@ static void tick_label(const Scale *s, double v, char *out, size_t n) {
     snprintf(out, n, "%s%s", b, s->kind == VAL_RATIO ? "\xC3\x97" : "");
 }
 
+/* Which major ticks of a log axis get a label: every one when they fit, else every k-th for the
+   smallest k whose labels keep apart (never an irregular run of skipped decades), starting where the
+   most labels fall on a whole unit (1 B, 1 KiB, 1 MiB ...). label[i] is set for the chosen ticks. */
+static void log_labels(Figure *f, const Scale *s, const Tick *t, int n, double size_pt, int horizontal, int *label) {
+    int maj[MAX_TICKS], nm = 0;
+    double pos[MAX_TICKS], ext[MAX_TICKS];
+    char b[64];
+    for (int i = 0; i < n; i++) {
+        label[i] = 0;
+        if (!t[i].major) continue;
+        tick_label(s, t[i].v, b, sizeof b);
+        pos[nm] = scale_px(s, t[i].v);
+        ext[nm] = horizontal ? fig_text_w(f, size_pt, FONT_REGULAR, b) : fig_text_h(f, size_pt);
+        maj[nm++] = i;
+    }
+    double gap = fig_pt(f, horizontal ? 6 : 2);
+    for (int k = 1; k <= (nm > 0 ? nm : 1); k++) {
+        int best = -1, best_units = -1;
+        for (int o = 0; o < k && o < nm; o++) {
+            int fits = 1, units = 0, prev = -1;
+            for (int j = o; j < nm && fits; j += k) {
+                if (prev >= 0 && fabs(pos[j] - pos[prev]) < (ext[j] + ext[prev]) / 2 + gap) fits = 0;
+                if (horizontal && (pos[j] - ext[j] / 2 < 0 || pos[j] + ext[j] / 2 > f->w)) fits = 0;   /* inside the figure */
+                Unit u = unit_of(s->kind, t[maj[j]].v * 1.0000001);
+                units += fabs(t[maj[j]].v / u.div - 1) < 1e-6;
+                prev = j;
+            }
+            int last = (nm - 1 - o) % k == 0;   /* a tie goes to the labels that reach the largest values */
+            if (fits && (units > best_units || (units == best_units && last))) { best = o; best_units = units; }
+        }
+        if (best >= 0) {
+            for (int j = best; j < nm; j += k) label[maj[j]] = 1;
+            return;
+        }
+    }
+}
+
 /* A thin line's position on a pixel's centre: it covers that row (or column) alone. */
 static double crisp(double v) { return floor(v + 0.5) + 0.5; }
 
@@ -142,13 +179,15 @@ void axis_left(Figure *f, const Scale *s, double x, double grid_x1, const char *
         double y = crisp(scale_px(s, t[i].v));
         if (t[i].major) fig_line(f, x, y, grid_x1, y, COLOUR_GRID, 0.5, 0);
     }
+    int lab[MAX_TICKS];
+    if (s->log) log_labels(f, s, t, n, size_pt, 0, lab);
     for (int i = 0; i < n; i++) {
         double y = crisp(scale_px(s, t[i].v));
         fig_line(f, x - (t[i].major ? tl : tl / 2), y, x, y, COLOUR_AXIS, 0.6, 0);
-        if (!t[i].major) continue;
+        if (!t[i].major || (s->log && !lab[i])) continue;
         tick_label(s, t[i].v, b, sizeof b);
         double h = fig_text_h(f, size_pt);
-        if (y + h / 2 > last_top - gap) continue;   /* would touch the label below: skipped */
+        if (!s->log && y + h / 2 > last_top - gap) continue;   /* would touch the label below: skipped */
         Box bx = fig_text(f, x - tl - gap, y, TA_RIGHT | TA_MIDDLE, size_pt, FONT_REGULAR, COLOUR_TEXT, b);
         last_top = bx.y0;
         if (bx.x1 - bx.x0 > maxw) maxw = bx.x1 - bx.x0;
@@ -169,13 +208,15 @@ void axis_bottom(Figure *f, const Scale *s, double y, double grid_y0, const char
         double x = crisp(scale_px(s, t[i].v));
         if (t[i].major) fig_line(f, x, y, x, grid_y0, COLOUR_GRID, 0.5, 0);
     }
+    int lab[MAX_TICKS];
+    if (s->log) log_labels(f, s, t, n, size_pt, 1, lab);
     for (int i = 0; i < n; i++) {
         double x = crisp(scale_px(s, t[i].v));
         fig_line(f, x, y, x, y + (t[i].major ? tl : tl / 2), COLOUR_AXIS, 0.6, 0);
-        if (!t[i].major) continue;
+        if (!t[i].major || (s->log && !lab[i])) continue;
         tick_label(s, t[i].v, b, sizeof b);
         double w = fig_text_w(f, size_pt, FONT_REGULAR, b);
-        if (x - w / 2 < last_right + fig_pt(f, 6)) continue;
+        if (!s->log && x - w / 2 < last_right + fig_pt(f, 6)) continue;
         Box bx = fig_text(f, x, y + tl + gap, TA_CENTER | TA_TOP, size_pt, FONT_REGULAR, COLOUR_TEXT, b);
         last_right = bx.x1;
         lh = bx.y1 - bx.y0;

@@ -5,8 +5,10 @@
      b. each peak relative to the baseline's (vanilla at the same value): a row per run, a bar from
         1x to its ratio in the method's colour, its marker and the ratio;
      c. each category's own peak (its high-water mark, whenever it happened: dpsgd's per-sample
-        gradients peak outside the total's peak), a row per category, a marker per run, log scale
-        when the values span a factor of 10. */
+        gradients peak outside the total's peak), a row per category (named, without a swatch: the
+        markers are in the methods' colours), a marker per run, log scale when the values span a
+        factor of 10, every decade or every k-th labelled.
+   In a sweep each bar and row is named with its value ("vanilla 64"). */
 #include "charts.h"
 
 #include <math.h>
@@ -29,6 +31,8 @@ typedef struct {
     double maxok;                  /* the largest peak of a completed run */
     double py0, py1;               /* the plots' rows */
     double sw, g;                  /* swatch size, small gap */
+    char lab[MAX_RUNS][200];       /* each drawn run's name, with its value in a sweep */
+    int numbers;                   /* peaks written over a's bars */
 } Bd;
 
 /* Where an OOM run's bar ends: the limit when it is known and not far above the others, else NAN. */
@@ -61,7 +65,7 @@ static void panel_a(Bd *b, double x0, double x1, double leg_x, const char **cats
     double cx[MAX_RUNS];
     for (int k = 0; k < b->n; k++) {
         const ChartRun *r = &cs->run[b->idx[k]];
-        names[k] = r->name;
+        names[k] = b->lab[k];
         cx[k] = x0 + slot * (k + 0.5);
         double bx0 = round(cx[k] - bw / 2), bx1 = round(cx[k] + bw / 2), cum = 0;   /* whole pixels: exact colours */
         for (int c = 0; c < nc; c++) {
@@ -78,8 +82,10 @@ static void panel_a(Bd *b, double x0, double x1, double leg_x, const char **cats
             char v[48];
             double pv = (double)r->rs->peak / sa.u.div;
             snprintf(v, sizeof v, pv < 100 ? "%.1f" : "%.0f", pv);
-            if (fig_text_w(f, CK_NOTE, FONT_REGULAR, v) < slot)
+            if (fig_text_w(f, CK_NOTE, FONT_REGULAR, v) < slot) {
                 fig_text(f, cx[k], scale_px(&sa, cum) - fig_pt(f, 1.5), TA_CENTER | TA_BOTTOM, CK_NOTE, FONT_REGULAR, COLOUR_MUTED, v);
+                b->numbers++;
+            }
         }
     }
     ck_slot_labels(f, names, cx, b->n, slot, b->py1, 1);
@@ -155,14 +161,18 @@ static void panel_b(Bd *b, double lab_x, double x0, double x1, const char *base_
     axis_bottom(f, &sb, b->py1, b->py0, title, CK_TICK);
     fig_line(f, x0, b->py0, x0, b->py1, COLOUR_AXIS, 0.8, 0);
     double x1x = scale_px(&sb, 1.0), row = b->n ? (b->py1 - b->py0) / b->n : 1, bh = row * 0.5 < fig_pt(f, 12) ? row * 0.5 : fig_pt(f, 12);
+    /* many rows (a sweep): names in a smaller type that fits a row, the ratios only where they fit */
+    double fs = CK_LABEL;
+    while (fs > 4.5 && fig_text_h(f, fs) > row * 1.05) fs -= 0.5;
+    int numbers = fig_text_h(f, CK_NOTE) <= row * 1.05;
     fig_line(f, x1x, b->py0, x1x, b->py1, COLOUR_AXIS, 0.8, 1);
     for (int k = 0; k < b->n; k++) {
         const ChartRun *r = &cs->run[b->idx[k]];
         MethodStyle st = method_style(r->method);
         double cy = b->py0 + row * (k + 0.5), y0 = round(cy - bh / 2), y1 = round(cy + bh / 2);
         char name[160];
-        fig_fit_text(f, name, sizeof name, r->name, CK_LABEL, FONT_REGULAR, x0 - lab_x - fig_pt(f, 4));
-        fig_text(f, x0 - fig_pt(f, 4), cy, TA_RIGHT | TA_MIDDLE, CK_LABEL, FONT_REGULAR, COLOUR_TEXT, name);
+        fig_fit_text(f, name, sizeof name, b->lab[k], fs, FONT_REGULAR, x0 - lab_x - fig_pt(f, 4));
+        fig_text(f, x0 - fig_pt(f, 4), cy, TA_RIGHT | TA_MIDDLE, fs, FONT_REGULAR, COLOUR_TEXT, name);
         if (r->status == RUN_OOM) {
             double xe = isfinite(ratio[k]) ? scale_px(&sb, ratio[k]) : x1;
             ck_oom_bar(f, x1x, y0, xe, y1, r->name);
@@ -171,7 +181,8 @@ static void panel_b(Bd *b, double lab_x, double x0, double x1, const char *base_
         if (!isfinite(ratio[k])) continue;
         double xe = scale_px(&sb, ratio[k]);
         fig_rect(f, round(xe < x1x ? xe : x1x), y0, round(xe < x1x ? x1x : xe), y1, st.colour);
-        fig_marker(f, st.marker, xe, cy, 7, st.colour, COLOUR_BG, 0, r->method);
+        fig_marker(f, st.marker, xe, cy, fs < 7 ? fs : 7, st.colour, COLOUR_BG, 0, r->method);
+        if (!numbers) continue;
         char v[32];
         snprintf(v, sizeof v, "%.3f\xC3\x97", ratio[k]);
         /* right of the bar, or right of the 1x line for a bar that goes left: clear of the names */
@@ -198,7 +209,10 @@ static void panel_c(Bd *b, double lab_x, double x0, double x1, const char **own,
     if (!no || !m) return;
     Scale sc;
     char title[96];
-    scale_auto(&sc, VAL_BYTES, vmin, vmax, 10, 1);
+    /* room beyond the extreme values: no marker on the axis or the figure's edge */
+    double room = pow(vmax / vmin, 0.05) > 1.6 ? pow(vmax / vmin, 0.05) : 1.6;   /* 5% of the axis, at least x1.6 */
+    if (vmax / vmin >= 10) scale_log(&sc, VAL_BYTES, vmin / room, vmax * room);
+    else scale_linear(&sc, VAL_BYTES, 0, vmax * 1.08, 5, 1);
     scale_place(&sc, x0, x1);
     scale_title(&sc, "own peak", title, sizeof title);
     axis_bottom(f, &sc, b->py1, b->py0, title, CK_TICK);
@@ -207,8 +221,9 @@ static void panel_c(Bd *b, double lab_x, double x0, double x1, const char **own,
     for (int c = 0; c < no; c++) {
         double ry = b->py0 + row * (c + 0.5);
         if (c) fig_line(f, x0, b->py0 + row * c, x1, b->py0 + row * c, COLOUR_GRID, 0.5, 0);
-        fig_rect(f, round(lab_x), round(ry - b->sw / 2), round(lab_x + b->sw), round(ry + b->sw / 2), category_colour(own[c]));
-        fig_text(f, lab_x + b->sw + b->g, ry, TA_LEFT | TA_MIDDLE, CK_LABEL, FONT_REGULAR, COLOUR_TEXT, own[c]);
+        /* the category's name alone: the markers' colours are the methods' (the legend at the top), not
+           the categories' (a's legend) */
+        fig_text(f, lab_x, ry, TA_LEFT | TA_MIDDLE, CK_LABEL, FONT_REGULAR, COLOUR_TEXT, own[c]);
     }
     double step = row * 0.8 / m < fig_pt(f, 7) ? row * 0.8 / m : fig_pt(f, 7);
     int k = 0;
@@ -235,6 +250,7 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
     for (int i = 0; i < cs->n; i++) {
         const ChartRun *r = &cs->run[i];
         if (((r->status == RUN_OK && r->rs) || r->status == RUN_OOM) && b.n < MAX_RUNS) {
+            snprintf(b.lab[b.n], sizeof b.lab[b.n], "%s%s%s", r->name, *r->value ? " " : "", r->value);
             b.idx[b.n++] = i;
             b.n_oom += r->status == RUN_OOM;
             if (r->status == RUN_OK && (double)r->rs->peak > b.maxok) b.maxok = (double)r->rs->peak;
@@ -265,13 +281,17 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
     b.g = fig_pt(f, 4);
     double catw = 0, runw = 0, roww = 0;
     for (int c = 0; c < nc; c++) { double w = fig_text_w(f, CK_LABEL, FONT_REGULAR, cats[c]); if (w > catw) catw = w; }
-    for (int k = 0; k < b.n; k++) { double w = fig_text_w(f, CK_LABEL, FONT_REGULAR, cs->run[b.idx[k]].name); if (w > runw) runw = w; }
+    if (b.n_oom) {   /* the legend's OOM entries are as wide as "memory limit 999.99 MiB" */
+        double w = fig_text_w(f, CK_LABEL, FONT_REGULAR, "memory limit 999.99 MiB");
+        if (w > catw) catw = w;
+    }
+    for (int k = 0; k < b.n; k++) { double w = fig_text_w(f, CK_LABEL, FONT_REGULAR, b.lab[k]); if (w > runw) runw = w; }
     for (int c = 0; c < no; c++) { double w = fig_text_w(f, CK_LABEL, FONT_REGULAR, own[c]); if (w > roww) roww = w; }
     double cap = fig_pt(f, 90);
     if (runw > cap) runw = cap;
     catw += b.sw + b.g;
     runw += fig_pt(f, 6);
-    roww += b.sw + 2 * b.g;
+    roww += 2 * b.g;
     double axw = fig_text_h(f, CK_AXIS) + fig_text_w(f, CK_TICK, FONT_REGULAR, "1000.0") + fig_pt(f, 14), gap = fig_pt(f, 18);
     /* side by side when there is room; else c under a and b (a paper's column) */
     double rest = W - 2 * pad - axw - catw - runw - roww - 4 * gap, rest1 = W - 2 * pad - axw - catw - runw - 2 * gap;
@@ -281,7 +301,8 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
         snprintf(err, errlen, "breakdown: the figure is too narrow for %d runs and %d categories (--size)", b.n, nc);
         return -1;
     }
-    double a_x0 = pad + axw, a_x1, leg_x, b_lab, b_x0, b_x1, c_lab, c_x0, c_x1 = W - pad;
+    /* c's axis ends half a tick label short of the edge: its last label stays whole */
+    double a_x0 = pad + axw, a_x1, leg_x, b_lab, b_x0, b_x1, c_lab, c_x0, c_x1 = W - pad - fig_text_w(f, CK_TICK, FONT_REGULAR, "100 GiB") / 2;
     if (!two_rows) {
         a_x1 = a_x0 + rest * 0.42; leg_x = a_x1 + gap; b_lab = leg_x + catw + gap; b_x0 = b_lab + runw; b_x1 = b_x0 + rest * 0.24;
         c_lab = b_x1 + gap * 2;
@@ -294,7 +315,7 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
     double th = fig_text_h(f, CK_PANEL), note_h = fig_text_h(f, CK_NOTE) + fig_pt(f, 2), sub_h = fig_text_h(f, CK_NOTE);
     const char *names[MAX_RUNS];
     double cx[MAX_RUNS], slot = b.n ? (a_x1 - a_x0) / b.n : 1;
-    for (int k = 0; k < b.n; k++) { names[k] = cs->run[b.idx[k]].name; cx[k] = a_x0 + slot * (k + 0.5); }
+    for (int k = 0; k < b.n; k++) { names[k] = b.lab[k]; cx[k] = a_x0 + slot * (k + 0.5); }
     double lab_h = ck_slot_labels(f, names, cx, b.n, slot, 0, 0), axis_h = 2 * fig_text_h(f, CK_TICK) + fig_pt(f, 14);
     double bottom = f->h - pad - 2 * note_h, below = lab_h > axis_h ? lab_h : axis_h;
     double r1_top = y + fig_pt(f, 4), r1_py0 = r1_top + th + sub_h + fig_pt(f, 8), r1_py1 = bottom - below;
@@ -314,7 +335,8 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
         return -1;
     }
     char t[200], fitted[200];
-    fig_fit_text(f, fitted, sizeof fitted, "a. Live at the run's peak", CK_PANEL, FONT_BOLD, leg_x + catw - pad);
+    snprintf(t, sizeof t, "a. Live at the run's peak%s%s%s", cs->sweep_key[0] ? " (bars: method, " : "", cs->sweep_key, cs->sweep_key[0] ? ")" : "");
+    fig_fit_text(f, fitted, sizeof fitted, t, CK_PANEL, FONT_BOLD, leg_x + catw - pad);
     fig_text(f, pad, r1_top, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
     snprintf(t, sizeof t, "b. Peak relative to %s", base_name);
     fig_fit_text(f, fitted, sizeof fitted, t, CK_PANEL, FONT_BOLD, b_x1 - b_lab);
@@ -336,7 +358,8 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
     if (b.n_oom && q < sizeof note)
         q += (size_t)snprintf(note + q, sizeof note - q, "OOM: what was live when the allocation failed, hatched up to the memory limit; not in c. ");
     if (n_failed && q < sizeof note) q += (size_t)snprintf(note + q, sizeof note - q, "Failed, not shown: %s. ", failed);
-    if (q < sizeof note) snprintf(note + q, sizeof note - q, "Numbers over the bars: the peak.");
+    if (b.numbers && q < sizeof note)
+        snprintf(note + q, sizeof note - q, "Numbers over the bars: the peak%s.", b.numbers < b.n - b.n_oom ? " (where there is room)" : "");
     ck_note(f, f->h - pad, note);
     return fig_close(f, err, errlen);
 }

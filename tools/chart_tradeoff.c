@@ -17,8 +17,9 @@
 int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const FigSpec *spec, int *drawn, char *err, size_t errlen) {
     *drawn = 0;
     double tmin = INFINITY, tmax = 0, mmin = INFINITY, mmax = 0;
-    int np = 0;
-    const char *what = "mean";
+    int np = 0, repeats = 0, flagged = 0;
+    const char *what = "mean", *spread = "";
+    double bound = NAN;
     for (int i = 0; i < cs->n; i++) {
         const ChartRun *r = &cs->run[i];
         if (r->status != RUN_OK || !r->rs || !isfinite(r->step_ms)) continue;
@@ -28,13 +29,17 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
         if ((double)r->rs->peak < mmin) mmin = (double)r->rs->peak;
         if ((double)r->rs->peak > mmax) mmax = (double)r->rs->peak;
         what = r->step_what;
+        if (*r->step_spread) spread = r->step_spread;
+        if (r->repeats > repeats) repeats = r->repeats;
+        if (*r->trust && strcmp(r->trust, "ok")) { flagged++; if (isfinite(r->trust_bound_pct)) bound = r->trust_bound_pct; }
         np++;
     }
     if (np == 0) return 0;   /* nothing has a time (plan runs): no chart rather than an empty one */
     Figure fig, *f = &fig;
     if (ck_open(f, path, fmt, spec, 1150, 780, 400, 300, err, errlen)) return -1;
-    char sub[128];
-    snprintf(sub, sizeof sub, "step time: the %s over the run's steps", what);
+    char sub[200];
+    if (repeats) snprintf(sub, sizeof sub, "step time: the median of %d rounds' %ss%s%s", repeats, what, *spread ? "; bars: " : "", spread);
+    else snprintf(sub, sizeof sub, "step time: the %s over the timed steps%s%s", what, *spread ? "; bars: " : "", spread);
     double y = ck_title(f, cs, "Peak memory vs step time", sub);
     double pad = fig_pt(f, 8);
     /* the runs that ran out of memory: no time, so no point; named with their markers over the plot */
@@ -105,13 +110,25 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
             fig_line(f, a, py, c, py, st.colour, 1.0, 0);
             fig_line(f, a, py - e, a, py + e, st.colour, 1.0, 0);
             fig_line(f, c, py - e, c, py + e, st.colour, 1.0, 0);
+            char sw[96];
+            snprintf(sw, sizeof sw, "spread %s", r->method);
+            fig_record(f, (Box){ a - 1, py - e, c + 1, py + e }, BOX_MARK, sw);   /* labels keep off the bar */
         }
-        /* on an earlier run's point: hollow and larger, so both show */
+        /* a time ratio the suite does not trust: a ring in the warning colour around the point */
+        if (*r->trust && strcmp(r->trust, "ok")) {   /* a thin ring, clear of the marker */
+            char fw[96];
+            double ring[2 * 33], rr = fig_pt(f, 7.5);
+            for (int k = 0; k <= 32; k++) { ring[2 * k] = px + rr * cos(k * M_PI / 16); ring[2 * k + 1] = py + rr * sin(k * M_PI / 16); }
+            fig_polyline(f, ring, 33, COLOUR_OOM, 1.3, 0);
+            snprintf(fw, sizeof fw, "hollow untrusted %s", r->method);
+            fig_record(f, (Box){ px - rr, py - rr, px + rr, py + rr }, BOX_MARK, fw);
+        }
+        /* on or against an earlier run's point (closer than a marker): hollow and larger, so both show */
         int on_other = 0;
         for (int k = 0; k < i && !on_other; k++) {
             const ChartRun *q = &cs->run[k];
             if (q->status != RUN_OK || !q->rs || !isfinite(q->step_ms)) continue;
-            on_other = fabs(scale_px(&sx, q->step_ms * 1e6) - px) < fig_pt(f, 3) && fabs(scale_px(&sy, (double)q->rs->peak) - py) < fig_pt(f, 3);
+            on_other = fabs(scale_px(&sx, q->step_ms * 1e6) - px) < fig_pt(f, 8) && fabs(scale_px(&sy, (double)q->rs->peak) - py) < fig_pt(f, 8);
         }
         fig_marker(f, st.marker, px, py, on_other ? 13 : 9, st.colour, COLOUR_BG, on_other, r->method);
     }
@@ -120,7 +137,7 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
         if (r->status != RUN_OK || !r->rs || !isfinite(r->step_ms)) continue;
         MethodStyle st = method_style(r->method);
         char label[200];
-        snprintf(label, sizeof label, "%s%s%s", r->name, *r->value ? " " : "", r->value);
+        snprintf(label, sizeof label, "%s%s%s%s", r->name, *r->value ? " " : "", r->value, *r->trust && strcmp(r->trust, "ok") ? " (?)" : "");
         fig_label_near(f, scale_px(&sx, r->step_ms * 1e6), scale_px(&sy, (double)r->rs->peak), fig_pt(f, 7), plot, CK_LABEL, FONT_REGULAR,
                        st.colour, label);
     }
@@ -136,8 +153,15 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
         if (q < sizeof note) q += (size_t)snprintf(note + q, sizeof note - q, "%s%s (%s)", k++ ? ", " : "No point: ", r->name, why);
     }
     if (b >= 0 && q < sizeof note)
-        snprintf(note + q, sizeof note - q, "%sDashed: %s's values.", k ? ". " : "", cs->run[b].name);
+        q += (size_t)snprintf(note + q, sizeof note - q, "%sDashed: %s's values.", k ? ". " : "", cs->run[b].name);
     ck_note(f, f->h - pad, note);
+    if (flagged) {   /* a line of its own, above the other */
+        char bw[48] = "beyond the bound", tn[300];
+        if (isfinite(bound)) snprintf(bw, sizeof bw, "apart by over x%.2f", 1 + bound / 100);
+        snprintf(tn, sizeof tn, "Ringed (?): %d ratio%s to vanilla not to trust: DP timed below vanilla, or %s %s (summary.txt).",
+                 flagged, flagged == 1 ? "" : "s", repeats ? "rounds' ratios" : "q3/q1", bw);
+        ck_note(f, f->h - pad - fig_text_h(f, CK_NOTE) - fig_pt(f, 2), tn);
+    }
     *drawn = 1;
     return fig_close(f, err, errlen);
 }

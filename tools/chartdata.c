@@ -38,7 +38,7 @@ static void from_log(ChartRun *r, const DpmemLog *L, const RunStats *rs) {
     r->rs = rs;
     runmeta_of(&r->meta, L);
     r->limit = r->meta.mem_limit;
-    r->step_ms = r->step_lo_ms = r->step_hi_ms = NAN;
+    r->step_ms = r->step_lo_ms = r->step_hi_ms = r->trust_bound_pct = NAN;
     if (rs && !r->meta.plan && runstats_step_mean_ns(rs) > 0) {
         r->step_ms = runstats_step_mean_ns(rs) / 1e6;
         snprintf(r->step_what, sizeof r->step_what, "mean");
@@ -164,7 +164,12 @@ int chartset_from_results(ChartSet *cs, const char *dir, char *err, size_t errle
     int c_key = csv_col(&c, "sweep_key"), c_val = csv_col(&c, "sweep_value");
     if (c_exp < 0 && c_run < 0) { csv_free(&c); chartset_free(cs); snprintf(err, errlen, "%s: neither an experiment nor a run column: not the suite's results table", path); return -1; }
     static const char *const times[] = { "step_median_ms", "step_mean_ms" };
-    static const char *const spread[][2] = { { "step_q1_ms", "step_q3_ms" }, { "step_p25_ms", "step_p75_ms" }, { "step_min_ms", "step_max_ms" } };
+    /* the rounds' min..max first (--repeat N: the time is their median, the steps' quartiles are the
+       first round's), then a process's own spread */
+    static const char *const spread[][2] = { { "step_median_ms_repeat_min", "step_median_ms_repeat_max" }, { "step_q1_ms", "step_q3_ms" },
+                                             { "step_p25_ms", "step_p75_ms" }, { "step_min_ms", "step_max_ms" } };
+    int c_rep = csv_col(&c, "repeats"), c_trust = csv_col(&c, "step_vs_baseline_trust");
+    static const char *const bound_col[] = { "step_vs_baseline_trust_bound_pct" };
     for (int row = 1; row < c.n_rows; row++) {
         const char *exp = csv_get(&c, row, c_exp), *run = csv_get(&c, row, c_run), *status = csv_get(&c, row, c_status);
         const char *key = csv_get(&c, row, c_key), *val = csv_get(&c, row, c_val), *file = csv_get(&c, row, c_file);
@@ -199,7 +204,7 @@ int chartset_from_results(ChartSet *cs, const char *dir, char *err, size_t errle
         snprintf(r->method, sizeof r->method, "%s", exp);
         snprintf(r->value, sizeof r->value, "%s", val);
         r->status = st;
-        r->step_ms = r->step_lo_ms = r->step_hi_ms = NAN;
+        r->step_ms = r->step_lo_ms = r->step_hi_ms = r->trust_bound_pct = NAN;
         if (logpath) {
             if (open_log(cs, logpath, err, errlen)) { csv_free(&c); chartset_free(cs); return -1; }
             from_log(r, &cs->logs[cs->n_logs - 1], &cs->stats[cs->n_logs - 1]);
@@ -211,9 +216,18 @@ int chartset_from_results(ChartSet *cs, const char *dir, char *err, size_t errle
         r->step_ms = r->meta.plan || st != RUN_OK ? NAN : t;
         if (isfinite(r->step_ms)) {
             snprintf(r->step_what, sizeof r->step_what, "%s", which == 0 ? "median" : "mean");
+            r->repeats = c_rep >= 0 ? atoi(csv_get(&c, row, c_rep)) : 0;
+            if (r->repeats < 2) r->repeats = 0;
+            snprintf(r->trust, sizeof r->trust, "%s", c_trust >= 0 ? csv_get(&c, row, c_trust) : "");
+            r->trust_bound_pct = first_number(&c, row, bound_col, 1, NULL);
             for (size_t k = 0; k < sizeof spread / sizeof spread[0] && !isfinite(r->step_lo_ms); k++) {
                 double lo = first_number(&c, row, &spread[k][0], 1, NULL), hi = first_number(&c, row, &spread[k][1], 1, NULL);
-                if (isfinite(lo) && isfinite(hi) && lo <= r->step_ms && r->step_ms <= hi) { r->step_lo_ms = lo; r->step_hi_ms = hi; }
+                static const char *const what[] = { "min..max over the rounds", "q1..q3 over the steps", "p25..p75 over the steps",
+                                                     "min..max over the steps" };
+                if (isfinite(lo) && isfinite(hi) && lo <= r->step_ms && r->step_ms <= hi) {
+                    r->step_lo_ms = lo; r->step_hi_ms = hi;
+                    snprintf(r->step_spread, sizeof r->step_spread, "%s", what[k]);
+                }
             }
         }
         if (dup < 0) cs->n++;

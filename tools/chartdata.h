@@ -34,6 +34,12 @@ typedef struct {
     double step_ms;           /* the step time shown (NAN: none) */
     double step_lo_ms, step_hi_ms;   /* its spread (NAN: none) */
     char step_what[24];       /* "median", "mean" */
+    char step_spread[40];     /* what the spread is ("min..max over the rounds", "q1..q3 over the steps") */
+    int repeats;              /* results.csv of --repeat N: N (the time the median of N rounds' medians,
+                                 the spread their min..max), else 0 */
+    char trust[64];           /* the time ratio's verdict (step_vs_baseline_trust): "ok", "below_vanilla",
+                                 "spread_wide" (';' between two), "" when none was given */
+    double trust_bound_pct;   /* spread_wide's bound: a spread wider than a factor 1 + this/100 (NAN: unknown) */
     /* OOM: from the first OOM event of the log */
     int have_oom;
     uint64_t oom_request, oom_live;

@@ -27,7 +27,17 @@ double ck_title(Figure *f, const ChartSet *cs, const char *title, const char *ex
     free(m);
     snprintf(line, sizeof line, "%s%s%s", sum, *sum && extra && *extra ? " \xC2\xB7 " : "", extra ? extra : "");
     if (!*line) return t.y1 + fig_pt(f, 4);
-    fig_fit_text(f, fitted, sizeof fitted, line, CK_SUB, FONT_REGULAR, f->w - 2 * pad);
+    double avail = f->w - 2 * pad;
+    if (*sum && extra && *extra && fig_text_w(f, CK_SUB, FONT_REGULAR, line) > avail) {
+        /* too long for one line: the configuration, then what the chart shows, each on its own line
+           (cut from the middle only if one alone is still too long) */
+        fig_fit_text(f, fitted, sizeof fitted, sum, CK_SUB, FONT_REGULAR, avail);
+        Box s1 = fig_text(f, pad, t.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, CK_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
+        fig_fit_text(f, fitted, sizeof fitted, extra, CK_SUB, FONT_REGULAR, avail);
+        Box s2 = fig_text(f, pad, s1.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, CK_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
+        return s2.y1 + fig_pt(f, 4);
+    }
+    fig_fit_text(f, fitted, sizeof fitted, line, CK_SUB, FONT_REGULAR, avail);
     Box s = fig_text(f, pad, t.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, CK_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
     return s.y1 + fig_pt(f, 4);
 }
@@ -54,22 +64,25 @@ double ck_method_legend(Figure *f, const ChartSet *cs, double x, double y, doubl
 
 double ck_slot_labels(Figure *f, const char *const *names, const double *cx, int n, double slot, double y, int draw) {
     int upright = 0;
-    double longest = 0;
+    double longest = 0, fs = CK_LABEL;
+    for (int i = 0; i < n; i++)
+        if (fig_text_w(f, CK_LABEL, FONT_REGULAR, names[i]) > slot - fig_pt(f, 3)) upright = 1;
+    /* upright labels side by side: a type no taller than a slot, so that neighbours never overlap */
+    while (upright && fs > 4.5 && fig_text_h(f, fs) > slot * 0.98) fs -= 0.5;
     for (int i = 0; i < n; i++) {
-        double w = fig_text_w(f, CK_LABEL, FONT_REGULAR, names[i]);
-        if (w > slot - fig_pt(f, 3)) upright = 1;
+        double w = fig_text_w(f, fs, FONT_REGULAR, names[i]);
         if (w > longest) longest = w;
     }
     double maxlen = fig_pt(f, 110);
     if (longest > maxlen) longest = maxlen;
-    if (!draw) return fig_pt(f, 4) + (upright ? longest : fig_text_h(f, CK_LABEL));
+    if (!draw) return fig_pt(f, 4) + (upright ? longest : fig_text_h(f, fs));
     for (int i = 0; i < n; i++) {
         char t[160];
-        fig_fit_text(f, t, sizeof t, names[i], CK_LABEL, FONT_REGULAR, upright ? maxlen : slot);
-        if (upright) fig_text_rot(f, cx[i], y + fig_pt(f, 4), TA_CENTER | TA_TOP, CK_LABEL, FONT_REGULAR, COLOUR_TEXT, t);
-        else fig_text(f, cx[i], y + fig_pt(f, 4), TA_CENTER | TA_TOP, CK_LABEL, FONT_REGULAR, COLOUR_TEXT, t);
+        fig_fit_text(f, t, sizeof t, names[i], fs, FONT_REGULAR, upright ? maxlen : slot);
+        if (upright) fig_text_rot(f, cx[i], y + fig_pt(f, 4), TA_CENTER | TA_TOP, fs, FONT_REGULAR, COLOUR_TEXT, t);
+        else fig_text(f, cx[i], y + fig_pt(f, 4), TA_CENTER | TA_TOP, fs, FONT_REGULAR, COLOUR_TEXT, t);
     }
-    return fig_pt(f, 4) + (upright ? longest : fig_text_h(f, CK_LABEL));
+    return fig_pt(f, 4) + (upright ? longest : fig_text_h(f, fs));
 }
 
 void ck_oom_bar(Figure *f, double x0, double y0, double x1, double y1, const char *run) {

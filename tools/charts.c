@@ -17,12 +17,17 @@ static int draw_timeline(const ChartSet *cs, const char *path, FigFormat fmt, co
         if (cs->run[i].log) logs[shown++] = *cs->run[i].log;   /* shallow copies: the timeline only reads */
     int rc = 0;
     if (shown) {
-        TimelineOptions o = { .top_n = 8, .format = fmt, .dpi = spec->dpi, .font_scale = spec->font_scale };
-        /* a size the user gave is each run's panel: the number of runs varies, a panel's needs do not */
+        /* one time axis for every panel (the longest run's span, in one unit): the runs compare by eye */
+        TimelineOptions o = { .top_n = 8, .format = fmt, .dpi = spec->dpi, .font_scale = spec->font_scale, .shared_time = 1 };
+        /* a size the user gave is the whole figure's, the panels sharing its height (too small for
+           them: refused, with the least that fits); by default 1400 px wide and 300 px a panel */
         FigSpec s = *spec;
-        rc = figspec_pixels(&s, 1400, 440, TIMELINE_MIN_W, TIMELINE_MIN_H, &o.width, &o.height, err, errlen);
-        o.height *= shown;
-        if (rc == 0 && o.height > 16384) { snprintf(err, errlen, "timeline: %d runs of %d px are over 16384 px (a smaller --size)", shown, o.height / shown); rc = -1; }
+        rc = figspec_pixels(&s, 1400, 300 * shown + 60, TIMELINE_MIN_W, TIMELINE_MIN_H * shown, &o.width, &o.height, err, errlen);
+        if (rc) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", err);
+            snprintf(err, errlen, "timeline of %d runs: %s", shown, why);
+        }
         if (rc == 0) rc = timeline_render(logs, shown, &o, path, err, errlen);
     }
     free(logs);

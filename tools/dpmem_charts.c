@@ -24,7 +24,7 @@ static void usage(FILE *f) {
         "       dpmem-charts a.log b.log ... -o DIR [options]\n"
         "  -o DIR             where the charts go (default: RESULTS_DIR itself)\n"
         "  --format LIST      png, svg, pdf or a comma list of them (default: png)\n"
-        "  --size WxH         every chart's size (the timeline's: each run's panel): pixels at the dpi,\n"
+        "  --size WxH         every chart's size, the timeline's included (its panels share the height): pixels at the dpi,\n"
         "                     or 7x3in, 17x8cm, 180x80mm, 504x216pt (default: each chart's own, at 144 dpi)\n"
         "  --dpi N            pixels per inch of the PNGs (default 144)\n"
         "  --font-scale X     every text X times its size (default 1)\n"

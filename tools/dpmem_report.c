@@ -416,9 +416,11 @@ static void print_run(const RunStats *r, const Names *cats) {
     if (L->backwards) {}
     else if (!r->step_scope) printf("  - no repeated scope (\"step\"): no leak check\n");
     else if (r->leak) {
-        printf("  WARNING: live bytes at the end of '%s' grew in each of the last %llu steps, by %s per step: a leak?\n",
-               shown(r->step_scope), (unsigned long long)(r->n_steps - 1), fmt_bytes(b1, sizeof b1, (double)r->leak_per_step));
-        if (r->n_grew) printf("    the tags that grew from the end of step 2 to the end of the last step (allocations and frees between):\n");
+        printf("  WARNING: live bytes at the end of '%s' keep rising: +%s from the end of step %llu to the end of step %llu "
+               "(%s per step): a leak?\n", shown(r->step_scope), fmt_bytes(b1, sizeof b1, (double)r->leak_growth),
+               (unsigned long long)r->leak_from_step, (unsigned long long)r->leak_steps, fmt_bytes(b2, sizeof b2, (double)r->leak_per_step));
+        if (r->n_grew) printf("    the tags that grew from the end of step %llu to the end of the last step (allocations and frees between):\n",
+                              (unsigned long long)r->leak_from_step);
         for (uint32_t i = 0; i < r->n_grew; i++) {
             const TagGrowth *g = &r->grew[i];
             char b3[32];
@@ -427,7 +429,7 @@ static void print_run(const RunStats *r, const Names *cats) {
                    fmt_bytes(b3, sizeof b3, (double)g->to), (unsigned long long)g->allocs, (unsigned long long)g->frees);
         }
     }
-    else printf("  ok: live bytes at the end of '%s' do not keep growing (%llu steps)\n", shown(r->step_scope), (unsigned long long)r->n_steps);
+    else printf("  ok: live bytes at the end of '%s' show no rising trend (%llu steps)\n", shown(r->step_scope), (unsigned long long)r->n_steps);
     const char *pool = dpmem_log_meta(L, "cuda.alloc");
     if (r->untracked_growth && pool && !strcmp(pool, "pool"))
         /* the CUDA backend's stream-ordered pool keeps freed blocks (docs/CUDA_BACKEND.md): device
@@ -611,6 +613,8 @@ static void fill_row(Table *t, int row, const RunStats *r, const RunStats *b, co
     } else for (int i = 0; i < 7; i++) col_index(t, oom_cols[i]);
     put(t, row, "leak", 0, "%d", r->leak);
     put(t, row, "leak_per_step_bytes", 0, "%llu", (unsigned long long)r->leak_per_step);
+    put(t, row, "leak_growth_bytes", 0, "%llu", (unsigned long long)r->leak_growth);
+    put(t, row, "leak_from_step", 0, "%llu", (unsigned long long)r->leak_from_step);
     if (r->n_grew) {   /* "tag:+bytes ..." */
         char grew[1000] = "";
         size_t k = 0;

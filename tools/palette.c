@@ -49,15 +49,16 @@ Rgb buffer_colour(int i) {
 }
 
 /* Scopes: the DP-SGD phases get fixed, light colours (the lane sits above the stacked areas and should
-   not compete with them); anything else is hashed. */
+   not compete with them), each at least 15 CIE76 from every category's colour and 12 from each other
+   (a forward band must not read as params, nor noise as activations); anything else is hashed. */
 Rgb scope_colour(const char *name) {
     static const struct { const char *name; Rgb c; } fixed[] = {
-        { "step", { 200, 200, 200 } },     { "forward", { 161, 201, 244 } },
-        { "backward", { 255, 180, 130 } }, { "clip", { 141, 229, 161 } },
-        { "per_sample_norms", { 208, 187, 255 } }, { "noise", { 255, 159, 155 } },
-        { "optimizer_step", { 222, 187, 155 } }, { "data", { 250, 176, 228 } },
-        { "eval", { 207, 207, 207 } }, { "model_creation", { 185, 225, 235 } },
-        { "loss", { 240, 230, 140 } },
+        { "step", { 240, 225, 210 } },     { "forward", { 165, 210, 255 } },
+        { "backward", { 240, 195, 165 } }, { "clip", { 150, 240, 165 } },
+        { "per_sample_norms", { 240, 180, 255 } }, { "noise", { 255, 180, 225 } },
+        { "optimizer_step", { 225, 210, 165 } }, { "data", { 255, 210, 255 } },
+        { "eval", { 240, 225, 240 } }, { "model_creation", { 210, 225, 255 } },
+        { "loss", { 210, 240, 165 } },
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (strcmp(name, fixed[i].name) == 0) return fixed[i].c;

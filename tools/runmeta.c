@@ -36,7 +36,10 @@ void runmeta_of(RunMeta *m, const DpmemLog *L) {
     const char *dev = dpmem_log_meta(L, "config.device"), *pf = dpmem_log_meta(L, "config.plan_for");
     m->plan = dev && !strcmp(dev, "plan");
     if (m->plan) snprintf(m->device, sizeof m->device, "plan for %.20s", pf ? pf : "?");
-    else copy(m->device, sizeof m->device, dev);
+    else {   /* "auto" says what was asked; the backend says what ran */
+        const char *be = dpmem_log_meta(L, "config.backend");
+        copy(m->device, sizeof m->device, dev && !strcmp(dev, "auto") && be && *be ? be : dev);
+    }
     const char *ml = dpmem_log_meta(L, "config.mem_limit");
     m->mem_limit = ml ? strtod(ml, NULL) : 0;
     if (L->start_unix_ns) {

@@ -130,6 +130,7 @@ static void series_free(Series *S) {
 /* Per tag: live bytes and counts now, and as they were at the start of epoch mod (the epoch is the
    number of steps ended: a tag touched after the last step's end still tells its value there). */
 typedef struct { uint64_t live, allocs, frees, live_e, allocs_e, frees_e, mod; } TagAcc;
+typedef struct { uint64_t step, *live, *allocs, *frees; } TagSnap;   /* every tag at the end of a step */
 static void tag_touch(TagAcc *t, uint64_t epoch) {
     if (t->mod == epoch) return;
     t->live_e = t->live; t->allocs_e = t->allocs; t->frees_e = t->frees; t->mod = epoch;
@@ -164,7 +165,9 @@ int runstats_compute_ex(RunStats *r, const DpmemLog *L, int warmup) {
     uint64_t *top_count = calloc(ns + 1, sizeof *top_count);   /* instances of depth-0 scopes */
     int32_t *pslot = malloc((ns + 1) * sizeof *pslot), *islot = malloc((ns + 1) * sizeof *islot);
     TagAcc *tags = calloc(ns + 1, sizeof *tags);
-    uint64_t *s2_live = NULL, *s2_allocs = NULL, *s2_frees = NULL;   /* per tag at the end of step 2 */
+    /* Per tag at the end of the last two steps whose number is a power of two (from 2): the leak check's
+       reference step is the earlier of them (see below), so two copies are enough in one pass. */
+    TagSnap ref[2] = { { 0 }, { 0 } };
     WarnStats *warn_of = calloc(ns + 1, sizeof *warn_of);
     Series ser;
     memset(&ser, 0, sizeof ser);
@@ -255,12 +258,18 @@ int runstats_compute_ex(RunStats *r, const DpmemLog *L, int warmup) {
                     if (series_flush(&ser, steps_ended)) oom = 1;
                     if (steps_open) steps_open--;
                     steps_ended++;
-                    if (steps_ended == 2) {   /* the tags' live bytes and counts at the end of step 2 */
-                        s2_live = malloc((ns + 1) * sizeof *s2_live);
-                        s2_allocs = malloc((ns + 1) * sizeof *s2_allocs);
-                        s2_frees = malloc((ns + 1) * sizeof *s2_frees);
-                        if (!s2_live || !s2_allocs || !s2_frees) { oom = 1; break; }
-                        for (uint32_t t = 0; t <= ns; t++) { s2_live[t] = tags[t].live; s2_allocs[t] = tags[t].allocs; s2_frees[t] = tags[t].frees; }
+                    if (steps_ended >= 2 && !(steps_ended & (steps_ended - 1)) && steps_ended <= RS_MAX_STEPS) {
+                        TagSnap keep = ref[0];   /* the older copy's buffers take the newest values */
+                        ref[0] = ref[1];
+                        if (!keep.live) {
+                            keep.live = malloc((ns + 1) * sizeof *keep.live);
+                            keep.allocs = malloc((ns + 1) * sizeof *keep.allocs);
+                            keep.frees = malloc((ns + 1) * sizeof *keep.frees);
+                        }
+                        ref[1] = keep;
+                        if (!keep.live || !keep.allocs || !keep.frees) { oom = 1; break; }
+                        ref[1].step = steps_ended;
+                        for (uint32_t t = 0; t <= ns; t++) { keep.live[t] = tags[t].live; keep.allocs[t] = tags[t].allocs; keep.frees[t] = tags[t].frees; }
                     }
                 } else if (steps_open) {      /* inside a step: this step's total of the scope */
                     if (pslot[o->name] < 0 && ser.n_slots < RS_MAX_PHASES) { pslot[o->name] = ser.n_slots; ser.name[ser.n_slots++] = o->name; }
@@ -395,25 +404,41 @@ int runstats_compute_ex(RunStats *r, const DpmemLog *L, int warmup) {
         if (all) memcpy(r->top, all, r->n_top * sizeof *all);
         else r->n_top = 0;
         free(all);
-        /* Leak: from the second step on (the first allocates what stays, e.g. optimizer state), the
-           live bytes at each step's end grow every time. */
+        /* Leak: a rising trend of the live bytes at the step ends, not a warm-up. The reference step p is
+           the largest power of two (at least 2) at or below half the steps, so the first step (which
+           allocates what stays, e.g. optimizer state) and a warm-up of up to p steps are before it.
+           A leak when every step end in the later half of the steps after p stands above every step
+           end up to p, the live bytes rise at two step ends or more after p (one, when only one step
+           follows p) and still rise at one in that later half: a periodic, slow or bursty leak that
+           goes on to the end; a warm-up, a single late allocation, or live bytes that go up and down
+           are not one. */
         uint64_t n = r->n_steps < RS_MAX_STEPS ? r->n_steps : RS_MAX_STEPS;
         if (r->step_end_live && n >= 3 && !L->backwards) {   /* backwards clocks: the order is not known */
-            int grows = 1;
-            for (uint64_t i = 2; i < n; i++) grows &= r->step_end_live[i] > r->step_end_live[i - 1];
-            if (grows) {
+            const uint64_t *E = r->step_end_live;
+            uint64_t p = 2;
+            while (p * 2 <= n / 2) p *= 2;
+            uint64_t before = 0, t0 = p + (n - p) / 2, tail_min = UINT64_MAX;
+            uint64_t rises = 0, late_rise = 0;
+            for (uint64_t i = 0; i < p; i++) if (E[i] > before) before = E[i];
+            for (uint64_t i = p; i < n; i++) rises += E[i] > E[i - 1];
+            for (uint64_t i = t0; i < n; i++) { if (E[i] < tail_min) tail_min = E[i]; late_rise |= E[i] > E[i - 1]; }
+            if (tail_min > before && late_rise && rises >= (n - p < 2 ? n - p : 2)) {
                 r->leak = 1;
-                r->leak_per_step = (r->step_end_live[n - 1] - r->step_end_live[1]) / (n - 2);
-                /* which tags: live at the end of the last step against the end of step 2 */
+                r->leak_from_step = p;
+                r->leak_steps = n;
+                r->leak_growth = E[n - 1] - E[p - 1];
+                r->leak_per_step = r->leak_growth / (n - p);
+                /* which tags: live at the end of the last step against the end of step p */
+                const TagSnap *sp = ref[0].step == p ? &ref[0] : ref[1].step == p ? &ref[1] : NULL;
                 TagGrowth *g = malloc((ns + 1) * sizeof *g);
                 uint32_t ng = 0;
-                for (uint32_t t = 0; g && s2_live && t < ns; t++) {
+                for (uint32_t t = 0; g && sp && t < ns; t++) {
                     const TagAcc *a = &tags[t];
                     int touched = a->mod == steps_ended;   /* changed after the last step's end */
                     uint64_t to = touched ? a->live_e : a->live;
-                    if (to > s2_live[t])
-                        g[ng++] = (TagGrowth){ (int32_t)t, s2_live[t], to, (touched ? a->allocs_e : a->allocs) - s2_allocs[t],
-                                               (touched ? a->frees_e : a->frees) - s2_frees[t] };
+                    if (to > sp->live[t])
+                        g[ng++] = (TagGrowth){ (int32_t)t, sp->live[t], to, (touched ? a->allocs_e : a->allocs) - sp->allocs[t],
+                                               (touched ? a->frees_e : a->frees) - sp->frees[t] };
                 }
                 if (g) qsort(g, ng, sizeof *g, cmp_growth);
                 r->n_grew = ng < RS_MAX_GREW ? ng : RS_MAX_GREW;
@@ -436,7 +461,8 @@ int runstats_compute_ex(RunStats *r, const DpmemLog *L, int warmup) {
         if (k >= 3 && grows && r->untracked_last >= r->untracked_first + (1u << 20)) r->untracked_growth = 1;
     }
     free(live); free(allocs); free(largest); free(space); free(top_count);
-    free(pslot); free(islot); free(tags); free(s2_live); free(s2_allocs); free(s2_frees); free(warn_of);
+    free(pslot); free(islot); free(tags); free(warn_of);
+    for (int i = 0; i < 2; i++) { free(ref[i].live); free(ref[i].allocs); free(ref[i].frees); }
     series_free(&ser);
     scopestacks_free(&stacks);
     free(maxes.seq); free(maxes.val);

@@ -46,7 +46,7 @@ typedef struct {              /* one distinct WARN message */
     uint64_t count, first_ts, first_value;   /* first_ts relative to t0 */
 } WarnStats;
 
-typedef struct {              /* a tag whose live bytes grew from the end of step 2 to the end of the last step */
+typedef struct {              /* a tag whose live bytes grew from the leak check's reference step to the last step */
     int32_t tag;              /* string index */
     uint64_t from, to;        /* live bytes then and there */
     uint64_t allocs, frees;   /* between those two moments */
@@ -94,8 +94,9 @@ typedef struct {
     uint8_t *oom[4];          /* copies of the first OOM events (head, id, ts, payload), printed in full */
     uint32_t oom_bytes[4];
     /* health */
-    int leak;                 /* live at the end of each step keeps growing */
-    uint64_t leak_per_step;
+    int leak;                 /* the live bytes at the step ends rise on to the end (runstats.c says how judged) */
+    uint64_t leak_from_step, leak_steps;   /* from the end of that step (1-based) to the end of the last one */
+    uint64_t leak_growth, leak_per_step;   /* the live bytes' rise between those two, and per step */
     TagGrowth grew[RS_MAX_GREW]; /* with a leak: the tags that grew most, largest growth first */
     uint32_t n_grew;
     int untracked_growth;     /* untracked device memory keeps growing across snapshots */

@@ -28,6 +28,7 @@ typedef struct {
     Figure *f;
     const TimelineOptions *o;
     int left, W, legend_x, right;   /* pixel columns */
+    double lane_fs;                 /* the lanes' type: FS_LANE, smaller in lanes squeezed by a small --size */
 } Layout;
 
 /* ---- titles --------------------------------------------------------------------------------- */
@@ -79,8 +80,8 @@ static void draw_lanes(const Layout *ly, const DpmemLog *L, const Panel *p, int 
         if (L->n_threads > 1) snprintf(lab, sizeof lab, "T%u %s", L->threads[slot].index, L->threads[slot].name);
         else snprintf(lab, sizeof lab, "scopes");
         if (!(l > 0 && p->lane_key[l - 1] >> 8 == slot)) {   /* a deeper lane of the same thread: no label */
-            fig_fit_text(f, fitted, sizeof fitted, lab, FS_LANE, FONT_REGULAR, left - fig_pt(f, 8));
-            fig_text(f, left - fig_pt(f, 3), (y0 + y1) / 2.0, TA_RIGHT | TA_MIDDLE, FS_LANE, FONT_REGULAR, COLOUR_MUTED, fitted);
+            fig_fit_text(f, fitted, sizeof fitted, lab, ly->lane_fs, FONT_REGULAR, left - fig_pt(f, 8));
+            fig_text(f, left - fig_pt(f, 3), (y0 + y1) / 2.0, TA_RIGHT | TA_MIDDLE, ly->lane_fs, FONT_REGULAR, COLOUR_MUTED, fitted);
         }
         const int32_t *nm = p->lane_name + (size_t)l * W;
         const uint8_t *bg = p->lane_begin + (size_t)l * W;
@@ -109,9 +110,9 @@ static void draw_lanes(const Layout *ly, const DpmemLog *L, const Panel *p, int 
             if (count > 1) snprintf(t, sizeof t, "%s \xC3\x97%d", s, count);
             else snprintf(t, sizeof t, "%s", s);
             double room = end - x - fig_pt(f, 2);
-            if (fig_text_w(f, FS_LANE, FONT_REGULAR, t) > room) snprintf(t, sizeof t, "%s", s);
-            if (fig_text_w(f, FS_LANE, FONT_REGULAR, t) <= room)
-                fig_text(f, left + (x + end) / 2.0, (y0 + y1) / 2.0, TA_CENTER | TA_MIDDLE, FS_LANE, FONT_REGULAR, COLOUR_TEXT, t);
+            if (fig_text_w(f, ly->lane_fs, FONT_REGULAR, t) > room) snprintf(t, sizeof t, "%s", s);
+            if (fig_text_w(f, ly->lane_fs, FONT_REGULAR, t) <= room)
+                fig_text(f, left + (x + end) / 2.0, (y0 + y1) / 2.0, TA_CENTER | TA_MIDDLE, ly->lane_fs, FONT_REGULAR, COLOUR_TEXT, t);
             x = end;
         }
         if (ly->o->verbose) printf("lane %d %d %d %d\n", panel, l, y0, y1);
@@ -250,7 +251,9 @@ static void draw_peak(Figure *f, const Panel *p, const Axes *ax, int peak_row) {
     if (tx < ax->x0) tx = ax->x0;
     if (tx + w > ax->x1) tx = ax->x1 - w;
     Box lb = fig_text(f, tx, peak_row, TA_LEFT | TA_TOP, FS_LEGEND, FONT_BOLD, COLOUR_PEAK, b);
-    fig_line(f, x, lb.y1, x, axes_y(ax, (double)p->peak), COLOUR_PEAK, 0.8, 1);
+    double py = axes_y(ax, (double)p->peak);
+    fig_line(f, x, lb.y1, x, py, COLOUR_PEAK, 0.8, 1);
+    fig_record(f, (Box){ x - fig_pt(f, 1), lb.y1, x + fig_pt(f, 1), py }, BOX_MARK, "peak line");   /* the snapshots' names keep off it */
 }
 
 /* An allocation that failed: hatching from what was live up to what it would have made (cut at the
@@ -265,9 +268,15 @@ static void draw_oom(Figure *f, const DpmemLog *L, const Panel *p, const Axes *a
     fig_rect(f, x - w, y0, x + w, y1, COLOUR_BG);
     fig_hatch(f, x - w, y0, x + w, y1, COLOUR_OOM, 2.5, 0.7);
     fig_rect_outline(f, x - w, y0, x + w, y1, COLOUR_OOM, 0.9);
-    double tw = fig_text_w(f, FS_LEGEND, FONT_BOLD, "OOM"), tx = x - tw / 2;
+    double tw = fig_text_w(f, FS_LEGEND, FONT_BOLD, "OOM"), th = fig_text_h(f, FS_LEGEND), tx = x - tw / 2, g = fig_pt(f, 2);
     if (tx + tw > ax->x1) tx = ax->x1 - tw;
-    Box b = fig_text(f, tx, y0 - fig_pt(f, 1), TA_LEFT | TA_BOTTOM, FS_LEGEND, FONT_BOLD, COLOUR_OOM, "OOM");
+    /* over the hatching, or (where the peak's label is) beside its top, right or left */
+    Box all = { 0, 0, f->w, f->h }, at[3] = { { tx, y0 - fig_pt(f, 1) - th, tx + tw, y0 - fig_pt(f, 1) },
+                                              { x + w + g, y0, x + w + g + tw, y0 + th }, { x - w - g - tw, y0, x - w - g, y0 + th } };
+    int k = 0;
+    while (k < 2 && !fig_box_free(f, at[k], all)) k++;
+    Box b = fig_text(f, at[k].x0, at[k].y0, TA_LEFT | TA_TOP, FS_LEGEND, FONT_BOLD, COLOUR_OOM, "OOM");
+    if (k) b = (Box){ x - w, y0, x + w, y0 };
     snprintf(what, sizeof what, "oom %s", dpmem_log_run_name(L, buf, sizeof buf));
     fig_record(f, (Box){ x - w, b.y0, x + w, y1 }, BOX_MARK, what);
 }
@@ -424,7 +433,7 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
     Figure fig;
     if (fig_open(&fig, path, o->format, o->width, o->height, dpi, o->font_scale, err, errlen)) return -1;
     Figure *f = &fig;
-    Layout ly = { f, o, 0, 0, 0, 0 };
+    Layout ly = { f, o, 0, 0, 0, 0, FS_LANE };
     ly.right = o->width - (int)fig_pt(f, 6);
     /* legend: room for "per_sample_grads" and "999.99 MiB", at most 40% of the width */
     int legend_w = (int)ceil(fig_pt(f, 8) + fig_pt(f, 4) * 4 + fig_text_w(f, FS_LEGEND, FONT_REGULAR, "per_sample_grads") +
@@ -465,7 +474,23 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
 
     double pad = fig_pt(f, 6), legend_h = phase_legend(f, logs, P, n_logs, pad, o->width - pad, 0, 0);
     if (legend_h > 0) legend_h += fig_pt(f, 6);
-    int panel_h = (int)((o->height - legend_h) / n_logs), lane_h = (int)lround(fig_fpt(f, 10));
+    /* one time axis for all (shared_time, the last panel on time): its labels and title drawn once, in a
+       strip under the last panel, so that every panel has the same height of plot */
+    int axis_strip = o->shared_time && !P[n_logs - 1].events ? (int)ceil(2 * fig_text_h(f, FS_TICK) + fig_pt(f, 14) - fig_pt(f, 8)) : 0;
+    int panel_h = (int)((o->height - legend_h - axis_strip) / n_logs), lane_h = (int)lround(fig_fpt(f, 10));
+    /* a small --size: lanes from 10 pt down to 7 (their type with them) before a panel is refused */
+    for (double lane_pt = 10; lane_pt >= 7; lane_pt -= 0.5) {
+        int fits = 1;
+        lane_h = (int)lround(fig_fpt(f, lane_pt));
+        ly.lane_fs = FS_LANE * lane_pt / 10;
+        for (int i = 0; i < n_logs && fits; i++) {
+            double head = fig_pt(f, 4) + fig_text_h(f, FS_TITLE) + fig_pt(f, 1) + fig_text_h(f, FS_SUB) + fig_pt(f, 4) +
+                          (!logs[i].closed || logs[i].corrupt ? fig_text_h(f, FS_NOTE) + fig_pt(f, 1) : 0);
+            double foot = axis_strip && !P[i].events ? fig_pt(f, 8) : 2 * fig_text_h(f, FS_TICK) + fig_pt(f, 14);
+            fits = head + P[i].n_lanes * lane_h + fig_pt(f, 1) + fig_text_h(f, FS_LEGEND) + fig_pt(f, 3) + fig_pt(f, 30) + foot <= panel_h;
+        }
+        if (fits) break;
+    }
     for (int i = 0; i < n_logs; i++) {
         Panel *p = &P[i];
         const DpmemLog *L = &logs[i];
@@ -481,7 +506,9 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         int lanes_y = (int)ceil(y + fig_pt(f, 2));
         int peak_row = lanes_y + p->n_lanes * lane_h + (int)fig_pt(f, 1);
         int py0 = peak_row + (int)ceil(fig_text_h(f, FS_LEGEND) + fig_pt(f, 3));
-        int py1 = top + panel_h - (int)ceil(2 * fig_text_h(f, FS_TICK) + fig_pt(f, 14));
+        /* the shared time axis: bare on every time panel but the last, whose labels go in the strip */
+        int on_strip = axis_strip && !p->events, bare_axis = on_strip && i + 1 < n_logs;
+        int py1 = top + panel_h - (int)ceil(on_strip ? fig_pt(f, 8) : 2 * fig_text_h(f, FS_TICK) + fig_pt(f, 14));
         if (py1 - py0 < fig_pt(f, 30)) {
             snprintf(err, errlen, "image too small for %d scope lanes: make it taller (--size)", p->n_lanes);
             rc = -1;
@@ -489,13 +516,16 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         }
         ax.y0 = py0; ax.y1 = py1;
         scale_place(&ax.s, py1, py0);
-        axis_left(f, &ax.s, ly.left, ly.left + ly.W, ytitle, FS_TICK);
+        char short_title[64];   /* a short plot (a small --size): a title no longer than its axis */
+        scale_title(&ax.s, "memory", short_title, sizeof short_title);
+        axis_left(f, &ax.s, ly.left, ly.left + ly.W, fig_text_w(f, FS_TICK, FONT_REGULAR, ytitle) <= py1 - py0 ? ytitle : short_title, FS_TICK);
         for (int s = 0; s < p->n_series; s++) draw_series(f, p, &ax, s, xy);
-        draw_snapshots(f, p, &ax);
         draw_peak(f, p, &ax, peak_row);
+        draw_snapshots(f, p, &ax);
         if (p->n_dev_cols) draw_device_line(f, p, &ax);
         draw_oom(f, L, p, &ax);
-        draw_x_axis(f, p, &ax);
+        if (bare_axis) fig_line(f, ax.x0, ax.y1 + 0.5, ax.x1, ax.y1 + 0.5, COLOUR_AXIS, 0.8, 0);
+        else draw_x_axis(f, p, &ax);
         draw_lanes(&ly, L, p, i, lanes_y, lane_h);
         draw_legend(&ly, p, i, py0, top + panel_h - (int)fig_pt(f, 2));
         if (o->verbose)
@@ -504,7 +534,7 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
                    p->events ? "events" : "time");
         if (i + 1 < n_logs) fig_line(f, 0, top + panel_h - 0.5, o->width, top + panel_h - 0.5, COLOUR_GRID, 0.5, 0);
     }
-    if (legend_h > 0) phase_legend(f, logs, P, n_logs, pad, o->width - pad, n_logs * panel_h + fig_pt(f, 2), 1);
+    if (legend_h > 0) phase_legend(f, logs, P, n_logs, pad, o->width - pad, n_logs * panel_h + axis_strip + fig_pt(f, 2), 1);
 out:
     if (rc == 0) rc = fig_close(f, err, errlen);
     else fig_discard(f);
