@@ -423,6 +423,8 @@ static void check_names(void) {
         "assert 'alloc caf\\u00e9/w' in names and 'alloc bad\\ufffd/w' in names, sorted(n for n in names if n)[:20]\n"
         "print('ok')\n";
     CHECK(tt_python("trace.py", tscript, tt_path("names.trace.json"), "-") == 0, "trace: the JSON does not read back the names (see above)");
+}
+
 /* A run of `steps` steps: each step allocates and frees 64 MiB of activations; `kept(s)` bytes of
    cache/warm (warm-up) and of leak/kv (the leak) stay allocated in step s (1-based), never freed. */
 typedef struct { const char *name; int steps; uint64_t warm[40], leak[40]; } LeakRun;
