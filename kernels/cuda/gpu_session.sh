@@ -21,6 +21,7 @@
 #             ghost+twopass, direct+bk; step time and peak as ratios to vanilla; each peak = its plan
 #   long      1b T=16384 bf16 with activation checkpointing: vanilla and flash+bk
 #   bf16      the speed stage's bf16 row alone
+#   train     tests/test_cuda_ops_train.sh: CPU vs CUDA loss curves, plan = peak, the GPU-time table and MFU line
 #   kit       dpmem_cuda.h on the GPU (test_cuda_gpu) and under compute-sanitizer --nvtx yes (test_cuda_memcheck.sh)
 #   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
 #             race and out-of-bounds write that must be caught
@@ -109,6 +110,8 @@ for stage in $STAGES; do
     step tests 200 "test_dp_cuda_gpu: DP on the GPU vs the CPU" "$B/tests/test_dp_cuda_gpu" ;;
   bench)
     step bench 150 "bench_cuda_kernels" "$B/bench/bench_cuda_kernels" ;;
+  train)  # CPU and CUDA loss curves (tiny, fp32, TF32 off) identical, the plan = the run's peak, the GPU-time table
+    step train 300 "test_cuda_ops_train.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_train.sh ;;
   kit)   # dpmem_cuda.h on the GPU: tags vs cudaMemGetInfo, scope times, OOM; memcheck --nvtx yes, leaks by name
     step kit 120 "test_cuda_gpu" "$B/tests/test_cuda_gpu"
     step kit 240 "test_cuda_memcheck.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_memcheck.sh ;;
@@ -141,9 +144,9 @@ for stage in $STAGES; do
     train long "flash+bk, 2 samples (physical 1)" 32768 train_flash $a --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk ;;
   sanitize)   # memcheck, racecheck, synccheck of test_cuda_kernels and a planted race / out-of-bounds write
     step sanitize 200 "test_cuda_ops_sanitize.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_sanitize.sh ;;
-  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp long kit sanitize)" ;;
+  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp long train kit sanitize)" ;;
   esac
 done
 rm -f "$OUT/run.log.tmp" "$OUT/run.out.tmp"
 say "gpu_session: done; $OUT/table.md:"
-cat "$TAB" 2>/dev/null
+cat "$TAB" 2>/dev/null || true   # no table: the stages run wrote none
