@@ -91,17 +91,17 @@ size_t kcuda_scratch_bytes(const KBackend *b, KOp op, const KShape *s);
    every engine's request (scratch_cuda.c says why), so that plans do not depend on the cuDNN version. */
 size_t kcuda_attention_cudnn_workspace(int B, int T, int NH, int NKV, int HS, int backward);
 /* cuDNN's fused causal GQA attention on bf16 [B,T,NH,HS] / [B,T,NKV,HS] storage, lse [B,NH,T] fp32
-   (attention_cudnn.cpp); the workspace is kcuda_attention_cudnn_workspace bytes. The workspace an
-   engine actually asked for last (bytes), for the bench and the docs: */
+   (attention_cudnn.cpp); the workspace is kcuda_attention_cudnn_workspace bytes. */
 void kcuda_attention_cudnn_forward(void *out, float *lse, const void *q, const void *k, const void *v,
                                    int B, int T, int NH, int NKV, int HS, void *workspace);
 void kcuda_attention_cudnn_backward(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
                                     const void *v, const void *out, const float *lse,
                                     int B, int T, int NH, int NKV, int HS, void *workspace);
+/* The workspace the last graph built asked for (bytes; 0: none built yet), for the bench and the docs. */
 size_t kcuda_attention_cudnn_asked(int backward);
 /* Frees the cached graphs and the cuDNN handle (the backend's destruction calls it). */
 void kcuda_attention_cudnn_release(void);
-/* cuDNN's version (cudnnGetVersion) and the frontend's, for logs; 0 where unknown. */
+/* cuDNN's version (cudnnGetVersion), for logs. */
 size_t kcuda_cudnn_version(void);
 
 /* 1 when a CUDA device can be used, 0 otherwise (never fails loudly: for "--device auto"). */
