@@ -58,6 +58,8 @@ DEB_HEADERS := libstb-dev:/usr/include/stb/stb_image_write.h \
                libcairo2-dev:/usr/include/cairo/cairo.h \
                fonts-dejavu-core:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf \
                poppler-utils:/usr/bin/pdffonts
+# Where `make demo-picture` and `make tools-pictures` write: results/, or the committed docs/ with DOCS=1.
+PICTURES_OUT := $(if $(filter 1,$(DOCS)),docs,results/pictures-$(shell date -u +%Y%m%d-%H%M%S))
 DEPS_STAMP := $(BUILD)/.deps-ok
 deps: $(DEPS_STAMP)
 $(DEPS_STAMP):
@@ -65,7 +67,7 @@ $(DEPS_STAMP):
 	@echo "$(if $(NVCC),✓ nvcc found: $(NVCC),✗ no nvcc under $(CUDA_HOME): CUDA parts are not built)"
 	@echo "$(if $(HAVE_GPU),✓ GPU found ($(CUDA_ARCH)),✗ no GPU: tests that need one will SKIP)"
 	@mkdir -p $(@D) && touch $@
-TESTS += tests/test_check_deps.sh
+TESTS += tests/test_check_deps.sh tests/test_make_targets.sh tests/test_outputs_words.sh tests/test_bench_plan.sh
 
 include $(sort $(wildcard mk/*.mk))
 
@@ -74,21 +76,24 @@ all: $(ALL)
 # The suite, then the same suite built with ASan+UBSan into $(BUILD)/san. The builds use every core
 # (a plain `make test` would build one file at a time), and the sanitized build runs while the first
 # suite does (its output in $(BUILD)/san-build.log, shown if it fails); the tests run one after another.
+# The last line gives both passes' tallies (each pass's own tally closes its list of tests).
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@mkdir -p $(BUILD)/san; \
+	@mkdir -p $(BUILD)/san; rm -f $(BUILD)/tally.txt $(BUILD)/san/tally.txt; \
 	 $(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 all >$(BUILD)/san-build.log 2>&1 & san=$$!; \
-	 DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(TESTS); rc=$$?; \
+	 DPMEM_BUILD=$(BUILD) DPMEM_TALLY=$(BUILD)/tally.txt sh tests/run_tests.sh $(TESTS); rc=$$?; \
 	 wait $$san || { cat $(BUILD)/san-build.log; echo "the sanitized build failed (above)"; exit 1; }; exit $$rc
-	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory TALLY=$(BUILD)/san/tally.txt sanitize; rc=$$?; \
+	 echo "make test: $$(cat $(BUILD)/tally.txt) (the suite); $$(cat $(BUILD)/san/tally.txt 2>/dev/null || echo 'no tally') (again under ASan+UBSan)"; \
+	 exit $$rc
 
 test-run: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(TESTS)
+	@DPMEM_BUILD=$(BUILD) DPMEM_TALLY=$(TALLY) sh tests/run_tests.sh $(TESTS)
 
 sanitize:
 	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer"
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 test-run
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 TALLY=$(TALLY) test-run
 
 # make demo builds only what the demo runs (the trainers, dpmem-report, dpmem-charts), all cores at once; the
 # CUDA backend only where the demo will run on a GPU (or where an earlier build made it already).

@@ -806,7 +806,10 @@ DPMEM_DEF int dpmem_cuda_timing(int on) {
     if (__atomic_load_n(&dpmem__cuda.timing, __ATOMIC_ACQUIRE)) return 0;
     if (cudaEventCreate(&probe) != cudaSuccess) {
         cudaError_t err = cudaGetLastError();
-        fprintf(stderr, "dpmem: GPU timing of scopes is off: no CUDA device usable (%s)\n", cudaGetErrorString(err));
+        /* With no NVIDIA driver the runtime says "driver version is insufficient": say what it means. */
+        int no_gpu = err == cudaErrorNoDevice || (err == cudaErrorInsufficientDriver && access("/proc/driver/nvidia/version", F_OK) != 0);
+        fprintf(stderr, "dpmem: GPU timing of scopes is off: %s (%s)\n", no_gpu ? "no NVIDIA GPU or driver found" : cudaGetErrorString(err),
+                cudaGetErrorName(err));
         return -1;
     }
     cudaEventDestroy(probe);

@@ -2,13 +2,13 @@
 # bench_ranks.sh — weak scaling of data parallelism on this machine (make bench): each rank keeps the
 # same share of the batch, so 2 ranks do twice the work of 1 in what should be the same step time.
 # For tiny (T=256) and small (T=128), vanilla and flash+bk: 1 process with batch 2 against
-# `mpirun -np 2` with batch 4 (2 a rank), one thread a rank, ROUNDS interleaved rounds (1 rank, then
+# `mpirun -np 2` with batch 4 (2 a rank), one thread a rank, ROUNDS (5; 2 with QUICK=1) interleaved rounds (1 rank, then
 # 2, alternating, so drift hits both), the medians over the rounds of each run's median step time (its
 # phase table's step row, the warm-up left out), the all-reduce's, its share of the 2-rank step, and the weak-scaling
 # efficiency t(1 rank) / t(2 ranks) (1.00: perfect). Prints the machine's load before and after:
 # on a shared 2-core machine other work changes these numbers.
 B=${DPMEM_BUILD:-build}
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-$([ "${DPMEM_BENCH_QUICK:-}" = 1 ] && echo 2 || echo 5)}   # make bench QUICK=1: 2
 STEPS=${STEPS:-6}
 command -v mpirun >/dev/null 2>&1 || { echo "bench_ranks: no mpirun (openmpi-bin): skipped"; exit 0; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1

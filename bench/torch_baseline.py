@@ -253,7 +253,7 @@ def main():
     if j:
         print(f"\ntorch {j['torch']}, transformers {j['transformers']}, opacus {j['opacus']}, {j['threads']} threads")
     print(f"load average at the end {load()}")
-    print("goals (issue 20): dpmem vanilla ÷ torch eager <= 0.8; >= 60 % of the sgemm peak in fwd+bwd at T=1024; "
+    print("the goals (docs/PERFORMANCE.md): dpmem vanilla ÷ torch eager <= 0.8; >= 60 % of the sgemm peak in fwd+bwd at T=1024; "
           "flash+bk and mixed+bk <= 1.3x dpmem vanilla; every DP method <= 0.5x its Opacus family")
     return 0
 

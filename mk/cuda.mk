@@ -6,7 +6,7 @@ ifneq ($(NVCC),)
 DPMEM_CUDA_LIBDIR := $(CUDA_HOME)/lib64
 DPMEM_CUDA_LIBS   := -L$(DPMEM_CUDA_LIBDIR) -Wl,-rpath,$(DPMEM_CUDA_LIBDIR) -lcudart
 DPMEM_CUDA_CLANG       := $(shell command -v clang-14 || command -v clang)
-DPMEM_CUDA_HDRS   := dpmem_cuda.h dpmem.h tests/logread.h tests/test_cuda_common.h
+DPMEM_CUDA_HDRS   := dpmem_cuda.h dpmem.h tests/logread.h tests/test_cuda_common.h kernels/cuda/cuda_no_device.h
 
 # The NVTX extension capture library, loaded by tests through NVTX_INJECTION64_PATH. Never built with
 # the sanitizers: the nvcc-built test (not sanitized) loads it too, and ASan must come first or not at all.
@@ -68,10 +68,15 @@ $(BUILD)/bench/bench_cuda: tests/test_cuda_bench.c $(DPMEM_CUDA_HDRS) | $(DEPS_S
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS) $(DPMEM_CUDA_LIBS) $(LDLIBS)
 
+# The words for "no CUDA device" (kernels/cuda/cuda_no_device.h), against the CUDA runtime's errors.
+$(BUILD)/tests/test_cuda_no_device: tests/test_cuda_no_device.c kernels/cuda/cuda_no_device.h tests/check.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS) $(DPMEM_CUDA_LIBS) $(LDLIBS)
+
 ALL     += $(BUILD)/tests/libnvtx_inject_ext.so $(DPMEM_CUDA_API_TESTS) $(BUILD)/tests/test_cuda_disabled \
-           $(DPMEM_CUDA_FAKE_TESTS) $(BUILD)/tests/test_cuda_gpu $(BUILD)/bench/bench_cuda
+           $(DPMEM_CUDA_FAKE_TESTS) $(BUILD)/tests/test_cuda_gpu $(BUILD)/bench/bench_cuda $(BUILD)/tests/test_cuda_no_device
 TESTS   += $(DPMEM_CUDA_API_TESTS) tests/test_cuda_disabled.sh $(DPMEM_CUDA_FAKE_TESTS) \
-           $(BUILD)/tests/test_cuda_gpu tests/test_cuda_memcheck.sh
+           $(BUILD)/tests/test_cuda_gpu tests/test_cuda_memcheck.sh $(BUILD)/tests/test_cuda_no_device
 BENCHES += $(BUILD)/bench/bench_cuda
 
 .PHONY: cuda

@@ -9,7 +9,7 @@
 # and the CUDA runtime does not run under ASan (its shadow gap). The pure-C plan test is sanitized.
 
 KCUDA_SRC_CU := $(wildcard kernels/cuda/*.cu)
-KCUDA_HDRS   := kernels/cuda/kernels_cuda.h kernels/cuda/ops_cuda.h kernels/cuda/cuda_common.cuh \
+KCUDA_HDRS   := kernels/cuda/kernels_cuda.h kernels/cuda/ops_cuda.h kernels/cuda/cuda_common.cuh kernels/cuda/cuda_no_device.h \
                 kernels/cuda/storage.cuh kernels/kernels.h kernels/dp_kernels.h samples/noise.h dpmem.h
 
 # cuDNN's C++ frontend (headers only, for the fused attention of attention_cudnn.cpp): PyPI's

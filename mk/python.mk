@@ -1,10 +1,11 @@
-# Python (issue 16): the kit as a shared library for python/dpmem (ctypes), the CUDAPluggableAllocator
+# Python: the kit as a shared library for python/dpmem (ctypes), the CUDAPluggableAllocator
 # library on dpmem_cuda.h, the virtual environment with torch, transformers and opacus (`make pyenv`),
 # and the Python tests. `pip install ./python` builds the same two libraries (python/setup.py).
 #
 # The virtual environment is .venv/ in the repository root (git-ignored), made by `make pyenv`, which
 # `make test` runs first; its stamp is .venv/.dpmem-pyenv-ok. torch comes from PyTorch's CPU-only
-# index when that index is reachable, else from PyPI (whose Linux wheel pulls the CUDA wheels). When
+# index when that index is reachable, else from PyPI (whose Linux wheel pulls the CUDA wheels: about
+# 5.7 GB; said before it starts, with pip's progress; PYENV_PYPI_TORCH=0 refuses it). When
 # the environment cannot be made, the reason goes to .venv/.dpmem-pyenv-failed and the Python tests
 # that need torch SKIP with that line; `make test` stays green. Versions pinned to a set that works
 # together (opacus 1.6.0 needs torch >= 2.6; transformers 5.24 needs torch >= 2.6).
@@ -18,6 +19,7 @@ PY_OPACUS        := opacus==1.6.0
 PY_TRANSFORMERS  := transformers==5.24.0
 PY_TORCH_CPU_IDX := https://download.pytorch.org/whl/cpu
 PY_HOST          ?= python3
+PYENV_PYPI_TORCH ?= 1
 
 PYLIB_DIR        := $(BUILD)/python
 PYLIB            := $(PYLIB_DIR)/libdpmem.so
@@ -75,13 +77,16 @@ $(PYENV_STAMP): mk/python.mk
 	 [ -x $(PYENV_PY) ] || $(PY_HOST) -m venv $(PYENV) >/dev/null 2>&1 || [ -x $(PYENV_PY) ] \
 	     || fail "no Python virtual environment: '$(PY_HOST) -m venv' failed (Debian: apt-get install python3-venv)"; \
 	 echo "== make pyenv: $(PY_TORCH) (CPU-only index first), $(PY_OPACUS), $(PY_TRANSFORMERS) into $(PYENV)/"; \
-	 if $(PYENV_PY) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(PY_TORCH:torch==%=%)')" 2>/dev/null; then \
+	 if $(PYENV_PY) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(patsubst torch==%,%,$(PY_TORCH))')" 2>/dev/null; then \
 	     echo "  $(PY_TORCH) is in $(PYENV)/ already"; \
-	 elif $(PYENV_PY) -m pip install -q --retries 0 --timeout 20 --index-url $(PY_TORCH_CPU_IDX) $(PY_TORCH) >/dev/null 2>&1; then \
+	 elif $(PYENV_PY) -m pip install -q --retries 0 --timeout 20 --index-url $(PY_TORCH_CPU_IDX) $(PY_TORCH) >$(PYENV)/cpu-index.log 2>&1; then \
 	     echo "  torch from PyTorch's CPU-only index"; \
 	 else \
-	     echo "  PyTorch's CPU-only index is unreachable: torch from PyPI, with the CUDA wheels its Linux build requires"; \
-	     $(PYENV_PY) -m pip install -q $(PY_TORCH) || fail "pip could not install $(PY_TORCH) (no network or no PyPI?)"; \
+	     echo "  PyTorch's CPU-only index did not give $(PY_TORCH): $$(grep -v '^ *$$' $(PYENV)/cpu-index.log | tail -n 1)"; \
+	     [ "$(PYENV_PYPI_TORCH)" != 0 ] || fail "PyTorch's CPU-only index is unreachable and PYENV_PYPI_TORCH=0: torch not installed"; \
+	     echo "  so $(PY_TORCH) comes from PyPI, whose Linux wheel brings NVIDIA's CUDA wheels: about 5.7 GB in $(PYENV)/"; \
+	     echo "  (measured: torch 1.2 GB, nvidia/ 3.0 GB); make test PYENV_PYPI_TORCH=0 leaves torch out (its tests SKIP)"; \
+	     $(PYENV_PY) -m pip install --progress-bar on $(PY_TORCH) || fail "pip could not install $(PY_TORCH) (no network or no PyPI?)"; \
 	 fi; \
 	 $(PYENV_PY) -m pip install -q $(PY_OPACUS) $(PY_TRANSFORMERS) || fail "pip could not install $(PY_OPACUS) $(PY_TRANSFORMERS)"; \
 	 $(PYENV_PY) -c 'import torch, opacus, transformers' || fail "torch, opacus or transformers does not import in $(PYENV)"; \

@@ -1,5 +1,5 @@
 # The experiment suite (tools/run_experiments, a POSIX sh script; its charts are build/dpmem-charts), `make demo`'s
-# content (samples/demo.sh), the demo picture under docs/demo/ and the suite's tests.
+# content (samples/demo.sh), the demo picture (results/, or docs/demo/ with DOCS=1) and the suite's tests.
 # tools.mk is read after this file: the tools library is named by its path here.
 
 SUITE_TOOLS_LIB := $(BUILD)/tools-obj/libdpmemtools.a
@@ -14,9 +14,9 @@ TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.s
          tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh tests/test_suite_numbers.sh
 
 # `make demo-picture`: the demo at its default configuration (5 rounds: times as medians with min..max), its pictures
-# copied to docs/demo/ (and docs/tools/: tools-pictures)
-# (the README shows docs/demo/breakdown.png), and the planned 1b sweep over T = 64 ... 16384
-# (docs/demo/sweep-1b-plan.png). Commit the result.
+# and summary, and the planned 1b sweep over T = 64 ... 16384, under $(PICTURES_OUT)/demo/ (and the tools'
+# pictures under $(PICTURES_OUT)/tools/: tools-pictures): results/pictures-<UTC time>/ unless DOCS=1, which
+# refreshes the committed ones in docs/demo/ and docs/tools/ (the README shows docs/demo/breakdown.png; commit them).
 .PHONY: demo-picture
 demo-picture: all tools-pictures
 	@rm -rf $(BUILD)/demo-picture
@@ -24,8 +24,9 @@ demo-picture: all tools-pictures
 	@rm -rf $(BUILD)/demo-sweep
 	@sh tools/run_experiments --build $(BUILD) --out $(BUILD)/demo-sweep --quiet --plan --device cpu --model 1b \
 	    --batch-size 4 --physical-batch 4 --steps 1 --sweep seq-len=64,256,1024,4096,16384 > /dev/null
-	@mkdir -p docs/demo
+	@mkdir -p $(PICTURES_OUT)/demo
 	cp $(BUILD)/demo-picture/breakdown.png $(BUILD)/demo-picture/timeline.png $(BUILD)/demo-picture/tradeoff.png \
-	   $(BUILD)/demo-picture/summary.txt docs/demo/
-	cp $(BUILD)/demo-sweep/sweep.png docs/demo/sweep-1b-plan.png
-	cp $(BUILD)/demo-sweep/sweep.txt docs/demo/sweep-1b-plan.txt
+	   $(BUILD)/demo-picture/summary.txt $(PICTURES_OUT)/demo/
+	cp $(BUILD)/demo-sweep/sweep.png $(PICTURES_OUT)/demo/sweep-1b-plan.png
+	cp $(BUILD)/demo-sweep/sweep.txt $(PICTURES_OUT)/demo/sweep-1b-plan.txt
+	@echo "the demo's pictures: $(PICTURES_OUT)/demo/, the tools': $(PICTURES_OUT)/tools/$(if $(filter 1,$(DOCS)), (commit them),$(comma) DOCS=1 refreshes docs/)"

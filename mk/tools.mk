@@ -103,16 +103,17 @@ $(BUILD)/bench_tools: tools/bench_tools.c $(TOOLS_LIB) $(TOOLS_HDRS) $(TOOLS_BIN
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(TOOLS_LIB) -o $@ $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
 BENCHES += $(BUILD)/bench_tools
 
-# `make tools-pictures`: docs/tools/timeline.png and docs/tools/breakdown.png from the synthetic
-# showcase logs of tools/showcase_logs.c (a GPU run's shape and sizes; no GPU needed). Commit them.
+# `make tools-pictures`: timeline.png and breakdown.png from the synthetic showcase logs of
+# tools/showcase_logs.c (a GPU run's shape and sizes; no GPU needed), under $(PICTURES_OUT)/tools/:
+# results/pictures-<UTC time>/tools/, or docs/tools/ with DOCS=1 (then commit them).
 $(BUILD)/showcase-logs: tools/showcase_logs.c tools/synthlog.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LDLIBS)
 ALL += $(BUILD)/showcase-logs
 .PHONY: tools-pictures
 tools-pictures: $(BUILD)/showcase-logs $(BUILD)/dpmem-render $(BUILD)/dpmem-report
-	@rm -rf $(BUILD)/showcase && mkdir -p $(BUILD)/showcase/charts docs/tools
+	@rm -rf $(BUILD)/showcase && mkdir -p $(BUILD)/showcase/charts $(PICTURES_OUT)/tools
 	$(BUILD)/showcase-logs $(BUILD)/showcase
-	$(BUILD)/dpmem-render $(BUILD)/showcase/ghost.log -o docs/tools/timeline.png
+	$(BUILD)/dpmem-render $(BUILD)/showcase/ghost.log -o $(PICTURES_OUT)/tools/timeline.png
 	$(BUILD)/dpmem-report $(BUILD)/showcase/vanilla.log $(BUILD)/showcase/dpsgd.log $(BUILD)/showcase/ghost.log -q --charts $(BUILD)/showcase/charts
-	cp $(BUILD)/showcase/charts/breakdown.png docs/tools/breakdown.png
+	cp $(BUILD)/showcase/charts/breakdown.png $(PICTURES_OUT)/tools/breakdown.png

@@ -167,6 +167,6 @@ int main(int argc, char **argv) {
                 fflush(stdout);
             }
         }
-    printf("goal (issue 5): flash+bk and mixed+bk within 1.3x vanilla time and under 1.10x peak memory at T=1024\n");
+    printf("the goal (docs/DP_METHODS.md): flash+bk and mixed+bk within 1.3x vanilla time and under 1.10x peak memory at T=1024\n");
     return failed;
 }

@@ -20,4 +20,6 @@ for t in "$@"; do
   fi
 done
 echo "$pass passed, $fail failed, $skip skipped"
+# DPMEM_TALLY=FILE: that line in FILE too (make test closes with both passes' tallies)
+[ -z "${DPMEM_TALLY:-}" ] || echo "$pass passed, $fail failed, $skip skipped" >"$DPMEM_TALLY"
 [ $fail -eq 0 ] || { echo "failed:$failed"; exit 1; }

@@ -9,6 +9,7 @@
    Prints tables; exits 0 unless something it measures fails outright. Not a test: no pass/fail bounds. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem_cuda.h"
+#include "kernels/cuda/cuda_no_device.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -111,8 +112,9 @@ int main(void) {
     cudaError_t err = cudaGetDeviceCount(&ndev);
     bench_bookkeeping();
     if (err != cudaSuccess || ndev == 0) {
-        printf("\nno CUDA device (%s): the cudaMalloc/cudaFree and GPU-timing tables need one\n",
-               cudaGetErrorString(err));
+        char why[160];
+        printf("\nno CUDA device: %s: the cudaMalloc/cudaFree and GPU-timing tables need one\n",
+               kcuda_no_device_reason(err, why, sizeof why));
         return 0;
     }
     if (bench_gpu() != 0) { fprintf(stderr, "bench_cuda: a CUDA call failed\n"); return 1; }

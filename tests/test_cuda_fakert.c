@@ -128,6 +128,14 @@ const char *cudaGetErrorString(cudaError_t e) {
     default: return "fake error";
     }
 }
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    default: return "cudaErrorFake";
+    }
+}
 
 cudaError_t cudaEventCreate(cudaEvent_t *ev) {
     *ev = (cudaEvent_t)calloc(1, sizeof **ev);

@@ -34,6 +34,7 @@
 #include "tests/logread.h"
 #include "tests/test_cuda_common.h"
 #include "tests/gpu_share.h"
+#include "kernels/cuda/cuda_no_device.h"
 
 static int relaxed;
 
@@ -355,10 +356,13 @@ int main(int argc, char **argv) {
     char path[600], bus[64] = "";
     gpu_apps apps_before;
     if (argc > 3 && strcmp(argv[1], "oom") == 0) return test_cuda_oom_child(argv[2], (size_t)strtoull(argv[3], NULL, 10));
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP test_cuda_gpu: no CUDA device (%s): tagged totals vs cudaMemGetInfo, GPU scope times, "
+    cudaError_t count_err = cudaGetDeviceCount(&ndev);
+    if (count_err != cudaSuccess || ndev == 0) {
+        char why[160];
+        (void)cudaGetLastError();
+        printf("SKIP test_cuda_gpu: no CUDA device: %s: tagged totals vs cudaMemGetInfo, GPU scope times, "
                "OOM post-mortem, async/pinned/managed variants, sampler not checked\n",
-               cudaGetErrorString(cudaGetLastError()));
+               kcuda_no_device_reason(count_err, why, sizeof why));
         return 77;
     }
     if (argc > 1 && strcmp(argv[1], "leak") == 0) {

@@ -27,6 +27,7 @@ extern "C" {                 /* C headers without linkage guards */
 #include "noise.h"
 }
 #include "check.h"
+#include "cuda_no_device.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -1003,8 +1004,9 @@ int main(int argc, char **argv) {
     int ndev = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);
     if (err != cudaSuccess || ndev == 0) {
-        printf("SKIP: no CUDA device (%s): the CUDA ops, DP kernels, noise and weight initialisation were not checked against the CPU\n",
-               err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+        char why[160];
+        printf("SKIP: no CUDA device: %s: the CUDA ops, DP kernels, noise and weight initialisation were not checked against the CPU\n",
+               kcuda_no_device_reason(err, why, sizeof why));
         return 77;
     }
     kbackend_cpu_init(&cpu, 2);

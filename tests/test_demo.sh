@@ -9,7 +9,8 @@
 # (recomputed here from runs.csv), and its verdict (time ratio) recomputed from them: DP<vanilla for
 # a DP method (not lora) below 1, spread>B% when the rounds' largest ratio over their smallest
 # exceeds 1 + B/100; tradeoff.png rings exactly the flagged points, its labels cover no spread bar,
-# and its subtitle says the rounds. EXP_TRUST_SPREAD=0 flags every spread. Exits 0 on pass, 1 on failure.
+# and its subtitle says the rounds. summary.txt's command is the run's, with every setting.
+# EXP_TRUST_SPREAD=0 flags every spread. Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
 PNGSTAT=$B/tests/test_suite_pngstat
 [ -x "$B/train_vanilla" ] && [ -x "$PNGSTAT" ] || { echo "FAIL: $B/train_vanilla or $PNGSTAT not built"; exit 1; }
@@ -29,6 +30,14 @@ rc=$?
 grep -q "^results: $d/" "$tmp/stdout" || bad "the demo does not print where the results are"
 grep -q "^experiment .*peak bytes" "$tmp/stdout" || bad "the demo does not print the summary table"
 [ ! -s "$tmp/stderr" ] || { bad "the demo wrote to stderr:"; cat "$tmp/stderr"; }
+
+# ---- summary.txt says the command that ran, with every setting (here given as EXP_* variables) ----
+cmdl=$(sed -n 's/^command: //p' "$d/summary.txt" | sed 's/ --device cuda / --device cpu /')   # cuda where the suite runs there
+case $cmdl in
+    "sh tools/run_experiments --build $B --out $d --model tiny --device cpu --seq-len 64 --batch-size 4 --physical-batch 2 --steps 2 --warmup 0 --timing-warmup 1 --repeat 2 --trust-spread 25 --lora-rank 8 $EXPS") ;;
+    *) bad "summary.txt's command is not the run's, settings included: '$cmdl'" ;;
+esac
+grep -q "^invoked as: samples/../tools/run_experiments --build $B\$" "$d/summary.txt" || bad "summary.txt does not say how the suite was invoked"
 
 # ---- the files ----
 for f in summary.txt results.csv results.json breakdown.png timeline.png tradeoff.png; do

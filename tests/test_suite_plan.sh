@@ -5,7 +5,8 @@
 # checkpointing; untied and tied) and on the small preset (one layer, 8000 tokens) (skipped in the sanitizer pass:
 # 46M parameters under ASan are too slow). The numbers in check.txt are those the trainers printed.
 # Then --plan alone at 3b, T=16384: seconds, and the parameters at the peak are exactly 4 bytes per
-# parameter the trainer counted. Exits 0 on pass, 1 on failure.
+# parameter the trainer counted. summary.txt's command, run again, plans the same peaks. Exits 0 on
+# pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
 S=tools/run_experiments
 [ -x "$B/train_vanilla" ] || { echo "FAIL: $B/train_vanilla not built"; exit 1; }
@@ -103,6 +104,27 @@ else
     done
     echo "     (3b at T=16384, the default experiments planned in ${secs}s)"
 fi
+
+# summary.txt's command is the run's, every setting spelled out: a run configured by EXP_* variables
+# and the embedded defaults, started through another folder's path, gives a command that, run again
+# without those variables (another --out), plans the same peaks.
+r1=$tmp/cmd1; r2=$tmp/cmd2
+EXP_SEQ_LEN=32 EXP_BATCH_SIZE=2 EXP_STEPS=1 sh samples/../$S --build "$B" vanilla lora --plan --out "$r1" --quiet -- --seed 3 >/dev/null 2>&1 \
+    || { echo "FAIL: the plan for the command check failed"; fail=1; }
+cmd1=$(sed -n 's/^command: //p' "$r1/summary.txt")
+case $cmd1 in
+    "sh $S --build $B --out $r1 --model tiny --dim 128 --ffn 384 --vocab 2000 --plan --device "*" --seq-len 32 --batch-size 2 --physical-batch 2 --steps 1 --warmup 0 --lora-rank 8 --quiet vanilla lora -- --seed 3") ;;
+    *) echo "FAIL: summary.txt's command lacks the run's settings: '$cmd1'"; fail=1 ;;
+esac
+grep -q "^invoked as: samples/../$S --build $B vanilla lora --plan --out $r1 --quiet -- --seed 3\$" "$r1/summary.txt" \
+    || { echo "FAIL: summary.txt does not say how the suite was invoked"; fail=1; }
+cmd2=$(printf '%s\n' "$cmd1" | sed "s| --out $r1 | --out $r2 |")
+env -u EXP_SEQ_LEN -u EXP_BATCH_SIZE -u EXP_STEPS sh -c "$cmd2" >/dev/null 2>&1 || { echo "FAIL: the recorded command does not run: $cmd2"; fail=1; }
+peaks() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "peak_bytes") c = i; next } { print $1, $c }' "$1/results.csv"; }
+[ -n "$(peaks "$r1")" ] && [ "$(peaks "$r1")" = "$(peaks "$r2")" ] \
+    || { echo "FAIL: the recorded command plans other peaks: $(peaks "$r1" | tr '\n' ' ') vs $(peaks "$r2" | tr '\n' ' ')"; fail=1; }
+[ "$(sed -n 's/^command: //p' "$r2/summary.txt")" = "$cmd2" ] || { echo "FAIL: the rerun records another command"; fail=1; }
+[ $fail -eq 0 ] && echo "ok   summary.txt's command reproduces the run (settings from EXP_* and defaults spelled out)"
 
 [ $fail -eq 0 ] && echo "planner checks passed"
 exit $fail

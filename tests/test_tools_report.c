@@ -46,7 +46,8 @@ static void check_text_and_exports(void) {
     unsetenv("DPMEM_LAYOUT");
     CHECK(rc == 0, "exit %d", rc);
     char *out = tt_slurp(tt_path("out.txt"), NULL);
-    /* Hand-computed: peak 100+100+200+50 MiB at 18 ms; scopes from the known timestamps. */
+    /* Hand-computed: peak 100+100+200+50 MiB at 18 ms; scopes from the known timestamps; a scope's max rise
+       and net (forward 101 -> 300 MiB in each of 3 steps: +597; backward 300 -> 200: -300). */
     const char *want[] = {
         "peak total: 450.00 MiB (471859200 bytes) at 18.000 ms",
         "  params                      104857600       100.00   22.2%         100.00",
@@ -54,11 +55,11 @@ static void check_text_and_exports(void) {
         "  per_sample_grads             52428800        50.00   11.1%          50.00",
         /* per step, over steps 2..3 (the first is the default warm-up): median min q1 q3 max */
         "step time (ms, the 'step' scope over steps 2..3 (1 warm-up step left out: default)): median 10.000, min 10.000, q1 10.000, q3 10.000, max 10.000",
-        "  step                          3       30.000      10.000      10.000      10.000      10.000      10.000            -         350.00",
-        "  forward                       3        9.000       3.000       3.000       3.000       3.000       3.000        2.500         199.00",
-        "  backward                      3       12.000       4.000       4.000       4.000       4.000       4.000            -         150.00",
-        "  optimizer_step                3        4.500       1.500       1.500       1.500       1.500       1.500            -           0.00",
-        "  data                          3        3.000       1.000       1.000       1.000       1.000       1.000            -           1.00",
+        "  step                          3       30.000      10.000      10.000      10.000      10.000      10.000            -        350.00        0.00",
+        "  forward                       3        9.000       3.000       3.000       3.000       3.000       3.000        2.500        199.00      597.00",
+        "  backward                      3       12.000       4.000       4.000       4.000       4.000       4.000            -        150.00     -300.00",
+        "  optimizer_step                3        4.500       1.500       1.500       1.500       1.500       1.500            -          0.00     -300.00",
+        "  data                          3        3.000       1.000       1.000       1.000       1.000       1.000            -          1.00        0.00",
         "  activations/h                                 209715200     200.00   device        3",
         "  input/batch                                     1048576       1.00     host        3",
         "peak total: 451.00 MiB (472907776 bytes) at 18.000 ms",
@@ -99,7 +100,7 @@ static void check_text_and_exports(void) {
         "        'scope.forward.median_ms': 3.0, 'scope.data.q3_ms': 1.000001, 'step_vs_baseline': 1.0, 'leak_tags': None,\n"
         "        'at_peak.params': 104857600, 'at_peak.grads': 104857600, 'at_peak.activations': 209715200,\n"
         "        'at_peak.per_sample_grads': 52428800, 'scope.forward.gpu_mean_ms': 2.5, 'scope.forward.count': 3,\n"
-        "        'scope.step.mem_delta_bytes': 350 * 2**20, 'leak': 0, 'untracked_growth': 1,\n"
+        "        'scope.step.mem_max_rise_bytes': 350 * 2**20, 'leak': 0, 'untracked_growth': 1,\n"
         "        'untracked_last_bytes': 16 * 2**20, 'end_live_bytes': 100 * 2**20, 'config.seq_len': '128',\n"
         "        'peak_vs_baseline': 1.0, 'closed': 1, 'scope.step.gpu_mean_ms': None}\n"
         "for key, v in want.items(): assert k[key] == v, (key, k[key], v)\n"
@@ -543,11 +544,57 @@ static void check_leak_trends(void) {
     free(csv);
 }
 
+/* A scope's memory: its largest rise and its net change are two columns, named so. "release" frees
+   32 MiB (max rise 0, net -32 MiB); "grow" allocates 8 MiB, frees it and keeps 2 MiB, twice (max rise
+   8 MiB, net +4 MiB over its two instances). The old single "mem delta" column showed 0.00 for the
+   free and hid the net change. */
+static void check_scope_memory(void) {
+    const char *path = tt_path("scopemem.log");
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    synth_meta(&S, 1, T0, "run", "scopemem");
+    synth_alloc(&S, 1, T0 + 1 * MS, "activations/big", 1, 0x10000, 32 * MiB);
+    synth_begin(&S, 1, T0 + 2 * MS, "release");
+    synth_free(&S, 1, T0 + 3 * MS, "activations/big", 1, 0x10000, 32 * MiB);
+    synth_end(&S, 1, T0 + 4 * MS, "release");
+    for (uint64_t k = 0; k < 2; k++) {
+        uint64_t b = T0 + (10 + 10 * k) * MS;
+        synth_begin(&S, 1, b, "grow");
+        synth_alloc(&S, 1, b + 1 * MS, "activations/tmp", 1, 0x20000, 8 * MiB);
+        synth_free(&S, 1, b + 2 * MS, "activations/tmp", 1, 0x20000, 8 * MiB);
+        synth_alloc(&S, 1, b + 3 * MS, "cache/kept", 1, 0x30000 + k * 0x1000, 2 * MiB);
+        synth_end(&S, 1, b + 4 * MS, "grow");
+    }
+    synth_close(&S, 1, T0 + 40 * MS);
+    synth_save(&S, path);
+    synth_release(&S);
+    CHECK(tt_run("dpmem-report", "'%s' --csv '%s' --json '%s'", path, tt_path("sm.csv"), tt_path("sm.json")) == 0, "dpmem-report scopemem");
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(has(out, "max rise MiB     net MiB") && !has(out, "mem delta"), "the columns are named for what they are: %s", out ? out : "");
+    CHECK(has(out, "(max rise: the most the live total rose above its value at the scope's start, in one instance; "
+                   "net: the live total at its end less at its start, summed over its instances)"), "the report says what the columns are");
+    CHECK(has(out, "            -          0.00      -32.00\n"), "release: max rise 0, net -32 MiB: %s", out ? out : "");
+    CHECK(has(out, "            -          8.00        4.00\n"), "grow: max rise 8 MiB, net +4 MiB");
+    free(out);
+    static const char script[] =
+        "import csv, json, sys\n"
+        "r = list(csv.DictReader(open(sys.argv[1])))[0]\n"
+        "o = json.load(open(sys.argv[2]))[0]\n"
+        "want = {'scope.release.mem_max_rise_bytes': 0, 'scope.release.mem_net_bytes': -32 * 2**20,\n"
+        "        'scope.grow.mem_max_rise_bytes': 8 * 2**20, 'scope.grow.mem_net_bytes': 4 * 2**20}\n"
+        "for k, v in want.items(): assert o[k] == v and int(r[k]) == v, (k, o[k], r[k], v)\n"
+        "assert not any('mem_delta' in k for k in o), 'the old ambiguous key is gone'\n"
+        "print('ok')\n";
+    CHECK(tt_python("scopemem.py", script, tt_path("sm.csv"), tt_path("sm.json")) == 0, "CSV/JSON scope memory (see above)");
+}
+
 int main(void) {
     tt_mkdir("report");
     if (system("python3 -c 1 >/dev/null 2>&1") != 0) { printf("SKIP: no python3 to parse the CSV and JSON\n"); return 77; }
     check_text_and_exports();
     check_pool_note();
+    check_scope_memory();
     check_leak_trends();
     check_sweep();
     check_oom();

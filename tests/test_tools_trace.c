@@ -1,14 +1,54 @@
 /* test_tools_trace.c — dpmem-trace on the known log: the JSON parses (python3's json), and has the
    expected thread names, scope slices (names, counts, timestamps in µs), GPU slices, counter tracks
    per category with the right maximum, allocation and snapshot instants; a cut log still gives
-   balanced slices; bad input gets a one-line error. */
+   balanced slices; one thread_name per track, the program's name for it, else "thread N"; bad input
+   gets a one-line error. */
 #include "test_tools_common.h"
 
 static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
+/* Thread names as the kit writes them: a thread announced unnamed at its first event and named
+   later (dpmem_thread_name) on the same OS thread, a thread never named, and an index that a second
+   OS thread takes over (a new track). One thread_name per track: the last name given, else
+   "thread N". The old trace named the first "T1" (the later name was dropped) and wrote the unnamed
+   one's entry twice. */
+static void check_thread_names(void) {
+    const char *path = tt_path("threads.log");
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "");
+    synth_begin(&S, 1, T0 + 1 * MS, "setup");
+    synth_end(&S, 1, T0 + 2 * MS, "setup");
+    synth_thread(&S, 1, T0 + 3 * MS, 1111, "main");
+    synth_thread(&S, 2, T0 + 4 * MS, 2222, "");
+    synth_begin(&S, 2, T0 + 5 * MS, "work");
+    synth_end(&S, 2, T0 + 6 * MS, "work");
+    synth_thread(&S, 3, T0 + 7 * MS, 3333, "loader");
+    synth_begin(&S, 3, T0 + 8 * MS, "load");
+    synth_end(&S, 3, T0 + 9 * MS, "load");
+    synth_thread(&S, 3, T0 + 10 * MS, 4444, "");   /* index 3 taken over by another OS thread, never named */
+    synth_begin(&S, 3, T0 + 11 * MS, "load");
+    synth_end(&S, 3, T0 + 12 * MS, "load");
+    synth_close(&S, 1, T0 + 13 * MS);
+    synth_save(&S, path);
+    synth_release(&S);
+    CHECK(tt_run("dpmem-trace", "'%s' -o '%s'", path, tt_path("threads.json")) == 0, "dpmem-trace threads.log");
+    static const char script[] =
+        "import json, sys, collections\n"
+        "ev = json.load(open(sys.argv[1]))['traceEvents']\n"
+        "m = [(e['tid'], e['args']['name']) for e in ev if e['ph'] == 'M' and e['name'] == 'thread_name']\n"
+        "c = collections.Counter(t for t, _ in m)\n"
+        "assert all(n == 1 for n in c.values()), ('a thread_name repeated', m)\n"
+        "assert dict(m) == {1: 'main', 2: 'thread 2', 3: 'loader', 4: 'thread 4'}, m\n"
+        "assert sorted((e['tid'], e['name']) for e in ev if e['ph'] == 'B') == [(1, 'setup'), (2, 'work'), (3, 'load'), (4, 'load')]\n"
+        "print('ok')\n";
+    CHECK(tt_python("threads.py", script, tt_path("threads.json"), "-") == 0, "thread names (see above)");
+}
+
 int main(void) {
     tt_mkdir("trace");
     if (system("python3 -c 1 >/dev/null 2>&1") != 0) { printf("SKIP: no python3 to parse the trace JSON\n"); return 77; }
+    check_thread_names();
     tt_known_log(tt_path("known.log"), (KnownLog){ .chunk_bytes = 512 });
     tt_known_log(tt_path("cut.log"), (KnownLog){ .no_close = 1 });
     int rc = tt_run("dpmem-trace", "'%s' -o '%s'", tt_path("known.log"), tt_path("known.json"));
@@ -22,7 +62,7 @@ int main(void) {
         "t = json.load(open(sys.argv[1]))\n"
         "ev = t['traceEvents']\n"
         "names = {e['tid']: e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'thread_name'}\n"
-        "assert names[1] == 'main T1' and names[2] == 'loader T2' and names[1000001] == 'GPU (T1)', names\n"
+        "assert names[1] == 'main' and names[2] == 'loader' and names[1000001] == 'GPU (main)', names\n"
         "assert t['otherData']['run'] == 'known' and t['otherData']['config.seq_len'] == '128'\n"
         "B = [e for e in ev if e['ph'] == 'B']; E = [e for e in ev if e['ph'] == 'E']\n"
         "c = collections.Counter((e['name'], e['tid']) for e in B)\n"

@@ -93,7 +93,7 @@ static double value_of(const ChartSet *cs, int i, int which, const char *phase) 
     }
     int32_t k = dpmem_log_find_string(r->log, phase);
     if (k < 0 || !r->rs->scopes[k].count) return NAN;
-    return (double)r->rs->scopes[k].mem_delta;
+    return (double)r->rs->scopes[k].mem_rise;
 }
 
 static void label_value(const Sweep *s, int i, char *out, size_t n) {
@@ -268,7 +268,7 @@ int chart_sweep(const ChartSet *cs, const char *path, FigFormat fmt, const FigSp
         for (uint32_t k = 0; k < r->log->n_strings; k++) {
             if (!r->rs->scopes[k].count) continue;
             const char *name = r->log->strings[k];
-            int seen = 0, big = phase_rank(name) < 100 || (double)r->rs->scopes[k].mem_delta >= 0.01 * maxpeak;
+            int seen = 0, big = phase_rank(name) < 100 || (double)r->rs->scopes[k].mem_rise >= 0.01 * maxpeak;
             for (int j = 0; j < nph && !seen; j++) seen = !strcmp(ph[j], name);
             if (seen) continue;
             int seen_small = -1;

@@ -1,7 +1,7 @@
 /* dpmem_report.c — dpmem-report: the numbers of one or more runs as text (summary.txt style), CSV,
    JSON and charts.
 
-   Per run: peak, the breakdown at the peak, per-scope times and memory deltas, snapshots, the largest
+   Per run: peak, the breakdown at the peak, per-scope times and memory (largest rise, net change), snapshots, the largest
    buffers, OOM post-mortems, and the health checks. Across runs: a comparison table against a
    baseline run. CSV and JSON come from one table of columns (so they carry the same numbers; the
    schema is in docs/TOOLS.md). Every time is a median with its min, quartiles and max over the timed
@@ -320,8 +320,10 @@ static void print_run(const RunStats *r, const Names *cats) {
         printf("scopes (ms; inside '%s': the scope's time in each step, over the timed steps; elsewhere: each instance; a scope's "
                "time includes the scopes nested in it):\n", r->step_scope ? shown(r->step_scope) : "step");
     else printf("scopes:\n");
-    printf("  %-22s %8s %12s %11s %11s %11s %11s %11s %12s %14s\n", "name", "count", "total ms", "median", "min", "q1", "q3", "max",
-           "gpu mean ms", "mem delta MiB");
+    printf("  (max rise: the most the live total rose above its value at the scope's start, in one instance; "
+           "net: the live total at its end less at its start, summed over its instances)\n");
+    printf("  %-22s %8s %12s %11s %11s %11s %11s %11s %12s %13s %11s\n", "name", "count", "total ms", "median", "min", "q1", "q3", "max",
+           "gpu mean ms", "max rise MiB", "net MiB");
     Names sc = { 0 };
     for (uint32_t i = 0; i < L->n_strings; i++)
         if (r->scopes[i].count || r->scopes[i].gpu_count) names_add(&sc, L->strings[i]);
@@ -340,8 +342,8 @@ static void print_run(const RunStats *r, const Names *cats) {
         /* min and max: of the timed values, else (more instances than kept) of every instance */
         cell_ms(mn, sizeof mn, t->n ? t->min : (double)s->min_ns, timed && s->count);
         cell_ms(mx, sizeof mx, t->n ? t->max : (double)s->max_ns, timed && s->count);
-        printf("  %-22s %8llu %12s %11s %11s %11s %11s %11s %12s %14.2f\n", shown(sc.v[k]), (unsigned long long)s->count, total, med, mn, q1,
-               q3, mx, gpu, s->mem_delta / 1048576.0);
+        printf("  %-22s %8llu %12s %11s %11s %11s %11s %11s %12s %13.2f %11.2f\n", shown(sc.v[k]), (unsigned long long)s->count, total, med, mn, q1,
+               q3, mx, gpu, s->mem_rise / 1048576.0, s->mem_net / 1048576.0);
     }
     free(sc.v);
     namemap_free(&sc.seen);
@@ -578,8 +580,11 @@ static void fill_row(Table *t, int row, const RunStats *r, const RunStats *b, co
         snprintf(col, sizeof col, "%sgpu_mean_ms", prefix);
         if (s && s->gpu_count && !r->no_time) put(t, row, col, 0, "%.6f", ms((double)s->gpu_total_ns / (double)s->gpu_count));
         else col_index(t, col);
-        snprintf(col, sizeof col, "%smem_delta_bytes", prefix);
-        if (s) put(t, row, col, 0, "%llu", (unsigned long long)s->mem_delta);
+        snprintf(col, sizeof col, "%smem_max_rise_bytes", prefix);
+        if (s) put(t, row, col, 0, "%llu", (unsigned long long)s->mem_rise);
+        else col_index(t, col);
+        snprintf(col, sizeof col, "%smem_net_bytes", prefix);
+        if (s) put(t, row, col, 0, "%lld", (long long)s->mem_net);
         else col_index(t, col);
     }
     put(t, row, "snapshots", 0, "%u", r->n_snaps);

@@ -12,6 +12,16 @@
 
 typedef struct { int32_t name; uint64_t ts, live0, seq0; } Open;
 
+/* net + (end - begin), saturating at the int64 range (a forged log's totals can reach 2^64). */
+static int64_t net_add(int64_t net, uint64_t end, uint64_t begin) {
+    if (end >= begin) {
+        uint64_t d = end - begin, room = (uint64_t)INT64_MAX - (uint64_t)net;   /* modulo 2^64: the distance up */
+        return d > room ? INT64_MAX : (int64_t)((uint64_t)net + d);
+    }
+    uint64_t d = begin - end, room = (uint64_t)net - (uint64_t)INT64_MIN;        /* the distance down */
+    return d > room ? INT64_MIN : (int64_t)((uint64_t)net - d);
+}
+
 uint64_t runstats_at_peak(const RunStats *r, const char *cat) {
     int32_t c = dpmem_log_category_index(r->log, cat);
     return c < 0 ? 0 : r->at_peak[c];
@@ -247,7 +257,8 @@ int runstats_compute_ex(RunStats *r, const DpmemLog *L, int warmup) {
                 s->count++; s->total_ns += dur;
                 if (dur > s->max_ns) s->max_ns = dur;
                 if (dur < s->min_ns) s->min_ns = dur;
-                if (max_live - o->live0 > s->mem_delta) s->mem_delta = max_live - o->live0;
+                if (max_live - o->live0 > s->mem_rise) s->mem_rise = max_live - o->live0;
+                s->mem_net = net_add(s->mem_net, total, o->live0);
                 if (scopestack_depth(&stacks, e.slot) == 0) top_count[o->name]++;
                 if (o->name == step_si) {
                     if (!r->step_end_live) r->step_end_live = malloc(RS_MAX_STEPS * sizeof *r->step_end_live);

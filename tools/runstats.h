@@ -1,5 +1,5 @@
 /* runstats.h — the numbers of one run, computed in one streaming pass over its log: peak and the
-   breakdown at the peak, per-scope times (host and device) and memory deltas, snapshots, the largest
+   breakdown at the peak, per-scope times (host and device) and memory (largest rise, net change), snapshots, the largest
    buffers, and the health checks (a leak across steps, untracked device memory that keeps growing).
    dpmem-report prints, exports and charts them; this file only computes.
 
@@ -15,7 +15,7 @@
    with the categories it lists) and steps (at most RS_MAX_STEPS; per-step times of at most
    RS_MAX_PHASES scopes over the first RS_MAX_PHASE_STEPS steps; RS_MAX_INSTANCES instance times of
    the first RS_MAX_PHASES other scopes), never by the number of events; time is linear in the events
-   (a scope's memory delta is a search in a monotone stack of totals, not an update of every open
+   (a scope's largest rise is a search in a monotone stack of totals, not an update of every open
    scope at every allocation). */
 #ifndef RUNSTATS_H
 #define RUNSTATS_H
@@ -36,7 +36,8 @@
 typedef struct {
     uint64_t count, total_ns, max_ns, min_ns;
     uint64_t gpu_count, gpu_total_ns, gpu_max_ns, gpu_min_ns;
-    uint64_t mem_delta;       /* max over instances of (peak live inside it - live at its begin) */
+    uint64_t mem_rise;        /* max over instances of (peak live inside it - live at its begin): 0 for a scope that only frees */
+    int64_t mem_net;          /* sum over instances of (live at its end - live at its begin): negative when it frees more */
     int per_step;             /* times is per timed step (the scope runs inside the step scope), else per instance */
     TimeStats times;          /* ns; n = 0: not known (a scope past the bounds above, or no_time) */
 } ScopeStats;

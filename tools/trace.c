@@ -14,12 +14,21 @@
 
 static void us(FILE *f, uint64_t rel_ns) { fprintf(f, "%" PRIu64 ".%03u", rel_ns / 1000, (unsigned)(rel_ns % 1000)); }
 
-static void thread_name(FILE *f, uint64_t pid, uint32_t tid, const char *name, uint32_t index) {
+/* A track of the trace: one OS thread. Its name is the last one the program gave it
+   (dpmem_thread_name), else "thread N", N its tid (the kit's thread index for the first OS thread
+   of an index); written once per track, after the events, when every name is known. */
+typedef struct { uint32_t tid; char name[256]; } Track;
+
+static void thread_name(FILE *f, uint64_t pid, uint32_t tid, const char *name) {
     fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu64 ",\"tid\":%u,\"args\":{\"name\":", pid, tid);
-    char tn[160];
-    snprintf(tn, sizeof tn, "%s%sT%u", name, *name ? " " : "", index);
-    json_write_string(f, tn);
+    json_write_string(f, name);
     fputs("}}", f);
+}
+
+static const char *track_name(const Track *k, char *buf, size_t n) {
+    if (*k->name) return k->name;
+    snprintf(buf, n, "thread %u", k->tid);
+    return buf;
 }
 
 /* One log's process: its name, its threads' names and every event, as pid, with times from origin.
@@ -41,17 +50,20 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
        the first keeps the index as its tid, each later one a fresh tid above every index. Threads
        without a THREAD event are named here; the others at their THREAD event. */
     uint32_t *tid = malloc((L->n_threads + 1) * sizeof *tid), next_tid = 1;
+    uint32_t *track = malloc((L->n_threads + 1) * sizeof *track), n_tracks = L->n_threads, cap_tracks = L->n_threads + 1;
+    Track *tracks = calloc(cap_tracks, sizeof *tracks);
     uint64_t *os_tid = calloc(L->n_threads + 1, sizeof *os_tid);
     uint8_t *named = calloc(L->n_threads + 1, 1);
-    if (!tid || !os_tid || !named) { free(live); free(tid); free(os_tid); free(named); scopestacks_free(&st); return -1; }
+#define TRACE_FREE() do { free(live); free(tid); free(track); free(tracks); free(os_tid); free(named); scopestacks_free(&st); } while (0)
+    if (!tid || !track || !tracks || !os_tid || !named) { TRACE_FREE(); return -1; }
     for (uint32_t t = 0; t < L->n_threads; t++) {
         tid[t] = L->threads[t].index;
+        track[t] = t;
+        tracks[t].tid = tid[t];
         if (L->threads[t].index >= next_tid) next_tid = L->threads[t].index + 1;
-        if (*L->threads[t].name) continue;
-        thread_name(f, pid, tid[t], "", L->threads[t].index);
     }
     DpmemIter it;
-    if (dpmem_iter_begin(&it, L)) { free(live); free(tid); free(os_tid); free(named); scopestacks_free(&st); return -1; }
+    if (dpmem_iter_begin(&it, L)) { TRACE_FREE(); return -1; }
     int oom = 0;
     DpmemEvent e;
     uint64_t last = 0;
@@ -62,8 +74,19 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
         switch (e.type) {
         case DPMEM_EV_THREAD: {
             uint64_t os = dpmem_ev_u64(&e, 0);
-            if (named[e.slot] && os != os_tid[e.slot] && next_tid < GPU_TID_BASE) tid[e.slot] = next_tid++;
-            if (!named[e.slot] || os != os_tid[e.slot]) thread_name(f, pid, tid[e.slot], (const char *)e.p + 8, e.thread);
+            if (named[e.slot] && os != os_tid[e.slot] && next_tid < GPU_TID_BASE) {   /* a new OS thread on this index: a new track */
+                if (n_tracks == cap_tracks) {
+                    Track *g = realloc(tracks, 2 * cap_tracks * sizeof *g);
+                    if (!g) { oom = 1; break; }
+                    tracks = g;
+                    cap_tracks *= 2;
+                }
+                tid[e.slot] = next_tid++;
+                tracks[n_tracks] = (Track){ .tid = tid[e.slot] };
+                track[e.slot] = n_tracks++;
+            }
+            const char *nm = (const char *)e.p + 8;   /* a later name replaces an earlier one; none keeps it */
+            if (*nm) snprintf(tracks[track[e.slot]].name, sizeof tracks[0].name, "%.*s", (int)(e.n > 8 ? e.n - 8 : 0), nm);
             named[e.slot] = 1;
             os_tid[e.slot] = os;
             break;
@@ -111,11 +134,7 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
             uint32_t thread = dpmem_ev_u32(&e, 0);
             uint64_t b = dpmem_ev_u64(&e, 8), g = dpmem_ev_u64(&e, 16);
             uint64_t brel = b >= origin ? b - origin : 0;
-            if (thread < 64 && !gpu_named[thread]) {
-                gpu_named[thread] = 1;
-                fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu64 ",\"tid\":%u,\"args\":{\"name\":\"GPU (T%u)\"}}", pid,
-                        GPU_TID_BASE + thread, thread);
-            }
+            if (thread < 64) gpu_named[thread] = 1;
             fprintf(f, ",\n{\"ph\":\"X\",\"name\":");
             json_write_string(f, dpmem_log_string(L, e.id));
             fprintf(f, ",\"cat\":\"gpu\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, GPU_TID_BASE + (thread % GPU_TID_BASE));
@@ -174,7 +193,20 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
             us(f, last);
             fputs(",\"args\":{\"cut\":true}}", f);
         }
-    free(live); free(tid); free(os_tid); free(named); scopestacks_free(&st);
+    /* One name per track, now that every THREAD event has been read; a GPU track after its thread. */
+    char buf[260], gn[280];
+    for (uint32_t k = 0; k < n_tracks; k++) thread_name(f, pid, tracks[k].tid, track_name(&tracks[k], buf, sizeof buf));
+    for (uint32_t g = 0; g < 64; g++) {
+        if (!gpu_named[g]) continue;
+        const char *who = NULL;
+        for (uint32_t k = 0; k < n_tracks && !who; k++)
+            if (tracks[k].tid == g) who = track_name(&tracks[k], buf, sizeof buf);
+        if (!who) { snprintf(buf, sizeof buf, "thread %u", g); who = buf; }
+        snprintf(gn, sizeof gn, "GPU (%s)", who);
+        thread_name(f, pid, GPU_TID_BASE + g, gn);
+    }
+    TRACE_FREE();
+#undef TRACE_FREE
     return ferror(f) || oom || dpmem_log_error(L) ? -1 : 0;
 }
 

@@ -6,6 +6,7 @@
    swap M and N, keep the leading dimensions.
    Not here: the ops themselves (one file each beside this one), scratch sizes (scratch_cuda.c). */
 #include "cuda_common.cuh"
+#include "cuda_no_device.h"
 #include "ops_cuda.h"
 #include "dpmem.h"
 
@@ -253,8 +254,8 @@ int kbackend_cuda_init(KBackend *b, int device) {
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n == 0) {
         (void)cudaGetLastError();
-        snprintf(b->err, sizeof b->err, "no CUDA device (%s): use --device cpu",
-                 err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+        char why[160];
+        snprintf(b->err, sizeof b->err, "no CUDA device: %s: use --device cpu", kcuda_no_device_reason(err, why, sizeof why));
         return -1;
     }
     if (device >= n) {

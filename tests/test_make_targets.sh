@@ -1,0 +1,61 @@
+#!/bin/sh
+# test_make_targets.sh — what the make targets say and where they write.
+# `make test`'s last line gives both passes' tallies, the plain suite's and the sanitized one's (it
+# gave only the sanitized pass's): the real recipe on two stand-in tests, with nothing to build (ALL
+# empty) and the dependency check already done: one test passes in both passes, the other passes in
+# the plain pass and skips under the sanitizers.
+# `make demo-picture` (and tools-pictures) write under results/, never over the tracked docs/demo/ and
+# docs/tools/ unless DOCS=1 asks (it rewrote five tracked files): their commands as `make -n` lists
+# them (nothing built or run).
+# `make pyenv` (which make test runs) says, before pip starts, that torch will come from PyPI with
+# about 5.7 GB of CUDA wheels when PyTorch's CPU-only index fails (with that index's error), shows
+# pip's progress (no -q), and PYENV_PYPI_TORCH=0 refuses: against a stand-in python that records
+# what pip is asked and fails every install (no network used, nothing installed); the check for a
+# torch already there compares its version with 2.15.0 (it compared with "torch==2.15.0": never equal).
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/b/san" "$tmp/venv" && touch "$tmp/b/.deps-ok" "$tmp/b/san/.deps-ok" "$tmp/venv/.dpmem-pyenv-ok"
+# PYENV: a stand-in whose stamp is new, so that the nested make test does not make .venv/ (make pyenv)
+printf 'case $DPMEM_BUILD in */san) echo "SKIP: not under the sanitizers"; exit 77 ;; esac\nexit 0\n' >"$tmp/a.sh"
+echo 'exit 0' >"$tmp/b.sh"
+env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory test BUILD="$tmp/b" PYENV="$tmp/venv" ALL= TESTS="$tmp/a.sh $tmp/b.sh" >"$tmp/out" 2>&1
+rc=$?
+last=$(tail -n 1 "$tmp/out")
+want="make test: 2 passed, 0 failed, 0 skipped (the suite); 1 passed, 0 failed, 1 skipped (again under ASan+UBSan)"
+if [ $rc -ne 0 ] || [ "$last" != "$want" ]; then
+    echo "FAIL: make test exited $rc, its last line is '$last', not '$want':"; cat "$tmp/out"; exit 1
+fi
+# a failing test: make test fails, and its last lines name it
+echo 'exit 3' >"$tmp/c.sh"
+env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory test BUILD="$tmp/b" PYENV="$tmp/venv" ALL= TESTS="$tmp/b.sh $tmp/c.sh" >"$tmp/out" 2>&1 \
+    && { echo "FAIL: make test passed with a failing test"; cat "$tmp/out"; exit 1; }
+grep -q "^failed: $tmp/c.sh" "$tmp/out" || { echo "FAIL: the failing test is not named:"; cat "$tmp/out"; exit 1; }
+echo "ok   make test closes with both tallies"
+make -s -n -o all demo-picture >"$tmp/n" 2>&1 || { echo "FAIL: make -n demo-picture failed:"; cat "$tmp/n"; exit 1; }
+if grep -q "docs/demo\\|docs/tools" "$tmp/n" || ! grep -q "results/pictures-[0-9-]*/demo/sweep-1b-plan.png" "$tmp/n" \
+   || ! grep -q "results/pictures-[0-9-]*/tools/timeline.png" "$tmp/n"; then
+    echo "FAIL: make demo-picture writes elsewhere than results/pictures-<time>/:"; grep -n "docs/\|results/" "$tmp/n"; exit 1
+fi
+make -s -n -o all DOCS=1 demo-picture >"$tmp/n" 2>&1
+grep -q "docs/demo/sweep-1b-plan.png" "$tmp/n" && grep -q "docs/tools/timeline.png" "$tmp/n" && ! grep -q "results/pictures" "$tmp/n" \
+    || { echo "FAIL: make demo-picture DOCS=1 does not refresh docs/:"; cat "$tmp/n"; exit 1; }
+echo "ok   make demo-picture writes under results/ (docs/ with DOCS=1)"
+pv=$tmp/pv; mkdir -p "$pv/bin"
+cat >"$pv/bin/python" <<EOF
+#!/bin/sh
+echo "\$*" >>"$tmp/pip.calls"
+case "\$*" in *--index-url*) echo "ERROR: No matching distribution found for torch==2.15.0 (stand-in)" ;; esac
+exit 1
+EOF
+chmod +x "$pv/bin/python"
+env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory pyenv PYENV="$pv" PYENV_PYPI_TORCH=0 >"$tmp/py0" 2>&1
+grep -q "PyTorch's CPU-only index did not give torch==2.15.0: ERROR: No matching distribution found for torch==2.15.0 (stand-in)" "$tmp/py0" \
+    && grep -q "PYENV_PYPI_TORCH=0: torch not installed" "$pv/.dpmem-pyenv-failed" && ! grep -q "progress-bar" "$tmp/pip.calls" \
+    || { echo "FAIL: make pyenv PYENV_PYPI_TORCH=0 with the CPU-only index failing:"; cat "$tmp/py0" "$tmp/pip.calls"; exit 1; }
+rm -f "$tmp/pip.calls"
+env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory pyenv PYENV="$pv" >"$tmp/py1" 2>&1
+grep -q -- "^-m pip install --progress-bar on torch==2.15.0\$" "$tmp/pip.calls" && grep -q "about 5.7 GB" "$tmp/py1" \
+    && grep -q "split('+')\[0\] != '2.15.0')\$" "$tmp/pip.calls" \
+    && grep -q "pip could not install torch==2.15.0" "$tmp/py1" \
+    || { echo "FAIL: make pyenv does not say it downloads CUDA torch from PyPI, or hides pip's progress:"; cat "$tmp/py1" "$tmp/pip.calls"; exit 1; }
+echo "ok   make pyenv says before it downloads CUDA torch from PyPI, shows pip's progress, PYENV_PYPI_TORCH=0 refuses"
