@@ -9,6 +9,9 @@
    Without a GPU it prints one SKIP line and exits 0 (make bench must not fail on a laptop).
    Not here: correctness (tests/test_cuda_kernels.cu), whole training steps (the trainers' logs). */
 #include "kernels_cuda.h"
+extern "C" {
+#include "mfu.h"   /* the trainers' table of dense peaks by device name (samples/mfu.c) */
+}
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
 
@@ -55,15 +58,6 @@ static int cmp(const void *a, const void *b) { float x = *(const float *)a, y = 
     qsort(t_, 5, sizeof(float), cmp); result = t_[2]; \
     cudaCheck(cudaEventDestroy(e0_)); cudaCheck(cudaEventDestroy(e1_)); } while (0)
 
-/* Dense bf16 tensor-core peak by device name (NVIDIA's datasheets: H100 SXM5 and H200 989.4 TFLOP/s
-   without sparsity, H100 PCIe 756.5, A100 312); 0 where unknown. */
-static double bf16_peak_tflops(const char *name) {
-    if (strstr(name, "H200")) return 989.4;
-    if (strstr(name, "H100") && strstr(name, "PCIe")) return 756.5;
-    if (strstr(name, "H100")) return 989.4;
-    if (strstr(name, "A100")) return 312.0;
-    return 0.0;
-}
 static const char *pct(double tflops, double peak) {
     static char s[4][32]; static int i;
     i = (i + 1) % 4;
@@ -109,7 +103,7 @@ int main(void) {
     /* --precision bf16: cuDNN's fused attention on bf16 storage (random inputs: never time zeros),
        beside the bf16 GEMM of the q projection; TFLOP/s over the causal half (forward 4·T²/2·NH·HS,
        backward 2.5× that: five products to the forward's two) and % of the device's dense bf16 peak */
-    const double peak = bf16_peak_tflops(prop.name);
+    const double peak = mfu_peak_tflops(prop.name, "bf16", NULL);   /* 0: not in the table */
     printf("\n| attention bf16, cuDNN fused (B=1) | ms | vs q-proj bf16 GEMM | |\n|---|---|---|---|\n");
     const int shapes[2][3] = { { 16, 16, 128 }, { 32, 8, 64 } };   /* the 1b preset; llama3.2-1b */
     for (int sh = 0; sh < 2; sh++)

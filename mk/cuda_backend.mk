@@ -101,9 +101,11 @@ $(BUILD)/tests/test_cuda_kernels: tests/test_cuda_kernels.cu $(KCUDA_LIB) $(KCUD
 	    $(KCUDA_DEPS_L) $(KCUDA_LDLIBS) -lopenblas -lgomp $(LDLIBS)
 
 # Kernel timings on the GPU vs cuBLAS GEMM of the same layer (SKIP line without a GPU).
-$(BUILD)/bench/bench_cuda_kernels: bench/bench_cuda_kernels.cu $(KCUDA_LIB) $(KCUDA_TEST_REF) $(KCUDA_HDRS) | $(DEPS_STAMP)
+# (with the trainers' table of dense peaks, samples/mfu.c: each kernel's % of the device's peak)
+$(BUILD)/bench/bench_cuda_kernels: bench/bench_cuda_kernels.cu $(KCUDA_LIB) $(KCUDA_TEST_REF) $(BUILD)/obj/kcuda_ref/samples/mfu.o \
+        $(KCUDA_HDRS) samples/mfu.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(KCUDA_NVCCFLAGS) $(CPPFLAGS) -o $@ bench/bench_cuda_kernels.cu $(KCUDA_TEST_REF) $(KCUDA_LIB) \
+	$(NVCC) $(KCUDA_NVCCFLAGS) $(CPPFLAGS) -o $@ bench/bench_cuda_kernels.cu $(KCUDA_TEST_REF) $(BUILD)/obj/kcuda_ref/samples/mfu.o $(KCUDA_LIB) \
 	    $(KCUDA_DEPS_L) $(KCUDA_LDLIBS) -lopenblas -lgomp $(LDLIBS)
 
 # Not in the sanitizer pass (SAN=1): nvcc output is not ASan-instrumented (device code cannot be; on a

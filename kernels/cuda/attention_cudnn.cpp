@@ -50,7 +50,7 @@ static cudnnHandle_t handle(void) {
     return g_handle;
 }
 
-typedef std::tuple<int, int, int, int, int, int, int> Key;   /* B, T, NH, NKV, HS, backward, deterministic */
+typedef std::tuple<int, int, int, int, int, int> Key;   /* B, T, NH, NKV, HS, backward */
 static std::map<Key, std::shared_ptr<fe::graph::Graph>> g_graphs;
 
 /* [B, heads, T, HS] as cuDNN sees a [B, T, heads, HS] buffer */
@@ -63,8 +63,7 @@ static fe::graph::Tensor_attributes stats(int64_t B, int64_t NH, int64_t T) {
         .set_stride({NH * T, T, 1, 1}).set_data_type(fe::DataType_t::FLOAT);
 }
 
-static std::shared_ptr<fe::graph::Graph> build(int B, int T, int NH, int NKV, int HS, int backward, int deterministic,
-                                               fe::error_t *status) {
+static std::shared_ptr<fe::graph::Graph> build(int B, int T, int NH, int NKV, int HS, int backward, fe::error_t *status) {
     auto g = std::make_shared<fe::graph::Graph>();
     g->set_io_data_type(fe::DataType_t::BFLOAT16)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -87,7 +86,7 @@ static std::shared_ptr<fe::graph::Graph> build(int B, int T, int NH, int NKV, in
         auto S = g->tensor(stats(B, NH, T));
         auto opt = fe::graph::SDPA_backward_attributes().set_name("attention_backward").set_attn_scale(scale)
                        .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0)
-                       .set_deterministic_algorithm(deterministic != 0);
+                       .set_deterministic_algorithm(false);   /* see the top of the file */
         auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, S, opt);
         dQ->set_output(true).set_uid(UID_DQ).set_dim({B, NH, T, HS}).set_stride({(int64_t)T * NH * HS, HS, (int64_t)NH * HS, 1});
         dK->set_output(true).set_uid(UID_DK).set_dim({B, NKV, T, HS}).set_stride({(int64_t)T * NKV * HS, HS, (int64_t)NKV * HS, 1});
@@ -98,12 +97,11 @@ static std::shared_ptr<fe::graph::Graph> build(int B, int T, int NH, int NKV, in
 }
 
 static fe::graph::Graph &graph(int B, int T, int NH, int NKV, int HS, int backward) {
-    const int det = 0;   /* see the top of the file */
-    Key key(B, T, NH, NKV, HS, backward, det);
+    Key key(B, T, NH, NKV, HS, backward);
     auto it = g_graphs.find(key);
     if (it != g_graphs.end()) return *it->second;
     fe::error_t st;
-    auto g = build(B, T, NH, NKV, HS, backward, det, &st);
+    auto g = build(B, T, NH, NKV, HS, backward, &st);
     if (!st.is_good()) {
         fprintf(stderr, "[cuDNN ERROR] no fused attention %s for B=%d T=%d NH=%d NKV=%d HS=%d (cuDNN %zu): %s\n",
                 backward ? "backward" : "forward", B, T, NH, NKV, HS, (size_t)cudnnGetVersion(), st.get_message().c_str());

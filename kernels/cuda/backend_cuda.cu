@@ -64,28 +64,22 @@ int kcuda_device_available(void) {
 static int g_pool = -1;                          /* -1: not read yet */
 static unsigned long long g_allocs, g_frees;     /* calls since the start, for the per-step count */
 
-static int use_pool(void) {
-    if (g_pool < 0) {
-        const char *e = getenv("DPMEM_CUDA_ALLOC");
-        g_pool = !(e && !strcmp(e, "sync"));
-        if (g_pool) {
-            int dev = 0;
-            cudaMemPool_t mp;
-            cudaCheck(cudaGetDevice(&dev));
-            cudaCheck(cudaDeviceGetDefaultMemPool(&mp, dev));
-            unsigned long long keep = ~0ull;
-            cudaCheck(cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep));
-        }
-    }
-    return g_pool;
-}
-
 static cudaMemPool_t default_pool(void) {
     int dev = 0;
     cudaMemPool_t mp;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetDefaultMemPool(&mp, dev));
     return mp;
+}
+
+static int use_pool(void) {
+    if (g_pool < 0) {
+        const char *e = getenv("DPMEM_CUDA_ALLOC");
+        g_pool = !(e && !strcmp(e, "sync"));
+        unsigned long long keep = ~0ull;   /* freed blocks stay in the pool until kbackend_destroy */
+        if (g_pool) cudaCheck(cudaMemPoolSetAttribute(default_pool(), cudaMemPoolAttrReleaseThreshold, &keep));
+    }
+    return g_pool;
 }
 
 static void *cuda_alloc(KBackend *b, size_t bytes) {

@@ -35,13 +35,11 @@
    CUTLASS kernel that would keep the Gram blocks on chip, more than KCUDA_MAX_B samples per call. */
 #include "cuda_common.cuh"
 #include "ops_cuda.h"
+#include "storage.cuh"
 
 #include <math.h>
 
 static __device__ double g_acc[KCUDA_MAX_B];
-
-static __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
-static __device__ __forceinline__ float ld(const uint16_t *p, size_t i) { return kbf16_to_f32(p[i]); }
 
 static void check_b(int B, const char *what) {
     if (B > KCUDA_MAX_B) {
