@@ -67,7 +67,7 @@ $(DEPS_STAMP):
 	@echo "$(if $(NVCC),✓ nvcc found: $(NVCC),✗ no nvcc under $(CUDA_HOME): CUDA parts are not built)"
 	@echo "$(if $(HAVE_GPU),✓ GPU found ($(CUDA_ARCH)),✗ no GPU: tests that need one will SKIP)"
 	@mkdir -p $(@D) && touch $@
-TESTS += tests/test_check_deps.sh tests/test_make_targets.sh tests/test_outputs_words.sh tests/test_bench_plan.sh
+TESTS += tests/test_include_floors.sh tests/test_check_deps.sh tests/test_make_targets.sh tests/test_outputs_words.sh tests/test_bench_plan.sh
 
 include $(sort $(wildcard mk/*.mk))
 

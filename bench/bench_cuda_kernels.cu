@@ -10,7 +10,7 @@
    Not here: correctness (tests/test_cuda_kernels.cu), whole training steps (the trainers' logs). */
 #include "kernels_cuda.h"
 extern "C" {
-#include "mfu.h"   /* the trainers' table of dense peaks by device name (samples/mfu.c) */
+#include "llama/mfu.h"   /* the trainers' table of dense peaks by device name (samples/llama/mfu.c) */
 }
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"

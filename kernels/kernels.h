@@ -162,7 +162,7 @@ typedef struct KOps {
     void (*copy_bytes)(KBackend *b, void *dst, const void *src, size_t bytes);
     void (*zero_bytes)(KBackend *b, void *x, size_t bytes);
     /* ---- initialisation (kernels/init.c) ---- */
-    /* x[i] = (float)(std · z(seed, stream, i)) for i < n: samples/noise.h's normal stream, `stream`
+    /* x[i] = (float)(std · z(seed, stream, i)) for i < n: kernels/noise.h's normal stream, `stream`
        in the place of its step. */
     void (*init_normal)(KBackend *b, float *x, size_t n, double std, uint64_t seed, uint64_t stream);
     /* ---- native bf16 (a target with bf16_native = 1 fills every entry below; 0: the _ex wrappers
@@ -327,7 +327,7 @@ int swiglu_backward_ex(KBackend *b, KDtype dt, float *dgate, float *dup, const f
                        const float *up, size_t n);
 
 /* ---- initialisation (kernels/init.c) ------------------------------------------------------------
-   Random weights drawn on the device that holds them, from samples/noise.h's Philox4x32-10 +
+   Random weights drawn on the device that holds them, from kernels/noise.h's Philox4x32-10 +
    Box-Muller stream: x[i] = (float)(std · z(seed, stream, i)), z the standard normal value of
    coordinate i with `stream` in the place of the noise's step. Every value is a function of
    (seed, stream, i) alone: the CPU (any thread count) and the GPU give the same floats (the GPU's

@@ -1,8 +1,8 @@
 # Checkpoints (issue 9): safetensors reader/writer, Hugging Face config.json, the HF <-> model name
 # map (--init-from / --save); their tests, the in-suite header fuzzer and a libFuzzer target.
 
-CKPT_CORE_SRC := samples/safetensors.c samples/hf_config.c tools/io_guard.c
-CKPT_CORE_HDR := samples/safetensors.h samples/hf_config.h tools/io_guard.h tools/utf8.h
+CKPT_CORE_SRC := samples/llama/safetensors.c samples/llama/hf_config.c common/io_guard.c
+CKPT_CORE_HDR := samples/llama/safetensors.h samples/llama/hf_config.h common/io_guard.h common/utf8.h
 CKPT_LIBS     := -lcjson
 
 $(BUILD)/tests/test_ckpt_safetensors: tests/test_ckpt_safetensors.c $(CKPT_CORE_SRC) $(CKPT_CORE_HDR) | $(DEPS_STAMP)
@@ -41,11 +41,11 @@ endif
 # Model-level tests: they link the trainer library (mk/trainer.mk; its variables are read at recipe
 # time, since that fragment is included after this one), so they exist only where that fragment does.
 ifneq ($(wildcard mk/trainer.mk),)
-$(BUILD)/tests/test_ckpt_model: tests/test_ckpt_model.c $(BUILD)/libtrainer.a $(CKPT_CORE_HDR) samples/checkpoint.h samples/lora.h | $(DEPS_STAMP)
+$(BUILD)/tests/test_ckpt_model: tests/test_ckpt_model.c $(BUILD)/libtrainer.a $(CKPT_CORE_HDR) samples/llama/checkpoint.h samples/llama/lora.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
-$(BUILD)/bench/bench_ckpt: tests/bench_ckpt.c $(BUILD)/libtrainer.a $(CKPT_CORE_HDR) samples/checkpoint.h | $(DEPS_STAMP)
+$(BUILD)/bench/bench_ckpt: bench/bench_ckpt.c $(BUILD)/libtrainer.a $(CKPT_CORE_HDR) samples/llama/checkpoint.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 

@@ -10,7 +10,7 @@
 
 KCUDA_SRC_CU := $(wildcard kernels/cuda/*.cu)
 KCUDA_HDRS   := kernels/cuda/kernels_cuda.h kernels/cuda/ops_cuda.h kernels/cuda/cuda_common.cuh kernels/cuda/cuda_no_device.h \
-                kernels/cuda/storage.cuh kernels/kernels.h kernels/dp_kernels.h samples/noise.h dpmem.h
+                kernels/cuda/storage.cuh kernels/kernels.h kernels/dp_kernels.h kernels/noise.h dpmem.h
 
 # cuDNN's C++ frontend (headers only, for the fused attention of attention_cudnn.cpp): PyPI's
 # nvidia-cudnn-frontend wheel, pinned, its include/ unpacked under .deps/ (git-ignored) on first use.
@@ -42,7 +42,7 @@ $(KCUDA_PLAN_OBJ): kernels/cuda/scratch_cuda.c $(KCUDA_HDRS) | $(DEPS_STAMP)
 KCUDA_REF_SRC := kernels/kernels.c kernels/init.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                  kernels/plan/backend_plan.c kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kernels/cpu/dp_norms_tied.c \
                  kernels/cpu/dp_norms_flash.c kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c \
-                 samples/noise.c kernels/cuda/scratch_cuda.c
+                 kernels/cuda/scratch_cuda.c
 KCUDA_REF_OBJ := $(patsubst %.c,$(BUILD)/obj/kcuda_ref/%.o,$(KCUDA_REF_SRC))
 KCUDA_CFLAGS_NOSAN := $(filter-out $(SANFLAGS),$(CFLAGS))
 
@@ -101,11 +101,11 @@ $(BUILD)/tests/test_cuda_kernels: tests/test_cuda_kernels.cu $(KCUDA_LIB) $(KCUD
 	    $(KCUDA_DEPS_L) $(KCUDA_LDLIBS) -lopenblas -lgomp $(LDLIBS)
 
 # Kernel timings on the GPU vs cuBLAS GEMM of the same layer (SKIP line without a GPU).
-# (with the trainers' table of dense peaks, samples/mfu.c: each kernel's % of the device's peak)
-$(BUILD)/bench/bench_cuda_kernels: bench/bench_cuda_kernels.cu $(KCUDA_LIB) $(KCUDA_TEST_REF) $(BUILD)/obj/kcuda_ref/samples/mfu.o \
-        $(KCUDA_HDRS) samples/mfu.h | $(DEPS_STAMP)
+# (with the trainers' table of dense peaks, samples/llama/mfu.c: each kernel's % of the device's peak)
+$(BUILD)/bench/bench_cuda_kernels: bench/bench_cuda_kernels.cu $(KCUDA_LIB) $(KCUDA_TEST_REF) $(BUILD)/obj/kcuda_ref/samples/llama/mfu.o \
+        $(KCUDA_HDRS) samples/llama/mfu.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(NVCC) $(KCUDA_NVCCFLAGS) $(CPPFLAGS) -o $@ bench/bench_cuda_kernels.cu $(KCUDA_TEST_REF) $(BUILD)/obj/kcuda_ref/samples/mfu.o $(KCUDA_LIB) \
+	$(NVCC) $(KCUDA_NVCCFLAGS) $(CPPFLAGS) -o $@ bench/bench_cuda_kernels.cu $(KCUDA_TEST_REF) $(BUILD)/obj/kcuda_ref/samples/llama/mfu.o $(KCUDA_LIB) \
 	    $(KCUDA_DEPS_L) $(KCUDA_LDLIBS) -lopenblas -lgomp $(LDLIBS)
 
 # Not in the sanitizer pass (SAN=1): nvcc output is not ASan-instrumented (device code cannot be; on a

@@ -2,21 +2,21 @@
 # (samples/train_* join here once the trainer's hooks are in.)
 
 
-$(BUILD)/dp-accountant: tools/dp_accountant.c samples/accountant.c samples/accountant.h | $(DEPS_STAMP)
+$(BUILD)/dp-accountant: tools/dp_accountant.c samples/dp/accountant.c samples/dp/accountant.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tools/dp_accountant.c samples/accountant.c $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tools/dp_accountant.c samples/dp/accountant.c $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/test_accountant: tests/test_accountant.c samples/accountant.c samples/accountant.h | $(DEPS_STAMP)
+$(BUILD)/tests/test_accountant: tests/test_accountant.c samples/dp/accountant.c samples/dp/accountant.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_accountant.c samples/accountant.c $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_accountant.c samples/dp/accountant.c $(LDFLAGS) $(LDLIBS)
 
 ALL   += $(BUILD)/dp-accountant $(BUILD)/tests/test_accountant
 TESTS += $(BUILD)/tests/test_accountant
 
 # -fopenmp -fno-math-errno as the trainers build noise.c: the test runs its vector path.
-$(BUILD)/tests/test_noise: tests/test_noise.c samples/noise.c samples/noise.h kernels/cpu/vmath.h | $(DEPS_STAMP)
+$(BUILD)/tests/test_noise: tests/test_noise.c kernels/cpu/noise.c kernels/noise.h kernels/cpu/vmath.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fopenmp -fno-math-errno -o $@ tests/test_noise.c samples/noise.c $(LDFLAGS) -fopenmp $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fopenmp -fno-math-errno -o $@ tests/test_noise.c kernels/cpu/noise.c $(LDFLAGS) -fopenmp $(LDLIBS)
 
 ALL   += $(BUILD)/tests/test_noise
 TESTS += $(BUILD)/tests/test_noise
@@ -31,27 +31,27 @@ $(BUILD)/tests/test_dp_norms: tests/test_dp_norms.c $(DP_KERNEL_SRC) kernels/dp_
 ALL   += $(BUILD)/tests/test_dp_norms
 TESTS += $(BUILD)/tests/test_dp_norms
 
-$(BUILD)/bench/dp_norms: samples/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)
+$(BUILD)/bench/dp_norms: bench/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ samples/dp_bench_norms.c $(DP_KERNEL_SRC) $(LDFLAGS) -lopenblas $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ bench/dp_bench_norms.c $(DP_KERNEL_SRC) $(LDFLAGS) -lopenblas $(LDLIBS)
 
 ALL     += $(BUILD)/bench/dp_norms
 BENCHES += $(BUILD)/bench/dp_norms
 
-$(BUILD)/tests/test_dp_config: tests/test_dp_config.c samples/dp_config.c samples/dp_config.h | $(DEPS_STAMP)
+$(BUILD)/tests/test_dp_config: tests/test_dp_config.c samples/dp/dp_config.c samples/dp/dp_config.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_config.c samples/dp_config.c $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_config.c samples/dp/dp_config.c $(LDFLAGS) $(LDLIBS)
 
 ALL   += $(BUILD)/tests/test_dp_config
 TESTS += $(BUILD)/tests/test_dp_config
 
 # The DP samples: the trainer library (mk/trainer.mk) + the DP strategy and kernels. trainer.mk is
 # read after this file, so its variables are empty in prerequisite lists here: name its files.
-DP_TRAINER_DEPS := $(BUILD)/libtrainer.a kernels/kernels.h samples/config.h samples/data.h samples/llama.h samples/train.h dpmem.h
-# (the noise, samples/noise.c, is in the trainer library: the weights' initialisation draws from it too)
-DP_LIB_SRC := samples/dp_sgd.c samples/lora.c samples/dp_config.c samples/accountant.c $(DP_KERNEL_SRC)
+DP_TRAINER_DEPS := $(BUILD)/libtrainer.a kernels/kernels.h samples/llama/config.h samples/llama/data.h samples/llama/llama.h samples/llama/train.h dpmem.h
+# (the noise, kernels/cpu/noise.c, is in the trainer library: the weights' initialisation draws from it too)
+DP_LIB_SRC := samples/dp/dp_sgd.c samples/dp/dp_config.c samples/dp/accountant.c $(DP_KERNEL_SRC)
 # kernels_cuda.h: dp_sgd.c sizes the GPU's flash and tied-gather scratch with its inline functions
-DP_LIB_HDR := samples/dp_sgd.h samples/lora.h samples/dp_config.h samples/accountant.h samples/noise.h kernels/dp_kernels.h \
+DP_LIB_HDR := samples/dp/dp_sgd.h samples/dp/dp_config.h samples/dp/accountant.h kernels/noise.h kernels/dp_kernels.h \
               kernels/cuda/kernels_cuda.h
 DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 
@@ -60,8 +60,8 @@ DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 # DP_HAVE_CUDA (its `_cuda` kernel calls). DP_CUDA_ON repeats TRAINER_CUDA_ON's condition because
 # prerequisites are expanded before trainer.mk is read (recipes are expanded later: they use its names).
 DP_CUDA_ON   := $(and $(filter 1,$(or $(TRAINER_CUDA),1)),$(KCUDA_LIB),$(filter-out 1,$(SAN)))
-DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h)
-DP_CUDA_DEPS += $(if $(and $(DP_CUDA_ON),$(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so)),$(BUILD)/obj/trainer/samples/comm_nccl.o)
+DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h)
+DP_CUDA_DEPS += $(if $(and $(DP_CUDA_ON),$(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so)),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o)
 
 # The DP strategy and kernels, compiled once for the four samples (dp_sgd.c with DP_HAVE_CUDA where they
 # link the CUDA backend: the objects follow the trainers' link mode, mk/trainer.mk's stamp).
@@ -74,10 +74,16 @@ $(DP_LIB): $(DP_LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(addprefix $(BUILD)/,$(DP_SAMPLES)): $(BUILD)/%: samples/%.c $(DP_LIB) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) $(DP_CUDA_DEPS) $(BUILD)/obj/trainer/link-mode | $(DEPS_STAMP)
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB) \
+# train_dpsgd, train_ghost, train_flash: samples/train_dp.c's table, one row each (-DDP_SAMPLE picks it).
+DP_TABLE_SAMPLES := train_dpsgd train_ghost train_flash
+DP_LINK = $(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB) \
 	    $(TRAINER_CUDA_LINK) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+$(addprefix $(BUILD)/,$(DP_TABLE_SAMPLES)): $(BUILD)/%: samples/train_dp.c $(DP_LIB) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) $(DP_CUDA_DEPS) $(BUILD)/obj/trainer/link-mode | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(DP_LINK) -DDP_SAMPLE='"$*"'
+$(BUILD)/train_lora: $(BUILD)/%: samples/%.c $(DP_LIB) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) $(DP_CUDA_DEPS) $(BUILD)/obj/trainer/link-mode | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(DP_LINK)
 
 ALL += $(addprefix $(BUILD)/,$(DP_SAMPLES))
 
@@ -103,14 +109,14 @@ ALL   += $(BUILD)/tests/test_dp_lora
 TESTS += $(BUILD)/tests/test_dp_lora
 
 # (the samples are real prerequisites: the test runs them, so a changed sample must be rebuilt first)
-$(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c tests/test_dp_common.h samples/accountant.c samples/accountant.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
+$(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c tests/test_dp_common.h samples/dp/accountant.c samples/dp/accountant.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cli.c samples/accountant.c $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_dp_cli.c samples/dp/accountant.c $(LDFLAGS) $(LDLIBS)
 
 ALL   += $(BUILD)/tests/test_dp_cli
 TESTS += $(BUILD)/tests/test_dp_cli tests/test_train_numbers.sh
 
-$(BUILD)/bench/dp_train: samples/dp_bench_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+$(BUILD)/bench/dp_train: bench/dp_bench_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
@@ -118,7 +124,7 @@ ALL     += $(BUILD)/bench/dp_train
 BENCHES += $(BUILD)/bench/dp_train
 
 # The two memory levers (bf16, activation checkpointing): time and peak ratios in one run.
-$(BUILD)/bench/levers: samples/bench_levers.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+$(BUILD)/bench/levers: bench/bench_levers.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 

@@ -14,7 +14,7 @@ $(BUILD)/tests/libnvtx_inject.so: tests/nvtx_inject.c | $(DEPS_STAMP)
 
 $(BUILD)/tests/test_kit_nvtx: $(BUILD)/tests/libnvtx_inject.so
 
-$(BUILD)/bench_kit: tests/bench_kit.c dpmem.h | $(DEPS_STAMP)
+$(BUILD)/bench_kit: bench/bench_kit.c dpmem.h | $(DEPS_STAMP)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -O2 $< -o $@ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/quickstart: samples/quickstart.c dpmem.h | $(DEPS_STAMP)

@@ -1,10 +1,10 @@
-# CPU performance: the per-phase, per-op profile of a training step (samples/profile_step.c,
+# CPU performance: the per-phase, per-op profile of a training step (bench/profile_step.c,
 # docs/PERFORMANCE.md) and the side-by-side comparison with PyTorch eager and Opacus in `make bench`
 # (bench/torch_baseline.py; skipped with one line when .venv/ lacks torch, transformers or opacus).
 # dp.mk is read before this file (its DP_* lists are set); trainer.mk after it (its flags are used
 # in recipes only).
 
-$(BUILD)/bench/profile_step: samples/profile_step.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+$(BUILD)/bench/profile_step: bench/profile_step.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 

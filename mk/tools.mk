@@ -3,20 +3,20 @@
 # through cairo (libcairo2-dev) with a font of fonts-dejavu-core, so whatever links it links
 # $(TOOLS_LDLIBS).
 
-TOOLS_LIB_SRC := tools/dpmem_read.c tools/io_guard.c tools/figure.c tools/fonts.c tools/palette.c tools/units.c \
+TOOLS_LIB_SRC := tools/dpmem_read.c common/io_guard.c tools/figure.c tools/fonts.c tools/palette.c tools/units.c \
                  tools/timeline.c tools/timeline_replay.c tools/args.c tools/runstats.c tools/runmeta.c tools/ranks.c \
                  tools/charts.c tools/chartdata.c tools/chartkit.c tools/chart_breakdown.c tools/chart_tradeoff.c \
                  tools/chart_sweep.c tools/csvread.c tools/json_out.c tools/trace.c tools/axes.c \
-                 tools/timestats.c tools/steplog.c tools/outpath.c tools/shown.c
-TOOLS_LIB_OBJ := $(patsubst tools/%.c,$(BUILD)/tools-obj/%.o,$(TOOLS_LIB_SRC))
+                 common/timestats.c tools/steplog.c tools/outpath.c tools/shown.c
+TOOLS_LIB_OBJ := $(patsubst %.c,$(BUILD)/tools-obj/%.o,$(TOOLS_LIB_SRC))
 TOOLS_LIB     := $(BUILD)/tools-obj/libdpmemtools.a
-TOOLS_HDRS    := $(wildcard tools/*.h)
+TOOLS_HDRS    := $(wildcard tools/*.h common/*.h)
 # cairo's and FreeType's headers (under $(DEPS) too), and where fonts.c looks for the font there
 TOOLS_CAIRO_INC := -I/usr/include/cairo -I/usr/include/freetype2 \
                    $(if $(DEPS),-I$(DEPS)/include/cairo -I$(DEPS)/include/freetype2 -DDPMEM_FONT_PREFIX='"$(abspath $(DEPS))"')
 TOOLS_LDLIBS  := -lcairo -lfreetype
 
-$(BUILD)/tools-obj/%.o: tools/%.c $(TOOLS_HDRS) | $(DEPS_STAMP)
+$(BUILD)/tools-obj/%.o: %.c $(TOOLS_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(TOOLS_CAIRO_INC) $(CFLAGS) -c $< -o $@
 
@@ -97,8 +97,8 @@ fuzz-tools: $(BUILD)/tests/test_tools_render
 	DPMEM_BUILD=$(BUILD) DPMEM_KEEP=1 $(BUILD)/tests/test_tools_render >/dev/null && cp $(BUILD)/test-out/render/*.log $(BUILD)/fuzz/corpus/
 	$(BUILD)/fuzz/fuzz_tools -max_total_time=$(FUZZ_SECONDS) -max_len=200000 $(BUILD)/fuzz/corpus
 
-# make bench: render/report/trace times and peak RSS on 10^5..10^7-event logs (tools/bench_tools.c).
-$(BUILD)/bench_tools: tools/bench_tools.c $(TOOLS_LIB) $(TOOLS_HDRS) $(TOOLS_BIN) | $(DEPS_STAMP)
+# make bench: render/report/trace times and peak RSS on 10^5..10^7-event logs (bench/bench_tools.c).
+$(BUILD)/bench_tools: bench/bench_tools.c $(TOOLS_LIB) $(TOOLS_HDRS) $(TOOLS_BIN) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(TOOLS_LIB) -o $@ $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
 BENCHES += $(BUILD)/bench_tools

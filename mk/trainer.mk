@@ -5,15 +5,15 @@
 # (kernels/cpu/optimizer.c's AdamW); no value changes.
 TRAINER_CFLAGS  := -fopenmp -fno-math-errno
 TRAINER_LDLIBS  := -fopenmp -lopenblas -lcjson
-# Data parallelism over MPI (samples/comm.h): Debian's OpenMPI at its fixed place (under DEPS= where
+# Data parallelism over MPI (samples/llama/comm.h): Debian's OpenMPI at its fixed place (under DEPS= where
 # packages were unpacked), so the flags are right on the first build, before the packages are there.
 MPI_PREFIX      := $(if $(DEPS),$(DEPS),/usr)/lib/x86_64-linux-gnu/openmpi
 TRAINER_CFLAGS  += -DHAVE_MPI -I$(MPI_PREFIX)/include -I$(MPI_PREFIX)/include/openmpi
 TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/lib -lmpi
-TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/*.h) dpmem.h tools/io_guard.h tools/utf8.h tools/timestats.h
-TRAINER_SRC     := kernels/kernels.c kernels/init.c samples/noise.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
-                   kernels/plan/backend_plan.c samples/config.c samples/data.c samples/llama.c samples/train.c samples/train_gpu_time.c samples/mfu.c \
-                   samples/checkpoint.c samples/safetensors.c samples/hf_config.c tools/io_guard.c tools/timestats.c samples/comm.c samples/allreduce.c
+TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/llama/*.h) dpmem.h common/io_guard.h common/utf8.h common/timestats.h
+TRAINER_SRC     := kernels/kernels.c kernels/init.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
+                   kernels/plan/backend_plan.c samples/llama/config.c samples/llama/data.c samples/llama/llama.c samples/llama/train.c samples/llama/train_gpu_time.c samples/llama/mfu.c \
+                   samples/llama/checkpoint.c samples/llama/safetensors.c samples/llama/hf_config.c common/io_guard.c common/timestats.c samples/llama/comm.c samples/llama/allreduce.c samples/llama/lora.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
 TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
 TRAINER_SRC     += $(TRAINER_CUDA_PLAN)
@@ -33,7 +33,7 @@ $(TRAINER_LIB): $(TRAINER_OBJ)
 # in the sanitizer build (the CUDA runtime does not run under ASan); TRAINER_CUDA=0 leaves it out.
 TRAINER_CUDA    ?= 1
 TRAINER_CUDA_ON := $(and $(filter 1,$(TRAINER_CUDA)),$(KCUDA_LIB),$(filter-out 1,$(SAN)))
-# NCCL (the toolkit's; in lib/ or lib64/) for the device all-reduce between GPU ranks (samples/comm_nccl.c).
+# NCCL (the toolkit's; in lib/ or lib64/) for the device all-reduce between GPU ranks (samples/llama/comm_nccl.c).
 NCCL_LIBDIR     := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so))))
 TRAINER_NCCL_ON := $(and $(TRAINER_CUDA_ON),$(NCCL_LIBDIR),$(wildcard $(CUDA_HOME)/include/nccl.h))
 # The trainers' link mode (with the CUDA backend or without: `make demo` links them without where no
@@ -41,11 +41,11 @@ TRAINER_NCCL_ON := $(and $(TRAINER_CUDA_ON),$(NCCL_LIBDIR),$(wildcard $(CUDA_HOM
 TRAINER_LINK_STAMP := $(BUILD)/obj/trainer/link-mode
 TRAINER_LINK_MODE  := $(if $(TRAINER_CUDA_ON),cuda,cpu)
 $(shell mkdir -p $(BUILD)/obj/trainer && { [ "$$(cat $(TRAINER_LINK_STAMP) 2>/dev/null)" = $(TRAINER_LINK_MODE) ] || echo $(TRAINER_LINK_MODE) > $(TRAINER_LINK_STAMP); })
-TRAINER_CUDA_LINK := $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB) \
-                     $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/comm_nccl.o -L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) -lnccl) \
+TRAINER_CUDA_LINK := $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) \
+                     $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o -L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) -lnccl) \
                      -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudnn -lnvrtc -lcublas -lcudart -lstdc++)
 
-$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(TRAINER_LINK_STAMP) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/train_cuda.o $(KCUDA_LIB)) $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/comm_nccl.o) | $(DEPS_STAMP)
+$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(TRAINER_LINK_STAMP) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB)) $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
@@ -68,7 +68,7 @@ $(BUILD)/tests/test_train_timing: tests/test_train_timing.c tests/test_cuda_fake
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ tests/test_train_timing.c tests/test_cuda_fakert.c $(TRAINER_LIB) $(LDFLAGS) \
 	    $(TRAINER_LDLIBS) $(LDLIBS)
 
-$(BUILD)/bench/bench_trainer: samples/bench_trainer.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
+$(BUILD)/bench/bench_trainer: bench/bench_trainer.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 

@@ -10,7 +10,7 @@
    the adapters' math (lora.c) or DP (dp_sgd.c). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "dp_sgd.h"
+#include "dp/dp_sgd.h"
 
 #include <stdio.h>
 

@@ -13,7 +13,7 @@
    Not here: anything DP (train_dpsgd, train_ghost, train_flash use the same loop with a strategy). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "train.h"
+#include "llama/train.h"
 
 int main(int argc, char **argv) {
     train_prefer_passive_omp(argv);

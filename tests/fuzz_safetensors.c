@@ -14,8 +14,8 @@
 
    FUZZ_ITERS=n overrides the iteration count (default 100000); FUZZ_SEED=n the PRNG seed.
    The libFuzzer twin is tests/fuzz_safetensors_libfuzzer.c. */
-#include "hf_config.h"
-#include "safetensors.h"
+#include "llama/hf_config.h"
+#include "llama/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,8 +2,8 @@
    input's first byte is '{', the config.json parser). Built by mk/ckpt.mk when clang has libFuzzer:
        build/fuzz/fuzz_safetensors_libfuzzer -max_total_time=600
    The in-suite, deterministic fuzzer is tests/fuzz_safetensors.c; this one is for long runs. */
-#include "hf_config.h"
-#include "safetensors.h"
+#include "llama/hf_config.h"
+#include "llama/safetensors.h"
 
 #include <stdlib.h>
 #include <string.h>

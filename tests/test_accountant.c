@@ -1,11 +1,11 @@
-/* test_accountant.c — the RDP accountant (samples/accountant.c) and the dp-accountant command.
+/* test_accountant.c — the RDP accountant (samples/dp/accountant.c) and the dp-accountant command.
 
    Checks: Opacus's own test vector (σ=1.5, q=0.04, 2250 steps, δ=1e-5 → ε=7.32911117143) to 1e-6
    relative; TF Privacy's compute_rdp vectors (integer and fractional orders); q=1 is the plain
    Gaussian mechanism α/(2σ²); ε grows with steps and q and falls with σ; the σ search returns a σ
    whose ε is within 0.01 of (and not above) the target and is minimal; the command prints the same
    numbers and rejects bad input with a one-line error and a non-zero exit. */
-#include "accountant.h"
+#include "dp/accountant.h"
 
 #include <math.h>
 #include <stdio.h>

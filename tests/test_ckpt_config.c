@@ -1,4 +1,4 @@
-/* test_ckpt_config.c — Hugging Face config.json (samples/hf_config.c) and the llama3 rope frequencies.
+/* test_ckpt_config.c — Hugging Face config.json (samples/llama/hf_config.c) and the llama3 rope frequencies.
 
    Checks: Llama-3.2-1B's published config.json parses to its exact fields (GQA 32/8, head_dim 64,
    tied embeddings, eps 1e-5, theta 5e5, llama3 scaling 32/1/4/8192); defaults follow transformers
@@ -11,7 +11,7 @@
    whole; a key given twice takes its last value (Python's json); and unsupported or broken configs
    (architectures not a list, a rope type that is not a known name, rope_parameters not an object)
    are refused with one line naming the file and the field. */
-#include "hf_config.h"
+#include "llama/hf_config.h"
 #include "kernels.h" /* krope_inv_freq: what the rope kernels use */
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* test_ckpt_model.c — Hugging Face checkpoints <-> the LLaMA model (samples/checkpoint.c).
+/* test_ckpt_model.c — Hugging Face checkpoints <-> the LLaMA model (samples/llama/checkpoint.c).
 
    Without arguments:
    - Round trip: a random tiny model (GQA, untied; then tied with llama3 rope scaling) saved with
@@ -21,7 +21,7 @@
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
 
-#include "checkpoint.h"
+#include "llama/checkpoint.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

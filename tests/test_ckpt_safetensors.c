@@ -1,4 +1,4 @@
-/* test_ckpt_safetensors.c — the safetensors reader and writer (samples/safetensors.c).
+/* test_ckpt_safetensors.c — the safetensors reader and writer (samples/llama/safetensors.c).
 
    Checks: F16/BF16 conversions on known bit patterns (ties to even, subnormals, overflow to inf, NaN)
    and all 65536 halves round-trip; the writer's exact layout (little-endian length, header padded
@@ -14,7 +14,7 @@
    it would take (cJSON's tree cost gigabytes at 100 MB), and a header of 200000 tensors is looked up
    by name in log time. safetensors_to_f32_finite finds the first NaN/inf/F64-beyond-fp32 at every
    position its passes treat apart, for F32, BF16, F16 and F64, writing safetensors_to_f32's floats. */
-#include "safetensors.h"
+#include "llama/safetensors.h"
 
 #include <math.h>
 #include <sys/resource.h>

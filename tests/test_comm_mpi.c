@@ -1,4 +1,4 @@
-/* test_comm_mpi.c — data-parallel training over MPI (samples/comm.h) through the samples as a user
+/* test_comm_mpi.c — data-parallel training over MPI (samples/llama/comm.h) through the samples as a user
    runs them: `mpirun -np 2 build/train_X ...` against the same logical batch in one process.
    Each run trains 3 steps of the tiny model (1 thread a rank) with plain SGD at lr 1 and saves it
    (f32); u = max|w_1 − w_0| is the single process's update (w_0: the same run at lr 0), and

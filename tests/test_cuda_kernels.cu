@@ -5,7 +5,7 @@
    absolute plus a relative error whose size is justified next to each call. Then the DP kernels
    (per-sample norms by every method against the CPU and against each other, clipping, book-keeping,
    the DP step with sigma = 0 and a huge clip norm against the plain gradient), the noise stream
-   against samples/noise.c bit for bit, the weights' initialisation (init_normal) against the CPU's,
+   against kernels/cpu/noise.c bit for bit, the weights' initialisation (init_normal) against the CPU's,
    a plan run for CUDA against a real run (same tagged allocations, same order), and mixed precision:
    the bf16 conversions bit for bit, gemm_ex with bf16 operands, the DP kernels on bf16 activations
    against the fp32 CPU kernels (test_bf16).
@@ -670,7 +670,7 @@ static void test_bf16(void) {
     free(rpsg); free(w0); free(wr); free(t0); free(tr);
 }
 
-/* The same seed gives the same noise as samples/noise.c: a tensor that starts mid-block (offset 3)
+/* The same seed gives the same noise as kernels/cpu/noise.c: a tensor that starts mid-block (offset 3)
    and ends mid-block, and privatize's scaling. Counted bit for bit; CUDA's double libm may differ by
    an ulp in rare cases, so up to 1 in 10⁴ values may differ by one float ulp, none by more. */
 /* ---- native bf16 ops (kernels.h's _bf16 entries, KOps.bf16_native) ---------------------------------

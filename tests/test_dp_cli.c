@@ -4,7 +4,7 @@
    --target-epsilon reaches the target within 0.01; --print-params of train_lora shows the base
    frozen and the adapters; bad flags and impossible configurations give a one-line error and a
    non-zero exit. Binaries are found through DPMEM_BUILD (default "build"). */
-#include "accountant.h"
+#include "dp/accountant.h"
 
 #include <math.h>
 #include <stdio.h>

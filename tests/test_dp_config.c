@@ -1,6 +1,6 @@
-/* test_dp_config.c — the DP flags (samples/dp_config.c): every flag lands in its field, flags that
+/* test_dp_config.c — the DP flags (samples/dp/dp_config.c): every flag lands in its field, flags that
    are not DP's are left to the caller, and bad values or contradictory combinations are rejected. */
-#include "dp_config.h"
+#include "dp/dp_config.h"
 
 #include <stdio.h>
 #include <string.h>

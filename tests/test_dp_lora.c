@@ -1,4 +1,4 @@
-/* test_dp_lora.c — DP-SGD on LoRA adapters (samples/lora.c through samples/dp_sgd.c) on a random
+/* test_dp_lora.c — DP-SGD on LoRA adapters (samples/llama/lora.c through samples/dp/dp_sgd.c) on a random
    tiny GQA LLaMA, against an independent reference.
 
    The reference: with W = W₀ + s·B·A merged, the adapters' gradients are exactly
@@ -16,7 +16,7 @@
    W₀ + s·B'A' (the re-merge), W₀ recovered to float rounding. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "dp_sgd.h"
+#include "dp/dp_sgd.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* test_dp_precision.c — DP-SGD under --precision bf16 and --checkpoint-activations (samples/dp_sgd.c
+/* test_dp_precision.c — DP-SGD under --precision bf16 and --checkpoint-activations (samples/dp/dp_sgd.c
    through the real model), on random tiny LLaMAs of the DP rig (tests/test_dp_rig.h).
 
    1. Checkpointing changes no bit: for direct, ghost, flash and mixed norms with twopass and bk, in
@@ -21,7 +21,7 @@
    Not here: the kernels' own bf16 checks (test_kernels_bf16.c), the planner (test_suite_plan.sh). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "dp_sgd.h"
+#include "dp/dp_sgd.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* test_dp_train.c — DP-SGD end to end on random tiny LLaMAs (samples/dp_sgd.c through the real
+/* test_dp_train.c — DP-SGD end to end on random tiny LLaMAs (samples/dp/dp_sgd.c through the real
    model's backward hooks), against per-sample references obtained by running each sample ALONE
    through the same model (batch 1, loss scale 1/T): g_b, ‖g_b‖² (squares summed in double).
 
@@ -28,7 +28,7 @@
    a wrong loss scale) is orders of magnitude larger; each of those was tried and fails this test. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "dp_sgd.h"
+#include "dp/dp_sgd.h"
 #include <Random123/philox.h>
 
 #include <math.h>

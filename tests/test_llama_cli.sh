@@ -71,7 +71,7 @@ for s in config.seq_len config.model train_vanilla params/layers.1.mlp.down_proj
          activations/layers.0.self_attn.lse workspace/attn_backward model_creation optimizer_step zero_grad backward; do
     grep -aq "$s" "$tmp/run.log" || { echo "FAIL: the log lacks '$s'"; fail=1; }
 done
-# MFU (samples/mfu.h): on the CPU only with --peak-tflops; tiny at T = 16, B = 4: N = 195072 weights in
+# MFU (samples/llama/mfu.h): on the CPU only with --peak-tflops; tiny at T = 16, B = 4: N = 195072 weights in
 # GEMMs, 6 N + 6 L NH HS T = 1170432 + 6 x 2 x 4 x 16 x 16 = 1182720 FLOP per token, x 64 tokens
 ok_run --steps 2 --seq-len 16 --batch-size 4
 grep -q "^MFU" "$tmp/out" && { echo "FAIL: an MFU line on the CPU without --peak-tflops"; fail=1; }

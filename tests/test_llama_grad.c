@@ -13,7 +13,7 @@
    Not here: the kernels one by one (test_kernels_cpu), training (test_llama_train). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "train.h"
+#include "llama/train.h"
 
 #include <math.h>
 #include <stdio.h>

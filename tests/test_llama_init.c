@@ -1,4 +1,4 @@
-/* test_llama_init.c — the initial weights, drawn by the init_normal op from samples/noise.h's stream.
+/* test_llama_init.c — the initial weights, drawn by the init_normal op from kernels/noise.h's stream.
    1. The CPU op: every value of tensors of odd sizes (inside one Philox block, one batch of 256, across
       the 16384-value chunks the threads share) equals (float)(std · noise_normal(seed, stream, i)), the
       stream's scalar definition, bit for bit, on 1 and on 2 threads.
@@ -12,7 +12,7 @@
    The GPU twin against this one: tests/test_cuda_kernels.cu (group init). Prints the CPU op's speed. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "train.h"
+#include "llama/train.h"
 #include "noise.h"
 #include "check.h"
 #include "cuda/kernels_cuda.h"

@@ -13,7 +13,7 @@
    Not here: the gradients (test_llama_grad) or the CLI (test_llama_cli.sh). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "train.h"
+#include "llama/train.h"
 
 #include <stdio.h>
 #include <stdlib.h>

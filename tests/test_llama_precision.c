@@ -16,7 +16,7 @@
    Not here: the plan == run checks (test_llama_memory), DP (test_dp_precision), kernels (test_kernels_bf16). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "train.h"
+#include "llama/train.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
    Not here: gradients (test_llama_grad), memory (test_llama_memory). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
-#include "train.h"
+#include "llama/train.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* test_noise.c — DP-SGD's Gaussian noise (samples/noise.c).
+/* test_noise.c — DP-SGD's Gaussian noise (kernels/cpu/noise.c).
 
    Checks: Philox4x32-10 gives Random123's known-answer vectors; the first values of a stream equal
    the documented Box-Muller mapping worked out here by hand; noise.h's own ln, sin and cos are within

@@ -39,7 +39,7 @@ where=$(cat "$tmp/blocks/$k.where")
 w=$tmp/work$k
 mkdir -p "$w"
 ln -s "$build" "$w/build"
-for d in tools samples kernels tests docs Makefile mk dpmem.h dpmem_cuda.h; do [ -e "$repo/$d" ] && ln -s "$repo/$d" "$w/$d"; done
+for d in tools samples kernels common bench tests docs Makefile mk dpmem.h dpmem_cuda.h; do [ -e "$repo/$d" ] && ln -s "$repo/$d" "$w/$d"; done
 start=$(date +%s)
 (cd "$w" && DPMEM_BUILD=build timeout 300 sh -e "$tmp/blocks/$k.sh") >"$tmp/out$k" 2>&1
 rc=$?; secs=$(( $(date +%s) - start ))

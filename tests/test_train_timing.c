@@ -1,22 +1,22 @@
 /* test_train_timing.c — where the trainer's closing numbers come from on a GPU, and its MFU, without a GPU.
-   1. TrainGpuTime (samples/train_gpu_time.c): scope GPU times given in the order the kit reads them
+   1. TrainGpuTime (samples/llama/train_gpu_time.c): scope GPU times given in the order the kit reads them
       back become exact rows: phases directly inside "step" summed (two forwards), "clip" inside
       "backward" counted as clip and taken out of the backward, other scopes (recompute, scopes
       outside any step) ignored, the step's own time last; rows past the cap counted, not kept.
    2. The phase table's source switch, end to end: train_run on the tiny model with the kit's GPU
       timing running on the simulated GPU (tests/test_cuda_fakert.c linked in place of libcudart,
       dpmem_cuda.h's implementation here), a strategy putting 3 ms of GPU work in "noise" and 0.2 ms in
-      each "clip" scope of the backward's hooks: with the timer hooks set (what samples/train_cuda.c
+      each "clip" scope of the backward's hooks: with the timer hooks set (what samples/llama/train_cuda.c
       does on --device cuda) the table says GPU time and shows noise ≥ 3 ms and clip ≥ 0.2 ms per hook,
       where the host table (hooks unset) shows both near 0 (the launches are asynchronous).
-   3. MFU (samples/mfu.h): N and FLOPs per token against hand counts (tiny; llama3.2-1b: N is the
+   3. MFU (samples/llama/mfu.h): N and FLOPs per token against hand counts (tiny; llama3.2-1b: N is the
       published 1,235,814,400 parameters less its 67,584 norm weights), the peak table by device name
       and GEMM precision, unknown devices and precisions giving 0.
    The flag's parsing and errors: tests/test_llama_cli.sh. */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem_cuda.h"
-#include "train.h"
-#include "mfu.h"
+#include "llama/train.h"
+#include "llama/mfu.h"
 #include "check.h"
 #include "tests/test_cuda_fakert.h"
 
@@ -106,7 +106,7 @@ static void on_time(void *user, uint32_t name, uint32_t parent, uint64_t ts, uin
     (void)ts;
     train_gpu_time_add(user, name, parent, ns);
 }
-static int timer_start(TrainGpuTime *g) {   /* what samples/train_cuda.c installs */
+static int timer_start(TrainGpuTime *g) {   /* what samples/llama/train_cuda.c installs */
     dpmem_cuda_flush();
     dpmem_cuda_on_gpu_time(g ? on_time : NULL, g);
     return 0;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io_guard.h"
+#include "common/io_guard.h"
 
 #define MAX_BYTES (256u << 20)
 

@@ -3,10 +3,10 @@
      dp-accountant --sigma S --sample-rate Q --steps N [--delta D]     prints ε (and the best order α)
      dp-accountant --epsilon E --sample-rate Q --steps N [--delta D]   prints the smallest σ reaching ε
 
-   The numbers are those of the trainers' accountant (samples/accountant.c, Opacus's RDP accountant).
+   The numbers are those of the trainers' accountant (samples/dp/accountant.c, Opacus's RDP accountant).
    Bad flags or impossible values give a one-line error and exit 2. Not here: epochs/dataset-size
    conversions (give --steps and --sample-rate = batch / dataset size). */
-#include "accountant.h"
+#include "dp/accountant.h"
 
 #include <errno.h>
 #include <math.h>

@@ -14,7 +14,7 @@
 #include "chartdata.h"
 #include "charts.h"
 #include "figure.h"
-#include "io_guard.h"
+#include "common/io_guard.h"
 
 #define MAX_LOGS 64
 

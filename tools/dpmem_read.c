@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io_guard.h"
+#include "common/io_guard.h"
 #include "namemap.h"
 
 static const char *known_categories[] = {

@@ -11,7 +11,7 @@
 #include "args.h"
 #include "dpmem_read.h"
 #include "figure.h"
-#include "io_guard.h"
+#include "common/io_guard.h"
 #include "timeline.h"
 
 #define MAX_LOGS 16

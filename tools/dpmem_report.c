@@ -17,7 +17,7 @@
 
 #include "charts.h"
 #include "dpmem_read.h"
-#include "io_guard.h"
+#include "common/io_guard.h"
 #include "json_out.h"
 #include "shown.h"
 #include "namemap.h"

@@ -7,7 +7,7 @@
 
 #include "shown.h"
 #include "dpmem_read.h"
-#include "io_guard.h"
+#include "common/io_guard.h"
 #include "trace.h"
 
 #define MAX_LOGS 256

@@ -2,7 +2,7 @@
 #include "json_out.h"
 
 #include <string.h>
-#include "utf8.h"
+#include "common/utf8.h"
 
 void json_write_string(FILE *f, const char *s) {
     fputc('"', f);

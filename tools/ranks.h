@@ -1,4 +1,4 @@
-/* ranks.h — the logs of one data-parallel run (samples/comm.h): under `mpirun -np N` rank R writes
+/* ranks.h — the logs of one data-parallel run (samples/llama/comm.h): under `mpirun -np N` rank R writes
    its own log (run.rankR.log) with META comm.rank and comm.world_size. Given several logs, the
    report groups those of one run (the same META run and world size) and prints one table of its
    ranks — each rank's peak, step time and all-reduce time — with the max and the sum over the ranks

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "dpmem_read.h"
-#include "timestats.h"
+#include "common/timestats.h"
 
 #define RS_MAX_SNAPS 4096
 #define RS_MAX_STEPS 1000000

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "utf8.h"
+#include "common/utf8.h"
 
 /* The length of the sequence at s that prints as it is (0: it must be escaped, byte by byte). */
 static size_t printable(const unsigned char *s, size_t n) {

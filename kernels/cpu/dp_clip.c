@@ -1,7 +1,7 @@
 /* dp_clip.c — from per-sample norms to the clipped summed gradient Σ_b c_b g_b:
    the clip factors, the sum of materialized per-sample gradients (direct), and book-keeping
    (Bu et al. 2023): Σ_b c_b g_bᵀ a_b formed straight from the layer's inputs and output gradients
-   kept from the one backward, so no second backward is needed. Not here: noise (samples/noise.c),
+   kept from the one backward, so no second backward is needed. Not here: noise (kernels/cpu/noise.c),
    two-pass clipping (a second backward with per-sample loss weights c_b, done by the trainer). */
 #include "dp_kernels.h"
 #include "cpu/vmath.h"

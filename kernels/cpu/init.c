@@ -1,4 +1,4 @@
-/* init.c — init_normal on the CPU: x[i] = (float)(std · z(seed, stream, i)) with samples/noise.c's
+/* init.c — init_normal on the CPU: x[i] = (float)(std · z(seed, stream, i)) with kernels/cpu/noise.c's
    vector path (noise_normal_batch: the bits of noise_normal4, 64 Philox blocks at a time).
    Chunks of 16384 values (whole Philox blocks) go to the backend's threads; each value depends only
    on its index, so the thread count changes no bit (tests/test_kernels_cpu.c checks 1 vs 2 threads

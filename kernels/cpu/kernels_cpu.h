@@ -58,7 +58,7 @@ void narrow_inplace_cpu(KBackend *b, void *x, size_t n);
 void copy_bytes_cpu(KBackend *b, void *dst, const void *src, size_t bytes);
 void zero_bytes_cpu(KBackend *b, void *x, size_t bytes);
 
-/* x[i] = (float)(std · z(seed, stream, i)), samples/noise.h's stream (init.c). */
+/* x[i] = (float)(std · z(seed, stream, i)), kernels/noise.h's stream (init.c). */
 void init_normal_cpu(KBackend *b, float *x, size_t n, double std, uint64_t seed, uint64_t stream);
 
 /* Host memory, 64-byte aligned, not zeroed; freed blocks kept for reuse under the backend's own

@@ -1,6 +1,6 @@
 /* init.cu — init_normal on the GPU: x[i] = (float)(std · z(seed, stream, i)), value for value the
    CPU's (kernels/cpu/init.c), through the very inline function the CPU's stream is defined by
-   (samples/noise.h's noise_normal4: Philox4x32-10, Box-Muller in double). One thread per Philox block
+   (kernels/noise.h's noise_normal4: Philox4x32-10, Box-Muller in double). One thread per Philox block
    of 4 values, grid-stride. The weights are drawn where they live: no host staging, no upload.
    CUDA's double log/sin/cos may differ from the CPU's by an ulp; after rounding to float the values
    agree except in rare ties (tests/test_cuda_kernels.cu counts them). */

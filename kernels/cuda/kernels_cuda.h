@@ -12,7 +12,7 @@
      elementwise.cu    fill/copy/add/scale/reductions/SwiGLU
      embedding.cu  rmsnorm.cu  rope.cu  attention.cu  crossentropy.cu  optimizer.cu
      dp_norms.cu       per-sample norms (direct, ghost, flash), clipping, book-keeping
-     noise.cu          Philox noise, the same stream as samples/noise.c
+     noise.cu          Philox noise, the same stream as kernels/cpu/noise.c
    Every op is checked against its kernels/cpu twin by tests/test_cuda_kernels.cu.
 
    One CUDA backend at a time (the cuBLAS handle is process state, created by the init and destroyed
@@ -49,7 +49,7 @@ extern "C" {
 #define KCUDA_MAX_B            4096         /* samples per call of the per-sample norm kernels        */
 
 /* Flash norms' and the tied cross term's scratch on the GPU: pure functions of the shapes, shared by
-   the CUDA path and the plan for cuda (samples/dp_sgd.c allocates them as ghost/<param>.tile and
+   the CUDA path and the plan for cuda (samples/dp/dp_sgd.c allocates them as ghost/<param>.tile and
    ghost/<param>.tied.tile). R: the largest multiple of KCUDA_FLASH_QUANTUM whose block rows (both
    Gram blocks of every sample, B·R·T floats each) fit KCUDA_FLASH_BUDGET, at least one quantum, and
    T itself where all of T fits. */
@@ -190,7 +190,7 @@ void dp_psg_norms_cuda(float *norm2, const float *psg, int B, size_t P);
 /* dp_clip_factors_safe's twin (dp_kernels.h). */
 void dp_clip_factors_safe_cuda(float *c, const float *norm2, int B, float max_norm, double rel);
 
-/* ---- noise (samples/noise.h's stream: value i is z(seed, step, offset + i)) --------------------- */
+/* ---- noise (kernels/noise.h's stream: value i is z(seed, step, offset + i)) --------------------- */
 void noise_add_gaussian_cuda(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);
 void noise_privatize_cuda(float *g, size_t n, double sigma, double max_grad_norm, double logical_batch,
                           uint64_t seed, uint64_t step, uint64_t offset);

@@ -1,4 +1,4 @@
-/* noise.cu — DP-SGD's Gaussian noise on the GPU, value for value the stream of samples/noise.h:
+/* noise.cu — DP-SGD's Gaussian noise on the GPU, value for value the stream of kernels/noise.h:
    coordinate i of a tensor at flat offset `offset` gets z(seed, step, offset + i), computed by the
    very inline functions the CPU calls (noise_normal4: Philox4x32-10 from Random123, Box-Muller in
    double). One thread per Philox block of 4 coordinates; a tensor that starts or ends inside a block

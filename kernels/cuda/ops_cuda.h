@@ -47,7 +47,7 @@ void narrow_cuda(KBackend *b, void *dst, const float *src, size_t n);
 void narrow_inplace_cuda(KBackend *b, void *x, size_t n);
 void copy_bytes_cuda(KBackend *b, void *dst, const void *src, size_t bytes);
 void zero_bytes_cuda(KBackend *b, void *x, size_t bytes);
-/* initialisation (init.cu): x[i] = (float)(std · z(seed, stream, i)), samples/noise.h's stream */
+/* initialisation (init.cu): x[i] = (float)(std · z(seed, stream, i)), kernels/noise.h's stream */
 void init_normal_cuda(KBackend *b, float *x, size_t n, double std, uint64_t seed, uint64_t stream);
 /* A GEMM with operands of type ab and output of type c, fp32 accumulation (CUBLAS_COMPUTE_32F, no
    reduced-precision shortcuts): the DP kernels' products on bf16 activations. */

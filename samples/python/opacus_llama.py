@@ -20,7 +20,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# tiny: samples/config.c's preset (V, C, L, NH, NKV, F, T, B); F = LLaMA's FFN rule from C
+# tiny: samples/llama/config.c's preset (V, C, L, NH, NKV, F, T, B); F = LLaMA's FFN rule from C
 PRESETS = {"tiny": dict(vocab=1000, dim=64, layers=2, heads=4, kv_heads=4, ffn=256, seq_len=64, batch=4)}
 
 

@@ -1,0 +1,130 @@
+/* allreduce.c — the training loop's sum across ranks (samples/llama/comm.h): the tensors are packed into
+   one bucket (comm/allreduce_bucket: at most DPMEM_COMM_BUCKET_MB, default 16 MiB, on the backend's
+   device, tagged so that its memory shows in every tool), summed in place by MPI (host memory) or
+   NCCL (device memory), and unpacked: fewer and larger collectives, as PyTorch DDP's buckets do.
+   The bucket is allocated with the model (train_allreduce_prepare; by the first sum where the model
+   has nothing trainable: LoRA) and lives until train_allreduce_free; the plan backend
+   allocates it too (its planned peak includes it) and sums nothing. With one rank nothing happens.
+   Scope "allreduce". Not here: which tensors (train.c: the trainable gradients; dp_sgd.c: LoRA's). */
+#include "train.h"
+#include "comm.h"
+#include "dpmem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static size_t bucket_floats(void) {
+    const char *e = getenv("DPMEM_COMM_BUCKET_MB");
+    long mb = e && *e ? atol(e) : 16;
+    if (mb < 1) mb = 1;
+    return (size_t)mb * (1u << 20) / sizeof(float);
+}
+
+static int sum_bucket(TrainState *s, size_t n, const char *what) {
+    if (!kbackend_computes(s->kb)) return 0;
+    if (s->kb->space == 0) return comm_allreduce_float(&g_comm, s->comm_bucket, n, what);
+    if (!comm_device_allreduce) {
+        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with "
+                 "the CUDA toolkit's NCCL)", what);
+        return -1;
+    }
+    return comm_device_allreduce(&g_comm, s->comm_bucket, n, what);
+}
+
+/* A position in a list of tensors (NULL ones skipped). */
+typedef struct { float *const *bufs; const size_t *ns; int count, i; size_t off; } Cursor;
+
+/* k floats between the tensors at the cursor and the bucket (pack: into the bucket), advancing it. */
+static int transfer(TrainState *s, Cursor *c, size_t k, int pack) {
+    for (size_t u = 0; u < k && c->i < c->count;) {
+        if (!c->bufs[c->i] || c->off == c->ns[c->i]) { c->i++; c->off = 0; continue; }
+        const size_t m = c->ns[c->i] - c->off < k - u ? c->ns[c->i] - c->off : k - u;
+        float *t = c->bufs[c->i] + c->off, *b = s->comm_bucket + u;
+        if (kbackend_computes(s->kb) && copy_buffer(s->kb, pack ? b : t, pack ? t : b, m)) return -1;
+        u += m; c->off += m;
+    }
+    return 0;
+}
+
+int train_allreduce_prepare(TrainState *s) {
+    if (g_comm.world <= 1 || s->comm_bucket) return 0;
+    size_t total = 0;
+    for (int i = 0; i < s->model.n_params; i++) total += s->model.params[i].trainable ? s->model.params[i].numel : 0;
+    if (total == 0) return 0;   /* LoRA: the adapters' sum allocates it when it first runs */
+    const size_t cap = bucket_floats();
+    s->comm_bucket_n = total < cap ? total : cap;
+    return (s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/allreduce_bucket")) ? 0 : -1;
+}
+
+int train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int count, const char *what) {
+    if (g_comm.world <= 1) return 0;
+    DPMEM_SCOPE("allreduce");
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += bufs[i] ? ns[i] : 0;
+    if (total == 0) return 0;
+    if (!s->comm_bucket) {
+        const size_t cap = bucket_floats();
+        s->comm_bucket_n = total < cap ? total : cap;
+        if (!(s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/allreduce_bucket"))) return -1;
+    }
+    Cursor in = { bufs, ns, count, 0, 0 }, out = in;
+    for (size_t done = 0; done < total;) {
+        const size_t k = total - done < s->comm_bucket_n ? total - done : s->comm_bucket_n;
+        if (transfer(s, &in, k, 1) || sum_bucket(s, k, what) || transfer(s, &out, k, 0)) return -1;
+        done += k;
+    }
+    return 0;
+}
+
+int train_allreduce_grads(TrainState *s) {
+    if (g_comm.world <= 1) return 0;
+    LlamaModel *m = &s->model;
+    float **bufs = malloc((size_t)m->n_params * sizeof *bufs);
+    size_t *ns = malloc((size_t)m->n_params * sizeof *ns);
+    if (!bufs || !ns) { free(bufs); free(ns); snprintf(s->kb->err, sizeof s->kb->err, "out of host memory (all-reduce)"); return -1; }
+    for (int i = 0; i < m->n_params; i++) {
+        bufs[i] = m->params[i].trainable ? *llama_tensor(&m->dw, &m->params[i]) : NULL;
+        ns[i] = m->params[i].numel;
+    }
+    int rc = train_allreduce(s, bufs, ns, m->n_params, "the gradient all-reduce");
+    free(bufs); free(ns);
+    if (rc == 0 && kbackend_computes(s->kb)) {   /* the loss printed is the mean over the ranks */
+        double l = s->loss;
+        rc = comm_allreduce_double(&g_comm, &l, 1, "the loss all-reduce");
+        s->loss = l / g_comm.world;
+    }
+    return rc;
+}
+
+void train_allreduce_free(TrainState *s) {
+    kbuf_free(s->kb, s->comm_bucket);
+    s->comm_bucket = NULL;
+    s->comm_bucket_n = 0;
+}
+
+int train_check_ranks_agree(TrainState *s) {
+    if (g_comm.world <= 1 || !g_comm.mpi || !kbackend_computes(s->kb)) return 0;
+    DPMEM_SCOPE("allreduce");
+    LlamaModel *m = &s->model;
+    uint64_t h = 1469598103934665603ull;                 /* FNV-1a over every parameter's bytes */
+    float *host = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const size_t n = m->params[i].numel;
+        if (n > cap) {
+            float *p = realloc(host, n * sizeof *host);
+            if (!p) { free(host); snprintf(s->kb->err, sizeof s->kb->err, "out of host memory (parameter check)"); return -1; }
+            host = p; cap = n;
+        }
+        if (kbuf_download(s->kb, host, *llama_tensor(&m->w, &m->params[i]), n * sizeof *host)) { free(host); return -1; }
+        const unsigned char *b = (const unsigned char *)host;
+        for (size_t k = 0; k < n * sizeof *host; k++) h = (h ^ b[k]) * 1099511628211ull;
+    }
+    free(host);
+    char hex[24];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    dpmem_meta("comm.params_hash", hex);
+    if (comm_check_same(&g_comm, (long long)h, "the parameters after training (every rank must hold the same model)")) return -1;
+    if (!s->cfg->quiet) printf("all %d ranks hold identical parameters (hash %s)\n", g_comm.world, hex);
+    return 0;
+}

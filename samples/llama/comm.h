@@ -1,0 +1,63 @@
+/* comm.h — data parallelism for the sample trainers: N ranks (processes), each training on its own
+   shard of every batch, their gradients summed once per optimizer step. Built on the engines people
+   use: MPI (OpenMPI) between processes, and NCCL between GPUs (one per rank; samples/llama/comm_nccl.c,
+   bootstrapped over MPI), never a home-made transport.
+
+   A program started by mpirun (or another MPI launcher: OMPI_COMM_WORLD_SIZE, PMI_SIZE or
+   PMIX_RANK in its environment) initialises MPI in comm_init; any other process is one rank and
+   makes no MPI call at all: the single-process path is unchanged. A build without MPI (no mpicc
+   when it was built) refuses to run under a launcher, with one line.
+
+   Every collective waits at most DPMEM_COMM_TIMEOUT seconds (default 600): a rank that died leaves
+   the others waiting in an all-reduce, and instead of hanging they stop with a line naming the
+   collective, then MPI_Abort ends the job (mpirun also ends it when a rank exits with an error).
+
+   Not here: what is summed and when (samples/llama/train.c: the gradients before the strategy's
+   before_update, so DP-SGD adds its noise once, to the sum), the data shards (samples/llama/data.h). */
+#ifndef COMM_H
+#define COMM_H
+
+#include <stddef.h>
+
+typedef struct {
+    int rank, world;       /* 0 and 1 in a single process */
+    int local_rank;        /* the rank on this node: the GPU a CUDA rank takes */
+    int mpi;               /* MPI was initialised (launched by mpirun) */
+    int planned;           /* --ranks N without a launcher: the plan backend plans rank 0 of N */
+    double timeout_s;      /* DPMEM_COMM_TIMEOUT */
+    const char *backend;   /* "none", "mpi", "nccl" (META comm.backend) */
+} Comm;
+
+/* The process's one Comm (rank and world after comm_init). */
+extern Comm g_comm;
+
+/* Joins the job if launched by MPI (ranks from MPI_COMM_WORLD), else one rank. 0, or -1 after a
+   one-line error. Idempotent. */
+int  comm_init(Comm *c);
+/* --ranks N without a launcher: planning (the plan backend) rank 0 of N; no MPI. */
+void comm_plan_ranks(Comm *c, int ranks);
+void comm_finalize(Comm *c);
+/* Ends every rank of the job (after the caller printed why). */
+void comm_abort(Comm *c, int code);
+
+/* In-place sums over the ranks of host buffers; no-ops with one rank. 0, or -1 after a one-line
+   error on stderr (a timeout: another rank died or never came). `what` names the collective. */
+int comm_allreduce_float(Comm *c, float *buf, size_t n, const char *what);
+int comm_allreduce_double(Comm *c, double *buf, size_t n, const char *what);
+/* Every rank must hold the same value; -1 with an error naming `what` otherwise. */
+int comm_check_same(Comm *c, long long value, const char *what);
+/* Every rank must hold the same n (name, value) pairs: a hash of them all is compared (one
+   collective); when it differs, each pair's, and -1 with an error naming the first pair that differs
+   and this rank's value ("the ranks disagree on --heads (this rank: 8)"). */
+int comm_check_fields(Comm *c, const char *const *names, const char *const *values, int n);
+/* Root's bytes to every rank. */
+int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
+
+/* Sum over the ranks of a device buffer (NCCL), set by samples/llama/comm_nccl.c where it is linked; NULL
+   otherwise. 0, or -1 after a one-line error. */
+extern int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *what);
+
+/* "run.log" -> "run.rank3.log" ("run" -> "run.rank3"): each rank's own log. */
+void comm_rank_path(char *out, size_t n, const char *path, int rank);
+
+#endif

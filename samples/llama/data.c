@@ -1,0 +1,124 @@
+/* data.c — the token loader (see data.h). The whole token stream is read into host memory once and
+   tagged input/token_file; synthetic data needs no buffer (a row is drawn from its index). */
+#include "data.h"
+#include "dpmem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/io_guard.h"
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed) {
+    memset(d, 0, sizeof *d);
+    d->vocab = vocab;
+    d->rng = seed * 0x9E3779B97F4A7C15ull + 17;
+    if (!path) { d->synthetic = 1; snprintf(d->desc, sizeof d->desc, "synthetic (uniform random tokens)"); return 0; }
+    /* A regular file only (a FIFO would block, a directory has no tokens), read to its end as a
+       stream (a pseudo-file's size reads 0). */
+    char e[600];
+    int fd;
+    struct stat st;
+    if (io_open_input(path, &fd, &st, e, sizeof e)) {
+        const char *why = strncmp(e, path, strlen(path)) == 0 && e[strlen(path)] == ':' ? e + strlen(path) + 2 : e;
+        fprintf(stderr, "error: cannot open data file '%s': %s\n", path, why);
+        return -1;
+    }
+    close(fd);
+    unsigned char *raw;
+    size_t got;
+    if (io_read_file(path, (size_t)1 << 40, (char **)&raw, &got, e, sizeof e)) { fprintf(stderr, "error: data file %s\n", e); return -1; }
+    if (got == 0) { fprintf(stderr, "error: data file '%s' is empty\n", path); free(raw); return -1; }
+    long size = (long)got;
+    int32_t hdr[3] = { 0, 0, 0 };
+    if (size >= 1024) memcpy(hdr, raw, sizeof hdr);
+    size_t width = 0, n = 0;
+    const char *kind = "raw bytes";
+    if (hdr[0] == 20240520 || hdr[0] == 20240801) {
+        width = hdr[0] == 20240520 ? 2 : 4;
+        kind = width == 2 ? "llm.c uint16" : "llm.c uint32";
+        if (hdr[2] < 0 || (size_t)(size - 1024) < (size_t)hdr[2] * width) {
+            fprintf(stderr, "error: data file '%s' is truncated: header says %d tokens, %ld bytes follow it\n",
+                    path, hdr[2], size - 1024);
+            free(raw); return -1;
+        }
+        n = (size_t)hdr[2];
+    } else {
+        if (vocab < 256) {
+            fprintf(stderr, "error: '%s' has no llm.c header, so its bytes are the tokens, which needs --vocab >= 256 (have %d)\n", path, vocab);
+            free(raw); return -1;
+        }
+        width = 1; n = (size_t)size;
+    }
+    if (n < (size_t)T + 1) {
+        fprintf(stderr, "error: data file '%s' has %zu tokens, fewer than seq-len + 1 = %d\n", path, n, T + 1);
+        free(raw); return -1;
+    }
+    d->tokens = malloc(n * sizeof *d->tokens);
+    if (!d->tokens) { fprintf(stderr, "error: out of host memory for %zu tokens\n", n); free(raw); return -1; }
+    const unsigned char *p = raw + (width == 1 ? 0 : 1024);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t t;
+        if (width == 1) t = p[i];
+        else if (width == 2) { uint16_t u; memcpy(&u, p + 2 * i, 2); t = u; }
+        else memcpy(&t, p + 4 * i, 4);
+        if (t >= (uint32_t)vocab) {
+            fprintf(stderr, "error: data file '%s': token %u at index %zu is >= the vocabulary size %d\n", path, t, i, vocab);
+            free(raw); free(d->tokens); d->tokens = NULL; return -1;
+        }
+        d->tokens[i] = (int)t;
+    }
+    free(raw);
+    d->n_tokens = n;
+    DPMEM_TAG_ALLOC(d->tokens, n * sizeof *d->tokens, "input/token_file");
+    snprintf(d->desc, sizeof d->desc, "%.48s (%s, %zu tokens)", path, kind, n);
+    return 0;
+}
+
+size_t data_rows(const DataLoader *d, int T) {
+    if (d->synthetic) return DATA_SYNTHETIC_ROWS;
+    return d->n_tokens > (size_t)T ? (d->n_tokens - 1) / (size_t)T : 0;
+}
+
+void data_row(const DataLoader *d, size_t i, int *inputs, int *targets, int T) {
+    const size_t rows = data_rows(d, T);
+    i = rows ? i % rows : 0;
+    if (d->synthetic) {   /* row i's own stream: the same row whoever asks for it (in order or drawn) */
+        uint64_t st = d->rng ^ (i * 0xD1B54A32D192ED03ull);
+        int prev = (int)(splitmix64(&st) % (uint64_t)d->vocab);
+        for (int t = 0; t < T; t++) {
+            int next = (int)(splitmix64(&st) % (uint64_t)d->vocab);
+            inputs[t] = prev; targets[t] = next; prev = next;
+        }
+        return;
+    }
+    const int *row = d->tokens + i * (size_t)T;
+    for (int t = 0; t < T; t++) { inputs[t] = row[t]; targets[t] = row[t + 1]; }
+}
+
+void data_next(DataLoader *d, int *inputs, int *targets, int B, int T) {
+    const size_t rows = data_rows(d, T);
+    for (int b = 0; b < B; b++) {
+        data_row(d, d->row, inputs + (size_t)b * T, targets + (size_t)b * T, T);
+        d->row = rows ? (d->row + 1) % rows : 0;
+    }
+}
+
+void data_skip(DataLoader *d, long rows, int T) {
+    const size_t n = data_rows(d, T);
+    if (rows > 0 && n) d->row = (d->row + (size_t)rows % n) % n;
+}
+
+void data_close(DataLoader *d) {
+    if (d->tokens) { DPMEM_TAG_FREE(d->tokens); free(d->tokens); }
+    d->tokens = NULL;
+}

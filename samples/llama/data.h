@@ -1,0 +1,43 @@
+/* data.h — token batches for the sample trainers: an llm.c token file (header of 256 int32: magic
+   20240520 with uint16 tokens, or 20240801 with uint32), otherwise the file's raw bytes as tokens
+   (vocabulary >= 256), or synthetic random tokens from the seed.
+
+   ONE DEFINITION OF A ROW (a training sequence, DP's privacy unit), for every trainer and sampling
+   mode: row i is the T+1 tokens starting at token i·T (inputs: the first T, targets: the last T),
+   so consecutive rows share one token, as llm.c's loader reads them. A file of n tokens has
+   (n - 1) / T rows (257 tokens at T = 64: 4 rows); synthetic data has DATA_SYNTHETIC_ROWS rows, row i
+   drawn from (seed, i). Sequential batches (every trainer without --poisson) take rows 0, 1, 2, ...
+   and wrap around after the last; Poisson sampling (--poisson) takes the rows it draws, by index, and
+   a --dataset-size larger than the file reads row i as row i mod rows. The DP sample rate is
+   batch / rows. Data parallelism (samples/llama/comm.h): every rank walks the same rows and takes its own
+   consecutive share of each step's rows, skipping the others' (data_skip), so N ranks read what one
+   process would.
+   Not here: tokenization, shuffling. */
+#ifndef DATA_H
+#define DATA_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define DATA_SYNTHETIC_ROWS 65536
+
+typedef struct {
+    int *tokens;            /* the whole stream as int32 (host) */
+    size_t n_tokens;
+    size_t row;             /* the next sequential row (data_next) */
+    uint64_t rng;           /* synthetic: the seed of every row */
+    int synthetic, vocab;
+    char desc[96];          /* "file.bin (llm.c uint16, 12345 tokens)" */
+} DataLoader;
+
+/* 0, or -1 after a one-line error (missing/short/garbage file, token >= vocab, fewer than T+1 tokens). */
+int  data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed);
+/* The rows at sequence length T (see above; at least 1 once data_open succeeded). */
+size_t data_rows(const DataLoader *d, int T);
+/* Row i (taken mod data_rows): inputs and targets, T each. */
+void data_row(const DataLoader *d, size_t i, int *inputs, int *targets, int T);
+/* The next B rows in order: inputs and targets, host arrays of B*T. */
+void data_next(DataLoader *d, int *inputs, int *targets, int B, int T);
+/* Passes over `rows` rows exactly as data_next would read them (other ranks' shares of a batch). */
+void data_skip(DataLoader *d, long rows, int T);
+void data_close(DataLoader *d);
+#endif

@@ -1,0 +1,218 @@
+/* llama.h — LLaMA as Hugging Face transformers' LlamaForCausalLM, on any kernels.h backend.
+
+   token embedding, L blocks of (RMSNorm, causal attention with RoPE θ=10000 (rotate-half) and
+   grouped-query heads, residual, RMSNorm, SwiGLU MLP, residual), final RMSNorm, LM head (untied
+   unless tie_embeddings), no biases. fp32, or bf16 mixed precision (cfg.precision).
+
+   Mixed precision (--precision bf16; docs/PRECISION.md says why this scheme): the parameters stay
+   fp32 (the master weights, params/<name>) and each weight a GEMM uses has a bf16 copy
+   (params/<name>.bf16: every linear layer and lm_head; the tied matrix once), refreshed from the
+   master at the start of every forward, as autocast casts the weights at every forward. Activations
+   and activation gradients are bf16 (2 bytes), including the residual stream. fp32: gradients
+   (accumulated in fp32: the weight-gradient GEMMs write fp32), optimizer state, RMSNorm weights and
+   the embedding lookup's table (not GEMM operands), the RMSNorm and attention statistics (rstd,
+   lse), the logits, the softmax and the loss. The backward turns the fp32 logits into fp32
+   dlogits in place and then rounds them to bf16 in the same buffer (its first half) for lm_head's
+   GEMMs: no second N×V buffer.
+
+   Activation checkpointing (cfg.checkpoint_activations): the forward keeps each block's input only
+   (the embedding and every block's resid_out) and frees the block's other activations as soon as
+   the block's forward no longer needs them; the backward recomputes block l's activations from its
+   input (scope "recompute", the same ops in the same order: the same bits on the CPU) just before
+   block l's backward, which frees them as usual. The final norm, the logits and the loss are not
+   in a block and are kept.
+
+   Memory: every tensor is its own tagged buffer (kbuf_alloc):
+     params/<name>, grads/<name>, optimizer/<name>.exp_avg and .exp_avg_sq (Adam m, v),
+     activations/<name> (saved by the forward, freed by the backward as it consumes them),
+     workspace/... (the backward's gradient buffers, op scratch), input/tokens, input/targets.
+   <name> reads like the Hugging Face checkpoint: layers.3.self_attn.q_proj for
+   model.layers.3.self_attn.q_proj.weight. A frozen tensor (trainable = 0) gets no grad and no
+   optimizer state.
+
+   Backward hooks (GradHooks): at every weight gradient (each linear layer, lm_head, the embedding,
+   each RMSNorm weight) the backward calls hooks->weight_grad with the layer's saved input A and its
+   output gradient G; the hook may read them (per-sample norms) and may tell the backward to skip
+   the ordinary dW += GᵀA, and to keep A (or G, when G is a saved buffer: lm_head's dlogits) alive
+   past the backward. hooks->loss_weights scales each sample's loss. See train.h for how a DP
+   strategy uses this.
+
+   Dimension letters as kernels.h; N = B*T.
+   Not here: the training loop (train.h), checkpoint loading, KV cache / generation, bf16 weights
+   without an fp32 master (pure bf16 training). */
+#ifndef LLAMA_H
+#define LLAMA_H
+
+#include <stdio.h>
+
+#include "config.h"
+#include "kernels.h"
+
+typedef struct {
+    float *input_layernorm;          /* (C) */
+    float *q_proj;                   /* (NH*HS, C) */
+    float *k_proj;                   /* (NKV*HS, C) */
+    float *v_proj;                   /* (NKV*HS, C) */
+    float *o_proj;                   /* (C, NH*HS) */
+    float *post_attention_layernorm; /* (C) */
+    float *gate_proj;                /* (F, C) */
+    float *up_proj;                  /* (F, C) */
+    float *down_proj;                /* (C, F) */
+} LlamaLayerTensors;
+
+/* The same struct for parameters, gradients and Adam's m and v. */
+typedef struct {
+    float *embed_tokens;             /* (V, C) */
+    LlamaLayerTensors *layers;       /* [L] */
+    float *norm;                     /* (C) */
+    float *lm_head;                  /* (V, C); == embed_tokens when tied */
+} LlamaTensors;
+
+typedef enum { GROUP_EMBEDDING, GROUP_ATTENTION, GROUP_MLP, GROUP_NORM, GROUP_HEAD, GROUP_COUNT } ParamGroup;
+typedef enum { HOOK_LINEAR, HOOK_EMBEDDING, HOOK_RMSNORM } HookKind;
+
+/* Which tensor of a block (or of the model when layer < 0). */
+typedef enum {
+    W_INPUT_LAYERNORM, W_Q_PROJ, W_K_PROJ, W_V_PROJ, W_O_PROJ, W_POST_ATTENTION_LAYERNORM,
+    W_GATE_PROJ, W_UP_PROJ, W_DOWN_PROJ, W_EMBED_TOKENS, W_NORM, W_LM_HEAD
+} WhichTensor;
+
+typedef struct {
+    char name[64];                   /* "layers.3.self_attn.q_proj" */
+    char hf_name[80];                /* "model.layers.3.self_attn.q_proj.weight" */
+    int rows, cols;                  /* shape (rows, cols); a vector has rows = 1 */
+    size_t numel;
+    ParamGroup group;
+    HookKind kind;
+    int layer;                       /* block index, -1 outside the blocks */
+    WhichTensor which;
+    int trainable;
+} ParamInfo;
+
+/* What a backward hook sees at one weight gradient. Pointers are on the backend's device and valid
+   only during the call (G lives in a reused workspace buffer: copy it to keep it). */
+typedef struct {
+    HookKind kind;
+    const char *name;        /* the parameter's name, e.g. "layers.3.self_attn.q_proj" */
+    int param_index;         /* into LlamaModel.params */
+    int layer;               /* block index; -1 for embed_tokens, norm, lm_head */
+    int B, T, d_in, d_out;   /* linear: A [B,T,d_in], G [B,T,d_out]; rmsnorm, embedding: d_in = d_out = C */
+    KDtype dt;               /* how A and G store their elements (bf16 under --precision bf16); rstd, dW, W are fp32 */
+    const float *A;          /* linear: the input; rmsnorm: the norm's input x (x̂ = x * rstd[row]); embedding: NULL */
+    const float *rstd;       /* rmsnorm: [B*T] */
+    const int *tokens;       /* embedding: [B*T] token ids */
+    const float *G;          /* gradient w.r.t. the layer's output, [B,T,d_out] */
+    float *dW;               /* the ordinary gradient's buffer (accumulated into), NULL if frozen */
+    const float *W;          /* the weight (the fp32 master) */
+} GradHookArgs;
+
+/* weight_grad's answer: 0 lets the backward do dW += GᵀA; bits: */
+enum {
+    GRAD_HOOK_SKIP_DW = 1,   /* the hook handles dW */
+    GRAD_HOOK_KEEP_A = 2,    /* A stays allocated until llama_release_saved (book-keeping under checkpointing) */
+    GRAD_HOOK_KEEP_G = 4     /* the same for G when it is a saved buffer (lm_head's dlogits) */
+};
+
+typedef struct GradHooks {
+    void *user;
+    /* 0 or GRAD_HOOK_* bits (1: skip dW, as before the bits); -1: abort the backward. */
+    int (*weight_grad)(void *user, const GradHookArgs *a);
+    const float *loss_weights; /* device [B]: per-sample loss weights c_b; NULL = 1 */
+    int retain_saved;          /* keep every saved activation until llama_release_saved (the DP trainers use
+                                  the hooks' KEEP bits instead, which keep only what they need) */
+    int frozen_too;            /* also call weight_grad for frozen weights (args->dW = NULL; the backward
+                                  skips their dW whatever it returns): LoRA adapters on a frozen base */
+    int keep_activations;      /* free nothing: every saved activation, and the logits as the output
+                                  gradient they became, stay in place for llama_backward_rescaled;
+                                  the input gradients of lm_head, gate/up, down and q/k/v go into
+                                  the buffers of their inputs lnf, ln2, h and ln1 (fp32; these are not
+                                  read again until then, and are recomputed from kept activations) */
+} GradHooks;
+
+/* Saved activations of one block (allocated by the forward, freed by the backward), of the model's
+   activation type except the statistics (rstd, lse: fp32). */
+typedef struct {
+    float *ln1, *ln1_rstd;           /* (N, C), (N) */
+    float *q, *k, *v;                /* (N, NH*HS), (N, NKV*HS) x2, after RoPE (q, k) */
+    float *attn, *lse;               /* (N, NH*HS) attention output; (B, NH, T) */
+    float *resid_mid;                /* (N, C) x + o_proj(attn) */
+    float *ln2, *ln2_rstd;           /* (N, C), (N) */
+    float *gate, *up, *h;            /* (N, F) x3; h = silu(gate) * up */
+    float *resid_out;                /* (N, C) the block's output */
+} LlamaLayerActs;
+
+typedef struct {
+    float *embed;                    /* (N, C) */
+    LlamaLayerActs *layers;          /* [L] */
+    float *lnf, *lnf_rstd;           /* (N, C), (N) */
+    int holds_dx;                    /* lnf and each layer's ln1, ln2 and h hold the input gradients
+                                        computed from them instead (a backward with keep_activations
+                                        put them there for llama_backward_rescaled) */
+    float *logits;                   /* (N, V) fp32; the backward turns it into dlogits in place (bf16: then
+                                        rounded to bf16 in its first half) */
+    float *losses;                   /* (N) per-position loss */
+} LlamaActs;
+
+typedef struct {
+    LlamaConfig cfg;
+    int C, L, NH, NKV, HS, F, V;
+    int B, T;                        /* the batch shape the model was built for */
+    KBackend *kb;
+    int n_params;
+    ParamInfo *params;               /* every tensor, in checkpoint order */
+    LlamaTensors w, dw, m, v;        /* parameters, gradients, Adam m, v (NULL where frozen) */
+    LlamaTensors w16;                /* bf16 copies of the GEMM weights (bf16 only; NULL elsewhere) */
+    KDtype dt;                       /* activations and activation gradients (cfg.precision) */
+    int ckpt;                        /* cfg.checkpoint_activations */
+    LlamaActs acts;
+    int *tokens, *targets;           /* device (N) */
+    void **deferred; int n_deferred, cap_deferred; /* saved buffers kept for retain_saved */
+    const void **keep; int n_keep, cap_keep;       /* buffers the hooks asked to keep (GRAD_HOOK_KEEP_*) */
+    size_t bytes_params, bytes_trainable;  /* fp32 bytes (the masters), whatever the precision */
+} LlamaModel;
+
+/* Fills m->params from the config (no allocation on the backend): enough for --print-params. */
+int  llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T);
+/* The initial weights: a matrix's element i is (float)(LLAMA_INIT_STD · z(seed, llama_init_stream(name), i)),
+   z kernels/noise.h's standard normal stream (Philox4x32-10 + Box-Muller), drawn on the backend that
+   holds the tensor (kernels.h: init_normal; the same floats on CPU and GPU); norm weights are 1. */
+#define LLAMA_INIT_STD 0.02
+uint64_t llama_init_stream(const char *name);
+/* llama_describe, then allocates parameters (initialised: normal(0, 0.02) for matrices, 1 for norm
+   weights, from seed: see llama_init_stream; bf16: then their GEMM copies), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
+   and the token buffers. frozen: optional callback saying which tensors are frozen (LoRA).
+   0, or -1 with kbackend_error(kb) / a message on stderr. */
+int  llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int T, const char *optimizer,
+                 unsigned long long seed, int (*frozen)(void *user, const ParamInfo *p), void *frozen_user);
+/* Forward to logits (saving activations; bf16: after refreshing the weights' bf16 copies), then the
+   per-position losses; *mean_loss on the host. */
+int  llama_forward(LlamaModel *m);
+int  llama_loss(LlamaModel *m, double *mean_loss);
+/* Backward of loss_scale * Σ_b w_b Σ_t loss_bt into m->dw (accumulated: zero it between steps).
+   hooks may be NULL. Frees the saved activations unless hooks->retain_saved. */
+int  llama_backward(LlamaModel *m, const GradHooks *hooks, float loss_scale);
+/* llama_backward with sample b's loss also weighted by sample_scale[b] (host [B]), applied to lm_head's
+   output gradient after the loss's (each sample's rows scaled: the same bits whether that gradient
+   is fresh or a first backward's). again: the logits already hold the output gradient of a backward
+   with hooks->keep_activations, which left every activation in place: the loss is not recomputed,
+   nor the forward (two-pass clipping as Opacus's retain_graph does it), nor the input gradients of
+   lm_head and of every projection but o_proj: the first backward's, kept in their inputs' buffers,
+   each sample's rows scaled (the backward is linear in its output gradient), the inputs recomputed
+   for the weight gradients (RMSNorm, SwiGLU: the forward's kernels on kept activations, the same
+   bits). The second backward's GEMMs are then the weight gradients, o_proj's input gradient and
+   attention's backward. fp32 activations only. */
+int  llama_backward_rescaled(LlamaModel *m, const GradHooks *hooks, float loss_scale, const float *sample_scale,
+                             int again);
+void llama_release_saved(LlamaModel *m);
+int  llama_zero_grad(LlamaModel *m);
+/* The slot of tensor p in a LlamaTensors (params, grads, m or v). */
+float **llama_tensor(LlamaTensors *t, const ParamInfo *p);
+void llama_free(LlamaModel *m);
+void llama_print_params(const LlamaModel *m, FILE *out);
+const char *param_group_name(ParamGroup g);
+/* The config's RoPE frequencies (theta, llama3 scaling) as the kernels take them. */
+KRope llama_rope(const LlamaConfig *cfg);
+/* Closed-form parameter count of a config (for tests and the planner). */
+size_t llama_param_count(const LlamaConfig *cfg);
+
+#endif

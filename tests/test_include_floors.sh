@@ -1,0 +1,56 @@
+#!/bin/sh
+# test_include_floors.sh — every #include "..." of the project's C, C++ and CUDA sources points down
+# the floors (README "Layout"), never up:
+#   0 common/            helpers every floor may use (file guards, UTF-8, timing statistics)
+#   1 dpmem.h, dpmem_cuda.h   the kit
+#   2 kernels/           the ops (cpu/, cuda/, plan/, the noise)
+#   3 samples/llama/     the trainer library: model, loop, configuration, data, checkpoints, ranks
+#   4 samples/dp/        the DP-SGD strategy, its configuration, the accountant
+#   5 programs: samples/*.c, bench/, tools/, tests/, python/
+# An include is resolved as the compilers do: beside the including file, then -I. -Ikernels -Isamples
+# -Itools (the Makefile's order) and -Ikernels/cuda (the CUDA backend's); one found nowhere is a
+# system or dependency header and is not judged. Also: the three DP samples stay one table
+# (samples/train_dp.c), not three mains. Run from the repository root; ROOT= to check another tree.
+set -u
+ROOT=${ROOT:-.}
+command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 0; }
+python3 - "$ROOT" <<'PY'
+import os, re, subprocess, sys
+root = sys.argv[1]
+files = subprocess.run(["git", "-C", root, "ls-files", "*.c", "*.h", "*.cu", "*.cuh", "*.cpp"],
+                       capture_output=True, text=True, check=True).stdout.split()
+def floor(p):
+    if p.startswith("common/"): return 0
+    if p in ("dpmem.h", "dpmem_cuda.h"): return 1
+    if p.startswith("kernels/"): return 2
+    if p.startswith("samples/llama/"): return 3
+    if p.startswith("samples/dp/"): return 4
+    if re.match(r"(samples|bench|tools|tests|python)/", p): return 5
+    return None
+NAMES = ["common", "kit", "kernels", "samples/llama", "samples/dp", "programs"]
+search = [".", "kernels", "samples", "tools", "kernels/cuda"]
+inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+bad, checked, unknown = [], 0, []
+for f in files:
+    ff = floor(f)
+    if ff is None: unknown.append(f); continue
+    for n, line in enumerate(open(os.path.join(root, f), encoding="utf-8", errors="replace"), 1):
+        m = inc.match(line)
+        if not m: continue
+        name = m.group(1)
+        cands = [os.path.normpath(os.path.join(os.path.dirname(f), name))] + \
+                [os.path.normpath(os.path.join(d, name)) for d in search]
+        target = next((c for c in cands if os.path.isfile(os.path.join(root, c))), None)
+        if target is None: continue
+        checked += 1
+        tf = floor(target)
+        if tf is None: unknown.append(target); continue
+        if tf > ff:
+            bad.append(f"{f}:{n}: includes {target} ({NAMES[tf]}, above {NAMES[ff]})")
+for b in bad: print("FAIL", b)
+for u in sorted(set(unknown)): print("FAIL", u, "is on no floor (add it to the test's table)")
+mains = [f for f in files if re.fullmatch(r"samples/train_(dpsgd|ghost|flash)\.c", f)]
+for m in mains: print("FAIL", m, "is a main of its own: the DP samples are rows of samples/train_dp.c")
+if bad or unknown or mains: sys.exit(1)
+print(f"ok   {checked} includes in {len(files)} files, each to its own floor or one below")
+PY
