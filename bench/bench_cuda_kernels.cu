@@ -4,7 +4,9 @@
    bf16 peak), T = 4096 and 16384, vs the q-projection GEMM; native bf16 element-wise ops as GB/s;
    per-sample norms (direct, ghost, flash) and book-keeping vs the layer's weight-gradient GEMM; flash
    on bf16 activations at 1B shapes (2048x2048 and 2048x8192, T = 4096) and the tied lm_head's cross
-   term vs the same layer's bf16 weight-gradient GEMM; RMSNorm, cross-entropy,
+   term vs the same layer's bf16 weight-gradient GEMM; book-keeping at physical batch 1 (the 1b
+   preset's layer shapes: per-sample gradient, its sum of squares, the clipped sums, the bk GEMM, and
+   their sum over the model against its weight-gradient GEMMs); RMSNorm, cross-entropy,
    AdamW and noise as effective GB/s. Median of 5 timed runs after one warm-up, CUDA events.
    Without a GPU it prints one SKIP line and exits 0 (make bench must not fail on a laptop).
    Not here: correctness (tests/test_cuda_kernels.cu), whole training steps (the trainers' logs). */
@@ -248,6 +250,60 @@ int main(void) {
                  2.0 * T * (double)T * C1 / tied / 1e9);
         row("tied cross term u = D A, bf16", tied, base, extra);
         fresh_backend();
+    }
+
+    /* DP with book-keeping at physical batch 1 (the 1b preset, bf16, T = 4096), per layer shape: what
+       its `clip` phase runs for one sample where the per-sample gradient is kept (q, k, v, o, gate,
+       up: IC <= T) — the per-sample gradient GEMM with its sum of squares (direct), then the clipped
+       sum into the gradient (sample 0 in place: "first"; later samples: "sum") — and where it is not
+       (down: IC > T; lm_head: its dlogits borrowed) the book-keeping GEMM with alpha = c_b. Each beside
+       the layer's weight-gradient GEMM (what vanilla pays), then the sum over the model's layers. */
+    printf("\n| book-keeping, physical batch 1, bf16, 1b (C=2048 F=5632 V=32000 L=20), T=4096 | ms | vs weight-grad GEMM | |\n|---|---|---|---|\n");
+    {
+        const int T = 4096, L = 20;
+        const struct { const char *name; int IC, OC, count, kept; } sh[4] = {
+            { "q/k/v/o 2048x2048", 2048, 2048, 4 * L, 1 }, { "gate/up 2048->5632", 2048, 5632, 2 * L, 1 },
+            { "down 5632->2048", 5632, 2048, L, 0 }, { "lm_head 2048->32000", 2048, 32000, 1, 0 } };
+        uint32_t bits = 0x3C233C23u;
+        float v16;
+        memcpy(&v16, &bits, 4);
+        double tot_base = 0, tot_first = 0, tot_sum = 0;
+        for (int c = 0; c < 4; c++) {
+            const int IC = sh[c].IC, OC = sh[c].OC;
+            const size_t P = (size_t)IC * OC;
+            float *a = buf((size_t)T * IC / 2, "bench/a.bf16"), *g = buf((size_t)T * OC / 2, "bench/g.bf16");
+            float *dw = buf(P, "bench/dw"), *psg = buf(P, "per_sample_grads/bench"), *n2 = buf(1, "bench/norm2");
+            float *cf = buf(1, "bench/c"), ch = 0.5f;
+            fill_buffer(&gpu, a, v16, (size_t)T * IC / 2); fill_buffer(&gpu, g, v16, (size_t)T * OC / 2);
+            fill_buffer(&gpu, cf, ch, 1); fill_buffer(&gpu, psg, 0.01f, P); fill_buffer(&gpu, dw, 0.01f, P);
+            float base, direct, sq, first, sum, bkg;
+            TIME_MS(base, wgrad_bf16(dw, g, a, OC, IC, T));
+            TIME_MS(direct, dp_linear_norms_direct_cuda_dt(n2, psg, a, g, 1, T, IC, OC, KDT_BF16, NULL));
+            TIME_MS(sq, dp_psg_norms_cuda(n2, psg, 1, P));
+            TIME_MS(first, dp_clipped_sum_first_cuda(dw, psg, cf, 1, P));
+            TIME_MS(sum, dp_clipped_sum_cuda(dw, psg, cf, 1, P));
+            TIME_MS(bkg, dp_linear_clipped_grad_bk_hostc_cuda_dt(dw, a, g, &ch, 1, T, IC, OC, KDT_BF16));
+            snprintf(extra, sizeof extra, "%s, x%d in the model; GEMM %.3f ms", sh[c].name, sh[c].count, base);
+            row("direct norms (per-sample grad GEMM + sum sq)", direct, base, extra);
+            snprintf(extra, sizeof extra, "%s; %.0f GB/s", sh[c].name, P * 4.0 / sq / 1e6);
+            row("  of which the sum of squares", sq, base, extra);
+            snprintf(extra, sizeof extra, "%s; %.0f GB/s", sh[c].name, P * 8.0 / first / 1e6);
+            row("clipped sum, sample 0 in place", first, base, extra);
+            snprintf(extra, sizeof extra, "%s; %.0f GB/s", sh[c].name, P * 12.0 / sum / 1e6);
+            row("clipped sum, a later sample", sum, base, extra);
+            snprintf(extra, sizeof extra, "%s; host factors, no read-back", sh[c].name);
+            row("book-keeping GEMM (alpha = c_b)", bkg, base, extra);
+            tot_base += (double)sh[c].count * base;
+            /* a kept layer: direct + the clipped sum; the others: the norm (mixed: direct-streamed) + bk GEMM */
+            tot_first += sh[c].count * (double)(sh[c].kept ? direct + first : direct + bkg);
+            tot_sum += sh[c].count * (double)(sh[c].kept ? direct + sum : direct + bkg);
+            fresh_backend();
+        }
+        snprintf(extra, sizeof extra, "the model's weight-gradient GEMMs %.2f ms a sample (the sum over its layers)", tot_base);
+        row("clip work a sample, sample 0 of a step", (float)tot_first, (float)tot_base, extra);
+        snprintf(extra, sizeof extra, "what DP adds a sample: %.2f ms (sample 0), %.2f ms (later samples)",
+                 tot_first - tot_base, tot_sum - tot_base);
+        row("clip work a sample, a later sample", (float)tot_sum, (float)tot_base, extra);
     }
 
     printf("\n| memory-bound kernels | ms | GB/s | |\n|---|---|---|---|\n");

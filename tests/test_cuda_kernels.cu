@@ -655,6 +655,12 @@ static void test_bf16(void) {
     float *gwr = on_gpu(w0, (size_t)OC * IC);
     dp_linear_clipped_grad_bk_cuda_dt(gwr, ga, gg, gcf, Bs, T, IC, OC, KDT_BF16);
     validate_result(gwr, wr, "dp bf16 book-keeping linear", (size_t)OC * IC, 1e-5f, 1e-5f);
+    /* the trainer's entry: the factors from the host, read back once per physical batch; the same bits */
+    float *gwh = on_gpu(w0, (size_t)OC * IC);
+    dp_linear_clipped_grad_bk_hostc_cuda_dt(gwh, ga, gg, cf, Bs, T, IC, OC, KDT_BF16);
+    float *gwr_h = from_gpu(gwr, (size_t)OC * IC);
+    validate_result(gwh, gwr_h, "dp bf16 book-keeping linear, host factors (bit for bit)", (size_t)OC * IC, 0, 0);
+    free(gwr_h);
     float *t0 = rand_host((size_t)7 * Cd, 1), *tr = (float *)malloc((size_t)7 * Cd * 4);
     memcpy(tr, t0, (size_t)7 * Cd * 4);
     dp_embedding_clipped_grad_bk(tr, tok, e, cf, Bs, T, Cd);

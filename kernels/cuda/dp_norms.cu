@@ -19,8 +19,11 @@
    module accumulator (double atomics: the order of additions may vary between runs by a double
    ulp, invisible after rounding to the float norm2), then one kernel adds them into norm2 and
    clears the accumulator.
-   Book-keeping: dw += Σ_b c_b g_bᵀ a_b as B cuBLAS GEMMs with alpha = c_b (c is read back to the host
-   first, so samples with c_b = 0, e.g. a non-finite gradient, are skipped exactly as on the CPU).
+   Book-keeping: dw += Σ_b c_b g_bᵀ a_b as B cuBLAS GEMMs with alpha = c_b, from the factors on the
+   host (samples with c_b = 0, e.g. a non-finite gradient, are skipped exactly as on the CPU): the
+   `_hostc` entry takes them from the caller, who reads them back once per physical batch rather than
+   once per layer (each read waits for the whole queue); the plain entry reads them back itself.
+   The per-sample sums of squares run about 8 blocks per SM, float4 loads where aligned (dot_parts).
 
    bf16 activations (the `_dt` entries): the GEMMs take bf16 operands with CUBLAS_COMPUTE_32F (bf16
    products are exact in fp32), the other kernels load bf16 and compute as in fp32; psg, Gram
@@ -49,9 +52,25 @@ static void check_b(int B, const char *what) {
 }
 
 static double *acc_ptr(void) {
-    void *p = NULL;
-    cudaCheck(cudaGetSymbolAddress(&p, g_acc));
+    static void *p = NULL;                       /* the symbol's address is fixed: looked up once */
+    if (!p) cudaCheck(cudaGetSymbolAddress(&p, g_acc));
     return (double *)p;
+}
+
+/* Blocks per sample for a memory-bound pass of `n` loads per sample over B samples: about 8 blocks of
+   256 threads per SM in all (the device's own count), so that enough loads are in flight to cover the
+   memory's latency (256 blocks for one sample reached a fraction of the bandwidth on an H100), and
+   never more blocks than there is work for. */
+static unsigned dot_parts(size_t n, int B) {
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    size_t want = ((size_t)8 * sms + (size_t)B - 1) / (size_t)B, most = (n + 255) / 256;
+    size_t parts = want < most ? want : most;
+    return (unsigned)(parts ? parts : 1);
 }
 
 __global__ void acc_finalize_kernel(float *norm2, double *acc, int B) {
@@ -63,21 +82,27 @@ static void acc_finalize(float *norm2, int B) {
     cudaLaunchCheck();
 }
 
-/* acc[b] += Σ_k x[b·P + k]·y[b·P + k] (y == NULL: x²), grid (parts, B). */
-__global__ void per_sample_dot_kernel(double *acc, const float *x, const float *y, size_t P) {
+/* acc[b] += Σ_k x[b·P + k]·y[b·P + k] (y == NULL: x²), grid (parts, B). vec: P % 4 == 0 and both
+   arrays 16-byte aligned, so every sample's row is too: one float4 of each per iteration. */
+__global__ void per_sample_dot_kernel(double *acc, const float *x, const float *y, size_t P, int vec) {
     __shared__ double sh[32];
     const float *xb = x + blockIdx.y * P, *yb = y ? y + blockIdx.y * P : NULL;
+    const size_t start = blockIdx.x * (size_t)blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
     double s = 0.0;
-    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < P; k += (size_t)gridDim.x * blockDim.x)
-        s += (double)xb[k] * (yb ? yb[k] : xb[k]);
+    if (vec) {
+        const float4 *x4 = (const float4 *)xb, *y4 = (const float4 *)yb;
+        for (size_t k = start; k < P / 4; k += step) {
+            const float4 u = x4[k], v = y4 ? y4[k] : u;
+            s += (double)u.x * v.x + (double)u.y * v.y + (double)u.z * v.z + (double)u.w * v.w;
+        }
+    } else
+        for (size_t k = start; k < P; k += step) s += (double)xb[k] * (yb ? yb[k] : xb[k]);
     s = kcuda_block_sum_d(s, sh);
     if (threadIdx.x == 0) atomicAdd(&acc[blockIdx.y], s);
 }
 static void per_sample_dot(const float *x, const float *y, size_t P, int B) {
-    unsigned parts = (unsigned)((P + 1023) / 1024);
-    if (parts > 256) parts = 256;
-    if (parts == 0) parts = 1;
-    per_sample_dot_kernel<<<dim3(parts, B), 256>>>(acc_ptr(), x, y, P);
+    const int vec = P % 4 == 0 && (uintptr_t)x % 16 == 0 && (!y || (uintptr_t)y % 16 == 0);
+    per_sample_dot_kernel<<<dim3(dot_parts(vec ? P / 4 : P, B), B), 256>>>(acc_ptr(), x, y, P, vec);
     cudaLaunchCheck();
 }
 
@@ -319,8 +344,7 @@ void dp_tied_cross_dot_cuda_dt(float *norm2, const float *g, const float *u, int
     check_b(B, "dp_tied_cross_dot");
     if (B <= 0 || T <= 0) return;
     const size_t P = (size_t)T * C;
-    unsigned parts = (unsigned)((P + 1023) / 1024);
-    if (parts > 256) parts = 256;
+    const unsigned parts = dot_parts(P, B);
     if (dt == KDT_BF16) tied_cross_dot_kernel<<<dim3(parts, B), 256>>>(acc_ptr(), (const uint16_t *)g, u, P);
     else tied_cross_dot_kernel<<<dim3(parts, B), 256>>>(acc_ptr(), g, u, P);
     cudaLaunchCheck();
@@ -441,10 +465,16 @@ void dp_linear_clipped_grad_bk_cuda_dt(float *dw, const float *a, const float *g
     if (B <= 0) return;
     float ch[KCUDA_MAX_B];
     cudaCheck(cudaMemcpy(ch, c, (size_t)B * sizeof(float), cudaMemcpyDeviceToHost));
+    dp_linear_clipped_grad_bk_hostc_cuda_dt(dw, a, g, ch, B, T, IC, OC, dt);
+}
+
+void dp_linear_clipped_grad_bk_hostc_cuda_dt(float *dw, const float *a, const float *g, const float *c_host,
+                                             int B, int T, int IC, int OC, KDtype dt) {
+    check_b(B, "dp_linear_clipped_grad_bk");
     const size_t e = KDT_SIZE(dt);
     for (int b = 0; b < B; b++) {
-        if (ch[b] == 0.0f) continue;
-        kcuda_gemm_ex_fp32acc(1, 0, OC, IC, T, ch[b], (const char *)g + (size_t)b * T * OC * e, OC, 0,
+        if (c_host[b] == 0.0f) continue;
+        kcuda_gemm_ex_fp32acc(1, 0, OC, IC, T, c_host[b], (const char *)g + (size_t)b * T * OC * e, OC, 0,
                               (const char *)a + (size_t)b * T * IC * e, IC, 0, 1.0f, dw, IC, 0, 1, dt, KDT_F32);
     }
 }

@@ -174,6 +174,10 @@ void dp_linear_norms_flash_cuda_dt(float *norm2, float *tile, const float *a, co
                                    int B, int T, int IC, int OC, int R, KDtype dt, DpIO *io);
 void dp_linear_clipped_grad_bk_cuda_dt(float *dw, const float *a, const float *g, const float *c,
                                        int B, int T, int IC, int OC, KDtype dt);
+/* The same with the factors c_host [B] in host memory (read back once per physical batch by the
+   caller, not once per layer: each read-back waits for the whole queue). */
+void dp_linear_clipped_grad_bk_hostc_cuda_dt(float *dw, const float *a, const float *g, const float *c_host,
+                                             int B, int T, int IC, int OC, KDtype dt);
 void dp_embedding_norms_cuda_dt(float *norm2, const int *tokens, const float *g, int B, int T, int C, KDtype dt, DpIO *io);
 void dp_embedding_clipped_grad_bk_cuda_dt(float *dwte, const int *tokens, const float *g, const float *c,
                                           int B, int T, int C, KDtype dt);

@@ -228,6 +228,7 @@ static int init_inner(DpSgd *d, TrainState *s) {
         !(d->c = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/clip_factors")) ||
         !(d->scratch_norm2 = kbuf_alloc(d->kb, (size_t)B * sizeof(float), "norms/scratch")))
         return -1;
+    if (!(d->c_host = calloc((size_t)B, sizeof(float)))) return fail(d, "%s", "out of host memory (clip factors)");
     /* sample rate and σ */
     long rows = d->cfg.dataset_size;
     if (!rows) rows = (long)data_rows(&s->data, m->T);   /* a row: T+1 tokens at stride T (data.h) */
@@ -490,7 +491,7 @@ static int clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, 
     if (widen_open(d, &wd, T, emb ? 0 : p->d_in, p->d_out)) return -1;
     if (run && d->cuda) {
         if (emb) DP_GPU(dp_embedding_clipped_grad_bk_cuda_dt(dw, tokens, p->G, d->c, B, T, p->d_out, dt));
-        else DP_GPU(dp_linear_clipped_grad_bk_cuda_dt(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out, dt));
+        else DP_GPU(dp_linear_clipped_grad_bk_hostc_cuda_dt(dw, p->A, p->G, d->c_host, B, T, p->d_in, p->d_out, dt));
     } else if (run && wd.g) {
         for (int b = 0; b < B; b++) {
             if (d->c[b] == 0.0f) continue;       /* dropped (the kernels skip it too): nothing to widen */
@@ -1002,7 +1003,8 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         if (collect_stats(d, real)) { free_kept(d); return -1; }
         if (!d->printed_choice) print_choice(d);
         if (bk) {
-            int bad = 0;
+            /* the GPU's book-keeping GEMMs take c_b as their alpha from the host: read back once here */
+            int bad = d->cuda && d->computes && kbuf_download(d->kb, d->c_host, d->c, (size_t)B * sizeof(float));
             for (int i = 0; i < d->n_params && !bad; i++) bad = clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
             if (d->tied && !bad) bad = clipped_sum(d, &d->ps[d->n_params], m->dw.lm_head, m->tokens, m->V);   /* the same dW */
             for (int k = 0; k < d->n_lora && !bad; k++)
@@ -1156,6 +1158,7 @@ void dp_sgd_destroy(void *user, TrainState *s) {
     free(d->rows); d->rows = NULL;
     free(d->host_batch); d->host_batch = NULL;
     free(d->ps); d->ps = NULL;
+    free(d->c_host); d->c_host = NULL;
     free(d->lps); d->lps = NULL;
     free(d->lora); d->lora = NULL;
     free(d->lora_of); d->lora_of = NULL;
