@@ -6,7 +6,8 @@
    on bf16 activations at 1B shapes (2048x2048 and 2048x8192, T = 4096) and the tied lm_head's cross
    term vs the same layer's bf16 weight-gradient GEMM; book-keeping at physical batch 1 (the 1b
    preset's layer shapes: per-sample gradient, its sum of squares, the clipped sums, the bk GEMM, and
-   their sum over the model against its weight-gradient GEMMs); RMSNorm, cross-entropy,
+   their sum over the model against its weight-gradient GEMMs; RMSNorm's per-sample gradients, the
+   embedding's clipped scatter); RMSNorm, cross-entropy,
    AdamW and noise as effective GB/s. Median of 5 timed runs after one warm-up, CUDA events.
    Without a GPU it prints one SKIP line and exits 0 (make bench must not fail on a laptop).
    Not here: correctness (tests/test_cuda_kernels.cu), whole training steps (the trainers' logs). */
@@ -46,6 +47,17 @@ static void wgrad_bf16(float *dw, const float *g, const float *a, int M, int N, 
         fprintf(stderr, "bench: %s\n", kbackend_error(&gpu));
         exit(1);
     }
+}
+
+/* T token ids spread over [0, V) (Knuth's multiplicative hash of the position), on the GPU. */
+static int *tokens_on_gpu(int T, int V) {
+    int *tok = (int *)kbuf_alloc(&gpu, (size_t)T * sizeof(int), "bench/tokens");
+    int *th = (int *)malloc((size_t)T * sizeof(int));
+    if (!tok || !th) { fprintf(stderr, "bench: %s\n", tok ? "out of host memory" : kbackend_error(&gpu)); exit(1); }
+    for (int t = 0; t < T; t++) th[t] = (int)(((uint64_t)t * 2654435761u) % (uint64_t)V);
+    kbuf_upload(&gpu, tok, th, (size_t)T * sizeof(int));
+    free(th);
+    return tok;
 }
 
 static int cmp(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return (x > y) - (x < y); }
@@ -234,12 +246,7 @@ int main(void) {
         const int C1 = 2048, V = 128256;
         float *lg = buf((size_t)T * V / 2, "bench/dlogits.bf16"), *a = buf((size_t)T * C1 / 2, "bench/a.bf16");
         float *u = buf((size_t)T * C1, "bench/u"), *dw = buf((size_t)V * C1, "bench/dw");
-        int *tok = (int *)kbuf_alloc(&gpu, (size_t)T * sizeof(int), "bench/tokens");
-        if (!tok) { fprintf(stderr, "bench: %s\n", kbackend_error(&gpu)); exit(1); }
-        int *th = (int *)malloc((size_t)T * sizeof(int));
-        for (int t = 0; t < T; t++) th[t] = (int)(((uint64_t)t * 2654435761u) % (uint64_t)V);
-        kbuf_upload(&gpu, tok, th, (size_t)T * sizeof(int));
-        free(th);
+        int *tok = tokens_on_gpu(T, V);
         fill_buffer(&gpu, lg, v16, (size_t)T * V / 2); fill_buffer(&gpu, a, v16, (size_t)T * C1 / 2);
         const int R = kcuda_tied_rows(1, T, KDT_BF16);
         float *rows = buf(kcuda_tied_cross_floats(1, T, R, KDT_BF16), "ghost/bench.tied.tile");
@@ -299,11 +306,31 @@ int main(void) {
             tot_sum += sh[c].count * (double)(sh[c].kept ? direct + sum : direct + bkg);
             fresh_backend();
         }
-        snprintf(extra, sizeof extra, "the model's weight-gradient GEMMs %.2f ms a sample (the sum over its layers)", tot_base);
-        row("clip work a sample, sample 0 of a step", (float)tot_first, (float)tot_base, extra);
+        snprintf(extra, sizeof extra, "the linear layers' weight-gradient GEMMs %.2f ms a sample (their sum)", tot_base);
+        row("linear layers' clip work a sample, sample 0", (float)tot_first, (float)tot_base, extra);
         snprintf(extra, sizeof extra, "what DP adds a sample: %.2f ms (sample 0), %.2f ms (later samples)",
                  tot_first - tot_base, tot_sum - tot_base);
-        row("clip work a sample, a later sample", (float)tot_sum, (float)tot_base, extra);
+        row("linear layers' clip work, a later sample", (float)tot_sum, (float)tot_base, extra);
+        /* the other weights: 41 RMSNorm weights (per-sample gradients, B x C: in place of the plain
+           weight gradient) and the embedding (its clipped scatter, the same column walk as the plain
+           embedding backward), beside a GEMM of the q projection's size for scale */
+        const int C1 = 2048, V = 32000;
+        float *dout = buf((size_t)T * C1 / 2, "bench/dout.bf16"), *inp = buf((size_t)T * C1 / 2, "bench/inp.bf16");
+        float *rstd = buf(T, "bench/rstd"), *psg = buf(C1, "per_sample_grads/bench.rms"), *n2 = buf(1, "bench/norm2");
+        float *dwte = buf((size_t)V * C1, "bench/dwte"), *cf = buf(1, "bench/c"), *dw = buf((size_t)C1 * C1, "bench/dw");
+        int *tok = tokens_on_gpu(T, V);
+        fill_buffer(&gpu, dout, v16, (size_t)T * C1 / 2); fill_buffer(&gpu, inp, v16, (size_t)T * C1 / 2);
+        fill_buffer(&gpu, rstd, 1.0f, T); fill_buffer(&gpu, cf, 0.5f, 1); fill_buffer(&gpu, dwte, 0.0f, (size_t)V * C1);
+        float base, rms, emb;
+        TIME_MS(base, wgrad_bf16(dw, dout, inp, C1, C1, T));
+        TIME_MS(rms, dp_rmsnorm_norms_direct_cuda_dt(n2, psg, dout, inp, rstd, 1, T, C1, KDT_BF16));
+        TIME_MS(emb, dp_embedding_clipped_grad_bk_cuda_dt(dwte, tok, dout, cf, 1, T, C1, KDT_BF16));
+        snprintf(extra, sizeof extra, "C=%d, x%d in the model: %.2f ms a sample; %.0f GB/s", C1, 2 * L + 1, (2 * L + 1) * rms,
+                 2.0 * T * C1 * 2 / rms / 1e6);
+        row("rmsnorm per-sample gradient + sum sq", rms, base, extra);
+        snprintf(extra, sizeof extra, "N=%d C=%d (the plain embedding backward walks the same way)", T, C1);
+        row("embedding clipped scatter (bk)", emb, base, extra);
+        fresh_backend();
     }
 
     printf("\n| memory-bound kernels | ms | GB/s | |\n|---|---|---|---|\n");

@@ -10,7 +10,7 @@
 
 KCUDA_SRC_CU := $(wildcard kernels/cuda/*.cu)
 KCUDA_HDRS   := kernels/cuda/kernels_cuda.h kernels/cuda/ops_cuda.h kernels/cuda/cuda_common.cuh kernels/cuda/cuda_no_device.h \
-                kernels/cuda/storage.cuh kernels/kernels.h kernels/dp_kernels.h kernels/noise.h dpmem.h
+                kernels/cuda/storage.cuh kernels/cuda/embedding_walk.h kernels/kernels.h kernels/dp_kernels.h kernels/noise.h dpmem.h
 
 # cuDNN's C++ frontend (headers only, for the fused attention of attention_cudnn.cpp): PyPI's
 # nvidia-cudnn-frontend wheel, pinned, its include/ unpacked under .deps/ (git-ignored) on first use.

@@ -82,3 +82,11 @@ ALL     += $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) 
 TESTS   += $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 tests/test_llama_cli.sh \
            $(BUILD)/tests/test_train_timing
 BENCHES += $(BUILD)/bench/bench_trainer
+
+# The GPU embedding backward's column walk (kernels/cuda/embedding_walk.h) on the host against the plain
+# walk: plain C++, so it runs on every machine, the sanitized pass included.
+$(BUILD)/tests/test_embedding_walk: tests/test_embedding_walk.cpp kernels/cuda/embedding_walk.h kernels/kernels.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
+ALL   += $(BUILD)/tests/test_embedding_walk
+TESTS += $(BUILD)/tests/test_embedding_walk

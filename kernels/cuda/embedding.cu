@@ -1,11 +1,13 @@
 /* embedding.cu — token embedding lookup and its backward on the GPU. The backward gives each thread
-   one column of the table and walks all N rows in order: no atomics, so the result is the same bits
-   every run and equals the CPU's order of additions; no scratch. Book-keeping DP reuses the scatter
+   one column of the table and walks all N rows in order, a group of rows in flight at once
+   (embedding_walk.h): no atomics, so the result is the same bits every run and equals the CPU's order
+   of additions; no scratch. Book-keeping DP reuses the scatter
    with a per-sample weight (kcuda_embedding_scatter).
    Not here: sorting tokens for very large N (the column walk is fast enough for N = B·T ≤ ~64k). */
 #include "cuda_common.cuh"
 #include "ops_cuda.h"
 #include "storage.cuh"
+#include "embedding_walk.h"
 
 /* out (fp32 or bf16: E) = rows of the fp32 table */
 template <typename E>
@@ -17,21 +19,17 @@ __global__ void embedding_forward_kernel(E *out, const int *tokens, const float 
     }
 }
 
-/* Column c of the table, rows in order; w == NULL: weight 1, else w[n / T]. dout fp32 or bf16 (E). */
+/* Column c of the table, rows in order (embedding_walk.h: a group of rows in flight at once); w == NULL:
+   weight 1, else w[n / T]. dout fp32 or bf16 (E). */
+struct LoadElement {
+    template <typename E> __device__ __forceinline__ float operator()(const E *p, size_t i) const { return ld(p, i); }
+};
 template <typename E>
 __global__ void embedding_scatter_kernel(float *dwte, const int *tokens, const E *dout, const float *w,
                                          int N, int T, int C) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    for (int n = 0; n < N; n++) {
-        float d = ld(dout, (size_t)n * C + c);
-        if (w) {
-            const float wn = w[n / T];
-            if (wn == 0.0f) continue;            /* a dropped sample (as the CPU): 0 · NaN is NaN */
-            d *= wn;
-        }
-        dwte[(size_t)tokens[n] * C + c] += d;
-    }
+    embedding_walk_column(dwte, tokens, dout, w, N, T, C, c, LoadElement());
 }
 
 void embedding_forward_cuda(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C) {
