@@ -20,39 +20,13 @@
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
 #include "dp/dp_sgd.h"
+#include "timed_strategy.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct {
-    TrainStrategy inner;
-    uint64_t t[8];
-    double cpu[8];
-    int n;
-} Timed;
-
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int timed_physical(void *user, TrainState *s) {
-    Timed *w = user;
-    if (s->micro == 0 && w->n < 8) { w->cpu[w->n] = cpu_now(); w->t[w->n++] = dpmem_now_ns(); }
-    if (w->inner.physical_batch) return w->inner.physical_batch(w->inner.user, s);
-    return train_forward(s) || train_backward(s, NULL) ? -1 : 0;
-}
-static int timed_init(void *user, TrainState *s) { Timed *w = user; return w->inner.init ? w->inner.init(w->inner.user, s) : 0; }
-static int timed_before(void *user, TrainState *s) { Timed *w = user; return w->inner.before_update ? w->inner.before_update(w->inner.user, s) : 0; }
-static void timed_destroy(void *user, TrainState *s) {
-    Timed *w = user;
-    if (w->n < 8) { w->cpu[w->n] = cpu_now(); w->t[w->n++] = dpmem_now_ns(); }
-    if (w->inner.destroy) w->inner.destroy(w->inner.user, s);
-}
 
 enum { STEPS = 3, MAX_ROUNDS = 9, NMETH = 3, NCONF = 4 };
 static const char *METHODS[NMETH] = { "vanilla", "flash+bk", "ghost+twopass" };
@@ -70,22 +44,10 @@ static int measure(int method, int conf, double *wall, double *cpu, size_t *peak
     cfg.model.precision = conf & 1;
     cfg.model.checkpoint_activations = conf >> 1;
     DpConfig dp;
-    DpSgd d;
-    Timed w;
-    memset(&w, 0, sizeof w);
-    if (method > 0) {
+    if (method > 0)
         dp_config_defaults(&dp, method == 1 ? DP_NORM_FLASH : DP_NORM_GHOST, method == 1 ? DP_CLIP_BK : DP_CLIP_TWOPASS);
-        dp.quiet_dp = 1;
-        if (dp_sgd_prepare(&d, &w.inner, &dp, &cfg, "bench")) return -1;
-    } else {
-        w.inner.name = "vanilla";
-    }
-    TrainStrategy st = { .name = w.inner.name, .user = &w, .init = timed_init, .physical_batch = timed_physical,
-                         .before_update = timed_before, .destroy = timed_destroy };
-    dpmem_reset_peak();
-    size_t base = dpmem_live_bytes(NULL);
-    if (train_run(&cfg, &st) != 0 || w.n < STEPS + 1) return -1;
-    *peak = dpmem_peak_bytes(NULL) - base;
+    Timed w;
+    if (timed_run(&w, &cfg, method > 0 ? &dp : NULL, peak) != 0 || w.n < STEPS + 1) return -1;
     *wall = (double)(w.t[w.n - 1] - w.t[1]) * 1e-9 / (STEPS - 1);
     *cpu = (w.cpu[w.n - 1] - w.cpu[1]) / (STEPS - 1);
     return 0;

@@ -15,41 +15,13 @@
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
 #include "dp/dp_sgd.h"
+#include "timed_strategy.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct {
-    TrainStrategy inner;
-    uint64_t t[16];
-    double cpu[16];
-    int n;
-} Timed;
-
-/* CPU seconds of the whole process (all threads): robust to other jobs on a shared machine. */
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int timed_physical(void *user, TrainState *s) {
-    Timed *w = user;
-    if (s->micro == 0 && w->n < 16) { w->cpu[w->n] = cpu_now(); w->t[w->n++] = dpmem_now_ns(); }
-    if (w->inner.physical_batch) return w->inner.physical_batch(w->inner.user, s);
-    return train_forward(s) || train_backward(s, NULL) ? -1 : 0;
-}
-static int timed_init(void *user, TrainState *s) { Timed *w = user; return w->inner.init ? w->inner.init(w->inner.user, s) : 0; }
-static int timed_before(void *user, TrainState *s) { Timed *w = user; return w->inner.before_update ? w->inner.before_update(w->inner.user, s) : 0; }
-static void timed_destroy(void *user, TrainState *s) {
-    Timed *w = user;
-    if (w->n < 16) { w->cpu[w->n] = cpu_now(); w->t[w->n++] = dpmem_now_ns(); }
-    if (w->inner.destroy) w->inner.destroy(w->inner.user, s);
-}
-static int timed_frozen(void *user, const ParamInfo *p) { Timed *w = user; return w->inner.frozen(w->inner.user, p); }
 
 /* Runs one configuration; returns 0 and the fastest steady step (s) and the peak tagged bytes. */
 static int measure(const char *preset, int T, int steps, int method, double *secs, double *cpu, size_t *peak) {
@@ -62,23 +34,9 @@ static int measure(const char *preset, int T, int steps, int method, double *sec
     config_preset(&cfg, preset);
     cfg.seq_len = T; cfg.batch_size = 4; cfg.steps = steps; cfg.quiet = 2; cfg.run_name = "dp_bench";
     DpConfig dp;
-    DpSgd d;
+    if (method > 0) dp_config_defaults(&dp, M[method].norm, M[method].clip);
     Timed w;
-    memset(&w, 0, sizeof w);
-    if (method > 0) {
-        dp_config_defaults(&dp, M[method].norm, M[method].clip);
-        dp.quiet_dp = 1;
-        if (dp_sgd_prepare(&d, &w.inner, &dp, &cfg, "bench")) return -1;
-    } else {
-        w.inner.name = "vanilla";
-    }
-    TrainStrategy st = { .name = w.inner.name, .user = &w, .init = timed_init, .physical_batch = timed_physical,
-                         .before_update = timed_before, .destroy = timed_destroy,
-                         .frozen = w.inner.frozen ? timed_frozen : NULL };
-    dpmem_reset_peak();
-    size_t base = dpmem_live_bytes(NULL);
-    if (train_run(&cfg, &st) != 0) return -1;
-    *peak = dpmem_peak_bytes(NULL) - base;
+    if (timed_run(&w, &cfg, method > 0 ? &dp : NULL, peak) != 0) return -1;
     double best = INFINITY, best_cpu = INFINITY;
     for (int i = 1; i + 1 < w.n; i++) {
         best = fmin(best, (w.t[i + 1] - w.t[i]) * 1e-9);

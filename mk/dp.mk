@@ -116,7 +116,7 @@ $(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c tests/test_dp_common.h samples/d
 ALL   += $(BUILD)/tests/test_dp_cli
 TESTS += $(BUILD)/tests/test_dp_cli tests/test_train_numbers.sh
 
-$(BUILD)/bench/dp_train: bench/dp_bench_train.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+$(BUILD)/bench/dp_train: bench/dp_bench_train.c bench/timed_strategy.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
@@ -124,7 +124,7 @@ ALL     += $(BUILD)/bench/dp_train
 BENCHES += $(BUILD)/bench/dp_train
 
 # The two memory levers (bf16, activation checkpointing): time and peak ratios in one run.
-$(BUILD)/bench/levers: bench/bench_levers.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+$(BUILD)/bench/levers: bench/bench_levers.c bench/timed_strategy.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
