@@ -17,8 +17,19 @@ command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 0; }
 python3 - "$ROOT" <<'PY'
 import os, re, subprocess, sys
 root = sys.argv[1]
-files = subprocess.run(["git", "-C", root, "ls-files", "*.c", "*.h", "*.cu", "*.cuh", "*.cpp"],
-                       capture_output=True, text=True, check=True).stdout.split()
+SRC = (".c", ".h", ".cu", ".cuh", ".cpp")
+OUTPUTS = {"build", "results", ".git", ".venv", ".deps", ".gpu"}
+def walk(root):
+    out = []
+    for d, ds, fs in os.walk(root):
+        ds[:] = [x for x in ds if x not in OUTPUTS]
+        out += [os.path.relpath(os.path.join(d, f), root) for f in fs if f.endswith(SRC)]
+    return sorted(out)
+try:   # the tracked sources; outside a git checkout (an unpacked archive), the tree minus its outputs
+    files = subprocess.run(["git", "-C", root, "ls-files"] + ["*" + e for e in SRC],
+                           capture_output=True, text=True, check=True).stdout.split()
+except (OSError, subprocess.CalledProcessError):
+    files = walk(root)
 def floor(p):
     if p.startswith("common/"): return 0
     if p in ("dpmem.h", "dpmem_cuda.h"): return 1
