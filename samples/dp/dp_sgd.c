@@ -851,16 +851,22 @@ static void log_sample_norms(DpSgd *d, long first, const float *n2, const float 
     }
 }
 
-/* The summary's statistics from norm2 and c (on the GPU: B floats of each read back, in chunks). */
+/* The factors c on the host (d->c_host), read back once per physical batch: the statistics, the GPU's
+   book-keeping GEMMs and two-pass's second backward all take them from there. */
+static int read_factors(DpSgd *d, int B) {
+    return d->computes && kbuf_download(d->kb, d->c_host, d->c, (size_t)B * sizeof(float)) ? -1 : 0;
+}
+
+/* The summary's statistics from norm2 (on the GPU: read back, in chunks) and c_host. */
 static int collect_stats(DpSgd *d, int B) {
     if (!d->computes) return 0;
-    float n2[256], c[256];
+    float n2[256];
+    const float *c;
     const long first = d->s ? (long)d->s->micro * d->physical_batch : 0;   /* in the step's logical batch */
     for (int b0 = 0; b0 < B; b0 += 256) {
         const int n = B - b0 < 256 ? B - b0 : 256;
-        if (kbuf_download(d->kb, n2, d->norm2 + b0, (size_t)n * sizeof(float)) ||
-            kbuf_download(d->kb, c, d->c + b0, (size_t)n * sizeof(float)))
-            return -1;
+        if (kbuf_download(d->kb, n2, d->norm2 + b0, (size_t)n * sizeof(float))) return -1;
+        c = d->c_host + b0;
         for (int i = 0; i < n; i++) {
             d->norm_sum += sqrt(fmax(n2[i], 0));
             d->clipped_frac_sum += c[i] < 1.0f;
@@ -948,6 +954,7 @@ static int shortcut_clip(DpSgd *d, TrainState *s) {
     else dp_clip_factors(&c0, &n2f, 1, (float)d->cfg.max_grad_norm);
     if (d->computes && (kbuf_upload(d->kb, d->norm2, &n2f, sizeof n2f) || kbuf_upload(d->kb, d->c, &c0, sizeof c0)))
         return -1;
+    d->c_host[0] = c0;
     for (int i = 0; i < m->n_params; i++) {
         float *g = *llama_tensor(&m->dw, &m->params[i]);
         if (g && d->computes && c0 != 1.0f && scale_inplace(d->kb, g, c0, m->params[i].numel)) return -1;
@@ -1005,11 +1012,10 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     {
         DPMEM_SCOPE("clip");
         clip_factors(d, B);
-        if (collect_stats(d, real)) { free_kept(d); return -1; }
+        if (read_factors(d, B) || collect_stats(d, real)) { free_kept(d); return -1; }
         if (!d->printed_choice) print_choice(d);
         if (bk) {
-            /* the GPU's book-keeping GEMMs take c_b as their alpha from the host: read back once here */
-            int bad = d->cuda && d->computes && kbuf_download(d->kb, d->c_host, d->c, (size_t)B * sizeof(float));
+            int bad = 0;
             for (int i = 0; i < d->n_params && !bad; i++) bad = clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
             if (d->tied && !bad) bad = clipped_sum(d, &d->ps[d->n_params], m->dw.lm_head, m->tokens, m->V);   /* the same dW */
             for (int k = 0; k < d->n_lora && !bad; k++)
@@ -1035,17 +1041,13 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
            c_b. With `again` (ghost, where it costs no memory) the first backward left every activation
            and that gradient in place, so there is no second forward: one forward and two backwards, as
            Opacus's ghost clipping (retain_graph); otherwise (checkpointing, the other norms) the
-           forward runs again. Both give the same bits. The factors come to the host (B floats). */
+           forward runs again. Both give the same bits. The factors from the host (c_host). */
         if (!again && train_forward(s)) return -1;
-        float *c = malloc((size_t)B * sizeof *c);
-        if (!c) return fail(d, "%s", "out of host memory (clip factors)");
-        if (kbuf_download(d->kb, c, d->c, (size_t)B * sizeof *c)) { free(c); return -1; }
         GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL,
                          .loss_weights = d->cfg.poisson ? d->mask : NULL, .frozen_too = d->n_lora > 0 };
         d->pass = 2;
-        int rc = train_backward_rescaled(s, &h2, per_sample_scale, c, again);
+        int rc = train_backward_rescaled(s, &h2, per_sample_scale, d->c_host, again);
         d->pass = 1;
-        free(c);
         if (rc) return -1;
         d->backward_again += again;
     }

@@ -90,7 +90,7 @@ typedef struct DpSgd {
     TrainState *s;
     KBackend *kb;
     float *norm2, *c;            /* backend [B] */
-    float *c_host;               /* host [B]: c read back once per physical batch (CUDA book-keeping) */
+    float *c_host;               /* host [B]: c, read back once per physical batch (stats, bk GEMMs, two-pass) */
     float *scratch_norm2;        /* backend [B]: norms nobody reads (bk's per-sample gradients) */
     int n_params;
     DpParamState *ps;            /* [n_params] */
