@@ -11,7 +11,7 @@ $(BUILD)/tests/test_accountant: tests/test_accountant.c samples/dp/accountant.c 
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_accountant.c samples/dp/accountant.c $(LDFLAGS) $(LDLIBS)
 
 ALL   += $(BUILD)/dp-accountant $(BUILD)/tests/test_accountant
-TESTS += $(BUILD)/tests/test_accountant
+TESTS += $(BUILD)/tests/test_accountant tests/test_accountant_opacus.sh
 
 # -fopenmp -fno-math-errno as the trainers build noise.c: the test runs its vector path.
 $(BUILD)/tests/test_noise: tests/test_noise.c kernels/cpu/noise.c kernels/noise.h kernels/cpu/vmath.h | $(DEPS_STAMP)
