@@ -225,6 +225,15 @@ static void test_corrupt(const char *dir) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "'a'", "2.0 in its shape"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8E0]}}", 8, "'a'", "8E0 in its shape or data_offsets"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[64.0, 1],\"data_offsets\":[0,256]}}", 256, "'a'", "64.0"},
+        /* a field given twice: cJSON takes the first, Python's json the last: two different tensors (issue 36) */
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"dtype\":\"I32\",\"data_offsets\":[0,8]}}", 8, "'w'",
+         "field \"dtype\" appears twice"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "'w'",
+         "field \"shape\" appears twice"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"data_offsets\":[0,8]}}", 8, "'w'",
+         "field \"data_offsets\" appears twice"},
+        {"{\"__metadata__\":{\"format\":\"pt\",\"format\":\"np\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+         8, "__metadata__ key 'format'", "twice"},
         /* a header that is not UTF-8 (a Latin-1 name; an overlong '/'; a surrogate), as the reference refuses */
         {"{\"caf\xe9\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xe9"},
         {"{\"a\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xc0"},

@@ -108,6 +108,8 @@ static int json_u64(const cJSON *j, uint64_t *out) {
     return 1;
 }
 
+static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static int cmp_begin(const void *a, const void *b) {
     const SafeTensor *x = a, *y = b;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
@@ -130,6 +132,13 @@ static int parse_entry(const cJSON *e, SafeTensor *t, const char *label, char *e
     Shown shown = show(t->name);
     const char *nm = shown.s;
     if (!cJSON_IsObject(e)) return fail(err, errlen, "%s: tensor '%s': header entry is not an object", label, nm);
+    /* A field given twice: cJSON would take the first, Python's json the last, the reference parser
+       (serde) refuses it. Two readers must never see two different tensors: refuse it too. */
+    for (const cJSON *a = e->child; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (a->string && b->string && strcmp(a->string, b->string) == 0)
+                return fail(err, errlen, "%s: tensor '%s': field \"%s\" appears twice in its header entry", label, nm,
+                            show(a->string).s);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
@@ -358,6 +367,18 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
                     goto done;
                 }
             }
+            /* a key given twice: readers would disagree on its value (as a tensor's field, below) */
+            char **keys = malloc(((size_t)st->n_meta + 1) * sizeof *keys);
+            if (!keys) { fail(err, errlen, "%s: out of memory", label); goto done; }
+            memcpy(keys, st->meta_keys, (size_t)st->n_meta * sizeof *keys);
+            qsort(keys, (size_t)st->n_meta, sizeof *keys, cmp_str_ptr);
+            for (int i = 1; i < st->n_meta; i++)
+                if (strcmp(keys[i - 1], keys[i]) == 0) {
+                    fail(err, errlen, "%s: __metadata__ key '%s' appears twice", label, show(keys[i]).s);
+                    free(keys);
+                    goto done;
+                }
+            free(keys);
         } else {
             if (st->n == cap_tensors) {
                 int nc = cap_tensors ? 2 * cap_tensors : 64;
