@@ -245,6 +245,15 @@ static void test_corrupt(const char *dir) {
         snprintf(what, sizeof what, "case %zu", i);
         expect_reject(img, m, what, cases[i].sub1, cases[i].sub2);
     }
+    /* The file's label (a shard's path, whose name came from an index file) is escaped too. */
+    {
+        size_t m0 = image(img, "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
+        SafeTensors st0;
+        char err0[SAFETENSORS_ERR] = "";
+        CHECK(safetensors_parse(&st0, img, m0, "dir/shard-\x1b]0;t\x07.safetensors", err0, sizeof err0) == -1 &&
+              strstr(err0, "dir/shard-?]0;t?.safetensors: tensor 'a'") && !strchr(err0, '\x1b') && !strchr(err0, '\x07'),
+              "a label with ESC/BEL reaches the message raw: %s", err0);
+    }
     /* A NUL inside the header. */
     size_t m = image(img, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}    ", 8);
     img[8 + 52] = 0;

@@ -283,6 +283,8 @@ static int cmp_name_idx(const void *a, const void *b, void *arg);
 int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, const char *label, char *err,
                       size_t errlen) {
     const unsigned char *p = file;
+    ShownPath shown_label = show_path(label);   /* a shard's path holds a name from the index file */
+    label = shown_label.s;
     memset(st, 0, sizeof *st);
     if (file_bytes < 8)
         return fail(err, errlen, "%s: truncated: %zu bytes, not even the 8-byte header length", label, file_bytes);
@@ -470,7 +472,7 @@ int safetensors_open(SafeTensors *st, const char *path, char *err, size_t errlen
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
             close(fd);
-            return fail(err, errlen, "%s: mmap of %zu bytes failed: %s", path, size, strerror(errno));
+            return fail(err, errlen, "%s: mmap of %zu bytes failed: %s", show_path(path).s, size, strerror(errno));
         }
     }
     close(fd);
@@ -591,7 +593,8 @@ static uint32_t convert_checked(const unsigned char *s, SafeTensorsDtype d, floa
 }
 
 static int check_convertible(const SafeTensors *st, const SafeTensor *t, size_t n, char *err, size_t errlen) {
-    const char *label = st && st->path ? st->path : "safetensors";
+    ShownPath shown_label = show_path(st && st->path ? st->path : "safetensors");
+    const char *label = shown_label.s;
     if (n != t->numel)
         return fail(err, errlen, "%s: tensor '%s': %zu elements, expected %zu", label, show(t->name).s, t->numel, n);
     if (!t->data && n) return fail(err, errlen, "%s: tensor '%s': no data", label, show(t->name).s);
