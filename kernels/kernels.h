@@ -229,6 +229,9 @@ int  kbackend_computes(const KBackend *b);            /* 0 for plan: buffers mus
 int  kcpu_max_threads(void);
 
 /* Tagged buffers. bytes == 0 gives NULL and is no error. */
+/* Live bytes through kbuf_alloc stay under 1 EiB (2^60): a request past it is refused (NULL, b->err
+   says so) before a 64-bit byte count can wrap, as config_check refuses a model past 1 EiB. */
+#define KBUF_MAX_LIVE ((size_t)1 << 60)
 void  *kbuf_alloc(KBackend *b, size_t bytes, const char *tag);
 void   kbuf_free(KBackend *b, void *p);
 int    kbuf_upload(KBackend *b, void *dst, const void *src, size_t bytes);

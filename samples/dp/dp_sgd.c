@@ -53,6 +53,10 @@ static void dp_no_gpu_kernels(void) {
 static float *alloc_tag(DpSgd *d, size_t floats, const char *cat, const char *name, const char *suffix) {
     char tag[160];
     snprintf(tag, sizeof tag, "%s/%s%s", cat, name, suffix);
+    if (floats > SIZE_MAX / sizeof(float)) {   /* kbuf_alloc refuses over 1 EiB; this product must not wrap first */
+        snprintf(d->kb->err, sizeof d->kb->err, "%s: %zu floats do not fit a 64-bit byte count", tag, floats);
+        return NULL;
+    }
     return kbuf_alloc(d->kb, floats * sizeof(float), tag);
 }
 
@@ -76,6 +80,18 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
                     L, L * g_comm.world, P);
         else fprintf(stderr, "error: --batch-size %d is not a multiple of --max-physical-batch-size %d\n", L, P);
         return -1;
+    }
+    /* Direct norms keep every sample's gradient: P x the parameters, 4 bytes each. Counted in floating
+       point (the size_t products B x V x C wrap past 2^64), it must stay under 1 EiB like the model's
+       own bytes (config_check): a plan of 3.2e19 bytes reported 1.8e19. */
+    if (dp->norm == DP_NORM_DIRECT) {
+        double psg = 4.0 * P * (double)llama_param_count(&cfg->model);
+        if (!(psg < 0x1p60)) {
+            fprintf(stderr, "error: direct norms keep about %.3g bytes of per-sample gradients (%d samples x %zu parameters), "
+                    "more than 1 EiB: use a smaller --max-physical-batch-size or model, or --norm ghost/flash\n",
+                    psg, P, llama_param_count(&cfg->model));
+            return -1;
+        }
     }
     d->logical_batch = L * g_comm.world;   /* the sum is over every rank's samples: the noise and 1/L are the job's */
     d->physical_batch = P;
