@@ -15,9 +15,9 @@ warnings.simplefilter("ignore")   # "optimal order is the largest alpha": expect
 ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64))   # Opacus's DEFAULT_ALPHAS
 build = sys.argv[1]
 fails, compared = 0, 0
-for sigma in (1e-150, 1e-20, 1e-3, 0.1, 0.5, 1.0, 2.5, 10.0, 1e3, 1e6):
+for sigma in (1e-150, 1e-3, 0.5, 1.0, 2.5, 1e3):
     for q in (1e-4, 0.01, 0.3, 1.0):
-        for steps, delta in ((1, 1e-5), (1000, 1e-5), (1000, 1e-8)):
+        for steps, delta in ((1, 1e-8), (1000, 1e-5)):
             want, _ = rdp.get_privacy_spent(orders=ORDERS, delta=delta,
                                             rdp=rdp.compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=ORDERS))
             out = subprocess.run([build + "/dp-accountant", "--sigma", repr(sigma), "--sample-rate", repr(q),
@@ -30,6 +30,6 @@ for sigma in (1e-150, 1e-20, 1e-3, 0.1, 0.5, 1.0, 2.5, 10.0, 1e3, 1e6):
                 print("FAIL sigma %g q %g steps %d delta %g: opacus %r, dp-accountant %r (rc %d, %s)"
                       % (sigma, q, steps, delta, float(want), got, out.returncode, (out.stdout + out.stderr).strip()))
             compared += 1
-print("%d of %d (sigma, q, steps, delta) agree with Opacus %s to 1e-9 (sigma 1e-150 .. 1e6)"
+print("%d of %d (sigma, q, steps, delta) agree with Opacus %s to 1e-9 (sigma 1e-150 .. 1e3)"
       % (compared - fails, compared, __import__("opacus").__version__))
 sys.exit(1 if fails else 0)
