@@ -97,10 +97,12 @@ sanitize:
 	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 TALLY=$(TALLY) test-run
 
-# make demo builds only what the demo runs (the trainers, dpmem-report, dpmem-charts), all cores at once; the
+# make demo builds what the demo runs (the trainers, dpmem-report, dpmem-charts) and the programs the README
+# goes on to use (dpmem-render, dpmem-trace, quickstart, dp-accountant), all cores at once; the
 # CUDA backend only where the demo will run on a GPU (or where an earlier build made it already).
 NPROC     := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-DEMO_BINS  = $(addprefix $(BUILD)/,train_vanilla train_dpsgd train_ghost train_flash train_lora dpmem-report dpmem-charts)
+DEMO_BINS  = $(addprefix $(BUILD)/,train_vanilla train_dpsgd train_ghost train_flash train_lora dpmem-report dpmem-charts \
+               dpmem-render dpmem-trace quickstart dp-accountant)
 DEMO_CUDA  = $(if $(or $(HAVE_GPU),$(wildcard $(BUILD)/libkcuda.a)),1,0)
 demo: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) TRAINER_CUDA=$(DEMO_CUDA) $(DEMO_BINS)

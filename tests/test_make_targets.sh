@@ -71,3 +71,16 @@ grep -q -- "^-m pip install --progress-bar on torch==2.15.0\$" "$tmp/pip.calls" 
     && grep -q "pip could not install torch==2.15.0" "$tmp/py1" \
     || { echo "FAIL: make pyenv does not say it downloads CUDA torch from PyPI, or hides pip's progress:"; cat "$tmp/py1" "$tmp/pip.calls"; exit 1; }
 echo "ok   make pyenv says before it downloads CUDA torch from PyPI, shows pip's progress, PYENV_PYPI_TORCH=0 refuses"
+# `make demo` builds every program the README goes on to name as build/X (dpmem-render, dpmem-trace,
+# quickstart and dp-accountant were "No such file or directory" after it): into an empty build folder,
+# `make -n demo` must link each of them (the benchmarks are `make bench`'s, and say so where named).
+mkdir -p "$tmp/empty"
+mk_clean -s -n demo BUILD="$tmp/empty" >"$tmp/demo-n" 2>&1
+root=$(dirname "$0")/..
+missing=""
+for prog in $(grep -o 'build/[a-z_][a-z_0-9-]*' "$root/README.md" | sed 's|build/||' | sort -u); do
+    case $prog in bench_*) continue ;; esac
+    grep -q -- "-o $tmp/empty/$prog\\( \\|\$\\)" "$tmp/demo-n" || missing="$missing $prog"
+done
+[ -z "$missing" ] || { echo "FAIL: the README names build/X that make demo does not build:$missing"; exit 1; }
+echo "ok   make demo builds every build/ program the README names"
