@@ -84,3 +84,9 @@ for prog in $(grep -o 'build/[a-z_][a-z_0-9-]*' "$root/README.md" | sed 's|build
 done
 [ -z "$missing" ] || { echo "FAIL: the README names build/X that make demo does not build:$missing"; exit 1; }
 echo "ok   make demo builds every build/ program the README names"
+# Parsing the Makefile writes nothing: the trainers' link-mode stamp was rewritten at parse time by
+# every make, so `make demo`'s outer make (TRAINER_CUDA=1) and its inner one (0 where no GPU runs the
+# demo) flipped it cuda -> cpu on every run and relinked 14 programs; `make -n` wrote it too.
+[ ! -e "$tmp/empty/obj/trainer/link-mode" ] \
+    || { echo "FAIL: make -n demo wrote the link-mode stamp ($(cat "$tmp/empty/obj/trainer/link-mode"))"; exit 1; }
+echo "ok   make -n demo writes nothing (the link-mode stamp is a rule's, not the parser's)"
