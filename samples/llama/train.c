@@ -10,8 +10,8 @@
 #include "common/timestats.h"
 #ifdef TRAIN_HAVE_CUDA_PLAN
 #include "cuda/kernels_cuda.h"
-#include "cpu/blas_core.h"
 #endif
+#include "cpu/blas_core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -477,14 +477,14 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
             dpmem_meta_int("config.init_from_config_only", 1);
         }
     }
+    char blas[224] = "";   /* the CPU backend's GEMM kernels: which OpenBLAS core, and who chose it */
+    if (kb.kind == KB_CPU) snprintf(blas, sizeof blas, " (OpenBLAS core %s, %s)", blas_core_name(), blas_from);
     if (!c->quiet)
-        printf("%s: %s model (V=%d C=%d L=%d NH=%d NKV=%d F=%d), %zu parameters, B=%d T=%d x%d, %s, %s backend%s%s%s%s%s%s%s, data: %s\n",
+        printf("%s: %s model (V=%d C=%d L=%d NH=%d NKV=%d F=%d), %zu parameters, B=%d T=%d x%d, %s, %s backend%s%s%s, data: %s\n",
                c->run_name, c->model.preset, c->model.vocab_size, c->model.dim, c->model.n_layers, c->model.n_heads,
                c->model.n_kv_heads, c->model.ffn_dim, s.model.bytes_params / 4, c->batch_size, c->seq_len, c->grad_accum,
                c->optimizer, kb.kind == KB_PLAN ? "plan" : kb.ops->name, kb.kind == KB_PLAN ? " for " : "",
-               kb.kind == KB_PLAN ? kb.target->name : "", kb.kind == KB_CPU ? " (OpenBLAS core " : "",
-               kb.kind == KB_CPU ? blas_core_name() : "", kb.kind == KB_CPU ? ", " : "", kb.kind == KB_CPU ? blas_from : "",
-               kb.kind == KB_CPU ? ")" : "", s.data.desc);
+               kb.kind == KB_PLAN ? kb.target->name : "", blas, s.data.desc);
     uint64_t t0 = dpmem_now_ns(), last_print = t0;
     for (s.step = 0; s.step < c->steps; s.step++) {
         uint64_t t_step = dpmem_now_ns();
