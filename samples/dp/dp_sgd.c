@@ -313,8 +313,8 @@ static int init_inner(DpSgd *d, TrainState *s) {
         if (d->cfg.seed_given)
             printf("DP-SGD: --noise-seed given: the noise%s can be regenerated from it; the epsilon printed holds only while "
                    "that seed is secret\n", d->cfg.poisson ? " and the Poisson batches" : "");
-        printf("DP-SGD: not covered by epsilon (computed on the private data without noise): the training loss, the mean "
-               "per-sample norm and %% clipped%s\n", d->cfg.log_sample_norms ? ", the logged per-sample norms" : "");
+        printf("DP-SGD: not covered by epsilon (computed on the private data without noise): the training loss, the "
+               "per-sample norms' mean and share clipped%s\n", d->cfg.log_sample_norms ? ", the logged per-sample norms" : "");
     }
     char buf[64];
     dpmem_meta("dp.norm", dp_norm_name(d->cfg.norm));
