@@ -70,16 +70,42 @@ static void draw_title(const Layout *ly, const DpmemLog *L, const Panel *p, doub
 /* Instances of one scope closer than this (columns) are one group, named once ("clip x22"). */
 static int group_gap(const Panel *p) { return p->W / 150 > 2 ? p->W / 150 : 2; }
 
+/* The widest label a lane of L can have ("T3 worker-1"), at size fs: the threads' names, each OS
+   thread its own (a pass over the events only when an index was reused or a thread renamed). */
+static double lane_label_w(Figure *f, const DpmemLog *L, double fs) {
+    if (L->n_threads <= 1 && L->count[DPMEM_EV_THREAD] <= 1) return fig_text_w(f, fs, FONT_REGULAR, "scopes");
+    ThreadTracks T;
+    if (tracks_init(&T, L)) return 0;
+    if (L->count[DPMEM_EV_THREAD] > L->n_threads) {
+        DpmemIter it;
+        DpmemEvent e;
+        if (dpmem_iter_begin(&it, L) == 0) {
+            while (dpmem_iter_next(&it, &e))
+                if (e.type == DPMEM_EV_THREAD && tracks_event(&T, &e) == UINT32_MAX) break;
+            dpmem_iter_end(&it);
+        }
+    } else
+        for (uint32_t s = 0; s < T.n; s++) snprintf(T.t[s].name, sizeof T.t[s].name, "%s", L->threads[s].name);
+    double w = 0;
+    char lab[96];
+    for (uint32_t k = 0; k < T.n; k++) {
+        double x = fig_text_w(f, fs, FONT_REGULAR, tracks_label(&T, k, lab, sizeof lab));
+        if (x > w) w = x;
+    }
+    tracks_free(&T);
+    return w;
+}
+
 static void draw_lanes(const Layout *ly, const DpmemLog *L, const Panel *p, int panel, int lanes_y, int lane_h) {
     Figure *f = ly->f;
     int W = p->W, left = ly->left;
     for (int l = 0; l < p->n_lanes; l++) {
         int y0 = lanes_y + l * lane_h, y1 = y0 + lane_h - (int)fig_pt(f, 1.5);
-        uint32_t slot = p->lane_key[l] >> 8;
+        uint32_t track = p->lane_key[l] >> 8;
         char lab[96], fitted[96];
-        if (L->n_threads > 1) snprintf(lab, sizeof lab, "T%u %s", L->threads[slot].index, L->threads[slot].name);
+        if (p->tracks.n > 1) tracks_label(&p->tracks, track, lab, sizeof lab);
         else snprintf(lab, sizeof lab, "scopes");
-        if (!(l > 0 && p->lane_key[l - 1] >> 8 == slot)) {   /* a deeper lane of the same thread: no label */
+        if (!(l > 0 && p->lane_key[l - 1] >> 8 == track)) {   /* a deeper lane of the same thread: no label */
             fig_fit_text(f, fitted, sizeof fitted, lab, ly->lane_fs, FONT_REGULAR, left - fig_pt(f, 8));
             fig_text(f, left - fig_pt(f, 3), (y0 + y1) / 2.0, TA_RIGHT | TA_MIDDLE, ly->lane_fs, FONT_REGULAR, COLOUR_MUTED, fitted);
         }
@@ -290,6 +316,13 @@ static int phase_rank(const char *s) {
     return 100;
 }
 
+typedef struct { uint64_t bytes; int series; } AtPeak;
+static int cmp_at_peak(const void *a, const void *b) {   /* largest first; a tie in stack order, top first */
+    const AtPeak *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return (y->series > x->series) - (y->series < x->series);
+}
+
 static void draw_legend(const Layout *ly, const Panel *p, int panel, int y0, int bottom) {
     Figure *f = ly->f;
     double x = ly->legend_x, right = ly->right, sw = fig_pt(f, 8), g = fig_pt(f, 4), rh = fig_text_h(f, FS_LEGEND) + fig_pt(f, 2);
@@ -325,12 +358,23 @@ static void draw_legend(const Layout *ly, const Panel *p, int panel, int y0, int
     }
     fig_text(f, x, y, TA_LEFT | TA_TOP, FS_LEGEND, FONT_BOLD, COLOUR_TEXT, p->events ? "at the peak:" : "at the peak:");
     y += rh;
-    int shown = 0;
-    for (int s = p->n_series - 1; s >= 0; s--) {   /* top of the stack first, as drawn */
+    /* what was at the peak, largest first (the reader's question is what the peak is made of); then
+       the series with nothing there that the plot shows elsewhere (so that every colour is named), in
+       stack order; a legend cut short drops the smallest ("…" says so) */
+    AtPeak *order = malloc((size_t)(p->n_series > 0 ? p->n_series : 1) * sizeof *order);
+    int n = 0;
+    if (!order) return;
+    for (int s = 0; s < p->n_series; s++)
+        if (p->peak_break[s]) order[n++] = (AtPeak){ p->peak_break[s], s };
+    qsort(order, (size_t)n, sizeof *order, cmp_at_peak);
+    for (int s = p->n_series - 1; s >= 0; s--) {
         int any = 0;
-        for (int x2 = 0; x2 < p->W && !any; x2++) any = p->col_total[x2] != UINT64_MAX && p->col_break[(size_t)x2 * p->n_series + s];
-        if (!any && !p->peak_break[s]) continue;
-        if (y + rh > bottom) { fig_text(f, x, y - rh * 0.4, TA_LEFT | TA_TOP, FS_LEGEND, FONT_REGULAR, COLOUR_MUTED, "\xE2\x80\xA6"); return; }
+        for (int x2 = 0; x2 < p->W && !any && !p->peak_break[s]; x2++) any = p->col_total[x2] != UINT64_MAX && p->col_break[(size_t)x2 * p->n_series + s];
+        if (any) order[n++] = (AtPeak){ 0, s };
+    }
+    for (int i = 0; i < n; i++) {
+        int s = order[i].series;
+        if (y + rh > bottom) { fig_text(f, x, y - rh * 0.4, TA_LEFT | TA_TOP, FS_LEGEND, FONT_REGULAR, COLOUR_MUTED, "\xE2\x80\xA6"); break; }
         fmt_bytes(b, sizeof b, (double)p->peak_break[s]);
         double bw = fig_text_w(f, FS_LEGEND, FONT_REGULAR, b);
         fig_rect(f, x, y + rh / 2 - sw / 2, x + sw, y + rh / 2 + sw / 2, p->colour[s]);
@@ -338,9 +382,8 @@ static void draw_legend(const Layout *ly, const Panel *p, int panel, int y0, int
         fig_text(f, x + sw + g, y, TA_LEFT | TA_TOP, FS_LEGEND, FONT_REGULAR, COLOUR_TEXT, name);
         fig_text(f, right, y, TA_RIGHT | TA_TOP, FS_LEGEND, FONT_REGULAR, COLOUR_TEXT, b);
         y += rh;
-        shown++;
     }
-    (void)shown;
+    free(order);
 }
 
 
@@ -441,6 +484,12 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
     if (o->by_name) legend_w = (int)(legend_w * 1.5);
     if (legend_w > o->width * 0.4) legend_w = (int)(o->width * 0.4);
     ly.left = (int)(fig_pt(f, 6) + fig_text_h(f, FS_AXIS) + fig_pt(f, 6) + fig_text_w(f, FS_TICK, FONT_REGULAR, "1000") + fig_pt(f, 6));
+    {   /* the lanes' thread names whole where the width allows (at most a fifth of it): never cut with room to spare */
+        double lab = 0;
+        for (int i = 0; i < n_logs; i++) { double w = lane_label_w(f, &logs[i], FS_LANE); if (w > lab) lab = w; }
+        int need = (int)ceil(lab + fig_pt(f, 9)), most = o->width / 5;
+        if (need > ly.left) ly.left = need < most ? need : most > ly.left ? most : ly.left;
+    }
     ly.legend_x = o->width - legend_w - (int)fig_pt(f, 6);
     ly.W = ly.legend_x - (int)fig_pt(f, 12) - ly.left;
     if (ly.W < 100) { fig_discard(f); snprintf(err, errlen, "image %dx%d is too narrow: at least %d wide", o->width, o->height, min_w); return -1; }
