@@ -1,6 +1,7 @@
 /* charts.c — see charts.h: which charts a set gets, in which formats, and the timeline of its runs. */
 #include "charts.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,19 @@
 #include "timeline.h"
 
 #define TIMELINE_RUNS 8
+
+/* The layouts a timeline of n panels tries at a size, in turn: one column at the type asked, then
+   compact panels (titles on one line, lower lanes and plots) in one, two or three columns, each in a
+   type down to 70% of the asked. */
+typedef struct { int columns, compact; double shrink; } TlTry;
+static int tl_tries(TlTry *t) {
+    static const double shrink[4] = { 1, 0.9, 0.8, 0.7 };
+    int n = 0;
+    t[n++] = (TlTry){ 1, 0, 1 };
+    for (int k = 0; k < 4; k++)
+        for (int c = 1; c <= 3; c++) t[n++] = (TlTry){ c, 1, shrink[k] };
+    return n;
+}
 
 static int draw_timeline(const ChartSet *cs, const char *path, FigFormat fmt, const FigSpec *spec, char *err, size_t errlen) {
     DpmemLog *logs = malloc((size_t)(cs->n > 0 ? cs->n : 1) * sizeof *logs);
@@ -18,17 +32,34 @@ static int draw_timeline(const ChartSet *cs, const char *path, FigFormat fmt, co
     int rc = 0;
     if (shown) {
         /* one time axis for every panel (the longest run's span, in one unit): the runs compare by eye */
-        TimelineOptions o = { .top_n = 8, .format = fmt, .dpi = spec->dpi, .font_scale = spec->font_scale, .shared_time = 1 };
-        /* a size the user gave is the whole figure's, the panels sharing its height (too small for
-           them: refused, with the least that fits); by default 1400 px wide and 300 px a panel */
+        double fs = spec->font_scale > 0 ? spec->font_scale : 1;
+        TimelineOptions o = { .top_n = 8, .format = fmt, .dpi = spec->dpi, .shared_time = 1 };
+        /* a size the user gave is the whole figure's, the panels sharing it (in columns and a smaller type
+           when they must: a paper's page or column); by default 1400 px wide and 300 px a panel */
         FigSpec s = *spec;
-        rc = figspec_pixels(&s, 1400, 300 * shown + 60, TIMELINE_MIN_W, TIMELINE_MIN_H * shown, &o.width, &o.height, err, errlen);
-        if (rc) {
-            char why[200];
-            snprintf(why, sizeof why, "%s", err);
-            snprintf(err, errlen, "timeline of %d runs: %s", shown, why);
+        rc = figspec_pixels(&s, 1400, 300 * shown + 60, 1, 1, &o.width, &o.height, err, errlen);
+        TlTry t[16];
+        int nt = tl_tries(t), drawn = 0;
+        for (int k = 0; rc == 0 && k < nt && !drawn; k++) {
+            o.columns = t[k].columns; o.compact = t[k].compact; o.font_scale = fs * t[k].shrink;
+            if (timeline_render(logs, shown, &o, NULL, err, errlen)) continue;   /* drawn only: does it fit? */
+            rc = timeline_render(logs, shown, &o, path, err, errlen);
+            drawn = 1;
         }
-        if (rc == 0) rc = timeline_render(logs, shown, &o, path, err, errlen);
+        if (rc == 0 && !drawn) {   /* none fits: the least height that does at this width (12 pt steps) */
+            double dpi = spec->dpi > 0 ? spec->dpi : FIG_DEFAULT_DPI;
+            int w = o.width, h = o.height, least = 0;
+            for (int hh = h + (int)ceil(dpi / 6); hh <= 16384 && !least; hh += (int)ceil(dpi / 6))
+                for (int k = 1; k < nt && !least; k++) {
+                    o.height = hh; o.columns = t[k].columns; o.compact = 1; o.font_scale = fs * t[k].shrink;
+                    if (timeline_render(logs, shown, &o, NULL, err, errlen) == 0) least = hh;
+                }
+            if (least)
+                snprintf(err, errlen, "timeline of %d runs: %dx%d px is too small for its panels: at least %dx%d px at %.0f dpi (%.2fx%.2fin) (--size)",
+                         shown, w, h, w, least, dpi, w / dpi, least / dpi);
+            else snprintf(err, errlen, "timeline of %d runs: %dx%d px is too narrow for its panels (--size)", shown, w, h);
+            rc = -1;
+        }
     }
     free(logs);
     return rc;
