@@ -618,11 +618,48 @@ static void check_threads_and_units(void) {
     free(out);
 }
 
+/* The ranks of a small data-parallel run: the peaks in KiB, the times in µs (their header says so), not
+   0.01 MiB and 0.004 ms. */
+static void check_ranks_units(void) {
+    char path[2][600];
+    for (int r = 0; r < 2; r++) {
+        SynthLog S;
+        synth_init(&S, 65536, T0);
+        synth_thread(&S, 1, T0, 1111, "main");
+        synth_meta(&S, 1, T0, "run", "dp2");
+        synth_meta(&S, 1, T0, "comm.world_size", "2");
+        synth_meta(&S, 1, T0, "comm.rank", r ? "1" : "0");
+        synth_alloc(&S, 1, T0 + 1000, "params/w", 1, 0x1000, 11048 + 1000 * (uint64_t)r);
+        uint64_t t = T0 + 10000;
+        for (int s = 0; s < 3; s++) {   /* steps of 200 µs, an allreduce of 4 µs in each */
+            synth_begin(&S, 1, t, "step");
+            synth_begin(&S, 1, t + 100000, "allreduce");
+            synth_end(&S, 1, t + 104000, "allreduce");
+            synth_end(&S, 1, t + 200000, "step");
+            t += 201000;
+        }
+        synth_close(&S, 1, t);
+        snprintf(path[r], sizeof path[r], "%s", tt_path(r ? "dp2.rank1.log" : "dp2.rank0.log"));
+        synth_save(&S, path[r]);
+        synth_release(&S);
+    }
+    int rc = tt_run("dpmem-report", "'%s' '%s'", path[0], path[1]);
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    const char *want[] = {
+        "  rank           peak bytes     peak KiB      step \xC2\xB5s   allreduce \xC2\xB5s",
+        "  0                   11048        10.79      200.000          4.000",
+        "  sum                 23096        22.55            -              -   (the job's memory)",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(rc == 0 && has(out, want[i]), "ranks: lacks: %s\n%s", want[i], out ? out : "");
+    free(out);
+}
+
 int main(void) {
     tt_mkdir("report");
     if (system("python3 -c 1 >/dev/null 2>&1") != 0) { printf("SKIP: no python3 to parse the CSV and JSON\n"); return 77; }
     check_text_and_exports();
     check_threads_and_units();
+    check_ranks_units();
     check_pool_note();
     check_scope_memory();
     check_leak_trends();
