@@ -599,8 +599,8 @@ static void check_bad_input(void) {
    width (7x5in) and a tall column (3.5x8.5in), in PDF and PNG: every chart drawn, no label over
    another, the breakdown's run names at least 6 pt, its c markers not hidden under one another (ghost's
    under ghost+bk's: at most a third of one covered by another), its a's upright title within the plot;
-   a page at a column's width and 2.6 in high holds the tradeoff, and the breakdown and the timeline of
-   eight runs say the least size that holds them. */
+   a sweep's seven panels at both sizes; a page at a column's width and 2.6 in high holds the tradeoff,
+   and the breakdown and the timeline of eight runs say the least size that holds them. */
 static void check_paper_sizes(void) {
     const char *d = tt_path("paper8");
     mkdir_p(d);
@@ -662,6 +662,19 @@ static void check_paper_sizes(void) {
             }
         }
         CHECK(ct && marks >= 8 * 4 && hidden == 0, "%s: c has %d markers, %d pairs one over the other", p, marks, hidden);
+        free(b);
+    }
+    /* the sweep of check_sweep (7 panels): a page's width and a tall column hold them too */
+    for (int z = 0; z < 2; z++) {
+        char out[600], opts[800], p[700];
+        snprintf(out, sizeof out, "%s/sweep-%s", d, sizes[z]);
+        mkdir_p(out);
+        snprintf(opts, sizeof opts, "-o '%s' --only sweep --format png,pdf --size %s", out, sizes[z]);
+        TtBox *b;
+        int n, rc = charts(tt_path("sweep"), opts, &b, &n);
+        snprintf(p, sizeof p, "%s/sweep.png", out);
+        CHECK(rc == 0 && tt_text_overlaps(b, n, p) == 0 && tt_layout_find(b, n, p, 't', "clip"), "sweep at --size %s: exit %d, or labels overlap (above)",
+              sizes[z], rc);
         free(b);
     }
     /* a column's width, 2.6 in high: the tradeoff fits; eight runs' breakdown and timeline do not, and say

@@ -121,9 +121,14 @@ static int note_lines(Figure *f, const char *text, double w, char lines[][800], 
             const char *e = strchr(q, ' ');
             size_t wl = e ? (size_t)(e - q) : strlen(q);
             char t[800];
-            snprintf(t, sizeof t, "%s%s%.*s", line, len ? " " : "", (int)wl, q);
+            size_t sep = len ? 1 : 0, take = wl < sizeof t - 1 - len - sep ? wl : sizeof t - 1 - len - sep;
+            if (len + sep >= sizeof t - 1) break;   /* (a line of 800 bytes: never wider than a page) */
+            memcpy(t, line, len);
+            if (sep) t[len] = ' ';
+            memcpy(t + len + sep, q, take);
+            t[len + sep + take] = 0;
             if (len && fig_text_w(f, CK_NOTE, FONT_REGULAR, t) > w) break;
-            snprintf(line, sizeof line, "%s", t);
+            memcpy(line, t, len + sep + take + 1);
             len = strlen(line);
             q += wl;
             while (*q == ' ') q++;

@@ -42,14 +42,17 @@ static int draw_timeline(const ChartSet *cs, const char *path, FigFormat fmt, co
         int nt = tl_tries(t), drawn = 0;
         for (int k = 0; rc == 0 && k < nt && !drawn; k++) {
             o.columns = t[k].columns; o.compact = t[k].compact; o.font_scale = fs * t[k].shrink;
-            if (timeline_render(logs, shown, &o, NULL, err, errlen)) continue;   /* drawn only: does it fit? */
+            if (timeline_render(logs, shown, &o, NULL, err, errlen)) {   /* drawn only: does it fit? */
+                if (strncmp(err, "image", 5)) { rc = -1; break; }        /* not a matter of size: said as it is */
+                continue;
+            }
             rc = timeline_render(logs, shown, &o, path, err, errlen);
             drawn = 1;
         }
         if (rc == 0 && !drawn) {   /* none fits: the least height that does at this width (12 pt steps) */
             double dpi = spec->dpi > 0 ? spec->dpi : FIG_DEFAULT_DPI;
             int w = o.width, h = o.height, least = 0;
-            for (int hh = h + (int)ceil(dpi / 6); hh <= 16384 && !least; hh += (int)ceil(dpi / 6))
+            for (int hh = h + (int)ceil(dpi / 6); hh <= 16384 && hh <= 8 * h + 4000 && !least; hh += (int)ceil(dpi / 6))
                 for (int k = 1; k < nt && !least; k++) {
                     o.height = hh; o.columns = t[k].columns; o.compact = 1; o.font_scale = fs * t[k].shrink;
                     if (timeline_render(logs, shown, &o, NULL, err, errlen) == 0) least = hh;
