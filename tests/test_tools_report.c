@@ -619,7 +619,7 @@ static void check_threads_and_units(void) {
 }
 
 /* The ranks of a small data-parallel run: the peaks in KiB, the times in µs (their header says so), not
-   0.01 MiB and 0.004 ms. */
+   0.01 MiB and 0.004 ms; 4 bytes in a KiB column read "<0.01", not 0.00. */
 static void check_ranks_units(void) {
     char path[2][600];
     for (int r = 0; r < 2; r++) {
@@ -630,6 +630,7 @@ static void check_ranks_units(void) {
         synth_meta(&S, 1, T0, "comm.world_size", "2");
         synth_meta(&S, 1, T0, "comm.rank", r ? "1" : "0");
         synth_alloc(&S, 1, T0 + 1000, "params/w", 1, 0x1000, 11048 + 1000 * (uint64_t)r);
+        synth_alloc(&S, 1, T0 + 1500, "noise/x", 1, 0x2000, 4);   /* 4 B: not zero, though 0.00 KiB */
         uint64_t t = T0 + 10000;
         for (int s = 0; s < 3; s++) {   /* steps of 200 µs, an allreduce of 4 µs in each */
             synth_begin(&S, 1, t, "step");
@@ -647,8 +648,9 @@ static void check_ranks_units(void) {
     char *out = tt_slurp(tt_path("out.txt"), NULL);
     const char *want[] = {
         "  rank           peak bytes     peak KiB      step \xC2\xB5s   allreduce \xC2\xB5s",
-        "  0                   11048        10.79      200.000          4.000",
-        "  sum                 23096        22.55            -              -   (the job's memory)",
+        "  0                   11052        10.79      200.000          4.000",
+        "  sum                 23104        22.56            -              -   (the job's memory)",
+        "  noise                               4        <0.01    0.0%          <0.01",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(rc == 0 && has(out, want[i]), "ranks: lacks: %s\n%s", want[i], out ? out : "");
     free(out);

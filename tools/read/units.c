@@ -82,6 +82,9 @@ Unit time_unit_col(const double *ns, size_t n) {
 }
 
 char *fmt_in_unit(char *buf, size_t n, double v, Unit u, int bytes) {
-    snprintf(buf, n, bytes ? (u.div == 1.0 ? "%.0f" : "%.2f") : "%.3f", v / u.div);
+    double x = v / u.div, least = bytes ? (u.div == 1.0 ? 0.5 : 0.005) : 0.0005;
+    if (v != 0 && fabs(x) < least)   /* not zero, though it would print so: say which side of it */
+        snprintf(buf, n, "%s%s", v > 0 ? "<" : ">-", bytes ? (u.div == 1.0 ? "1" : "0.01") : "0.001");
+    else snprintf(buf, n, bytes ? (u.div == 1.0 ? "%.0f" : "%.2f") : "%.3f", x);
     return buf;
 }

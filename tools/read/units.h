@@ -18,7 +18,8 @@ char *fmt_time(char *buf, size_t n, double ns);       /* "12.3 ms" */
    time under a µs reads 0.123 µs). All zero or n = 0: MiB and ms. */
 Unit  byte_unit_col(const double *v, size_t n);
 Unit  time_unit_col(const double *ns, size_t n);
-/* A value in a column's unit: bytes "%.2f" ("%.0f" in B), times "%.3f". */
+/* A value in a column's unit: bytes "%.2f" ("%.0f" in B), times "%.3f"; a value that is not zero but
+   would print as one "<0.01" (">-0.01" below zero; "<0.001" for a time). */
 char *fmt_in_unit(char *buf, size_t n, double v, Unit u, int bytes);
 double nice_step(double range, int ticks);  /* 1, 2 or 5 × 10^k, about range/ticks */
 char *fmt_tick(char *buf, size_t n, double v, double step);  /* as many decimals as the step needs */
