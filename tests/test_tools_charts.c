@@ -696,6 +696,18 @@ static void check_paper_sizes(void) {
     }
     free(b);
     CHECK(rc == 0 && over == 0, "tradeoff at 3.5x2.6in: exit %d, %d names over a point or bar", rc, over);
+    /* all the charts at that size: the tradeoff written, the two others refused, in one line */
+    char col[600], cmd[1600];
+    snprintf(col, sizeof col, "%s/col", d);
+    mkdir_p(col);
+    snprintf(cmd, sizeof cmd, "'%s/dpmem-charts' '%s' -o '%s' --format pdf --size 3.5x2.6in > '%s' 2>&1", tt_build(), d, col, tt_path("col.txt"));
+    rc = system(cmd);
+    char *said = tt_slurp(tt_path("col.txt"), NULL);
+    snprintf(tp, sizeof tp, "%s/tradeoff.pdf", col);
+    struct stat st;
+    CHECK(rc != 0 && stat(tp, &st) == 0 && said && strstr(said, "breakdown: 504x374 px is too small") && strstr(said, "; timeline of 8 runs: 504x374 px"),
+          "3.5x2.6in, all charts: exit %d, the tradeoff written or not, the refusals said in one line: %s", rc, said ? said : "");
+    free(said);
     tt_expect_error("dpmem-charts", "'%s/paper8' -o '%s/paper8/7x5in' --only breakdown --size 3.5x2.6in",
                     "breakdown: 504x374 px is too small for its panels (8 runs, 7 categories): at least 504x");
     tt_expect_error("dpmem-charts", "'%s/paper8' -o '%s/paper8/7x5in' --only timeline --size 3.5x2.6in",

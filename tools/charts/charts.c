@@ -81,28 +81,47 @@ unsigned charts_mask(const char *list) {
     return m;
 }
 
+/* A chart's error: the first into err, the later ones after it ("; "), so that one line says them all. */
+static void keep_error(char *err, size_t errlen, const char *e, int *failed) {
+    size_t k = strlen(err);
+    if (!*failed) snprintf(err, errlen, "%s", e);
+    else if (k + 2 < errlen) snprintf(err + k, errlen - k, "; %s", e);
+    (*failed)++;
+}
+
 int charts_draw(const ChartSet *cs, const char *dir, const ChartOptions *o, char *err, size_t errlen) {
+    /* every chart that can be drawn is, though another cannot (a size too small for one chart holds the
+       others); the errors together at the end */
     unsigned only = o->only ? o->only : ~0u;
+    int failed = 0;
+    char e[1024];
+    if (errlen) err[0] = 0;
     for (int k = 0; k < o->n_formats; k++) {
         const char *ext = fig_format_ext(o->formats[k]);
         char path[4096];
         int drawn = 1;
         snprintf(path, sizeof path, "%s/breakdown.%s", dir, ext);
-        if ((only & CHART_BREAKDOWN) && chart_breakdown(cs, path, o->formats[k], &o->spec, err, errlen)) return -1;
-        if ((only & CHART_BREAKDOWN) && !o->quiet) printf("wrote %s\n", path);
+        if (only & CHART_BREAKDOWN) {
+            if (chart_breakdown(cs, path, o->formats[k], &o->spec, e, sizeof e)) keep_error(err, errlen, e, &failed);
+            else if (!o->quiet) printf("wrote %s\n", path);
+        }
         snprintf(path, sizeof path, "%s/tradeoff.%s", dir, ext);
-        if ((only & CHART_TRADEOFF) && chart_tradeoff(cs, path, o->formats[k], &o->spec, &drawn, err, errlen)) return -1;
-        if ((only & CHART_TRADEOFF) && !o->quiet) printf(drawn ? "wrote %s\n" : "no %s: no run has a step time (plan runs)\n", path);
+        if (only & CHART_TRADEOFF) {
+            if (chart_tradeoff(cs, path, o->formats[k], &o->spec, &drawn, e, sizeof e)) keep_error(err, errlen, e, &failed);
+            else if (!o->quiet) printf(drawn ? "wrote %s\n" : "no %s: no run has a step time (plan runs)\n", path);
+        }
         snprintf(path, sizeof path, "%s/timeline.%s", dir, ext);
-        if ((only & CHART_TIMELINE) && draw_timeline(cs, path, o->formats[k], &o->spec, err, errlen)) return -1;
-        if ((only & CHART_TIMELINE) && !o->quiet) printf("wrote %s\n", path);
+        if (only & CHART_TIMELINE) {
+            if (draw_timeline(cs, path, o->formats[k], &o->spec, e, sizeof e)) keep_error(err, errlen, e, &failed);
+            else if (!o->quiet) printf("wrote %s\n", path);
+        }
         if (cs->sweep_key[0] && (only & CHART_SWEEP)) {
             snprintf(path, sizeof path, "%s/sweep.%s", dir, ext);
-            if (chart_sweep(cs, path, o->formats[k], &o->spec, err, errlen)) return -1;
-            if (!o->quiet) printf("wrote %s\n", path);
+            if (chart_sweep(cs, path, o->formats[k], &o->spec, e, sizeof e)) keep_error(err, errlen, e, &failed);
+            else if (!o->quiet) printf("wrote %s\n", path);
         }
     }
-    return 0;
+    return failed ? -1 : 0;
 }
 
 int charts_write(RunStats **runs, int n, int baseline, const char **cats, int n_cats, const char **scopes, int n_scopes,
