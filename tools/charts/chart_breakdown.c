@@ -172,7 +172,7 @@ static void panel_b(Bd *b, double lab_x, double x0, double x1, const char *base_
     /* many rows (a sweep): names in a smaller type that fits a row, the ratios only where they fit */
     double fs = CK_LABEL;
     while (fs > 4.5 && fig_text_h(f, fs) > row * 1.05) fs -= 0.5;
-    if (fs < 6) b->misfit = 1;   /* names too small to read: another layout gives the rows more room */
+    if (fs * f->font_scale < 6) b->misfit = 1;   /* names under 6 pt as printed: another layout gives the rows more room */
     int numbers = fig_text_h(f, CK_NOTE) <= row * 1.05;
     fig_line(f, x1x, b->py0, x1x, b->py1, COLOUR_AXIS, 0.8, 1);
     for (int k = 0; k < b->n; k++) {
@@ -371,17 +371,19 @@ static int bd_draw(const ChartSet *cs, Figure *f, int mode) {
     double cx[MAX_RUNS], slot = b.n ? (a_x1 - a_x0) / b.n : 1;
     for (int k = 0; k < b.n; k++) { names[k] = b.lab[k]; cx[k] = a_x0 + slot * (k + 0.5); }
     double lab_h = ck_slot_labels(f, names, cx, b.n, slot, 0, 0), axis_h = 2 * fig_text_h(f, CK_TICK) + fig_pt(f, 14);
-    if (ck_slot_fs(f, names, b.n, slot) < 6) return 1;   /* a's run names too small to read */
+    if (ck_slot_fs(f, names, b.n, slot) * f->font_scale < 6) return 1;   /* a's run names under 6 pt as printed */
     /* the note's lines: measured by drawing it at the end; here two lines' room */
     double bottom = f->h - pad - 2 * note_h, below = lab_h > axis_h ? lab_h : axis_h;
     /* b's rows at least the names' height (8 pt type), c's rows two markers high (a cluster packs in two rows) */
     double b_need = b.n * fig_text_h(f, CK_LABEL) * 1.1, c_need = no * fig_pt(f, C_MARKER_MIN) * 2.3;
     double r1_top = y + fig_pt(f, 4), r1_py0 = r1_top + th + sub_h + fig_pt(f, 8), r1_py1 = bottom - below;
-    double c_top = r1_top, c_py0 = r1_py0, c_py1 = r1_py1, b_top = r1_top, b_py0 = r1_py0, b_py1 = r1_py1;
+    /* b beside a has only its axis below it, not a's run names: its rows reach further down */
+    double c_top = r1_top, c_py0 = r1_py0, c_py1 = r1_py1, b_top = r1_top, b_py0 = r1_py0, b_py1 = bottom - axis_h;
     if (mode == BD_TWO_ROWS) {
         double need_c = c_need + th + sub_h + fig_pt(f, 10) + axis_h, split = bottom - need_c;
         if (split < y + (bottom - y) * 0.35) split = y + (bottom - y) * 0.35;
-        r1_py1 = b_py1 = split - below;
+        r1_py1 = split - below;
+        b_py1 = split - axis_h;
         c_top = split + fig_pt(f, 4);
         c_py0 = c_top + th + sub_h + fig_pt(f, 6);
         c_py1 = bottom - axis_h;
@@ -456,12 +458,13 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
         for (int k = 1; k <= 400; k++) {
             int ww = wide ? w + k * step : w, hh = wide ? h : h + k * step, fits = 0;
             if (ww > 16384 || hh > 16384) break;
-            for (int mode = 0; mode < BD_LAYOUTS && !fits; mode++) {
-                Figure scratch;
-                if (fig_open(&scratch, NULL, FIG_PNG, ww, hh, dpi, fs * shrink[3], err, errlen)) return -1;
-                fits = bd_draw(cs, &scratch, mode) == 0;
-                fig_discard(&scratch);
-            }
+            for (int q = 0; q < 4 && !fits; q++)
+                for (int mode = 0; mode < BD_LAYOUTS && !fits; mode++) {
+                    Figure scratch;
+                    if (fig_open(&scratch, NULL, FIG_PNG, ww, hh, dpi, fs * shrink[q], err, errlen)) return -1;
+                    fits = bd_draw(cs, &scratch, mode) == 0;
+                    fig_discard(&scratch);
+                }
             if (!fits) continue;
             const char *cats[MAX_CATS];
             snprintf(err, errlen, "breakdown: %dx%d px is too small for its panels (%d runs, %d categories): at least %dx%d px at %.0f dpi"
