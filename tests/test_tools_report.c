@@ -659,10 +659,79 @@ static void check_scope_memory(void) {
     CHECK(tt_python("scopemem.py", script, tt_path("sm.csv"), tt_path("sm.json")) == 0, "CSV/JSON scope memory (see above)");
 }
 
+/* Two workers, one after the other on one thread index, each running its own 4 steps (issue 38):
+   each thread's steps its own, with its own warm-up and its own name; and a small run's tables read
+   in the units its values need (11048 B is 10.79 KiB, not 0.01 MiB; a 2 µs scope 2.000 µs, not
+   0.002 ms), the header naming each column's unit. */
+static void check_threads_and_units(void) {
+    const char *log = tt_path("workers.log");
+    tt_workers_log(log);
+    int rc = tt_run("dpmem-report", "'%s' --csv '%s'", log, tt_path("workers.csv"));
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0, "workers: exit %d", rc);
+    const char *want[] = {
+        "step time per thread (2 threads ran 'step', each its own steps; each thread's first 1 step left out):",
+        "  T2 worker-0                   4 steps, steps 2..4 timed (\xC2\xB5s): median 110.000, min 100.000, q1 105.000, q3 115.000, max 120.000",
+        "  T3 worker-1                   4 steps, steps 2..4 timed (\xC2\xB5s): median 210.000, min 200.000, q1 205.000, q3 215.000, max 220.000",
+        "every thread's steps in the order they ended",
+        /* the breakdown: KiB (the median of 96 KiB, 11048, 22096, 8192 and 48 bytes is 11048) */
+        "  category                        bytes          KiB   share   own peak KiB",
+        "  params                          11048        10.79    7.9%          10.79",   /* of 139688 bytes at the peak */
+        "  norms                              48         0.05    0.0%           0.05",
+        /* the scopes: times in µs, memory in KiB */
+        "total \xC2\xB5s",
+        /* forward: 2 µs in worker-0's steps, 3 in worker-1's; each leaves its activations (7 x 64 KiB + 96) */
+        "  forward                       8       20.000       3.000       2.000       2.000       3.000       3.000            -         96.00      544.00",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(has(out, want[i]), "workers: the report lacks: %s\n%s", want[i], out ? out : "");
+    CHECK(!has(out, "0.01") || !has(out, "params                          11048         0.01"), "workers: params read as 0.01 MiB");
+    free(out);
+}
+
+/* The ranks of a small data-parallel run: the peaks in KiB, the times in µs (their header says so), not
+   0.01 MiB and 0.004 ms; 4 bytes in a KiB column read "<0.01", not 0.00. */
+static void check_ranks_units(void) {
+    char path[2][600];
+    for (int r = 0; r < 2; r++) {
+        SynthLog S;
+        synth_init(&S, 65536, T0);
+        synth_thread(&S, 1, T0, 1111, "main");
+        synth_meta(&S, 1, T0, "run", "dp2");
+        synth_meta(&S, 1, T0, "comm.world_size", "2");
+        synth_meta(&S, 1, T0, "comm.rank", r ? "1" : "0");
+        synth_alloc(&S, 1, T0 + 1000, "params/w", 1, 0x1000, 11048 + 1000 * (uint64_t)r);
+        synth_alloc(&S, 1, T0 + 1500, "noise/x", 1, 0x2000, 4);   /* 4 B: not zero, though 0.00 KiB */
+        uint64_t t = T0 + 10000;
+        for (int s = 0; s < 3; s++) {   /* steps of 200 µs, an allreduce of 4 µs in each */
+            synth_begin(&S, 1, t, "step");
+            synth_begin(&S, 1, t + 100000, "allreduce");
+            synth_end(&S, 1, t + 104000, "allreduce");
+            synth_end(&S, 1, t + 200000, "step");
+            t += 201000;
+        }
+        synth_close(&S, 1, t);
+        snprintf(path[r], sizeof path[r], "%s", tt_path(r ? "dp2.rank1.log" : "dp2.rank0.log"));
+        synth_save(&S, path[r]);
+        synth_release(&S);
+    }
+    int rc = tt_run("dpmem-report", "'%s' '%s'", path[0], path[1]);
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    const char *want[] = {
+        "  rank           peak bytes     peak KiB      step \xC2\xB5s   allreduce \xC2\xB5s",
+        "  0                   11052        10.79      200.000          4.000",
+        "  sum                 23104        22.56            -              -   (the job's memory)",
+        "  noise                               4        <0.01    0.0%          <0.01",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(rc == 0 && has(out, want[i]), "ranks: lacks: %s\n%s", want[i], out ? out : "");
+    free(out);
+}
+
 int main(void) {
     tt_mkdir("report");
     if (system("python3 -c 1 >/dev/null 2>&1") != 0) { printf("SKIP: no python3 to parse the CSV and JSON\n"); return 77; }
     check_text_and_exports();
+    check_threads_and_units();
+    check_ranks_units();
     check_pool_note();
     check_scope_memory();
     check_leak_trends();
