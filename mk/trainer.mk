@@ -38,9 +38,16 @@ NCCL_LIBDIR     := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/lib
 TRAINER_NCCL_ON := $(and $(TRAINER_CUDA_ON),$(NCCL_LIBDIR),$(wildcard $(CUDA_HOME)/include/nccl.h))
 # The trainers' link mode (with the CUDA backend or without: `make demo` links them without where no
 # GPU will run them) in a stamp rewritten only when the mode changes, so that a change relinks them.
+# A rule, not a parse-time $(shell): every make that only parsed this file wrote its own mode there —
+# `make demo`'s outer make (TRAINER_CUDA=1) and its inner one (0 without a GPU) flipped it on every run,
+# relinking 14 programs for nothing, and `make -n` wrote it too. Now only a make that links a trainer
+# writes it (make re-reads its time after the recipe: unchanged content, unchanged time, no relink).
 TRAINER_LINK_STAMP := $(BUILD)/obj/trainer/link-mode
 TRAINER_LINK_MODE  := $(if $(TRAINER_CUDA_ON),cuda,cpu)
-$(shell mkdir -p $(BUILD)/obj/trainer && { [ "$$(cat $(TRAINER_LINK_STAMP) 2>/dev/null)" = $(TRAINER_LINK_MODE) ] || echo $(TRAINER_LINK_MODE) > $(TRAINER_LINK_STAMP); })
+$(TRAINER_LINK_STAMP): FORCE
+	@mkdir -p $(@D); [ "$$(cat $@ 2>/dev/null)" = $(TRAINER_LINK_MODE) ] || echo $(TRAINER_LINK_MODE) > $@
+.PHONY: FORCE
+FORCE:
 TRAINER_CUDA_LINK := $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) \
                      $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o -L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) -lnccl) \
                      -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudnn -lnvrtc -lcublas -lcudart -lstdc++)
@@ -49,10 +56,16 @@ $(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
-TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init
+TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init test_blas_core
 $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+# OpenBLAS as on a CPU it does not know (Prescott until OPENBLAS_CORETYPE is set), preloaded by test_blas_core.
+$(BUILD)/tests/test_blas_core: $(BUILD)/tests/libfake_corename.so
+$(BUILD)/tests/libfake_corename.so: tests/fake_corename.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(filter-out $(SANFLAGS),$(CFLAGS)) -shared -fPIC -o $@ $<
 
 # The bf16 kernels' test exports its own cblas_sbgemm (-rdynamic), so that the sbgemm path is run
 # here too (Debian's OpenBLAS does not export one), then runs itself again on the widening path.
