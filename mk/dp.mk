@@ -151,4 +151,4 @@ $(BUILD)/tests/test_classify: tests/test_classify.c tests/test_dp_rig.h $(DP_LIB
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
 ALL   += $(BUILD)/tests/test_classify
-TESTS += $(BUILD)/tests/test_classify
+TESTS += $(BUILD)/tests/test_classify tests/test_classify_cli.sh
