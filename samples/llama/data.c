@@ -70,7 +70,8 @@ static int open_labelled(DataLoader *d, const char *path, const unsigned char *r
     d->n_rows = n; d->row_len = R; d->n_tokens = n * R;
     DPMEM_TAG_ALLOC(d->tokens, n * R * sizeof *d->tokens, "input/token_file");
     DPMEM_TAG_ALLOC(d->labels, n * sizeof *d->labels, "input/labels_file");
-    snprintf(d->desc, sizeof d->desc, "%.40s (labelled, %zu rows of %zu, %d labels)", path, n, R, d->num_labels);
+    if (snprintf(d->desc, sizeof d->desc, "%.40s (labelled, %zu rows of %zu, %d labels)", path, n, R, d->num_labels) < 0)
+        d->desc[0] = 0;   /* (a long name is cut: the description is for the header line) */
     return 0;
 }
 

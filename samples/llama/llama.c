@@ -155,7 +155,10 @@ uint64_t llama_init_stream(const char *name) {
 /* normal(0, 0.02) from the tensor's own stream, drawn on the backend that holds it (no host copy; a
    plan records nothing for it), or 1 for norm weights. */
 static int init_tensor(LlamaModel *m, float *dst, const ParamInfo *p, uint64_t seed) {
-    if (m->cfg.no_init) return 0;                      /* --init-from: the checkpoint fills them */
+    /* --init-from: the checkpoint fills them; but classify's score, which a causal LM's checkpoint lacks, is
+       drawn as transformers initialises a new head (normal(0, initializer_range 0.02)), and a classifier's
+       checkpoint overwrites it */
+    if (m->cfg.no_init && !(m->cfg.task == LLAMA_TASK_CLASSIFY && p->which == W_LM_HEAD)) return 0;
     if (p->kind == HOOK_RMSNORM) return fill_buffer(m->kb, dst, 1.0f, p->numel);
     return init_normal(m->kb, dst, p->numel, LLAMA_INIT_STD, seed, llama_init_stream(p->name));
 }
