@@ -4,7 +4,8 @@
 # nothing downloaded: single texts and premise/hypothesis pairs from CSV and JSON lines) that the
 # trainer reads; META config.task; the planner: for every method (and LoRA, and bf16 with activation
 # checkpointing) `run_experiments --plan --check` gives a predicted peak EXACTLY the measured one of a
-# CPU run; the plan for the CUDA target runs. Exits 0 on pass, 1 on failure.
+# CPU run; the plan for the CUDA target runs; `--matrix opacus-small` plans its four sweeps. Exits 0 on
+# pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
 T=$B/train_vanilla
 [ -x "$T" ] || { echo "FAIL: $T not built"; exit 1; }
@@ -84,6 +85,17 @@ for t in train_vanilla train_ghost train_lora; do
         || no "$t: the CUDA plan of llama3.2-1b classify: $(tail -n 2 "$tmp/cuda.out")"
 done
 echo "ok   the CUDA plans of llama3.2-1b classify ran"
+
+# the profiling matrix's preset at its small size, planned: every sweep's table, classify on every command
+d=$tmp/matrix
+sh tools/run_experiments --matrix opacus-small --plan --device cpu --quiet --out "$d" lora >"$tmp/matrix.stdout" 2>&1 \
+    || no "--matrix opacus-small exited $?: $(tail -n 5 "$tmp/matrix.stdout")"
+for k in seq-len batch-size physical-batch lora-rank; do
+    grep -q "^peak tagged memory (MiB) vs $k" "$d/matrix.txt" || no "matrix.txt lacks the $k sweep"
+    grep -q -- '--task classify --num-labels 3' "$d/$k/lora-$k"*.cmd 2>/dev/null || no "the $k sweep's runs are not classify runs"
+done
+[ "$(awk '$1 == "8" && NF == 2' "$d/seq-len/sweep.txt" | wc -l)" = 1 ] || no "the seq-len sweep has no row for 8: $(cat "$d/seq-len/sweep.txt")"
+echo "ok   --matrix opacus-small --plan: four sweeps in matrix.txt"
 
 # text through a tokenizer built here: pairs from JSON lines and CSV, single texts; each row is the
 # tokenizer's own (pair) encoding, right-padded with its pad token
