@@ -11,6 +11,7 @@
        (tolerance as test_llama_grad.c: |d - <∇L,u>| <= 3e-3 + 2e-2 |d|), with padded rows;
      - what the padding does not reach: the pad token's embedding row (used only after the pooled
        positions) gets exactly zero gradient (causal attention: the last real token never sees it);
+     - --precision bf16: the loss and every gradient's direction as fp32's;
      - memory: the head is K x C (score, never tied, no lm_head), the logits N x K, the labels B ints;
      - the labelled token file (data.h): rows, padding to T, labels, and its one-line errors.
    With --dump DIR it also writes the tensors a Python test compares with transformers and Opacus
@@ -163,6 +164,41 @@ static void test_model(void) {
     kbackend_destroy(&kb);
 }
 
+/* --precision bf16: the same model and batch as fp32 (the same seed), the loss within 1e-2 relative and
+   every gradient tensor pointing the same way (cosine >= 0.99): the bf16 path of the pooled loss (fp32
+   logits and dlogits, then rounded for the score GEMMs) is the fp32 path's, rounded. */
+static void test_bf16(void) {
+    int tok[B * T], tgt[B * T];
+    batch(tok, tgt);
+    KBackend kb;
+    kbackend_cpu_init(&kb, 1);
+    LlamaModel m32, m16;
+    LlamaConfig c16 = CFG;
+    c16.precision = 1;
+    build(&m32, &kb, tok, tgt, 0);
+    if (llama_build(&m16, &kb, &c16, B, T, "sgd", 5, NULL, NULL)) { printf("FAIL build bf16: %s\n", kbackend_error(&kb)); exit(1); }
+    memcpy(m16.tokens, tok, sizeof tok);
+    memcpy(m16.targets, tgt, sizeof tgt);
+    gradient(&m32);
+    llama_zero_grad(&m16);
+    double l16 = loss_of(&m16);
+    if (llama_backward(&m16, NULL, 1.0f / B)) { printf("FAIL backward bf16: %s\n", kbackend_error(&kb)); exit(1); }
+    double l32 = 0;
+    if (llama_forward(&m32) || llama_loss(&m32, &l32)) { printf("FAIL forward\n"); exit(1); }
+    CHECK(fabs(l16 - l32) <= 1e-2 * l32, "bf16 loss %.6f, fp32 %.6f", l16, l32);
+    for (int i = 0; i < m32.n_params; i++) {
+        const float *a = *llama_tensor(&m32.dw, &m32.params[i]), *b = *llama_tensor(&m16.dw, &m16.params[i]);
+        double ab = 0, aa = 0, bb = 0;
+        for (size_t j = 0; j < m32.params[i].numel; j++) { ab += (double)a[j] * b[j]; aa += (double)a[j] * a[j]; bb += (double)b[j] * b[j]; }
+        const double cosine = ab / (sqrt(aa * bb) + 1e-300);
+        CHECK(cosine >= 0.99, "bf16 gradient of %s: cosine %.5f with fp32's", m32.params[i].name, cosine);
+    }
+    llama_free(&m16);
+    llama_free(&m32);
+    CHECK(kb.live == 0, "%zu bytes left allocated (bf16)", kb.live);
+    kbackend_destroy(&kb);
+}
+
 /* A labelled token file (data.h) written by hand, read back; then its errors. */
 static void put32(FILE *f, int32_t v) { fwrite(&v, 4, 1, f); }
 static int write_labelled(const char *path, int rows, int R, int k, int pad, const int *labels, const int *toks, long cut) {
@@ -291,6 +327,7 @@ int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--dump")) return dump_all(argv[2], atof(argv[3]));
     test_positions();
     test_model();
+    test_bf16();
     test_data();
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
     printf("classify: %d checks passed\n", checks);
