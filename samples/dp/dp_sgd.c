@@ -156,8 +156,9 @@ static int lora_target_bit(WhichTensor w) {
 }
 
 int dp_sgd_frozen(void *user, const ParamInfo *p) {
-    (void)user; (void)p;
-    return 1;
+    (void)user;
+    /* classify's score head trains whole, as PEFT's modules_to_save for sequence classification */
+    return !(p->which == W_LM_HEAD && !strcmp(p->name, "score"));
 }
 
 size_t dp_sgd_lora_params(const DpSgd *d) {
@@ -178,7 +179,7 @@ static int lora_setup(DpSgd *d, TrainState *s) {
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
         d->lora_of[i] = -1;
-        if (!(lora_target_bit(p->which) & d->cfg.lora_targets)) continue;
+        if (!(lora_target_bit(p->which) & d->cfg.lora_targets) || p->trainable) continue;   /* score: trained whole */
         LoraAdapter *l = &d->lora[d->n_lora];
         if (lora_build(l, d->kb, p->name, i, p->cols, p->rows, r, alpha, adam, (unsigned long long)s->cfg->seed, m->dt)) return -1;
         d->lora_of[i] = d->n_lora++;
@@ -999,8 +1000,8 @@ static int shortcut_clip(DpSgd *d, TrainState *s) {
 int dp_sgd_physical_batch(void *user, TrainState *s) {
     DpSgd *d = user;
     LlamaModel *m = &s->model;
-    const int B = m->B, T = m->T;
-    const float per_sample_scale = 1.0f / T;     /* g_b = ∇ (mean over the sequence's tokens) */
+    const int B = m->B;
+    const float per_sample_scale = 1.0f / llama_loss_positions(m);   /* g_b = ∇ (mean over the sequence's loss terms: T, classify 1) */
     int real = B;                                /* rows of this physical batch that are data */
     if (!d->cfg.seed_given && !d->seed_shared) {  /* one noise stream for the job: rank 0's drawn seed (no rank has
                                                      --noise-seed: train.c compared the configurations) */

@@ -23,7 +23,12 @@ typedef struct {
     int no_init;           /* leave the parameters zero: a checkpoint fills them (--init-from) */
     int precision;         /* --precision: 0 fp32, 1 bf16 (KDT_F32, KDT_BF16 of kernels.h; llama.h says what is bf16) */
     int checkpoint_activations; /* --checkpoint-activations: keep each block's input only, recompute it in the backward */
+    int task;              /* --task: LLAMA_TASK_LM (LlamaForCausalLM) or LLAMA_TASK_CLASSIFY (LlamaForSequenceClassification) */
+    int num_labels;        /* --num-labels K: classify's score head is (K, C) */
+    int pad_id;            /* --pad-id: classify reads each row's last token that is not pad_id; -1: none (the last position) */
 } LlamaConfig;
+
+enum { LLAMA_TASK_LM = 0, LLAMA_TASK_CLASSIFY = 1 };
 
 typedef struct {
     LlamaConfig model;
