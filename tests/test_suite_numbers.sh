@@ -8,7 +8,8 @@
 #   - a sweep's header says the swept setting is swept, not its unswept default;
 #   - --plan --fit SIZE: each experiment's largest physical batch is the one whose plan fits SIZE
 #     while the next does not (checked against the trainers' own plans), and the savings are the
-#     plans' differences;
+#     plans' differences; fit.txt's command is the plans' (--plan-for cuda for a device, no --device,
+#     no batch flags) and a --physical-batch given is said to be unused;
 #   - results.csv and results.json carry the DP settings, logical and physical batch.
 # Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
@@ -132,9 +133,15 @@ m_mb=$(awk '$1 == "vanilla" { print $2 }' "$tmp/fit-${S3}MB/fit.txt"); m_mib=$(a
 [ -n "$m_mb" ] && [ "$m_mb" -lt "$m_mib" ] || bad "--fit ${S3}MB gives batch $m_mb, ${S3}MiB $m_mib: the decimal size must fit less"
 for pr in "h100-80gb - 84447068160 1024" "h200 - 149681078272 1024" "a100-40gb 512MiB 42412802048 512" "h100-80gb 0 85520809984 0"; do
     set -- $pr; dev=$1; mg=$2; want=$3; mmib=$4
-    sh "$S" --build "$B" --out "$tmp/fit-$dev-$mg" --model tiny --seq-len 16 --plan --fit "$dev" $([ "$mg" = - ] || echo "--fit-margin $mg") vanilla \
+    # (--physical-batch 1 given: --fit searches the batch itself, and says so)
+    sh "$S" --build "$B" --out "$tmp/fit-$dev-$mg" --model tiny --seq-len 16 --physical-batch 1 --plan --fit "$dev" $([ "$mg" = - ] || echo "--fit-margin $mg") vanilla \
         >"$tmp/fit-$dev.stdout" 2>&1 || { bad "--fit $dev failed"; tail -n 5 "$tmp/fit-$dev.stdout"; continue; }
     f=$tmp/fit-$dev-$mg/fit.txt
+    # fit.txt's command is the plans' own: for cuda, no --device (nothing runs there), no batch it did not use
+    cmd=$(sed -n 's/^command: //p' "$f")
+    case " $cmd " in *" --plan-for cuda "*) case " $cmd " in *" --device "* | *" --physical-batch "* | *" --batch-size "*) bad "--fit $dev: fit.txt's command has a device or batch it did not use: $cmd" ;; esac ;;
+        *) bad "--fit $dev: fit.txt's command does not say the plans are for cuda: $cmd" ;; esac
+    grep -q "^note: --fit searches the physical batch itself .*--physical-batch 1 not used" "$f" || bad "--fit $dev: fit.txt does not say --physical-batch 1 is not used"
     if grep -q ": $want bytes" "$f" && grep -q "plan backend for cuda" "$f" && { [ "$mmib" = 0 ] && grep -q "no margin taken" "$f" || grep -q "less a margin of $mmib MiB" "$f"; }
     then echo "ok   --fit $dev (margin ${mg}): $want bytes for tensors, planned for cuda"
     else bad "--fit $dev (margin $mg): want $want bytes, margin $mmib MiB, cuda: $(sed -n 1,2p "$f")"; fi
