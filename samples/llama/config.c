@@ -88,7 +88,7 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --allow-nonfinite (load a checkpoint's NaN/inf values; by default they are an error naming the tensor)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
            "  --log FILE (dpmem log)  --run-name NAME (the run's name in the log and charts)\n"
-           "  --print-params  --check-finite  --quiet  --help\n%s",
+           "  --print-params  --check-finite  --quiet  --verbose (per-layer lines)  --help\n%s",
            prog, extra_usage ? extra_usage : "");
 }
 
@@ -179,7 +179,8 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         /* switches: a value given to one ("--print-params=0") is an error, not a silent "on" */
         if (eq && (!strcmp(a, "--help") || !strcmp(a, "--print-params") || !strcmp(a, "--check-finite") ||
                    !strcmp(a, "--allow-nonfinite") ||
-                   !strcmp(a, "--tie-embeddings") || !strcmp(a, "--quiet") || !strcmp(a, "--checkpoint-activations"))) {
+                   !strcmp(a, "--tie-embeddings") || !strcmp(a, "--quiet") || !strcmp(a, "--verbose") ||
+                   !strcmp(a, "--checkpoint-activations"))) {
             fprintf(stderr, "error: %s is a switch and takes no value (got '%s'): give it alone to turn it on\n", a, v);
             return -1;
         }
@@ -189,6 +190,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         if (!strcmp(a, "--allow-nonfinite")) { c->allow_nonfinite = 1; continue; }
         if (!strcmp(a, "--tie-embeddings")) { c->model.tie_embeddings = 1; continue; }
         if (!strcmp(a, "--quiet")) { c->quiet = 1; continue; }
+        if (!strcmp(a, "--verbose")) { c->verbose = 1; continue; }
         if (!strcmp(a, "--checkpoint-activations")) { c->model.checkpoint_activations = 1; continue; }
         int took_next = 0;
         if (!v) { v = i + 1 < argc ? argv[i + 1] : NULL; took_next = 1; }

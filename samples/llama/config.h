@@ -46,6 +46,7 @@ typedef struct {
     char save_dtype[8];    /* f32, bf16, f16 */
     const char *run_name;  /* META "run" */
     int print_params, check_finite, quiet;   /* quiet: 1 no header/progress (--quiet), 2 no summary either */
+    int verbose;           /* --verbose: per-layer lines (a DP method's choice for each layer) */
     int allow_nonfinite;   /* --allow-nonfinite: load a checkpoint's NaN/inf values instead of refusing it */
     long long mem_limit;   /* bytes; 0 = none */
     int ranks;             /* --ranks N: under mpirun it must be the job's size; without a launcher the plan
