@@ -324,7 +324,7 @@ int main(void) {
         float base, rms, emb;
         TIME_MS(base, wgrad_bf16(dw, dout, inp, C1, C1, T));
         TIME_MS(rms, dp_rmsnorm_norms_direct_cuda_dt(n2, psg, dout, inp, rstd, 1, T, C1, KDT_BF16));
-        TIME_MS(emb, dp_embedding_clipped_grad_bk_cuda_dt(dwte, tok, dout, cf, 1, T, C1, KDT_BF16));
+        TIME_MS(emb, dp_embedding_clipped_grad_bk_cuda_dt(dwte, tok, dout, cf, 1, T, C1, V, KDT_BF16));
         snprintf(extra, sizeof extra, "C=%d, x%d in the model: %.2f ms a sample; %.0f GB/s", C1, 2 * L + 1, (2 * L + 1) * rms,
                  2.0 * T * C1 * 2 / rms / 1e6);
         row("rmsnorm per-sample gradient + sum sq", rms, base, extra);

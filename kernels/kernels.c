@@ -202,7 +202,7 @@ int embedding_forward(KBackend *b, float *out, const int *tokens, const float *w
 int embedding_backward(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V) {
     KShape s = { .B = N, .T = 1, .C = C, .V = V }; void *w;
     if (scratch_get(b, KOP_EMBEDDING_BACKWARD, &s, "workspace/embedding_backward", &w)) return -1;
-    b->ops->embedding_backward(b, dwte, tokens, dout, N, C, w);
+    b->ops->embedding_backward(b, dwte, tokens, dout, N, C, V, w);
     kbuf_free(b, w);
     return 0;
 }
@@ -382,7 +382,7 @@ int embedding_backward_ex(KBackend *b, KDtype dt, float *dwte, const int *tokens
     if (native(b, dt)) {
         KShape s = { .B = N, .T = 1, .C = C, .V = V, .ab = KDT_BF16 }; void *ws;
         if (scratch_get(b, KOP_EMBEDDING_BACKWARD, &s, "workspace/embedding_backward", &ws)) return -1;
-        b->ops->embedding_backward_bf16(b, dwte, tokens, dout, N, C, ws);
+        b->ops->embedding_backward_bf16(b, dwte, tokens, dout, N, C, V, ws);
         kbuf_free(b, ws);
         return 0;
     }

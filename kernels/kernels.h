@@ -126,7 +126,8 @@ typedef struct KOps {
     double (*sumsq)(KBackend *b, const float *x, size_t n, void *scratch);
     size_t (*count_nonfinite)(KBackend *b, const float *x, size_t n, void *scratch);
     void (*embedding_forward)(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C);
-    void (*embedding_backward)(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C,
+    /* V: the table's rows; a token outside [0, V) is skipped (a backend may count it: kcuda_bad_tokens) */
+    void (*embedding_backward)(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V,
                                void *scratch);
     void (*rmsnorm_forward)(KBackend *b, float *out, float *rstd, const float *inp, const float *w,
                             int N, int C, float eps);
@@ -175,7 +176,7 @@ typedef struct KOps {
     int bf16_native;
     void (*embedding_forward_bf16)(KBackend *b, void *out, const int *tokens, const float *wte, int N, int C);
     void (*embedding_backward_bf16)(KBackend *b, float *dwte, const int *tokens, const void *dout, int N, int C,
-                                    void *scratch);
+                                    int V, void *scratch);
     void (*rmsnorm_forward_bf16)(KBackend *b, void *out, float *rstd, const void *inp, const float *w,
                                  int N, int C, float eps);
     /* dinp (bf16) += ...; dinp may be NULL (the weight's gradient alone), dw may be NULL */

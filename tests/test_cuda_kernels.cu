@@ -209,6 +209,21 @@ static void test_embedding_rmsnorm_ce(void) {
     float *cdw = on_cpu(dw0, (size_t)V * C), *gdw = on_gpu(dw0, (size_t)V * C);
     embedding_backward(&cpu, cdw, ct, cdo, N, C, V); embedding_backward(&gpu, gdw, gt, gdo, N, C, V);
     validate_result(gdw, cdw, "embedding_backward", (size_t)V * C, 0, 0);
+    /* tokens outside [0, V): skipped on both (nothing written past the table's V rows: the next row of a
+       larger buffer stays as it was) and counted on the device, once per row */
+    CHECK(kcuda_bad_tokens() == 0);
+    int *badt = (int *)malloc((size_t)N * sizeof *badt);
+    memcpy(badt, tok, (size_t)N * sizeof *badt);
+    badt[0] = V; badt[5] = -1; badt[N - 1] = V + 3;
+    int *cbt = ints_on(&cpu, badt, N), *gbt = ints_on(&gpu, badt, N);
+    float *guard = rand_host((size_t)(V + 4) * C, 1);
+    float *cgd = on_cpu(guard, (size_t)(V + 4) * C), *ggd = on_gpu(guard, (size_t)(V + 4) * C);
+    embedding_backward(&cpu, cgd, cbt, cdo, N, C, V); embedding_backward(&gpu, ggd, gbt, gdo, N, C, V);
+    validate_result(ggd, cgd, "embedding_backward, tokens outside [0, V) skipped", (size_t)(V + 4) * C, 0, 0);
+    CHECK(memcmp(cgd + (size_t)V * C, guard + (size_t)V * C, (size_t)4 * C * sizeof *guard) == 0);
+    CHECK(kcuda_bad_tokens() == 3);
+    CHECK(kcuda_bad_tokens() == 0);
+    free(badt); free(guard);
 
     /* RMSNorm: double sums in a different order, then float: 1e-6 relative + 1e-6 */
     float *x = rand_host((size_t)N * C, 2), *w = rand_host(C, 1), *dx0 = rand_host((size_t)N * C, 1), *dwn0 = rand_host(C, 1);
@@ -474,7 +489,7 @@ static void test_dp(void) {
     memcpy(eb, dwte0, (size_t)7 * C * 4);
     dp_embedding_clipped_grad_bk(eb, tok, ge, cf2, B, T, C);
     float *gdwte = on_gpu(dwte0, (size_t)7 * C), *gcf2 = on_gpu(cf2, B);
-    dp_embedding_clipped_grad_bk_cuda(gdwte, gtok, gge, gcf2, B, T, C);
+    dp_embedding_clipped_grad_bk_cuda(gdwte, gtok, gge, gcf2, B, T, C, 7);
     validate_result(gdwte, eb, "dp book-keeping embedding", (size_t)7 * C, 1e-6f, 1e-6f);
     /* the DP step with sigma = 0 and a huge clip norm is the vanilla step: clip factors are 1, the
        clipped sum is the ordinary weight gradient, the noise step only divides by the batch */
@@ -665,7 +680,7 @@ static void test_bf16(void) {
     memcpy(tr, t0, (size_t)7 * Cd * 4);
     dp_embedding_clipped_grad_bk(tr, tok, e, cf, Bs, T, Cd);
     float *gtr = on_gpu(t0, (size_t)7 * Cd);
-    dp_embedding_clipped_grad_bk_cuda_dt(gtr, gtok, ge, gcf, Bs, T, Cd, KDT_BF16);
+    dp_embedding_clipped_grad_bk_cuda_dt(gtr, gtok, ge, gcf, Bs, T, Cd, 7, KDT_BF16);
     validate_result(gtr, tr, "dp bf16 book-keeping embedding", (size_t)7 * Cd, 1e-6f, 1e-6f);
     float nn[3] = { 4.0f, 0.01f, NAN }, sc[3];
     dp_clip_factors_safe(sc, nn, 3, 1.0f, DP_BF16_CLIP_MARGIN);

@@ -154,8 +154,12 @@ void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const
 void dp_linear_clipped_grad_bk_cuda(float *dw, const float *a, const float *g, const float *c,
                                     int B, int T, int IC, int OC);
 void dp_embedding_norms_cuda(float *norm2, const int *tokens, const float *g, int B, int T, int C, DpIO *io);
+/* Rows whose token was outside [0, V) in the embedding kernels (forward, backward, book-keeping scatter:
+   skipped, nothing written out of the table) since the last call; resets the count. A read-back (it waits
+   for the queue): call it where the caller synchronises anyway. */
+unsigned long long kcuda_bad_tokens(void);
 void dp_embedding_clipped_grad_bk_cuda(float *dwte, const int *tokens, const float *g, const float *c,
-                                       int B, int T, int C);
+                                       int B, int T, int C, int V);
 void dp_rmsnorm_norms_direct_cuda(float *norm2, float *psg, const float *dout, const float *inp,
                                   const float *rstd, int B, int T, int C);
 void dp_clip_factors_cuda(float *c, const float *norm2, int B, float max_norm);
@@ -180,7 +184,7 @@ void dp_linear_clipped_grad_bk_hostc_cuda_dt(float *dw, const float *a, const fl
                                              int B, int T, int IC, int OC, KDtype dt);
 void dp_embedding_norms_cuda_dt(float *norm2, const int *tokens, const float *g, int B, int T, int C, KDtype dt, DpIO *io);
 void dp_embedding_clipped_grad_bk_cuda_dt(float *dwte, const int *tokens, const float *g, const float *c,
-                                          int B, int T, int C, KDtype dt);
+                                          int B, int T, int C, int V, KDtype dt);
 void dp_rmsnorm_norms_direct_cuda_dt(float *norm2, float *psg, const float *dout, const float *inp,
                                      const float *rstd, int B, int T, int C, KDtype dt);
 /* Tied embeddings (dp_kernels.h's dp_tied_cross_u, dp_tied_cross_dot, dp_psg_norms): dlogits, a and g

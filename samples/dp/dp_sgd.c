@@ -495,7 +495,7 @@ static int clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, 
     Widen wd;
     if (widen_open(d, &wd, T, emb ? 0 : p->d_in, p->d_out)) return -1;
     if (run && d->cuda) {
-        if (emb) DP_GPU(dp_embedding_clipped_grad_bk_cuda_dt(dw, tokens, p->G, d->c, B, T, p->d_out, dt));
+        if (emb) DP_GPU(dp_embedding_clipped_grad_bk_cuda_dt(dw, tokens, p->G, d->c, B, T, p->d_out, V, dt));
         else DP_GPU(dp_linear_clipped_grad_bk_hostc_cuda_dt(dw, p->A, p->G, d->c_host, B, T, p->d_in, p->d_out, dt));
     } else if (run && wd.g) {
         for (int b = 0; b < B; b++) {
