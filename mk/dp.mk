@@ -22,7 +22,7 @@ ALL   += $(BUILD)/tests/test_noise
 TESTS += $(BUILD)/tests/test_noise
 
 DP_KERNEL_SRC := kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kernels/cpu/dp_norms_tied.c kernels/cpu/dp_norms_flash.c \
-                 kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c
+                 kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c kernels/cpu/dp_mixed.c
 
 $(BUILD)/tests/test_dp_norms: tests/test_dp_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)

@@ -371,10 +371,13 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     const int bk = d->cfg.clip == DP_CLIP_BK, run = d->computes;
     const KDtype dt = d->dt;
     const int is_head = G == d->s->model.acts.logits;
-    /* mixed at physical batch 1 where the norm is the per-sample gradient anyway: keep it (its clipped
-       sum is then a scaled copy, not a second GEMM; the 1b at T = 4096 plans 0.06 % lower, not higher,
-       than keeping G). Not the tied head: its dW is the embedding's too, which sample 0 must not overwrite. */
-    const int direct_anyway = d->cfg.norm == DP_NORM_MIXED && B == 1 && !dp_mixed_uses_gram(T, din, dout) && !(is_head && d->tied);
+    /* mixed at physical batch 1 under bk: direct's per-sample gradient is the clipped sum's too (a scaled
+       copy, not a second GEMM), so keep it where that costs less than the Gram path (dp_mixed.c: every
+       layer of the 1b at T = 4096, lm_head included). Not the tied head: its dW is the embedding's too,
+       which sample 0 must not overwrite. */
+    const int esize = dt == KDT_BF16 ? 2 : 4;
+    const int direct_anyway = d->cfg.norm == DP_NORM_MIXED && bk && B == 1 && !(is_head && d->tied)
+                              && !dp_mixed_uses_gram(B, T, din, dout, 1, esize);
     const int borrow = bk && !g_owned && is_head && d->retain && !direct_anyway;
     const int keep_psg = bk && !borrow && (g_owned || din <= T || !d->retain || direct_anyway);
     const int nt = d->gpu || d->kb->nthreads < 1 ? 1 : d->kb->nthreads;   /* CPU threads that each need their own scratch */
@@ -382,7 +385,7 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     p->io = (DpIO){ 0, 0 };
     p->kept = keep_psg && d->cfg.norm != DP_NORM_DIRECT;
     DpNorm method = d->cfg.norm;
-    if (method == DP_NORM_MIXED) method = dp_mixed_uses_gram(T, din, dout) ? DP_NORM_FLASH : DP_NORM_DIRECT;
+    if (method == DP_NORM_MIXED) method = dp_mixed_uses_gram(B, T, din, dout, 0, esize) ? DP_NORM_FLASH : DP_NORM_DIRECT;
     if (keep_psg) method = DP_NORM_DIRECT;
     Widen wd;
     if (widen_open(d, &wd, T, din, dout)) return -1;
@@ -813,10 +816,17 @@ static void print_choice(DpSgd *d) {
         dpmem_meta_int(key, (long long)(p->io.read + p->io.written));
         io += p->io.read + p->io.written;
         if (p->kind == HOOK_LINEAR) { n_linear++; n_kept += p->kept; }
-        if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && !(d->s->cfg->quiet || d->cfg.quiet_dp))
-            printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s\n", name, p->d_out, p->d_in, p->T,
-                   p->kept ? "direct, kept for book-keeping (d_in <= T)" : p->used == DP_NORM_FLASH ? "flash (2T^2 <= d_in*d_out)"
-                   : "direct (2T^2 > d_in*d_out)");
+        if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && !(d->s->cfg->quiet || d->cfg.quiet_dp)) {
+            /* the costs the choice compared (dp_mixed.c), in GFLOP-equivalents (flops + 270 * bytes) */
+            const int es = d->dt == KDT_BF16 ? 2 : 4, kept = p->kept && p->B == 1;
+            const double dc = dp_cost_flop_equivalent(dp_linear_cost(kept ? DP_WAY_DIRECT_KEPT : DP_WAY_DIRECT, p->B, p->T,
+                                                                      p->d_in, p->d_out, es)) / 1e9;
+            const double gc = dp_cost_flop_equivalent(dp_linear_cost(kept ? DP_WAY_GRAM_COPY_G : DP_WAY_GRAM, p->B, p->T,
+                                                                      p->d_in, p->d_out, es)) / 1e9;
+            printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s (cost: direct %.3g, flash %.3g GFLOP-eq)\n", name, p->d_out,
+                   p->d_in, p->T, p->kept ? "direct, kept for book-keeping" : p->used == DP_NORM_FLASH ? "flash" : "direct",
+                   dc, gc);
+        }
     }
     if (n_kept && d->cfg.norm != DP_NORM_MIXED && !(d->s->cfg->quiet || d->cfg.quiet_dp))
         printf("DP-SGD %s: %d of %d linear layers (d_in <= T) keep their per-sample gradients for book-keeping "
