@@ -71,6 +71,13 @@ void *kbuf_alloc(KBackend *b, size_t bytes, const char *tag) {
     return p;
 }
 
+void *kbuf_alloc_overwritten(KBackend *b, size_t bytes, const char *tag) {
+    b->overwritten = 1;
+    void *p = kbuf_alloc(b, bytes, tag);
+    b->overwritten = 0;
+    return p;
+}
+
 void kbuf_free(KBackend *b, void *p) {
     if (!p) return;
     for (int i = b->n_live - 1; i >= 0; i--) {  /* newest first: most frees are LIFO */

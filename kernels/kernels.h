@@ -213,6 +213,7 @@ struct KBackend {
     KTraceFn trace; void *trace_user;
     void *priv;               /* the backend's own state (the CPU's cache of freed blocks) */
     void (*release)(KBackend *b);   /* kbackend_destroy: gives back what priv holds; NULL: nothing */
+    int overwritten;          /* set during kbuf_alloc_overwritten: the CUDA backend skips its zero-fill */
     char err[256];
 };
 
@@ -231,6 +232,11 @@ int  kcpu_max_threads(void);
 
 /* Tagged buffers. bytes == 0 gives NULL and is no error. */
 void  *kbuf_alloc(KBackend *b, size_t bytes, const char *tag);
+/* The same, for a buffer whose every byte is written before anything reads it (a GEMM's output with
+   beta = 0, a copy's destination): the CUDA backend skips the zero-fill it gives kbuf_alloc's buffers
+   (with DPMEM_CUDA_POISON=1 it fills NaN bytes instead, so that a test catches a wrong claim; the CPU
+   backend never zero-fills and poisons every buffer under the sanitizers). */
+void  *kbuf_alloc_overwritten(KBackend *b, size_t bytes, const char *tag);
 void   kbuf_free(KBackend *b, void *p);
 int    kbuf_upload(KBackend *b, void *dst, const void *src, size_t bytes);
 int    kbuf_download(KBackend *b, void *dst, const void *src, size_t bytes);

@@ -334,6 +334,14 @@ static float *alloc_act(DpSgd *d, size_t elems, const char *cat, const char *nam
     return kbuf_alloc(d->kb, elems * KDT_SIZE(d->dt), tag);
 }
 
+/* A buffer the next kernel writes before anything reads it (the per-sample gradient GEMMs and Gram
+   products, beta = 0; the copies of G): no zero-fill on the GPU (kbuf_alloc_overwritten). */
+static float *alloc_written(DpSgd *d, size_t bytes, const char *cat, const char *name, const char *suffix) {
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s/%s%s", cat, name, suffix);
+    return kbuf_alloc_overwritten(d->kb, bytes, tag);
+}
+
 /* Every sample's gradient G_bᵀA_b, sample 0's at `first` and the others at `rest`, and their norms. */
 static void direct_norms(DpSgd *d, float *norm2, float *first, float *rest, const float *A, const float *G,
                          int B, int T, int din, int dout, Widen *wd, DpIO *io) {
@@ -395,7 +403,8 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         const size_t per = (size_t)din * dout;
         float *first = p->kept && dw && d->s->micro == 0 ? dw : NULL;
         const int slices = first ? B - 1 : B;
-        if (slices > 0 && !(p->psg = alloc_tag(d, dp_linear_direct_floats(slices, din, dout), "per_sample_grads", name, "")))
+        if (slices > 0 && !(p->psg = alloc_written(d, dp_linear_direct_floats(slices, din, dout) * sizeof(float), "per_sample_grads",
+                                                   name, "")))
             goto out;
         p->psg_first = first;
         /* the tied lm_head: h_b is measured with e_b added, at the embedding's hook (tied_embedding) */
@@ -405,7 +414,7 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     } else if (method == DP_NORM_DIRECT) {
         /* mixed: nt samples' gradients at a time (one per thread), squared and thrown away */
         const int chunk = B < nt ? B : nt;
-        float *some = alloc_tag(d, dp_linear_direct_floats(chunk, din, dout), "per_sample_grads", name, ".stream");
+        float *some = alloc_written(d, dp_linear_direct_floats(chunk, din, dout) * sizeof(float), "per_sample_grads", name, ".stream");
         if (!some) goto out;
         if (run)
             for (int b = 0; b < B; b += chunk) {
@@ -422,7 +431,7 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         kbuf_free(d->kb, some);
         method = DP_NORM_MIXED;                  /* recorded as "direct-streamed" */
     } else if (method == DP_NORM_GHOST) {
-        float *gram = alloc_tag(d, dp_linear_ghost_floats(B, T), "ghost", name, ".gram");
+        float *gram = alloc_written(d, dp_linear_ghost_floats(B, T) * sizeof(float), "ghost", name, ".gram");
         if (!gram) goto out;
         if (run && d->cuda) DP_GPU(dp_linear_norms_ghost_cuda_dt(d->norm2, gram, A, G, B, T, din, dout, dt, &p->io));
         else if (run && wd.g)
@@ -436,7 +445,7 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         /* the GPU's Gram blocks [2, B, R, T] and partial sums: R from a fixed budget (kcuda_flash_rows),
            the same on the plan for cuda; --flash-tile is the CPU's */
         const int R = kcuda_flash_rows(B, T);
-        float *tile = alloc_tag(d, kcuda_flash_floats(B, T, R), "ghost", name, ".tile");
+        float *tile = alloc_written(d, kcuda_flash_floats(B, T, R) * sizeof(float), "ghost", name, ".tile");
         if (!tile) goto out;
         if (run) DP_GPU(dp_linear_norms_flash_cuda_dt(d->norm2, tile, A, G, B, T, din, dout, R, dt, &p->io));
         kbuf_free(d->kb, tile);
@@ -465,7 +474,7 @@ out:
             p->G_borrowed = 1;
             d->keep_bits |= GRAD_HOOK_KEEP_G;
         } else {
-            if (!(p->G = alloc_act(d, (size_t)B * T * dout, "bk", name, ".G"))) return -1;
+            if (!(p->G = alloc_written(d, (size_t)B * T * dout * KDT_SIZE(d->dt), "bk", name, ".G"))) return -1;
             if (copy_ex(d->kb, dt, p->G, G, (size_t)B * T * dout)) return -1;
         }
         p->A = A;
@@ -669,7 +678,7 @@ static int tied_embedding(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     kbuf_free(d->kb, d->tied_u); d->tied_u = NULL;
     p->used = DP_NORM_GHOST;
     if (d->cfg.clip == DP_CLIP_BK) {
-        if (!(p->G = alloc_act(d, (size_t)B * T * C, "bk", a->name, ".G"))) return -1;
+        if (!(p->G = alloc_written(d, (size_t)B * T * C * KDT_SIZE(d->dt), "bk", a->name, ".G"))) return -1;
         if (copy_ex(d->kb, dt, p->G, a->G, (size_t)B * T * C)) return -1;
     }
     return 0;
@@ -765,7 +774,7 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
             p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * 4;
             p->used = DP_NORM_GHOST;
             if (bk) {
-                if (!(p->G = alloc_act(d, (size_t)B * T * dout, "bk", a->name, ".G"))) return -1;
+                if (!(p->G = alloc_written(d, (size_t)B * T * dout * KDT_SIZE(d->dt), "bk", a->name, ".G"))) return -1;
                 if (copy_ex(d->kb, dt, p->G, a->G, (size_t)B * T * dout)) return -1;
             }
         }
