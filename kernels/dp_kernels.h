@@ -130,4 +130,20 @@ void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t
    rest[b-1] for rest [B-1, P]. */
 void dp_clipped_sum_first(float *grad, const float *rest, const float *c, int B, size_t P);
 
+/* ---- the update: noise and AdamW in one pass (dp_update.c; CUDA: dp_noisy_adamw_cuda) ---------- */
+typedef struct {
+    double sigma, max_grad_norm, logical_batch;   /* noise_privatize's (kernels/noise.h) */
+    uint64_t seed, step;
+} DpNoise;
+typedef struct { float lr, beta1, beta2, eps, weight_decay; int t; } DpAdamW;   /* adamw_update's (kernels.h) */
+/* One pass over a tensor at flat offset `offset` of the parameter vector: the summed clipped gradient g
+   privatized as noise_privatize does it, g_i = (g_i + (float)(σC·z(seed, step, offset + i))) / L, and the
+   AdamW update of p, m, v with it (adamw_element.h): the bits of noise_privatize followed by
+   adamw_update, without writing the noised gradient and reading it back: 28 bytes a parameter (32 with
+   keep_noised) where the separate path moves 36 (CPU: privatize, AdamW) or 44 (GPU: noise, scale,
+   AdamW). keep_noised: also store the noised g_i into g (what the separate path leaves there); else g
+   keeps the summed clipped gradient, for the caller to clear. nthreads: OpenMP threads (< 1: one). */
+void dp_noisy_adamw(float *p, float *g, float *m, float *v, size_t n, uint64_t offset, const DpNoise *noise,
+                    const DpAdamW *opt, int keep_noised, int nthreads);
+
 #endif /* DP_KERNELS_H */

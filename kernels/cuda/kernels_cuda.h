@@ -197,6 +197,10 @@ void dp_tied_cross_dot_cuda_dt(float *norm2, const float *g, const float *u, int
 void dp_psg_norms_cuda(float *norm2, const float *psg, int B, size_t P);
 /* dp_clip_factors_safe's twin (dp_kernels.h). */
 void dp_clip_factors_safe_cuda(float *c, const float *norm2, int B, float max_norm, double rel);
+/* The DP step's noise and AdamW in one pass (dp_kernels.h's dp_noisy_adamw, dp_update.cu): the bits of
+   noise_privatize_cuda followed by adamw_update on the GPU. Device pointers. */
+void dp_noisy_adamw_cuda(float *p, float *g, float *m, float *v, size_t n, uint64_t offset, const DpNoise *noise,
+                         const DpAdamW *opt, int keep_noised);
 
 /* ---- noise (kernels/noise.h's stream: value i is z(seed, step, offset + i)) --------------------- */
 void noise_add_gaussian_cuda(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);
