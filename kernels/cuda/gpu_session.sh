@@ -122,7 +122,9 @@ dp_rows() {
   for m in "direct bk" "mixed bk" "flash bk" "ghost twopass"; do
     set -- $m
     train "$st" "$1+$2" "$tok" train_flash $a --batch-size $((phys * acc)) --max-physical-batch-size "$phys" --norm "$1" --clip "$2"
-    say "$st: $1+$2 $(ratio "$ROW_MS" "$v_ms" %.3f)x vanilla's step, $(ratio "$ROW_PEAK" "$v_pk" %.4f)x its peak"
+    rt=$(ratio "$ROW_MS" "$v_ms" %.3f) rp=$(ratio "$ROW_PEAK" "$v_pk" %.4f)
+    say "$st: $1+$2 ${rt}x vanilla's step, ${rp}x its peak"
+    [ -n "$ROW_PEAK" ] && sed -i '$ s/$/ '"$rt"' | '"$rp"' |/' "$TAB"   # the row's last two columns
   done
 }
 
