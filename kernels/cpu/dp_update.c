@@ -12,7 +12,8 @@
 
 #include <string.h>
 
-/* a multiple of noise.c's batch of 4·NOISE_BATCH coordinates: a block never splits a batch it could fill */
+/* a multiple of noise.c's batches (2 or 4 coordinates a Philox block, NOISE_BATCH blocks): a block never
+   splits a batch it could fill */
 enum { DP_UPDATE_BLOCK = 4096 };
 
 void dp_noisy_adamw(float *p, float *g, float *m, float *v, size_t n, uint64_t offset, const DpNoise *noise,
