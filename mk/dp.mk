@@ -31,9 +31,9 @@ $(BUILD)/tests/test_dp_norms: tests/test_dp_norms.c $(DP_KERNEL_SRC) kernels/dp_
 ALL   += $(BUILD)/tests/test_dp_norms
 TESTS += $(BUILD)/tests/test_dp_norms
 
-$(BUILD)/bench/dp_norms: bench/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)
+$(BUILD)/bench/dp_norms: bench/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/cpu/blas_core.c kernels/cpu/blas_core.h kernels/dp_kernels.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ bench/dp_bench_norms.c $(DP_KERNEL_SRC) $(LDFLAGS) -lopenblas $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ bench/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/cpu/blas_core.c $(LDFLAGS) -lopenblas $(LDLIBS)
 
 ALL     += $(BUILD)/bench/dp_norms
 BENCHES += $(BUILD)/bench/dp_norms
@@ -154,3 +154,12 @@ $(BUILD)/tests/test_dp_update: tests/test_dp_update.c kernels/cpu/dp_update.c ke
 
 ALL   += $(BUILD)/tests/test_dp_update
 TESTS += $(BUILD)/tests/test_dp_update
+
+# Sequence classification (samples/llama/classify.h): the model, its finite differences, the labelled
+# data file; with --dump, the tensors tests/test_classify_torch.py compares with transformers and Opacus.
+$(BUILD)/tests/test_classify: tests/test_classify.c tests/test_dp_rig.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_classify
+TESTS += $(BUILD)/tests/test_classify tests/test_classify_cli.sh

@@ -12,7 +12,7 @@ TRAINER_CFLAGS  += -DHAVE_MPI -I$(MPI_PREFIX)/include -I$(MPI_PREFIX)/include/op
 TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/lib -lmpi
 TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/llama/*.h) dpmem.h common/io_guard.h common/utf8.h common/timestats.h
 TRAINER_SRC     := kernels/kernels.c kernels/init.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
-                   kernels/plan/backend_plan.c samples/llama/config.c samples/llama/data.c samples/llama/llama.c samples/llama/train.c samples/llama/train_gpu_time.c samples/llama/mfu.c \
+                   kernels/plan/backend_plan.c samples/llama/config.c samples/llama/data.c samples/llama/llama.c samples/llama/train.c samples/llama/classify.c samples/llama/train_gpu_time.c samples/llama/mfu.c \
                    samples/llama/checkpoint.c samples/llama/safetensors.c samples/llama/hf_config.c common/io_guard.c common/timestats.c samples/llama/comm.c samples/llama/allreduce.c samples/llama/lora.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
 TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
@@ -56,10 +56,16 @@ $(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
-TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init
+TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init test_blas_core
 $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+# OpenBLAS as on a CPU it does not know (Prescott until OPENBLAS_CORETYPE is set), preloaded by test_blas_core.
+$(BUILD)/tests/test_blas_core: $(BUILD)/tests/libfake_corename.so
+$(BUILD)/tests/libfake_corename.so: tests/fake_corename.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(filter-out $(SANFLAGS),$(CFLAGS)) -shared -fPIC -o $@ $<
 
 # The bf16 kernels' test exports its own cblas_sbgemm (-rdynamic), so that the sbgemm path is run
 # here too (Debian's OpenBLAS does not export one), then runs itself again on the widening path.

@@ -1,14 +1,18 @@
 #!/bin/sh
 # test_suite_numbers.sh — the suite's numbers a researcher cites:
 #   - --repeat N: N processes per experiment, in rounds (every experiment once per round); the step
-#     time is the median of the processes' medians and the ratio the median of the rounds' ratios,
-#     each with min..max, recomputed here from runs.csv (one row per process);
+#     time is the median of the processes' medians (with min..max) and the ratio the median of the
+#     rounds' ratios, its spread min..max of every timed step over every timed step of vanilla in the
+#     same round, all rounds (not of the rounds' ratios alone, which a rerun left behind: issue 38),
+#     recomputed here from runs.csv (one row per process, each step's time);
 #   - --methods NORM+CLIP,...: any norm x clip, run as asked (the command line and config.method);
 #   - a plan has no time: empty time cells in results.csv / results.json, '-' in summary.txt;
 #   - a sweep's header says the swept setting is swept, not its unswept default;
 #   - --plan --fit SIZE: each experiment's largest physical batch is the one whose plan fits SIZE
-#     while the next does not (checked against the trainers' own plans), and the savings are the
-#     plans' differences;
+#     while the next does not (checked against the trainers' own plans), the same as a plan at every
+#     batch gives (ghost, 1..10), found in O(log P) plans (1G: counted), and the savings are the
+#     plans' differences; fit.txt's command is the plans' (--plan-for cuda for a device, no --device,
+#     no batch flags) and a --physical-batch given is said to be unused;
 #   - results.csv and results.json carry the DP settings, logical and physical batch.
 # Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
@@ -43,10 +47,15 @@ for e in ('vanilla', 'ghost+bk', 'flash+twopass'):
     med = [float(runs['%s.r%d.log' % (e, r)]['step_median_ms']) for r in (1, 2, 3)]
     van = [float(runs['vanilla.r%d.log' % r]['step_median_ms']) for r in (1, 2, 3)]
     rat = [m / v for m, v in zip(med, van)]
+    # every timed step (the warm-up one left out) over every timed step of vanilla's, same round
+    steps = lambda f: [float(x) for x in runs[f]['step_ms'].split()][int(runs[f]['warmup_steps']):]
+    pairs = [a / b for k in (1, 2, 3) for a in steps('%s.r%d.log' % (e, k)) for b in steps('vanilla.r%d.log' % k)]
     r, o = res[e], js[e]
     want = {'repeats': 3, 'step_median_ms': statistics.median(med), 'step_median_ms_repeat_min': min(med),
             'step_median_ms_repeat_max': max(med), 'step_vs_baseline': statistics.median(rat),
-            'step_vs_baseline_lo': min(rat), 'step_vs_baseline_hi': max(rat)}
+            'step_vs_baseline_lo': min(pairs), 'step_vs_baseline_hi': max(pairs), 'step_vs_baseline_pairs': 3 * 2 * 2}
+    if min(pairs) > min(rat) or max(pairs) < max(rat):
+        print('  %s: the steps\' range %.4f..%.4f does not hold the rounds\' ratios %s' % (e, min(pairs), max(pairs), rat)); bad = 1
     for k, w in want.items():
         if abs(float(r[k]) - w) > 1e-5 * max(1, abs(w)) or abs(o[k] - w) > 1e-5 * max(1, abs(w)):
             print('  %s %s: csv %s, json %s, want %s' % (e, k, r[k], o[k], w)); bad = 1
@@ -58,7 +67,7 @@ for e in ('vanilla', 'ghost+bk', 'flash+twopass'):
         print('  %s: batches %s/%s, warm-up %s, timed %s' % (e, o['batch_logical'], o['batch_physical'], o['warmup_steps'], o['timed_steps'])); bad = 1
     if e != 'vanilla' and not (o['dp.max_grad_norm'] == 1 and o['dp.noise_multiplier'] == 1 and o['dp.delta'] == 1e-05 and o['dp.poisson'] == 0):
         print('  %s: DP settings missing: %s' % (e, {k: v for k, v in o.items() if k.startswith('dp.')})); bad = 1
-print('ok   --repeat 3: medians of medians and rounds\' ratios as recomputed from runs.csv')
+print('ok   --repeat 3: medians of medians, rounds\' ratios and the spread of every step pair as recomputed from runs.csv')
 sys.exit(bad)
 PY
 grep -q "^step ms: the median of the 3 processes' medians" "$d/summary.txt" || bad "summary.txt does not say how the times were made"
@@ -114,6 +123,42 @@ for row in "vanilla train_vanilla 0" "ghost train_ghost 1" "flash+twopass train_
 done
 grep -q "largest physical batch" "$d/fit.txt" && grep -q "at a physical batch of 2 (MiB)" "$d/fit.txt" || bad "fit.txt's heading"
 
+# ---- --fit's search: the largest batch a plan at every batch gives, in O(log P) plans ---------------
+# Brute force on ghost in 16M (above): a plan at every physical batch 1..10, in fp32 and with both
+# levers: the peak never falls as the batch grows (the search's premise) and the largest batch that
+# fits is fit.txt's.
+set -- $(awk '$1 == "ghost"' "$d/fit.txt")
+for lv in "$2 fp32" "$5 both"; do
+    set -- $lv; want=$1; prev=0; best=0; mono=ok
+    for p in 1 2 3 4 5 6 7 8 9 10; do
+        pk=$(planpeak train_ghost 1 $p $([ "$2" = both ] && echo --precision bf16 --checkpoint-activations))
+        [ -n "$pk" ] && [ "$pk" -ge "$prev" ] || mono="falls at $p ($prev -> $pk)"
+        prev=${pk:-0}
+        [ -z "$pk" ] || [ "$pk" -gt "$limit" ] || best=$p
+    done
+    if [ "$mono" = ok ] && [ "$best" = "$want" ]; then echo "ok   --fit 16M ghost ($2): batch $want, as a plan at every batch 1..10 says"
+    else bad "--fit 16M ghost ($2): batch $want, a plan at every batch 1..10 says $best; the peak $mono"; fi
+done
+# 1G: batches of 48 to several hundred. Each answer fits and the next does not, by the trainer's own
+# plan, and the plans run are about 2 log2(P) + 4 per lever set: at most 4 + 2 ceil(log2(P + 1)) each
+# (the walk up by one from the affine estimate ran 1,626 plans for 80GB vanilla)
+d=$tmp/fit-1G
+sh "$S" --build "$B" --out "$d" --model tiny --seq-len 256 --plan --fit 1G ghost >"$tmp/fit-1G.stdout" 2>&1 \
+    || { bad "--fit 1G failed"; tail -n 5 "$tmp/fit-1G.stdout"; }
+limit=$((1 << 30))
+set -- $(awk '$1 == "ghost"' "$d/fit.txt")
+budget=0; answers="$2 $3 $4 $5"; i=0
+for lv in "" "--precision bf16" "--checkpoint-activations" "--precision bf16 --checkpoint-activations"; do
+    i=$((i + 1)); m=$(echo $answers | cut -d' ' -f$i)
+    a=$(planpeak train_ghost 1 "$m" $lv); b=$(planpeak train_ghost 1 $((m + 1)) $lv)
+    [ -n "$a" ] && [ -n "$b" ] && [ "$m" -ge 2 ] && [ "$a" -le "$limit" ] && [ "$b" -gt "$limit" ] || bad "--fit 1G ghost [$lv]: batch $m plans $a, $((m + 1)) plans $b"
+    budget=$(awk -v b="$budget" -v m="$m" 'BEGIN { l = 0; while (2^l < m + 1) l++; print b + 4 + 2 * l }')
+done
+ran=$(sed -n 's/^\([0-9]*\) plans in all: .*/\1/p' "$d/fit.txt")
+if [ -n "$ran" ] && [ "$ran" -le "$budget" ] && [ "$ran" = "$(ls "$d"/fit.*.out | wc -l)" ]; then
+    echo "ok   --fit 1G ghost: batches $answers, each checked by plans; $ran plans (at most $budget)"
+else bad "--fit 1G ghost: batches $answers in '$ran' plans (fit.txt), $(ls "$d"/fit.*.out | wc -l) .out files, at most $budget wanted"; fi
+
 # ---- --fit's units as written, and the device presets (the capacity the driver reports less a margin)
 # S MB is S x 10^6 bytes and S MiB S x 2^20, with S chosen so that batch 3's plan fits S MiB and not
 # S MB: each size's largest batch fits its own limit and the next does not, and the MiB one is larger.
@@ -132,9 +177,15 @@ m_mb=$(awk '$1 == "vanilla" { print $2 }' "$tmp/fit-${S3}MB/fit.txt"); m_mib=$(a
 [ -n "$m_mb" ] && [ "$m_mb" -lt "$m_mib" ] || bad "--fit ${S3}MB gives batch $m_mb, ${S3}MiB $m_mib: the decimal size must fit less"
 for pr in "h100-80gb - 84447068160 1024" "h200 - 149681078272 1024" "a100-40gb 512MiB 42412802048 512" "h100-80gb 0 85520809984 0"; do
     set -- $pr; dev=$1; mg=$2; want=$3; mmib=$4
-    sh "$S" --build "$B" --out "$tmp/fit-$dev-$mg" --model tiny --seq-len 16 --plan --fit "$dev" $([ "$mg" = - ] || echo "--fit-margin $mg") vanilla \
+    # (--physical-batch 1 given: --fit searches the batch itself, and says so)
+    sh "$S" --build "$B" --out "$tmp/fit-$dev-$mg" --model tiny --seq-len 16 --physical-batch 1 --plan --fit "$dev" $([ "$mg" = - ] || echo "--fit-margin $mg") vanilla \
         >"$tmp/fit-$dev.stdout" 2>&1 || { bad "--fit $dev failed"; tail -n 5 "$tmp/fit-$dev.stdout"; continue; }
     f=$tmp/fit-$dev-$mg/fit.txt
+    # fit.txt's command is the plans' own: for cuda, no --device (nothing runs there), no batch it did not use
+    cmd=$(sed -n 's/^command: //p' "$f")
+    case " $cmd " in *" --plan-for cuda "*) case " $cmd " in *" --device "* | *" --physical-batch "* | *" --batch-size "*) bad "--fit $dev: fit.txt's command has a device or batch it did not use: $cmd" ;; esac ;;
+        *) bad "--fit $dev: fit.txt's command does not say the plans are for cuda: $cmd" ;; esac
+    grep -q "^note: --fit searches the physical batch itself .*--physical-batch 1 not used" "$f" || bad "--fit $dev: fit.txt does not say --physical-batch 1 is not used"
     if grep -q ": $want bytes" "$f" && grep -q "plan backend for cuda" "$f" && { [ "$mmib" = 0 ] && grep -q "no margin taken" "$f" || grep -q "less a margin of $mmib MiB" "$f"; }
     then echo "ok   --fit $dev (margin ${mg}): $want bytes for tensors, planned for cuda"
     else bad "--fit $dev (margin $mg): want $want bytes, margin $mmib MiB, cuda: $(sed -n 1,2p "$f")"; fi

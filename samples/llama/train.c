@@ -11,6 +11,7 @@
 #ifdef TRAIN_HAVE_CUDA_PLAN
 #include "cuda/kernels_cuda.h"
 #endif
+#include "cpu/blas_core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -41,8 +42,9 @@ int train_forward(TrainState *s) {
         TRY(llama_loss(&s->model, &s->loss));
         if (rows < B && kbackend_computes(s->kb)) {   /* padded: the mean over the rows that are data */
             double sum = 0;
-            TRY(reduce_sum(s->kb, s->model.acts.losses, (size_t)rows * s->model.T, &sum));
-            s->loss = sum / ((double)rows * s->model.T);
+            const int per = llama_loss_positions(&s->model);
+            TRY(reduce_sum(s->kb, s->model.acts.losses, (size_t)rows * per, &sum));
+            s->loss = sum / ((double)rows * per);
         }
     }
     phase_add(s, PH_LOSS, t0);
@@ -243,9 +245,11 @@ int (*train_cuda_backend_init)(KBackend *b) = NULL;
 int (*train_cuda_available)(void) = NULL;
 
 void train_prefer_passive_omp(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    int set_omp = !getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
+    int set_blas = blas_core_prefer();
+    if (!set_omp && !set_blas) return;
     execv("/proc/self/exe", argv);   /* returns only on failure: then go on as we are */
+    if (set_blas) blas_core_unprefer();   /* not loaded with it: the header must not say it is */
 }
 
 /* 90% of MemAvailable from /proc/meminfo, else of physical memory, else 0 (no limit). */
@@ -409,12 +413,17 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     dpmem_meta("config.method", st->name);
     dpmem_meta("config.backend", kb.kind == KB_PLAN ? "plan" : kb.ops->name);
     dpmem_meta_int("config.threads", kb.nthreads);
+    char blas_from[160];
+    blas_core_source(blas_from, sizeof blas_from);
+    dpmem_meta("blas.core", blas_core_name());
+    dpmem_meta("blas.core_from", blas_from);
 
     TrainState s;
     memset(&s, 0, sizeof s);
     s.cfg = c; s.kb = &kb;
     /* the mean over the job's batch: each rank's share, summed over the ranks by the all-reduce */
-    s.loss_scale = 1.0f / ((float)c->batch_size * (float)c->seq_len * (float)c->grad_accum * (float)g_comm.world);
+    const float positions = c->model.task == LLAMA_TASK_CLASSIFY ? 1.0f : (float)c->seq_len;   /* llama_loss_positions */
+    s.loss_scale = 1.0f / ((float)c->batch_size * positions * (float)c->grad_accum * (float)g_comm.world);
     int rc = 1, strategy_ready = 0, steps_done = 0, gpu_time = 0;
     TrainGpuTime gt;
     memset(&gt, 0, sizeof gt);
@@ -435,7 +444,8 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     const size_t N = (size_t)c->batch_size * c->seq_len;
     {
         DPMEM_SCOPE("data");
-        if (data_open(&s.data, c->data_path, c->model.vocab_size, c->seq_len, (uint64_t)c->seed) != 0) goto out;
+        if (data_open_task(&s.data, c->data_path, c->model.vocab_size, c->seq_len, (uint64_t)c->seed,
+                           c->model.task == LLAMA_TASK_CLASSIFY ? c->model.num_labels : 0, c->model.pad_id) != 0) goto out;
         s.batch_host = malloc(2 * N * sizeof(int));
         if (!s.batch_host) { fprintf(stderr, "error: out of host memory for the batch\n"); goto out; }
         DPMEM_TAG_ALLOC(s.batch_host, 2 * N * sizeof(int), "input/batch_host");
@@ -470,12 +480,14 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
             dpmem_meta_int("config.init_from_config_only", 1);
         }
     }
+    char blas[224] = "";   /* the CPU backend's GEMM kernels: which OpenBLAS core, and who chose it */
+    if (kb.kind == KB_CPU) snprintf(blas, sizeof blas, " (OpenBLAS core %s, %s)", blas_core_name(), blas_from);
     if (!c->quiet)
-        printf("%s: %s model (V=%d C=%d L=%d NH=%d NKV=%d F=%d), %zu parameters, B=%d T=%d x%d, %s, %s backend%s%s, data: %s\n",
+        printf("%s: %s model (V=%d C=%d L=%d NH=%d NKV=%d F=%d), %zu parameters, B=%d T=%d x%d, %s, %s backend%s%s%s, data: %s\n",
                c->run_name, c->model.preset, c->model.vocab_size, c->model.dim, c->model.n_layers, c->model.n_heads,
                c->model.n_kv_heads, c->model.ffn_dim, s.model.bytes_params / 4, c->batch_size, c->seq_len, c->grad_accum,
                c->optimizer, kb.kind == KB_PLAN ? "plan" : kb.ops->name, kb.kind == KB_PLAN ? " for " : "",
-               kb.kind == KB_PLAN ? kb.target->name : "", s.data.desc);
+               kb.kind == KB_PLAN ? kb.target->name : "", blas, s.data.desc);
     uint64_t t0 = dpmem_now_ns(), last_print = t0;
     for (s.step = 0; s.step < c->steps; s.step++) {
         uint64_t t_step = dpmem_now_ns();
