@@ -891,7 +891,7 @@ static void print_choice(DpSgd *d) {
     }
     /* one line for all layers unless --verbose (a 3b LoRA plan printed 112 before its answer) */
     if (!d->s->cfg->verbose && !(d->s->cfg->quiet || d->cfg.quiet_dp)) {
-        if (n_mixed) printf("DP-SGD mixed: %d linear layers: %d direct (2T^2 > d_in*d_out, or d_in <= T: kept for book-keeping), "
+        if (n_mixed) printf("DP-SGD mixed: %d linear layers: %d direct (the cheaper at these shapes, or d_in <= T: kept for book-keeping), "
                             "%d flash (--verbose: each layer)\n", n_mixed, n_mixed_direct, n_mixed - n_mixed_direct);
         if (n_lora_kept + n_lora_flash + n_lora_direct && (d->cfg.norm == DP_NORM_MIXED || n_lora_kept))
             printf("DP-SGD %s: %d LoRA adapter matrices: %d direct from their kept per-sample gradients, %d flash, %d direct "
