@@ -86,6 +86,13 @@ void *kbuf_alloc(KBackend *b, size_t bytes, const char *tag) {
     return p;
 }
 
+void *kbuf_alloc_overwritten(KBackend *b, size_t bytes, const char *tag) {
+    b->overwritten = 1;
+    void *p = kbuf_alloc(b, bytes, tag);
+    b->overwritten = 0;
+    return p;
+}
+
 void kbuf_free(KBackend *b, void *p) {
     if (!p) return;
     for (int i = b->n_live - 1; i >= 0; i--) {  /* newest first: most frees are LIFO */
@@ -217,7 +224,7 @@ int embedding_forward(KBackend *b, float *out, const int *tokens, const float *w
 int embedding_backward(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V) {
     KShape s = { .B = N, .T = 1, .C = C, .V = V }; void *w;
     if (scratch_get(b, KOP_EMBEDDING_BACKWARD, &s, "workspace/embedding_backward", &w)) return -1;
-    b->ops->embedding_backward(b, dwte, tokens, dout, N, C, w);
+    b->ops->embedding_backward(b, dwte, tokens, dout, N, C, V, w);
     kbuf_free(b, w);
     return 0;
 }
@@ -397,7 +404,7 @@ int embedding_backward_ex(KBackend *b, KDtype dt, float *dwte, const int *tokens
     if (native(b, dt)) {
         KShape s = { .B = N, .T = 1, .C = C, .V = V, .ab = KDT_BF16 }; void *ws;
         if (scratch_get(b, KOP_EMBEDDING_BACKWARD, &s, "workspace/embedding_backward", &ws)) return -1;
-        b->ops->embedding_backward_bf16(b, dwte, tokens, dout, N, C, ws);
+        b->ops->embedding_backward_bf16(b, dwte, tokens, dout, N, C, V, ws);
         kbuf_free(b, ws);
         return 0;
     }
