@@ -16,6 +16,8 @@
        every other rank's peak is at most it (rank 0 holds the most: the remainder's floats);
      - at the peak, the optimizer category is exactly 8 bytes per float of rank 0's slices (its m
        and v), summed from the shapes here;
+     - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
+       process, bit for bit;
      - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 3: one
        line naming it, a non-zero exit, no hang.
    SKIP (77) when mpirun is missing. Binaries through DPMEM_BUILD; mpirun may run as root here. */
@@ -91,9 +93,9 @@ static int train(const char *prog, const char *args, int np, int z, const char *
         for (int r = 0; r < np; r++) {
             snprintf(cmd, sizeof cmd, "%s/dpmem-trace %s.rank%d.log -o - | grep -o '\"comm.params_hash\":\"[0-9a-f]*\"'", B, name, r);
             int rc2 = sh(cmd);
-            CHECK(rc2 == 0 && strlen(out) > 20 && (r == 0 || !strcmp(out, first)), "%s np %d zero %d: rank %d's params hash '%s' "
+            CHECK(rc2 == 0 && strlen(out) > 20 && strlen(out) < 60 && (r == 0 || !strcmp(out, first)), "%s np %d zero %d: rank %d's params hash '%s' "
                   "(rank 0's '%s')", prog, np, z, r, out, first);
-            if (r == 0) snprintf(first, sizeof first, "%s", out);
+            if (r == 0) snprintf(first, sizeof first, "%.60s", out);
         }
     }
     char dir[256];
@@ -144,6 +146,15 @@ static void check_case(const Case *k) {
     if (train(k->prog, a0, 1, 0, k->env, "w0", &w0)) return;
     if (train(k->prog, k->args, 1, 0, k->env, "w1", &w1)) { unload(&w0); return; }
     const double u = maxdiff(&w1, &w0), big = maxabs(&w1);
+    {   /* --ranks 1: a job of one rank without mpirun (the collectives over one rank): the same bits */
+        Model w;
+        char a1[1024];
+        snprintf(a1, sizeof a1, "%s --ranks 1 --zero 2", k->args);
+        if (train(k->prog, a1, 1, 0, k->env, "one", &w) == 0) {
+            CHECK(maxdiff(&w, &w1) == 0, "%s: --zero 2 --ranks 1 vs 1 process: max diff %g (want bit for bit)", k->what, maxdiff(&w, &w1));
+            unload(&w);
+        }
+    }
     CHECK(u > 1e-4 * big, "%s: the update is %g of weights up to %g (the comparison would say nothing)", k->what, u, big);
     for (int np = 2; np <= (k->four ? 4 : 2); np += 2) {
         Model wr, wz;
@@ -204,6 +215,26 @@ int main(void) {
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_case(&cases[k]);
 
+    /* the suite: --ranks 2 --zero 2 --plan --check, every experiment's plan exact; --zero without --ranks refused */
+    {
+        char suite[2048];
+        const char *root = getenv("PWD") ? getenv("PWD") : ".";
+        snprintf(suite, sizeof suite, "cd %s && DPMEM_BUILD=%s sh tools/run_experiments --model tiny --seq-len 16 --steps 1 "
+                 "--batch-size 4 --physical-batch 2 --threads 1 --ranks 2 --zero 2 --plan --check --tolerance 0 --device cpu --quiet "
+                 "--out %s/suite vanilla flash >/dev/null && cat %s/suite/check.txt && grep -c -- '--zero 2' %s/suite/*.cmd",
+                 root, B, tmp, tmp, tmp);
+        int rc = sh(suite);
+        int exact = 0;
+        for (const char *q = out; (q = strstr(q, "  exact")); q++) exact++;
+        CHECK(rc == 0 && exact == 2 && !strstr(out, "MISMATCH"), "run_experiments --ranks 2 --zero 2 --plan --check: exit %d, %d of 2 "
+              "exact:\n%.3000s", rc, exact, out);
+        snprintf(suite, sizeof suite, "cd %s && DPMEM_BUILD=%s sh tools/run_experiments --model tiny --zero 1 --plan --out %s/suite2 vanilla",
+                 root, B, tmp);
+        rc = sh(suite);
+        CHECK(rc != 0 && strstr(out, "--zero 1 shards over ranks: give --ranks N"), "run_experiments --zero without --ranks: exit %d: %s",
+              rc, out);
+        if (!failures) printf("ok   run_experiments --ranks 2 --zero 2 --plan --check: vanilla and flash exact; --zero without --ranks refused\n");
+    }
     /* bad input */
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s/train_flash %s --steps 1 --zero 1", B, SHAPE);

@@ -269,9 +269,10 @@ int config_split_ranks(TrainConfig *c) {
             fprintf(stderr, "error: --ranks %d, but the job has %d ranks (mpirun -np)\n", c->ranks, g_comm.world);
             return -1;
         }
-    } else if (c->zero && strcmp(c->device, "plan") != 0) {
+    } else if (c->zero && strcmp(c->device, "plan") != 0 && c->ranks != 1) {
+        /* (--ranks 1 asks for a job of one rank on purpose: its collectives run, NCCL's on a GPU) */
         fprintf(stderr, "error: --zero %d shards the training state over the ranks of an MPI job: launch it with mpirun "
-                "-np N (or plan one rank with --device plan --ranks N)\n", c->zero);
+                "-np N (or plan one rank with --device plan --ranks N; --ranks 1: a job of one rank)\n", c->zero);
         return -1;
     } else if (c->ranks > 1) {
         if (strcmp(c->device, "plan") != 0) {
