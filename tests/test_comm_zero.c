@@ -139,6 +139,17 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
    vs1: compared with one process too (AdamW without noise is not: below) */
 typedef struct { const char *prog, *args, *what, *env; int four, vocab, vs1; } Case;
 
+/* rank 0's log of a sharded run: its collectives are scopes, their bucket a tagged buffer */
+static void scopes_check(const char *name, int z, const char *what) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/dpmem-trace %s.rank0.log -o - | grep -o '\"name\":\"[a-z_]*\"\\|comm/[a-z_]*' | sort -u | tr '\\n' ' '",
+             B, name);
+    int rc = sh(cmd);
+    CHECK(rc == 0 && strstr(out, "\"name\":\"all_gather\"") && strstr(out, "comm/shard_bucket") &&
+          strstr(out, z == 2 ? "\"name\":\"reduce_scatter\"" : "\"name\":\"allreduce\""),
+          "%s --zero %d: rank 0's trace lacks its collectives' scopes or comm/shard_bucket: %s", what, z, out);
+}
+
 static void check_case(const Case *k) {
     Model w0, w1;
     char a0[1024];
@@ -164,6 +175,7 @@ static void check_case(const Case *k) {
         for (int z = 1; z <= 2; z++) {
             snprintf(name, sizeof name, "z%d_%d", z, np);
             if (train(k->prog, k->args, np, z, k->env, name, &wz)) continue;
+            if (k->vocab) scopes_check(name, z, k->what);
             const double bits = maxdiff(&wz, &wr), rel = maxdiff(&wz, &w1) / big;
             CHECK(bits == 0, "%s: %d ranks --zero %d vs %d ranks unsharded: max diff %g (want bit for bit)", k->what, np, z, np, bits);
             CHECK(!k->vs1 || (rel >= 0 && rel <= 1e-6), "%s: %d ranks --zero %d vs 1 process: max diff %g relative to the largest weight %g",
@@ -249,7 +261,12 @@ int main(void) {
     rc = sh(cmd);
     CHECK(rc != 0 && rc != 124 && strstr(out, "disagree on --zero (this rank: 1)") && strstr(out, "disagree on --zero (this rank: 2)"),
           "ranks with --zero 1 and 2: exit %d, want both naming --zero:\n%.2000s", rc, out);
-    if (!failures) printf("ok   bad input: --zero without mpirun, --zero 3, ranks with different --zero\n");
+    /* a rank killed mid-run (a CPU-time limit: SIGKILL, in a collective or on its way there): the job ends */
+    snprintf(cmd, sizeof cmd, "timeout 60 mpirun --oversubscribe -np 1 %s/train_vanilla %s --steps 100000 --threads 1 --quiet --zero 2 : "
+             "-np 1 sh -c 'ulimit -t 2; exec %s/train_vanilla %s --steps 100000 --threads 1 --quiet --zero 2'", B, SHAPE, B, SHAPE);
+    rc = sh(cmd);
+    CHECK(rc != 0 && rc != 124, "a killed rank under --zero 2: exit %d, want non-zero without a hang:\n%.2000s", rc, out);
+    if (!failures) printf("ok   bad input: --zero without mpirun, --zero 3, ranks with different --zero, a killed rank\n");
 
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf %s", tmp);
