@@ -76,16 +76,18 @@ all: $(ALL)
 # The suite, then the same suite built with ASan+UBSan into $(BUILD)/san. The builds use every core
 # (a plain `make test` would build one file at a time), and the sanitized build runs while the first
 # suite does (its output in $(BUILD)/san-build.log, shown if it fails); the tests run one after another.
-# The last line gives both passes' tallies (each pass's own tally closes its list of tests).
+# The sanitized pass runs even when the first failed (its failures are worth seeing too), and the last
+# line gives both passes' tallies (each pass's own tally closes its list of tests); make test fails if
+# either pass did.
 test: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@mkdir -p $(BUILD)/san; rm -f $(BUILD)/tally.txt $(BUILD)/san/tally.txt; \
 	 $(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 all >$(BUILD)/san-build.log 2>&1 & san=$$!; \
 	 DPMEM_BUILD=$(BUILD) DPMEM_TALLY=$(BUILD)/tally.txt sh tests/run_tests.sh $(TESTS); rc=$$?; \
-	 wait $$san || { cat $(BUILD)/san-build.log; echo "the sanitized build failed (above)"; exit 1; }; exit $$rc
-	@$(MAKE) --no-print-directory TALLY=$(BUILD)/san/tally.txt sanitize; rc=$$?; \
-	 echo "make test: $$(cat $(BUILD)/tally.txt) (the suite); $$(cat $(BUILD)/san/tally.txt 2>/dev/null || echo 'no tally') (again under ASan+UBSan)"; \
-	 exit $$rc
+	 if wait $$san; then $(MAKE) --no-print-directory TALLY=$(BUILD)/san/tally.txt sanitize; src=$$?; \
+	 else cat $(BUILD)/san-build.log; echo "the sanitized build failed (above)"; src=1; fi; \
+	 echo "make test: $$(cat $(BUILD)/tally.txt 2>/dev/null || echo 'no tally') (the suite); $$(cat $(BUILD)/san/tally.txt 2>/dev/null || echo 'no tally') (again under ASan+UBSan)"; \
+	 [ $$rc -eq 0 ] && [ $$src -eq 0 ]
 
 test-run: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all
@@ -95,10 +97,12 @@ sanitize:
 	@echo "== the suite again under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san SAN=1 OPT=-O1 TALLY=$(TALLY) test-run
 
-# make demo builds only what the demo runs (the trainers, dpmem-report, dpmem-charts), all cores at once; the
+# make demo builds what the demo runs (the trainers, dpmem-report, dpmem-charts) and the programs the README
+# goes on to use (dpmem-render, dpmem-trace, quickstart, dp-accountant), all cores at once; the
 # CUDA backend only where the demo will run on a GPU (or where an earlier build made it already).
 NPROC     := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
-DEMO_BINS  = $(addprefix $(BUILD)/,train_vanilla train_dpsgd train_ghost train_flash train_lora dpmem-report dpmem-charts)
+DEMO_BINS  = $(addprefix $(BUILD)/,train_vanilla train_dpsgd train_ghost train_flash train_lora dpmem-report dpmem-charts \
+               dpmem-render dpmem-trace quickstart dp-accountant)
 DEMO_CUDA  = $(if $(or $(HAVE_GPU),$(wildcard $(BUILD)/libkcuda.a)),1,0)
 demo: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) TRAINER_CUDA=$(DEMO_CUDA) $(DEMO_BINS)

@@ -1500,6 +1500,12 @@ static void dpmem__fmt_bytes(char *buf, size_t n, uint64_t b) {
     else snprintf(buf, n, "%llu B", (unsigned long long)b);
 }
 
+/* the post-mortem's order of buffers: more bytes first, then by tag name */
+static int dpmem__top_before(const dpmem__rec *a, const dpmem__rec *b) {
+    if (a->bytes != b->bytes) return a->bytes > b->bytes;
+    return strcmp(dpmem__name(a->tag), dpmem__name(b->tag)) < 0;
+}
+
 DPMEM_DEF void dpmem_oom(size_t bytes, const char *tag, int space, size_t device_used, size_t device_total) {
     enum { TOP = 10 };
     dpmem__init();
@@ -1511,9 +1517,11 @@ DPMEM_DEF void dpmem_oom(size_t bytes, const char *tag, int space, size_t device
     for (uint64_t i = 0; i < dpmem__G.rec_cap; i++) {
         const dpmem__rec *r = &dpmem__G.recs[i];
         if (!r->used) continue;
-        if (ntop == TOP && r->bytes <= top[TOP - 1].bytes) continue;   /* not among the largest */
-        int j = ntop < TOP ? ntop++ : TOP - 1;                          /* insertion sort, descending */
-        while (j > 0 && top[j - 1].bytes < r->bytes) { top[j] = top[j - 1]; j--; }
+        /* largest first, ties by tag name: the table's slot order follows the addresses (they differ
+           run to run), and the post-mortem of the same OOM must read the same every time */
+        if (ntop == TOP && !dpmem__top_before(r, &top[TOP - 1])) continue;   /* not among the largest */
+        int j = ntop < TOP ? ntop++ : TOP - 1;                                 /* insertion sort */
+        while (j > 0 && dpmem__top_before(r, &top[j - 1])) { top[j] = top[j - 1]; j--; }
         top[j] = *r;
     }
     int depth = (int)(t->depth < DPMEM_MAX_DEPTH ? t->depth : DPMEM_MAX_DEPTH);

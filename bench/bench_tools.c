@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dpmem_read.h"
-#include "synthlog.h"
+#include "read/dpmem_read.h"
+#include "read/synthlog.h"
 
 static double now(void) {
     struct timespec t;

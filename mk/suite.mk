@@ -5,7 +5,7 @@
 SUITE_TOOLS_LIB := $(BUILD)/tools-obj/libdpmemtools.a
 
 # A helper of the tests: decodes a PNG and counts pixels per category colour.
-$(BUILD)/tests/test_suite_pngstat: tests/test_suite_pngstat.c $(SUITE_TOOLS_LIB) tools/palette.h tools/figure.h | $(DEPS_STAMP)
+$(BUILD)/tests/test_suite_pngstat: tests/test_suite_pngstat.c $(SUITE_TOOLS_LIB) tools/charts/palette.h tools/charts/figure.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(SUITE_TOOLS_LIB) $(LDFLAGS) $(TOOLS_LDLIBS) $(LDLIBS)
 

@@ -3,14 +3,14 @@
 # through cairo (libcairo2-dev) with a font of fonts-dejavu-core, so whatever links it links
 # $(TOOLS_LDLIBS).
 
-TOOLS_LIB_SRC := tools/dpmem_read.c common/io_guard.c tools/figure.c tools/fonts.c tools/palette.c tools/units.c \
-                 tools/timeline.c tools/timeline_replay.c tools/args.c tools/runstats.c tools/runmeta.c tools/ranks.c \
-                 tools/charts.c tools/chartdata.c tools/chartkit.c tools/chart_breakdown.c tools/chart_tradeoff.c \
-                 tools/chart_sweep.c tools/csvread.c tools/json_out.c tools/trace.c tools/axes.c \
-                 common/timestats.c tools/steplog.c tools/outpath.c tools/shown.c
+TOOLS_LIB_SRC := tools/read/dpmem_read.c common/io_guard.c tools/charts/figure.c tools/charts/fonts.c tools/charts/palette.c tools/read/units.c \
+                 tools/charts/timeline.c tools/charts/timeline_replay.c tools/read/args.c tools/read/runstats.c tools/read/runmeta.c tools/read/ranks.c \
+                 tools/charts/charts.c tools/charts/chartdata.c tools/charts/chartkit.c tools/charts/chart_breakdown.c tools/charts/chart_tradeoff.c \
+                 tools/charts/chart_sweep.c tools/read/csvread.c tools/read/json_out.c tools/trace/trace.c tools/charts/axes.c \
+                 common/timestats.c tools/read/steplog.c tools/read/outpath.c tools/read/shown.c
 TOOLS_LIB_OBJ := $(patsubst %.c,$(BUILD)/tools-obj/%.o,$(TOOLS_LIB_SRC))
 TOOLS_LIB     := $(BUILD)/tools-obj/libdpmemtools.a
-TOOLS_HDRS    := $(wildcard tools/*.h common/*.h)
+TOOLS_HDRS    := $(wildcard tools/*/*.h common/*.h)
 # cairo's and FreeType's headers (under $(DEPS) too), and where fonts.c looks for the font there
 TOOLS_CAIRO_INC := -I/usr/include/cairo -I/usr/include/freetype2 \
                    $(if $(DEPS),-I$(DEPS)/include/cairo -I$(DEPS)/include/freetype2 -DDPMEM_FONT_PREFIX='"$(abspath $(DEPS))"')
@@ -37,7 +37,7 @@ ALL += $(TOOLS_BIN)
 .PHONY: tools
 tools: $(TOOLS_BIN)
 
-# Tests: C programs that write known logs (tools/synthlog.h), run the tools and check the results.
+# Tests: C programs that write known logs (tools/read/synthlog.h), run the tools and check the results.
 TOOLS_TESTS := render report trace kit hostile charts
 define tools_test
 $(BUILD)/tests/test_tools_$(1): tests/test_tools_$(1).c tests/test_tools_common.h tests/test_tools_png.h dpmem.h $(TOOLS_LIB) $(TOOLS_HDRS) | $(DEPS_STAMP)
@@ -93,7 +93,7 @@ fuzz-tools: $(BUILD)/tests/test_tools_render
 	@test -n "$(CLANG)" || { echo "✗ no clang: the libFuzzer target needs clang"; exit 1; }
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$(CLANG) $(CPPFLAGS) $(TOOLS_CAIRO_INC) -std=c11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-	  tests/fuzz_tools_libfuzzer.c $(filter-out tools/args.c,$(TOOLS_LIB_SRC)) -o $(BUILD)/fuzz/fuzz_tools $(TOOLS_LDLIBS) -lm
+	  tests/fuzz_tools_libfuzzer.c $(filter-out tools/read/args.c,$(TOOLS_LIB_SRC)) -o $(BUILD)/fuzz/fuzz_tools $(TOOLS_LDLIBS) -lm
 	DPMEM_BUILD=$(BUILD) DPMEM_KEEP=1 $(BUILD)/tests/test_tools_render >/dev/null && cp $(BUILD)/test-out/render/*.log $(BUILD)/fuzz/corpus/
 	$(BUILD)/fuzz/fuzz_tools -max_total_time=$(FUZZ_SECONDS) -max_len=200000 $(BUILD)/fuzz/corpus
 
@@ -106,7 +106,7 @@ BENCHES += $(BUILD)/bench_tools
 # `make tools-pictures`: timeline.png and breakdown.png from the synthetic showcase logs of
 # tools/showcase_logs.c (a GPU run's shape and sizes; no GPU needed), under $(PICTURES_OUT)/tools/:
 # results/pictures-<UTC time>/tools/, or docs/tools/ with DOCS=1 (then commit them).
-$(BUILD)/showcase-logs: tools/showcase_logs.c tools/synthlog.h | $(DEPS_STAMP)
+$(BUILD)/showcase-logs: tools/showcase_logs.c tools/read/synthlog.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LDLIBS)
 ALL += $(BUILD)/showcase-logs

@@ -38,9 +38,16 @@ NCCL_LIBDIR     := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/lib
 TRAINER_NCCL_ON := $(and $(TRAINER_CUDA_ON),$(NCCL_LIBDIR),$(wildcard $(CUDA_HOME)/include/nccl.h))
 # The trainers' link mode (with the CUDA backend or without: `make demo` links them without where no
 # GPU will run them) in a stamp rewritten only when the mode changes, so that a change relinks them.
+# A rule, not a parse-time $(shell): every make that only parsed this file wrote its own mode there —
+# `make demo`'s outer make (TRAINER_CUDA=1) and its inner one (0 without a GPU) flipped it on every run,
+# relinking 14 programs for nothing, and `make -n` wrote it too. Now only a make that links a trainer
+# writes it (make re-reads its time after the recipe: unchanged content, unchanged time, no relink).
 TRAINER_LINK_STAMP := $(BUILD)/obj/trainer/link-mode
 TRAINER_LINK_MODE  := $(if $(TRAINER_CUDA_ON),cuda,cpu)
-$(shell mkdir -p $(BUILD)/obj/trainer && { [ "$$(cat $(TRAINER_LINK_STAMP) 2>/dev/null)" = $(TRAINER_LINK_MODE) ] || echo $(TRAINER_LINK_MODE) > $(TRAINER_LINK_STAMP); })
+$(TRAINER_LINK_STAMP): FORCE
+	@mkdir -p $(@D); [ "$$(cat $@ 2>/dev/null)" = $(TRAINER_LINK_MODE) ] || echo $(TRAINER_LINK_MODE) > $@
+.PHONY: FORCE
+FORCE:
 TRAINER_CUDA_LINK := $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) \
                      $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o -L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) -lnccl) \
                      -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudnn -lnvrtc -lcublas -lcudart -lstdc++)

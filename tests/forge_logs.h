@@ -3,7 +3,7 @@
    (tests/stress_readers.c): logs whose shape made the readers quadratic or made them read everything
    into memory, and logs whose numbers a report must not trust.
 
-   Unlike tools/synthlog.h (which interns strings by search, and keeps the whole file in memory) this
+   Unlike tools/read/synthlog.h (which interns strings by search, and keeps the whole file in memory) this
    writer streams: ids are the caller's, and one chunk is assembled at a time (a thread switch or a
    full chunk writes it out), so that 10^5 categories or 10^5 threads cost seconds. Test-only,
    header-only, all functions static. */

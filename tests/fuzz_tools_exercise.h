@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dpmem_read.h"
-#include "runstats.h"
-#include "timeline.h"
-#include "trace.h"
+#include "read/dpmem_read.h"
+#include "read/runstats.h"
+#include "charts/timeline.h"
+#include "trace/trace.h"
 
 /* 1 if the log opened, 0 if it was rejected (then err must be one non-empty line). */
 static inline int fuzz_exercise(const uint8_t *data, size_t size, FILE *sink, const char *png) {

@@ -6,7 +6,10 @@
 #   2 kernels/           the ops (cpu/, cuda/, plan/, the noise)
 #   3 samples/llama/     the trainer library: model, loop, configuration, data, checkpoints, ranks
 #   4 samples/dp/        the DP-SGD strategy, its configuration, the accountant
-#   5 programs: samples/*.c, bench/, tools/, tests/, python/
+#   5 tools/read/        the log reader and what the tools compute from it (statistics, units, output)
+#   6 tools/charts/, tools/trace/   drawing (figures, charts, timelines) and the Perfetto writer:
+#                        siblings, neither includes the other
+#   7 programs: samples/*.c, bench/, tools/*.c, tests/, python/
 # An include is resolved as the compilers do: beside the including file, then -I. -Ikernels -Isamples
 # -Itools (the Makefile's order) and -Ikernels/cuda (the CUDA backend's); one found nowhere is a
 # system or dependency header and is not judged. Also: the three DP samples stay one table
@@ -36,9 +39,12 @@ def floor(p):
     if p.startswith("kernels/"): return 2
     if p.startswith("samples/llama/"): return 3
     if p.startswith("samples/dp/"): return 4
-    if re.match(r"(samples|bench|tools|tests|python)/", p): return 5
+    if p.startswith("tools/read/"): return 5
+    if p.startswith(("tools/charts/", "tools/trace/")): return 6
+    if re.match(r"(samples|bench|tests|python)/", p) or re.fullmatch(r"tools/[^/]+", p): return 7
     return None
-NAMES = ["common", "kit", "kernels", "samples/llama", "samples/dp", "programs"]
+NAMES = ["common", "kit", "kernels", "samples/llama", "samples/dp", "tools/read", "tools/charts|trace", "programs"]
+def folder(p): return os.path.dirname(p)
 search = [".", "kernels", "samples", "tools", "kernels/cuda"]
 inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 bad, checked, unknown = [], 0, []
@@ -58,6 +64,8 @@ for f in files:
         if tf is None: unknown.append(target); continue
         if tf > ff:
             bad.append(f"{f}:{n}: includes {target} ({NAMES[tf]}, above {NAMES[ff]})")
+        elif tf == ff == 6 and folder(f) != folder(target):
+            bad.append(f"{f}:{n}: includes {target} (tools/charts and tools/trace are siblings)")
 for b in bad: print("FAIL", b)
 for u in sorted(set(unknown)): print("FAIL", u, "is on no floor (add it to the test's table)")
 mains = [f for f in files if re.fullmatch(r"samples/train_(dpsgd|ghost|flash)\.c", f)]

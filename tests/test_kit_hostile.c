@@ -41,7 +41,7 @@ static int skew_clock(uint64_t *t) {
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "dpmem_read.h"
+#include "read/dpmem_read.h"
 #include "test_tools_common.h"
 
 /* ---- a disk that can be made full: this program's posix_fallocate replaces the C library's for

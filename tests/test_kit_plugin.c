@@ -12,7 +12,7 @@
 
 #include <dlfcn.h>
 
-#include "dpmem_read.h"
+#include "read/dpmem_read.h"
 #include "test_tools_common.h"
 
 #ifdef RDYNAMIC

@@ -5,13 +5,13 @@
    usage: test_suite_pngstat FILE.png [category ...]
    prints: "size W H", "colours N" (distinct RGB values), "ink P" (per cent of pixels that are not
    the white background), then "category NAME PIXELS" for each category named: the pixels drawn in
-   that category's colour (tools/palette.c), i.e. whether its bar or area is in the picture.
+   that category's colour (tools/charts/palette.c), i.e. whether its bar or area is in the picture.
    Exit 0, or 1 with one line on stderr when the file does not decode. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "palette.h"
+#include "charts/palette.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wsign-compare"

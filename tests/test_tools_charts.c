@@ -4,7 +4,7 @@
    - every chart in PNG, SVG and PDF: the SVG parses as XML (python3's xml.etree) with the page's size,
      the PDF has one page and its fonts embedded (pdfinfo, pdffonts);
    - colours by method: in two folders that list the methods in different orders, with other methods
-     among them, each method's markers are in that method's colour (tools/palette.c), so a method looks
+     among them, each method's markers are in that method's colour (tools/charts/palette.c), so a method looks
      the same in both; the palette itself: the six methods apart under simulated colour blindness,
      every method apart from every category, names of runs mapped to their method;
    - no two labels overlap in any chart (the boxes each figure records under DPMEM_LAYOUT), also at a

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "synthlog.h"
+#include "read/synthlog.h"
 
 static int tt_failures = 0;
 #define CHECK(cond, ...)                                                                            \
@@ -113,7 +113,7 @@ static inline char *tt_slurp(const char *path, size_t *len) {
     return s;
 }
 
-/* The layout a figure records when DPMEM_LAYOUT names a file (tools/figure.h): per figure, the box of
+/* The layout a figure records when DPMEM_LAYOUT names a file (tools/charts/figure.h): per figure, the box of
    every text ('t') and mark ('m': markers, OOM marks). */
 typedef struct { char fig[512]; char kind; double x0, y0, x1, y1; char what[160]; } TtBox;
 

@@ -22,9 +22,9 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-#include "dpmem_read.h"
+#include "read/dpmem_read.h"
 #include "forge_logs.h"
-#include "runstats.h"
+#include "read/runstats.h"
 
 /* The tools' time limit on the large logs: the old readers took 35-112 s on them, these take ~1 s
    (a few under the sanitizers). */

@@ -1,4 +1,4 @@
-/* test_tools_kit.c — the tools on a log written by the real kit (dpmem.h), not by tools/synthlog.h:
+/* test_tools_kit.c — the tools on a log written by the real kit (dpmem.h), not by tools/read/synthlog.h:
    two threads, nested scopes, tagged allocations in several categories, META and snapshots. The
    kit's own counters are the oracle: dpmem-report's peak and breakdown at the peak (CSV) must equal
    dpmem_peak_bytes(NULL) and dpmem_bytes_at_peak(category); the scope counts must be those the

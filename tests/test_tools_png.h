@@ -7,7 +7,7 @@
 
 #include "test_tools_common.h"
 
-#include "palette.h"
+#include "charts/palette.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wsign-compare"
@@ -55,7 +55,7 @@ static inline int ink_in(const Png *P, double x0, double y0, double x1, double y
     } while (0)
 
 /* Every mark of figure png named `method` (the charts name a marker by its method): the pixel at its
-   centre is the method's colour (tools/palette.c). Returns how many there are; -1 at the first that
+   centre is the method's colour (tools/charts/palette.c). Returns how many there are; -1 at the first that
    is not. */
 static inline int tt_method_marks(const TtBox *b, int n, const char *png, const char *method) {
     Png P;

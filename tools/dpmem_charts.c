@@ -1,19 +1,19 @@
 /* dpmem_charts.c — dpmem-charts: the charts of a results folder of tools/run_experiments (its
    results.csv and each run's log), or of some logs, as PNG, SVG and/or PDF at the size a paper
-   wants: breakdown, tradeoff, timeline and, for a sweep, sweep (tools/charts.h).
+   wants: breakdown, tradeoff, timeline and, for a sweep, sweep (tools/charts/charts.h).
 
-   The drawing is tools/charts.c and the chart_*.c files; what a run is, tools/chartdata.c. This file
+   The drawing is tools/charts/charts.c and the chart_*.c files; what a run is, tools/charts/chartdata.c. This file
    is the command line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "shown.h"
-#include "args.h"
-#include "chartdata.h"
-#include "charts.h"
-#include "figure.h"
+#include "read/shown.h"
+#include "read/args.h"
+#include "charts/chartdata.h"
+#include "charts/charts.h"
+#include "charts/figure.h"
 #include "common/io_guard.h"
 
 #define MAX_LOGS 64

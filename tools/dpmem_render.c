@@ -1,18 +1,18 @@
 /* dpmem_render.c — dpmem-render: one log (or several, --compare) to a memory timeline, as PNG, SVG or
    PDF (by the output's extension).
 
-   The drawing is tools/timeline.c; this file is the command line. It does not compute tables (that is
+   The drawing is tools/charts/timeline.c; this file is the command line. It does not compute tables (that is
    dpmem-report) and does not export traces (dpmem-trace). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "shown.h"
-#include "args.h"
-#include "dpmem_read.h"
-#include "figure.h"
+#include "read/shown.h"
+#include "read/args.h"
+#include "read/dpmem_read.h"
+#include "charts/figure.h"
 #include "common/io_guard.h"
-#include "timeline.h"
+#include "charts/timeline.h"
 
 #define MAX_LOGS 16
 

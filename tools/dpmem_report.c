@@ -7,7 +7,7 @@
    schema is in docs/TOOLS.md). Every time is a median with its min, quartiles and max over the timed
    steps (the warm-up steps left out, and said); a plan-backend run has no time at all. An output
    flag given "-" writes to stdout (and the text report then stays off stdout). The computing is
-   tools/runstats.c (and steplog.c: the per-step loss and sample norms), the charts tools/charts.c. */
+   tools/read/runstats.c (and steplog.c: the per-step loss and sample norms), the charts tools/charts/charts.c. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,18 +15,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "charts.h"
-#include "dpmem_read.h"
+#include "charts/charts.h"
+#include "read/dpmem_read.h"
 #include "common/io_guard.h"
-#include "json_out.h"
-#include "shown.h"
-#include "namemap.h"
-#include "outpath.h"
-#include "ranks.h"
-#include "runstats.h"
-#include "steplog.h"
-#include "timeline.h"
-#include "units.h"
+#include "read/json_out.h"
+#include "read/shown.h"
+#include "read/namemap.h"
+#include "read/outpath.h"
+#include "read/ranks.h"
+#include "read/runstats.h"
+#include "read/steplog.h"
+#include "charts/timeline.h"
+#include "read/units.h"
 
 #define MAX_RUNS 1024   /* (the suite gives every process of a --repeat sweep at once)*/
 

@@ -1,14 +1,14 @@
 /* dpmem_trace.c — dpmem-trace: a log as Chrome Trace Event JSON for ui.perfetto.dev and
    chrome://tracing; several logs (the ranks of a data-parallel run: run.rank0.log run.rank1.log ...)
-   as one trace with a process each. The conversion is tools/trace.c; this file is the command line. */
+   as one trace with a process each. The conversion is tools/trace/trace.c; this file is the command line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "shown.h"
-#include "dpmem_read.h"
+#include "read/shown.h"
+#include "read/dpmem_read.h"
 #include "common/io_guard.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 #define MAX_LOGS 256
 

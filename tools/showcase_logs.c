@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "synthlog.h"
+#include "read/synthlog.h"
 
 #define MiB (1024ull * 1024ull)
 #define MS 1000000ull

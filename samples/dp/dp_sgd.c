@@ -839,7 +839,7 @@ static void print_choice(DpSgd *d) {
 }
 
 /* --log-sample-norms: samples first.. of this step's logical batch (this rank's share) into the log,
-   at most 24 (norm, clip factor) pairs per META dp.sample_norms event (tools/steplog.h). */
+   at most 24 (norm, clip factor) pairs per META dp.sample_norms event (tools/read/steplog.h). */
 static void log_sample_norms(DpSgd *d, long first, const float *n2, const float *c, int n) {
     const long limit = d->cfg.log_sample_norms;
     for (int i0 = 0; i0 < n && first + i0 < limit; i0 += 24) {

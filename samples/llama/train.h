@@ -17,7 +17,7 @@
 
    WHAT THE LOOP PRINTS AND LOGS. Each step's loss (the mean over that step's batch, of the forward
    before that step's update; with several physical batches, their mean) goes into the log at full
-   precision (META train.loss, "STEP LOSS"; tools/steplog.h); the summary prints the first and the
+   precision (META train.loss, "STEP LOSS"; tools/read/steplog.h); the summary prints the first and the
    last, and says so. Each step's time per phase is kept; the summary's table gives median, min,
    quartiles and max over the timed steps, the first --timing-warmup steps (1) left out (META
    timing.warmup_steps). Snapshots at the phase boundaries: after_model_creation, after_step_1, end.

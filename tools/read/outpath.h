@@ -1,5 +1,5 @@
 /* outpath.h — an output flag's value, where "-" means standard output (for every output flag of every
-   tool: `dpmem-report --csv -`; the figures take "-" in tools/figure.c). */
+   tool: `dpmem-report --csv -`; the figures take "-" in tools/charts/figure.c). */
 #ifndef OUTPATH_H
 #define OUTPATH_H
 

@@ -2,7 +2,7 @@
    given, or a results folder of tools/run_experiments (its results.csv and each run's log). Per run:
    its name and method (the key of its colour and marker), its sweep value, its status (ok, or OOM
    with the post-mortem of its log: live bytes by category at the failure, the request, the limit),
-   its statistics (tools/runstats.c), what a reader must know (tools/runmeta.c), and its step time
+   its statistics (tools/read/runstats.c), what a reader must know (tools/read/runmeta.c), and its step time
    if it has one.
 
    A run has no time when it is a plan run (config.device = plan), or when results.csv leaves its step
@@ -10,16 +10,16 @@
    timeline on an axis of allocation events. results.csv is read by column name, and any column may
    be missing: the log says the rest.
 
-   Not here: drawing (tools/charts.c and the chart_*.c files). */
+   Not here: drawing (tools/charts/charts.c and the chart_*.c files). */
 #ifndef CHARTDATA_H
 #define CHARTDATA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dpmem_read.h"
-#include "runmeta.h"
-#include "runstats.h"
+#include "read/dpmem_read.h"
+#include "read/runmeta.h"
+#include "read/runstats.h"
 
 typedef enum { RUN_OK, RUN_OOM, RUN_FAILED } RunStatus;
 

@@ -1,6 +1,6 @@
 /* timeline_replay.h — the data of one timeline panel: a log replayed once (twice with --by name: the
    first pass finds the largest buffers) into per-pixel columns of live bytes by series, scope lanes,
-   snapshots and device-used samples. tools/timeline.c draws from it; nothing here draws.
+   snapshots and device-used samples. tools/charts/timeline.c draws from it; nothing here draws.
 
    The x position of an event is its time since the log's t0, or with `events` the number of ALLOC
    and FREE events before it (a plan log's clock means nothing). */
@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "dpmem_read.h"
+#include "read/dpmem_read.h"
 #include "figure.h"
 
 #define TL_MAX_LANES 8

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dpmem_read.h"
+#include "read/dpmem_read.h"
 
 /* params, grads, optimizer, activations, per_sample_grads, norms, ghost, bk, lora, noise, workspace,
    input, untracked: the Tableau hues the tools always used (blue params, orange grads, red

@@ -19,7 +19,7 @@
 #include "axes.h"
 #include "chartkit.h"
 #include "palette.h"
-#include "units.h"
+#include "read/units.h"
 
 #define MAX_CATS 64
 #define MAX_RUNS 256

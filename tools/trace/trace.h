@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "dpmem_read.h"
+#include "read/dpmem_read.h"
 
 typedef struct {
     int no_allocs;            /* leave out the per-allocation instant events (smaller files) */

@@ -4,7 +4,7 @@
    DPMEM_FONT_BOLD for its bold face, else the same file). Loaded once with FreeType and handed to
    cairo; released at exit, so that leak checkers see nothing of it.
 
-   Not here: choosing sizes or drawing (tools/figure.c). */
+   Not here: choosing sizes or drawing (tools/charts/figure.c). */
 #ifndef FONTS_H
 #define FONTS_H
 

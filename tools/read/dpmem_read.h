@@ -17,7 +17,7 @@
    zero chunks costs nothing), and a FIFO or a directory is refused before any read.
 
    It does not interpret events beyond their layout (replaying live bytes is the tools' business), and
-   it never writes logs (dpmem.h does; tools/synthlog.h writes synthetic ones for tests and benches). */
+   it never writes logs (dpmem.h does; tools/read/synthlog.h writes synthetic ones for tests and benches). */
 #ifndef DPMEM_READ_H
 #define DPMEM_READ_H
 

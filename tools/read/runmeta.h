@@ -4,7 +4,7 @@
    titles; a value that differs between the runs of one chart is left out of the title (the chart's
    axis or legend shows it).
 
-   Not here: drawing (the charts) or numbers of memory and time (tools/runstats.c). */
+   Not here: drawing (the charts) or numbers of memory and time (tools/read/runstats.c). */
 #ifndef RUNMETA_H
 #define RUNMETA_H
 

@@ -1,4 +1,4 @@
-/* timeline.c — see timeline.h. The data of each panel comes from tools/timeline_replay.c; this file
+/* timeline.c — see timeline.h. The data of each panel comes from tools/charts/timeline_replay.c; this file
    lays out and draws. Areas, bands and the device line sit on whole pixels of the PNG (their
    corners are integers), so their colours are exact and a test can predict every row. */
 #include "timeline.h"
@@ -10,10 +10,10 @@
 
 #include "axes.h"
 #include "palette.h"
-#include "runmeta.h"
-#include "shown.h"
+#include "read/runmeta.h"
+#include "read/shown.h"
 #include "timeline_replay.h"
-#include "units.h"
+#include "read/units.h"
 
 /* Font sizes, points. */
 #define FS_TITLE 10.0

@@ -12,7 +12,7 @@
 #include "axes.h"
 #include "chartkit.h"
 #include "palette.h"
-#include "units.h"
+#include "read/units.h"
 
 int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const FigSpec *spec, int *drawn, char *err, size_t errlen) {
     *drawn = 0;

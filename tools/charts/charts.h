@@ -1,14 +1,14 @@
-/* charts.h — the charts of a set of runs (tools/chartdata.h), each in PNG, SVG or PDF:
+/* charts.h — the charts of a set of runs (tools/charts/chartdata.h), each in PNG, SVG or PDF:
      breakdown   what was live at each run's peak by category, the peak relative to the baseline,
-                 and each category's own peak (tools/chart_breakdown.c);
+                 and each category's own peak (tools/charts/chart_breakdown.c);
      tradeoff    peak memory against step time, a point per run that has a time
-                 (tools/chart_tradeoff.c; not written when no run has one, e.g. plan runs);
-     timeline    the runs' timelines one above the other, each on its own time axis (tools/timeline.c;
+                 (tools/charts/chart_tradeoff.c; not written when no run has one, e.g. plan runs);
+     timeline    the runs' timelines one above the other, each on its own time axis (tools/charts/timeline.c;
                  the first 8);
      sweep       with a swept value (the suite's --sweep, or logs that differ in exactly one numeric
                  config.* value): the peak and each phase's memory against it, a line per method
-                 (tools/chart_sweep.c).
-   Every chart colours and marks a run by its method's name (tools/palette.c), so a method looks the
+                 (tools/charts/chart_sweep.c).
+   Every chart colours and marks a run by its method's name (tools/charts/palette.c), so a method looks the
    same in every chart of every results folder. */
 #ifndef CHARTS_H
 #define CHARTS_H
@@ -17,7 +17,7 @@
 
 #include "chartdata.h"
 #include "figure.h"
-#include "runstats.h"
+#include "read/runstats.h"
 
 typedef struct {
     FigSpec spec;             /* --size / --dpi / --font-scale for every chart */

@@ -10,7 +10,7 @@
 #define AXES_H
 
 #include "figure.h"
-#include "units.h"
+#include "read/units.h"
 
 typedef enum { VAL_BYTES, VAL_TIME, VAL_PLAIN, VAL_RATIO } ValueKind;
 

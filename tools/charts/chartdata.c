@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "csvread.h"
+#include "read/csvread.h"
 #include "palette.h"
 
 /* The OOM post-mortem of a run: the first OOM event's request and live bytes by category. */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "palette.h"
-#include "scopestack.h"
+#include "read/scopestack.h"
 
 #define MAX_DEPTH 64
 #define MAX_SERIES 24             /* --by category: with more categories than this, the 22 largest by

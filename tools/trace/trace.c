@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_out.h"
-#include "scopestack.h"
+#include "read/json_out.h"
+#include "read/scopestack.h"
 
 #define MAX_DEPTH 64
 #define GPU_TID_BASE 1000000u

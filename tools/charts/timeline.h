@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-#include "dpmem_read.h"
+#include "read/dpmem_read.h"
 #include "figure.h"
 
 typedef struct {
