@@ -8,12 +8,14 @@
    the "tiny" (C=64, F=256) and "small" (C=512, F=1536) presets. Not here: whole training steps (the
    trainer benchmark), GPU kernels. */
 #include "dp_kernels.h"
+#include "cpu/blas_core.h"
 
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now(void) {
     struct timespec ts;
@@ -32,12 +34,19 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    if (blas_core_prefer()) {   /* OpenBLAS's own kernels for this CPU, as the trainers (cpu/blas_core.h) */
+        execv("/proc/self/exe", argv);
+        blas_core_unprefer();
+    }
     const int B = 4, R = 128;
     const int quick = getenv("DPMEM_BENCH_QUICK") && !strcmp(getenv("DPMEM_BENCH_QUICK"), "1");   /* make bench QUICK=1 */
     const struct { const char *model; int C, F; } models[] = { { "tiny", 64, 256 }, { "small", 512, 1536 } };
     const int Ts[] = { 128, 512, 1024 };
-    printf("per-sample norms of one linear layer, batch %d, flash tile %d; ratios to the weight gradient Gᵀ A\n", B, R);
+    char from[160];
+    printf("per-sample norms of one linear layer, batch %d, flash tile %d; ratios to the weight gradient Gᵀ A; OpenBLAS core %s (%s)\n", B, R,
+           blas_core_name(), blas_core_source(from, sizeof from));
     printf("%-6s %5s %9s %9s | %8s %7s %7s %7s %7s %7s | %9s %9s %9s | %8s %8s\n", "model", "T", "layer",
            "dW ms", "floor", "direct", "ghost", "flash", "mixed", "bk", "psg MB", "gram MB", "tile KB",
            "ghost IO", "flash IO");

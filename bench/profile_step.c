@@ -26,6 +26,7 @@
 #include "dpmem.h"
 #include "dp/dp_sgd.h"
 #include "cpu/kernels_cpu.h"
+#include "cpu/blas_core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -314,7 +315,9 @@ int main(int argc, char **argv) {
     const int nt = kcpu_max_threads();
     if (argc > 1 && !strcmp(argv[1], "--peak")) {   /* the limits alone, as JSON */
         double p1 = sgemm_peak(1, 2048, 2048, 2048, 0, 5), p2 = sgemm_peak(nt, 2048, 2048, 2048, 0, 5), bw = copy_bandwidth(nt);
-        printf("{\"threads\": %d, \"sgemm_peak\": %.4g, \"sgemm_peak_1thread\": %.4g, \"copy_bandwidth\": %.4g}\n", nt, p2, p1, bw);
+        char from[160];
+        printf("{\"threads\": %d, \"sgemm_peak\": %.4g, \"sgemm_peak_1thread\": %.4g, \"copy_bandwidth\": %.4g, \"blas_core\": \"%s\", "
+               "\"blas_core_from\": \"%s\"}\n", nt, p2, p1, bw, blas_core_name(), blas_core_source(from, sizeof from));
         return 0;
     }
     static const char *const methods[] = { "vanilla", "direct", "ghost", "flash", "mixed" };
@@ -385,8 +388,10 @@ int main(int argc, char **argv) {
     printf("profile_step %s: model %s (C=%d L=%d NH=%d F=%d V=%d), B=%d T=%d, %d threads, %d steps measured (of %d; %.1f s), load %s\n",
            methods[method], cfg.model.preset, cfg.model.dim, cfg.model.n_layers, cfg.model.n_heads, cfg.model.ffn_dim,
            cfg.model.vocab_size, cfg.batch_size, cfg.seq_len, nt, steps, cfg.steps, run_s, load);
-    printf("limits: sgemm peak %.1f GF/s on %d threads (1 thread: %.1f; the model's %dx%dx%d: %.1f), copy bandwidth %.1f GB/s\n",
-           peak * 1e-9, nt, peak1 * 1e-9, N, cfg.model.ffn_dim, cfg.model.dim, shape * 1e-9, bw * 1e-9);
+    char from[160];
+    printf("limits: sgemm peak %.1f GF/s on %d threads (1 thread: %.1f; the model's %dx%dx%d: %.1f), copy bandwidth %.1f GB/s; "
+           "OpenBLAS core %s (%s)\n", peak * 1e-9, nt, peak1 * 1e-9, N, cfg.model.ffn_dim, cfg.model.dim, shape * 1e-9, bw * 1e-9,
+           blas_core_name(), blas_core_source(from, sizeof from));
     printf("step: %.1f ms wall, %.1f ms CPU (%.2f threads busy on average); peak tagged memory %.1f MiB; "
            "host memory allocated anew per step after step 0: %.1f MiB\n\n",
            P.step_wall * 1e3 / steps, P.step_cpu * 1e3 / steps, P.step_cpu / (P.step_wall > 0 ? P.step_wall : 1),

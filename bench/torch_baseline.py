@@ -116,9 +116,12 @@ def worker(argv):
             bwd.append(t2 - t1)
     import transformers
     import opacus
+    # PyTorch's BLAS (its build's BLAS_INFO: MKL, which picks its kernels by the CPU itself) and ATen's
+    # vector kernels (the CPU capability it dispatched to)
+    blas = next((w.split("=", 1)[1] for w in torch.__config__.show().replace(",", " ").split() if w.startswith("BLAS_INFO=")), "?")
     print(json.dumps({"method": a.worker, "step": steps, "step_cpu": cpu, "forward+loss": fwd, "backward": bwd, "torch": torch.__version__,
                       "transformers": transformers.__version__, "opacus": opacus.__version__,
-                      "threads": torch.get_num_threads()}))
+                      "threads": torch.get_num_threads(), "blas": blas, "cpu_capability": torch.backends.cpu.get_cpu_capability()}))
 
 
 # ---- the driver -------------------------------------------------------------------------------------------
@@ -187,6 +190,7 @@ def main():
     peak = run_json([prof, "--peak"], "profile_step --peak")
     print(f"sgemm peak (OpenBLAS, {peak['threads']} threads, best of 5 products of 2048^3): "
           f"{peak['sgemm_peak'] * 1e-9:.1f} GF/s (1 thread: {peak['sgemm_peak_1thread'] * 1e-9:.1f})")
+    print(f"dpmem's BLAS: OpenBLAS core {peak['blas_core']} ({peak['blas_core_from']})")
     results = {}     # (config, entry) -> list of run medians (in round order)
     cpus = {}        # (config, entry) -> list of run medians of the process's CPU time per step
     phases = {}      # (config, entry) -> list of run medians of forward+loss+backward
@@ -251,7 +255,9 @@ def main():
             print("| " + " | ".join(row) + " |", flush=True)
     j = next(iter(v for k, v in info.items() if "torch" in v), None)
     if j:
-        print(f"\ntorch {j['torch']}, transformers {j['transformers']}, opacus {j['opacus']}, {j['threads']} threads")
+        print(f"\ntorch {j['torch']}, transformers {j['transformers']}, opacus {j['opacus']}, {j['threads']} threads; "
+              f"PyTorch's BLAS: {j['blas']} (its own CPU dispatch), ATen's CPU kernels {j['cpu_capability']}; "
+              f"dpmem's BLAS: OpenBLAS core {peak['blas_core']}")
     print(f"load average at the end {load()}")
     print("the goals (docs/PERFORMANCE.md): dpmem vanilla ÷ torch eager <= 0.8; >= 60 % of the sgemm peak in fwd+bwd at T=1024; "
           "flash+bk and mixed+bk <= 1.3x dpmem vanilla; every DP method <= 0.5x its Opacus family")

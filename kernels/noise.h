@@ -1,29 +1,36 @@
 /* noise.h — the Gaussian noise of DP-SGD, reproducible on CPU and GPU from a seed.
 
-   Each noise value is a pure function of (seed, step, coordinate index), so a given seed gives the
-   same noise whatever the order of work, the number of threads, or the device:
-     block j = index / 4, lane k = index % 4
+   Each noise value z(seed, step, index) is a pure function (noise_dp_z; the CPU's vector path and the
+   GPU kernel compute exactly it), so a given seed gives the same noise whatever the order of work,
+   the number of threads, or the device:
+     block j = index / 2, lane k = index % 2
      (r0, r1, r2, r3) = Philox4x32-10(counter = {j mod 2³², j / 2³², step mod 2³², step / 2³²},
                                       key = {seed mod 2³², seed / 2³²})        (Random123's philox.h)
-     Box-Muller, in double:  u = (r + 1) · 2⁻³² ∈ (0, 1],  θ = 2π · r' · 2⁻³²  (cos θ and sin θ
-                             from the octant of r' and an angle in [0, π/4]: noise_cos_sin)
-       lane 0 = √(−2 ln u(r0)) cos θ(r1),   lane 1 = √(−2 ln u(r0)) sin θ(r1),
-       lane 2 = √(−2 ln u(r2)) cos θ(r3),   lane 3 = √(−2 ln u(r2)) sin θ(r3)
-   and the float added is (float)(std · z). The index of a coordinate is its position in the flat
-   vector of all trainable parameters (the caller passes each tensor's offset), the step is the
-   logical optimizer step. NOISE_HD marks the inline functions __host__ __device__ under nvcc, so the
-   CUDA port calls these very functions.
+     Box-Muller, in double:  u = (r0 · 2³² + r1 + ½) · 2⁻⁶⁴ ∈ [2⁻⁶⁵, 1]  (64 random bits; the sum rounded
+                             once to a double), θ = 2π · r2 · 2⁻³² (cos θ and sin θ from the octant of r2
+                             and an angle in [0, π/4]: noise_cos_sin); r3 is not used
+       lane 0 = √(−2 ln u) cos θ,   lane 1 = √(−2 ln u) sin θ
+   and the float added is (float)(std · z). The largest |z| is √(−2 ln 2⁻⁶⁵) = √(130 ln 2) = 9.4926
+   (NOISE_DP_Z_MAX; a standard normal exceeds it with probability 2.3e-21), where 32-bit uniforms
+   stopped at √(64 ln 2) = 6.6604 (probability 2.7e-11 beyond, a δ-sized hole in the mechanism
+   for large models: issue 37). The index of a coordinate is its position in the flat vector of
+   all trainable parameters (the caller passes each tensor's offset), the step is the logical
+   optimizer step. NOISE_HD marks the inline functions __host__ __device__ under nvcc, so the CUDA
+   port calls these very functions.
    ln, sin and cos on the CPU are this file's own (noise_log, noise_sincos_pi4: fdlibm's formulas,
    within an ulp of the correctly rounded value, written without branches so that noise.c runs
    them in vector lanes; the CPU's stream no longer depends on the libm it links); on the GPU they
    are CUDA's. The doubles may differ by an ulp between the two; after rounding to float the values
-   agree (checked by the CUDA tests, not here; against glibc's log and sincos 5.9 % of 10^8 doubles
-   differ by an ulp and none of the floats).
+   agree but for rare ties (checked by the CUDA tests, not here).
 
-   The model's initial weights come from this stream too (kernels.h: init_normal, with "INIT" in the
-   step's high word and one stream per tensor: samples/llama/llama.c's llama_init_stream).
+   The model's initial weights draw from a second stream of the same parts (kernels.h: init_normal,
+   with "INIT" in the step's high word and one stream per tensor: samples/llama/llama.c's
+   llama_init_stream): noise_normal4, four values per Philox block from 32-bit uniforms
+   (|z| ≤ 6.66, harmless for an initialisation), left as it was so that a seed's initial weights,
+   and every figure quoted from them, stay the same.
    Not here: the clipping, the sum over samples, or a cryptographically secure generator; Philox is
-   a statistical generator. --secure-seed takes the seed from getrandom() (noise_secure_seed). */
+   a statistical generator, whose output is unpredictable only while its seed is secret: the DP
+   samples draw the seed from getrandom() (noise_secure_seed) unless --noise-seed gives one. */
 #ifndef NOISE_H
 #define NOISE_H
 
@@ -54,7 +61,7 @@ NOISE_INLINE double noise_select(uint32_t cond, double a, double b) {
     return a;
 }
 
-/* ln x for a positive normal x (Box-Muller's u in [2^-32, 1]). CPU: fdlibm's e_log.c without its
+/* ln x for a positive normal x (Box-Muller's u: in [2^-65, 1]). CPU: fdlibm's e_log.c without its
    special cases, both of its final formulas computed and one chosen; within an ulp. */
 NOISE_INLINE double noise_log(double x) {
 #ifdef __CUDA_ARCH__
@@ -124,7 +131,8 @@ NOISE_INLINE void noise_cos_sin(uint32_t r, double *c, double *s) {
     memcpy(s, &sb, sizeof sb);
 }
 
-/* Box-Muller of one pair of Philox words: √(−2 ln u(ru)) (cos θ(rt), sin θ(rt)). */
+/* Box-Muller of one pair of Philox words, u from 32 bits (the initial weights' stream):
+   √(−2 ln u(ru)) (cos θ(rt), sin θ(rt)). */
 NOISE_INLINE void noise_box_muller(uint32_t ru, uint32_t rt, double *zc, double *zs) {
     const double rad = sqrt(-2.0 * noise_log(((double)ru + 1.0) / 4294967296.0));
     double c, s;
@@ -132,6 +140,46 @@ NOISE_INLINE void noise_box_muller(uint32_t ru, uint32_t rt, double *zc, double 
     *zc = rad * c;
     *zs = rad * s;
 }
+
+/* ---- the DP noise: z(seed, step, index) ---------------------------------------------------------- */
+
+/* u = (hi · 2³² + lo + ½) · 2⁻⁶⁴, rounded once to a double: both products are by powers of two
+   (exact), so the one rounding is the sum's, the same on CPU and GPU with or without a fused
+   multiply-add. In [2⁻⁶⁵, 1]: u = 1 (ln u = 0) only where the sum rounds up to it. */
+NOISE_INLINE double noise_uniform64(uint32_t hi, uint32_t lo) {
+    return (double)hi * 2.3283064365386962890625e-10 + ((double)lo + 0.5) * 5.42101086242752217003726400434970855712890625e-20;
+}
+
+/* The largest |z| the DP noise can produce: √(−2 ln 2⁻⁶⁵) (u's smallest value, θ = 0). */
+#define NOISE_DP_Z_MAX 9.492583076949755
+
+/* Box-Muller of u from 64 bits (hi, lo) and θ from rt: √(−2 ln u) (cos θ, sin θ). */
+NOISE_INLINE void noise_dp_box_muller(uint32_t hi, uint32_t lo, uint32_t rt, double *zc, double *zs) {
+    const double rad = sqrt(-2.0 * noise_log(noise_uniform64(hi, lo)));
+    double c, s;
+    noise_cos_sin(rt, &c, &s);
+    *zc = rad * c;
+    *zs = rad * s;
+}
+
+/* The DP noise's two standard normal values of block j (coordinates 2j, 2j + 1). */
+NOISE_INLINE void noise_dp_normal2(uint64_t seed, uint64_t step, uint64_t j, double z[2]) {
+    philox4x32_ctr_t c = {{ (uint32_t)j, (uint32_t)(j >> 32), (uint32_t)step, (uint32_t)(step >> 32) }};
+    philox4x32_key_t k = {{ (uint32_t)seed, (uint32_t)(seed >> 32) }};
+    philox4x32_ctr_t r = philox4x32(c, k);
+    noise_dp_box_muller(r.v[0], r.v[1], r.v[2], &z[0], &z[1]);
+}
+
+/* z(seed, step, index): the DP noise of one coordinate of the flat trainable vector at one logical
+   step. THE definition: the CPU's batches, the GPU kernel (and anything that fuses the noise into
+   another kernel) must give exactly these values. */
+static inline NOISE_HD double noise_dp_z(uint64_t seed, uint64_t step, uint64_t index) {
+    double z[2];
+    noise_dp_normal2(seed, step, index / 2, z);
+    return z[index % 2];
+}
+
+/* ---- the initial weights' stream (see the top) ------------------------------------------------- */
 
 /* The four standard normal values of block j (coordinates 4j … 4j+3). */
 NOISE_INLINE void noise_normal4(uint64_t seed, uint64_t step, uint64_t j, double z[4]) {
@@ -142,23 +190,25 @@ NOISE_INLINE void noise_normal4(uint64_t seed, uint64_t step, uint64_t j, double
     noise_box_muller(r.v[2], r.v[3], &z[2], &z[3]);
 }
 
-/* The standard normal value of one coordinate. */
+/* The standard normal value of one coordinate of the initial weights' stream. */
 static inline NOISE_HD double noise_normal(uint64_t seed, uint64_t step, uint64_t index) {
     double z[4];
     noise_normal4(seed, step, index / 4, z);
     return z[index % 4];
 }
 
-/* The CPU's vector path: z[lane][i] = noise_normal4(seed, step, j0 + i)[lane] for i < NOISE_BATCH,
-   the same bits (noise.c). */
+/* The CPU's vector paths (noise.c), the same bits as the functions they batch:
+   z[lane][i] = noise_normal4(seed, step, j0 + i)[lane]    (the initial weights) and
+   z[lane][i] = noise_dp_normal2(seed, step, j0 + i)[lane] (the DP noise), for i < NOISE_BATCH. */
 #define NOISE_BATCH 64
 void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[4][NOISE_BATCH]);
+void noise_dp_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[2][NOISE_BATCH]);
 
-/* x[i] += (float)(std · z(seed, step, offset + i)) for i < n. */
+/* x[i] += (float)(std · noise_dp_z(seed, step, offset + i)) for i < n. */
 void noise_add_gaussian(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);
 
 /* The DP-SGD update of a summed clipped gradient, in place:
-   g[i] = (g[i] + σ·C·z(offset + i)) / logical_batch. */
+   g[i] = (g[i] + (float)(σ·C·noise_dp_z(seed, step, offset + i))) / logical_batch. */
 void noise_privatize(float *g, size_t n, double sigma, double max_grad_norm, double logical_batch,
                      uint64_t seed, uint64_t step, uint64_t offset);
 

@@ -31,9 +31,9 @@ $(BUILD)/tests/test_dp_norms: tests/test_dp_norms.c $(DP_KERNEL_SRC) kernels/dp_
 ALL   += $(BUILD)/tests/test_dp_norms
 TESTS += $(BUILD)/tests/test_dp_norms
 
-$(BUILD)/bench/dp_norms: bench/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)
+$(BUILD)/bench/dp_norms: bench/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/cpu/blas_core.c kernels/cpu/blas_core.h kernels/dp_kernels.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ bench/dp_bench_norms.c $(DP_KERNEL_SRC) $(LDFLAGS) -lopenblas $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ bench/dp_bench_norms.c $(DP_KERNEL_SRC) kernels/cpu/blas_core.c $(LDFLAGS) -lopenblas $(LDLIBS)
 
 ALL     += $(BUILD)/bench/dp_norms
 BENCHES += $(BUILD)/bench/dp_norms

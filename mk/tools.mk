@@ -7,7 +7,7 @@ TOOLS_LIB_SRC := tools/read/dpmem_read.c common/io_guard.c tools/charts/figure.c
                  tools/charts/timeline.c tools/charts/timeline_replay.c tools/read/args.c tools/read/runstats.c tools/read/runmeta.c tools/read/ranks.c \
                  tools/charts/charts.c tools/charts/chartdata.c tools/charts/chartkit.c tools/charts/chart_breakdown.c tools/charts/chart_tradeoff.c \
                  tools/charts/chart_sweep.c tools/read/csvread.c tools/read/json_out.c tools/trace/trace.c tools/charts/axes.c \
-                 common/timestats.c tools/read/steplog.c tools/read/outpath.c tools/read/shown.c
+                 common/timestats.c tools/read/steplog.c tools/read/outpath.c tools/read/shown.c tools/read/threadtracks.c tools/read/threadsteps.c
 TOOLS_LIB_OBJ := $(patsubst %.c,$(BUILD)/tools-obj/%.o,$(TOOLS_LIB_SRC))
 TOOLS_LIB     := $(BUILD)/tools-obj/libdpmemtools.a
 TOOLS_HDRS    := $(wildcard tools/*/*.h common/*.h)

@@ -12,7 +12,8 @@
 
    Every combination of --norm direct|ghost|flash|mixed and --clip twopass|bk works in each, so
    methods can be compared on one binary; `--help` lists the flags (model, data, DP). Prints ε at the
-   end and logs it (META dp.epsilon). Each program is this file built with -DDP_SAMPLE="<its name>"
+   end, as the run's sampling supports it (batches in order: no amplification; --poisson: subsampled),
+   and logs it (META dp.epsilon); the noise seed is drawn from getrandom() unless --noise-seed gives one. Each program is this file built with -DDP_SAMPLE="<its name>"
    (mk/dp.mk). Not here: the methods themselves (dp/dp_sgd.c, kernels/cpu/dp_*.c), LoRA (train_lora.c).
 
      build/train_flash --model tiny --steps 20 --batch-size 8 --max-physical-batch-size 4 \

@@ -119,11 +119,13 @@ int main(void) {
             same("train_dpsgd", args, what);
         }
     same("train_lora", "--lora-rank 4 --batch-size 4 --noise-multiplier 0 --max-grad-norm 0.1 --lr 1", "LoRA (flash+bk)");
+    /* (a given --noise-seed: without one, each run draws its own seed, so its own rows and noise) */
     same("train_flash", "--poisson --data tok.bin --vocab 256 --batch-size 8 --max-physical-batch-size 4 --noise-multiplier 0 "
-                        "--max-grad-norm 0.1 --lr 1", "Poisson sampling (token file)");
+                        "--max-grad-norm 0.1 --lr 1 --noise-seed 11", "Poisson sampling (token file)");
     same("train_flash", "--tie-embeddings --batch-size 4 --noise-multiplier 0 --max-grad-norm 0.1 --lr 1", "tied embeddings (flash+bk)");
     /* σ = 1: identical on every rank, and the single process's noise */
-    same("train_flash", "--batch-size 4 --noise-multiplier 1 --max-grad-norm 0.1 --lr 1", "sigma 1: the same noise as 1 process");
+    same("train_flash", "--batch-size 4 --noise-multiplier 1 --max-grad-norm 0.1 --lr 1 --noise-seed 11", "sigma 1: the same noise as 1 process");
+    /* the default seed (getrandom(), rank 0's broadcast): one noise stream for the job */
     int rc = sh("%s %s/train_flash --model tiny --seq-len 16 --steps 2 --threads 1 --batch-size 4 --noise-multiplier 1 --log run.log",
                 MPIRUN, B, "");
     CHECK(rc == 0 && strstr(out, "all 2 ranks hold identical parameters (hash "), "sigma 1: no identical-parameters line: %.2000s", out);

@@ -832,7 +832,31 @@ static void test_attention_cudnn(int B, int T, int NH, int NKV, int HS) {
     kbackend_free_all(&cpu);
 }
 
+/* The DP noise's transform on extreme words, on the device (CUDA's log, sqrt, sin, cos): u = 2⁻⁶⁵
+   gives NOISE_DP_Z_MAX, u ≈ 2⁻³² the old 6.66 cut, u ≈ 2⁻⁴⁴ at θ = π/2 its sine lane. */
+__global__ void dp_tail_kernel(double *out) {
+    noise_dp_box_muller(0, 0, 0, &out[0], &out[1]);
+    noise_dp_box_muller(0, 0xFFFFFFFFu, 0, &out[2], &out[3]);
+    noise_dp_box_muller(0, 1u << 20, 0x40000000u, &out[4], &out[5]);
+}
+
 static void test_noise(void) {
+    {
+        double *dz, gz[6], cz[6];
+        cudaCheck(cudaMalloc(&dz, sizeof gz));
+        dp_tail_kernel<<<1, 1>>>(dz);
+        cudaCheck(cudaGetLastError());
+        cudaCheck(cudaMemcpy(gz, dz, sizeof gz, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaFree(dz));
+        noise_dp_box_muller(0, 0, 0, &cz[0], &cz[1]);
+        noise_dp_box_muller(0, 0xFFFFFFFFu, 0, &cz[2], &cz[3]);
+        noise_dp_box_muller(0, 1u << 20, 0x40000000u, &cz[4], &cz[5]);
+        double worst = 0;
+        for (int i = 0; i < 6; i++) worst = fmax(worst, fabs(gz[i] - cz[i]));
+        printf("ok?  noise tails on the device: |z| max %.15g (bound %.15g), u ~ 2^-32: %.12g, u ~ 2^-44: %.12g; "
+               "largest |gpu - cpu| %.3g\n", gz[0], NOISE_DP_Z_MAX, gz[2], gz[5], worst);
+        CHECK(fabs(gz[0] - NOISE_DP_Z_MAX) < 1e-12 && gz[0] <= NOISE_DP_Z_MAX + 1e-12 && gz[5] > 7.8 && worst < 1e-12);
+    }
     const size_t n = 100001;
     const uint64_t seed = 0x1234567890abcdefull, step = 42, offset = 3;
     float *h = (float *)calloc(n, sizeof(float));

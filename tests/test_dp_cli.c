@@ -1,6 +1,11 @@
 /* test_dp_cli.c — the DP samples as a user runs them (build/train_dpsgd, train_ghost, train_flash,
    train_lora): a short run prints ε and stores it in the log (the exact value the accountant gives
-   for the run's σ, q, steps, δ is found among the log's strings, under the key dp.epsilon); σ from
+   for the run's σ, sampling, steps, δ is found among the log's strings, under the key dp.epsilon):
+   batches in order are accounted with no amplification (q = 1, one step per pass over the data that
+   the run touches), the subsampled figure printed beside it labelled as --poisson's; with --poisson
+   ε is the subsampled one (issue 37's command checked both ways); the noise seed is drawn from
+   getrandom() by default (two runs save different weights) and --noise-seed makes it reproducible
+   (the same weights, and a line saying ε holds only while the seed is secret); σ from
    --target-epsilon reaches the target within 0.01; --print-params of train_lora shows the base
    frozen and the adapters; bad flags and impossible configurations give a one-line error and a
    non-zero exit. Binaries are found through DPMEM_BUILD (default "build"). */
@@ -13,6 +18,17 @@
 
 #include "test_dp_common.h"
 
+
+/* 1 if the two files have the same bytes (and both exist). */
+static int same_file(const char *a, const char *b) {
+    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
+    int same = f && g, x = 0, y = 0;
+    while (same && (x = fgetc(f)) == (y = fgetc(g)) && x != EOF) {}
+    same = same && x == y;
+    if (f) fclose(f);
+    if (g) fclose(g);
+    return same;
+}
 
 /* 1 if the file contains the bytes s (with its NUL: a whole string of the log). */
 static int file_has_string(const char *path, const char *s) {
@@ -45,33 +61,75 @@ int main(void) {
         snprintf(args, sizeof args, "--model tiny --seq-len 16 --steps 2 --batch-size 4 --max-physical-batch-size 2 "
                  "--noise-multiplier 1.3 --dataset-size 100 --log %s", log);
         int rc = run(progs[i], args, out, sizeof out);
-        double eps = accountant_epsilon_for(1.3, 0.04, 2, 1e-5, NULL);
+        /* 2 steps of 4 rows in order out of 100: each row in at most one step, no amplification */
+        double eps = accountant_epsilon_for(1.3, 1.0, 1, 1e-5, NULL), eps_p = accountant_epsilon_for(1.3, 0.04, 2, 1e-5, NULL);
         snprintf(want, sizeof want, "%.9g", eps);
-        char line[64];
+        char line[64], line_p[96];
         snprintf(line, sizeof line, "epsilon = %.4f", eps);
-        CHECK(rc == 0 && strstr(out, line), "%s: rc %d, want '%s' in:\n%s", progs[i], rc, line, out);
-        CHECK(file_has_string(log, "dp.epsilon") && file_has_string(log, want),
-              "%s: the log must hold dp.epsilon = %s", progs[i], want);
+        snprintf(line_p, sizeof line_p, "with --poisson, sample rate 0.04: %.4f)", eps_p);
+        CHECK(rc == 0 && strstr(out, line) && strstr(out, "no sampling amplification") && strstr(out, line_p),
+              "%s: rc %d, want '%s' and '%s' in:\n%s", progs[i], rc, line, line_p, out);
+        CHECK(file_has_string(log, "dp.epsilon") && file_has_string(log, want) && file_has_string(log, "sequential"),
+              "%s: the log must hold dp.epsilon = %s (sequential)", progs[i], want);
+        CHECK(strstr(out, "not covered by epsilon (computed on the private data without noise): the training loss") != NULL,
+              "%s: the run must say which figures epsilon does not cover", progs[i]);
         CHECK(file_has_string(log, "dp.noise_multiplier") && file_has_string(log, "1.3"), "%s: dp.noise_multiplier", progs[i]);
     }
-    /* the noise seed: the trainer's --seed by default, --noise-seed overrides it */
+    /* the noise seed: from getrandom() by default (two runs, the same --seed: different noised weights,
+       for bk and two-pass, with and without Poisson, whose draw shares the seed); --noise-seed N: the
+       same weights twice, and one line saying the printed ε holds only while N is secret */
     {
-        static char o1[1 << 16], o2[1 << 16], o3[1 << 16];
-        const char *base = "--model tiny --seq-len 16 --steps 2 --batch-size 4 --quiet --noise-multiplier 5 --optimizer sgd --lr 0.05";
-        snprintf(args, sizeof args, "%s --seed 7", base);
-        int r1 = run("train_flash", args, o1, sizeof o1);
-        snprintf(args, sizeof args, "%s --seed 7 --noise-seed 99", base);
-        int r2 = run("train_flash", args, o2, sizeof o2);
-        snprintf(args, sizeof args, "%s --seed 99 --noise-seed 99", base);
-        int r3 = run("train_flash", args, o3, sizeof o3);
-        const char *l1 = strstr(o1, "\nloss: "), *l2 = strstr(o2, "\nloss: "), *l3 = strstr(o3, "\nloss: ");   /* "loss: A (step 1) -> B (step 2)" */
-        const char *e1 = l1 ? strstr(l1, "-> ") : NULL, *e2 = l2 ? strstr(l2, "-> ") : NULL, *e3 = l3 ? strstr(l3, "-> ") : NULL;
-        CHECK(r1 == 0 && r2 == 0 && r3 == 0 && e1 && e2 && e3 && atof(e1 + 3) != atof(e2 + 3),
-              "--noise-seed must change the noise (final losses %s / %s)", e1 ? e1 : "?", e2 ? e2 : "?");
-        (void)e3;
+        static char o[4][1 << 16];
+        const char *modes[] = { "--clip bk", "--clip twopass --poisson --dataset-size 64" };
+        for (int mode = 0; mode < 2; mode++) {
+            char file[4][512], cmd[1024];
+            int r[4];
+            for (int k = 0; k < 4; k++) {
+                const char *b = build_dir();
+                snprintf(file[k], sizeof file[k], "%.200s/test-out/dp_cli_seed%d/model.safetensors", b, k);
+                remove(file[k]);
+                remove(log);
+                snprintf(cmd, sizeof cmd, "--model tiny --seq-len 16 --steps 2 --batch-size 4 --noise-multiplier 5 --optimizer sgd "
+                         "--lr 0.05 --seed 7 %s %s --save %.200s/test-out/dp_cli_seed%d --log %.250s", modes[mode],
+                         k >= 2 ? "--noise-seed 99" : "", b, k, log);
+                r[k] = run("train_flash", cmd, o[k], sizeof o[k]);
+                CHECK(r[k] == 0, "train_flash %s: rc %d\n%s", cmd, r[k], o[k]);
+                CHECK(file_has_string(log, k >= 2 ? "given" : "getrandom"), "%s: META dp.noise_seed must say where the seed came from",
+                      cmd);
+            }
+            CHECK(!same_file(file[0], file[1]), "%s: two runs without --noise-seed saved the same weights (the noise is predictable)",
+                  modes[mode]);
+            CHECK(same_file(file[2], file[3]), "%s: two runs with --noise-seed 99 must save the same weights", modes[mode]);
+            const char *say = "--noise-seed given: the noise";
+            CHECK(!strstr(o[0], say) && strstr(o[2], say) && !strstr(strstr(o[2], say) + 1, say) &&
+                  strstr(o[2], "the epsilon printed holds only while that seed is secret"),
+                  "%s: --noise-seed must say once that epsilon holds only while the seed is secret:\n%s", modes[mode], o[2]);
+        }
+    }
+    int rc;
+    /* issue 37's command: 100 steps of 8 rows in order over 800 rows use each row once (no
+       amplification: one Gaussian mechanism, ε 4.7285), where the subsampled bound at q = 0.01 says
+       1.2141 and holds only with --poisson, which then prints it */
+    {
+        const char *cmd = "--model tiny --seq-len 4 --batch-size 8 --dataset-size 800 --steps 100 --noise-multiplier 1 --threads 1";
+        char line[64];
+        rc = run("train_flash", cmd, out, sizeof out);
+        snprintf(line, sizeof line, "epsilon = %.4f at", accountant_epsilon_for(1.0, 1.0, 1, 1e-5, NULL));
+        CHECK(rc == 0 && strstr(out, line) && strstr(out, "each row in at most 1 of them") && strstr(out, "with --poisson, sample rate 0.01: 1.2141)"),
+              "train_flash %s: rc %d, want '%s' (4.7285), labelled Poisson 1.2141:\n%s", cmd, rc, line, out);
+        snprintf(args, sizeof args, "%s --poisson", cmd);
+        rc = run("train_flash", args, out, sizeof out);
+        snprintf(line, sizeof line, "epsilon = %.4f at", accountant_epsilon_for(1.0, 0.01, 100, 1e-5, NULL));
+        CHECK(rc == 0 && strstr(out, "epsilon = 1.2141 at") && strstr(out, line) && strstr(out, "(Poisson sampling;"),
+              "train_flash %s: rc %d, want '%s':\n%s", args, rc, line, out);
+        /* 25 steps of 8 over 80 rows: around 2.5 times, each row in at most 3 steps */
+        rc = run("train_flash", "--model tiny --seq-len 4 --batch-size 8 --dataset-size 80 --steps 25 --noise-multiplier 1 --threads 1",
+                 out, sizeof out);
+        snprintf(line, sizeof line, "epsilon = %.4f at", accountant_epsilon_for(1.0, 1.0, 3, 1e-5, NULL));
+        CHECK(rc == 0 && strstr(out, line) && strstr(out, "each row in at most 3 of them"), "25 steps of 8 over 80 rows: want '%s':\n%s", line, out);
     }
     /* σ from the target ε */
-    int rc = run("train_flash", "--model tiny --seq-len 16 --steps 3 --batch-size 4 --target-epsilon 2 --dataset-size 50",
+    rc = run("train_flash", "--model tiny --seq-len 16 --steps 3 --batch-size 4 --target-epsilon 2 --dataset-size 50",
                  out, sizeof out);
     const char *e = strstr(out, "epsilon = ");
     double eps = e ? atof(e + 10) : -1;
@@ -108,6 +166,9 @@ int main(void) {
         { "train_flash", "--model tiny --steps 1 --dataset-size 2 --batch-size 4", "fewer than the batch" },
         { "train_flash", "--model tiny --steps 10 --batch-size 4 --target-epsilon 0.000001 --delta 1e-12", "epsilon" },
         { "train_flash", "--model tiny --steps 1 --batch-size 4 --poisson --dataset-size 1000000000000", "--dataset-size" },
+        /* above the data's rows (issue 37): rows past the end would be real rows again */
+        { "train_flash", "--model tiny --steps 1 --batch-size 4 --dataset-size 65537", "above the data's 65536 rows" },
+        { "train_flash", "--noise-seed 3 --secure-seed", "not both" },
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         rc = run(bad[k].prog, bad[k].args, out, sizeof out);

@@ -9,7 +9,9 @@
        clipped, so each per-sample norm sets its sample's weight in the update): max|w_gpu − w_cpu|
        ≤ 1e-3·u, and the printed mean per-sample norm and clipped share agree (the norms themselves);
      - σ = 0, C = 1e6 (nothing clipped): DP on the GPU equals train_vanilla on the GPU (≤ 1e-3·u);
-     - σ = 1, same --seed: the GPU's noise is the CPU's (≤ 1e-3·u, where different noise is ~u);
+     - σ = 1, same --noise-seed: the GPU's noise is the CPU's (≤ 1e-3·u, where different noise is ~u);
+     - a sample with a NaN embedding row (--allow-nonfinite) adds exactly nothing, every norm × clip
+       and the batch-1 shortcut (nonfinite);
      - the levers: --checkpoint-activations on the GPU against the CPU's plain run (≤ 1e-3·u), and
        --precision bf16 on both (≤ 3e-2·u: each side rounds its own fp32 sums to bf16).
    DP_CUDA_TEST_DEVICE=cpu runs the "GPU" side on the CPU: it checks this test's own logic on a
@@ -30,8 +32,10 @@ static char tmp[64];
 /* One step of prog on device d with the given extra args, saved under tmp/name; its output in out. */
 static int step(const char *prog, const char *d, const char *extra, const char *name, Model *m, char *out, size_t n) {
     char args[1536];
+    /* the DP runs' noise from one given seed (the default draws one from getrandom()) */
     snprintf(args, sizeof args, "--model tiny --steps 1 --seed 7 --optimizer sgd --lr 10 --weight-decay 0 "
-             "--warmup-steps 0 --device %s --save %s/%s --save-dtype f32 %s", d, tmp, name, extra);
+             "--warmup-steps 0 --device %s --save %s/%s --save-dtype f32 %s %s", d, tmp, name,
+             strcmp(prog, "train_vanilla") ? "--noise-seed 7" : "", extra);
     int rc = run(prog, args, out, n);
     CHECK(rc == 0, "%s %s: exit %d: %.2000s", prog, args, rc, out);
     if (rc) return -1;
@@ -69,6 +73,78 @@ static void compare_tol(const char *prog, const char *what, const char *extra, c
         }
     }
     unload(&c); unload(&g);
+}
+
+/* The largest |a - b| over the values finite in both, and how many are not finite in a and in b. */
+static double finite_diff(const Model *a, const Model *b, size_t *bad_a, size_t *bad_b) {
+    double d = 0;
+    *bad_a = *bad_b = 0;
+    if (a->n != b->n) return -1;
+    for (size_t i = 0; i < a->n; i++) {
+        *bad_a += !isfinite(a->w[i]);
+        *bad_b += !isfinite(b->w[i]);
+        if (isfinite(a->w[i]) && isfinite(b->w[i])) d = fmax(d, fabs((double)a->w[i] - b->w[i]));
+    }
+    return d;
+}
+
+/* A sample whose norm is not finite adds exactly 0 on the device too (issue 37): w0 with one NaN in
+   token 7's embedding row (loaded with --allow-nonfinite), data whose rows 0 and 2 read token 7 (raw
+   bytes, rows of 8). Every norm × clip at batch 4: the only value not finite is that NaN, and the
+   rest equals the CPU's (which tests/test_dp_train checks against the other samples' references);
+   a physical batch of 1 (the shortcut) on row 0 alone leaves every finite weight exactly as loaded. */
+static void nonfinite(const char *const *norms, const char *const *clips) {
+    static char out[65536];
+    char path[256], extra[768];
+    snprintf(path, sizeof path, "%s/data.bin", tmp);
+    FILE *f = fopen(path, "wb");
+    unsigned char bytes[65];
+    for (int i = 0; i < 65; i++) bytes[i] = (unsigned char)('a' + (i * 7) % 26);
+    bytes[3] = bytes[19] = 7;
+    CHECK(f && fwrite(bytes, 1, sizeof bytes, f) == sizeof bytes, "cannot write %s", path);
+    if (f) fclose(f);
+    /* the poisoned checkpoint: w0's header and data, token 7's first embedding value NaN */
+    const char *e = strstr(w0.head, "\"model.embed_tokens.weight\""), *sh = e ? strstr(e, "\"shape\":[") : NULL,
+               *off = e ? strstr(e, "\"data_offsets\":[") : NULL;
+    long V = 0, C = 0, start = -1;
+    if (!sh || sscanf(sh, "\"shape\":[%ld,%ld]", &V, &C) != 2 || !off || sscanf(off, "\"data_offsets\":[%ld", &start) != 1 || V < 8) {
+        CHECK(0, "no model.embed_tokens.weight in the saved header");
+        return;
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/nan && cp %s/w0/config.json %s/nan/", tmp, tmp, tmp);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    snprintf(path, sizeof path, "%s/nan/model.safetensors", tmp);
+    f = fopen(path, "wb");
+    const uint64_t nh = w0.nhead;
+    const float saved = w0.w[start / 4 + 7 * C];
+    w0.w[start / 4 + 7 * C] = NAN;
+    CHECK(f && fwrite(&nh, 8, 1, f) == 1 && fwrite(w0.head, 1, w0.nhead, f) == w0.nhead && fwrite(w0.w, 4, w0.n, f) == w0.n,
+          "cannot write %s", path);
+    if (f) fclose(f);
+    Model c, g;
+    size_t bc, bg, b0;
+    for (int n = 0; n < 4; n++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(extra, sizeof extra, "--init-from %s/nan --allow-nonfinite --data %s/data.bin --seq-len 8 --batch-size 4 "
+                     "--noise-multiplier 0 --max-grad-norm 0.01 --norm %s --clip %s", tmp, tmp, norms[n], clips[k]);
+            if (step("train_dpsgd", "cpu", extra, "nan_cpu", &c, out, sizeof out)) continue;
+            if (step("train_dpsgd", dev, extra, "nan_dev", &g, out, sizeof out)) { unload(&c); continue; }
+            const double u = finite_diff(&c, &w0, &bc, &b0), d = finite_diff(&g, &c, &bg, &bc);
+            CHECK(bc == 1 && bg == 1 && u > 1e-5 && d >= 0 && d <= 1e-3 * u,
+                  "NaN sample, --norm %s --clip %s on %s: %zu (cpu) and %zu (%s) values not finite, want 1; max |w_%s - w_cpu| %g, update %g",
+                  norms[n], clips[k], dev, bc, bg, dev, dev, d, u);
+            unload(&c); unload(&g);
+        }
+    snprintf(extra, sizeof extra, "--init-from %s/nan --allow-nonfinite --data %s/data.bin --seq-len 8 --batch-size 1 "
+             "--noise-multiplier 0 --max-grad-norm 0.01 --norm ghost --clip twopass", tmp, tmp);
+    if (step("train_dpsgd", dev, extra, "nan_one", &g, out, sizeof out) == 0) {
+        const double d = finite_diff(&g, &w0, &bg, &b0);
+        CHECK(bg == 1 && d == 0, "NaN sample alone (physical batch 1) on %s: %zu values not finite, finite weights moved by %g; want 1, 0",
+              dev, bg, d);
+        unload(&g);
+    }
+    w0.w[start / 4 + 7 * C] = saved;
 }
 
 static void compare(const char *prog, const char *what, const char *extra, int check_stats) {
@@ -151,6 +227,7 @@ int main(void) {
     /* the noise: σ 1, the same seed on both devices */
     compare("train_dpsgd", "ghost bk, sigma 1", "--norm ghost --clip bk --noise-multiplier 1 --max-grad-norm 0.01", 1);
     compare("train_lora", "LoRA, sigma 1", "--norm direct --clip bk --noise-multiplier 1 --max-grad-norm 0.01 --lora-rank 4", 0);
+    nonfinite(norms, clips);
     if (vp) unload(vp);
     unload(&w0); unload(&w0_tied);
 done:;
@@ -158,6 +235,6 @@ done:;
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
     if (failures) { printf("test_dp_cuda_gpu: %d failures (device %s)\n", failures, dev); return 1; }
-    printf("test_dp_cuda_gpu: OK (device %s vs cpu: 8 norm x clip, Poisson, LoRA; vanilla at C huge; the same noise)\n", dev);
+    printf("test_dp_cuda_gpu: OK (device %s vs cpu: 8 norm x clip, Poisson, LoRA; vanilla at C huge; the same noise; a NaN sample dropped)\n", dev);
     return 0;
 }

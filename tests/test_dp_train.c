@@ -76,6 +76,8 @@ static void reference(const LlamaConfig *mc, int T, int rows, const int *tok, co
 
 /* Physical batches of the last dp_run whose two-pass second backward reused the first's activations. */
 static long again_batches;
+/* >= 0: dp_run makes this row of the embedding NaN (a sample that reads it has a NaN norm) */
+static int poison_token = -1;
 
 /* One DP logical step over `rows` rows in physical batches of P_phys; returns the final gradient
    (after before_update) in out, the last physical batch's norms in norm2 (if non-NULL), and the
@@ -92,6 +94,7 @@ static void dp_run(const LlamaConfig *mc, int T, int rows, int P_phys, const int
     dp.max_grad_norm = C; dp.noise_multiplier = 0; dp.max_physical_batch = P_phys; dp.flash_tile = tile;
     if (dp_sgd_prepare(&d, &st, &dp, &r.cfg, "test")) { printf("FAIL: dp_sgd_prepare\n"); exit(1); }
     rig_open(&r, seed, NULL);
+    if (poison_token >= 0) r.s.model.w.embed_tokens[(size_t)poison_token * mc->dim] = NAN;
     if (dp_sgd_init(&d, &r.s)) { printf("FAIL: dp_sgd_init: %s\n", kbackend_error(&r.kb)); exit(1); }
     llama_zero_grad(&r.s.model);
     dpmem_reset_peak();
@@ -361,6 +364,61 @@ static void test_poisson(const LlamaConfig *mc, int T, uint64_t seed) {
     free(stream);
 }
 
+/* A sample whose norm is not finite adds exactly nothing, on every path (issue 37): 4 rows, row 2
+   reads a token whose embedding row holds a NaN (as --allow-nonfinite loads it); no other row reads
+   it (untied: lm_head's row of that token is finite). For every norm × clip the clipped sum equals the
+   other three's Σ c_b g_b (their references, each alone, on a clean model) and the update after
+   before_update (σ = 0) is that sum / 4, every value finite; the NaN row's own physical batch of 1
+   (the shortcut) and a 2×2 split of the same batch likewise. Before the fix, two-pass's weighted
+   second backward gave 0 · NaN = NaN in most of the update, and the shortcut NaN everywhere. */
+static void test_nonfinite(const LlamaConfig *mc, int T, uint64_t seed) {
+    const int B = 4, bad = 2, X = mc->vocab_size - 1;
+    int *tok = xcalloc((size_t)B * T, sizeof(int)), *tgt = xcalloc((size_t)B * T, sizeof(int));
+    uint64_t st = seed * 31337 + 5;
+    for (int i = 0; i < B * T; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int)((st >> 33) % (uint64_t)(mc->vocab_size - 1));   /* never X */
+        tgt[i] = (int)((st >> 13) % (uint64_t)mc->vocab_size);
+    }
+    tok[bad * T + 3] = tok[bad * T + T - 1] = X;
+    LlamaModel probe;
+    llama_describe(&probe, mc, B, T);
+    const size_t P = n_trainable(&probe);
+    llama_free(&probe);
+    double *g = xcalloc((size_t)B * P, 8), *rn = xcalloc(B, 8), *want = xcalloc(P, 8), *out = xcalloc(P, 8), *pre = xcalloc(P, 8);
+    reference(mc, T, B, tok, tgt, seed, g, rn, P);
+    const double C = sqrt(rn[0]) * 0.999;                /* sample 0 clips */
+    for (int b = 0; b < B; b++) {
+        if (b == bad) continue;
+        const double c = fmin(1.0, C / (sqrt(rn[b]) + 1e-6));
+        for (size_t k = 0; k < P; k++) want[k] += c * g[(size_t)b * P + k];
+    }
+    const double scale = max_abs(want, P);
+    float norm2[4];
+    poison_token = X;
+    for (int norm = 0; norm < 4; norm++)
+        for (int clip = 0; clip < 2; clip++)
+            for (int phys = 4; phys >= 2; phys -= 2) {
+                dp_run(mc, T, B, phys, tok, tgt, seed, (DpNorm)norm, (DpClip)clip, C, 8, out, norm2, pre, NULL, NULL, NULL);
+                size_t nonfinite = 0;
+                for (size_t k = 0; k < P; k++) nonfinite += !isfinite(out[k]) || !isfinite(pre[k]);
+                double e = nonfinite ? INFINITY : max_diff(pre, want, P), e2 = 0;
+                for (size_t k = 0; k < P; k++) e2 = fmax(e2, fabs(out[k] - pre[k] / B));
+                CHECK(nonfinite == 0 && e <= 1e-5 * scale && e2 <= 1e-7 * scale,
+                      "NaN sample, %s+%s as %dx%d: %zu of %zu values not finite; the sum is off the other three's by %.3g, the "
+                      "update off sum/4 by %.3g (scale %.3g)", dp_norm_name((DpNorm)norm), dp_clip_name((DpClip)clip), B / phys, phys,
+                      nonfinite, P, e, e2, scale);
+                if (phys == 4) CHECK(!isfinite(norm2[bad]), "the NaN sample's norm² is %g, want not finite", norm2[bad]);
+            }
+    /* the shortcut: the NaN row alone in a physical batch of 1 */
+    dp_run(mc, T, 1, 1, tok + bad * T, tgt + bad * T, seed, DP_NORM_GHOST, DP_CLIP_TWOPASS, C, 8, out, NULL, NULL, NULL, NULL, NULL);
+    size_t nonzero = 0;
+    for (size_t k = 0; k < P; k++) nonzero += out[k] != 0.0;
+    CHECK(nonzero == 0, "NaN sample alone (physical batch 1): %zu of %zu values are not exactly 0", nonzero, P);
+    poison_token = -1;
+    free(tok); free(tgt); free(g); free(rn); free(want); free(out); free(pre);
+}
+
 int main(void) {
     LlamaConfig a = { .preset = "test", .vocab_size = 61, .dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
                       .ffn_dim = 48, .tie_embeddings = 0, .rope_theta = 10000.0f, .norm_eps = 1e-6f };
@@ -378,6 +436,7 @@ int main(void) {
         test_config("MHA C24 T48 B4", &b, 4, 48, seed);   /* ghost's Grams above attention's scratch: no second forward */
         test_poisson(&a, 17, seed);
     }
+    test_nonfinite(&a, 17, 1);
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
     printf("dp train: %d checks passed\n", checks);
     return 0;

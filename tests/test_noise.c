@@ -1,12 +1,14 @@
 /* test_noise.c — DP-SGD's Gaussian noise (kernels/cpu/noise.c).
 
-   Checks: Philox4x32-10 gives Random123's known-answer vectors; the first values of a stream equal
-   the documented Box-Muller mapping worked out here by hand; noise.h's own ln, sin and cos are within
+   Checks: Philox4x32-10 gives Random123's known-answer vectors; the first values of both streams (the
+   DP noise, the initial weights') equal the documented Box-Muller mappings worked out here by hand;
+   the DP noise reaches |z| = NOISE_DP_Z_MAX = √(130 ln 2) on its extreme words and never more (no cut
+   at 6.66); noise.h's own ln, sin and cos are within
    an ulp of libm's (correctly rounded nearly always); the vector path (noise_normal_batch: Philox in
-   lanes) gives noise_normal4's values bit for bit, across the 2³² carry of the block index; the
+   lanes, and noise_dp_batch) gives noise_normal4's (noise_dp_normal2's) values bit for bit, across the 2³² carry of the block index; the
    fused privatize (add, then divide, in one pass) equals the two passes bit for bit; over 2²⁰ coordinates of a privatized
    zero gradient the mean is 0 and the std is σC/B within 5 standard errors, and the mass within one
-   std is 68.27 %; neighbours are uncorrelated; the same seed gives bit-identical noise, another seed,
+   std is 68.27 %, beyond 3 std 0.27 %; neighbours are uncorrelated; the same seed gives bit-identical noise, another seed,
    another step, or another offset gives different noise; noise added tensor by tensor with offsets
    equals noise added to the flat vector; two secure seeds differ. */
 #include "noise.h"
@@ -33,7 +35,47 @@ int main(void) {
     CHECK(r.v[0] == 0xd16cfe09u && r.v[1] == 0x94fdccebu && r.v[2] == 0x5001e420u && r.v[3] == 0x24126ea1u,
           "philox4x32-10 pi vector: %08x %08x %08x %08x", r.v[0], r.v[1], r.v[2], r.v[3]);
 
-    /* The documented mapping, by hand, for seed 0, step 0, coordinates 0..3 (the zero vector above). */
+    /* The DP noise's documented mapping, by hand, for seed 0, step 0, coordinates 0 and 1 (the zero
+       vector above): u from words 0 and 1 (64 bits), θ from word 2, word 3 unused. */
+    {
+        double u = ((double)0x6627e8d5u * 4294967296.0 + (double)0xe169c58du + 0.5) / 18446744073709551616.0;
+        double rad = sqrt(-2 * log(u)), th = 2 * M_PI * (0xbc57ac4cu / 4294967296.0);
+        double want2[2] = { rad * cos(th), rad * sin(th) };
+        for (int i = 0; i < 2; i++)
+            CHECK(fabs(noise_dp_z(0, 0, (uint64_t)i) - want2[i]) < 1e-12, "DP coordinate %d: %.15g, want %.15g",
+                  i, noise_dp_z(0, 0, (uint64_t)i), want2[i]);
+    }
+    /* The DP noise's tails are not cut at 6.66 (issue 37): u reaches 2⁻⁶⁵, so |z| reaches
+       √(130 ln 2) = NOISE_DP_Z_MAX = 9.4926, and nothing the transform can be given goes beyond it.
+       Extreme words: u = 2⁻⁶⁵ (both words 0), ≈ 2⁻³² (word 0 zero, word 1 all ones: the old cut),
+       2⁻⁴⁴, and every θ octant's end; |z| at the smallest u for θ = 0 is the bound itself. The
+       initial weights' 32-bit stream stops at √(64 ln 2) = 6.6604 (as documented). */
+    {
+        double zc, zs, worst = 0;
+        noise_dp_box_muller(0, 0, 0, &zc, &zs);
+        CHECK(fabs(zc - NOISE_DP_Z_MAX) < 1e-12 && zs == 0, "u = 2^-65, theta = 0: z = (%.17g, %g), want (%.17g, 0)",
+              zc, zs, NOISE_DP_Z_MAX);
+        CHECK(fabs(NOISE_DP_Z_MAX - sqrt(130 * log(2.0))) < 1e-14, "NOISE_DP_Z_MAX %.17g, want sqrt(130 ln 2) %.17g",
+              NOISE_DP_Z_MAX, sqrt(130 * log(2.0)));
+        noise_dp_box_muller(0, 0xFFFFFFFFu, 0, &zc, &zs);
+        CHECK(fabs(zc - sqrt(64 * log(2.0))) < 1e-9, "u ~ 2^-32: z = %.12g, want sqrt(64 ln 2) = %.12g", zc, sqrt(64 * log(2.0)));
+        noise_dp_box_muller(0, 1u << 20, 0x40000000u, &zc, &zs);   /* u ≈ 2⁻⁴⁴, θ = π/2 */
+        const double z44 = sqrt(-2 * log((1048576.0 + 0.5) / 18446744073709551616.0));
+        CHECK(fabs(zs - z44) < 1e-12 && zs > 7.8, "u ~ 2^-44, theta pi/2: z = %.15g, want %.15g", zs, z44);
+        const uint32_t his[] = { 0, 0, 0, 1, 0xFFFFFFFFu }, los[] = { 0, 1, 0xFFFFFFFFu, 0, 0xFFFFFFFFu };
+        for (int a = 0; a < 5; a++)
+            for (uint32_t k = 0; k < 8; k++)
+                for (int e = -1; e <= 1; e++) {
+                    noise_dp_box_muller(his[a], los[a], (k << 29) + (uint32_t)e, &zc, &zs);
+                    worst = fmax(worst, fmax(fabs(zc), fabs(zs)));
+                }
+        CHECK(worst <= NOISE_DP_Z_MAX && worst > NOISE_DP_Z_MAX - 1e-9, "largest |z| over the extreme words %.17g, bound %.17g",
+              worst, NOISE_DP_Z_MAX);
+        noise_box_muller(0, 0, &zc, &zs);
+        CHECK(fabs(zc - sqrt(64 * log(2.0))) < 1e-12, "the initial weights' stream stops at %.12g", zc);
+    }
+
+    /* The initial weights' documented mapping, by hand, for seed 0, step 0, coordinates 0..3 (the zero vector above). */
     double rad0 = sqrt(-2 * log((0x6627e8d5u + 1.0) / 4294967296.0));
     double th0 = 2 * M_PI * (0xe169c58du / 4294967296.0);
     double rad1 = sqrt(-2 * log((0xbc57ac4cu + 1.0) / 4294967296.0));
@@ -56,13 +98,13 @@ int main(void) {
     }
     CHECK(worst <= 1e-15, "noise_cos_sin off cos/sin by %.3g", worst);
 
-    /* noise_add_gaussian adds exactly (float)(std · noise_normal(index)) */
+    /* noise_add_gaussian adds exactly (float)(std · noise_dp_z(index)) */
     {
         float x[13] = { 0 };
         noise_add_gaussian(x, 13, 0.75, 99, 5, 1001);
         int same = 1;
-        for (int i = 0; i < 13; i++) same &= x[i] == (float)(0.75 * noise_normal(99, 5, 1001 + (uint64_t)i));
-        CHECK(same, "noise_add_gaussian must add (float)(std * noise_normal(index))");
+        for (int i = 0; i < 13; i++) same &= x[i] == (float)(0.75 * noise_dp_z(99, 5, 1001 + (uint64_t)i));
+        CHECK(same, "noise_add_gaussian must add (float)(std * noise_dp_z(index))");
         /* whole batches of 256 (their own vector loop) and partial ones, from an aligned and an
            unaligned offset, with the privatize's scale */
         for (int t = 0; t < 2; t++) {
@@ -73,8 +115,8 @@ int main(void) {
             noise_privatize(y, N, 0.5, 1.5, 4.0, 99, 5, off);
             same = 1;
             for (int i = 0; i < N; i++)
-                same &= y[i] == (0.25f * (float)i + (float)(0.75 * noise_normal(99, 5, off + (uint64_t)i))) * 0.25f;
-            CHECK(same, "noise_privatize at offset %d must give (g + (float)(σC · noise_normal(index))) / L", (int)off);
+                same &= y[i] == (0.25f * (float)i + (float)(0.75 * noise_dp_z(99, 5, off + (uint64_t)i))) * 0.25f;
+            CHECK(same, "noise_privatize at offset %d must give (g + (float)(σC · noise_dp_z(index))) / L", (int)off);
         }
         /* and the sin/cos of the mapping are noise.h's sin and cos of the octant's angle, rotated by
            the octant (the table written out: θ = kπ/4 + x or (k+1)π/4 − x) */
@@ -107,6 +149,13 @@ int main(void) {
             memcpy(&ia, &a, 8); memcpy(&ib, &b, 8);
             n_ln++;
             if (ia != ib) { off_ln++; CHECK(llabs(ia - ib) <= 1, "noise_log(%.17g) = %.17g, libm %.17g", u, a, b); }
+            /* the DP noise's u reaches down to 2^-65: (0, r) and (r >> 20, r) as its two words */
+            for (int w = 0; w < 2; w++) {
+                u = noise_uniform64(w ? rr >> 20 : 0, rr); a = noise_log(u); b = log(u);
+                memcpy(&ia, &a, 8); memcpy(&ib, &b, 8);
+                n_ln++;
+                if (ia != ib) { off_ln++; CHECK(llabs(ia - ib) <= 1, "noise_log(%.17g) = %.17g, libm %.17g", u, a, b); }
+            }
             double x = (6.283185307179586476925286766559 / 4294967296.0) * (double)(rr & 0x1FFFFFFFu), sx, cx;
             if (it < 2) x = it ? 0.78539816339744828 : 0.0;   /* both ends */
             noise_sincos_pi4(x, &sx, &cx);
@@ -133,6 +182,16 @@ int main(void) {
             }
         }
         CHECK(differ == 0, "noise_normal_batch differs from noise_normal4 in %ld values", differ);
+        double zd[2][NOISE_BATCH], z2[2];
+        differ = 0;
+        for (int t = 0; t < 4; t++) {
+            noise_dp_batch(0xDEADBEEFCAFEull, 3 + (uint64_t)t, starts[t], zd);
+            for (int i = 0; i < NOISE_BATCH; i++) {
+                noise_dp_normal2(0xDEADBEEFCAFEull, 3 + (uint64_t)t, starts[t] + (uint64_t)i, z2);
+                for (int l = 0; l < 2; l++) differ += memcmp(&z2[l], &zd[l][i], sizeof(double)) != 0;
+            }
+        }
+        CHECK(differ == 0, "noise_dp_batch differs from noise_dp_normal2 in %ld values", differ);
     }
 
     /* Statistics of a privatized zero gradient: (0 + σC z) / B. */
@@ -152,6 +211,11 @@ int main(void) {
     CHECK(fabs(std - sd) < 5 * sd / sqrt(2.0 * n), "std %.6g, want %.6g +- %.3g", std, sd, 5 * sd / sqrt(2.0 * n));
     double p = 0.682689492137, frac = within / n;
     CHECK(fabs(frac - p) < 5 * sqrt(p * (1 - p) / n), "P(|z|<=1) = %.5f, want %.5f", frac, p);
+    {   /* the tail beyond 3 std */
+        double beyond = 0, p3 = 0.00269979606326;
+        for (size_t i = 0; i < n; i++) beyond += fabs(g[i]) > 3 * sd;
+        CHECK(fabs(beyond / n - p3) < 5 * sqrt(p3 * (1 - p3) / n), "P(|z|>3) = %.6f, want %.6f", beyond / n, p3);
+    }
     double corr = lag / (n - 1) / var;
     CHECK(fabs(corr) < 5 / sqrt((double)n), "lag-1 correlation %.3g", corr);
 

@@ -7,6 +7,12 @@
 # `make demo` or `make test` are skipped (they would run this test again); a block that fails or
 # runs over 300 s fails the test, named by file and line. The blocks run as many at once as there are
 # cores. Exits 0 on pass, 1 on failure.
+# What a block prints, shown below it, is checked too: a plain fenced block (``` or ```text) after a
+# run block, before the next heading or code block, is its output. Marked `<!-- output -->`, it must
+# appear in that block's standard output, its lines contiguous and in order (trailing blanks aside),
+# so a table shown as a command's output cannot go stale. One that cannot be checked (it holds times)
+# is marked `<!-- dated -->` instead, and the text line just above the marker says when it was made
+# (a YYYY-MM-DD date); an output block with neither marker fails the test.
 B=${DPMEM_BUILD:-build}
 repo=$(pwd)
 case $B in /*) build=$B ;; *) build=$repo/$B ;; esac
@@ -23,13 +29,30 @@ for f in README.md docs/*.md; do
     awk -v f="$f" -v dir="$tmp/blocks" -v start="$(ls "$tmp/blocks" | grep -c '\.sh$')" '
         BEGIN { k = start }
         /^<!-- run -->[ \t]*$/ { marked = NR; next }
-        /^```sh[ \t]*$/ && marked == NR - 1 { k++; out = dir "/" k ".sh"; print f ":" NR + 1 > (dir "/" k ".where"); inblock = 1; next }
-        /^```/ && inblock { inblock = 0; close(out); next }
+        /^<!-- output -->[ \t]*$/ && after { want = "expect"; next }
+        /^<!-- dated -->[ \t]*$/ && after {
+            want = "dated"
+            if (prev !~ /20[0-9][0-9]-[0-1][0-9]-[0-3][0-9]/) print f ":" NR ": a <!-- dated --> output block without a date (YYYY-MM-DD) on the line above the marker" >> (dir "/problems")
+            next
+        }
+        /^```sh[ \t]*$/ && marked == NR - 1 { k++; out = dir "/" k ".sh"; print f ":" NR + 1 > (dir "/" k ".where"); inblock = 1; after = 0; next }
+        /^```/ && inblock { inblock = 0; close(out); after = 1; want = ""; next }
         inblock {
             if ($0 ~ /^[ \t]*make[ \t]+(demo|test)([ \t]|$)/) { print "echo \"(skipped: " $0 ")\"" > out; next }
             print > out
+            next
         }
-        { marked = 0 }' "$f"
+        /^```/ && inexp { inexp = 0; close(ef); after = 0; next }
+        inexp { print > ef; next }
+        /^```(text|console)?[ \t]*$/ && after {
+            if (want == "expect") { ef = dir "/" k ".expect"; printf "" > ef; print f ":" NR + 1 > (dir "/" k ".expwhere"); inexp = 1; next }
+            if (want != "dated") print f ":" NR ": the output shown after a run block is neither checked (<!-- output -->) nor dated (<!-- dated -->)" >> (dir "/problems")
+            after = 0; skip = 1; next
+        }
+        /^```/ && skip { skip = 0; next }
+        skip { next }
+        /^```/ || /^#/ { after = 0 }
+        { marked = 0; if ($0 !~ /^[ \t]*$/) prev = $0 }' "$f"
 done
 
 # run_block K: block K in its own folder; its result line goes to $tmp/res.K, its status to $tmp/rc.K
@@ -41,11 +64,30 @@ mkdir -p "$w"
 ln -s "$build" "$w/build"
 for d in tools samples kernels common bench tests docs Makefile mk dpmem.h dpmem_cuda.h; do [ -e "$repo/$d" ] && ln -s "$repo/$d" "$w/$d"; done
 start=$(date +%s)
-(cd "$w" && DPMEM_BUILD=build timeout 300 sh -e "$tmp/blocks/$k.sh") >"$tmp/out$k" 2>&1
+(cd "$w" && DPMEM_BUILD=build timeout 300 sh -e "$tmp/blocks/$k.sh") >"$tmp/out$k" 2>"$tmp/err$k"
 rc=$?; secs=$(( $(date +%s) - start ))
-if [ $rc -ne 0 ]; then
-    { echo "FAIL $where (exit $rc, ${secs}s):"; sed 's/^/    | /' "$tmp/blocks/$k.sh"; tail -n 15 "$tmp/out$k" | sed 's/^/    > /'; } >"$tmp/res.$k"
-else echo "ok   $where (${secs}s): $(grep -c . "$tmp/blocks/$k.sh") line(s)" >"$tmp/res.$k"; fi
+shown=""
+if [ $rc -eq 0 ] && [ -f "$tmp/blocks/$k.expect" ]; then
+    # the shown output: contiguous lines of what the block printed, in order, trailing blanks aside
+    python3 - "$tmp/blocks/$k.expect" "$tmp/out$k" <<'PY' >"$tmp/diff$k" || rc=99
+import sys
+strip = lambda p: [l.rstrip() for l in open(p, encoding="utf-8", errors="replace").read().split("\n")]
+want, got = strip(sys.argv[1]), strip(sys.argv[2])
+while want and want[-1] == "": want.pop()
+n = len(want)
+if any(got[i:i + n] == want for i in range(len(got) - n + 1)): sys.exit(0)
+best = max(range(max(1, len(got) - n + 1)), key=lambda i: sum(a == b for a, b in zip(got[i:i + n], want)))
+for a, b in zip(want, got[best:best + n] + [""] * n):
+    if a != b: print("shown:   " + a); print("printed: " + b)
+sys.exit(1)
+PY
+    shown=", its shown output ($(cat "$tmp/blocks/$k.expwhere")) checked"
+fi
+if [ $rc -eq 99 ]; then
+    { echo "FAIL $where: the output shown at $(cat "$tmp/blocks/$k.expwhere") is not what the block prints (${secs}s):"; sed 's/^/    | /' "$tmp/blocks/$k.sh"; head -n 20 "$tmp/diff$k" | sed 's/^/    /'; } >"$tmp/res.$k"
+elif [ $rc -ne 0 ]; then
+    { echo "FAIL $where (exit $rc, ${secs}s):"; sed 's/^/    | /' "$tmp/blocks/$k.sh"; tail -n 15 "$tmp/out$k" "$tmp/err$k" | sed 's/^/    > /'; } >"$tmp/res.$k"
+else echo "ok   $where (${secs}s): $(grep -c . "$tmp/blocks/$k.sh") line(s)$shown" >"$tmp/res.$k"; fi
 echo $rc >"$tmp/rc.$k"
 EOS
 # The blocks are independent (a folder each) and single-threaded (OMP_NUM_THREADS=1): as many at once
@@ -59,5 +101,6 @@ for k in $(ls "$tmp/blocks" | grep '\.sh$' | sed 's/\.sh$//' | sort -n); do
     [ "$(cat "$tmp/rc.$k" 2>/dev/null)" = 0 ] || fail=1
 done
 [ $n -gt 0 ] || { echo "FAIL: no block marked <!-- run --> in README.md or docs/*.md"; exit 1; }
+if [ -s "$tmp/blocks/problems" ]; then sed 's/^/FAIL /' "$tmp/blocks/problems"; fail=1; fi
 [ $fail -eq 0 ] && echo "all $n marked blocks ran"
 exit $fail

@@ -38,6 +38,10 @@ expect_usage "--fit needs a size such as 80GB, 80GiB or a device (h100-80gb, h10
 expect_usage "--fit-margin needs a size such as 512MiB or 1GiB, got 'lots'" --plan --fit h200 --fit-margin lots
 expect_usage "--fit-margin 2GB leaves nothing of 1GB" --plan --fit 1GB --fit-margin 2GB
 expect_usage "--fit-margin goes with --fit" --plan --fit-margin 1GiB
+# past 1 EiB (and past the shell's 2^63): a usage error, never "[: Illegal number" and every method "none"
+expect_usage "--fit 10000000T is 1.1e+19 bytes, more than 1 EiB (2^60 bytes): every plan the trainers accept fits in less" --plan --fit 10000000T
+expect_usage "--fit 99999999999999999999 is 1e+20 bytes, more than 1 EiB" --plan --fit 99999999999999999999
+expect_usage "--fit 1048577T is 1.15e+18 bytes, more than 1 EiB" --plan --fit 1048577T
 expect_usage "--fit and --sweep" --plan --fit 80G --sweep seq-len=8,16
 expect_usage "--fit plans fp32 and both levers itself" --plan --fit 80G --precision bf16
 expect_usage "unknown experiment 'dpsdg'" vanilla dpsdg

@@ -7,7 +7,8 @@
 #   - a plan has no time: empty time cells in results.csv / results.json, '-' in summary.txt;
 #   - a sweep's header says the swept setting is swept, not its unswept default;
 #   - --plan --fit SIZE: each experiment's largest physical batch is the one whose plan fits SIZE
-#     while the next does not (checked against the trainers' own plans), and the savings are the
+#     while the next does not (checked against the trainers' own plans), the same as a plan at every
+#     batch gives (ghost, 1..10), found in O(log P) plans (1G: counted), and the savings are the
 #     plans' differences;
 #   - results.csv and results.json carry the DP settings, logical and physical batch.
 # Exits 0 on pass, 1 on failure.
@@ -113,6 +114,42 @@ for row in "vanilla train_vanilla 0" "ghost train_ghost 1" "flash+twopass train_
     [ "${pk2%\*} $b16" = "$want" ] && [ "$b16" != 0.00 ] || bad "--fit $e at batch 2: peak and bf16 saving '${pk2%\*} $b16' MiB, the plans say '$want'"
 done
 grep -q "largest physical batch" "$d/fit.txt" && grep -q "at a physical batch of 2 (MiB)" "$d/fit.txt" || bad "fit.txt's heading"
+
+# ---- --fit's search: the largest batch a plan at every batch gives, in O(log P) plans ---------------
+# Brute force on ghost in 16M (above): a plan at every physical batch 1..10, in fp32 and with both
+# levers: the peak never falls as the batch grows (the search's premise) and the largest batch that
+# fits is fit.txt's.
+set -- $(awk '$1 == "ghost"' "$d/fit.txt")
+for lv in "$2 fp32" "$5 both"; do
+    set -- $lv; want=$1; prev=0; best=0; mono=ok
+    for p in 1 2 3 4 5 6 7 8 9 10; do
+        pk=$(planpeak train_ghost 1 $p $([ "$2" = both ] && echo --precision bf16 --checkpoint-activations))
+        [ -n "$pk" ] && [ "$pk" -ge "$prev" ] || mono="falls at $p ($prev -> $pk)"
+        prev=${pk:-0}
+        [ -z "$pk" ] || [ "$pk" -gt "$limit" ] || best=$p
+    done
+    if [ "$mono" = ok ] && [ "$best" = "$want" ]; then echo "ok   --fit 16M ghost ($2): batch $want, as a plan at every batch 1..10 says"
+    else bad "--fit 16M ghost ($2): batch $want, a plan at every batch 1..10 says $best; the peak $mono"; fi
+done
+# 1G: batches of 48 to several hundred. Each answer fits and the next does not, by the trainer's own
+# plan, and the plans run are about 2 log2(P) + 4 per lever set: at most 4 + 2 ceil(log2(P + 1)) each
+# (the walk up by one from the affine estimate ran 1,626 plans for 80GB vanilla)
+d=$tmp/fit-1G
+sh "$S" --build "$B" --out "$d" --model tiny --seq-len 256 --plan --fit 1G ghost >"$tmp/fit-1G.stdout" 2>&1 \
+    || { bad "--fit 1G failed"; tail -n 5 "$tmp/fit-1G.stdout"; }
+limit=$((1 << 30))
+set -- $(awk '$1 == "ghost"' "$d/fit.txt")
+budget=0; answers="$2 $3 $4 $5"; i=0
+for lv in "" "--precision bf16" "--checkpoint-activations" "--precision bf16 --checkpoint-activations"; do
+    i=$((i + 1)); m=$(echo $answers | cut -d' ' -f$i)
+    a=$(planpeak train_ghost 1 "$m" $lv); b=$(planpeak train_ghost 1 $((m + 1)) $lv)
+    [ -n "$a" ] && [ -n "$b" ] && [ "$m" -ge 2 ] && [ "$a" -le "$limit" ] && [ "$b" -gt "$limit" ] || bad "--fit 1G ghost [$lv]: batch $m plans $a, $((m + 1)) plans $b"
+    budget=$(awk -v b="$budget" -v m="$m" 'BEGIN { l = 0; while (2^l < m + 1) l++; print b + 4 + 2 * l }')
+done
+ran=$(sed -n 's/^\([0-9]*\) plans in all: .*/\1/p' "$d/fit.txt")
+if [ -n "$ran" ] && [ "$ran" -le "$budget" ] && [ "$ran" = "$(ls "$d"/fit.*.out | wc -l)" ]; then
+    echo "ok   --fit 1G ghost: batches $answers, each checked by plans; $ran plans (at most $budget)"
+else bad "--fit 1G ghost: batches $answers in '$ran' plans (fit.txt), $(ls "$d"/fit.*.out | wc -l) .out files, at most $budget wanted"; fi
 
 # ---- --fit's units as written, and the device presets (the capacity the driver reports less a margin)
 # S MB is S x 10^6 bytes and S MiB S x 2^20, with S chosen so that batch 3's plan fits S MiB and not

@@ -537,7 +537,7 @@ static void check_reviewer(void) {
     }
     CHECK(titles == 1 && top_tick >= 120, "timeline: %d time axis titles (want one, shared), ticks up to %.0f ms (want >= 120)", titles, top_tick);
     free(b);
-    /* --size is the whole figure's: 7x9in as a PDF is 504x648 pt; 7x2in is too small for two panels */
+    /* --size is the whole figure's: 7x9in as a PDF is 504x648 pt */
     const char *d2 = tt_path("review-pdf");
     mkdir_p(d2);
     char opts[700];
@@ -564,8 +564,10 @@ static void check_reviewer(void) {
     chart_path(p, sizeof p, d3, "timeline", "png");
     CHECK(tt_text_overlaps(b, n, p) == 0, "%s: labels overlap at 7x5in (above)", p);
     free(b);
-    tt_expect_error("dpmem-charts", "'%s/review' -o '%s/review-pdf' --only timeline --size 7x2in",
-                    "timeline of 2 runs: figure of 1008x288 px is too small for this chart: at least 560x400 px");
+    /* 7x2in holds two panels since they may go side by side in a smaller type (issue 38); 7x1in does not,
+       and the error says the least height that does */
+    tt_expect_error("dpmem-charts", "'%s/review' -o '%s/review-pdf' --only timeline --size 7x1in",
+                    "timeline of 2 runs: 1008x144 px is too small for its panels: at least 1008x216 px at 144 dpi (7.00x1.50in) (--size)");
 }
 
 static void check_bad_input(void) {
@@ -593,6 +595,125 @@ static void check_bad_input(void) {
     tt_expect_error("dpmem-charts", "'%s/clash/breakdown.png' -o '%s/clash'", "same file");
 }
 
+/* A paper's sizes (issue 38): a results folder of the demo's eight methods written whole at a page's
+   width (7x5in) and a tall column (3.5x8.5in), in PDF and PNG: every chart drawn, no label over
+   another, the breakdown's run names at least 6 pt, its c markers not hidden under one another (ghost's
+   under ghost+bk's: at most a third of one covered by another), its a's upright title within the plot;
+   a sweep's seven panels at both sizes; a page at a column's width and 2.6 in high holds the tradeoff,
+   and the breakdown and the timeline of eight runs say the least size that holds them. */
+static void check_paper_sizes(void) {
+    const char *d = tt_path("paper8");
+    mkdir_p(d);
+    static const char *const m[8] = { "vanilla", "dpsgd", "ghost", "ghost+bk", "flash", "flash+twopass", "mixed", "lora" };
+    static const double extra[8] = { 0, 6, 3, 3, 0, 0, 0.5, 0 };
+    static const char *const cat[8] = { NULL, "per_sample_grads/w", "ghost/gram", "ghost/gram", NULL, NULL, "bk/h", NULL };
+    Row rows[8];
+    char ms[8][16];
+    for (int i = 0; i < 8; i++) {
+        char p[600];
+        RunLog r = { .run = m[i], .act_mib = i == 7 ? 8 : 10, .extra_cat = cat[i], .extra_mib = extra[i], .clip_scope = extra[i] > 0,
+                     .step_ms = 10 + 3 * i, .oom_at_step = -1 };
+        snprintf(p, sizeof p, "%s/%s.log", d, m[i]);
+        run_log(p, r);
+        snprintf(ms[i], sizeof ms[i], "%.1f", 10 + 0.4 * i);   /* close together: the names crowd the tradeoff */
+        rows[i] = (Row){ m[i], "", "ok", ms[i] };
+    }
+    results_csv(d, "", rows, 8, 1);
+    static const char *const sizes[2] = { "7x5in", "3.5x8.5in" };
+    static const char *const names[3] = { "breakdown", "tradeoff", "timeline" };
+    for (int z = 0; z < 2; z++) {
+        char out[600], opts[800], p[700];
+        snprintf(out, sizeof out, "%s/%s", d, sizes[z]);
+        mkdir_p(out);
+        snprintf(opts, sizeof opts, "-o '%s' --format png,pdf --size %s", out, sizes[z]);
+        TtBox *b;
+        int n, rc = charts(d, opts, &b, &n);
+        CHECK(rc == 0, "8 runs at --size %s: exit %d", sizes[z], rc);
+        for (int c = 0; c < 3; c++)
+            for (int k = 0; k < 2; k++) {
+                struct stat st;
+                snprintf(p, sizeof p, "%s/%s.%s", out, names[c], k ? "pdf" : "png");
+                CHECK(stat(p, &st) == 0 && st.st_size > 2000, "--size %s: %s missing", sizes[z], p);
+                if (!k) CHECK(tt_text_overlaps(b, n, p) == 0, "%s: labels overlap (above)", p);
+            }
+        snprintf(p, sizeof p, "%s/breakdown.png", out);
+        /* the run names (a's bars, b's rows) at least 6 pt: 6 pt DejaVu is 14 px from ascent to descent at 144 dpi */
+        double least = 1e9;
+        for (int i = 0; i < n; i++) {
+            if (b[i].kind != 't' || strcmp(b[i].fig, p)) continue;
+            for (int r = 0; r < 8; r++)
+                if (!strcmp(b[i].what, m[r])) {
+                    double h = fmin(b[i].x1 - b[i].x0, b[i].y1 - b[i].y0);
+                    if (h < least) least = h;
+                }
+        }
+        CHECK(least >= 13.5 && least < 1e9, "%s: a run's name in %.1f px type (under 6 pt)", p, least);
+        /* c's markers: below c's title, none more than a third covered by another */
+        const TtBox *ct = tt_layout_find(b, n, p, 't', "c. Each category's own peak");
+        int marks = 0, hidden = 0;
+        for (int i = 0; ct && i < n; i++) {
+            if (b[i].kind != 'm' || strcmp(b[i].fig, p) || b[i].y0 < ct->y1) continue;
+            marks++;
+            for (int j = i + 1; j < n; j++) {
+                if (b[j].kind != 'm' || strcmp(b[j].fig, p) || b[j].y0 < ct->y1) continue;
+                double ox = fmin(b[i].x1, b[j].x1) - fmax(b[i].x0, b[j].x0), oy = fmin(b[i].y1, b[j].y1) - fmax(b[i].y0, b[j].y0);
+                double area = fmin((b[i].x1 - b[i].x0) * (b[i].y1 - b[i].y0), (b[j].x1 - b[j].x0) * (b[j].y1 - b[j].y0));
+                if (ox > 0 && oy > 0 && ox * oy > area / 3) hidden++;
+            }
+        }
+        CHECK(ct && marks >= 8 * 4 && hidden == 0, "%s: c has %d markers, %d pairs one over the other", p, marks, hidden);
+        free(b);
+    }
+    /* the sweep of check_sweep (7 panels): a page's width and a tall column hold them too */
+    for (int z = 0; z < 2; z++) {
+        char out[600], opts[800], p[700];
+        snprintf(out, sizeof out, "%s/sweep-%s", d, sizes[z]);
+        mkdir_p(out);
+        snprintf(opts, sizeof opts, "-o '%s' --only sweep --format png,pdf --size %s", out, sizes[z]);
+        TtBox *b;
+        int n, rc = charts(tt_path("sweep"), opts, &b, &n);
+        snprintf(p, sizeof p, "%s/sweep.png", out);
+        CHECK(rc == 0 && tt_text_overlaps(b, n, p) == 0 && tt_layout_find(b, n, p, 't', "clip"), "sweep at --size %s: exit %d, or labels overlap (above)",
+              sizes[z], rc);
+        free(b);
+    }
+    /* a column's width, 2.6 in high: the tradeoff fits; eight runs' breakdown and timeline do not, and say
+       the least height that holds them */
+    char opts[800];
+    snprintf(opts, sizeof opts, "-o '%s/7x5in' --only tradeoff --format pdf --size 3.5x2.6in", d);
+    TtBox *b;
+    int n, rc = charts(d, opts, &b, &n);
+    char tp[700];
+    snprintf(tp, sizeof tp, "%s/7x5in/tradeoff.pdf", d);
+    int over = 0;   /* no name over a point, a spread bar or a ring (the type shrinks until each finds room) */
+    for (int i = 0; i < n; i++) {
+        if (b[i].kind != 't' || strcmp(b[i].fig, tp)) continue;
+        for (int j = 0; j < n; j++)
+            if (b[j].kind == 'm' && !strcmp(b[j].fig, tp) && b[i].x0 < b[j].x1 && b[j].x0 < b[i].x1 && b[i].y0 < b[j].y1 && b[j].y0 < b[i].y1) {
+                over++;
+                fprintf(stderr, "  tradeoff at 3.5x2.6in: \"%s\" over %s\n", b[i].what, b[j].what);
+            }
+    }
+    free(b);
+    CHECK(rc == 0 && over == 0, "tradeoff at 3.5x2.6in: exit %d, %d names over a point or bar", rc, over);
+    /* all the charts at that size: the tradeoff written, the two others refused, in one line */
+    char col[600], cmd[1600];
+    snprintf(col, sizeof col, "%s/col", d);
+    mkdir_p(col);
+    snprintf(cmd, sizeof cmd, "'%s/dpmem-charts' '%s' -o '%s' --format pdf --size 3.5x2.6in > '%s' 2>&1", tt_build(), d, col, tt_path("col.txt"));
+    rc = system(cmd);
+    char *said = tt_slurp(tt_path("col.txt"), NULL);
+    snprintf(tp, sizeof tp, "%s/tradeoff.pdf", col);
+    struct stat st;
+    CHECK(rc != 0 && stat(tp, &st) == 0 && said && strstr(said, "breakdown: 504x374 px is too small") && strstr(said, "; timeline of 8 runs: 504x374 px"),
+          "3.5x2.6in, all charts: exit %d, the tradeoff written or not, the refusals said in one line: %s", rc, said ? said : "");
+    free(said);
+    tt_expect_error("dpmem-charts", "'%s/paper8' -o '%s/paper8/7x5in' --only breakdown --size 3.5x2.6in",
+                    "breakdown: 504x374 px is too small for its panels (8 runs, 7 categories): at least 504x");
+    tt_expect_error("dpmem-charts", "'%s/paper8' -o '%s/paper8/7x5in' --only timeline --size 3.5x2.6in",
+                    "timeline of 8 runs: 504x374 px is too small for its panels: at least 504x");
+}
+
 int main(void) {
     tt_mkdir("charts");
     check_palette();
@@ -600,6 +721,7 @@ int main(void) {
     check_no_time();
     check_sweep();
     check_reviewer();
+    check_paper_sizes();
     check_bad_input();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("charts: all checks passed\n");

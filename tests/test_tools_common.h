@@ -249,4 +249,46 @@ static inline void tt_known_log(const char *path, KnownLog k) {
     synth_release(&S);
 }
 
+/* Two workers run one after the other on one thread index, as the kit logs them (a thread that exits
+   hands its index to the next new one, which announces itself by a THREAD event): worker-0 (OS thread
+   2001) then worker-1 (2002) on index 2, beside main (index 1). Each runs 4 steps of its own, a slow
+   first one (a warm-up) then three: worker-0's steps last 300, 100, 110, 120 µs, worker-1's 500, 200,
+   210, 220; in each, forward (2 µs for worker-0, 3 for worker-1) allocates activations/h of 64 KiB
+   (96 KiB in worker-1's third step: the peak), freed at the step's end. A small run: params/w 11048 B,
+   optimizer/m 22096 B, grads/w 8 KiB, norms/n 48 B live at the peak; bk/b 4 KiB and per_sample_grads/p
+   2 KiB allocated and freed before it (none at the peak). */
+static inline void tt_workers_log(const char *path) {
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    synth_meta(&S, 1, T0, "run", "workers");
+    synth_alloc(&S, 1, T0 + 1000, "params/w", 1, 0x10000, 11048);
+    synth_alloc(&S, 1, T0 + 2000, "optimizer/m", 1, 0x11000, 22096);
+    synth_alloc(&S, 1, T0 + 3000, "grads/w", 1, 0x12000, 8192);
+    synth_alloc(&S, 1, T0 + 4000, "bk/b", 1, 0x13000, 4096);
+    synth_free(&S, 1, T0 + 5000, "bk/b", 1, 0x13000, 4096);
+    synth_alloc(&S, 1, T0 + 6000, "per_sample_grads/p", 1, 0x14000, 2048);
+    synth_free(&S, 1, T0 + 7000, "per_sample_grads/p", 1, 0x14000, 2048);
+    synth_alloc(&S, 1, T0 + 8000, "norms/n", 1, 0x15000, 48);
+    static const uint64_t us[2][4] = { { 300, 100, 110, 120 }, { 500, 200, 210, 220 } };
+    uint64_t t = T0 + 10 * 1000;
+    for (int w = 0; w < 2; w++) {
+        synth_thread(&S, 2, t, 2001 + (uint64_t)w, w ? "worker-1" : "worker-0");
+        for (int s = 0; s < 4; s++) {
+            uint64_t len = us[w][s] * 1000, act = (w == 1 && s == 2 ? 96 : 64) * 1024;
+            synth_begin(&S, 2, t, "step");
+            synth_begin(&S, 2, t + 10000, "forward");
+            synth_alloc(&S, 2, t + 11000, "activations/h", 1, 0x20000, act);
+            synth_end(&S, 2, t + 10000 + (uint64_t)(2 + w) * 1000, "forward");
+            synth_free(&S, 2, t + len - 1000, "activations/h", 1, 0x20000, act);
+            synth_end(&S, 2, t + len, "step");
+            t += len + 1000;
+        }
+        t += 20 * 1000;
+    }
+    synth_close(&S, 1, t);
+    synth_save(&S, path);
+    synth_release(&S);
+}
+
 #endif

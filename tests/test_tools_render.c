@@ -602,6 +602,75 @@ static void check_plan(void) {
     tt_expect_error("dpmem-render", "'%s/plan.log' -o x.png --from 1ms", "planned has no time (a plan log, or --events): --from/--to do not apply");
 }
 
+/* The legend "at the peak" of each size, read from the recorded boxes: the names right of the legend's
+   x, below its heading, top to bottom, with the value on their row. */
+static int peak_legend(const TtBox *b, int n, const char *png, int legend_x, char names[][64], char values[][32], int max) {
+    const TtBox *head = NULL;
+    for (int i = 0; i < n; i++)
+        if (b[i].kind == 't' && !strcmp(b[i].fig, png) && !strcmp(b[i].what, "at the peak:") && b[i].x0 >= legend_x - 1) head = &b[i];
+    if (!head) return 0;
+    int k = 0;
+    for (double y = head->y1 - 1;;) {   /* the next row below y */
+        const TtBox *name = NULL, *val = NULL;
+        for (int i = 0; i < n; i++) {
+            if (b[i].kind != 't' || strcmp(b[i].fig, png) || b[i].x0 < legend_x - 1 || b[i].y0 <= y + 1) continue;
+            if (!name || b[i].y0 < name->y0 - 1 || (fabs(b[i].y0 - name->y0) <= 1 && b[i].x0 < name->x0)) name = &b[i];
+        }
+        if (!name || k == max) break;
+        for (int i = 0; i < n; i++)
+            if (b[i].kind == 't' && !strcmp(b[i].fig, png) && &b[i] != name && fabs(b[i].y0 - name->y0) <= 1 && b[i].x0 > name->x1) val = &b[i];
+        snprintf(names[k], 64, "%.63s", name->what);
+        snprintf(values[k], 32, "%.31s", val ? val->what : "");
+        k++;
+        y = name->y0;
+    }
+    return k;
+}
+
+/* Two workers one after the other on one thread index (tests/test_tools_common.h), and a small run
+   with zero-byte categories (issue 38): each OS thread its own lane, named whole as dpmem-trace names
+   it (T2 worker-0, T3 worker-1: worker-1 is not drawn in worker-0's lane under worker-1's name); the
+   legend "at the peak" lists what was there largest first, the categories with nothing at the peak
+   after them, so that a legend cut short keeps activations (70 % of the peak) and drops the zeros. */
+static void check_workers(void) {
+    const char *log = tt_path("workers.log"), *png = tt_path("workers.png"), *small = tt_path("workers-small.png");
+    tt_workers_log(log);
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
+    int rc = tt_run("dpmem-render", "'%s' -o '%s' -v", log, png);
+    Layout L;
+    Lane lanes[8];
+    int ok = rc == 0 && read_layout(tt_path("out.txt"), 0, &L, lanes, 8) == 0;
+    rc |= tt_run("dpmem-render", "'%s' -o '%s' --size 1000x300 -v", log, small);
+    Layout Ls;
+    ok &= rc == 0 && read_layout(tt_path("out.txt"), 0, &Ls, lanes, 8) == 0;
+    unsetenv("DPMEM_LAYOUT");
+    CHECK(ok, "workers: exit %d, or no layout", rc);
+    if (!ok) return;
+    TtBox *b;
+    int n = tt_layout_load(tt_path("layout.txt"), &b);
+    CHECK(L.lanes == 4, "workers: %d lanes, want 4 (step and forward of each worker: two OS threads on index 2)", L.lanes);
+    CHECK(tt_layout_find(b, n, png, 't', "T2 worker-0") && tt_layout_find(b, n, png, 't', "T3 worker-1"),
+          "workers: the lanes are not named T2 worker-0 and T3 worker-1 whole (dpmem-trace's names)");
+    CHECK(tt_text_overlaps(b, n, png) == 0 && tt_text_overlaps(b, n, small) == 0, "workers: labels overlap (above)");
+    char names[32][64], values[32][32];
+    int k = peak_legend(b, n, png, L.legend_x, names, values, 32);
+    static const char *const want[5] = { "activations", "optimizer", "params", "grads", "norms" };
+    int order = k >= 7;
+    for (int i = 0; i < 5 && order; i++) order = !strcmp(names[i], want[i]);
+    for (int i = 5; i < k && order; i++) order = !strcmp(values[i], "0 B");
+    CHECK(order, "workers: the legend at the peak is not largest first, zeros last: %d rows, %s %s, %s %s, %s %s, ...", k, k > 0 ? names[0] : "",
+          k > 0 ? values[0] : "", k > 1 ? names[1] : "", k > 1 ? values[1] : "", k > 2 ? names[2] : "", k > 2 ? values[2] : "");
+    CHECK(k > 0 && !strcmp(values[0], "96.00 KiB"), "workers: activations %s at the peak, want 96.00 KiB", k > 0 ? values[0] : "none");
+    /* cut short: the largest kept, then "…" */
+    k = peak_legend(b, n, small, Ls.legend_x, names, values, 32);
+    int zeros = 0, acts = 0, more = 0;
+    for (int i = 0; i < k; i++) { zeros += !strcmp(values[i], "0 B"); acts += !strcmp(names[i], "activations"); more += !strcmp(names[i], "\xE2\x80\xA6"); }
+    CHECK(k >= 2 && acts && !zeros && more && !strcmp(names[0], "activations"),
+          "workers at 1000x300: a cut legend (%d rows) keeps activations first (%d), no zero (%d), and says it is cut (%d)", k, acts, zeros, more);
+    free(b);
+}
+
 int main(void) {
     tt_mkdir("render");
     check_single();
@@ -612,6 +681,7 @@ int main(void) {
     check_bad_input();
     check_formats();
     check_plan();
+    check_workers();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("render: all checks passed\n");
     return 0;

@@ -544,6 +544,76 @@ static void check_leak_trends(void) {
     free(csv);
 }
 
+/* Bytes of leak/kv kept in step s (1-based) of 1,000 in each run of check_late_leaks. */
+static uint64_t late_kept(int run, int s) {
+    switch (run) {
+    case 0: return 1024;                                          /* early: 1 KiB every step */
+    case 1: return s >= 400 ? 1024 : 0;                           /* mid-run: from step 400 */
+    case 2: return s >= 701 ? 1024 : 0;                           /* the last 300 steps (issue 36) */
+    case 3: return s >= 951 ? 1024 : 0;                           /* the last 50 */
+    case 4: return s >= 800 && s % 10 == 0 ? 64 * 1024 : 0;       /* bursts in the last fifth */
+    case 5: return s >= 601 && s <= 700 ? 1024 : 0;               /* plateau: 100 steps of growth, then none */
+    case 6: return !(s & (s - 1)) ? 1 * MiB : 0;                  /* warm-up that slows: steps 1, 2, 4, ..., 512 */
+    default: return s >= 998 ? 1 * MiB : 0;                       /* the last three steps: too few to judge */
+    }
+}
+
+/* A leak is judged from its own beginning, so one that starts late in a long run is found like one
+   that starts early (the old rule, measured from the reference step 256 of 1,000, missed a leak that
+   began after step 629 and took a 100-step plateau from step 601 for a leak). Each leak is reported
+   from the later of the tag snapshots (steps 256 and 512) at or before its beginning. */
+static void check_late_leaks(void) {
+    static const char *names[] = { "early", "mid", "late", "last50", "lateburst", "plateau", "slowwarm", "lastfew" };
+    enum { RUNS = sizeof names / sizeof names[0], STEPS = 1000 };
+    char args[2048] = "";
+    for (int i = 0; i < RUNS; i++) {
+        char f[64];
+        snprintf(f, sizeof f, "late_%s.log", names[i]);
+        const char *path = tt_path(f);
+        SynthLog S;
+        synth_init(&S, 65536, T0);
+        synth_thread(&S, 1, T0, 1111, "main");
+        synth_meta(&S, 1, T0, "run", names[i]);
+        synth_alloc(&S, 1, T0 + 1 * MS, "params/w", 1, 0x10000, 10 * MiB);
+        for (int s = 1; s <= STEPS; s++) {
+            uint64_t b = T0 + 10 * (uint64_t)s * MS, kept = late_kept(i, s);
+            synth_begin(&S, 1, b, "step");
+            synth_alloc(&S, 1, b + 1 * MS, "activations/h", 1, 0x20000, 64 * MiB);
+            if (kept) synth_alloc(&S, 1, b + 3 * MS, i == 6 ? "cache/warm" : "leak/kv", 1, 0x1000000 + (uint64_t)s * 0x1000, kept);
+            synth_free(&S, 1, b + 4 * MS, "activations/h", 1, 0x20000, 64 * MiB);
+            synth_end(&S, 1, b + 5 * MS, "step");
+        }
+        synth_close(&S, 1, T0 + 10 * (uint64_t)(STEPS + 1) * MS);
+        synth_save(&S, path);
+        synth_release(&S);
+        size_t k = strlen(args);
+        snprintf(args + k, sizeof args - k, " '%s'", path);
+    }
+    CHECK(tt_run("dpmem-report", "%s -q --csv '%s'", args, tt_path("late.csv")) == 0, "dpmem-report on the late leak logs");
+    CHECK(tt_run("dpmem-report", "%s", args) == 0, "dpmem-report on the late leak logs (text)");
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    /* the issue's run: 300 KiB from the end of step 512 over 488 steps */
+    CHECK(has(out, "  WARNING: live bytes at the end of 'step' keep rising: +300.00 KiB from the end of step 512 to the end of step 1000 "
+                   "(629 B per step): a leak?"), "the late leak's warning: %s", out ? out : "");
+    CHECK(has(out, "    leak/kv                                  +300.00 KiB  (0 B -> 300.00 KiB; 300 allocs, 0 frees)"),
+          "the late leak's tag: %s", out ? out : "");
+    free(out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"import csv,sys; r={x['run']: x for x in csv.DictReader(open(sys.argv[1]))}; "
+             "print(' '.join('%%s:%%s:%%s:%%s:%%s' %% (k, r[k]['leak'], r[k]['leak_growth_bytes'], r[k]['leak_from_step'], r[k]['leak_tags']) "
+             "for k in sys.argv[2:]))\" '%s' %s > '%s'",
+             tt_path("late.csv"), "early mid late last50 lateburst plateau slowwarm lastfew", tt_path("late.txt"));
+    CHECK(system(cmd) == 0, "python3 on late.csv");
+    char *csv = tt_slurp(tt_path("late.txt"), NULL);
+    /* early: 744 steps x 1 KiB after step 256; mid: steps 400..1000 (601); late: 701..1000 (300);
+       last50: 951..1000; lateburst: 21 x 64 KiB (steps 800, 810, ..., 1000) */
+    CHECK(has(csv, "early:1:761856:256:leak/kv:+761856 mid:1:615424:256:leak/kv:+615424 late:1:307200:512:leak/kv:+307200 "
+                   "last50:1:51200:512:leak/kv:+51200 lateburst:1:1376256:512:leak/kv:+1376256 "
+                   "plateau:0:0:0: slowwarm:0:0:0: lastfew:0:0:0:"), "late.csv: %s", csv ? csv : "(none)");
+    free(csv);
+}
+
 /* A scope's memory: its largest rise and its net change are two columns, named so. "release" frees
    32 MiB (max rise 0, net -32 MiB); "grow" allocates 8 MiB, frees it and keeps 2 MiB, twice (max rise
    8 MiB, net +4 MiB over its two instances). The old single "mem delta" column showed 0.00 for the
@@ -589,13 +659,83 @@ static void check_scope_memory(void) {
     CHECK(tt_python("scopemem.py", script, tt_path("sm.csv"), tt_path("sm.json")) == 0, "CSV/JSON scope memory (see above)");
 }
 
+/* Two workers, one after the other on one thread index, each running its own 4 steps (issue 38):
+   each thread's steps its own, with its own warm-up and its own name; and a small run's tables read
+   in the units its values need (11048 B is 10.79 KiB, not 0.01 MiB; a 2 µs scope 2.000 µs, not
+   0.002 ms), the header naming each column's unit. */
+static void check_threads_and_units(void) {
+    const char *log = tt_path("workers.log");
+    tt_workers_log(log);
+    int rc = tt_run("dpmem-report", "'%s' --csv '%s'", log, tt_path("workers.csv"));
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    CHECK(rc == 0, "workers: exit %d", rc);
+    const char *want[] = {
+        "step time per thread (2 threads ran 'step', each its own steps; each thread's first 1 step left out):",
+        "  T2 worker-0                   4 steps, steps 2..4 timed (\xC2\xB5s): median 110.000, min 100.000, q1 105.000, q3 115.000, max 120.000",
+        "  T3 worker-1                   4 steps, steps 2..4 timed (\xC2\xB5s): median 210.000, min 200.000, q1 205.000, q3 215.000, max 220.000",
+        "every thread's steps in the order they ended",
+        /* the breakdown: KiB (the median of 96 KiB, 11048, 22096, 8192 and 48 bytes is 11048) */
+        "  category                        bytes          KiB   share   own peak KiB",
+        "  params                          11048        10.79    7.9%          10.79",   /* of 139688 bytes at the peak */
+        "  norms                              48         0.05    0.0%           0.05",
+        /* the scopes: times in µs, memory in KiB */
+        "total \xC2\xB5s",
+        /* forward: 2 µs in worker-0's steps, 3 in worker-1's; each leaves its activations (7 x 64 KiB + 96) */
+        "  forward                       8       20.000       3.000       2.000       2.000       3.000       3.000            -         96.00      544.00",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(has(out, want[i]), "workers: the report lacks: %s\n%s", want[i], out ? out : "");
+    CHECK(!has(out, "0.01") || !has(out, "params                          11048         0.01"), "workers: params read as 0.01 MiB");
+    free(out);
+}
+
+/* The ranks of a small data-parallel run: the peaks in KiB, the times in µs (their header says so), not
+   0.01 MiB and 0.004 ms; 4 bytes in a KiB column read "<0.01", not 0.00. */
+static void check_ranks_units(void) {
+    char path[2][600];
+    for (int r = 0; r < 2; r++) {
+        SynthLog S;
+        synth_init(&S, 65536, T0);
+        synth_thread(&S, 1, T0, 1111, "main");
+        synth_meta(&S, 1, T0, "run", "dp2");
+        synth_meta(&S, 1, T0, "comm.world_size", "2");
+        synth_meta(&S, 1, T0, "comm.rank", r ? "1" : "0");
+        synth_alloc(&S, 1, T0 + 1000, "params/w", 1, 0x1000, 11048 + 1000 * (uint64_t)r);
+        synth_alloc(&S, 1, T0 + 1500, "noise/x", 1, 0x2000, 4);   /* 4 B: not zero, though 0.00 KiB */
+        uint64_t t = T0 + 10000;
+        for (int s = 0; s < 3; s++) {   /* steps of 200 µs, an allreduce of 4 µs in each */
+            synth_begin(&S, 1, t, "step");
+            synth_begin(&S, 1, t + 100000, "allreduce");
+            synth_end(&S, 1, t + 104000, "allreduce");
+            synth_end(&S, 1, t + 200000, "step");
+            t += 201000;
+        }
+        synth_close(&S, 1, t);
+        snprintf(path[r], sizeof path[r], "%s", tt_path(r ? "dp2.rank1.log" : "dp2.rank0.log"));
+        synth_save(&S, path[r]);
+        synth_release(&S);
+    }
+    int rc = tt_run("dpmem-report", "'%s' '%s'", path[0], path[1]);
+    char *out = tt_slurp(tt_path("out.txt"), NULL);
+    const char *want[] = {
+        "  rank           peak bytes     peak KiB      step \xC2\xB5s   allreduce \xC2\xB5s",
+        "  0                   11052        10.79      200.000          4.000",
+        "  sum                 23104        22.56            -              -   (the job's memory)",
+        "  noise                               4        <0.01    0.0%          <0.01",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(rc == 0 && has(out, want[i]), "ranks: lacks: %s\n%s", want[i], out ? out : "");
+    free(out);
+}
+
 int main(void) {
     tt_mkdir("report");
     if (system("python3 -c 1 >/dev/null 2>&1") != 0) { printf("SKIP: no python3 to parse the CSV and JSON\n"); return 77; }
     check_text_and_exports();
+    check_threads_and_units();
+    check_ranks_units();
     check_pool_note();
     check_scope_memory();
     check_leak_trends();
+    check_late_leaks();
     check_sweep();
     check_oom();
     check_times_and_records();

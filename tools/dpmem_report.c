@@ -26,6 +26,7 @@
 #include "read/runstats.h"
 #include "read/steplog.h"
 #include "charts/timeline.h"
+#include "read/threadsteps.h"
 #include "read/units.h"
 
 #define MAX_RUNS 1024   /* (the suite gives every process of a --repeat sweep at once)*/
@@ -239,9 +240,18 @@ static void timed_steps_phrase(char *b, size_t n, const RunStats *r) {
              !strcmp(r->warmup_from, "asked") ? "--warmup" : r->warmup_from);
 }
 
-static void cell_ms(char *b, size_t n, double ns, int known) {
-    if (known) snprintf(b, n, "%.3f", ns / 1e6);
-    else snprintf(b, n, "-");
+/* s right-aligned in w columns of the terminal (a UTF-8 "µs" is one column, two bytes). */
+static void rjust(const char *s, int w) {
+    int cols = 0;
+    for (const char *p = s; *p; p++) cols += ((unsigned char)*p & 0xC0) != 0x80;
+    printf("%*s%s", w > cols ? w - cols : 0, "", s);
+}
+/* " NAME UNIT" right-aligned in w columns, after a space. */
+static void head(const char *name, const char *unit, int w) {
+    char h[96];
+    snprintf(h, sizeof h, "%s%s%s", name, *name && *unit ? " " : "", unit);
+    printf(" ");
+    rjust(h, w);
 }
 
 /* The per-sample norms a DP run logged with --log-sample-norms, as a histogram against C. */
@@ -294,57 +304,124 @@ static void print_run(const RunStats *r, const Names *cats) {
     if (r->no_time) printf("peak total: %s (%llu bytes)\n", fmt_bytes(b1, sizeof b1, (double)r->peak), (unsigned long long)r->peak);
     else printf("peak total: %s (%llu bytes) at %.3f ms\n", fmt_bytes(b1, sizeof b1, (double)r->peak), (unsigned long long)r->peak,
                 ms((double)r->peak_ts));
-    printf("breakdown at the peak:\n  %-22s %14s %12s %7s %14s\n", "category", "bytes", "MiB", "share", "own peak MiB");
-    for (int c = 0; c < cats->n; c++) {
-        int32_t i = dpmem_log_category_index(L, cats->v[c]);
-        uint64_t v = i < 0 ? 0 : r->at_peak[i], own = i < 0 ? 0 : r->cat_peak[i];
-        if (!own) continue;
-        printf("  %-22s %14llu %12.2f %6.1f%% %14.2f\n", shown(cats->v[c]), (unsigned long long)v, v / 1048576.0,
-               r->peak ? 100.0 * (double)v / (double)r->peak : 0.0, own / 1048576.0);
-    }
-    if (r->cat_peak[L->n_cats]) {   /* tags whose STRING the log lacks: their bytes are in the peak all the same */
-        uint64_t v = r->at_peak[L->n_cats];
-        printf("  %-22s %14llu %12.2f %6.1f%% %14.2f\n", "? (tag unknown)", (unsigned long long)v, v / 1048576.0,
-               r->peak ? 100.0 * (double)v / (double)r->peak : 0.0, r->cat_peak[L->n_cats] / 1048576.0);
+    {   /* the rows: the categories with bytes at some time, then tags whose STRING the log lacks (their bytes
+           are in the peak all the same); each column in the unit its values read best in */
+        int n = 0;
+        double *at = malloc((size_t)(cats->n + 1) * 2 * sizeof *at), *own = at ? at + cats->n + 1 : NULL;
+        int32_t *idx = malloc((size_t)(cats->n + 1) * 2 * sizeof *idx), *ci = idx ? idx + cats->n + 1 : NULL;
+        for (int c = 0; at && idx && c <= cats->n; c++) {
+            int32_t i = c == cats->n ? (int32_t)L->n_cats : dpmem_log_category_index(L, cats->v[c]);
+            if (i < 0 || !r->cat_peak[i]) continue;
+            at[n] = (double)r->at_peak[i]; own[n] = (double)r->cat_peak[i]; ci[n] = i; idx[n++] = c;
+        }
+        Unit ua = byte_unit_col(at, (size_t)n), uo = byte_unit_col(own, (size_t)n);
+        printf("breakdown at the peak:\n  %-22s", "category");
+        head("bytes", "", 14); head("", ua.name, 12); head("share", "", 7); head("own peak", uo.name, 14);
+        printf("\n");
+        for (int k = 0; k < n; k++) {
+            char a[32], o[32];
+            printf("  %-22s %14llu %12s %6.1f%% %14s\n", idx[k] == cats->n ? "? (tag unknown)" : shown(cats->v[idx[k]]),
+                   (unsigned long long)r->at_peak[ci[k]],
+                   fmt_in_unit(a, sizeof a, at[k], ua, 1), r->peak ? 100.0 * at[k] / (double)r->peak : 0.0, fmt_in_unit(o, sizeof o, own[k], uo, 1));
+        }
+        free(at); free(idx);
     }
     const int timed = !r->no_time && !L->backwards;   /* backwards clocks: the times are wrong, the health check says why */
     char phrase[160] = "";
     if (r->step.n) timed_steps_phrase(phrase, sizeof phrase, r);
-    if (timed && r->step.n)
-        printf("step time (ms, the '%s' scope over %s): median %.3f, min %.3f, q1 %.3f, q3 %.3f, max %.3f\n", shown(r->step_scope), phrase,
-               ms(r->step.median), ms(r->step.min), ms(r->step.q1), ms(r->step.q3), ms(r->step.max));
-    else if (timed && r->step_scope)
+    ThreadSteps ts = { 0 };   /* several threads ran steps: each its own (the line above pools them) */
+    int per_thread = timed && r->step_scope && (L->n_threads > 1 || L->count[DPMEM_EV_THREAD] > 1) &&
+                     threadsteps_compute(&ts, L, r->step_scope, r->warmup) == 0 && ts.n > 1;
+    if (timed && r->step.n) {
+        double v[5] = { r->step.median, r->step.min, r->step.q1, r->step.q3, r->step.max };
+        Unit u = time_unit_col(v, 5);
+        char c[5][32];
+        for (int k = 0; k < 5; k++) fmt_in_unit(c[k], sizeof c[k], v[k], u, 0);
+        printf("step time (%s, the '%s' scope over %s%s): median %s, min %s, q1 %s, q3 %s, max %s\n", u.name, shown(r->step_scope), phrase,
+               per_thread ? ", every thread's steps in the order they ended" : "", c[0], c[1], c[2], c[3], c[4]);
+    } else if (timed && r->step_scope)
         printf("step time: no step left to time ('%s' ran %llu times, %d warm-up step%s left out)\n", shown(r->step_scope),
                (unsigned long long)r->scopes[dpmem_log_find_string(L, r->step_scope)].count, r->warmup, r->warmup == 1 ? "" : "s");
+    if (per_thread) {
+        printf("step time per thread (%u threads ran '%s', each its own steps; each thread's first %d step%s left out):\n", ts.n,
+               shown(r->step_scope), r->warmup, r->warmup == 1 ? "" : "s");
+        for (uint32_t k = 0; k < ts.n; k++) {
+            const ThreadStepStats *t = &ts.th[k];
+            char lab[96], range[64], c[5][32];
+            tracks_label(&ts.tracks, t->track, lab, sizeof lab);
+            unsigned long long first = (unsigned long long)r->warmup + 1, last = (unsigned long long)r->warmup + t->step.n;
+            if (!t->step.n) snprintf(range, sizeof range, "none timed");
+            else if (first == last) snprintf(range, sizeof range, "step %llu timed", first);
+            else snprintf(range, sizeof range, "steps %llu..%llu timed", first, last);
+            printf("  %-24s %6llu steps, %s", shown(lab), (unsigned long long)t->n_steps, range);
+            if (t->step.n) {
+                double v[5] = { t->step.median, t->step.min, t->step.q1, t->step.q3, t->step.max };
+                Unit u = time_unit_col(v, 5);
+                for (int q = 0; q < 5; q++) fmt_in_unit(c[q], sizeof c[q], v[q], u, 0);
+                printf(" (%s): median %s, min %s, q1 %s, q3 %s, max %s", u.name, c[0], c[1], c[2], c[3], c[4]);
+            }
+            printf("\n");
+        }
+    }
+    threadsteps_free(&ts);
     if (timed)
-        printf("scopes (ms; inside '%s': the scope's time in each step, over the timed steps; elsewhere: each instance; a scope's "
-               "time includes the scopes nested in it):\n", r->step_scope ? shown(r->step_scope) : "step");
+        printf("scopes (each time column in its own unit; inside '%s': the scope's time in each step, over the timed steps; elsewhere: each "
+               "instance; a scope's time includes the scopes nested in it):\n", r->step_scope ? shown(r->step_scope) : "step");
     else printf("scopes:\n");
     printf("  (max rise: the most the live total rose above its value at the scope's start, in one instance; "
            "net: the live total at its end less at its start, summed over its instances)\n");
-    printf("  %-22s %8s %12s %11s %11s %11s %11s %11s %12s %13s %11s\n", "name", "count", "total ms", "median", "min", "q1", "q3", "max",
-           "gpu mean ms", "max rise MiB", "net MiB");
     Names sc = { 0 };
     for (uint32_t i = 0; i < L->n_strings; i++)
         if (r->scopes[i].count || r->scopes[i].gpu_count) names_add(&sc, L->strings[i]);
     if (sc.n) qsort(sc.v, (size_t)sc.n, sizeof *sc.v, cmp_scope_name);
-    for (int k = 0; k < sc.n; k++) {
+    /* the columns' values first, to choose each column's unit: total, median, min, q1, q3, max, gpu mean, rise, net */
+    enum { C_TOTAL, C_MED, C_MIN, C_Q1, C_Q3, C_MAX, C_GPU, C_RISE, C_NET, N_COL };
+    double *cv = malloc((size_t)(sc.n ? sc.n : 1) * N_COL * sizeof *cv);
+    int *known = malloc((size_t)(sc.n ? sc.n : 1) * N_COL * sizeof *known);
+    const ScopeStats **ss = malloc((size_t)(sc.n ? sc.n : 1) * sizeof *ss);
+    int rows = 0;
+    for (int k = 0; cv && known && ss && k < sc.n; k++) {
         int32_t i = dpmem_log_find_string(L, sc.v[k]);
         if (i < 0) continue;
         const ScopeStats *s = &r->scopes[i];
         const TimeStats *t = &s->times;
-        char gpu[32] = "-", total[32], med[32], mn[32], q1[32], q3[32], mx[32];
-        if (s->gpu_count && !r->no_time) snprintf(gpu, sizeof gpu, "%.3f", ms((double)s->gpu_total_ns / (double)s->gpu_count));
-        cell_ms(total, sizeof total, (double)s->total_ns, timed);
-        cell_ms(med, sizeof med, t->median, timed && t->n);
-        cell_ms(q1, sizeof q1, t->q1, timed && t->n);
-        cell_ms(q3, sizeof q3, t->q3, timed && t->n);
+        double *v = cv + (size_t)rows * N_COL;
+        int *kn = known + (size_t)rows * N_COL;
         /* min and max: of the timed values, else (more instances than kept) of every instance */
-        cell_ms(mn, sizeof mn, t->n ? t->min : (double)s->min_ns, timed && s->count);
-        cell_ms(mx, sizeof mx, t->n ? t->max : (double)s->max_ns, timed && s->count);
-        printf("  %-22s %8llu %12s %11s %11s %11s %11s %11s %12s %13.2f %11.2f\n", shown(sc.v[k]), (unsigned long long)s->count, total, med, mn, q1,
-               q3, mx, gpu, s->mem_rise / 1048576.0, s->mem_net / 1048576.0);
+        const double vals[N_COL] = { (double)s->total_ns, t->median, t->n ? t->min : (double)s->min_ns, t->q1, t->q3,
+                                     t->n ? t->max : (double)s->max_ns, s->gpu_count ? (double)s->gpu_total_ns / (double)s->gpu_count : 0,
+                                     (double)s->mem_rise, (double)s->mem_net };
+        const int kv[N_COL] = { timed, timed && t->n, timed && s->count, timed && t->n, timed && t->n, timed && s->count,
+                                s->gpu_count && !r->no_time, 1, 1 };
+        memcpy(v, vals, sizeof vals);
+        memcpy(kn, kv, sizeof kv);
+        ss[rows] = s;
+        sc.v[rows++] = sc.v[k];
     }
+    Unit cu[N_COL];
+    double *col = malloc((size_t)(rows ? rows : 1) * sizeof *col);
+    for (int c = 0; c < N_COL; c++) {
+        size_t m = 0;
+        for (int k = 0; col && k < rows; k++) if (known[(size_t)k * N_COL + c]) col[m++] = cv[(size_t)k * N_COL + c];
+        cu[c] = c >= C_RISE ? byte_unit_col(col, col ? m : 0) : time_unit_col(col, col ? m : 0);
+    }
+    free(col);
+    static const char *const cname[N_COL] = { "total", "median", "min", "q1", "q3", "max", "gpu mean", "max rise", "net" };
+    static const int cw[N_COL] = { 12, 11, 11, 11, 11, 11, 12, 13, 11 };
+    printf("  %-22s %8s", "name", "count");
+    for (int c = 0; c < N_COL; c++) head(cname[c], cu[c].name, cw[c]);
+    printf("\n");
+    for (int k = 0; k < rows; k++) {
+        printf("  %-22s %8llu", shown(sc.v[k]), (unsigned long long)ss[k]->count);
+        for (int c = 0; c < N_COL; c++) {
+            char b[48];
+            if (known[(size_t)k * N_COL + c]) fmt_in_unit(b, sizeof b, cv[(size_t)k * N_COL + c], cu[c], c >= C_RISE);
+            else snprintf(b, sizeof b, "-");
+            printf(" %*s", cw[c], b);
+        }
+        printf("\n");
+    }
+    free(cv); free(known); free(ss);
     free(sc.v);
     namemap_free(&sc.seen);
     StepLog sl;
@@ -366,7 +443,24 @@ static void print_run(const RunStats *r, const Names *cats) {
             if (col[c]) { cat_at[n_col] = c; col[c] = ++n_col; }
         uint64_t *row = calloc(2 * (size_t)n_col + 2, sizeof *row), *prev = row ? row + n_col + 1 : NULL;
         if (!col || !cat_at || !row) { printf("snapshots: out of memory\n"); n_col = 0; }
-        printf("snapshots (MiB):\n  %-20s %10s", "label", "t ms");
+        /* one unit for every byte of the table (its rows are read across and down), one for its times */
+        double *bv = malloc(((size_t)r->n_snaps * (n_col + 2) + 1) * sizeof *bv), *tv = malloc(((size_t)r->n_snaps + 1) * sizeof *tv);
+        size_t nb = 0;
+        for (uint32_t i = 0; bv && tv && i < r->n_snaps; i++) {
+            const SnapStats *s = &r->snaps[i];
+            tv[i] = (double)s->ts;
+            for (uint32_t k = 0; k < s->n; k++) bv[nb++] = (double)s->live[k];
+            if (s->device_total) {
+                bv[nb++] = (double)(s->device_used > s->device_tracked ? s->device_used - s->device_tracked : 0);
+                bv[nb++] = (double)s->device_used;
+            }
+        }
+        Unit ub = byte_unit_col(bv, bv ? nb : 0), ut = time_unit_col(tv, tv ? r->n_snaps : 0);
+        free(bv); free(tv);
+        char tu[16];
+        snprintf(tu, sizeof tu, "t %s", ut.name);
+        printf("snapshots (%s):\n  %-20s ", ub.name, "label");
+        rjust(tu, 10);
         for (uint32_t c = 0; c < n_col; c++) printf(" %12.12s", shown(L->cats[cat_at[c]]));
         if (r->has_device) printf(" %12s %12s", "untracked", "dev used");
         printf("   change vs previous\n");
@@ -375,11 +469,12 @@ static void print_run(const RunStats *r, const Names *cats) {
             memcpy(prev, row, n_col * sizeof *row);
             memset(row, 0, n_col * sizeof *row);
             for (uint32_t k = 0; k < s->n; k++) row[col[s->cat[k]] - 1] = s->live[k];
-            printf("  %-20.20s %10.3f", shown(s->label), ms((double)s->ts));
-            for (uint32_t c = 0; c < n_col; c++) printf(" %12.2f", row[c] / 1048576.0);
+            char c1[48], c2[48];
+            printf("  %-20.20s %10s", shown(s->label), fmt_in_unit(c1, sizeof c1, (double)s->ts, ut, 0));
+            for (uint32_t c = 0; c < n_col; c++) printf(" %12s", fmt_in_unit(c1, sizeof c1, (double)row[c], ub, 1));
             uint64_t u = s->device_used > s->device_tracked ? s->device_used - s->device_tracked : 0;
             if (r->has_device) {
-                if (s->device_total) printf(" %12.2f %12.2f", u / 1048576.0, s->device_used / 1048576.0);
+                if (s->device_total) printf(" %12s %12s", fmt_in_unit(c1, sizeof c1, (double)u, ub, 1), fmt_in_unit(c2, sizeof c2, (double)s->device_used, ub, 1));
                 else printf(" %12s %12s", "-", "-");
             }
             printf("  ");
@@ -387,13 +482,13 @@ static void print_run(const RunStats *r, const Names *cats) {
             else {
                 int changed = 0;
                 for (uint32_t c = 0; c < n_col; c++) {
-                    double d = ((double)row[c] - (double)prev[c]) / 1048576.0;
-                    if (d != 0) { printf(" %s %+.2f", shown(L->cats[cat_at[c]]), d); changed = 1; }
+                    double d = ((double)row[c] - (double)prev[c]) / ub.div;
+                    if (d != 0) { printf(ub.div == 1 ? " %s %+.0f" : " %s %+.2f", shown(L->cats[cat_at[c]]), d); changed = 1; }
                 }
                 const SnapStats *p = &r->snaps[i - 1];
                 if (s->device_total && p->device_total) {
                     uint64_t pu = p->device_used > p->device_tracked ? p->device_used - p->device_tracked : 0;
-                    if (u != pu) { printf(" untracked %+.2f", ((double)u - (double)pu) / 1048576.0); changed = 1; }
+                    if (u != pu) { printf(ub.div == 1 ? " untracked %+.0f" : " untracked %+.2f", ((double)u - (double)pu) / ub.div); changed = 1; }
                 }
                 if (!changed) printf(" none");
             }
@@ -402,10 +497,15 @@ static void print_run(const RunStats *r, const Names *cats) {
         free(col); free(cat_at); free(row);
     }
     if (r->n_top) {
-        printf("largest buffers (top %u by their largest allocation):\n  %-40s %14s %10s %8s %8s\n", r->n_top, "tag", "bytes", "MiB", "space", "allocs");
-        for (uint32_t i = 0; i < r->n_top; i++)
-            printf("  %-40s %14llu %10.2f %8s %8llu\n", shown(L->strings[r->top[i].tag]), (unsigned long long)r->top[i].bytes,
-                   r->top[i].bytes / 1048576.0, dpmem_space_name(r->top[i].space), (unsigned long long)r->top[i].allocs);
+        double bv[RS_TOP];
+        for (uint32_t i = 0; i < r->n_top; i++) bv[i] = (double)r->top[i].bytes;
+        Unit ub = byte_unit_col(bv, r->n_top);
+        printf("largest buffers (top %u by their largest allocation):\n  %-40s %14s %10s %8s %8s\n", r->n_top, "tag", "bytes", ub.name, "space", "allocs");
+        for (uint32_t i = 0; i < r->n_top; i++) {
+            char c[48];
+            printf("  %-40s %14llu %10s %8s %8llu\n", shown(L->strings[r->top[i].tag]), (unsigned long long)r->top[i].bytes,
+                   fmt_in_unit(c, sizeof c, bv[i], ub, 1), dpmem_space_name(r->top[i].space), (unsigned long long)r->top[i].allocs);
+        }
     }
     for (uint32_t i = 0; i < r->n_oom && i < 4; i++) print_oom(r, i);
     printf("health:\n");
@@ -462,30 +562,73 @@ static void print_run(const RunStats *r, const Names *cats) {
 
 static void print_comparison(RunStats **runs, int n, int base, const Names *cats) {
     const RunStats *b = runs[base];
-    printf("== comparison (baseline: %s; memory at each run's peak, MiB; step: the median over each run's timed steps, "
-           "x base a ratio of medians [from q1/q3 to q3/q1])\n", shown(b->name));
+    /* each column in the unit its values read best in (the second header row names them) */
+    int nc = cats->n + 1;   /* the peak, then the categories */
+    double *v = malloc((size_t)(n ? n : 1) * (size_t)(2 * nc + 1) * sizeof *v), *t = v ? v + (size_t)n * nc : NULL, *o = t ? t + n : NULL;
+    Unit *u = malloc((size_t)(2 * nc) * sizeof *u), ut = { 1e6, "ms" };
+    if (!v || !u) { free(v); free(u); printf("== comparison: out of memory\n"); return; }
+    size_t nt = 0;
+    for (int i = 0; i < n; i++) {
+        v[(size_t)i * nc] = (double)runs[i]->peak;
+        o[(size_t)i * nc] = (double)runs[i]->peak - (double)b->peak;
+        for (int c = 0; c < cats->n; c++) {
+            v[(size_t)i * nc + 1 + c] = (double)runstats_at_peak(runs[i], cats->v[c]);
+            o[(size_t)i * nc + 1 + c] = v[(size_t)i * nc + 1 + c] - (double)runstats_at_peak(b, cats->v[c]);
+        }
+        if (runstats_step_median_ns(runs[i]) > 0) t[nt++] = runstats_step_median_ns(runs[i]);
+    }
+    double *col = malloc((size_t)(n ? n : 1) * sizeof *col);
+    for (int c = 0; c < nc; c++) {
+        size_t m = 0, q = 0;
+        for (int i = 0; col && i < n; i++) col[m++] = v[(size_t)i * nc + c];
+        u[c] = byte_unit_col(col, col ? m : 0);
+        for (int i = 0; col && i < n; i++) if (i != base) col[q++] = o[(size_t)i * nc + c];
+        u[nc + c] = byte_unit_col(col, col ? q : 0);
+    }
+    free(col);
+    if (nt) ut = time_unit_col(t, nt);
+    printf("== comparison (baseline: %s; memory at each run's peak, each column in the unit under its name; step: the median over each "
+           "run's timed steps, x base a ratio of medians [from q1/q3 to q3/q1])\n", shown(b->name));
     printf("  %-20s %10s %8s", "run", "peak", "x base");
     for (int c = 0; c < cats->n; c++) printf(" %12.12s", shown(cats->v[c]));
-    printf(" %12s %8s %17s\n", "step ms", "x base", "[spread]");
+    printf(" %12s %8s %17s\n", "step", "x base", "[spread]");
+    printf("  %-20s", "");
+    head("", u[0].name, 10);
+    printf(" %8s", "");
+    for (int c = 0; c < cats->n; c++) head("", u[1 + c].name, 12);
+    head("", ut.name, 12);
+    printf("\n");
     for (int i = 0; i < n; i++) {
         const RunStats *r = runs[i];
-        printf("  %-20.20s %10.2f %8.3f", shown(r->name), r->peak / 1048576.0, b->peak ? (double)r->peak / (double)b->peak : 0.0);
-        for (int c = 0; c < cats->n; c++) printf(" %12.2f", runstats_at_peak(r, cats->v[c]) / 1048576.0);
-        double t = runstats_step_median_ns(r), lo, hi;
+        char cell[48];
+        printf("  %-20.20s %10s %8.3f", shown(r->name), fmt_in_unit(cell, sizeof cell, v[(size_t)i * nc], u[0], 1),
+               b->peak ? (double)r->peak / (double)b->peak : 0.0);
+        for (int c = 0; c < cats->n; c++) printf(" %12s", fmt_in_unit(cell, sizeof cell, v[(size_t)i * nc + 1 + c], u[1 + c], 1));
+        double tm = runstats_step_median_ns(r), lo, hi;
         double x = r->no_time || b->no_time ? 0 : timestats_ratio(&r->step, &b->step, &lo, &hi);
-        if (t > 0) printf(" %12.3f", ms(t));
+        if (tm > 0) printf(" %12s", fmt_in_unit(cell, sizeof cell, tm, ut, 0));
         else printf(" %12s", "-");
         if (x > 0) printf(" %8.3f  [%6.3f, %6.3f]\n", x, lo, hi);
         else printf(" %8s %17s\n", "-", "");
     }
-    printf("  overhead vs baseline (MiB at the peak):\n");
+    printf("  overhead vs baseline (at the peak):\n  %-20s", "");
+    head("", u[nc].name, 10);
+    printf(" %8s", "");
+    for (int c = 0; c < cats->n; c++) head("", u[nc + 1 + c].name, 12);
+    printf("\n");
     for (int i = 0; i < n; i++) {
         if (i == base) continue;
-        printf("  %-20.20s %+10.2f %8s", shown(runs[i]->name), ((double)runs[i]->peak - (double)b->peak) / 1048576.0, "");
-        for (int c = 0; c < cats->n; c++)
-            printf(" %+12.2f", ((double)runstats_at_peak(runs[i], cats->v[c]) - (double)runstats_at_peak(b, cats->v[c])) / 1048576.0);
+        printf("  %-20.20s", shown(runs[i]->name));
+        for (int c = 0; c < nc; c++) {
+            char cell[48], sg[52];
+            double d = o[(size_t)i * nc + c];
+            fmt_in_unit(cell, sizeof cell, d, u[nc + c], 1);
+            snprintf(sg, sizeof sg, "%s%s", d >= 0 ? "+" : "", cell);
+            printf(c ? " %12s" : " %10s %8s", sg, "");
+        }
         printf("\n");
     }
+    free(v); free(u);
     printf("\n");
 }
 

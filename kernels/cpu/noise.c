@@ -1,13 +1,14 @@
 /* noise.c — adding DP-SGD's Gaussian noise to a gradient (see noise.h for the exact stream).
 
-   Works on batches of NOISE_BATCH blocks (4 coordinates per Philox call) in vector lanes: Philox's
+   Works on batches of NOISE_BATCH blocks (2 coordinates per Philox call; the initial weights' stream:
+   4) in vector lanes: Philox's
    ten rounds on NOISE_BATCH counters at once (its 32×32→64-bit products are vector multiplies),
    then noise.h's Box-Muller, whose ln, sin and cos are branch-free polynomials, on all of them
    (one libm call per value made this half of vanilla's step at T=128). The values are those of
-   noise_normal4, bit for bit (the same operations; tests/test_noise.c checks it), and a tensor that
+   noise_dp_normal2 (and noise_normal4), bit for bit (the same operations; tests/test_noise.c checks it), and a tensor that
    starts or ends in the middle of a block takes its lanes from the same batch computation, so that
    splitting the flat parameter vector into tensors (or the work into threads) never changes a value.
-   Not here: the GPU kernel (kernels/cuda does it with noise_normal4 itself). */
+   Not here: the GPU kernel (kernels/cuda does it with noise_dp_normal2 itself). */
 #include "noise.h"
 #include "vmath.h"
 
@@ -99,31 +100,43 @@ void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[4][N
     }
 }
 
-/* x[i] = (x[i] + (float)(std · z(offset + i))) · scale over one range (scale 1: the plain sum). A whole
-   batch (the common case) is one loop in vector lanes that interleaves the four lanes' arrays (the
-   element-by-element loop with its index arithmetic was 16 % of the noise's time). */
+/* z[lane][i] = noise_dp_normal2(seed, step, j0 + i)[lane] for i < NOISE_BATCH: Philox's words 0 and 1
+   make u (64 bits), word 2 the angle (noise.h). */
+KCPU_CLONES
+void noise_dp_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[2][NOISE_BATCH]) {
+    uint32_t r[4][NOISE_BATCH];
+#ifdef NOISE_PHILOX_AVX512
+    if (__builtin_cpu_supports("avx512f")) philox_batch_avx512(seed, step, j0, r);
+    else
+#endif
+    philox_batch(seed, step, j0, r);
+    NOISE_SIMD
+    for (int i = 0; i < NOISE_BATCH; i++) noise_dp_box_muller(r[0][i], r[1][i], r[2][i], &z[0][i], &z[1][i]);
+}
+
+/* x[i] = (x[i] + (float)(std · noise_dp_z(offset + i))) · scale over one range (scale 1: the plain
+   sum). A whole batch (the common case) is one loop in vector lanes that interleaves the two lanes'
+   arrays (the element-by-element loop with its index arithmetic was 16 % of the noise's time). */
 KCPU_CLONES
 static void add_range(float *x, size_t n, double std, float scale, uint64_t seed, uint64_t step, uint64_t offset) {
-    double z[4][NOISE_BATCH];
+    double z[2][NOISE_BATCH];
     size_t i = 0;
     while (i < n) {
         const uint64_t idx = offset + i;
-        const size_t lane0 = (size_t)(idx % 4), take0 = 4 * NOISE_BATCH - lane0;
+        const size_t lane0 = (size_t)(idx % 2), take0 = 2 * NOISE_BATCH - lane0;
         const size_t take = n - i < take0 ? n - i : take0;
-        noise_normal_batch(seed, step, idx / 4, z);
-        if (take == 4 * NOISE_BATCH) {
+        noise_dp_batch(seed, step, idx / 2, z);
+        if (take == 2 * NOISE_BATCH) {
             float *xb = x + i;
             NOISE_SIMD
-            for (int j = 0; j < NOISE_BATCH; j++) {   /* the four lanes written out: one interleaving store group */
-                xb[4 * j + 0] = (xb[4 * j + 0] + (float)(std * z[0][j])) * scale;
-                xb[4 * j + 1] = (xb[4 * j + 1] + (float)(std * z[1][j])) * scale;
-                xb[4 * j + 2] = (xb[4 * j + 2] + (float)(std * z[2][j])) * scale;
-                xb[4 * j + 3] = (xb[4 * j + 3] + (float)(std * z[3][j])) * scale;
+            for (int j = 0; j < NOISE_BATCH; j++) {   /* the two lanes written out: one interleaving store group */
+                xb[2 * j + 0] = (xb[2 * j + 0] + (float)(std * z[0][j])) * scale;
+                xb[2 * j + 1] = (xb[2 * j + 1] + (float)(std * z[1][j])) * scale;
             }
         } else
             for (size_t t = 0; t < take; t++) {
                 const size_t k = lane0 + t;
-                x[i + t] = (x[i + t] + (float)(std * z[k % 4][k / 4])) * scale;
+                x[i + t] = (x[i + t] + (float)(std * z[k % 2][k / 2])) * scale;
             }
         i += take;
     }

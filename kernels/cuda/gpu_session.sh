@@ -14,7 +14,9 @@
 #
 # STAGES (default "tests bench speed dp long"), correctness first, then the speed rows:
 #   tests     test_cuda_kernels: every op against its CPU twin, cuDNN attention and the native bf16 ops,
+#             the noise (the CPU's values, and its untruncated tails on the device: |z| up to 9.4926),
 #             the plan for cuda = the run's allocations; test_dp_cuda_gpu: DP on the GPU vs the CPU
+#             (with a given --noise-seed; a sample with a NaN embedding row adds exactly 0, every method)
 #   bench     bench_cuda_kernels (ms, TFLOP/s or GB/s, % of the device's peak)
 #   speed     1b T=4096 B=1 vanilla: bf16, TF32, and bf16 with cudaMalloc/cudaFree (DPMEM_CUDA_ALLOC=sync)
 #   dp        1b T=4096, 2 samples in physical batches of 1, bf16: vanilla, flash+bk, mixed+bk,
@@ -108,7 +110,7 @@ for stage in $STAGES; do
   tests)
     step tests 150 "test_cuda_kernels: cuDNN attention, native bf16" "$B/tests/test_cuda_kernels" cudnn bf16ops plan init
     step tests 240 "test_cuda_kernels: every group" "$B/tests/test_cuda_kernels"
-    step tests 200 "test_dp_cuda_gpu: DP on the GPU vs the CPU" "$B/tests/test_dp_cuda_gpu" ;;
+    step tests 260 "test_dp_cuda_gpu: DP on the GPU vs the CPU" "$B/tests/test_dp_cuda_gpu" ;;
   bench)
     step bench 150 "bench_cuda_kernels" "$B/bench/bench_cuda_kernels" ;;
   train)  # CPU and CUDA loss curves (tiny, fp32, TF32 off) identical, the plan = the run's peak, the GPU-time table

@@ -39,7 +39,9 @@ const char DP_CONFIG_USAGE[] =
     "  --log-sample-norms N              log each step's per-sample norms and clip factors, its first N\n"
     "                                    samples (0: off, at most 4096; META dp.sample_norms; dpmem-report\n"
     "                                    draws their histogram)\n"
-    "  --noise-seed N | --secure-seed    noise seed (default: --seed) | from getrandom()\n"
+    "  --noise-seed N                    noise and Poisson seed, reproducible: the epsilon printed holds only while\n"
+    "                                    N is secret (default: 64 bits from getrandom(), never printed or logged;\n"
+    "                                    --secure-seed says so explicitly)\n"
     "  --flash-tile R                    time block of flash norms (128)\n"
     "  --lora-rank r --lora-alpha a      LoRA adapters (rank 0: off; alpha default 2r)\n"
     "  --lora-targets q,k,v,o,gate,up,down  projections with adapters (q,v)\n";
@@ -149,6 +151,10 @@ int dp_config_extra(void *user, const char *flag, const char *value) {
 int dp_config_check(const DpConfig *c) {
     if (c->target_epsilon > 0 && c->sigma_given) {
         fprintf(stderr, "error: give --noise-multiplier or --target-epsilon, not both\n");
+        return -1;
+    }
+    if (c->secure_seed && c->seed_given) {
+        fprintf(stderr, "error: give --noise-seed or --secure-seed, not both\n");
         return -1;
     }
     if (c->lora_alpha > 0 && c->lora_rank == 0) {

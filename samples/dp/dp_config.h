@@ -11,7 +11,7 @@
      --poisson                            Poisson sampling at rate batch/dataset size
      --dataset-size N                     rows for the sample rate  [data rows (data.h); synthetic 65536]
      --log-sample-norms N                 log the first N per-sample norms and clip factors of each step [0]
-     --noise-seed N / --secure-seed       noise seed / one from getrandom()   [the trainer's --seed]
+     --noise-seed N / --secure-seed       noise and Poisson seed, reproducible / from getrandom() [getrandom()]
      --flash-tile R                       time block of the flash norms               [64]
      --lora-rank r, --lora-alpha a        LoRA adapters of rank r (0: off), scale a/r [0, 2r]
      --lora-targets q,k,v,o,gate,up,down  projections that get adapters               [q,v]
@@ -40,9 +40,9 @@ typedef struct {
     int    max_physical_batch;       /* 0: the logical batch */
     int    poisson;
     long   dataset_size;             /* 0: from the data (rows of T+1 tokens), synthetic 65536 */
-    uint64_t seed;                   /* --noise-seed */
+    uint64_t seed;                   /* --noise-seed (without it: drawn from getrandom() by dp_sgd_init) */
     int    seed_given;
-    int    secure_seed;
+    int    secure_seed;              /* --secure-seed: the default (getrandom()), said explicitly */
     int    flash_tile;
     int    lora_rank;                /* 0: no LoRA */
     double lora_alpha;               /* 0: not given (2·rank) */

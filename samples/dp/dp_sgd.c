@@ -108,8 +108,9 @@ void dp_sgd_fields(void *user, const TrainState *s, ConfigFields *f) {
     config_field(f, "--max-physical-batch-size", "%d", d->physical_batch);
     config_field(f, "--poisson", "%d", d->cfg.poisson);
     config_field(f, "--dataset-size", "%ld", d->dataset_size);
-    config_field(f, "--secure-seed", "%d", d->cfg.secure_seed);   /* (its seed: rank 0's, broadcast at the first batch) */
-    config_field(f, "--noise-seed", "%llu", d->cfg.secure_seed ? 0ull : (unsigned long long)d->seed);
+    /* the seed itself only when given (--noise-seed); a drawn one is secret (rank 0's, broadcast at the first batch) */
+    config_field(f, "--noise-seed", "%llu", d->cfg.seed_given ? (unsigned long long)d->seed : 0ull);
+    config_field(f, "the noise seed's source", "%s", d->cfg.seed_given ? "--noise-seed" : "getrandom");
     config_field(f, "--lora-rank", "%d", d->cfg.lora_rank);
     config_field(f, "--lora-alpha", "%.17g", d->cfg.lora_alpha);
     config_field(f, "--lora-targets", "%s", dp_lora_targets_string(d->cfg.lora_targets, t, sizeof t));
@@ -130,7 +131,18 @@ int dp_sgd_save_adapters(void *user, TrainState *s, const char *dir) {
     return 0;
 }
 
+long dp_sgd_row_uses(const DpSgd *d, long steps) {
+    const long double used = (long double)steps * d->logical_batch;   /* rows read in order, around again */
+    return (long)ceill(used / d->dataset_size);
+}
+
 double dp_sgd_epsilon(const DpSgd *d, double *alpha) {
+    if (d->steps_done == 0) { if (alpha) *alpha = 0; return 0; }
+    if (d->cfg.poisson) return accountant_epsilon(&d->acc, d->cfg.delta, alpha);
+    return accountant_epsilon_for(d->sigma, 1.0, dp_sgd_row_uses(d, d->steps_done), d->cfg.delta, alpha);
+}
+
+double dp_sgd_epsilon_if_poisson(const DpSgd *d, double *alpha) {
     if (d->steps_done == 0) { if (alpha) *alpha = 0; return 0; }
     return accountant_epsilon(&d->acc, d->cfg.delta, alpha);
 }
@@ -231,7 +243,16 @@ static int init_inner(DpSgd *d, TrainState *s) {
     if (!(d->c_host = calloc((size_t)B, sizeof(float)))) return fail(d, "%s", "out of host memory (clip factors)");
     /* sample rate and σ */
     long rows = d->cfg.dataset_size;
-    if (!rows) rows = (long)data_rows(&s->data, m->T);   /* a row: T+1 tokens at stride T (data.h) */
+    const long real_rows = (long)data_rows(&s->data, m->T);   /* a row: T+1 tokens at stride T (data.h) */
+    if (rows > real_rows) {
+        /* rows past the end would be read as row i mod real_rows: one sequence drawn under many
+           indices, and q understated by rows / real_rows */
+        snprintf(d->kb->err, sizeof d->kb->err, "--dataset-size %ld is above the data's %ld rows (sequences of %d tokens, "
+                 "one every %d): rows past the end would repeat real ones and understate the sample rate", rows, real_rows,
+                 m->T + 1, m->T);
+        return -1;
+    }
+    if (!rows) rows = real_rows;
     if (rows < d->logical_batch) {
         snprintf(d->kb->err, sizeof d->kb->err, "the dataset has %ld rows (sequences of %d tokens, one every %d), fewer "
                  "than the batch %d", rows, m->T + 1, m->T, d->logical_batch);
@@ -247,15 +268,20 @@ static int init_inner(DpSgd *d, TrainState *s) {
     d->sample_rate = (double)d->logical_batch / rows;
     d->sigma = d->cfg.noise_multiplier;
     if (d->cfg.target_epsilon > 0) {
+        /* the σ whose ε, as this run's sampling supports it (dp_sgd_epsilon), meets the target */
         char err[160];
-        d->sigma = accountant_sigma_for_epsilon(d->cfg.target_epsilon, d->sample_rate, s->cfg->steps, d->cfg.delta, err);
+        d->sigma = d->cfg.poisson ? accountant_sigma_for_epsilon(d->cfg.target_epsilon, d->sample_rate, s->cfg->steps, d->cfg.delta, err)
+                                  : accountant_sigma_for_epsilon(d->cfg.target_epsilon, 1.0, dp_sgd_row_uses(d, s->cfg->steps), d->cfg.delta, err);
         if (d->sigma < 0) { snprintf(d->kb->err, sizeof d->kb->err, "%s", err); return -1; }
     }
-    d->seed = d->cfg.seed_given ? d->cfg.seed : (uint64_t)s->cfg->seed;   /* default: the run's --seed */
-    if (d->cfg.secure_seed) {
+    /* The noise's (and Poisson's) seed: a given one (--noise-seed, reproducible: the ε holds only while
+       it is secret), else 64 bits from getrandom() that nothing prints or logs (noise.h: whoever
+       knows the seed can subtract the noise and knows the batches). */
+    if (d->cfg.seed_given) d->seed = d->cfg.seed;
+    else {
         int ok = 0;
         d->seed = noise_secure_seed(&ok);
-        if (!ok) return fail(d, "%s", "--secure-seed: getrandom() failed");
+        if (!ok) return fail(d, "%s", "the noise seed: getrandom() failed (give --noise-seed N to run with a known seed)");
     }
     accountant_init(&d->acc);
     if (d->cfg.lora_rank > 0 && lora_setup(d, s)) return -1;
@@ -284,6 +310,11 @@ static int init_inner(DpSgd *d, TrainState *s) {
         if (d->shortcut)
             printf("DP-SGD: physical batch of 1 sequence: its gradient IS the per-sample gradient; clipping is one scale (--norm %s not needed)\n",
                    dp_norm_name(d->cfg.norm));
+        if (d->cfg.seed_given)
+            printf("DP-SGD: --noise-seed given: the noise%s can be regenerated from it; the epsilon printed holds only while "
+                   "that seed is secret\n", d->cfg.poisson ? " and the Poisson batches" : "");
+        printf("DP-SGD: not covered by epsilon (computed on the private data without noise): the training loss, the "
+               "per-sample norms' mean and share clipped%s\n", d->cfg.log_sample_norms ? ", the logged per-sample norms" : "");
     }
     char buf[64];
     dpmem_meta("dp.norm", dp_norm_name(d->cfg.norm));
@@ -297,6 +328,7 @@ static int init_inner(DpSgd *d, TrainState *s) {
     dpmem_meta_int("dp.dataset_size", rows);
     if (d->cfg.target_epsilon > 0) { snprintf(buf, sizeof buf, "%.9g", d->cfg.target_epsilon); dpmem_meta("dp.target_epsilon", buf); }
     dpmem_meta_int("dp.poisson", d->cfg.poisson);
+    dpmem_meta("dp.noise_seed", d->cfg.seed_given ? "given" : "getrandom");   /* never the seed itself */
     dpmem_meta_int("dp.shortcut_batch1", d->shortcut);
     dpmem_meta_int("dp.tied_embeddings", d->tied);
     return 0;
@@ -558,11 +590,11 @@ static int lora_hook(DpSgd *d, int k, const GradHookArgs *a) {
     if (lora_side(l, d->kb, hs, dh, a->A, a->G, N)) return -1;
     if (d->pass == 2) {
         int rc;
-        if (!d->clip_in_hooks) {
+        if (!d->pass2_sums) {
             /* two-pass's second backward: dy is already weighted by c_b */
             rc = lora_accumulate(l, d->kb, a->A, a->G, hs, dh, N);
         } else {
-            /* bf16: the clipped sums of both halves from this backward's unweighted hs, dy, x, dh */
+            /* bf16 (or a dropped sample): the clipped sums of both halves from this backward's unweighted hs, dy, x, dh */
             DpParamState tb = { .kind = HOOK_LINEAR, .B = B, .T = T, .d_in = r, .d_out = l->OC, .A = hs, .G = (float *)a->G };
             DpParamState ta = { .kind = HOOK_LINEAR, .B = B, .T = T, .d_in = l->IC, .d_out = r, .A = a->A, .G = dh };
             rc = clipped_sum(d, &tb, l->dB, NULL, 0) || clipped_sum(d, &ta, l->dA, NULL, 0) ? -1 : 0;
@@ -694,7 +726,7 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
         return lora_hook(d, k, a) ? -1 : GRAD_HOOK_SKIP_DW;
     }
     if (d->pass == 2) {
-        if (!d->clip_in_hooks) return 0;            /* the weighted backward forms dW itself */
+        if (!d->pass2_sums) return 0;               /* the weighted backward forms dW itself */
         return pass2_clipped(d, a) ? -1 : GRAD_HOOK_SKIP_DW;
     }
     DpParamState *p = &d->ps[idx];
@@ -957,7 +989,9 @@ static int shortcut_clip(DpSgd *d, TrainState *s) {
     d->c_host[0] = c0;
     for (int i = 0; i < m->n_params; i++) {
         float *g = *llama_tensor(&m->dw, &m->params[i]);
-        if (g && d->computes && c0 != 1.0f && scale_inplace(d->kb, g, c0, m->params[i].numel)) return -1;
+        if (!g || !d->computes || c0 == 1.0f) continue;
+        /* c = 0 (a norm that is not finite): exactly zero, not 0 · NaN */
+        if (c0 == 0.0f ? fill_buffer(d->kb, g, 0.0f, m->params[i].numel) : scale_inplace(d->kb, g, c0, m->params[i].numel)) return -1;
     }
     return collect_stats(d, 1);
 }
@@ -968,9 +1002,9 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     const int B = m->B, T = m->T;
     const float per_sample_scale = 1.0f / T;     /* g_b = ∇ (mean over the sequence's tokens) */
     int real = B;                                /* rows of this physical batch that are data */
-    if (d->cfg.secure_seed && !d->seed_shared) {  /* one noise stream for the job: rank 0's secure seed (every rank
-                                                     has --secure-seed: train.c compared the configurations) */
-        if (g_comm.world > 1 && comm_broadcast(&g_comm, &d->seed, sizeof d->seed, 0, "the --secure-seed broadcast")) return -1;
+    if (!d->cfg.seed_given && !d->seed_shared) {  /* one noise stream for the job: rank 0's drawn seed (no rank has
+                                                     --noise-seed: train.c compared the configurations) */
+        if (g_comm.world > 1 && comm_broadcast(&g_comm, &d->seed, sizeof d->seed, 0, "the noise seed's broadcast")) return -1;
         d->seed_shared = 1;
     }
     if (d->cfg.poisson) {
@@ -1026,8 +1060,14 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         llama_release_saved(m);
     }
     train_phase_add(s, TRAIN_PH_CLIP, t_clip);
-    if (!bk && d->clip_in_hooks) {
-        /* two-pass under bf16: the second backward as the first, the clipped sums in the hooks */
+    /* a sample dropped (c_b = 0: its norm is not finite) must add exactly nothing: a backward weighted
+       by c_b would give 0 · NaN = NaN for it and for the sum; the clipped sums in the hooks skip it */
+    int dropped = 0;
+    for (int b = 0; !bk && d->computes && b < B; b++) dropped |= d->c_host[b] == 0.0f;
+    d->pass2_sums = d->clip_in_hooks || dropped;
+    if (!bk && d->pass2_sums) {
+        /* two-pass under bf16 (or with a dropped sample): the second backward as the first (a forward
+           again: it frees what `again` kept), the clipped sums in the hooks */
         if (train_forward(s)) return -1;
         GradHooks h2 = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
                          .retain_saved = 0, .frozen_too = d->n_lora > 0 };
@@ -1146,12 +1186,24 @@ void dp_sgd_destroy(void *user, TrainState *s) {
         double alpha;
         double eps = dp_sgd_epsilon(d, &alpha);
         char buf[64];
+        const long uses = dp_sgd_row_uses(d, d->steps_done);
+        double alpha_p, eps_p = d->cfg.poisson ? eps : dp_sgd_epsilon_if_poisson(d, &alpha_p);
         snprintf(buf, sizeof buf, "%.9g", eps); dpmem_meta("dp.epsilon", buf);
         snprintf(buf, sizeof buf, "%.9g", alpha); dpmem_meta("dp.best_alpha", buf);
+        dpmem_meta("dp.epsilon_sampling", d->cfg.poisson ? "poisson" : "sequential");
+        if (!d->cfg.poisson) {
+            dpmem_meta_int("dp.row_uses", uses);
+            snprintf(buf, sizeof buf, "%.9g", eps_p); dpmem_meta("dp.epsilon_if_poisson", buf);
+        }
         dpmem_meta_int("dp.steps", d->steps_done);
         if (!s || !(s->cfg->quiet || d->cfg.quiet_dp)) {
-            printf("DP-SGD: epsilon = %.4f at delta = %g after %ld steps (sigma %.4g, sample rate %.4g, RDP order %g)",
-                   eps, d->cfg.delta, d->steps_done, d->sigma, d->sample_rate, alpha);
+            if (d->cfg.poisson)
+                printf("DP-SGD: epsilon = %.4f at delta = %g after %ld steps (Poisson sampling; sigma %.4g, sample rate %.4g, RDP order %g)",
+                       eps, d->cfg.delta, d->steps_done, d->sigma, d->sample_rate, alpha);
+            else
+                printf("DP-SGD: epsilon = %.4f at delta = %g after %ld steps (batches in order: each row in at most %ld of them, "
+                       "no sampling amplification; sigma %.4g, RDP order %g; with --poisson, sample rate %.4g: %.4f)",
+                       eps, d->cfg.delta, d->steps_done, uses, d->sigma, alpha, d->sample_rate, eps_p);
             if (d->norm_count)
                 printf("; mean per-sample norm %.4g, %.0f%% of samples clipped",
                        d->norm_sum / d->norm_count, 100.0 * d->clipped_frac_sum / d->norm_count);

@@ -116,6 +116,8 @@ typedef struct DpSgd {
     KDtype dt;                   /* the model's activations (bf16: the norms read bf16 A and G) */
     int ckpt;                    /* the model checkpoints activations: bk keeps A's through GRAD_HOOK_KEEP_* */
     int clip_in_hooks;           /* bf16 two-pass: the second backward's hooks form Σ_b c_b g_b */
+    int pass2_sums;              /* this physical batch's second backward forms them in its hooks (bf16, or a
+                                    sample dropped: c_b = 0, which a weighted backward turns into 0 · NaN) */
     int keep_bits;               /* what the current linear hook asks the backward to keep */
     int tied;                    /* full DP on a tied lm_head = embed_tokens: its lm_head part is ps[n_params] */
     int tied_head;               /* inside lm_head's hook of a tied matrix under --norm direct */
@@ -148,7 +150,14 @@ int  dp_sgd_frozen(void *user, const ParamInfo *p);
 /* Adapter parameters (0 without LoRA), and the trainable total of the run. */
 size_t dp_sgd_lora_params(const DpSgd *d);
 
-/* ε of the steps done so far at cfg.delta (best order in *alpha if non-NULL). */
+/* ε of the steps done so far at cfg.delta (best order in *alpha if non-NULL), as the run's sampling
+   supports it: --poisson, the subsampled Gaussian at q = L / rows per step (Opacus's figure); batches
+   in order, no amplification: each row is in at most dp_sgd_row_uses(steps) = ⌈steps·L / rows⌉ of
+   them, each a Gaussian mechanism on it, so the accountant at q = 1 for that many steps. */
 double dp_sgd_epsilon(const DpSgd *d, double *alpha);
+long   dp_sgd_row_uses(const DpSgd *d, long steps);
+/* The subsampled figure whatever the sampling: what the same run would account with --poisson
+   (printed, labelled so, beside the true one of a run without it). */
+double dp_sgd_epsilon_if_poisson(const DpSgd *d, double *alpha);
 
 #endif

@@ -7,8 +7,8 @@
    so consecutive rows share one token, as llm.c's loader reads them. A file of n tokens has
    (n - 1) / T rows (257 tokens at T = 64: 4 rows); synthetic data has DATA_SYNTHETIC_ROWS rows, row i
    drawn from (seed, i). Sequential batches (every trainer without --poisson) take rows 0, 1, 2, ...
-   and wrap around after the last; Poisson sampling (--poisson) takes the rows it draws, by index, and
-   a --dataset-size larger than the file reads row i as row i mod rows. The DP sample rate is
+   and wrap around after the last; Poisson sampling (--poisson) takes the rows it draws, by index (a
+   --dataset-size larger than the data's rows is refused: samples/dp). The DP sample rate is
    batch / rows. Data parallelism (samples/llama/comm.h): every rank walks the same rows and takes its own
    consecutive share of each step's rows, skipping the others' (data_skip), so N ranks read what one
    process would.

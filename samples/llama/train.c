@@ -12,6 +12,7 @@
 #ifdef TRAIN_HAVE_CUDA_PLAN
 #include "cuda/kernels_cuda.h"
 #endif
+#include "cpu/blas_core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -247,9 +248,11 @@ int (*train_cuda_backend_init)(KBackend *b) = NULL;
 int (*train_cuda_available)(void) = NULL;
 
 void train_prefer_passive_omp(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    int set_omp = !getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
+    int set_blas = blas_core_prefer();
+    if (!set_omp && !set_blas) return;
     execv("/proc/self/exe", argv);   /* returns only on failure: then go on as we are */
+    if (set_blas) blas_core_unprefer();   /* not loaded with it: the header must not say it is */
 }
 
 /* 90% of MemAvailable from /proc/meminfo, else of physical memory, else 0 (no limit). */
@@ -413,6 +416,10 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     dpmem_meta("config.method", st->name);
     dpmem_meta("config.backend", kb.kind == KB_PLAN ? "plan" : kb.ops->name);
     dpmem_meta_int("config.threads", kb.nthreads);
+    char blas_from[160];
+    blas_core_source(blas_from, sizeof blas_from);
+    dpmem_meta("blas.core", blas_core_name());
+    dpmem_meta("blas.core_from", blas_from);
 
     TrainState s;
     memset(&s, 0, sizeof s);
@@ -475,12 +482,14 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
             dpmem_meta_int("config.init_from_config_only", 1);
         }
     }
+    char blas[224] = "";   /* the CPU backend's GEMM kernels: which OpenBLAS core, and who chose it */
+    if (kb.kind == KB_CPU) snprintf(blas, sizeof blas, " (OpenBLAS core %s, %s)", blas_core_name(), blas_from);
     if (!c->quiet)
-        printf("%s: %s model (V=%d C=%d L=%d NH=%d NKV=%d F=%d), %zu parameters, B=%d T=%d x%d, %s, %s backend%s%s, data: %s\n",
+        printf("%s: %s model (V=%d C=%d L=%d NH=%d NKV=%d F=%d), %zu parameters, B=%d T=%d x%d, %s, %s backend%s%s%s, data: %s\n",
                c->run_name, c->model.preset, c->model.vocab_size, c->model.dim, c->model.n_layers, c->model.n_heads,
                c->model.n_kv_heads, c->model.ffn_dim, s.model.bytes_params / 4, c->batch_size, c->seq_len, c->grad_accum,
                c->optimizer, kb.kind == KB_PLAN ? "plan" : kb.ops->name, kb.kind == KB_PLAN ? " for " : "",
-               kb.kind == KB_PLAN ? kb.target->name : "", s.data.desc);
+               kb.kind == KB_PLAN ? kb.target->name : "", blas, s.data.desc);
     uint64_t t0 = dpmem_now_ns(), last_print = t0;
     for (s.step = 0; s.step < c->steps; s.step++) {
         uint64_t t_step = dpmem_now_ns();

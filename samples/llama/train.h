@@ -104,10 +104,14 @@ typedef struct TrainStrategy {
 extern int (*train_cuda_backend_init)(KBackend *b);
 extern int (*train_cuda_available)(void);
 
-/* Call first thing in main(): unless OMP_WAIT_POLICY is set, sets it to "passive" and re-executes the
-   program (libgomp reads it only at load time). Idle OpenMP threads then sleep instead of spinning:
-   2x faster steps on a shared 2-core machine (small model: 1.6 s -> 0.7 s), nothing lost when idle.
-   OMP_WAIT_POLICY=active in the environment keeps spinning. */
+/* Call first thing in main() (before MPI_Init: each rank decides alike, on its own): sets what the
+   libraries read only at load time and re-executes the program once when it set anything.
+   - unless OMP_WAIT_POLICY is set, "passive": idle OpenMP threads sleep instead of spinning, 2x faster
+     steps on a shared 2-core machine (small model: 1.6 s -> 0.7 s), nothing lost when idle;
+     OMP_WAIT_POLICY=active in the environment keeps spinning;
+   - unless OPENBLAS_CORETYPE is set, the OpenBLAS core the CPU has when OpenBLAS fell back to a
+     generic one (kernels/cpu/blas_core.h: Prescott's SSE3 kernels on an AVX-512 CPU it does not know,
+     about 4x slower). The core in use is in the run's header and META blas.core. */
 void train_prefer_passive_omp(char **argv);
 
 /* Runs the whole trainer: backend, log, model, steps, summary. Returns the process exit code:

@@ -23,6 +23,7 @@
 
 #define MAX_CATS 64
 #define MAX_RUNS 256
+#define C_MARKER_MIN 4.5        /* c's markers, pt: 6, down to this in a small figure */
 
 typedef struct {
     const ChartSet *cs;
@@ -33,6 +34,7 @@ typedef struct {
     double sw, g;                  /* swatch size, small gap */
     char lab[MAX_RUNS][200];       /* each drawn run's name, with its value in a sweep */
     int numbers;                   /* peaks written over a's bars */
+    int misfit;                    /* something did not fit its place: the layout is refused (a smaller type or another layout next) */
 } Bd;
 
 /* Where an OOM run's bar ends: the limit when it is known and not far above the others, else NAN. */
@@ -58,7 +60,13 @@ static void panel_a(Bd *b, double x0, double x1, double leg_x, const char **cats
     char title[96];
     scale_linear(&sa, VAL_BYTES, 0, top, 5, 1);
     scale_place(&sa, b->py1, b->py0);
-    scale_title(&sa, "memory at the peak", title, sizeof title);
+    /* the rotated title no longer than the plot is tall: it never runs into the panel's title */
+    static const char *const whats[2] = { "memory at the peak", "memory" };
+    for (int k = 0; k < 2; k++) {
+        scale_title(&sa, whats[k], title, sizeof title);
+        if (fig_text_w(f, CK_TICK, FONT_REGULAR, title) <= b->py1 - b->py0) break;
+    }
+    if (fig_text_w(f, CK_TICK, FONT_REGULAR, title) > b->py1 - b->py0) snprintf(title, sizeof title, "%s", sa.u.name);
     axis_left(f, &sa, x0, x1, title, CK_TICK);
     double slot = b->n ? (x1 - x0) / b->n : x1 - x0, bw = slot * 0.62 < fig_pt(f, 60) ? slot * 0.62 : fig_pt(f, 60);
     const char *names[MAX_RUNS];
@@ -164,6 +172,7 @@ static void panel_b(Bd *b, double lab_x, double x0, double x1, const char *base_
     /* many rows (a sweep): names in a smaller type that fits a row, the ratios only where they fit */
     double fs = CK_LABEL;
     while (fs > 4.5 && fig_text_h(f, fs) > row * 1.05) fs -= 0.5;
+    if (fs * f->font_scale < 6) b->misfit = 1;   /* names under 6 pt as printed: another layout gives the rows more room */
     int numbers = fig_text_h(f, CK_NOTE) <= row * 1.05;
     fig_line(f, x1x, b->py0, x1x, b->py1, COLOUR_AXIS, 0.8, 1);
     for (int k = 0; k < b->n; k++) {
@@ -225,25 +234,68 @@ static void panel_c(Bd *b, double lab_x, double x0, double x1, const char **own,
            the categories' (a's legend) */
         fig_text(f, lab_x, ry, TA_LEFT | TA_MIDDLE, CK_LABEL, FONT_REGULAR, COLOUR_TEXT, own[c]);
     }
-    double step = row * 0.8 / m < fig_pt(f, 7) ? row * 0.8 / m : fig_pt(f, 7);
-    int k = 0;
-    for (int i = 0; i < cs->n; i++) {   /* a run's markers at one height in every row, so they read across */
-        const ChartRun *r = &cs->run[i];
-        if (r->status != RUN_OK || !r->rs) continue;
-        MethodStyle st = method_style(r->method);
-        for (int c = 0; c < no; c++) {
+    /* the markers: on the row's line at their values; markers that would cover one another (the same
+       peak in several runs: params, or ghost's under ghost+bk's) packed in a small grid around their
+       mean, as many high as the row holds, so that each shows (its place off by at most a marker or two) */
+    double ms = row / fig_pt(f, 2.3), mp, dx, dy;   /* 6 pt, smaller in low rows (a paper's size), never under C_MARKER_MIN */
+    if (ms > 6) ms = 6;
+    if (ms < C_MARKER_MIN) ms = C_MARKER_MIN;
+    mp = fig_pt(f, ms); dx = mp * 0.72; dy = mp * 0.72;   /* neighbours cover at most 28% of each other: each shows */
+    int rows_fit = 1 + (int)((row * 0.92 - mp) / dy);
+    if (rows_fit < 1) rows_fit = 1;
+    int *who = malloc((size_t)m * sizeof *who);
+    double *xs = malloc((size_t)m * sizeof *xs), *px = malloc((size_t)m * sizeof *px), *py = malloc((size_t)m * sizeof *py);
+    for (int c = 0; who && xs && px && py && c < no; c++) {
+        int k = 0;
+        for (int i = 0; i < cs->n; i++) {
+            const ChartRun *r = &cs->run[i];
+            if (r->status != RUN_OK || !r->rs || k == m) continue;
             double v = (double)chartrun_own_peak(r, own[c]);
-            if (v > 0) fig_marker(f, st.marker, scale_px(&sc, v), b->py0 + row * (c + 0.5) + (k - (m - 1) / 2.0) * step, 6, st.colour, COLOUR_BG, 0, r->method);
+            if (v > 0) { who[k] = i; xs[k++] = scale_px(&sc, v); }
         }
-        k++;
+        for (int i = 1; i < k; i++)   /* by x, stable: a cluster keeps the runs' order */
+            for (int j = i; j > 0 && xs[j] < xs[j - 1]; j--) {
+                double t = xs[j]; xs[j] = xs[j - 1]; xs[j - 1] = t;
+                int w = who[j]; who[j] = who[j - 1]; who[j - 1] = w;
+            }
+        double ry = b->py0 + row * (c + 0.5);
+        int placed = 0;
+        for (int i = 0; i < k;) {
+            int e = i + 1;
+            double sum = xs[i];
+            while (e < k && xs[e] - xs[e - 1] < mp * 0.9) sum += xs[e++];
+            int kk = e - i, hi = kk < rows_fit ? kk : rows_fit, cols = (kk + hi - 1) / hi;
+            double xc = sum / kk;
+            for (int j = 0; j < kk; j++) {
+                const ChartRun *r = &cs->run[who[i + j]];
+                MethodStyle st = method_style(r->method);
+                int col = j / hi, in_col = col + 1 < cols ? hi : kk - col * hi;
+                double x = kk > 1 ? xc + (col - (cols - 1) / 2.0) * dx : xs[i], y = ry + (j % hi - (in_col - 1) / 2.0) * dy;
+                /* a neighbouring cluster's grid may reach this one: moved right until clear of every marker placed */
+                for (int tries = 0, clear = 0; !clear && tries < 4 * m; tries++) {
+                    clear = 1;
+                    for (int q = 0; q < placed && clear; q++)
+                        clear = !(fabs(px[q] - x) < dx * 0.999 && fabs(py[q] - y) < dy * 0.999);
+                    if (!clear) x += dx * 0.5;
+                }
+                px[placed] = x; py[placed++] = y;
+                fig_marker(f, st.marker, x, y, ms, st.colour, COLOUR_BG, 0, r->method);
+            }
+            i = e;
+        }
     }
+    free(who); free(xs); free(px); free(py);
 }
 
 /* ---- the whole chart ------------------------------------------------------------------------ */
 
-int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const FigSpec *spec, char *err, size_t errlen) {
-    Figure fig, *f = &fig;
-    if (ck_open(f, path, fmt, spec, 1800, 700, 900, 420, err, errlen)) return -1;
+/* The layouts, widest first: a, its legend, b and c side by side; c under a and b; a over b over c
+   (a paper's column). */
+enum { BD_SIDE, BD_TWO_ROWS, BD_STACKED, BD_LAYOUTS };
+
+/* Draws the chart on f in one layout: 0, or 1 when something does not fit its place (a plot under
+   40 pt, b's names or a's run names under 6 pt, c's rows too low for their markers). */
+static int bd_draw(const ChartSet *cs, Figure *f, int mode) {
     Bd b = { .cs = cs, .f = f };
     char failed[400] = "", note[1200] = "";
     int n_failed = 0;
@@ -260,7 +312,7 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
         }
     }
     const char *cats[MAX_CATS], *own[MAX_CATS];
-    int nc = chartset_categories(cs, cats, MAX_CATS, 0), no = 0;
+    int nc = chartset_categories(cs, cats, MAX_CATS, 0), no = 0, m = 0;
     {   /* c's rows: the categories of the runs that completed */
         ChartSet ok = *cs;
         ChartRun *keep = malloc((size_t)(cs->n > 0 ? cs->n : 1) * sizeof *keep);
@@ -268,6 +320,7 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
         for (int i = 0; keep && i < cs->n; i++) if (cs->run[i].status == RUN_OK) keep[ok.n++] = cs->run[i];
         ok.run = keep;
         no = keep ? chartset_categories(&ok, own, MAX_CATS, 1) : 0;
+        for (int i = 0; i < cs->n; i++) m += cs->run[i].status == RUN_OK && cs->run[i].rs;
         free(keep);
     }
     int base = b.n ? chartset_baseline(cs, b.idx[0]) : -1;
@@ -293,21 +346,22 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
     runw += fig_pt(f, 6);
     roww += 2 * b.g;
     double axw = fig_text_h(f, CK_AXIS) + fig_text_w(f, CK_TICK, FONT_REGULAR, "1000.0") + fig_pt(f, 14), gap = fig_pt(f, 18);
-    /* side by side when there is room; else c under a and b (a paper's column) */
-    double rest = W - 2 * pad - axw - catw - runw - roww - 4 * gap, rest1 = W - 2 * pad - axw - catw - runw - 2 * gap;
-    int two_rows = rest < fig_pt(f, 260);
-    if (two_rows && rest1 < fig_pt(f, 150)) {
-        fig_discard(f);
-        snprintf(err, errlen, "breakdown: the figure is too narrow for %d runs and %d categories (--size)", b.n, nc);
-        return -1;
-    }
+    double rest = W - 2 * pad - axw - catw - runw - roww - 4 * gap, rest1 = W - 2 * pad - axw - catw - runw - 2 * gap,
+           rest2 = W - 2 * pad - axw - catw - gap;
+    if ((mode == BD_SIDE && rest < fig_pt(f, 260)) || (mode == BD_TWO_ROWS && rest1 < fig_pt(f, 150)) || rest2 < fig_pt(f, 60) ||
+        W - 2 * pad - runw < fig_pt(f, 90) || W - 2 * pad - roww < fig_pt(f, 110))
+        return 1;
     /* c's axis ends half a tick label short of the edge: its last label stays whole */
     double a_x0 = pad + axw, a_x1, leg_x, b_lab, b_x0, b_x1, c_lab, c_x0, c_x1 = W - pad - fig_text_w(f, CK_TICK, FONT_REGULAR, "100 GiB") / 2;
-    if (!two_rows) {
+    if (mode == BD_SIDE) {
         a_x1 = a_x0 + rest * 0.42; leg_x = a_x1 + gap; b_lab = leg_x + catw + gap; b_x0 = b_lab + runw; b_x1 = b_x0 + rest * 0.24;
         c_lab = b_x1 + gap * 2;
+    } else if (mode == BD_TWO_ROWS) {
+        a_x1 = a_x0 + rest1 * 0.6; leg_x = a_x1 + gap; b_lab = leg_x + catw + gap; b_x0 = b_lab + runw;
+        b_x1 = W - pad - fig_text_w(f, CK_NOTE, FONT_REGULAR, "1.000\xC3\x97");   /* room for the ratio right of the longest bar */
+        c_lab = pad;
     } else {
-        a_x1 = a_x0 + rest1 * 0.6; leg_x = a_x1 + gap; b_lab = leg_x + catw + gap; b_x0 = b_lab + runw; b_x1 = W - pad;
+        a_x1 = a_x0 + rest2; leg_x = a_x1 + gap; b_lab = pad; b_x0 = b_lab + runw; b_x1 = W - pad - fig_text_w(f, CK_NOTE, FONT_REGULAR, "1.000\xC3\x97");
         c_lab = pad;
     }
     c_x0 = c_lab + roww;
@@ -317,30 +371,42 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
     double cx[MAX_RUNS], slot = b.n ? (a_x1 - a_x0) / b.n : 1;
     for (int k = 0; k < b.n; k++) { names[k] = b.lab[k]; cx[k] = a_x0 + slot * (k + 0.5); }
     double lab_h = ck_slot_labels(f, names, cx, b.n, slot, 0, 0), axis_h = 2 * fig_text_h(f, CK_TICK) + fig_pt(f, 14);
+    if (ck_slot_fs(f, names, b.n, slot) * f->font_scale < 6) return 1;   /* a's run names under 6 pt as printed */
+    /* the note's lines: measured by drawing it at the end; here two lines' room */
     double bottom = f->h - pad - 2 * note_h, below = lab_h > axis_h ? lab_h : axis_h;
+    /* b's rows at least the names' height (8 pt type), c's rows two markers high (a cluster packs in two rows) */
+    double b_need = b.n * fig_text_h(f, CK_LABEL) * 1.1, c_need = no * fig_pt(f, C_MARKER_MIN) * 2.3;
     double r1_top = y + fig_pt(f, 4), r1_py0 = r1_top + th + sub_h + fig_pt(f, 8), r1_py1 = bottom - below;
-    double c_top = r1_top, c_py0 = r1_py0, c_py1 = r1_py1;
-    if (two_rows) {
-        /* c's rows need about 9 pt each; a and b the rest, at least 45% */
-        double need_c = no * fig_pt(f, 9) + th + sub_h + fig_pt(f, 10) + axis_h, split = bottom - need_c;
-        if (split < y + (bottom - y) * 0.45) split = y + (bottom - y) * 0.45;
+    /* b beside a has only its axis below it, not a's run names: its rows reach further down */
+    double c_top = r1_top, c_py0 = r1_py0, c_py1 = r1_py1, b_top = r1_top, b_py0 = r1_py0, b_py1 = bottom - axis_h;
+    if (mode == BD_TWO_ROWS) {
+        double need_c = c_need + th + sub_h + fig_pt(f, 10) + axis_h, split = bottom - need_c;
+        if (split < y + (bottom - y) * 0.35) split = y + (bottom - y) * 0.35;
         r1_py1 = split - below;
+        b_py1 = split - axis_h;
         c_top = split + fig_pt(f, 4);
         c_py0 = c_top + th + sub_h + fig_pt(f, 6);
         c_py1 = bottom - axis_h;
+    } else if (mode == BD_STACKED) {
+        /* c and b their need, a the rest */
+        double need_c = c_need + th + sub_h + fig_pt(f, 10) + axis_h, need_b = b_need + th + fig_pt(f, 10) + axis_h;
+        c_top = bottom - need_c;
+        c_py0 = c_top + th + sub_h + fig_pt(f, 6);
+        c_py1 = bottom - axis_h;
+        b_top = c_top - need_b;
+        b_py0 = b_top + th + fig_pt(f, 6);
+        b_py1 = c_top - axis_h - fig_pt(f, 4);
+        r1_py1 = b_top - fig_pt(f, 4) - lab_h;
     }
-    if (r1_py1 - r1_py0 < fig_pt(f, 40) || c_py1 - c_py0 < fig_pt(f, 40)) {
-        fig_discard(f);
-        snprintf(err, errlen, "breakdown: the figure is too short for its panels (--size)");
-        return -1;
-    }
+    if (r1_py1 - r1_py0 < fig_pt(f, 40) || c_py1 - c_py0 < fig_pt(f, 24) || c_py1 - c_py0 < c_need * 0.999 || b_py1 - b_py0 < b_need * 0.999)
+        return 1;
     char t[200], fitted[200];
     snprintf(t, sizeof t, "a. Live at the run's peak%s%s%s", cs->sweep_key[0] ? " (bars: method, " : "", cs->sweep_key, cs->sweep_key[0] ? ")" : "");
     fig_fit_text(f, fitted, sizeof fitted, t, CK_PANEL, FONT_BOLD, leg_x + catw - pad);
     fig_text(f, pad, r1_top, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
     snprintf(t, sizeof t, "b. Peak relative to %s", base_name);
     fig_fit_text(f, fitted, sizeof fitted, t, CK_PANEL, FONT_BOLD, b_x1 - b_lab);
-    fig_text(f, b_lab, r1_top, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
+    fig_text(f, b_lab, b_top, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
     fig_fit_text(f, fitted, sizeof fitted, "c. Each category's own peak", CK_PANEL, FONT_BOLD, c_x1 - c_lab);
     Box cb = fig_text(f, c_lab, c_top, TA_LEFT | TA_TOP, CK_PANEL, FONT_BOLD, COLOUR_TEXT, fitted);
     fig_fit_text(f, fitted, sizeof fitted, "its high-water mark, whenever it happened", CK_NOTE, FONT_REGULAR, c_x1 - c_lab);
@@ -349,9 +415,12 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
     b.py0 = r1_py0;
     b.py1 = r1_py1;
     panel_a(&b, a_x0, a_x1, leg_x, cats, nc, note, sizeof note);
+    b.py0 = b_py0;
+    b.py1 = b_py1;
     if (base >= 0) panel_b(&b, b_lab, b_x0, b_x1, base_name);
     b.py0 = c_py0;
     b.py1 = c_py1;
+    (void)m;
     panel_c(&b, c_lab, c_x0, c_x1, own, no);
 
     size_t q = strlen(note);
@@ -360,6 +429,49 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
     if (n_failed && q < sizeof note) q += (size_t)snprintf(note + q, sizeof note - q, "Failed, not shown: %s. ", failed);
     if (b.numbers && q < sizeof note)
         snprintf(note + q, sizeof note - q, "Numbers over the bars: the peak%s.", b.numbers < b.n - b.n_oom ? " (where there is room)" : "");
-    ck_note(f, f->h - pad, note);
-    return fig_close(f, err, errlen);
+    if (ck_note_lines(f, note) > 2) return 1;
+    ck_note_wrapped(f, f->h - pad, note, 2);
+    return b.misfit;
+}
+
+int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const FigSpec *spec, char *err, size_t errlen) {
+    int w, h;
+    if (figspec_pixels(spec, 1800, 700, 1, 1, &w, &h, err, errlen)) return -1;
+    double dpi = spec->dpi > 0 ? spec->dpi : FIG_DEFAULT_DPI, fs = spec->font_scale > 0 ? spec->font_scale : 1;
+    /* the layouts in turn, then each in a type down to 70% of the asked: the first that fits is drawn */
+    static const double shrink[4] = { 1, 0.9, 0.8, 0.7 };
+    for (int k = 0; k < 4; k++)
+        for (int mode = 0; mode < BD_LAYOUTS; mode++) {
+            Figure scratch;
+            if (fig_open(&scratch, NULL, FIG_PNG, w, h, dpi, fs * shrink[k], err, errlen)) return -1;
+            int r = bd_draw(cs, &scratch, mode);
+            fig_discard(&scratch);
+            if (r) continue;
+            Figure fig;
+            if (fig_open(&fig, path, fmt, w, h, dpi, fs * shrink[k], err, errlen)) return -1;
+            bd_draw(cs, &fig, mode);
+            return fig_close(&fig, err, errlen);
+        }
+    /* none fits: the least height that does at this width (6 pt steps), else the least width at this height */
+    int step = (int)ceil(dpi / 12);
+    for (int wide = 0; wide < 2; wide++)
+        for (int k = 1; k <= 400; k++) {
+            int ww = wide ? w + k * step : w, hh = wide ? h : h + k * step, fits = 0;
+            if (ww > 16384 || hh > 16384) break;
+            for (int q = 0; q < 4 && !fits; q++)
+                for (int mode = 0; mode < BD_LAYOUTS && !fits; mode++) {
+                    Figure scratch;
+                    if (fig_open(&scratch, NULL, FIG_PNG, ww, hh, dpi, fs * shrink[q], err, errlen)) return -1;
+                    fits = bd_draw(cs, &scratch, mode) == 0;
+                    fig_discard(&scratch);
+                }
+            if (!fits) continue;
+            const char *cats[MAX_CATS];
+            snprintf(err, errlen, "breakdown: %dx%d px is too small for its panels (%d runs, %d categories): at least %dx%d px at %.0f dpi"
+                     " (%.2fx%.2fin), or a smaller --font-scale (--size)", w, h, cs->n, chartset_categories(cs, cats, MAX_CATS, 0), ww, hh, dpi,
+                     ww / dpi, hh / dpi);
+            return -1;
+        }
+    snprintf(err, errlen, "breakdown: %dx%d px is too small for its panels (--size): at least twice as large", w, h);
+    return -1;
 }

@@ -298,9 +298,37 @@ int chart_sweep(const ChartSet *cs, const char *path, FigFormat fmt, const FigSp
         phase[np] = ph[j];
         which[np++] = j;
     }
-    int cols = np < 3 ? np : 3, rows = (np + cols - 1) / cols;
+    int cols = np < 3 ? np : 3, rows = (np + cols - 1) / cols, w, h;
+    if (figspec_pixels(spec, 560 * cols + 30, 400 * rows + 150, 1, 1, &w, &h, err, errlen)) return -1;
+    /* the panels at least 150x120 pt at the type asked, or in a type down to 70% (a paper's size: the
+       panels shrink with it), in 3 columns, fewer where that is too narrow, or 4 where it is too low */
+    double dpi = spec->dpi > 0 ? spec->dpi : FIG_DEFAULT_DPI, fs = spec->font_scale > 0 ? spec->font_scale : 1, px = dpi / 72, shrink = 0;
+    static const double shrinks[4] = { 1, 0.9, 0.8, 0.7 };
+    int cand[4], nc = 0, c0 = cols;   /* the columns to try: as many as usual, fewer (a column's width), then 4 */
+    for (int c = c0; c >= 1; c--) cand[nc++] = c;
+    for (int c = c0 + 1; c <= (np < 4 ? np : 4); c++) cand[nc++] = c;
+    for (int k = 0; k < 4 && !shrink; k++)
+        for (int j = 0; j < nc && !shrink; j++) {
+            int c = cand[j], rr = (np + c - 1) / c;
+            double head = (CK_TITLE + 2 * CK_SUB + 2 * CK_LABEL + 3 * CK_NOTE) * 1.2 * fs * shrinks[k] * px + 40 * px;
+            if ((w - 16 * px) / c >= 150 * px * shrinks[k] && (h - head) / rr >= 120 * px * shrinks[k]) { cols = c; rows = rr; shrink = shrinks[k]; }
+        }
+    if (!shrink) {
+        double least_h = 0;
+        for (int j = 0; j < nc; j++) {
+            int c = cand[j], rr = (np + c - 1) / c;
+            double need = rr * 120 * px * 0.7 + (CK_TITLE + 2 * CK_SUB + 2 * CK_LABEL + 3 * CK_NOTE) * 1.2 * fs * 0.7 * px + 40 * px;
+            if ((w - 16 * px) / c >= 150 * px * 0.7 && (!least_h || need < least_h)) least_h = need;
+        }
+        if (least_h > 0)
+            snprintf(err, errlen, "sweep: %dx%d px is too small for its %d panels: at least %dx%d px at %.0f dpi (%.2fx%.2fin) (--size)", w, h, np, w,
+                     (int)ceil(least_h), dpi, w / dpi, ceil(least_h) / dpi);
+        else snprintf(err, errlen, "sweep: %dx%d px is too narrow for its %d panels: at least %d px wide at %.0f dpi (--size)", w, h, np,
+                      (int)ceil(150 * px * 0.7 + 16 * px), dpi);
+        return -1;
+    }
     Figure fig, *f = &fig;
-    if (ck_open(f, path, fmt, spec, 560 * cols + 30, 400 * rows + 150, 300 * cols, 240 * rows + 120, err, errlen)) return -1;
+    if (fig_open(f, path, fmt, w, h, dpi, fs * shrink, err, errlen)) return -1;
     char title[160];
     snprintf(title, sizeof title, "Memory vs %s: the peak, and what each phase adds over what was live when it began",
              !strcmp(cs->sweep_key, "checkpoint") ? "activation checkpointing" : cs->sweep_key);

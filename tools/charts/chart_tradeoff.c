@@ -14,8 +14,14 @@
 #include "palette.h"
 #include "read/units.h"
 
-int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const FigSpec *spec, int *drawn, char *err, size_t errlen) {
+/* The chart in the type of spec times shrink; path NULL: drawn only. *crowded: the labels that found no
+   room clear of the others and the points (drawn beside their point all the same). */
+static int tradeoff_at(const ChartSet *cs, const char *path, FigFormat fmt, const FigSpec *spec_in, double shrink, int *drawn, int *crowded,
+                       char *err, size_t errlen) {
     *drawn = 0;
+    *crowded = 0;
+    FigSpec sp = *spec_in, *spec = &sp;
+    sp.font_scale = (sp.font_scale > 0 ? sp.font_scale : 1) * shrink;
     double tmin = INFINITY, tmax = 0, mmin = INFINITY, mmax = 0;
     int np = 0, repeats = 0, flagged = 0;
     const char *what = "mean", *spread = "";
@@ -138,8 +144,8 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
         MethodStyle st = method_style(r->method);
         char label[200];
         snprintf(label, sizeof label, "%s%s%s%s", r->name, *r->value ? " " : "", r->value, *r->trust && strcmp(r->trust, "ok") ? " (?)" : "");
-        fig_label_near(f, scale_px(&sx, r->step_ms * 1e6), scale_px(&sy, (double)r->rs->peak), fig_pt(f, 7), plot, CK_LABEL, FONT_REGULAR,
-                       st.colour, label);
+        *crowded += fig_label_near(f, scale_px(&sx, r->step_ms * 1e6), scale_px(&sy, (double)r->rs->peak), fig_pt(f, 7), plot, CK_LABEL,
+                                   FONT_REGULAR, st.colour, label) < 0;
     }
     /* who has no point, and why */
     char note[800] = "";
@@ -164,4 +170,18 @@ int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const Fi
     }
     *drawn = 1;
     return fig_close(f, err, errlen);
+}
+
+int chart_tradeoff(const ChartSet *cs, const char *path, FigFormat fmt, const FigSpec *spec, int *drawn, char *err, size_t errlen) {
+    /* the type asked, else smaller (to 70%: a paper's column) until every name finds room clear of the
+       points, the bars and the other names; none does: the smallest */
+    static const double shrink[4] = { 1, 0.9, 0.8, 0.7 };
+    for (int k = 0; k < 3; k++) {
+        int crowded;
+        if (tradeoff_at(cs, NULL, fmt, spec, shrink[k], drawn, &crowded, err, errlen)) return -1;
+        if (!*drawn) return 0;
+        if (!crowded) return tradeoff_at(cs, path, fmt, spec, shrink[k], drawn, &crowded, err, errlen);
+    }
+    int crowded;
+    return tradeoff_at(cs, path, fmt, spec, shrink[3], drawn, &crowded, err, errlen);
 }

@@ -17,9 +17,12 @@ int ck_open(Figure *f, const char *path, FigFormat fmt, const FigSpec *spec, int
 
 double ck_title(Figure *f, const ChartSet *cs, const char *title, const char *extra) {
     double pad = fig_pt(f, 8);
-    Box t = fig_text(f, pad, fig_pt(f, 6), TA_LEFT | TA_TOP, CK_TITLE, FONT_BOLD, COLOUR_TEXT, title);
-    RunMeta *m = malloc((size_t)(cs->n > 0 ? cs->n : 1) * sizeof *m);
     char sum[600] = "", line[800], fitted[800];
+    double ts = CK_TITLE;   /* a column's width: a smaller type (to 8.5 pt), then cut; never past the edge */
+    while (ts > 8.5 && fig_text_w(f, ts, FONT_BOLD, title) > f->w - 2 * pad) ts -= 0.5;
+    fig_fit_text(f, fitted, sizeof fitted, title, ts, FONT_BOLD, f->w - 2 * pad);
+    Box t = fig_text(f, pad, fig_pt(f, 6), TA_LEFT | TA_TOP, ts, FONT_BOLD, COLOUR_TEXT, fitted);
+    RunMeta *m = malloc((size_t)(cs->n > 0 ? cs->n : 1) * sizeof *m);
     int k = 0;
     for (int i = 0; m && i < cs->n; i++)
         if (cs->run[i].log) m[k++] = cs->run[i].meta;
@@ -62,13 +65,21 @@ double ck_method_legend(Figure *f, const ChartSet *cs, double x, double y, doubl
     return y + h + fig_pt(f, 4);
 }
 
-double ck_slot_labels(Figure *f, const char *const *names, const double *cx, int n, double slot, double y, int draw) {
+double ck_slot_fs(Figure *f, const char *const *names, int n, double slot) {
     int upright = 0;
-    double longest = 0, fs = CK_LABEL;
+    double fs = CK_LABEL;
     for (int i = 0; i < n; i++)
         if (fig_text_w(f, CK_LABEL, FONT_REGULAR, names[i]) > slot - fig_pt(f, 3)) upright = 1;
     /* upright labels side by side: a type no taller than a slot, so that neighbours never overlap */
     while (upright && fs > 4.5 && fig_text_h(f, fs) > slot * 0.98) fs -= 0.5;
+    return fs;
+}
+
+double ck_slot_labels(Figure *f, const char *const *names, const double *cx, int n, double slot, double y, int draw) {
+    int upright = 0;
+    double longest = 0, fs = ck_slot_fs(f, names, n, slot);
+    for (int i = 0; i < n; i++)
+        if (fig_text_w(f, CK_LABEL, FONT_REGULAR, names[i]) > slot - fig_pt(f, 3)) upright = 1;
     for (int i = 0; i < n; i++) {
         double w = fig_text_w(f, fs, FONT_REGULAR, names[i]);
         if (w > longest) longest = w;
@@ -95,9 +106,59 @@ void ck_oom_bar(Figure *f, double x0, double y0, double x1, double y1, const cha
     fig_record(f, (Box){ x0, b.y0, x1, y1 }, BOX_MARK, what);
 }
 
+/* The note's lines within w: words wrapped at spaces, a word longer than a line cut from its middle.
+   Each line into lines[k] (at most max); returns how many it takes. */
+static int note_lines(Figure *f, const char *text, double w, char lines[][800], int max) {
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ') p++;
+        if (!*p) break;
+        char line[800] = "";
+        size_t len = 0;
+        const char *q = p;
+        while (*q) {   /* add words while the line fits */
+            const char *e = strchr(q, ' ');
+            size_t wl = e ? (size_t)(e - q) : strlen(q);
+            char t[800];
+            size_t sep = len ? 1 : 0, take = wl < sizeof t - 1 - len - sep ? wl : sizeof t - 1 - len - sep;
+            if (len + sep >= sizeof t - 1) break;   /* (a line of 800 bytes: never wider than a page) */
+            memcpy(t, line, len);
+            if (sep) t[len] = ' ';
+            memcpy(t + len + sep, q, take);
+            t[len + sep + take] = 0;
+            if (len && fig_text_w(f, CK_NOTE, FONT_REGULAR, t) > w) break;
+            memcpy(line, t, len + sep + take + 1);
+            len = strlen(line);
+            q += wl;
+            while (*q == ' ') q++;
+        }
+        if (n < max) fig_fit_text(f, lines[n], sizeof lines[0], line, CK_NOTE, FONT_REGULAR, w);
+        n++;
+        p = q;
+    }
+    return n;
+}
+
+int ck_note_lines(Figure *f, const char *text) {
+    char lines[8][800];
+    return text && *text ? note_lines(f, text, f->w - 2 * fig_pt(f, 8), lines, 8) : 0;
+}
+
 void ck_note(Figure *f, double y, const char *text) {
     if (!text || !*text) return;
     char fitted[800];
     fig_fit_text(f, fitted, sizeof fitted, text, CK_NOTE, FONT_REGULAR, f->w - 2 * fig_pt(f, 8));
     fig_text(f, fig_pt(f, 8), y, TA_LEFT | TA_BOTTOM, CK_NOTE, FONT_REGULAR, COLOUR_MUTED, fitted);
+}
+
+void ck_note_wrapped(Figure *f, double y, const char *text, int max_lines) {
+    if (!text || !*text) return;
+    char lines[8][800];
+    int n = note_lines(f, text, f->w - 2 * fig_pt(f, 8), lines, 8);
+    if (max_lines > 8) max_lines = 8;
+    if (n > max_lines) n = max_lines;
+    double lh = fig_text_h(f, CK_NOTE);
+    for (int i = 0; i < n; i++)   /* the last line at y, the others above it */
+        fig_text(f, fig_pt(f, 8), y - (n - 1 - i) * lh, TA_LEFT | TA_BOTTOM, CK_NOTE, FONT_REGULAR, COLOUR_MUTED, lines[i]);
 }

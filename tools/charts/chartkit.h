@@ -28,10 +28,16 @@ double ck_method_legend(Figure *f, const ChartSet *cs, double x, double y, doubl
 /* The names under slots of width slot centred at cx[i] below the axis at y: side by side, or upright
    when one does not fit. Returns the height they take (compute with draw 0 first). */
 double ck_slot_labels(Figure *f, const char *const *names, const double *cx, int n, double slot, double y, int draw);
+/* The type ck_slot_labels gives those names (upright ones shrink to fit their slots). */
+double ck_slot_fs(Figure *f, const char *const *names, int n, double slot);
 /* An OOM mark: diagonal hatching in a red outline over [x0,x1]x[y0,y1] and "OOM" above it, recorded
    as a mark named "oom <run>". */
 void ck_oom_bar(Figure *f, double x0, double y0, double x1, double y1, const char *run);
 /* The runs' notes in one line at the bottom ("not shown: dpsgd (OOM)"), or nothing. */
 void ck_note(Figure *f, double y, const char *text);
+/* The same wrapped at spaces into at most max_lines lines (8), the last line's bottom at y;
+   ck_note_lines: how many lines the whole note takes. */
+void ck_note_wrapped(Figure *f, double y, const char *text, int max_lines);
+int  ck_note_lines(Figure *f, const char *text);
 
 #endif

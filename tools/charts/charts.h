@@ -31,7 +31,8 @@ enum { CHART_BREAKDOWN = 1, CHART_TRADEOFF = 2, CHART_TIMELINE = 4, CHART_SWEEP 
 /* "breakdown,sweep" -> a mask; 0 when a name is not a chart's. */
 unsigned charts_mask(const char *list);
 
-/* Writes DIR/<chart>.<ext> for each chart and format. 0, or -1 with a one-line reason. */
+/* Writes DIR/<chart>.<ext> for each chart and format: every one it can, though another fails (a size
+   too small for one chart may hold the others). 0, or -1 with the reasons in one line ("; " between). */
 int charts_draw(const ChartSet *cs, const char *dir, const ChartOptions *o, char *err, size_t errlen);
 
 /* dpmem-report --charts DIR: the PNGs of its runs (baseline: its --baseline run). */

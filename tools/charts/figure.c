@@ -505,5 +505,5 @@ int fig_label_near(Figure *f, double px, double py, double gap, Box bounds, doub
             return leader;
         }
     fig_text(f, px + gap, py, TA_LEFT | TA_MIDDLE, size_pt, wt, c, s);   /* no room anywhere: beside it */
-    return 0;
+    return -1;
 }

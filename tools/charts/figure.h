@@ -127,7 +127,8 @@ int  fig_box_free(const Figure *f, Box b, Box bounds);
 
 /* A label near a point (a scatter point's name): tries positions right, left, above, below the point
    at growing distances, keeping clear of every recorded text and mark; draws it, and a thin leader
-   line from the point to the label when it had to move away. Returns 1 when a leader was drawn. */
+   line from the point to the label when it had to move away. Returns 1 when a leader was drawn, -1
+   when no place was free (drawn beside the point all the same). */
 int  fig_label_near(Figure *f, double px, double py, double gap, Box bounds, double size_pt, FontWeight wt, Rgb c,
                     const char *s);
 

@@ -27,7 +27,7 @@
 typedef struct {
     Figure *f;
     const TimelineOptions *o;
-    int left, W, legend_x, right;   /* pixel columns */
+    int x0, left, W, legend_x, right;   /* pixel columns: the panel's cell from x0 */
     double lane_fs;                 /* the lanes' type: FS_LANE, smaller in lanes squeezed by a small --size */
 } Layout;
 
@@ -45,7 +45,7 @@ static void draw_title(const Layout *ly, const DpmemLog *L, const Panel *p, doub
         snprintf(line, sizeof line, "%.560s%sno time (a plan run): drawn against allocation events", sum, *sum ? " \xC2\xB7 " : "");
         memcpy(sum, line, sizeof sum);
     }
-    double x = fig_pt(f, 6), th = fig_text_h(f, FS_TITLE);
+    double x = ly->x0 + fig_pt(f, 6), th = fig_text_h(f, FS_TITLE);
     MethodStyle st = method_style(method);
     if (st.known) {   /* the method's marker, as in every chart */
         fig_marker(f, st.marker, x + fig_pt(f, 4), *y + th / 2, 7, st.colour, COLOUR_BG, 0, method);
@@ -58,9 +58,10 @@ static void draw_title(const Layout *ly, const DpmemLog *L, const Panel *p, doub
     if (fig_text_w(f, FS_SUB, FONT_REGULAR, sum) <= room) {
         fig_text(f, b.x1 + fig_pt(f, 8), b.y1 - fig_pt(f, 1), TA_LEFT | TA_BOTTOM, FS_SUB, FONT_REGULAR, COLOUR_MUTED, sum);
         *y = b.y1;
-    } else {   /* a second line, never cut while it fits the width */
-        fig_fit_text(f, fitted, sizeof fitted, sum, FS_SUB, FONT_REGULAR, ly->right - fig_pt(f, 6));
-        Box s = fig_text(f, fig_pt(f, 6), b.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, FS_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
+    } else if (ly->o->compact) *y = b.y1;   /* a small figure: the name alone (what the runs share is in the caption) */
+    else {   /* a second line, never cut while it fits the width */
+        fig_fit_text(f, fitted, sizeof fitted, sum, FS_SUB, FONT_REGULAR, ly->right - ly->x0 - fig_pt(f, 6));
+        Box s = fig_text(f, ly->x0 + fig_pt(f, 6), b.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, FS_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
         *y = s.y1;
     }
 }
@@ -70,17 +71,43 @@ static void draw_title(const Layout *ly, const DpmemLog *L, const Panel *p, doub
 /* Instances of one scope closer than this (columns) are one group, named once ("clip x22"). */
 static int group_gap(const Panel *p) { return p->W / 150 > 2 ? p->W / 150 : 2; }
 
+/* The widest label a lane of L can have ("T3 worker-1"), at size fs: the threads' names, each OS
+   thread its own (a pass over the events only when an index was reused or a thread renamed). */
+static double lane_label_w(Figure *f, const DpmemLog *L, double fs) {
+    if (L->n_threads <= 1 && L->count[DPMEM_EV_THREAD] <= 1) return fig_text_w(f, fs, FONT_REGULAR, "scopes");
+    ThreadTracks T;
+    if (tracks_init(&T, L)) return 0;
+    if (L->count[DPMEM_EV_THREAD] > L->n_threads) {
+        DpmemIter it;
+        DpmemEvent e;
+        if (dpmem_iter_begin(&it, L) == 0) {
+            while (dpmem_iter_next(&it, &e))
+                if (e.type == DPMEM_EV_THREAD && tracks_event(&T, &e) == UINT32_MAX) break;
+            dpmem_iter_end(&it);
+        }
+    } else
+        for (uint32_t s = 0; s < T.n; s++) snprintf(T.t[s].name, sizeof T.t[s].name, "%s", L->threads[s].name);
+    double w = 0;
+    char lab[96];
+    for (uint32_t k = 0; k < T.n; k++) {
+        double x = fig_text_w(f, fs, FONT_REGULAR, tracks_label(&T, k, lab, sizeof lab));
+        if (x > w) w = x;
+    }
+    tracks_free(&T);
+    return w;
+}
+
 static void draw_lanes(const Layout *ly, const DpmemLog *L, const Panel *p, int panel, int lanes_y, int lane_h) {
     Figure *f = ly->f;
     int W = p->W, left = ly->left;
     for (int l = 0; l < p->n_lanes; l++) {
         int y0 = lanes_y + l * lane_h, y1 = y0 + lane_h - (int)fig_pt(f, 1.5);
-        uint32_t slot = p->lane_key[l] >> 8;
+        uint32_t track = p->lane_key[l] >> 8;
         char lab[96], fitted[96];
-        if (L->n_threads > 1) snprintf(lab, sizeof lab, "T%u %s", L->threads[slot].index, L->threads[slot].name);
+        if (p->tracks.n > 1) tracks_label(&p->tracks, track, lab, sizeof lab);
         else snprintf(lab, sizeof lab, "scopes");
-        if (!(l > 0 && p->lane_key[l - 1] >> 8 == slot)) {   /* a deeper lane of the same thread: no label */
-            fig_fit_text(f, fitted, sizeof fitted, lab, ly->lane_fs, FONT_REGULAR, left - fig_pt(f, 8));
+        if (!(l > 0 && p->lane_key[l - 1] >> 8 == track)) {   /* a deeper lane of the same thread: no label */
+            fig_fit_text(f, fitted, sizeof fitted, lab, ly->lane_fs, FONT_REGULAR, left - ly->x0 - fig_pt(f, 8));
             fig_text(f, left - fig_pt(f, 3), (y0 + y1) / 2.0, TA_RIGHT | TA_MIDDLE, ly->lane_fs, FONT_REGULAR, COLOUR_MUTED, fitted);
         }
         const int32_t *nm = p->lane_name + (size_t)l * W;
@@ -290,6 +317,13 @@ static int phase_rank(const char *s) {
     return 100;
 }
 
+typedef struct { uint64_t bytes; int series; } AtPeak;
+static int cmp_at_peak(const void *a, const void *b) {   /* largest first; a tie in stack order, top first */
+    const AtPeak *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return (y->series > x->series) - (y->series < x->series);
+}
+
 static void draw_legend(const Layout *ly, const Panel *p, int panel, int y0, int bottom) {
     Figure *f = ly->f;
     double x = ly->legend_x, right = ly->right, sw = fig_pt(f, 8), g = fig_pt(f, 4), rh = fig_text_h(f, FS_LEGEND) + fig_pt(f, 2);
@@ -325,12 +359,23 @@ static void draw_legend(const Layout *ly, const Panel *p, int panel, int y0, int
     }
     fig_text(f, x, y, TA_LEFT | TA_TOP, FS_LEGEND, FONT_BOLD, COLOUR_TEXT, p->events ? "at the peak:" : "at the peak:");
     y += rh;
-    int shown = 0;
-    for (int s = p->n_series - 1; s >= 0; s--) {   /* top of the stack first, as drawn */
+    /* what was at the peak, largest first (the reader's question is what the peak is made of); then
+       the series with nothing there that the plot shows elsewhere (so that every colour is named), in
+       stack order; a legend cut short drops the smallest ("…" says so) */
+    AtPeak *order = malloc((size_t)(p->n_series > 0 ? p->n_series : 1) * sizeof *order);
+    int n = 0;
+    if (!order) return;
+    for (int s = 0; s < p->n_series; s++)
+        if (p->peak_break[s]) order[n++] = (AtPeak){ p->peak_break[s], s };
+    qsort(order, (size_t)n, sizeof *order, cmp_at_peak);
+    for (int s = p->n_series - 1; s >= 0; s--) {
         int any = 0;
-        for (int x2 = 0; x2 < p->W && !any; x2++) any = p->col_total[x2] != UINT64_MAX && p->col_break[(size_t)x2 * p->n_series + s];
-        if (!any && !p->peak_break[s]) continue;
-        if (y + rh > bottom) { fig_text(f, x, y - rh * 0.4, TA_LEFT | TA_TOP, FS_LEGEND, FONT_REGULAR, COLOUR_MUTED, "\xE2\x80\xA6"); return; }
+        for (int x2 = 0; x2 < p->W && !any && !p->peak_break[s]; x2++) any = p->col_total[x2] != UINT64_MAX && p->col_break[(size_t)x2 * p->n_series + s];
+        if (any) order[n++] = (AtPeak){ 0, s };
+    }
+    for (int i = 0; i < n; i++) {
+        int s = order[i].series;
+        if (y + rh > bottom) { fig_text(f, x, y - rh * 0.4, TA_LEFT | TA_TOP, FS_LEGEND, FONT_REGULAR, COLOUR_MUTED, "\xE2\x80\xA6"); break; }
         fmt_bytes(b, sizeof b, (double)p->peak_break[s]);
         double bw = fig_text_w(f, FS_LEGEND, FONT_REGULAR, b);
         fig_rect(f, x, y + rh / 2 - sw / 2, x + sw, y + rh / 2 + sw / 2, p->colour[s]);
@@ -338,9 +383,8 @@ static void draw_legend(const Layout *ly, const Panel *p, int panel, int y0, int
         fig_text(f, x + sw + g, y, TA_LEFT | TA_TOP, FS_LEGEND, FONT_REGULAR, COLOUR_TEXT, name);
         fig_text(f, right, y, TA_RIGHT | TA_TOP, FS_LEGEND, FONT_REGULAR, COLOUR_TEXT, b);
         y += rh;
-        shown++;
     }
-    (void)shown;
+    free(order);
 }
 
 
@@ -425,7 +469,10 @@ static int windows(const DpmemLog *logs, int n, const TimelineOptions *o, int W,
 int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, const char *path, char *err, size_t errlen) {
     if (n_logs < 1) { snprintf(err, errlen, "no log to draw"); return -1; }
     double dpi = o->dpi > 0 ? o->dpi : FIG_DEFAULT_DPI, k144 = dpi / FIG_DEFAULT_DPI;
-    int min_w = (int)ceil(TIMELINE_MIN_W * k144), min_h = (int)ceil(TIMELINE_MIN_H * k144) * n_logs;
+    int cols = o->columns > 1 ? o->columns : 1, rows = (n_logs + cols - 1) / cols;
+    if (cols > n_logs) { cols = n_logs; rows = 1; }
+    int min_w = (int)ceil((cols > 1 || o->compact ? TIMELINE_MIN_CELL_W : TIMELINE_MIN_W) * k144) * cols,
+        min_h = (int)ceil((o->compact ? TIMELINE_MIN_COMPACT_H : TIMELINE_MIN_H) * k144) * rows;
     if (o->width < min_w || o->height < min_h || o->height > 16384 || o->width > 16384) {
         snprintf(err, errlen, "image %dx%d is too small (or too large) for %d panel(s): at least %dx%d", o->width, o->height, n_logs, min_w, min_h);
         return -1;
@@ -433,15 +480,22 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
     Figure fig;
     if (fig_open(&fig, path, o->format, o->width, o->height, dpi, o->font_scale, err, errlen)) return -1;
     Figure *f = &fig;
-    Layout ly = { f, o, 0, 0, 0, 0, FS_LANE };
-    ly.right = o->width - (int)fig_pt(f, 6);
+    Layout ly = { f, o, 0, 0, 0, 0, 0, FS_LANE };
+    int cell_w = o->width / cols;   /* the layout of the first column; the others are it moved right */
+    ly.right = cell_w - (int)fig_pt(f, 6);
     /* legend: room for "per_sample_grads" and "999.99 MiB", at most 40% of the width */
     int legend_w = (int)ceil(fig_pt(f, 8) + fig_pt(f, 4) * 4 + fig_text_w(f, FS_LEGEND, FONT_REGULAR, "per_sample_grads") +
                              fig_text_w(f, FS_LEGEND, FONT_REGULAR, "999.99 MiB"));
     if (o->by_name) legend_w = (int)(legend_w * 1.5);
-    if (legend_w > o->width * 0.4) legend_w = (int)(o->width * 0.4);
+    if (legend_w > cell_w * 0.4) legend_w = (int)(cell_w * 0.4);
     ly.left = (int)(fig_pt(f, 6) + fig_text_h(f, FS_AXIS) + fig_pt(f, 6) + fig_text_w(f, FS_TICK, FONT_REGULAR, "1000") + fig_pt(f, 6));
-    ly.legend_x = o->width - legend_w - (int)fig_pt(f, 6);
+    {   /* the lanes' thread names whole where the width allows (at most a fifth of it): never cut with room to spare */
+        double lab = 0;
+        for (int i = 0; i < n_logs; i++) { double w = lane_label_w(f, &logs[i], FS_LANE); if (w > lab) lab = w; }
+        int need = (int)ceil(lab + fig_pt(f, 9)), most = cell_w / 5;
+        if (need > ly.left) ly.left = need < most ? need : most > ly.left ? most : ly.left;
+    }
+    ly.legend_x = cell_w - legend_w - (int)fig_pt(f, 6);
     ly.W = ly.legend_x - (int)fig_pt(f, 12) - ly.left;
     if (ly.W < 100) { fig_discard(f); snprintf(err, errlen, "image %dx%d is too narrow: at least %d wide", o->width, o->height, min_w); return -1; }
 
@@ -477,29 +531,34 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
     /* one time axis for all (shared_time, the last panel on time): its labels and title drawn once, in a
        strip under the last panel, so that every panel has the same height of plot */
     int axis_strip = o->shared_time && !P[n_logs - 1].events ? (int)ceil(2 * fig_text_h(f, FS_TICK) + fig_pt(f, 14) - fig_pt(f, 8)) : 0;
-    int panel_h = (int)((o->height - legend_h - axis_strip) / n_logs), lane_h = (int)lround(fig_fpt(f, 10));
-    /* a small --size: lanes from 10 pt down to 7 (their type with them) before a panel is refused */
-    for (double lane_pt = 10; lane_pt >= 7; lane_pt -= 0.5) {
+    int panel_h = (int)((o->height - legend_h - axis_strip) / rows), lane_h = (int)lround(fig_fpt(f, 10));
+    double min_plot = fig_pt(f, o->compact ? 24 : 30);
+    /* a small --size: lanes from 10 pt down to 7 (5 when compact; their type with them) before a panel is refused */
+    for (double lane_pt = 10; lane_pt >= (o->compact ? 5 : 7); lane_pt -= 0.5) {
         int fits = 1;
         lane_h = (int)lround(fig_fpt(f, lane_pt));
         ly.lane_fs = FS_LANE * lane_pt / 10;
         for (int i = 0; i < n_logs && fits; i++) {
-            double head = fig_pt(f, 4) + fig_text_h(f, FS_TITLE) + fig_pt(f, 1) + fig_text_h(f, FS_SUB) + fig_pt(f, 4) +
+            double head = fig_pt(f, 4) + fig_text_h(f, FS_TITLE) + (o->compact ? 0 : fig_pt(f, 1) + fig_text_h(f, FS_SUB)) + fig_pt(f, 4) +
                           (!logs[i].closed || logs[i].corrupt ? fig_text_h(f, FS_NOTE) + fig_pt(f, 1) : 0);
             double foot = axis_strip && !P[i].events ? fig_pt(f, 8) : 2 * fig_text_h(f, FS_TICK) + fig_pt(f, 14);
-            fits = head + P[i].n_lanes * lane_h + fig_pt(f, 1) + fig_text_h(f, FS_LEGEND) + fig_pt(f, 3) + fig_pt(f, 30) + foot <= panel_h;
+            fits = head + P[i].n_lanes * lane_h + fig_pt(f, 1) + fig_text_h(f, FS_LEGEND) + fig_pt(f, 3) + min_plot + foot <= panel_h;
         }
         if (fits) break;
     }
+    Layout ly0 = ly;
     for (int i = 0; i < n_logs; i++) {
         Panel *p = &P[i];
         const DpmemLog *L = &logs[i];
-        int top = i * panel_h;
+        int col = i / rows, row = i % rows, top = row * panel_h, off = col * cell_w;
+        ly = ly0;
+        ly.x0 += off; ly.left += off; ly.legend_x += off; ly.right += off;
+        ax.x0 = ly.left; ax.x1 = ly.left + ly.W;
         double y = top + fig_pt(f, 4);
         draw_title(&ly, L, p, &y);
         y += fig_pt(f, 2);
         if (!L->closed || L->corrupt) {
-            Box b = fig_text(f, fig_pt(f, 6), y, TA_LEFT | TA_TOP, FS_NOTE, FONT_REGULAR, COLOUR_PEAK,
+            Box b = fig_text(f, ly.x0 + fig_pt(f, 6), y, TA_LEFT | TA_TOP, FS_NOTE, FONT_REGULAR, COLOUR_PEAK,
                              L->corrupt ? "corrupt log: drawn up to the first bad byte" : "not closed cleanly: drawn up to the cut");
             y = b.y1 + fig_pt(f, 1);
         }
@@ -507,9 +566,9 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         int peak_row = lanes_y + p->n_lanes * lane_h + (int)fig_pt(f, 1);
         int py0 = peak_row + (int)ceil(fig_text_h(f, FS_LEGEND) + fig_pt(f, 3));
         /* the shared time axis: bare on every time panel but the last, whose labels go in the strip */
-        int on_strip = axis_strip && !p->events, bare_axis = on_strip && i + 1 < n_logs;
+        int on_strip = axis_strip && !p->events, bare_axis = on_strip && row + 1 < rows && i + 1 < n_logs;
         int py1 = top + panel_h - (int)ceil(on_strip ? fig_pt(f, 8) : 2 * fig_text_h(f, FS_TICK) + fig_pt(f, 14));
-        if (py1 - py0 < fig_pt(f, 30)) {
+        if (py1 - py0 < min_plot) {
             snprintf(err, errlen, "image too small for %d scope lanes: make it taller (--size)", p->n_lanes);
             rc = -1;
             goto out;
@@ -518,7 +577,9 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         scale_place(&ax.s, py1, py0);
         char short_title[64];   /* a short plot (a small --size): a title no longer than its axis */
         scale_title(&ax.s, "memory", short_title, sizeof short_title);
-        axis_left(f, &ax.s, ly.left, ly.left + ly.W, fig_text_w(f, FS_TICK, FONT_REGULAR, ytitle) <= py1 - py0 ? ytitle : short_title, FS_TICK);
+        const char *yt = fig_text_w(f, FS_TICK, FONT_REGULAR, ytitle) <= py1 - py0 ? ytitle
+                       : fig_text_w(f, FS_TICK, FONT_REGULAR, short_title) <= py1 - py0 ? short_title : ax.s.u.name;   /* never past the plot */
+        axis_left(f, &ax.s, ly.left, ly.left + ly.W, yt, FS_TICK);
         for (int s = 0; s < p->n_series; s++) draw_series(f, p, &ax, s, xy);
         draw_peak(f, p, &ax, peak_row);
         draw_snapshots(f, p, &ax);
@@ -532,9 +593,10 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
             printf("panel %d plot %d %d %d %d ymax %.0f from %.3f to %.3f peak %llu col %d lanes %d axis %s\n", i, ly.left, py0,
                    ly.left + ly.W, py1, ax.ymax, p->from, p->to, (unsigned long long)p->peak, p->peak_col, p->n_lanes,
                    p->events ? "events" : "time");
-        if (i + 1 < n_logs) fig_line(f, 0, top + panel_h - 0.5, o->width, top + panel_h - 0.5, COLOUR_GRID, 0.5, 0);
+        if (row + 1 < rows && i + 1 < n_logs) fig_line(f, off, top + panel_h - 0.5, off + cell_w, top + panel_h - 0.5, COLOUR_GRID, 0.5, 0);
+        if (col > 0 && row == 0) fig_line(f, off - 0.5, 0, off - 0.5, rows * panel_h, COLOUR_GRID, 0.5, 0);
     }
-    if (legend_h > 0) phase_legend(f, logs, P, n_logs, pad, o->width - pad, n_logs * panel_h + axis_strip + fig_pt(f, 2), 1);
+    if (legend_h > 0) phase_legend(f, logs, P, n_logs, pad, o->width - pad, rows * panel_h + axis_strip + fig_pt(f, 2), 1);
 out:
     if (rc == 0) rc = fig_close(f, err, errlen);
     else fig_discard(f);

@@ -32,11 +32,16 @@ typedef struct {
     int top_n;
     int verbose;              /* print the layout on stdout ("panel ...", "lane ...", "device ...": for tests) */
     int no_device_line;       /* leave out the device-used line (snapshots' device_used, when device_total > 0) */
+    int columns;              /* panels in this many columns, down each column in turn (0: one) */
+    int compact;              /* a small figure: each panel's title on one line (its configuration only where
+                                 it fits beside the name), lanes down to 5 pt, plots down to 24 pt */
 } TimelineOptions;
 
 /* The smallest image a panel needs, in pixels at 144 dpi. */
 #define TIMELINE_MIN_W 560
 #define TIMELINE_MIN_H 200
+#define TIMELINE_MIN_CELL_W 480   /* a column's width with columns > 1 */
+#define TIMELINE_MIN_COMPACT_H 120
 
 /* Draws and writes the picture (path NULL: draws only, for the fuzzers). 0, or -1 with a one-line
    reason in err (a window beyond a log's end, a picture too small, an unwritable file). */

@@ -30,10 +30,10 @@ static int col_of(const Ctx *c, uint64_t rel) {
     return v >= c->p->W - 1 ? c->p->W - 1 : (int)v;
 }
 
-static void emit_scope(Ctx *c, uint32_t slot, int depth, int32_t name, uint64_t b, uint64_t e) {
+static void emit_scope(Ctx *c, uint32_t track, int depth, int32_t name, uint64_t b, uint64_t e) {
     Panel *p = c->p;
-    if ((double)e < c->from || (double)b > c->to || slot > 0xffffff) return;
-    uint32_t key = slot << 8 | (uint32_t)depth;
+    if ((double)e < c->from || (double)b > c->to || track > 0xffffff || depth > 0xff) return;
+    uint32_t key = track << 8 | (uint32_t)depth;
     int lane = 0;
     while (lane < p->n_lanes && p->lane_key[lane] != key) lane++;
     if (lane == p->n_lanes) {
@@ -49,7 +49,7 @@ static void emit_scope(Ctx *c, uint32_t slot, int depth, int32_t name, uint64_t 
     if ((double)b >= c->from && *begins < 255) (*begins)++;
 }
 
-typedef struct { int32_t name; uint64_t at; } OpenScope;
+typedef struct { int32_t name; uint64_t at; uint32_t track; } OpenScope;
 
 /* Replays the log. find_top: only per-tag peaks into tag_peak (per string index). */
 static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
@@ -61,13 +61,15 @@ static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
     if (find_top) tag_live = calloc(L->n_strings + 1, sizeof *tag_live);
     DpmemIter it;
     int ok = live && (!find_top || tag_live) && scopestacks_init(&st, L->n_threads, sizeof(OpenScope), MAX_DEPTH) == 0 &&
-             dpmem_iter_begin(&it, L) == 0;
+             (find_top || tracks_init(&p->tracks, L) == 0) && dpmem_iter_begin(&it, L) == 0;
     if (!ok) { free(live); scopestacks_free(&st); free(tag_live); return -1; }
     int cur = -1, past = 0, oom = 0;
     c->ord = 0;
     DpmemEvent e;
     while (dpmem_iter_next(&it, &e)) {
         uint64_t rel = c->events ? c->ord : e.ts - L->t0;
+        uint32_t track = find_top ? 0 : tracks_event(&p->tracks, &e);
+        if (track == UINT32_MAX) { oom = 1; break; }
         if (e.type == DPMEM_EV_ALLOC || e.type == DPMEM_EV_FREE) c->ord++;
         if (!find_top && !past && (double)rel > c->to) {
             for (int x = cur + 1; x < p->W; x++) {
@@ -121,13 +123,13 @@ static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
         case DPMEM_EV_BEGIN: {
             if (find_top) break;
             OpenScope *o = scopestack_push(&st, e.slot, &oom);
-            if (o) *o = (OpenScope){ dpmem_log_string_index(L, e.id), rel };
+            if (o) *o = (OpenScope){ dpmem_log_string_index(L, e.id), rel, track };
             break;
         }
         case DPMEM_EV_END: {
             OpenScope *o;
             if (find_top || !scopestack_pop(&st, e.slot, (void **)&o)) break;
-            if (o) emit_scope(c, e.slot, (int)scopestack_depth(&st, e.slot), o->name, o->at, rel);
+            if (o) emit_scope(c, o->track, (int)scopestack_depth(&st, e.slot), o->name, o->at, rel);
             break;
         }
         case DPMEM_EV_SNAPSHOT:
@@ -171,7 +173,7 @@ static int replay(Ctx *c, int find_top, uint64_t *tag_peak) {
             uint32_t depth = scopestack_depth(&st, t);
             for (uint32_t d = depth < MAX_DEPTH ? depth : MAX_DEPTH; d-- > 0;) {
                 const OpenScope *o = scopestack_at(&st, t, d);
-                emit_scope(c, t, (int)d, o->name, o->at, end);
+                emit_scope(c, o->track, (int)d, o->name, o->at, end);
             }
         }
         /* The peak of the window may be the state the window opens with. */
@@ -217,6 +219,7 @@ static int cmp_by_peak(const void *a, const void *b) {
 void panel_free(Panel *p) {
     free(p->names); free(p->colour); free(p->series_of); free(p->col_total); free(p->col_break);
     free(p->peak_break); free(p->lane_name); free(p->lane_begin);
+    tracks_free(&p->tracks);
     free(p->dev_first); free(p->dev_last); free(p->dev_lo); free(p->dev_hi);
     for (int i = 0; i < p->n_owned; i++) free(p->owned[i]);
     free(p->owned);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "read/dpmem_read.h"
+#include "read/threadtracks.h"
 #include "figure.h"
 
 #define TL_MAX_LANES 8
@@ -29,7 +30,9 @@ typedef struct {
     uint64_t peak_at;             /* relative to t0 (ns or events) */
     int peak_col;
     int n_lanes;
-    uint32_t lane_key[TL_MAX_LANES]; /* thread slot << 8 | depth */
+    uint32_t lane_key[TL_MAX_LANES]; /* thread track << 8 | depth: one OS thread a track, two threads that
+                                     shared an index one after the other two (read/threadtracks.h) */
+    ThreadTracks tracks;          /* the log's OS threads, named (after the replay) */
     int32_t *lane_name;           /* per lane × column: string index of the scope there, or -1 */
     uint8_t *lane_begin;          /* per lane × column: how many scopes begin here (at most 255) */
     int n_snaps;

@@ -1,6 +1,7 @@
 /* ranks.c — per-rank tables of data-parallel runs (see ranks.h). */
 #include "ranks.h"
 #include "shown.h"
+#include "units.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,22 @@ static double scope_median_ns(const RunStats *r, const char *name) {
     return 0;
 }
 
-static void row(FILE *out, const char *label, uint64_t peak, double step_ns, double ar_ns) {
-    fprintf(out, "  %-8s %16llu %12.2f %12.3f %14.3f\n", label, (unsigned long long)peak, peak / 1048576.0, step_ns / 1e6, ar_ns / 1e6);
+/* The table's units, chosen from its values (units.h): one for the peaks, one for the times. */
+typedef struct { Unit mem, time; } RankUnits;
+
+static void row(FILE *out, const RankUnits *u, const char *label, uint64_t peak, double step_ns, double ar_ns) {
+    char m[32], s[32], a[32];
+    fprintf(out, "  %-8s %16llu %12s %12s %14s\n", label, (unsigned long long)peak, fmt_in_unit(m, sizeof m, (double)peak, u->mem, 1),
+            fmt_in_unit(s, sizeof s, step_ns, u->time, 0), fmt_in_unit(a, sizeof a, ar_ns, u->time, 0));
+}
+
+/* "NAME UNIT" right-aligned in w terminal columns (a UTF-8 "µs" is one column, two bytes). */
+static void head(FILE *out, const char *name, const char *unit, int w) {
+    char h[64];
+    int cols = 0;
+    snprintf(h, sizeof h, "%s %s", name, unit);
+    for (const char *p = h; *p; p++) cols += ((unsigned char)*p & 0xC0) != 0x80;
+    fprintf(out, " %*s%s", w > cols ? w - cols : 0, "", h);
 }
 
 void ranks_print(RunStats **runs, int n, FILE *out) {
@@ -44,7 +59,21 @@ void ranks_print(RunStats **runs, int n, FILE *out) {
         fprintf(out, "\n== ranks of %s: %d of %d ranks' logs%s\n", run ? shown(run) : "(unnamed run)", present, world,
                 present < world ? " (the job's sums below lack the missing ranks)" : "");
         if (dup) fprintf(out, "   warning: two logs claim the same rank (logs of two jobs?): the first of each is used\n");
-        fprintf(out, "  %-8s %16s %12s %12s %14s\n", "rank", "peak bytes", "peak MiB", "step ms", "allreduce ms");
+        double mv[2 * 64 + 1], tv[2 * 64];   /* the units: from the ranks' peaks (and their sum), steps and allreduces */
+        size_t nm = 0, ntv = 0;
+        uint64_t total = 0;
+        for (int r = 0; r < world; r++) {
+            if (!member[r]) continue;
+            const RunStats *s = runs[member[r] - 1];
+            total += s->peak;
+            if (nm < 128) mv[nm++] = (double)s->peak;
+            if (ntv < 128) { tv[ntv++] = runstats_step_median_ns(s); tv[ntv++] = scope_median_ns(s, "allreduce"); }
+        }
+        mv[nm++] = (double)total;
+        RankUnits u = { byte_unit_col(mv, nm), time_unit_col(tv, ntv) };
+        fprintf(out, "  %-8s %16s", "rank", "peak bytes");
+        head(out, "peak", u.mem.name, 12); head(out, "step", u.time.name, 12); head(out, "allreduce", u.time.name, 14);
+        fprintf(out, "\n");
         fprintf(out, "  (times: medians per step over the timed steps)\n");
         uint64_t max_peak = 0, sum_peak = 0;
         double max_step = 0, max_ar = 0;
@@ -54,15 +83,16 @@ void ranks_print(RunStats **runs, int n, FILE *out) {
             const double step = runstats_step_median_ns(s), ar = scope_median_ns(s, "allreduce");
             char label[16];
             snprintf(label, sizeof label, "%d", r);
-            row(out, label, s->peak, step, ar);
+            row(out, &u, label, s->peak, step, ar);
             if (s->peak > max_peak) max_peak = s->peak;
             sum_peak += s->peak;
             if (step > max_step) max_step = step;
             if (ar > max_ar) max_ar = ar;
         }
-        row(out, "max", max_peak, max_step, max_ar);
-        fprintf(out, "  %-8s %16llu %12.2f %12s %14s   (the job's memory)\n", "sum", (unsigned long long)sum_peak,
-                sum_peak / 1048576.0, "-", "-");
+        row(out, &u, "max", max_peak, max_step, max_ar);
+        char sm[32];
+        fprintf(out, "  %-8s %16llu %12s %12s %14s   (the job's memory)\n", "sum", (unsigned long long)sum_peak,
+                fmt_in_unit(sm, sizeof sm, (double)sum_peak, u.mem, 1), "-", "-");
         free(member);
     }
     free(done);

@@ -158,6 +158,34 @@ static int cmp_warn(const void *a, const void *b) {
     return (x->msg > y->msg) - (x->msg < y->msg);
 }
 
+/* The leak check on the live totals E[0..n) at the step ends (E[i]: the end of step i + 1). The
+   warm-up bound w is the largest power of two (at least 2) at or below half the steps: the first step
+   (which allocates what stays, e.g. optimizer state) and a warm-up of up to w steps come before it. The
+   leak begins at the first step end after w that stands above every step end up to w (step k + 1,
+   index k), and it goes on to the end when: it begins before the last few steps (4, or all after w
+   when fewer follow), every step end in the later half of the steps from k stands above every step
+   end up to w, the live total rises at two step ends or more from k (one when a single step follows
+   w), and still rises at one in that later half. Measured from the leak's own beginning, so a leak
+   that starts late is judged like one that starts early; a warm-up, a plateau (growth that stops for
+   as long as it went on), a single allocation, or live bytes that go up and down are not leaks.
+   The reference step (*from, 1-based) is the later of w and 2w at or before the leak's beginning: the
+   pass keeps every tag's bytes at the end of those two steps (the last two powers of two). */
+static int leak_judge(const uint64_t *E, uint64_t n, uint64_t *from) {
+    if (n < 3) return 0;
+    uint64_t w = 2;
+    while (w * 2 <= n / 2) w *= 2;
+    uint64_t before = 0, k = w, rises = 0, late_rise = 0, tail_min = UINT64_MAX;
+    for (uint64_t i = 0; i < w; i++) if (E[i] > before) before = E[i];
+    while (k < n && E[k] <= before) k++;
+    uint64_t few = n - w < 4 ? n - w : 4, t0 = k + (n - k) / 2;
+    if (k >= n || n - k < few) return 0;
+    for (uint64_t i = k; i < n; i++) rises += E[i] > E[i - 1];
+    for (uint64_t i = t0; i < n; i++) { if (E[i] < tail_min) tail_min = E[i]; late_rise |= E[i] > E[i - 1]; }
+    if (!(tail_min > before && late_rise && rises >= (n - w < 2 ? n - w : 2))) return 0;
+    *from = 2 * w <= k ? 2 * w : w;
+    return 1;
+}
+
 int runstats_compute(RunStats *r, const DpmemLog *L) { return runstats_compute_ex(r, L, -1); }
 
 int runstats_compute_ex(RunStats *r, const DpmemLog *L, int warmup) {
@@ -415,47 +443,31 @@ int runstats_compute_ex(RunStats *r, const DpmemLog *L, int warmup) {
         if (all) memcpy(r->top, all, r->n_top * sizeof *all);
         else r->n_top = 0;
         free(all);
-        /* Leak: a rising trend of the live bytes at the step ends, not a warm-up. The reference step p is
-           the largest power of two (at least 2) at or below half the steps, so the first step (which
-           allocates what stays, e.g. optimizer state) and a warm-up of up to p steps are before it.
-           A leak when every step end in the later half of the steps after p stands above every step
-           end up to p, the live bytes rise at two step ends or more after p (one, when only one step
-           follows p) and still rise at one in that later half: a periodic, slow or bursty leak that
-           goes on to the end; a warm-up, a single late allocation, or live bytes that go up and down
-           are not one. */
-        uint64_t n = r->n_steps < RS_MAX_STEPS ? r->n_steps : RS_MAX_STEPS;
-        if (r->step_end_live && n >= 3 && !L->backwards) {   /* backwards clocks: the order is not known */
+        /* Leak: a rising trend of the live bytes at the step ends that goes on to the end (leak_judge). */
+        uint64_t n = r->n_steps < RS_MAX_STEPS ? r->n_steps : RS_MAX_STEPS, p = 0;
+        if (r->step_end_live && !L->backwards && leak_judge(r->step_end_live, n, &p)) {   /* backwards clocks: the order is not known */
             const uint64_t *E = r->step_end_live;
-            uint64_t p = 2;
-            while (p * 2 <= n / 2) p *= 2;
-            uint64_t before = 0, t0 = p + (n - p) / 2, tail_min = UINT64_MAX;
-            uint64_t rises = 0, late_rise = 0;
-            for (uint64_t i = 0; i < p; i++) if (E[i] > before) before = E[i];
-            for (uint64_t i = p; i < n; i++) rises += E[i] > E[i - 1];
-            for (uint64_t i = t0; i < n; i++) { if (E[i] < tail_min) tail_min = E[i]; late_rise |= E[i] > E[i - 1]; }
-            if (tail_min > before && late_rise && rises >= (n - p < 2 ? n - p : 2)) {
-                r->leak = 1;
-                r->leak_from_step = p;
-                r->leak_steps = n;
-                r->leak_growth = E[n - 1] - E[p - 1];
-                r->leak_per_step = r->leak_growth / (n - p);
-                /* which tags: live at the end of the last step against the end of step p */
-                const TagSnap *sp = ref[0].step == p ? &ref[0] : ref[1].step == p ? &ref[1] : NULL;
-                TagGrowth *g = malloc((ns + 1) * sizeof *g);
-                uint32_t ng = 0;
-                for (uint32_t t = 0; g && sp && t < ns; t++) {
-                    const TagAcc *a = &tags[t];
-                    int touched = a->mod == steps_ended;   /* changed after the last step's end */
-                    uint64_t to = touched ? a->live_e : a->live;
-                    if (to > sp->live[t])
-                        g[ng++] = (TagGrowth){ (int32_t)t, sp->live[t], to, (touched ? a->allocs_e : a->allocs) - sp->allocs[t],
-                                               (touched ? a->frees_e : a->frees) - sp->frees[t] };
-                }
-                if (g) qsort(g, ng, sizeof *g, cmp_growth);
-                r->n_grew = ng < RS_MAX_GREW ? ng : RS_MAX_GREW;
-                if (g) memcpy(r->grew, g, r->n_grew * sizeof *g);
-                free(g);
+            r->leak = 1;
+            r->leak_from_step = p;
+            r->leak_steps = n;
+            r->leak_growth = E[n - 1] - E[p - 1];
+            r->leak_per_step = r->leak_growth / (n - p);
+            /* which tags: live at the end of the last step against the end of step p */
+            const TagSnap *sp = ref[0].step == p ? &ref[0] : ref[1].step == p ? &ref[1] : NULL;
+            TagGrowth *g = malloc((ns + 1) * sizeof *g);
+            uint32_t ng = 0;
+            for (uint32_t t = 0; g && sp && t < ns; t++) {
+                const TagAcc *a = &tags[t];
+                int touched = a->mod == steps_ended;   /* changed after the last step's end */
+                uint64_t to = touched ? a->live_e : a->live;
+                if (to > sp->live[t])
+                    g[ng++] = (TagGrowth){ (int32_t)t, sp->live[t], to, (touched ? a->allocs_e : a->allocs) - sp->allocs[t],
+                                           (touched ? a->frees_e : a->frees) - sp->frees[t] };
             }
+            if (g) qsort(g, ng, sizeof *g, cmp_growth);
+            r->n_grew = ng < RS_MAX_GREW ? ng : RS_MAX_GREW;
+            if (g) memcpy(r->grew, g, r->n_grew * sizeof *g);
+            free(g);
         }
         /* Untracked device memory that never shrinks and ends at least 1 MiB higher. */
         uint32_t k = 0, grows = 1;
