@@ -212,17 +212,17 @@ int main(void) {
        that differs in its last fp32 bit rounds to another bf16 copy now and then); with noise the
        steps are the noise's, and the DP cases compare with one process under AdamW. The first case
        has a vocabulary of 5001 and a 1 MiB bucket: 4 rounds a collective, the embedding and lm_head cut
-       between rounds. */
+       between rounds. The DP cases give --noise-seed (without it each run draws its own seed). */
     static const Case cases[] = {
         { "train_vanilla", "--lr 1e-2 --vocab 5001", "vanilla fp32 adamw, 4 rounds", "DPMEM_COMM_BUCKET_MB=1", 1, 5001, 0 },
         { "train_vanilla", "--lr 1 --optimizer sgd --checkpoint-activations --grad-accum 2", "vanilla fp32 ckpt sgd, 2 accumulated",
           "", 0, 0, 1 },
         { "train_vanilla", "--lr 1e-2 --precision bf16 --checkpoint-activations", "vanilla bf16 ckpt adamw", "", 0, 1001, 0 },
-        { "train_flash", "--lr 1e-2 --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1", "flash+bk fp32 sigma 1",
+        { "train_flash", "--lr 1e-2 --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11", "flash+bk fp32 sigma 1",
           "", 1, 1001, 1 },
-        { "train_ghost", "--lr 1e-2 --clip twopass --precision bf16 --noise-multiplier 0.5 --max-grad-norm 0.1",
+        { "train_ghost", "--lr 1e-2 --clip twopass --precision bf16 --noise-multiplier 0.5 --max-grad-norm 0.1 --noise-seed 11",
           "ghost+twopass bf16 sigma 0.5", "", 0, 1001, 1 },
-        { "train_lora", "--lr 1e-2 --lora-rank 4 --noise-multiplier 1 --max-grad-norm 0.1 --checkpoint-activations",
+        { "train_lora", "--lr 1e-2 --lora-rank 4 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11 --checkpoint-activations",
           "LoRA flash+bk ckpt sigma 1", "", 0, 0, 1 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_case(&cases[k]);

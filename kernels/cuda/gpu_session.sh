@@ -148,7 +148,7 @@ for stage in $STAGES; do
   zero)  # --zero 2 as a job of one rank (--ranks 1, no mpirun there): the reduce-scatter and all-gather run
          # through NCCL over one rank; the weights equal the unsharded run's bit for bit, each peak its plan
     echo "" >>"$TAB"; echo "| tiny T=64 flash+bk sigma 1, 1 rank | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
-    a="--model tiny --seq-len 64 --batch-size 4 --max-physical-batch-size 2 --steps 3 --noise-multiplier 1 --quiet"
+    a="--model tiny --seq-len 64 --batch-size 4 --max-physical-batch-size 2 --steps 3 --noise-multiplier 1 --noise-seed 11 --quiet"
     train zero "unsharded" 256 train_flash $a
     train zero "--zero 2 --ranks 1 (NCCL collectives)" 256 train_flash $a --zero 2 --ranks 1
     if [ $dry = 0 ]; then
