@@ -143,3 +143,12 @@ $(BUILD)/tests/test_dp_cuda_gpu: tests/test_dp_cuda_gpu.c tests/test_dp_common.h
 
 ALL   += $(BUILD)/tests/test_dp_cuda $(BUILD)/tests/test_dp_cuda_gpu
 TESTS += $(BUILD)/tests/test_dp_cuda $(BUILD)/tests/test_dp_cuda_gpu
+
+# Sequence classification (samples/llama/classify.h): the model, its finite differences, the labelled
+# data file; with --dump, the tensors tests/test_classify_torch.py compares with transformers and Opacus.
+$(BUILD)/tests/test_classify: tests/test_classify.c tests/test_dp_rig.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_classify
+TESTS += $(BUILD)/tests/test_classify tests/test_classify_cli.sh

@@ -11,7 +11,8 @@ $(BUILD)/tests/test_suite_pngstat: tests/test_suite_pngstat.c $(SUITE_TOOLS_LIB)
 
 ALL   += $(BUILD)/tests/test_suite_pngstat
 TESTS += tests/test_suite_cli.sh tests/test_suite_plan.sh tests/test_suite_oom.sh tests/test_suite_sweep.sh \
-         tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh tests/test_suite_numbers.sh
+         tests/test_demo.sh tests/test_readme_commands.sh tests/test_hostile_cli.sh tests/test_suite_numbers.sh \
+         tests/test_readme_method_names.sh
 
 # `make demo-picture`: the demo at its default configuration (5 rounds: times as medians with min..max), its pictures
 # and summary, and the planned 1b sweep over T = 64 ... 16384, under $(PICTURES_OUT)/demo/ (and the tools'

@@ -37,6 +37,14 @@ static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNo
         tok[i] = (int)((st >> 33) % (uint64_t)mc->vocab_size);
         tgt[i] = (int)((st >> 13) % (uint64_t)mc->vocab_size);
     }
+    /* classify: a label per row, rows right-padded; the score head trains whole beside the adapters
+       (PEFT's modules_to_save): its per-sample gradient joins the adapters' in the norm */
+    const int cls = mc->task == LLAMA_TASK_CLASSIFY;
+    for (int b = 0; cls && b < B; b++)
+        for (int t = 0; t < T; t++) {
+            tgt[b * T + t] = tgt[b * T] % mc->num_labels;
+            if (t >= T - 3 * b) tok[b * T + t] = mc->pad_id;
+        }
     /* the DP run's rig: adapters built, B set random and merged */
     Rig r;
     DpConfig dp;
@@ -50,7 +58,10 @@ static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNo
     rig_open(&r, seed, strat.frozen);
     if (dp_sgd_init(&d, &r.s)) { printf("FAIL: init: %s\n", kbackend_error(&r.kb)); exit(1); }
     LlamaModel *m = &r.s.model;
-    const size_t PL = dp_sgd_lora_params(&d);
+    const int score = cls ? m->n_params - 1 : -1;      /* the score head's index (the last tensor) */
+    const size_t PS = cls ? m->params[score].numel : 0;
+    CHECK(!cls || (m->params[score].trainable && !strcmp(m->params[score].name, "score")), "classify: score must be trainable");
+    const size_t PL = dp_sgd_lora_params(&d) + PS;   /* the adapters, then the score head */
     CHECK(d.n_lora > 0, "no adapters built");
     size_t pos = 0;
     float **W0 = xcalloc(d.n_lora, sizeof *W0);
@@ -64,7 +75,7 @@ static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNo
         lora_merge(l, &r.kb, W, 1.0f);
         pos += lora_param_count(l);
     }
-    CHECK(pos == PL, "adapter count");
+    CHECK(pos + PS == PL, "adapter count");
     /* per-sample references from a plain model holding the merged weights */
     double *gref = xcalloc((size_t)B * PL, 8), *rn = xcalloc(B, 8);
     {
@@ -80,7 +91,9 @@ static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNo
         for (int b = 0; b < B; b++) {
             llama_zero_grad(&ref.s.model);
             rig_rows(&ref, tok, tgt, b);
-            if (train_forward(&ref.s) || train_backward_scaled(&ref.s, NULL, 1.0f / T)) { printf("FAIL: reference\n"); exit(1); }
+            if (train_forward(&ref.s) || train_backward_scaled(&ref.s, NULL, 1.0f / llama_loss_positions(&ref.s.model))) {
+                printf("FAIL: reference\n"); exit(1);
+            }
             size_t off = 0;
             for (int k = 0; k < d.n_lora; k++) {
                 LoraAdapter *l = &d.lora[k];
@@ -99,6 +112,10 @@ static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNo
                         gB[o * l->r + j] = l->scale * acc;
                     }
                 off += lora_param_count(l);
+            }
+            if (cls) {   /* the reference model starts from the same seed: score's weights are the DP run's */
+                const float *gS = *llama_tensor(&ref.s.model.dw, &ref.s.model.params[score]);
+                for (size_t i = 0; i < PS; i++) gref[(size_t)b * PL + off + i] = gS[i];
             }
             rn[b] = 0;
             for (size_t k = 0; k < PL; k++) rn[b] += gref[(size_t)b * PL + k] * gref[(size_t)b * PL + k];
@@ -132,6 +149,10 @@ static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNo
         for (size_t i = 0; i < (size_t)l->OC * l->r; i++) { e = fmax(e, fabs(l->dB[i] - want[off + i])); scale = fmax(scale, fabs(want[off + i])); }
         off += (size_t)l->OC * l->r;
     }
+    if (cls) {
+        const float *dS = *llama_tensor(&m->dw, &m->params[score]);
+        for (size_t i = 0; i < PS; i++) { e = fmax(e, fabs(dS[i] - want[off + i])); scale = fmax(scale, fabs(want[off + i])); }
+    }
     CHECK(e <= 1e-5 * scale, "%s: clipped adapter gradient off by %.3g (scale %.3g)", what, e, scale);
     /* memory: nothing for the frozen base */
     CHECK(dpmem_peak_bytes("grads") - grads0 == PL * 4, "%s: grads peak %zu, want 4*|adapters| = %zu", what,
@@ -142,7 +163,7 @@ static void run_case(const LlamaConfig *mc, int B, int T, unsigned targets, DpNo
         CHECK(dpmem_peak_bytes("per_sample_grads") - psg0 == (size_t)B * PL * 4, "%s: per_sample_grads peak %zu, want %zu",
               what, dpmem_peak_bytes("per_sample_grads") - psg0, (size_t)B * PL * 4);
     for (int i = 0; i < m->n_params; i++)
-        CHECK(*llama_tensor(&m->dw, &m->params[i]) == NULL && *llama_tensor(&m->m, &m->params[i]) == NULL,
+        if (i != score) CHECK(*llama_tensor(&m->dw, &m->params[i]) == NULL && *llama_tensor(&m->m, &m->params[i]) == NULL,
               "%s: frozen %s has a gradient or optimizer buffer", what, m->params[i].name);
     /* the adapters' step and the re-merge: W - s B'A' == W0 to rounding */
     r.s.step = 0; r.s.lr = 1e-2f;
@@ -188,6 +209,11 @@ int main(void) {
     tied.tie_embeddings = 1;
     for (int norm = 0; norm < 4; norm++)
         for (int clip = 0; clip < 2; clip++) run_case(&tied, 3, 17, LORA_Q | LORA_V | LORA_DOWN, (DpNorm)norm, (DpClip)clip, 3);
+    /* sequence classification: the score head trainable beside the adapters, padded rows */
+    LlamaConfig cls = tied;
+    cls.task = LLAMA_TASK_CLASSIFY; cls.num_labels = 3; cls.pad_id = 0;
+    for (int norm = 0; norm < 4; norm++)
+        for (int clip = 0; clip < 2; clip++) run_case(&cls, 3, 17, LORA_Q | LORA_V, (DpNorm)norm, (DpClip)clip, 4);
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
     printf("dp lora: %d checks passed\n", checks);
     return 0;

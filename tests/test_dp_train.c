@@ -66,7 +66,9 @@ static void reference(const LlamaConfig *mc, int T, int rows, const int *tok, co
     for (int b = 0; b < rows; b++) {
         llama_zero_grad(&r.s.model);
         rig_rows(&r, tok, tgt, b);
-        if (train_forward(&r.s) || train_backward_scaled(&r.s, NULL, 1.0f / T)) { printf("FAIL: reference run\n"); exit(1); }
+        if (train_forward(&r.s) || train_backward_scaled(&r.s, NULL, 1.0f / llama_loss_positions(&r.s.model))) {
+            printf("FAIL: reference run\n"); exit(1);
+        }
         grads_flat(&r.s.model, g + (size_t)b * P);
         norm2[b] = 0;
         for (size_t k = 0; k < P; k++) norm2[b] += g[(size_t)b * P + k] * g[(size_t)b * P + k];
@@ -139,10 +141,17 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
         tok[i] = (int)((st >> 33) % (uint64_t)mc->vocab_size);
         tgt[i] = (int)((st >> 13) % (uint64_t)mc->vocab_size);
     }
+    if (mc->task == LLAMA_TASK_CLASSIFY)   /* a label per row; rows right-padded by 0, 2, 4 tokens */
+        for (int r = 0; r < rows; r++)
+            for (int t = 0; t < T; t++) {
+                tgt[r * T + t] = tgt[r * T] % mc->num_labels;
+                if (mc->pad_id >= 0 && t >= T - 2 * (r % 3)) tok[r * T + t] = mc->pad_id;
+            }
     LlamaModel probe;
     llama_describe(&probe, mc, B, T);
     const size_t P = n_trainable(&probe);
     llama_free(&probe);
+    const int tied = mc->tie_embeddings && mc->task != LLAMA_TASK_CLASSIFY;   /* classify's score is never tied */
     double *g = xcalloc((size_t)rows * P, 8), *rn = xcalloc(rows, 8);
     reference(mc, T, rows, tok, tgt, seed, g, rn, P);
 
@@ -177,7 +186,7 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
                 const KShape sh = { .B = B, .T = T, .NH = mc->n_heads, .NKV = mc->n_kv_heads, .HS = mc->dim / mc->n_heads };
                 const int fits = kcpu_scratch_bytes(&kb, KOP_ATTENTION_BACKWARD, &sh) <= dp_linear_ghost_floats(B, T) * sizeof(float);
                 kbackend_destroy(&kb);
-                const long want_again = norm == DP_NORM_GHOST && clip == DP_CLIP_TWOPASS && !mc->tie_embeddings && fits;
+                const long want_again = norm == DP_NORM_GHOST && clip == DP_CLIP_TWOPASS && !tied && fits;
                 CHECK(again_batches == want_again, "%s: %ld second backwards on the first's activations, want %ld",
                       what, again_batches, want_again);
             }
@@ -188,7 +197,7 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
             /* tied: u [B, T, C] of the cross term lives from lm_head's hook to the embedding's, beside
                the other layers' Gram matrices or tiles (its gather: T² for ghost, R² for flash, freed
                before them) */
-            const size_t tied_u = mc->tie_embeddings ? (size_t)B * T * mc->dim * 4 : 0;
+            const size_t tied_u = tied ? (size_t)B * T * mc->dim * 4 : 0;
             const size_t rms = (size_t)B * mc->dim * 4 * (2 * mc->n_layers + 1);   /* RMSNorm psg, all methods */
             if (norm == DP_NORM_DIRECT)
                 CHECK(peak_psg == (size_t)B * P * 4 || (clip == DP_CLIP_TWOPASS && peak_psg < (size_t)B * P * 4),
@@ -232,7 +241,9 @@ static void test_config(const char *name, const LlamaConfig *mc, int B, int T, u
         rig_open(&r, seed, NULL);
         llama_zero_grad(&r.s.model);
         rig_rows(&r, tok, tgt, 0);
-        if (train_forward(&r.s) || train_backward_scaled(&r.s, NULL, 1.0f / ((float)B * T))) { printf("FAIL: vanilla\n"); exit(1); }
+        if (train_forward(&r.s) || train_backward_scaled(&r.s, NULL, 1.0f / ((float)B * llama_loss_positions(&r.s.model)))) {
+            printf("FAIL: vanilla\n"); exit(1);
+        }
         grads_flat(&r.s.model, vanilla);
         rig_close(&r);
         double vs = max_abs(vanilla, P);
@@ -437,6 +448,14 @@ int main(void) {
         test_poisson(&a, 17, seed);
     }
     test_nonfinite(&a, 17, 1);
+    /* sequence classification (LlamaForSequenceClassification): the score head (K x C) on each row's last
+       non-pad token, one loss term per sample; padded rows, and the tied preset's layout (score untied) */
+    LlamaConfig ca = a, cb = tb;
+    ca.task = cb.task = LLAMA_TASK_CLASSIFY;
+    ca.num_labels = 3; ca.pad_id = 0;
+    cb.num_labels = 2; cb.pad_id = -1;
+    test_config("classify GQA C32 T17 B3 K3 pad 0", &ca, 3, 17, 1);
+    test_config("classify tied MHA C24 T33 B4 K2 no pad", &cb, 4, 33, 2);
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }
     printf("dp train: %d checks passed\n", checks);
     return 0;

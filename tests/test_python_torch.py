@@ -206,13 +206,20 @@ def scopes(log):
 
 names, ok = scopes(log_h)
 check(ok, "hooks: scopes balanced")
-step = ["step", "  forward", "  loss", "  backward", "  clip", "  noise", "  noise", "  optimizer_step", "  zero_grad"]
+# one "noise" a step (add_noise and scale_grad inside it), as the C trainers' noise: not two
+noise = ["  noise", "    add_noise", "    scale_grad"]
+step = ["step", "  forward", "  loss", "  backward", "  clip"] + noise + ["  optimizer_step", "  zero_grad"]
 check(names == step * 2, "hooks: the phases of two steps: %s" % names)
 names, ok = scopes(log_g)
 check(ok, "ghost: scopes balanced")
 step = ["step", "  forward", "  loss", "  backward", "    zero_grad", "    clip", "    second_backward", "  clip",
-        "  noise", "  noise", "  optimizer_step", "  zero_grad"]
+        ] + noise + ["  optimizer_step", "  zero_grad"]
 check(names == step * 2, "ghost: the phases of two steps: %s" % names)
+# dpmem-report's scope table: noise, add_noise and scale_grad each once a step (2 steps), not twice
+rep = subprocess.run([os.path.join(BUILD, "dpmem-report"), log_h], check=True, capture_output=True, text=True).stdout
+counts = {f[0]: int(f[1]) for f in (line.split() for line in rep.splitlines()) if len(f) > 2 and f[1].isdigit()}
+check([counts.get(k) for k in ("step", "noise", "add_noise", "scale_grad")] == [2, 2, 2, 2],
+      "dpmem-report counts per step: %s" % {k: counts.get(k) for k in ("step", "noise", "add_noise", "scale_grad")})
 
 # ---- memory_stats() and friends: torch.cuda's statistics, which a CUDAPluggableAllocator cannot give --
 # Without use_cuda_allocator() (and no CUDA here) only the kit's figures, and no peak to report.

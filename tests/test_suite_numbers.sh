@@ -1,15 +1,18 @@
 #!/bin/sh
 # test_suite_numbers.sh — the suite's numbers a researcher cites:
 #   - --repeat N: N processes per experiment, in rounds (every experiment once per round); the step
-#     time is the median of the processes' medians and the ratio the median of the rounds' ratios,
-#     each with min..max, recomputed here from runs.csv (one row per process);
+#     time is the median of the processes' medians (with min..max) and the ratio the median of the
+#     rounds' ratios, its spread min..max of every timed step over every timed step of vanilla in the
+#     same round, all rounds (not of the rounds' ratios alone, which a rerun left behind: issue 38),
+#     recomputed here from runs.csv (one row per process, each step's time);
 #   - --methods NORM+CLIP,...: any norm x clip, run as asked (the command line and config.method);
 #   - a plan has no time: empty time cells in results.csv / results.json, '-' in summary.txt;
 #   - a sweep's header says the swept setting is swept, not its unswept default;
 #   - --plan --fit SIZE: each experiment's largest physical batch is the one whose plan fits SIZE
 #     while the next does not (checked against the trainers' own plans), the same as a plan at every
 #     batch gives (ghost, 1..10), found in O(log P) plans (1G: counted), and the savings are the
-#     plans' differences;
+#     plans' differences; fit.txt's command is the plans' (--plan-for cuda for a device, no --device,
+#     no batch flags) and a --physical-batch given is said to be unused;
 #   - results.csv and results.json carry the DP settings, logical and physical batch.
 # Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
@@ -44,10 +47,15 @@ for e in ('vanilla', 'ghost+bk', 'flash+twopass'):
     med = [float(runs['%s.r%d.log' % (e, r)]['step_median_ms']) for r in (1, 2, 3)]
     van = [float(runs['vanilla.r%d.log' % r]['step_median_ms']) for r in (1, 2, 3)]
     rat = [m / v for m, v in zip(med, van)]
+    # every timed step (the warm-up one left out) over every timed step of vanilla's, same round
+    steps = lambda f: [float(x) for x in runs[f]['step_ms'].split()][int(runs[f]['warmup_steps']):]
+    pairs = [a / b for k in (1, 2, 3) for a in steps('%s.r%d.log' % (e, k)) for b in steps('vanilla.r%d.log' % k)]
     r, o = res[e], js[e]
     want = {'repeats': 3, 'step_median_ms': statistics.median(med), 'step_median_ms_repeat_min': min(med),
             'step_median_ms_repeat_max': max(med), 'step_vs_baseline': statistics.median(rat),
-            'step_vs_baseline_lo': min(rat), 'step_vs_baseline_hi': max(rat)}
+            'step_vs_baseline_lo': min(pairs), 'step_vs_baseline_hi': max(pairs), 'step_vs_baseline_pairs': 3 * 2 * 2}
+    if min(pairs) > min(rat) or max(pairs) < max(rat):
+        print('  %s: the steps\' range %.4f..%.4f does not hold the rounds\' ratios %s' % (e, min(pairs), max(pairs), rat)); bad = 1
     for k, w in want.items():
         if abs(float(r[k]) - w) > 1e-5 * max(1, abs(w)) or abs(o[k] - w) > 1e-5 * max(1, abs(w)):
             print('  %s %s: csv %s, json %s, want %s' % (e, k, r[k], o[k], w)); bad = 1
@@ -59,7 +67,7 @@ for e in ('vanilla', 'ghost+bk', 'flash+twopass'):
         print('  %s: batches %s/%s, warm-up %s, timed %s' % (e, o['batch_logical'], o['batch_physical'], o['warmup_steps'], o['timed_steps'])); bad = 1
     if e != 'vanilla' and not (o['dp.max_grad_norm'] == 1 and o['dp.noise_multiplier'] == 1 and o['dp.delta'] == 1e-05 and o['dp.poisson'] == 0):
         print('  %s: DP settings missing: %s' % (e, {k: v for k, v in o.items() if k.startswith('dp.')})); bad = 1
-print('ok   --repeat 3: medians of medians and rounds\' ratios as recomputed from runs.csv')
+print('ok   --repeat 3: medians of medians, rounds\' ratios and the spread of every step pair as recomputed from runs.csv')
 sys.exit(bad)
 PY
 grep -q "^step ms: the median of the 3 processes' medians" "$d/summary.txt" || bad "summary.txt does not say how the times were made"
@@ -169,9 +177,15 @@ m_mb=$(awk '$1 == "vanilla" { print $2 }' "$tmp/fit-${S3}MB/fit.txt"); m_mib=$(a
 [ -n "$m_mb" ] && [ "$m_mb" -lt "$m_mib" ] || bad "--fit ${S3}MB gives batch $m_mb, ${S3}MiB $m_mib: the decimal size must fit less"
 for pr in "h100-80gb - 84447068160 1024" "h200 - 149681078272 1024" "a100-40gb 512MiB 42412802048 512" "h100-80gb 0 85520809984 0"; do
     set -- $pr; dev=$1; mg=$2; want=$3; mmib=$4
-    sh "$S" --build "$B" --out "$tmp/fit-$dev-$mg" --model tiny --seq-len 16 --plan --fit "$dev" $([ "$mg" = - ] || echo "--fit-margin $mg") vanilla \
+    # (--physical-batch 1 given: --fit searches the batch itself, and says so)
+    sh "$S" --build "$B" --out "$tmp/fit-$dev-$mg" --model tiny --seq-len 16 --physical-batch 1 --plan --fit "$dev" $([ "$mg" = - ] || echo "--fit-margin $mg") vanilla \
         >"$tmp/fit-$dev.stdout" 2>&1 || { bad "--fit $dev failed"; tail -n 5 "$tmp/fit-$dev.stdout"; continue; }
     f=$tmp/fit-$dev-$mg/fit.txt
+    # fit.txt's command is the plans' own: for cuda, no --device (nothing runs there), no batch it did not use
+    cmd=$(sed -n 's/^command: //p' "$f")
+    case " $cmd " in *" --plan-for cuda "*) case " $cmd " in *" --device "* | *" --physical-batch "* | *" --batch-size "*) bad "--fit $dev: fit.txt's command has a device or batch it did not use: $cmd" ;; esac ;;
+        *) bad "--fit $dev: fit.txt's command does not say the plans are for cuda: $cmd" ;; esac
+    grep -q "^note: --fit searches the physical batch itself .*--physical-batch 1 not used" "$f" || bad "--fit $dev: fit.txt does not say --physical-batch 1 is not used"
     if grep -q ": $want bytes" "$f" && grep -q "plan backend for cuda" "$f" && { [ "$mmib" = 0 ] && grep -q "no margin taken" "$f" || grep -q "less a margin of $mmib MiB" "$f"; }
     then echo "ok   --fit $dev (margin ${mg}): $want bytes for tensors, planned for cuda"
     else bad "--fit $dev (margin $mg): want $want bytes, margin $mmib MiB, cuda: $(sed -n 1,2p "$f")"; fi

@@ -10,6 +10,8 @@
 #   - one definition of a data row for every trainer and sampling mode: a 257-token file at T = 64 has
 #     4 rows (vanilla and DP alike), and Poisson sampling at rate 1 reads the same sequences as the
 #     sequential batches (the same first loss, also when a physical batch is padded);
+#   - the per-layer choice lines of a DP method only with --verbose (one line of counts without it),
+#     the norm IO in KiB/MiB/GiB as every other size;
 #   - '-' is not a trainer's log or checkpoint (one clear line).
 # Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
@@ -133,6 +135,18 @@ c = json.load(open(sys.argv[1]))
 print("  saved:", {k: c.get(k) for k in ("rope_parameters", "rope_scaling", "rope_theta", "rms_norm_eps")})
 sys.exit(0 if c.get("rope_parameters") == {"rope_theta": 10000, "rope_type": "default"} and "rope_scaling" not in c and "rope_theta" not in c and c["rms_norm_eps"] == 1e-06 else 1)
 PY
+
+# ---- the per-layer choice lines only with --verbose; sizes in binary units (issue 38) ---------------
+# tiny has 2 layers: LoRA on q and v gives 8 adapter matrices, mixed norms choose for each of them
+"$B/train_lora" --model tiny --seq-len 16 --steps 2 --batch-size 4 --lora-rank 2 >"$tmp/lora.out" 2>&1 || bad "train_lora failed: $(tail -n 2 "$tmp/lora.out")"
+"$B/train_lora" --model tiny --seq-len 16 --steps 2 --batch-size 4 --lora-rank 2 --verbose >"$tmp/lorav.out" 2>&1 || bad "train_lora --verbose failed"
+n=$(grep -c '^DP-SGD mixed: .*\.lora_[AB] ' "$tmp/lora.out"); nv=$(grep -c '^DP-SGD mixed: .*\.lora_[AB] ' "$tmp/lorav.out")
+[ "$n" = 0 ] && [ "$nv" = 8 ] || bad "LoRA's per-layer lines: $n without --verbose (want 0), $nv with it (want 8)"
+grep -q '^DP-SGD mixed: 8 LoRA adapter matrices: [0-9]* direct from their kept per-sample gradients, [0-9]* flash, [0-9]* direct (--verbose: each)$' "$tmp/lora.out" \
+    || bad "LoRA: no one-line count of the adapters' choices: $(grep '^DP-SGD mixed' "$tmp/lora.out")"
+grep -q '; norm IO [0-9.]* \(KiB\|MiB\|GiB\)/step' "$tmp/lora.out" && ! grep -q 'MB/step' "$tmp/lora.out" \
+    || bad "the norm IO is not in KiB/MiB/GiB: $(grep -o 'norm IO[^;]*' "$tmp/lora.out")"
+[ $fail -ne 0 ] || echo "ok   LoRA: per-layer lines only with --verbose ($nv), the norm IO in binary units"
 
 # ---- '-' is no trainer output --------------------------------------------------------------------
 for f in --log --save; do

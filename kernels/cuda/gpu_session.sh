@@ -23,6 +23,9 @@
 #             ghost+twopass, direct+bk; step time and peak as ratios to vanilla; each peak = its plan
 #   long      1b T=16384 bf16 with activation checkpointing: vanilla and flash+bk
 #   bf16      the speed stage's bf16 row alone
+#   classify  --task classify (LlamaForSequenceClassification): tiny's first loss on the CPU and the GPU
+#             equal; 1b T=128, 3 labels: vanilla, LoRA r16 and ghost in physical batches of 1, each
+#             peak = its plan
 #   train     tests/test_cuda_ops_train.sh: CPU vs CUDA loss curves, plan = peak, the GPU-time table and MFU line
 #   kit       dpmem_cuda.h on the GPU (test_cuda_gpu) and under compute-sanitizer --nvtx yes (test_cuda_memcheck.sh)
 #   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's reduce-scatter and all-gather) = unsharded, bit for bit
@@ -158,9 +161,22 @@ for stage in $STAGES; do
       step zero 30 "--zero 2 --ranks 1 = unsharded, bit for bit" cmp "$OUT/zero0.tmp/model.safetensors" "$OUT/zero2.tmp/model.safetensors"
       rm -rf "$OUT/zero0.tmp" "$OUT/zero2.tmp"
     fi ;;
+  classify)   # sequence classification on the GPU: the same first loss as the CPU, and peaks = plans
+    if [ $dry = 0 ]; then
+      c="--model tiny --task classify --num-labels 3 --pad-id 0 --seq-len 16 --batch-size 4 --steps 1 --seed 5"
+      step classify 120 "tiny classify: first loss, CPU vs CUDA (1e-4)" sh -c "
+        a=\$(\"$B/train_vanilla\" $c --device cpu | sed -n 's/^loss: \\([0-9.]*\\).*/\\1/p')
+        b=\$(\"$B/train_vanilla\" $c --device cuda | sed -n 's/^loss: \\([0-9.]*\\).*/\\1/p')
+        echo \"cpu \$a cuda \$b\"; awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { exit !(a > 0 && (a - b) ^ 2 <= (1e-4 * a) ^ 2) }'"
+    fi
+    echo "" >>"$TAB"; echo "| 1b classify T=128, 3 labels, 8 samples | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
+    a="--model 1b --task classify --num-labels 3 --pad-id 0 --seq-len 128 --steps 4 --quiet"
+    train classify "vanilla (batch 8)" 1024 train_vanilla $a --batch-size 8
+    train classify "LoRA r16, physical 1" 1024 train_lora $a --batch-size 8 --max-physical-batch-size 1 --lora-rank 16
+    train classify "ghost+twopass, physical 1" 1024 train_ghost $a --batch-size 8 --max-physical-batch-size 1 ;;
   sanitize)   # memcheck, racecheck, synccheck of test_cuda_kernels and a planted race / out-of-bounds write
     step sanitize 200 "test_cuda_ops_sanitize.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_sanitize.sh ;;
-  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp long train kit sanitize zero)" ;;
+  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp long train kit sanitize classify zero)" ;;
   esac
 done
 rm -f "$OUT/run.log.tmp" "$OUT/run.out.tmp"

@@ -6,7 +6,7 @@
             out = model(x)                           # scope "forward"; saved tensors -> activations/...
             loss = tracker.criterion(out, y)         # scope "loss"
             loss.backward()                          # scope "backward"; grads/..., per_sample_grads/...
-            optimizer.step()                         # scopes "clip", "noise", "optimizer_step"
+            optimizer.step()                         # scopes "clip", "noise" (add_noise, scale_grad), "optimizer_step"
             optimizer.zero_grad()                    # scope "zero_grad"
 
 What is tagged, each storage once (the first tag wins; views and tied weights share a storage):
@@ -333,10 +333,12 @@ def allocation_tag(tag):
 
 
 # ---- wrapping methods of objects we do not own ---------------------------------------------------
-def _wrap(obj, name, before=None, after=None, scope=None):
+def _wrap(obj, name, before=None, after=None, scope=None, enter=None, leave=None):
     """Replaces obj.name (a method) on the instance by one that runs in `scope` and calls before()
-    and after(result) around it. Idempotent per (object, name). The wrapper holds the object weakly:
-    stored in a tensor's own __dict__, a strong reference would keep the tensor alive for good."""
+    and after(result) around it, inside the scope; enter() before the scope opens and leave() after
+    it closes, as leave(ok) (ok: False when the method raised), for a phase that spans several methods. Idempotent per
+    (object, name). The wrapper holds the object weakly: stored in a tensor's own __dict__, a strong
+    reference would keep the tensor alive for good."""
     orig = getattr(obj, name, None)
     if orig is None or getattr(orig, "_dpmem_wrapped", False):
         return False
@@ -348,13 +350,21 @@ def _wrap(obj, name, before=None, after=None, scope=None):
         call = orig
 
     def wrapper(*args, **kwargs):   # no functools.wraps: its __wrapped__ would hold the object
-        with dpmem.scope(scope) if scope else contextlib.nullcontext():
-            if before:
-                before()
-            r = call(*args, **kwargs)
-            if after:
-                after(r)
+        if enter:
+            enter()
+        ok = False
+        try:
+            with dpmem.scope(scope) if scope else contextlib.nullcontext():
+                if before:
+                    before()
+                r = call(*args, **kwargs)
+                if after:
+                    after(r)
+            ok = True
             return r
+        finally:
+            if leave:
+                leave(ok)
     wrapper._dpmem_wrapped = True
     wrapper.__name__, wrapper.__doc__ = name, getattr(orig, "__doc__", None)
     object.__setattr__(obj, name, wrapper) if isinstance(obj, torch.nn.Module) else setattr(obj, name, wrapper)
@@ -556,8 +566,13 @@ class Tracker:
             # Opacus's DPOptimizer: clipping (hooks mode) or the clipped sum's copy (ghost), then noise
             self._wrap(opt, "clip_and_accumulate", scope="clip", after=scan)
             self._wrap(opt, "accumulate", scope="clip", after=scan)
-            self._wrap(opt, "add_noise", scope="noise", after=scan)
-            self._wrap(opt, "scale_grad", scope="noise", after=scan)
+            # "noise" is one phase a step, as the C trainers' (noise, then the 1/B average): it opens
+            # before add_noise and closes after scale_grad, each of them a scope of its own inside it
+            # (closed at once when add_noise raises: scale_grad will not run)
+            end_noise = self._pop_phase_if("noise")
+            self._wrap(opt, "add_noise", scope="add_noise", after=scan, enter=lambda: self._push_phase("noise"),
+                       leave=lambda ok: ok or end_noise())
+            self._wrap(opt, "scale_grad", scope="scale_grad", after=scan, leave=lambda ok: end_noise())
         else:
             self._handles.append(inner.register_step_post_hook(scan))
 

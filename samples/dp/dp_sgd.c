@@ -156,8 +156,9 @@ static int lora_target_bit(WhichTensor w) {
 }
 
 int dp_sgd_frozen(void *user, const ParamInfo *p) {
-    (void)user; (void)p;
-    return 1;
+    (void)user;
+    /* classify's score head trains whole, as PEFT's modules_to_save for sequence classification */
+    return !(p->which == W_LM_HEAD && !strcmp(p->name, "score"));
 }
 
 size_t dp_sgd_lora_params(const DpSgd *d) {
@@ -178,7 +179,7 @@ static int lora_setup(DpSgd *d, TrainState *s) {
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
         d->lora_of[i] = -1;
-        if (!(lora_target_bit(p->which) & d->cfg.lora_targets)) continue;
+        if (!(lora_target_bit(p->which) & d->cfg.lora_targets) || p->trainable) continue;   /* score: trained whole */
         LoraAdapter *l = &d->lora[d->n_lora];
         if (lora_build(l, d->kb, p->name, i, p->cols, p->rows, r, alpha, adam, (unsigned long long)s->cfg->seed, m->dt)) return -1;
         d->lora_of[i] = d->n_lora++;
@@ -845,7 +846,7 @@ static void print_choice(DpSgd *d) {
         dpmem_meta_int(key, (long long)(p->io.read + p->io.written));
         io += p->io.read + p->io.written;
         if (p->kind == HOOK_LINEAR) { n_linear++; n_kept += p->kept; }
-        if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && !(d->s->cfg->quiet || d->cfg.quiet_dp))
+        if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && d->s->cfg->verbose && !(d->s->cfg->quiet || d->cfg.quiet_dp))
             printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s\n", name, p->d_out, p->d_in, p->T,
                    p->kept ? "direct, kept for book-keeping (d_in <= T)" : p->used == DP_NORM_FLASH ? "flash (2T^2 <= d_in*d_out)"
                    : "direct (2T^2 > d_in*d_out)");
@@ -854,16 +855,29 @@ static void print_choice(DpSgd *d) {
         printf("DP-SGD %s: %d of %d linear layers (d_in <= T) keep their per-sample gradients for book-keeping "
                "and take their norms from them; %s for the others\n", dp_norm_name(d->cfg.norm), n_kept, n_linear,
                dp_norm_name(d->cfg.norm));
+    int n_mixed = 0, n_mixed_direct = 0, n_lora_kept = 0, n_lora_flash = 0, n_lora_direct = 0;
+    for (int i = 0; i < d->n_params && d->cfg.norm == DP_NORM_MIXED; i++)
+        if (d->ps[i].used >= 0 && d->ps[i].kind == HOOK_LINEAR) { n_mixed++; n_mixed_direct += d->ps[i].kept || d->ps[i].used != DP_NORM_FLASH; }
     for (int k = 0; k < 2 * d->n_lora; k++) {
         DpParamState *p = &d->lps[k];
         if (p->used < 0) continue;
+        if (p->kept) n_lora_kept++; else if (p->used == DP_NORM_FLASH) n_lora_flash++; else n_lora_direct++;
         char key[160];
         snprintf(key, sizeof key, "dp.layer.%s.lora_%c", d->lora[k / 2].name, k % 2 ? 'B' : 'A');
         dpmem_meta(key, p->kept ? "direct-kept" : p->used == DP_NORM_MIXED ? "direct-streamed" : dp_norm_name((DpNorm)p->used));
         io += p->io.read + p->io.written;
-        if ((d->cfg.norm == DP_NORM_MIXED || p->kept) && !(d->s->cfg->quiet || d->cfg.quiet_dp))
+        if ((d->cfg.norm == DP_NORM_MIXED || p->kept) && d->s->cfg->verbose && !(d->s->cfg->quiet || d->cfg.quiet_dp))
             printf("DP-SGD %s: %-27s.lora_%c %5dx%-5d T=%d: %s\n", dp_norm_name(d->cfg.norm), d->lora[k / 2].name, k % 2 ? 'B' : 'A',
                    p->d_out, p->d_in, p->T, p->kept ? "direct, from the kept per-sample gradients" : p->used == DP_NORM_FLASH ? "flash" : "direct");
+    }
+    /* one line for all layers unless --verbose (a 3b LoRA plan printed 112 before its answer) */
+    if (!d->s->cfg->verbose && !(d->s->cfg->quiet || d->cfg.quiet_dp)) {
+        if (n_mixed) printf("DP-SGD mixed: %d linear layers: %d direct (2T^2 > d_in*d_out, or d_in <= T: kept for book-keeping), "
+                            "%d flash (--verbose: each layer)\n", n_mixed, n_mixed_direct, n_mixed - n_mixed_direct);
+        if (n_lora_kept + n_lora_flash + n_lora_direct && (d->cfg.norm == DP_NORM_MIXED || n_lora_kept))
+            printf("DP-SGD %s: %d LoRA adapter matrices: %d direct from their kept per-sample gradients, %d flash, %d direct "
+                   "(--verbose: each)\n", dp_norm_name(d->cfg.norm), n_lora_kept + n_lora_flash + n_lora_direct, n_lora_kept,
+                   n_lora_flash, n_lora_direct);
     }
     d->io_step = io * (uint64_t)d->s->cfg->grad_accum;
     dpmem_meta_int("dp.norm_io_bytes_per_step", (long long)d->io_step);
@@ -999,8 +1013,8 @@ static int shortcut_clip(DpSgd *d, TrainState *s) {
 int dp_sgd_physical_batch(void *user, TrainState *s) {
     DpSgd *d = user;
     LlamaModel *m = &s->model;
-    const int B = m->B, T = m->T;
-    const float per_sample_scale = 1.0f / T;     /* g_b = ∇ (mean over the sequence's tokens) */
+    const int B = m->B;
+    const float per_sample_scale = 1.0f / llama_loss_positions(m);   /* g_b = ∇ (mean over the sequence's loss terms: T, classify 1) */
     int real = B;                                /* rows of this physical batch that are data */
     if (!d->cfg.seed_given && !d->seed_shared) {  /* one noise stream for the job: rank 0's drawn seed (no rank has
                                                      --noise-seed: train.c compared the configurations) */
@@ -1207,7 +1221,12 @@ void dp_sgd_destroy(void *user, TrainState *s) {
             if (d->norm_count)
                 printf("; mean per-sample norm %.4g, %.0f%% of samples clipped",
                        d->norm_sum / d->norm_count, 100.0 * d->clipped_frac_sum / d->norm_count);
-            if (d->io_step) printf("; norm IO %.1f MB/step", d->io_step / 1e6);
+            if (d->io_step) {   /* in the binary units of every other size the trainers print */
+                const double b = (double)d->io_step;
+                if (b >= 1073741824.0) printf("; norm IO %.2f GiB/step", b / 1073741824.0);
+                else if (b >= 1048576.0) printf("; norm IO %.2f MiB/step", b / 1048576.0);
+                else printf("; norm IO %.2f KiB/step", b / 1024.0);
+            }
             printf("\n");
         }
     }

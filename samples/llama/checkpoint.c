@@ -49,6 +49,9 @@ int ckpt_read_config(const char *dir, LlamaConfig *model, HFConfig *hf_out, char
     model->rope_high_freq_factor = hf.rope_llama3 ? (float)hf.rope_high_freq_factor : 0.0f;
     model->rope_original_max_pos = hf.rope_llama3 ? hf.rope_original_max_position_embeddings : 0;
     model->max_pos = hf.max_position_embeddings;
+    model->task = hf.classify ? LLAMA_TASK_CLASSIFY : LLAMA_TASK_LM;   /* --task classify on a causal LM: a new score head */
+    model->num_labels = hf.classify ? hf.num_labels : 0;
+    model->pad_id = hf.pad_token_id;
     if (hf_out) *hf_out = hf;
     return 0;
 }
@@ -73,6 +76,9 @@ void ckpt_hf_config_from(const LlamaConfig *c, int max_position_embeddings, HFCo
     hf->rope_high_freq_factor = hf_shortest_float(c->rope_high_freq_factor);
     hf->rope_original_max_position_embeddings = c->rope_original_max_pos;
     hf->bos_token_id = hf->eos_token_id = -1;
+    hf->pad_token_id = c->pad_id;
+    hf->classify = c->task == LLAMA_TASK_CLASSIFY;
+    hf->num_labels = hf->classify ? c->num_labels : 0;
 }
 
 /* ---- weights ----------------------------------------------------------------------------------- */
@@ -243,7 +249,8 @@ static int check_config(const LlamaModel *m, const char *dir, char *err, size_t 
         {"hidden_size", c->dim, want.dim}, {"num_hidden_layers", c->n_layers, want.n_layers},
         {"num_attention_heads", c->n_heads, want.n_heads}, {"num_key_value_heads", c->n_kv_heads, want.n_kv_heads},
         {"intermediate_size", c->ffn_dim, want.ffn_dim}, {"vocab_size", c->vocab_size, want.vocab_size},
-        {"tie_word_embeddings", c->tie_embeddings, want.tie_embeddings},
+        /* a classifier has no lm_head to tie (llama_describe): the base's flag is the base's business */
+        {"tie_word_embeddings", c->task == LLAMA_TASK_CLASSIFY ? want.tie_embeddings : c->tie_embeddings, want.tie_embeddings},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].have != f[i].want)
@@ -258,6 +265,11 @@ int ckpt_has_weights(const char *dir) {
     join(index, sizeof index, dir, "model.safetensors.index.json");
     struct stat sb;
     return stat(single, &sb) == 0 || stat(index, &sb) == 0;
+}
+
+/* Classify's score head, which a causal LM's checkpoint does not have (llama.c initialises it from the seed). */
+static int new_score(const LlamaModel *m, const ParamInfo *p) {
+    return m->cfg.task == LLAMA_TASK_CLASSIFY && p->which == W_LM_HEAD;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -277,6 +289,7 @@ static int verify(const LlamaModel *m, const char *dir, CkptWeights *w, size_t *
         names[i] = p->hf_name;
         const SafeTensors *file = NULL;
         const SafeTensor *t = ckpt_weights_find(w, p->hf_name, &file);
+        if (!t && new_score(m, p)) continue;   /* a causal LM's checkpoint under a new classifier: score from the seed */
         if (!t) { fail(err, errlen, "%s: tensor '%s' is missing from the checkpoint", dir, p->hf_name); goto bad; }
         int ok = p->rows == 1 ? (t->ndim == 1 && t->shape[0] == p->cols)
                               : (t->ndim == 2 && t->shape[0] == p->rows && t->shape[1] == p->cols);
@@ -300,6 +313,7 @@ static int verify(const LlamaModel *m, const char *dir, CkptWeights *w, size_t *
         const char *name = w->index[k].tensor->name;
         if (bsearch(&name, names, (size_t)m->n_params, sizeof *names, cmp_str) || ends_with(name, ".rotary_emb.inv_freq")) continue;
         if (m->cfg.tie_embeddings && strcmp(name, "lm_head.weight") == 0) continue; /* tied: transformers ignores it */
+        if (m->cfg.task == LLAMA_TASK_CLASSIFY && strcmp(name, "lm_head.weight") == 0) continue; /* an LM's head: unused, as there */
         fail(err, errlen, "%s: tensor '%s' has no place in the model built from config.json (a config that "
              "does not match its weights?)", w->files[w->index[k].file].path, show(name).s);
         goto bad;
@@ -358,6 +372,7 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
         const ParamInfo *p = &m->params[i];
         const SafeTensors *file = NULL;
         const SafeTensor *t = ckpt_weights_find(&w, p->hf_name, &file);
+        if (!t) continue;   /* score, new (verify allowed only that): its initialisation stays */
         float *dst = *llama_tensor(&m->w, p);
         float *vals = direct ? dst : staging;
         size_t bad = p->numel;

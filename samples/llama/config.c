@@ -64,6 +64,7 @@ void config_defaults(TrainConfig *c) {
     snprintf(c->plan_for, sizeof c->plan_for, "cpu");
     snprintf(c->save_dtype, sizeof c->save_dtype, "f32");
     c->run_name = "train";
+    c->model.pad_id = -1;
 }
 
 void config_usage(const char *prog, const char *extra_usage) {
@@ -83,11 +84,13 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --data FILE (llm.c .bin of uint16/uint32 tokens, else the file's bytes as tokens; default synthetic)\n"
            "  --precision fp32|bf16 (bf16: mixed precision, fp32 master weights and optimizer state)\n"
            "  --checkpoint-activations (keep each block's input only; recompute the block in the backward)\n"
+           "  --task lm|classify (classify: LlamaForSequenceClassification, a score head on each row's last non-pad token)\n"
+           "  --num-labels K (classify's labels, >= 2)  --pad-id P (classify's padding token; default: none, the last position)\n"
            "  --init-from DIR (Hugging Face LLaMA checkpoint: config.json + model.safetensors; sets the model)\n"
            "  --allow-nonfinite (load a checkpoint's NaN/inf values; by default they are an error naming the tensor)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
            "  --log FILE (dpmem log)  --run-name NAME (the run's name in the log and charts)\n"
-           "  --print-params  --check-finite  --quiet  --help\n%s",
+           "  --print-params  --check-finite  --quiet  --verbose (per-layer lines)  --help\n%s",
            prog, extra_usage ? extra_usage : "");
 }
 
@@ -178,7 +181,8 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         /* switches: a value given to one ("--print-params=0") is an error, not a silent "on" */
         if (eq && (!strcmp(a, "--help") || !strcmp(a, "--print-params") || !strcmp(a, "--check-finite") ||
                    !strcmp(a, "--allow-nonfinite") ||
-                   !strcmp(a, "--tie-embeddings") || !strcmp(a, "--quiet") || !strcmp(a, "--checkpoint-activations"))) {
+                   !strcmp(a, "--tie-embeddings") || !strcmp(a, "--quiet") || !strcmp(a, "--verbose") ||
+                   !strcmp(a, "--checkpoint-activations"))) {
             fprintf(stderr, "error: %s is a switch and takes no value (got '%s'): give it alone to turn it on\n", a, v);
             return -1;
         }
@@ -188,6 +192,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         if (!strcmp(a, "--allow-nonfinite")) { c->allow_nonfinite = 1; continue; }
         if (!strcmp(a, "--tie-embeddings")) { c->model.tie_embeddings = 1; continue; }
         if (!strcmp(a, "--quiet")) { c->quiet = 1; continue; }
+        if (!strcmp(a, "--verbose")) { c->verbose = 1; continue; }
         if (!strcmp(a, "--checkpoint-activations")) { c->model.checkpoint_activations = 1; continue; }
         int took_next = 0;
         if (!v) { v = i + 1 < argc ? argv[i + 1] : NULL; took_next = 1; }
@@ -224,6 +229,13 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
             char p[8];
             if (!(rc = parse_choice(a, v, precs, p, sizeof p))) c->model.precision = !strcmp(p, "bf16");
         }
+        else if (!strcmp(a, "--task")) {
+            static const char *const tasks[] = { "lm", "classify", NULL };
+            char t[16];
+            if (!(rc = parse_choice(a, v, tasks, t, sizeof t))) c->model.task = !strcmp(t, "classify") ? LLAMA_TASK_CLASSIFY : LLAMA_TASK_LM;
+        }
+        else if (!strcmp(a, "--num-labels")) rc = parse_int_in(a, v, 2, HF_MAX_DIM, &c->model.num_labels);
+        else if (!strcmp(a, "--pad-id")) rc = parse_int_in(a, v, 0, HF_MAX_DIM, &c->model.pad_id);
         else if (!strcmp(a, "--data")) { if (!v || !*v) { fprintf(stderr, "error: --data needs a file name\n"); return -1; } c->data_path = v; }
         else if (!strcmp(a, "--init-from")) rc = 0;
         else if (!strcmp(a, "--save")) {
@@ -307,6 +319,10 @@ int config_validate(const TrainConfig *c) {
     if (m->dim % m->n_heads) BAD("--heads %d does not divide --dim %d", m->n_heads, m->dim);
     if ((m->dim / m->n_heads) % 2) BAD("head size %d (dim %d / heads %d) must be even for RoPE", m->dim / m->n_heads, m->dim, m->n_heads);
     if (m->n_heads % m->n_kv_heads) BAD("--kv-heads %d does not divide --heads %d", m->n_kv_heads, m->n_heads);
+    if (m->task == LLAMA_TASK_CLASSIFY && m->num_labels < 2) BAD("--task classify needs --num-labels K (K >= 2)");
+    if (m->task != LLAMA_TASK_CLASSIFY && m->num_labels) BAD("--num-labels %d is for --task classify", m->num_labels);
+    if (m->task == LLAMA_TASK_CLASSIFY && m->pad_id >= m->vocab_size)
+        BAD("--pad-id %d is not a token of the vocabulary (size %d)", m->pad_id, m->vocab_size);
     if (c->seq_len < 1) BAD("--seq-len must be at least 1");
     if (c->batch_size < 1) BAD("--batch-size must be at least 1");
     if (c->grad_accum < 1) BAD("--grad-accum must be at least 1");
@@ -343,6 +359,8 @@ void config_log(const TrainConfig *c) {
     dpmem_meta_int("config.tie_embeddings", m->tie_embeddings);
     dpmem_meta("config.precision", m->precision ? "bf16" : "fp32");
     dpmem_meta_int("config.checkpoint_activations", m->checkpoint_activations);
+    dpmem_meta("config.task", m->task == LLAMA_TASK_CLASSIFY ? "classify" : "lm");
+    if (m->task == LLAMA_TASK_CLASSIFY) { dpmem_meta_int("config.num_labels", m->num_labels); dpmem_meta_int("config.pad_id", m->pad_id); }
     dpmem_meta_int("config.batch_size", c->batch_size);
     dpmem_meta_int("config.seq_len", c->seq_len);
     dpmem_meta_int("config.steps", c->steps);
@@ -385,6 +403,7 @@ void config_fields(const TrainConfig *c, ConfigFields *f) {
                  (double)m->rope_high_freq_factor, m->rope_original_max_pos);
     config_field(f, "--precision", "%s", m->precision ? "bf16" : "fp32");
     config_field(f, "--checkpoint-activations", "%d", m->checkpoint_activations);
+    config_field(f, "--task --num-labels --pad-id", "%d %d %d", m->task, m->num_labels, m->pad_id);
     config_field(f, "the batch (each rank's)", "%d", c->batch_size);
     config_field(f, "--seq-len", "%d", c->seq_len);
     config_field(f, "--grad-accum", "%d", c->grad_accum);

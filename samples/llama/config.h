@@ -23,7 +23,12 @@ typedef struct {
     int no_init;           /* leave the parameters zero: a checkpoint fills them (--init-from) */
     int precision;         /* --precision: 0 fp32, 1 bf16 (KDT_F32, KDT_BF16 of kernels.h; llama.h says what is bf16) */
     int checkpoint_activations; /* --checkpoint-activations: keep each block's input only, recompute it in the backward */
+    int task;              /* --task: LLAMA_TASK_LM (LlamaForCausalLM) or LLAMA_TASK_CLASSIFY (LlamaForSequenceClassification) */
+    int num_labels;        /* --num-labels K: classify's score head is (K, C) */
+    int pad_id;            /* --pad-id: classify reads each row's last token that is not pad_id; -1: none (the last position) */
 } LlamaConfig;
+
+enum { LLAMA_TASK_LM = 0, LLAMA_TASK_CLASSIFY = 1 };
 
 typedef struct {
     LlamaConfig model;
@@ -41,6 +46,7 @@ typedef struct {
     char save_dtype[8];    /* f32, bf16, f16 */
     const char *run_name;  /* META "run" */
     int print_params, check_finite, quiet;   /* quiet: 1 no header/progress (--quiet), 2 no summary either */
+    int verbose;           /* --verbose: per-layer lines (a DP method's choice for each layer) */
     int allow_nonfinite;   /* --allow-nonfinite: load a checkpoint's NaN/inf values instead of refusing it */
     long long mem_limit;   /* bytes; 0 = none */
     int ranks;             /* --ranks N: under mpirun it must be the job's size; without a launcher the plan

@@ -18,11 +18,73 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+/* A labelled file (data.h) already read into raw: its records into d. */
+static int open_labelled(DataLoader *d, const char *path, const unsigned char *raw, size_t size, int T) {
+    int32_t h[6];
+    memcpy(h, raw, sizeof h);
+    if (h[1] != 1 || h[2] < 1 || h[3] < 1 || h[4] < 2) {
+        fprintf(stderr, "error: labelled data file '%s': bad header (version %d, rows %d, row length %d, labels %d)\n",
+                path, h[1], h[2], h[3], h[4]);
+        return -1;
+    }
+    const size_t n = (size_t)h[2], R = (size_t)h[3];
+    if ((size - 1024) / 4 / (R + 1) < n) {
+        fprintf(stderr, "error: labelled data file '%s' is truncated: header says %zu rows of %zu tokens, %zu bytes follow it\n",
+                path, n, R, size - 1024);
+        return -1;
+    }
+    if (h[4] != d->num_labels) {
+        fprintf(stderr, "error: labelled data file '%s' has %d labels, the model %d (--num-labels %d)\n", path, h[4], d->num_labels, h[4]);
+        return -1;
+    }
+    if (h[5] != d->pad_id) {
+        fprintf(stderr, "error: labelled data file '%s' pads with token %d, the model with %d (--pad-id %d)\n", path, h[5], d->pad_id, h[5]);
+        return -1;
+    }
+    if ((size_t)T > R && d->pad_id < 0) {
+        fprintf(stderr, "error: labelled data file '%s' has rows of %zu tokens and no pad token: --seq-len %d cannot be padded\n", path, R, T);
+        return -1;
+    }
+    d->tokens = malloc(n * R * sizeof *d->tokens);
+    d->labels = malloc(n * sizeof *d->labels);
+    if (!d->tokens || !d->labels) { fprintf(stderr, "error: out of host memory for %zu labelled rows\n", n); return -1; }
+    const unsigned char *p = raw + 1024;
+    for (size_t i = 0; i < n; i++) {
+        int32_t v;
+        memcpy(&v, p + 4 * i * (R + 1), 4);
+        if (v < 0 || v >= d->num_labels) {
+            fprintf(stderr, "error: labelled data file '%s': row %zu has label %d, outside 0..%d\n", path, i, v, d->num_labels - 1);
+            return -1;
+        }
+        d->labels[i] = v;
+        for (size_t t = 0; t < R; t++) {
+            memcpy(&v, p + 4 * (i * (R + 1) + 1 + t), 4);
+            if (v < 0 || v >= d->vocab) {
+                fprintf(stderr, "error: labelled data file '%s': row %zu token %zu is %d, outside the vocabulary 0..%d\n",
+                        path, i, t, v, d->vocab - 1);
+                return -1;
+            }
+            d->tokens[i * R + t] = v;
+        }
+    }
+    d->n_rows = n; d->row_len = R; d->n_tokens = n * R;
+    DPMEM_TAG_ALLOC(d->tokens, n * R * sizeof *d->tokens, "input/token_file");
+    DPMEM_TAG_ALLOC(d->labels, n * sizeof *d->labels, "input/labels_file");
+    if (snprintf(d->desc, sizeof d->desc, "%.40s (labelled, %zu rows of %zu, %d labels)", path, n, R, d->num_labels) < 0)
+        d->desc[0] = 0;   /* (a long name is cut: the description is for the header line) */
+    return 0;
+}
+
 int data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed) {
+    return data_open_task(d, path, vocab, T, seed, 0, -1);
+}
+
+int data_open_task(DataLoader *d, const char *path, int vocab, int T, uint64_t seed, int num_labels, int pad_id) {
     memset(d, 0, sizeof *d);
     d->vocab = vocab;
+    d->num_labels = num_labels; d->pad_id = pad_id;
     d->rng = seed * 0x9E3779B97F4A7C15ull + 17;
-    if (!path) { d->synthetic = 1; snprintf(d->desc, sizeof d->desc, "synthetic (uniform random tokens)"); return 0; }
+    if (!path) { d->synthetic = 1; snprintf(d->desc, sizeof d->desc, "synthetic (uniform random tokens%s)", num_labels ? ", labels" : ""); return 0; }
     /* A regular file only (a FIFO would block, a directory has no tokens), read to its end as a
        stream (a pseudo-file's size reads 0). */
     char e[600];
@@ -43,6 +105,18 @@ int data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed) 
     if (size >= 1024) memcpy(hdr, raw, sizeof hdr);
     size_t width = 0, n = 0;
     const char *kind = "raw bytes";
+    if ((hdr[0] == DATA_LABELLED_MAGIC) != (num_labels > 0)) {
+        fprintf(stderr, num_labels ? "error: --task classify reads a labelled token file (magic %d: tools/make_tokens.py --labels); '%s' is not one\n"
+                                   : "error: a causal LM trains on token files; '%2$s' is a labelled one (magic %1$d): give --task classify\n",
+                DATA_LABELLED_MAGIC, path);
+        free(raw); return -1;
+    }
+    if (num_labels) {
+        int rc = open_labelled(d, path, raw, (size_t)size, T);
+        free(raw);
+        if (rc) { free(d->tokens); free(d->labels); d->tokens = NULL; d->labels = NULL; }
+        return rc;
+    }
     if (hdr[0] == 20240520 || hdr[0] == 20240801) {
         width = hdr[0] == 20240520 ? 2 : 4;
         kind = width == 2 ? "llm.c uint16" : "llm.c uint32";
@@ -86,6 +160,7 @@ int data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed) 
 
 size_t data_rows(const DataLoader *d, int T) {
     if (d->synthetic) return DATA_SYNTHETIC_ROWS;
+    if (d->labels) return d->n_rows;
     return d->n_tokens > (size_t)T ? (d->n_tokens - 1) / (size_t)T : 0;
 }
 
@@ -99,6 +174,12 @@ void data_row(const DataLoader *d, size_t i, int *inputs, int *targets, int T) {
             int next = (int)(splitmix64(&st) % (uint64_t)d->vocab);
             inputs[t] = prev; targets[t] = next; prev = next;
         }
+        if (d->num_labels) for (int t = 0; t < T; t++) targets[t] = targets[0] % d->num_labels;   /* the row's label */
+        return;
+    }
+    if (d->labels) {
+        const int *row = d->tokens + i * d->row_len;
+        for (int t = 0; t < T; t++) { inputs[t] = (size_t)t < d->row_len ? row[t] : d->pad_id; targets[t] = d->labels[i]; }
         return;
     }
     const int *row = d->tokens + i * (size_t)T;
@@ -120,5 +201,6 @@ void data_skip(DataLoader *d, long rows, int T) {
 
 void data_close(DataLoader *d) {
     if (d->tokens) { DPMEM_TAG_FREE(d->tokens); free(d->tokens); }
-    d->tokens = NULL;
+    if (d->labels) { DPMEM_TAG_FREE(d->labels); free(d->labels); }
+    d->tokens = NULL; d->labels = NULL;
 }

@@ -12,6 +12,13 @@
    batch / rows. Data parallelism (samples/llama/comm.h): every rank walks the same rows and takes its own
    consecutive share of each step's rows, skipping the others' (data_skip), so N ranks read what one
    process would.
+   LABELLED ROWS (--task classify): a labelled token file, magic 20260335: a header of 256 int32
+   (magic, version 1, rows n, row length R, labels K, pad id P or -1), then n records of R + 1 int32
+   each: the row's label (0..K-1), then its R tokens, right-padded with P (tools/make_tokens.py
+   --labels writes it). Row i is record i: inputs its first T tokens (P after its R when T > R), every
+   target its label. Synthetic classify rows: row i's tokens as above, every target
+   (its stream's next draw) mod K, no padding. The file's K and P must be the model's (--num-labels,
+   --pad-id); a causal LM refuses a labelled file, classify any other.
    Not here: tokenization, shuffling. */
 #ifndef DATA_H
 #define DATA_H
@@ -26,11 +33,17 @@ typedef struct {
     size_t row;             /* the next sequential row (data_next) */
     uint64_t rng;           /* synthetic: the seed of every row */
     int synthetic, vocab;
+    int num_labels, pad_id; /* classify (num_labels > 0): labelled rows (see above) */
+    int *labels;            /* a labelled file: the rows' labels (host [rows]); tokens is then [rows][row_len] */
+    size_t n_rows, row_len;
     char desc[96];          /* "file.bin (llm.c uint16, 12345 tokens)" */
 } DataLoader;
 
 /* 0, or -1 after a one-line error (missing/short/garbage file, token >= vocab, fewer than T+1 tokens). */
 int  data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed);
+/* data_open for a task: num_labels > 0 reads labelled rows (classify; pad_id the model's, -1 none). */
+int  data_open_task(DataLoader *d, const char *path, int vocab, int T, uint64_t seed, int num_labels, int pad_id);
+#define DATA_LABELLED_MAGIC 20260335
 /* The rows at sequence length T (see above; at least 1 once data_open succeeded). */
 size_t data_rows(const DataLoader *d, int T);
 /* Row i (taken mod data_rows): inputs and targets, T each. */

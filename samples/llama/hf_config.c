@@ -139,10 +139,12 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
             if (cJSON_IsString(a)) {
                 if (first[0] == '?') first = a->valuestring;
                 if (strcmp(a->valuestring, "LlamaForCausalLM") == 0) ok = 1;
+                if (strcmp(a->valuestring, "LlamaForSequenceClassification") == 0) ok = c->classify = 1;
             }
         }
         if (!ok) {
-            fail(err, errlen, "%s: architecture \"%s\" is not supported (only LlamaForCausalLM)", label, show(first).s);
+            fail(err, errlen, "%s: architecture \"%s\" is not supported (only LlamaForCausalLM, LlamaForSequenceClassification)",
+                 label, show(first).s);
             goto done;
         }
     }
@@ -211,6 +213,16 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
     if (cJSON_IsString(td)) snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", td->valuestring);
     c->bos_token_id = get_token_id(o, "bos_token_id");
     c->eos_token_id = get_token_id(o, "eos_token_id");
+    c->pad_token_id = get_token_id(o, "pad_token_id");
+    if (c->classify) {   /* transformers: num_labels is len(id2label) when that is given, 2 by default */
+        const cJSON *ids = item(o, "id2label");
+        if (cJSON_IsObject(ids)) c->num_labels = cJSON_GetArraySize(ids);
+        else if (get_int_in(o, "num_labels", 2, 2, HF_MAX_DIM, &c->num_labels, label, err, errlen)) goto done;
+        if (c->num_labels < 2 || c->num_labels > HF_MAX_DIM) {
+            fail(err, errlen, "%s: id2label has %d labels: the classifier needs 2 or more", label, c->num_labels);
+            goto done;
+        }
+    }
     rc = 0;
 done:
     cJSON_Delete(o);
@@ -231,7 +243,7 @@ int hf_config_read(HFConfig *c, const char *path, char *err, size_t errlen) {
 int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errlen) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
+    cJSON_AddItemToArray(arch, cJSON_CreateString(c->classify ? "LlamaForSequenceClassification" : "LlamaForCausalLM"));
     cJSON_AddBoolToObject(o, "attention_bias", 0);
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
     if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", c->bos_token_id);
@@ -239,6 +251,16 @@ int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errle
     cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddNumberToObject(o, "hidden_size", c->hidden_size);
+    if (c->classify) {   /* transformers' default names; num_labels is read back from id2label */
+        cJSON *i2l = cJSON_AddObjectToObject(o, "id2label"), *l2i = cJSON_AddObjectToObject(o, "label2id");
+        for (int k = 0; k < c->num_labels; k++) {
+            char key[16], name[24];
+            snprintf(key, sizeof key, "%d", k);
+            snprintf(name, sizeof name, "LABEL_%d", k);
+            cJSON_AddStringToObject(i2l, key, name);
+            cJSON_AddNumberToObject(l2i, name, k);
+        }
+    }
     cJSON_AddNumberToObject(o, "initializer_range", 0.02);
     cJSON_AddNumberToObject(o, "intermediate_size", c->intermediate_size);
     cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_position_embeddings);
@@ -247,6 +269,7 @@ int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errle
     cJSON_AddNumberToObject(o, "num_attention_heads", c->num_attention_heads);
     cJSON_AddNumberToObject(o, "num_hidden_layers", c->num_hidden_layers);
     cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_key_value_heads);
+    if (c->pad_token_id >= 0) cJSON_AddNumberToObject(o, "pad_token_id", c->pad_token_id);
     cJSON_AddNumberToObject(o, "pretraining_tp", 1);
     cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_norm_eps);
     if (c->rope_parameters) {   /* transformers v5: theta and the scaling in one object */

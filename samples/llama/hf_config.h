@@ -39,6 +39,9 @@ typedef struct {
     int rope_parameters;          /* read from transformers v5's "rope_parameters" (theta inside it): written back so */
     char torch_dtype[16];         /* "bfloat16", "float32", "float16" ("" if absent) */
     int bos_token_id, eos_token_id; /* -1 if absent */
+    int pad_token_id;             /* -1 if absent */
+    int classify;                 /* architectures: LlamaForSequenceClassification (else LlamaForCausalLM) */
+    int num_labels;               /* classify: the entries of id2label (transformers' num_labels), else num_labels, else 2 */
 } HFConfig;
 
 /* Returns 0, or -1 with a one-line message in err. `label` names the source in messages. */
@@ -49,8 +52,9 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
    float field of the model (the RMSNorm epsilon, RoPE's theta and factors) is written as. */
 double hf_shortest_float(float f);
 
-/* Writes config.json as transformers writes a LlamaConfig (LlamaForCausalLM, model_type "llama"); the
-   RoPE fields as they were read (rope_parameters, or rope_theta and rope_scaling). */
+/* Writes config.json as transformers writes a LlamaConfig (LlamaForCausalLM, or with classify
+   LlamaForSequenceClassification with id2label/label2id LABEL_i and pad_token_id; model_type "llama");
+   the RoPE fields as they were read (rope_parameters, or rope_theta and rope_scaling). */
 int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errlen);
 
 /* inv_freq[i], i < head_dim/2: 1 / theta^(2i/head_dim), then, with llama3 scaling, transformers'

@@ -4,6 +4,7 @@
    it has consumed it, so the tagged timeline has the shape a real framework's has.
    Not here: the optimizer schedule and the loop (train.c), any arithmetic (kernels/). */
 #include "llama.h"
+#include "classify.h"
 #include "dpmem.h"
 
 #include <math.h>
@@ -73,9 +74,9 @@ static void add_param(LlamaModel *m, int layer, WhichTensor which, int rows, int
         snprintf(p->name, sizeof p->name, "norm");
         snprintf(p->hf_name, sizeof p->hf_name, "model.norm.weight");
         p->group = GROUP_NORM; p->kind = HOOK_RMSNORM; break;
-    case W_LM_HEAD:
-        snprintf(p->name, sizeof p->name, "lm_head");
-        snprintf(p->hf_name, sizeof p->hf_name, "lm_head.weight");
+    case W_LM_HEAD:   /* classify: LlamaForSequenceClassification's score */
+        snprintf(p->name, sizeof p->name, "%s", m->cfg.task == LLAMA_TASK_CLASSIFY ? "score" : "lm_head");
+        snprintf(p->hf_name, sizeof p->hf_name, "%s.weight", p->name);
         p->group = GROUP_HEAD; p->kind = HOOK_LINEAR; break;
     default:
         snprintf(p->name, sizeof p->name, "layers.%d.%s", layer, block_names[which]);
@@ -91,6 +92,8 @@ int llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T) {
     m->cfg = *cfg;
     m->C = cfg->dim; m->L = cfg->n_layers; m->NH = cfg->n_heads; m->NKV = cfg->n_kv_heads;
     m->HS = cfg->dim / cfg->n_heads; m->F = cfg->ffn_dim; m->V = cfg->vocab_size;
+    if (cfg->task == LLAMA_TASK_CLASSIFY) m->cfg.tie_embeddings = 0;   /* score is its own matrix */
+    m->HV = cfg->task == LLAMA_TASK_CLASSIFY ? cfg->num_labels : m->V;
     m->B = B; m->T = T;
     m->dt = cfg->precision ? KDT_BF16 : KDT_F32;
     m->ckpt = cfg->checkpoint_activations;
@@ -108,7 +111,7 @@ int llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T) {
             add_param(m, l, w, rows, cols);
         }
     add_param(m, -1, W_NORM, 1, C);
-    if (!cfg->tie_embeddings) add_param(m, -1, W_LM_HEAD, m->V, C);
+    if (!m->cfg.tie_embeddings) add_param(m, -1, W_LM_HEAD, m->HV, C);
     for (int i = 0; i < m->n_params; i++) m->bytes_params += m->params[i].numel * sizeof(float);
     m->bytes_trainable = m->bytes_params;
     m->w.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
@@ -133,6 +136,8 @@ KRope llama_rope(const LlamaConfig *c) {
 size_t llama_param_count(const LlamaConfig *c) {
     size_t C = (size_t)c->dim, HS = C / (size_t)c->n_heads, KD = HS * (size_t)c->n_kv_heads, F = (size_t)c->ffn_dim;
     size_t block = 2 * C * C + 2 * KD * C + 3 * F * C + 2 * C;
+    if (c->task == LLAMA_TASK_CLASSIFY)
+        return (size_t)c->vocab_size * C + (size_t)c->num_labels * C + (size_t)c->n_layers * block + C;
     return (size_t)c->vocab_size * C * (c->tie_embeddings ? 1 : 2) + (size_t)c->n_layers * block + C;
 }
 
@@ -150,7 +155,10 @@ uint64_t llama_init_stream(const char *name) {
 /* normal(0, 0.02) from the tensor's own stream, drawn on the backend that holds it (no host copy; a
    plan records nothing for it), or 1 for norm weights. */
 static int init_tensor(LlamaModel *m, float *dst, const ParamInfo *p, uint64_t seed) {
-    if (m->cfg.no_init) return 0;                      /* --init-from: the checkpoint fills them */
+    /* --init-from: the checkpoint fills them; but classify's score, which a causal LM's checkpoint lacks, is
+       drawn as transformers initialises a new head (normal(0, initializer_range 0.02)), and a classifier's
+       checkpoint overwrites it */
+    if (m->cfg.no_init && !(m->cfg.task == LLAMA_TASK_CLASSIFY && p->which == W_LM_HEAD)) return 0;
     if (p->kind == HOOK_RMSNORM) return fill_buffer(m->kb, dst, 1.0f, p->numel);
     return init_normal(m->kb, dst, p->numel, LLAMA_INIT_STD, seed, llama_init_stream(p->name));
 }
@@ -205,7 +213,7 @@ int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int 
         if (!(*llama_tensor(&m->m, p) = alloc_tagged(kb, p->numel * sizeof(float), "optimizer/%s.exp_avg", p->name))) return -1;
         if (!(*llama_tensor(&m->v, p) = alloc_tagged(kb, p->numel * sizeof(float), "optimizer/%s.exp_avg_sq", p->name))) return -1;
     }
-    if (cfg->tie_embeddings) {
+    if (m->cfg.tie_embeddings) {
         m->w.lm_head = m->w.embed_tokens; m->dw.lm_head = m->dw.embed_tokens; m->w16.lm_head = m->w16.embed_tokens;
     }
     /* zero grads and Adam state explicitly: a device allocator need not zero-fill */
@@ -217,6 +225,13 @@ int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int 
     size_t N = (size_t)B * T;
     if (!(m->tokens = kbuf_alloc(kb, N * sizeof(int), "input/tokens"))) return -1;
     if (!(m->targets = kbuf_alloc(kb, N * sizeof(int), "input/targets"))) return -1;
+    if (cfg->task == LLAMA_TASK_CLASSIFY) {
+        if (!(m->labels = kbuf_alloc(kb, (size_t)B * sizeof(int), "input/labels"))) return -1;
+        if (!(m->pooled = kbuf_alloc(kb, (size_t)B * m->HV * sizeof(float), "workspace/score.pooled_logits"))) return -1;
+        m->last = malloc((size_t)B * sizeof(int));
+        m->host_stage = malloc(2 * N * sizeof(int));
+        if (!m->last || !m->host_stage) { snprintf(kb->err, sizeof kb->err, "out of host memory (classify staging)"); return -1; }
+    }
     return 0;
 }
 
@@ -252,9 +267,13 @@ void llama_free(LlamaModel *m) {
                 kbuf_free(m->kb, *slot);
                 *slot = NULL;
             }
+        kbuf_free(m->kb, m->pooled);
+        kbuf_free(m->kb, m->labels);
         kbuf_free(m->kb, m->targets);
         kbuf_free(m->kb, m->tokens);
     }
+    free(m->last);
+    free(m->host_stage);
     free(m->deferred);
     free(m->keep);
     free(m->w.layers); free(m->dw.layers); free(m->m.layers); free(m->v.layers); free(m->w16.layers); free(m->acts.layers);
@@ -350,9 +369,11 @@ int llama_forward(LlamaModel *m) {
     release_acts(m);
     llama_release_saved(m);
     const KDtype dt = m->dt;
-    const int B = m->B, T = m->T, C = m->C, V = m->V, N = B * T;
+    const int B = m->B, T = m->T, C = m->C, V = m->HV, N = B * T;
     LlamaActs *a = &m->acts;
     if (dt == KDT_BF16) TRY(cast_weights(m));
+    if (m->cfg.task == LLAMA_TASK_CLASSIFY)
+        TRY(classify_prepare(kb, m->last, m->labels, m->host_stage, m->tokens, m->targets, B, T, V, m->cfg.pad_id));
     SAVE(a->embed, (size_t)N * C, "activations/embed_tokens");
     TRY(embedding_forward_ex(kb, dt, a->embed, m->tokens, m->w.embed_tokens, N, C));
     const float *x = a->embed;
@@ -369,11 +390,15 @@ int llama_forward(LlamaModel *m) {
     return 0;
 }
 
+int llama_loss_positions(const LlamaModel *m) { return m->cfg.task == LLAMA_TASK_CLASSIFY ? 1 : m->T; }
+
 int llama_loss(LlamaModel *m, double *mean_loss) {
     KBackend *kb = m->kb;
-    int N = m->B * m->T;
+    int N = m->B * llama_loss_positions(m);
     if (!m->acts.losses) SAVE32(m->acts.losses, N, "activations/losses");
-    TRY(crossentropy_forward(kb, m->acts.losses, m->acts.logits, m->targets, N, m->V));
+    if (m->cfg.task == LLAMA_TASK_CLASSIFY)
+        TRY(classify_loss_forward(kb, m->acts.losses, m->pooled, m->acts.logits, m->labels, m->last, m->B, m->T, m->HV));
+    else TRY(crossentropy_forward(kb, m->acts.losses, m->acts.logits, m->targets, N, m->V));
     double sum = 0.0;
     TRY(reduce_sum(kb, m->acts.losses, (size_t)N, &sum));
     *mean_loss = sum / N;
@@ -429,7 +454,7 @@ static int hook(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which,
     if (!h || !h->weight_grad) return 0;
     GradHookArgs a = {
         .kind = which == W_LM_HEAD ? HOOK_LINEAR : p->kind,
-        .name = which == W_LM_HEAD ? "lm_head" : p->name, .param_index = idx, .layer = layer,
+        .name = which == W_LM_HEAD && m->cfg.tie_embeddings ? "lm_head" : p->name, .param_index = idx, .layer = layer,
         .B = m->B, .T = m->T, .d_in = d_in, .d_out = d_out, .dt = m->dt, .A = A, .rstd = rstd, .tokens = m->tokens,
         .G = G, .dW = *llama_tensor(&m->dw, p), .W = *llama_tensor(&m->w, p),
     };
@@ -480,7 +505,7 @@ static int norm_backward(LlamaModel *m, const GradHooks *h, int layer, WhichTens
 static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const float *sample_scale, int again) {
     KBackend *kb = m->kb;
     const KDtype dt = m->dt;
-    const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F, V = m->V;
+    const int B = m->B, T = m->T, C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS, F = m->F, V = m->HV;
     const int N = B * T, QD = NH * HS, KD = NKV * HS;
     const KRope rope = llama_rope(&m->cfg);
     LlamaActs *a = &m->acts;
@@ -505,7 +530,9 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         snprintf(kb->err, sizeof kb->err, "llama_backward_rescaled: fp32 activations only");
         goto done;
     }
-    if (!again) CK(crossentropy_backward(kb, a->logits, m->targets, loss_scale, h ? h->loss_weights : NULL, B, T, V));
+    if (!again && m->cfg.task == LLAMA_TASK_CLASSIFY)
+        CK(classify_loss_backward(kb, a->logits, m->pooled, m->labels, m->last, loss_scale, h ? h->loss_weights : NULL, B, T, V));
+    else if (!again) CK(crossentropy_backward(kb, a->logits, m->targets, loss_scale, h ? h->loss_weights : NULL, B, T, V));
     /* A second backward of two-pass clipping with no hook that reads the output gradients (no LoRA:
        replica) replicates the first one's activation gradients bit for bit and puts each sample's
        scale on the inputs of the weight gradients instead: dW += Gᵀ(c ⊙ A), each A scaled in place
@@ -610,7 +637,7 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         int r = hook(m, h, -1, W_EMBED_TOKENS, NULL, NULL, d_resid, C, C);
         if (r < 0) goto done;
         if (scale) CK(scale_samples(kb, d_resid, scale, B, (size_t)T * C));   /* its last use */
-        if (!(r & GRAD_HOOK_SKIP_DW) && m->dw.embed_tokens) CK(embedding_backward_ex(kb, dt, m->dw.embed_tokens, m->tokens, d_resid, N, C, V));
+        if (!(r & GRAD_HOOK_SKIP_DW) && m->dw.embed_tokens) CK(embedding_backward_ex(kb, dt, m->dw.embed_tokens, m->tokens, d_resid, N, C, m->V));
     }
     CK(drop(m, &a->embed, h));
     a->holds_dx = stash;

@@ -37,7 +37,13 @@
    past the backward. hooks->loss_weights scales each sample's loss. See train.h for how a DP
    strategy uses this.
 
-   Dimension letters as kernels.h; N = B*T.
+   Sequence classification (cfg.task = LLAMA_TASK_CLASSIFY): transformers' LlamaForSequenceClassification.
+   The head is `score` (K, C) instead of lm_head (never tied), run on every position as there (logits
+   [N, K]); the loss is the cross-entropy of each row's logits at its last non-padding token (classify.h)
+   against the row's label, and each sample's loss is that one term (llama_loss_positions = 1, not T).
+   Everything else (hooks, two-pass, bk) sees score where it sees lm_head, with HV = K outputs.
+
+   Dimension letters as kernels.h; N = B*T; HV the head's outputs (V, or K for classify).
    Not here: the training loop (train.h), checkpoint loading, KV cache / generation, bf16 weights
    without an fp32 master (pure bf16 training). */
 #ifndef LLAMA_H
@@ -148,14 +154,15 @@ typedef struct {
     int holds_dx;                    /* lnf and each layer's ln1, ln2 and h hold the input gradients
                                         computed from them instead (a backward with keep_activations
                                         put them there for llama_backward_rescaled) */
-    float *logits;                   /* (N, V) fp32; the backward turns it into dlogits in place (bf16: then
+    float *logits;                   /* (N, HV) fp32; the backward turns it into dlogits in place (bf16: then
                                         rounded to bf16 in its first half) */
-    float *losses;                   /* (N) per-position loss */
+    float *losses;                   /* (N) per-position loss; classify: (B) per-row loss */
 } LlamaActs;
 
 typedef struct {
     LlamaConfig cfg;
     int C, L, NH, NKV, HS, F, V;
+    int HV;                          /* the head's outputs: V (lm_head), or K (classify's score) */
     int B, T;                        /* the batch shape the model was built for */
     KBackend *kb;
     int n_params;
@@ -166,6 +173,8 @@ typedef struct {
     int ckpt;                        /* cfg.checkpoint_activations */
     LlamaActs acts;
     int *tokens, *targets;           /* device (N) */
+    int *labels, *last, *host_stage; /* classify: device labels (B), host pooled positions (B) and staging (2N) */
+    float *pooled;                   /* classify: fp32 (B, K) the pooled logits, the loss's scratch */
     void **deferred; int n_deferred, cap_deferred; /* saved buffers kept for retain_saved */
     const void **keep; int n_keep, cap_keep;       /* buffers the hooks asked to keep (GRAD_HOOK_KEEP_*) */
     size_t bytes_params, bytes_trainable;  /* fp32 bytes (the masters), whatever the precision */
@@ -204,6 +213,9 @@ int  llama_backward(LlamaModel *m, const GradHooks *hooks, float loss_scale);
 int  llama_backward_rescaled(LlamaModel *m, const GradHooks *hooks, float loss_scale, const float *sample_scale,
                              int again);
 void llama_release_saved(LlamaModel *m);
+/* The loss terms of one sample: T (a causal LM's positions) or 1 (classify). A per-sample mean loss is
+   the sum of its terms times 1/llama_loss_positions. */
+int  llama_loss_positions(const LlamaModel *m);
 int  llama_zero_grad(LlamaModel *m);
 /* The slot of tensor p in a LlamaTensors (params, grads, m or v). */
 float **llama_tensor(LlamaTensors *t, const ParamInfo *p);

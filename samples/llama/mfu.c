@@ -8,7 +8,8 @@ double mfu_matmul_params(const LlamaConfig *c) {
     const double C = c->dim, HS = (double)c->dim / c->n_heads, QD = HS * c->n_heads, KD = HS * c->n_kv_heads,
                  F = c->ffn_dim;
     const double block = QD * C + 2 * KD * C + C * QD + 3 * F * C;   /* q, k, v, o; gate, up, down */
-    return c->n_layers * block + (double)c->vocab_size * C;         /* + lm_head (tied or not: once) */
+    const double head = c->task == LLAMA_TASK_CLASSIFY ? (double)c->num_labels : (double)c->vocab_size;
+    return c->n_layers * block + head * C;   /* + lm_head (tied or not: once), or classify's score (K x C, every position) */
 }
 
 double mfu_attention_flops_per_token(const LlamaConfig *c, int T) {

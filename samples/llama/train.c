@@ -43,8 +43,9 @@ int train_forward(TrainState *s) {
         TRY(llama_loss(&s->model, &s->loss));
         if (rows < B && kbackend_computes(s->kb)) {   /* padded: the mean over the rows that are data */
             double sum = 0;
-            TRY(reduce_sum(s->kb, s->model.acts.losses, (size_t)rows * s->model.T, &sum));
-            s->loss = sum / ((double)rows * s->model.T);
+            const int per = llama_loss_positions(&s->model);
+            TRY(reduce_sum(s->kb, s->model.acts.losses, (size_t)rows * per, &sum));
+            s->loss = sum / ((double)rows * per);
         }
     }
     phase_add(s, PH_LOSS, t0);
@@ -425,7 +426,8 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     memset(&s, 0, sizeof s);
     s.cfg = c; s.kb = &kb;
     /* the mean over the job's batch: each rank's share, summed over the ranks by the all-reduce */
-    s.loss_scale = 1.0f / ((float)c->batch_size * (float)c->seq_len * (float)c->grad_accum * (float)g_comm.world);
+    const float positions = c->model.task == LLAMA_TASK_CLASSIFY ? 1.0f : (float)c->seq_len;   /* llama_loss_positions */
+    s.loss_scale = 1.0f / ((float)c->batch_size * positions * (float)c->grad_accum * (float)g_comm.world);
     int rc = 1, strategy_ready = 0, steps_done = 0, gpu_time = 0;
     TrainGpuTime gt;
     memset(&gt, 0, sizeof gt);
@@ -446,7 +448,8 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     const size_t N = (size_t)c->batch_size * c->seq_len;
     {
         DPMEM_SCOPE("data");
-        if (data_open(&s.data, c->data_path, c->model.vocab_size, c->seq_len, (uint64_t)c->seed) != 0) goto out;
+        if (data_open_task(&s.data, c->data_path, c->model.vocab_size, c->seq_len, (uint64_t)c->seed,
+                           c->model.task == LLAMA_TASK_CLASSIFY ? c->model.num_labels : 0, c->model.pad_id) != 0) goto out;
         s.batch_host = malloc(2 * N * sizeof(int));
         if (!s.batch_host) { fprintf(stderr, "error: out of host memory for the batch\n"); goto out; }
         DPMEM_TAG_ALLOC(s.batch_host, 2 * N * sizeof(int), "input/batch_host");

@@ -164,8 +164,8 @@ static int tradeoff_at(const ChartSet *cs, const char *path, FigFormat fmt, cons
     if (flagged) {   /* a line of its own, above the other */
         char bw[48] = "beyond the bound", tn[300];
         if (isfinite(bound)) snprintf(bw, sizeof bw, "apart by over x%.2f", 1 + bound / 100);
-        snprintf(tn, sizeof tn, "Ringed (?): %d ratio%s to vanilla not to trust: DP timed below vanilla, or %s %s (summary.txt).",
-                 flagged, flagged == 1 ? "" : "s", repeats ? "rounds' ratios" : "q3/q1", bw);
+        snprintf(tn, sizeof tn, "Ringed (?): %d ratio%s to vanilla not to trust: DP timed below vanilla, or its steps' ratios to vanilla's %s (summary.txt).",
+                 flagged, flagged == 1 ? "" : "s", bw);
         ck_note(f, f->h - pad - fig_text_h(f, CK_NOTE) - fig_pt(f, 2), tn);
     }
     *drawn = 1;
