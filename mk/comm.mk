@@ -12,3 +12,13 @@ TESTS += $(BUILD)/tests/test_comm_mpi
 
 # make bench: weak scaling of 1 vs 2 ranks on this machine (a script: it launches mpirun)
 BENCHES += bench/bench_ranks.sh
+
+# Sharded state (--zero 1|2, samples/llama/shard.h): 2 and 4 ranks against unsharded ranks and one process,
+# and the plan of the rank that holds the most against each rank's measured peak.
+$(BUILD)/tests/test_comm_zero: tests/test_comm_zero.c tests/test_dp_common.h tests/test_saved_model.h \
+                               $(addprefix $(BUILD)/,train_vanilla train_flash train_ghost train_lora dpmem-report dpmem-trace dpmem-charts) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_comm_zero.c $(LDFLAGS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_comm_zero
+TESTS += $(BUILD)/tests/test_comm_zero

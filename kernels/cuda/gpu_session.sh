@@ -37,6 +37,7 @@
 #             peak = its plan
 #   train     tests/test_cuda_ops_train.sh: CPU vs CUDA loss curves, plan = peak, the GPU-time table and MFU line
 #   kit       dpmem_cuda.h on the GPU (test_cuda_gpu) and under compute-sanitizer --nvtx yes (test_cuda_memcheck.sh)
+#   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's reduce-scatter and all-gather) = unsharded, bit for bit
 #   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
 #             race and out-of-bounds write that must be caught
 # A lent machine runs a command for at most 10 minutes: split the stages, e.g. "tests fused", then "dp",
@@ -185,6 +186,19 @@ for stage in $STAGES; do
     a="--model 1b --seq-len 16384 --steps 4 --precision bf16 --checkpoint-activations --quiet"
     train long "vanilla, 2 samples (physical 1)" 32768 train_vanilla $a --batch-size 1 --grad-accum 2
     train long "flash+bk, 2 samples (physical 1)" 32768 train_flash $a --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk ;;
+  zero)  # --zero 2 as a job of one rank (--ranks 1, no mpirun there): the reduce-scatter and all-gather run
+         # through NCCL over one rank; the weights equal the unsharded run's bit for bit, each peak its plan
+    echo "" >>"$TAB"; echo "| tiny T=64 flash+bk sigma 1, 1 rank | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
+    a="--model tiny --seq-len 64 --batch-size 4 --max-physical-batch-size 2 --steps 3 --noise-multiplier 1 --noise-seed 11 --quiet"
+    train zero "unsharded" 256 train_flash $a
+    train zero "--zero 2 --ranks 1 (NCCL collectives)" 256 train_flash $a --zero 2 --ranks 1
+    if [ $dry = 0 ]; then
+      rm -rf "$OUT/zero0.tmp" "$OUT/zero2.tmp"
+      step zero 120 "unsharded, saved" "$B/train_flash" $a --device cuda --save "$OUT/zero0.tmp" --save-dtype f32
+      step zero 120 "--zero 2 --ranks 1, saved" "$B/train_flash" $a --device cuda --zero 2 --ranks 1 --save "$OUT/zero2.tmp" --save-dtype f32
+      step zero 30 "--zero 2 --ranks 1 = unsharded, bit for bit" cmp "$OUT/zero0.tmp/model.safetensors" "$OUT/zero2.tmp/model.safetensors"
+      rm -rf "$OUT/zero0.tmp" "$OUT/zero2.tmp"
+    fi ;;
   classify)   # sequence classification on the GPU: the same first loss as the CPU, and peaks = plans
     if [ $dry = 0 ]; then
       c="--model tiny --task classify --num-labels 3 --pad-id 0 --seq-len 16 --batch-size 4 --steps 1 --seed 5"
@@ -200,7 +214,7 @@ for stage in $STAGES; do
     train classify "ghost+twopass, physical 1" 1024 train_ghost $a --batch-size 8 --max-physical-batch-size 1 ;;
   sanitize)   # memcheck, racecheck, synccheck of test_cuda_kernels and a planted race / out-of-bounds write
     step sanitize 200 "test_cuda_ops_sanitize.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_sanitize.sh ;;
-  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp dp8 fused nsys long train kit sanitize classify)" ;;
+  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp dp8 fused nsys long train kit sanitize classify zero)" ;;
   esac
 done
 rm -f "$OUT/run.log.tmp" "$OUT/run.out.tmp"

@@ -1200,7 +1200,9 @@ int dp_sgd_before_update(void *user, TrainState *s) {
             const ParamInfo *p = &m->params[i];
             float *g = *llama_tensor(&m->dw, p);
             if (!g || !p->trainable) continue;
-            privatize(d, g, p->numel, (uint64_t)s->step, offset);
+            size_t lo, n;   /* --zero: only this rank's slice (its noise, from the same global indices) */
+            train_grad_range(s, i, &lo, &n);
+            privatize(d, g + lo, n, (uint64_t)s->step, offset + lo);
             offset += p->numel;
         }
         for (int k = 0; k < d->n_lora; k++) {

@@ -5,9 +5,11 @@
    The bucket is allocated with the model (train_allreduce_prepare; by the first sum where the model
    has nothing trainable: LoRA) and lives until train_allreduce_free; the plan backend
    allocates it too (its planned peak includes it) and sums nothing. With one rank nothing happens.
-   Scope "allreduce". Not here: which tensors (train.c: the trainable gradients; dp_sgd.c: LoRA's). */
+   Scope "allreduce". Under --zero the bucket is samples/llama/shard.c's comm/shard_bucket (allocated
+   before this one would be), and --zero 2 reduce-scatters the gradients there instead. Not here: which tensors (train.c: the trainable gradients; dp_sgd.c: LoRA's). */
 #include "train.h"
 #include "comm.h"
+#include "shard.h"
 #include "dpmem.h"
 
 #include <stdio.h>
@@ -46,6 +48,15 @@ static int transfer(TrainState *s, Cursor *c, size_t k, int pack) {
     return 0;
 }
 
+/* The loss printed is the mean over the ranks. */
+static int loss_mean(TrainState *s) {
+    if (g_comm.world <= 1 || !kbackend_computes(s->kb)) return 0;
+    double l = s->loss;
+    int rc = comm_allreduce_double(&g_comm, &l, 1, "the loss all-reduce");
+    s->loss = l / g_comm.world;
+    return rc;
+}
+
 int train_allreduce_prepare(TrainState *s) {
     if (g_comm.world <= 1 || s->comm_bucket) return 0;
     size_t total = 0;
@@ -77,6 +88,10 @@ int train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int cou
 }
 
 int train_allreduce_grads(TrainState *s) {
+    if (s->shard && s->shard->stage >= 2) {   /* --zero 2: each rank receives its slice's sum only */
+        if (shard_reduce_scatter_grads(s)) return -1;
+        return loss_mean(s);
+    }
     if (g_comm.world <= 1) return 0;
     LlamaModel *m = &s->model;
     float **bufs = malloc((size_t)m->n_params * sizeof *bufs);
@@ -88,12 +103,7 @@ int train_allreduce_grads(TrainState *s) {
     }
     int rc = train_allreduce(s, bufs, ns, m->n_params, "the gradient all-reduce");
     free(bufs); free(ns);
-    if (rc == 0 && kbackend_computes(s->kb)) {   /* the loss printed is the mean over the ranks */
-        double l = s->loss;
-        rc = comm_allreduce_double(&g_comm, &l, 1, "the loss all-reduce");
-        s->loss = l / g_comm.world;
-    }
-    return rc;
+    return rc ? rc : loss_mean(s);
 }
 
 void train_allreduce_free(TrainState *s) {

@@ -50,12 +50,22 @@ int comm_check_same(Comm *c, long long value, const char *what);
    collective); when it differs, each pair's, and -1 with an error naming the first pair that differs
    and this rank's value ("the ranks disagree on --heads (this rank: 8)"). */
 int comm_check_fields(Comm *c, const char *const *names, const char *const *values, int n);
+/* The sharded state's collectives (samples/llama/shard.c), in place on a host buffer of world·count
+   floats laid out rank by rank (rank r's part at buf + r·count): reduce-scatter leaves at rank r's
+   part the sum over the ranks of every rank's part r; all-gather copies every rank's own part to
+   every rank. With one rank nothing moves. 0, or -1 after a one-line error (timeouts as above). */
+int comm_reduce_scatter_float(Comm *c, float *buf, size_t count, const char *what);
+int comm_allgather_float(Comm *c, float *buf, size_t count, const char *what);
 /* Root's bytes to every rank. */
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
 
 /* Sum over the ranks of a device buffer (NCCL), set by samples/llama/comm_nccl.c where it is linked; NULL
    otherwise. 0, or -1 after a one-line error. */
 extern int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *what);
+/* The same for the sharded collectives on a device buffer (the layout of comm_reduce_scatter_float);
+   these run with one rank too (a 1-rank NCCL job goes through them). */
+extern int (*comm_device_reduce_scatter)(Comm *c, float *dev, size_t count, const char *what);
+extern int (*comm_device_allgather)(Comm *c, float *dev, size_t count, const char *what);
 
 /* "run.log" -> "run.rank3.log" ("run" -> "run.rank3"): each rank's own log. */
 void comm_rank_path(char *out, size_t n, const char *path, int rank);

@@ -2,7 +2,7 @@
    the trainers that link the CUDA backend where nccl.h exists (mk/comm.mk). One GPU per rank
    (samples/llama/train_cuda.c picks the node-local rank's device); the communicator is made at the first
    sum: rank 0's ncclUniqueId reaches the others over MPI (comm_broadcast), then ncclCommInitRank.
-   ncclAllReduce runs in place on the legacy default stream, where the CUDA backend's kernels run, so
+   ncclAllReduce (and --zero's ncclReduceScatter, ncclAllGather) runs in place on the legacy default stream, where the CUDA backend's kernels run, so
    it follows the backward that produced the gradients; the wait polls the stream and NCCL's async
    error within DPMEM_COMM_TIMEOUT, and aborts the communicator when a peer is gone. Compiled and
    linked here; it has not run on a GPU yet (no GPU in the sessions so far). */
@@ -39,11 +39,9 @@ static int nccl_setup(Comm *c, const char *what) {
     return 0;
 }
 
-static int nccl_allreduce(Comm *c, float *dev, size_t n, const char *what) {
-    if (c->world <= 1) return 0;
-    if (!g_nccl_ready && nccl_setup(c, what)) return -1;
-    cudaStream_t stream = 0;   /* the legacy default stream: after the backward's kernels */
-    NCCL_TRY(ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, g_nccl, stream), what);
+/* Waits for the collective just queued on the legacy default stream, within the timeout. */
+static int nccl_wait(Comm *c, const char *what) {
+    cudaStream_t stream = 0;
     const double t0 = now_s();
     for (;;) {
         cudaError_t q = cudaStreamQuery(stream);
@@ -69,9 +67,35 @@ static int nccl_allreduce(Comm *c, float *dev, size_t n, const char *what) {
     }
 }
 
+static int nccl_allreduce(Comm *c, float *dev, size_t n, const char *what) {
+    if (c->world <= 1) return 0;
+    if (!g_nccl_ready && nccl_setup(c, what)) return -1;
+    cudaStream_t stream = 0;   /* the legacy default stream: after the backward's kernels */
+    NCCL_TRY(ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, g_nccl, stream), what);
+    return nccl_wait(c, what);
+}
+
+/* The sharded state's collectives (samples/llama/shard.c), in place in NCCL's layout (rank r's part at
+   dev + r·count, as comm.h's host versions); with one rank too: a 1-rank job goes through NCCL. */
+static int nccl_reduce_scatter(Comm *c, float *dev, size_t count, const char *what) {
+    if (!g_nccl_ready && nccl_setup(c, what)) return -1;
+    NCCL_TRY(ncclReduceScatter(dev, dev + (size_t)c->rank * count, count, ncclFloat, ncclSum, g_nccl, 0), what);
+    return nccl_wait(c, what);
+}
+
+static int nccl_allgather(Comm *c, float *dev, size_t count, const char *what) {
+    if (!g_nccl_ready && nccl_setup(c, what)) return -1;
+    NCCL_TRY(ncclAllGather(dev + (size_t)c->rank * count, dev, count, ncclFloat, g_nccl, 0), what);
+    return nccl_wait(c, what);
+}
+
 __attribute__((destructor)) static void comm_nccl_done(void) {
     if (g_nccl_ready) ncclCommDestroy(g_nccl);
     g_nccl_ready = 0;
 }
 
-__attribute__((constructor)) static void comm_nccl_register(void) { comm_device_allreduce = nccl_allreduce; }
+__attribute__((constructor)) static void comm_nccl_register(void) {
+    comm_device_allreduce = nccl_allreduce;
+    comm_device_reduce_scatter = nccl_reduce_scatter;
+    comm_device_allgather = nccl_allgather;
+}

@@ -77,6 +77,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --peak-tflops X (the device's dense peak in TFLOP/s for the MFU line; default: the GPU's from a table)\n"
            "  --ranks N (data parallel: under mpirun -np N each rank takes 1/N of --batch-size; without mpirun,\n"
            "           with --device plan, the plan of one rank)\n"
+           "  --zero 0|1|2 (sharded state over the ranks: 1 AdamW's m and v, 2 also the reduced gradients; each rank\n"
+           "           updates its slice and the parameters are all-gathered: samples/llama/shard.h)\n"
            "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
            "  --device auto|cpu|cuda|plan  --plan-for cpu|cuda  --mem-limit BYTES (e.g. 2G)\n"
            "  --data FILE (llm.c .bin of uint16/uint32 tokens, else the file's bytes as tokens; default synthetic)\n"
@@ -209,6 +211,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--batch-size")) rc = parse_int(a, v, 1, &c->batch_size);
         else if (!strcmp(a, "--seq-len")) rc = parse_int(a, v, 1, &c->seq_len);
         else if (!strcmp(a, "--ranks")) rc = parse_int(a, v, 1, &c->ranks);
+        else if (!strcmp(a, "--zero")) rc = parse_int_in(a, v, 0, 2, &c->zero);
         else if (!strcmp(a, "--steps")) rc = parse_int(a, v, 0, &c->steps);
         else if (!strcmp(a, "--warmup-steps")) rc = parse_int(a, v, 0, &c->warmup_steps);
         else if (!strcmp(a, "--timing-warmup")) rc = parse_int(a, v, 0, &c->timing_warmup);
@@ -278,6 +281,11 @@ int config_split_ranks(TrainConfig *c) {
             fprintf(stderr, "error: --ranks %d, but the job has %d ranks (mpirun -np)\n", c->ranks, g_comm.world);
             return -1;
         }
+    } else if (c->zero && strcmp(c->device, "plan") != 0 && c->ranks != 1) {
+        /* (--ranks 1 asks for a job of one rank on purpose: its collectives run, NCCL's on a GPU) */
+        fprintf(stderr, "error: --zero %d shards the training state over the ranks of an MPI job: launch it with mpirun "
+                "-np N (or plan one rank with --device plan --ranks N; --ranks 1: a job of one rank)\n", c->zero);
+        return -1;
     } else if (c->ranks > 1) {
         if (strcmp(c->device, "plan") != 0) {
             fprintf(stderr, "error: --ranks %d without mpirun plans only (--device plan); to train, launch "
@@ -358,6 +366,7 @@ void config_log(const TrainConfig *c) {
     dpmem_meta_int("config.steps", c->steps);
     dpmem_meta_int("config.warmup_steps", c->warmup_steps);
     dpmem_meta_int("config.grad_accum", c->grad_accum);
+    dpmem_meta_int("config.zero", c->zero);
     dpmem_meta_int("config.seed", c->seed);
     char buf[32];
     snprintf(buf, sizeof buf, "%g", c->lr); dpmem_meta("config.lr", buf);
@@ -398,6 +407,7 @@ void config_fields(const TrainConfig *c, ConfigFields *f) {
     config_field(f, "the batch (each rank's)", "%d", c->batch_size);
     config_field(f, "--seq-len", "%d", c->seq_len);
     config_field(f, "--grad-accum", "%d", c->grad_accum);
+    config_field(f, "--zero", "%d", c->zero);
     config_field(f, "--steps", "%d", c->steps);
     config_field(f, "--warmup-steps", "%d", c->warmup_steps);
     config_field(f, "--seed", "%d", c->seed);

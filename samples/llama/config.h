@@ -52,6 +52,8 @@ typedef struct {
     int ranks;             /* --ranks N: under mpirun it must be the job's size; without a launcher the plan
                               backend plans rank 0 of N. After config_parse, batch_size is the per-rank share
                               of the global --batch-size (samples/llama/comm.h, g_comm: rank and world). */
+    int zero;              /* --zero S: ZeRO stage 0 (replicas), 1 (optimizer state sharded) or 2 (and the reduced
+                              gradients) over the ranks (samples/llama/shard.h) */
 } TrainConfig;
 
 /* A trainer's own flags: return 2 when `flag` took `value`, 1 when it is a switch without value,

@@ -4,6 +4,7 @@
 #include "train.h"
 #include "checkpoint.h"
 #include "comm.h"
+#include "shard.h"
 #include "dpmem.h"
 #include "common/io_guard.h"
 #include "mfu.h"
@@ -109,10 +110,13 @@ static int optimizer_step(TrainState *s) {
         const ParamInfo *p = &m->params[i];
         if (!p->trainable) continue;
         float wd = p->rows > 1 ? c->weight_decay : 0.0f;   /* no decay on norm weights */
-        float *w = *llama_tensor(&m->w, p), *g = *llama_tensor(&m->dw, p);
-        if (adam) TRY(adamw_update(s->kb, w, g, *llama_tensor(&m->m, p), *llama_tensor(&m->v, p), p->numel,
-                                   s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
-        else TRY(sgd_update(s->kb, w, g, p->numel, s->lr, wd));
+        size_t lo, n;   /* --zero: this rank's slice, with its own m and v (samples/llama/shard.h) */
+        train_grad_range(s, i, &lo, &n);
+        if (n == 0) continue;
+        float *w = *llama_tensor(&m->w, p) + lo, *g = *llama_tensor(&m->dw, p) + lo;
+        float *mm = s->shard ? s->shard->m[i] : *llama_tensor(&m->m, p), *vv = s->shard ? s->shard->v[i] : *llama_tensor(&m->v, p);
+        if (adam) TRY(adamw_update(s->kb, w, g, mm, vv, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
+        else TRY(sgd_update(s->kb, w, g, n, s->lr, wd));
     }
     return 0;
 }
@@ -458,8 +462,9 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     }
     {
         DPMEM_SCOPE("model_creation");
-        if (llama_build(&s.model, &kb, &c->model, c->batch_size, c->seq_len, c->optimizer, (unsigned long long)c->seed,
-                        st->frozen, st->user) != 0) goto fail;
+        /* (--zero: the model gets no optimizer state; shard_init gives each rank its slices') */
+        if (llama_build(&s.model, &kb, &c->model, c->batch_size, c->seq_len, c->zero ? "sgd" : c->optimizer,
+                        (unsigned long long)c->seed, st->frozen, st->user) != 0 || shard_init(&s) != 0) goto fail;
         if (st->init && st->init(st->user, &s) != 0) goto fail;
         strategy_ready = 1;
         /* every rank must run the same configuration before the first step: shapes, precision,
@@ -517,6 +522,9 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         uint64_t tp = dpmem_now_ns();
         { DPMEM_SCOPE("optimizer_step"); if (optimizer_step(&s) != 0) goto fail; }
         phase_add(&s, PH_OPTIMIZER, tp);
+        tp = dpmem_now_ns();   /* --zero: every rank's updated slices to every rank */
+        if (shard_allgather_params(&s) != 0) goto fail;
+        if (s.shard) phase_add(&s, PH_ALLREDUCE, tp);
         if (train_check_finite(&s, 0, "optimizer_step") != 0) goto fail;
         tp = dpmem_now_ns();
         { DPMEM_SCOPE("zero_grad"); if (llama_zero_grad(&s.model) != 0) goto fail; }
@@ -570,6 +578,7 @@ out:
     }
     if (strategy_ready && st->destroy) st->destroy(st->user, &s);
     train_allreduce_free(&s);
+    shard_free(&s);
     llama_free(&s.model);
     if (rc == 0 && kb.live != backend_own) {
         fprintf(stderr, "error: %zu bytes still allocated on the backend at exit (a leak in the trainer)\n", kb.live - backend_own);

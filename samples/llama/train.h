@@ -7,8 +7,10 @@
            scope "data"      next batch of tokens, uploaded to the backend
            strategy->physical_batch(user, s)       default: train_forward(s); train_backward(s, NULL)
        scope "allreduce"   several ranks (mpirun): the gradients summed over them (train_allreduce_grads)
+                           (--zero 2: scope "reduce_scatter", each rank its slice's sum: shard.h)
        strategy->before_update(user, s)            e.g. add noise, divide by the logical batch
        scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
+                           (--zero 1|2: this rank's slices; then scope "all_gather", the parameters)
        scope "zero_grad"       gradients := 0
    train_forward opens the scopes "forward" and "loss"; train_backward opens "backward". Building the
    model (params, grads, optimizer state) is the scope "model_creation". A DP strategy's scopes
@@ -76,8 +78,9 @@ typedef struct TrainState {
     long loss_n;
     int data_rows;          /* rows of this physical batch that are data (Poisson sampling pads the rest with
                                rows that count for nothing): s->loss is theirs; 0: every row */
-    float *comm_bucket;     /* several ranks: the all-reduce's bucket (samples/llama/allreduce.c) */
+    float *comm_bucket;     /* several ranks: the collectives' bucket (samples/llama/allreduce.c, shard.c) */
     size_t comm_bucket_n;
+    struct Shard *shard;    /* --zero >= 1: this rank's slices and their optimizer state (samples/llama/shard.h) */
 } TrainState;
 
 typedef struct TrainStrategy {
@@ -125,6 +128,9 @@ int  train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int co
 int  train_allreduce_grads(TrainState *s);
 int  train_allreduce_prepare(TrainState *s);   /* the bucket, with the model (scope model_creation) */
 void train_allreduce_free(TrainState *s);
+/* The part of trainable tensor `param_index`'s gradient this rank finishes (noise, 1/L, the update):
+   under --zero its slice (samples/llama/shard.h), else all of it. *lo, *n in floats. */
+void train_grad_range(const TrainState *s, int param_index, size_t *lo, size_t *n);
 /* Several ranks: every rank must hold bit-identical parameters after training (DP-SGD adds the same
    noise on every rank, so no broadcast is needed); a hash of them is compared (META comm.params_hash).
    0, or -1 with an error naming the disagreement. */

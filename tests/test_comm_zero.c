@@ -1,0 +1,278 @@
+/* test_comm_zero.c — sharded training state over MPI (--zero 1|2, samples/llama/shard.h) through the samples
+   as a user runs them. The model is the tiny one reshaped so that no tensor divides evenly among 4
+   ranks (V=1001, C=70, F=173: every matrix and norm leaves a remainder of 2), and its embedding and
+   lm_head are larger than a rank's part of a 1 MiB bucket (DPMEM_COMM_BUCKET_MB=1 in one case: the
+   collectives run in several rounds, pieces of one tensor in each). Each run trains 3 steps with
+   AdamW (whose m and v are what --zero 1 shards) and saves the model (f32). For each case:
+     - N ranks with --zero 1 and --zero 2 train bit for bit the weights of N ranks without sharding
+       (the same sums, the same noise z(seed, step, i) added to coordinate i by the rank that owns it,
+       the same elementwise update; the reduce-scatter adds the ranks' parts in the all-reduce's
+       order: OpenMPI's both do for these sizes, and 2 ranks' sum a + b has one order anyway), and
+       those equal one process with the same logical batch to ≤ 1e-6 relative to the largest weight
+       (the backward's sums over samples run in another order: ≤ 1e-6, not bit for bit), while the
+       update itself (lr 0 against lr 1e-2) is far larger; σ > 0 in the DP cases;
+     - every rank holds the same parameters (the trainer's comm.params_hash check prints it);
+     - the plan (--device plan --ranks N --zero S) equals rank 0's measured peak byte for byte, and
+       every other rank's peak is at most it (rank 0 holds the most: the remainder's floats);
+     - at the peak, the optimizer category is exactly 8 bytes per float of rank 0's slices (its m
+       and v), summed from the shapes here;
+     - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
+       process, bit for bit;
+     - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 3: one
+       line naming it, a non-zero exit, no hang.
+   SKIP (77) when mpirun is missing. Binaries through DPMEM_BUILD; mpirun may run as root here. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_dp_common.h"
+#include "test_saved_model.h"
+
+static char tmp[64];
+static char out[1 << 16];
+static const char *B;   /* absolute build dir */
+
+/* A command line (through sh, in tmp), stdout+stderr into out; the exit status. */
+static int sh(const char *cmd) {
+    char full[4600];
+    snprintf(full, sizeof full, "cd %s && %s 2>&1", tmp, cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = 0;
+    while (fgetc(p) != EOF) {}
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define C 70
+#define F 173
+#define L 2
+static const char *SHAPE = "--model tiny --vocab 1001 --dim 70 --heads 5 --kv-heads 5 --ffn 173";
+static const char *COMMON = "--seq-len 16 --steps 3 --threads 1 --seed 5 --optimizer adamw --weight-decay 0.1 --warmup-steps 0 "
+                            "--quiet --batch-size 8";
+
+static long long peak_of(const char *text) {
+    const char *p = strstr(text, "peak tagged memory: ");
+    return p ? atoll(p + 20) : -1;
+}
+static long long category_at_peak(const char *text, const char *cat) {
+    char key[64];
+    snprintf(key, sizeof key, "\n  %s ", cat);
+    const char *p = strstr(text, key);
+    return p ? atoll(p + strlen(key)) : -1;
+}
+
+/* rank 0's floats of a tensor of n among w ranks: n/w, one more where a remainder is left */
+static long long slice0(long long n, int w) { return n / w + (n % w ? 1 : 0); }
+/* rank 0's floats over every trainable tensor of the shape above (untied), vocabulary V */
+static long long rank0_floats(int V, int w) {
+    long long t = 2 * slice0((long long)V * C, w) + slice0(C, w);   /* embed_tokens, lm_head, norm */
+    for (int l = 0; l < L; l++)
+        t += 2 * slice0(C, w) + 4 * slice0((long long)C * C, w) + 3 * slice0((long long)C * F, w);
+    return t;
+}
+
+/* One run: np ranks (np 1: one process, no mpirun) with --zero z, saved as name, logged as name.log. */
+static int run_one(const char *prog, const char *args, int np, int z, const char *env, const char *name) {
+    char cmd[4096];
+    if (np == 1 && z == 0) snprintf(cmd, sizeof cmd, "%s %s/%s %s %s %s --save %s", env, B, prog, SHAPE, COMMON, args, name);
+    else snprintf(cmd, sizeof cmd, "%s timeout 300 mpirun --oversubscribe -np %d %s/%s %s %s %s --zero %d --save %s --log %s.log",
+                  env, np, B, prog, SHAPE, COMMON, args, z, name, name);
+    return sh(cmd);
+}
+
+static int train(const char *prog, const char *args, int np, int z, const char *env, const char *name, Model *m) {
+    int rc = run_one(prog, args, np, z, env, name);
+    CHECK(rc == 0, "%s %s (np %d, zero %d): exit %d\n%.3000s", prog, args, np, z, rc, out);
+    if (rc) return -1;
+    if (np > 1) {   /* (the trainer fails when the ranks' hashes differ:) every rank logged the same one */
+        char first[64] = "", cmd[1024];
+        for (int r = 0; r < np; r++) {
+            snprintf(cmd, sizeof cmd, "%s/dpmem-trace %s.rank%d.log -o - | grep -o '\"comm.params_hash\":\"[0-9a-f]*\"'", B, name, r);
+            int rc2 = sh(cmd);
+            CHECK(rc2 == 0 && strlen(out) > 20 && strlen(out) < 60 && (r == 0 || !strcmp(out, first)), "%s np %d zero %d: rank %d's params hash '%s' "
+                  "(rank 0's '%s')", prog, np, z, r, out, first);
+            if (r == 0) snprintf(first, sizeof first, "%.60s", out);
+        }
+    }
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    return load(dir, m);
+}
+
+static double maxabs(const Model *m) {
+    double a = 0;
+    for (size_t i = 0; i < m->n; i++) a = fabs(m->w[i]) > a ? fabs(m->w[i]) : a;
+    return a;
+}
+
+/* The plan of one rank of np with --zero z against each rank's measured peak (the logs of `name`). */
+static void plan_matches(const char *prog, const char *args, int np, int z, const char *env, const char *name, const char *what,
+                         int vocab) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s/%s %s %s %s --device plan --ranks %d --zero %d", env, B, prog, SHAPE, COMMON, args, np, z);
+    int rc = sh(cmd);
+    const long long planned = peak_of(out), opt = category_at_peak(out, "optimizer");
+    CHECK(rc == 0 && planned > 0, "%s: plan np %d zero %d: exit %d\n%.2000s", what, np, z, rc, out);
+    if (vocab) {
+        const long long want = 8 * rank0_floats(vocab, np);
+        CHECK(opt == want, "%s: plan np %d zero %d: optimizer at the peak %lld bytes, want 8 x rank 0's %lld floats = %lld",
+              what, np, z, opt, rank0_floats(vocab, np), want);
+    }
+    long long max = -1;
+    for (int r = 0; r < np; r++) {
+        snprintf(cmd, sizeof cmd, "%s/dpmem-report %s.rank%d.log | sed -n 's/^peak total: .*(\\([0-9]*\\) bytes).*/\\1/p'", B, name, r);
+        rc = sh(cmd);
+        const long long peak = rc == 0 ? atoll(out) : -1;
+        CHECK(peak > 0 && (r == 0 ? peak == planned : peak <= planned), "%s: np %d zero %d: rank %d measured %lld bytes, plan %lld",
+              what, np, z, r, peak, planned);
+        if (peak > max) max = peak;
+    }
+    if (max == planned) printf("ok   %-40s np %d zero %d: plan = rank 0's peak = %lld bytes (the most of %d ranks)\n", what, np, z,
+                               planned, np);
+}
+
+/* vocab: AdamW over the model's tensors of that vocabulary (0: SGD, or LoRA's adapters only);
+   vs1: compared with one process too (AdamW without noise is not: below) */
+typedef struct { const char *prog, *args, *what, *env; int four, vocab, vs1; } Case;
+
+/* rank 0's log of a sharded run: its collectives are scopes, their bucket a tagged buffer */
+static void scopes_check(const char *name, int z, const char *what) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/dpmem-trace %s.rank0.log -o - | grep -o '\"name\":\"[a-z_]*\"\\|comm/[a-z_]*' | sort -u | tr '\\n' ' '",
+             B, name);
+    int rc = sh(cmd);
+    CHECK(rc == 0 && strstr(out, "\"name\":\"all_gather\"") && strstr(out, "comm/shard_bucket") &&
+          strstr(out, z == 2 ? "\"name\":\"reduce_scatter\"" : "\"name\":\"allreduce\""),
+          "%s --zero %d: rank 0's trace lacks its collectives' scopes or comm/shard_bucket: %s", what, z, out);
+}
+
+static void check_case(const Case *k) {
+    Model w0, w1;
+    char a0[1024];
+    snprintf(a0, sizeof a0, "%s --lr 0", k->args);
+    if (train(k->prog, a0, 1, 0, k->env, "w0", &w0)) return;
+    if (train(k->prog, k->args, 1, 0, k->env, "w1", &w1)) { unload(&w0); return; }
+    const double u = maxdiff(&w1, &w0), big = maxabs(&w1);
+    {   /* --ranks 1: a job of one rank without mpirun (the collectives over one rank): the same bits */
+        Model w;
+        char a1[1024];
+        snprintf(a1, sizeof a1, "%s --ranks 1 --zero 2", k->args);
+        if (train(k->prog, a1, 1, 0, k->env, "one", &w) == 0) {
+            CHECK(maxdiff(&w, &w1) == 0, "%s: --zero 2 --ranks 1 vs 1 process: max diff %g (want bit for bit)", k->what, maxdiff(&w, &w1));
+            unload(&w);
+        }
+    }
+    CHECK(u > 1e-4 * big, "%s: the update is %g of weights up to %g (the comparison would say nothing)", k->what, u, big);
+    for (int np = 2; np <= (k->four ? 4 : 2); np += 2) {
+        Model wr, wz;
+        char name[64];
+        snprintf(name, sizeof name, "r%d", np);
+        if (train(k->prog, k->args, np, 0, k->env, name, &wr)) continue;
+        for (int z = 1; z <= 2; z++) {
+            snprintf(name, sizeof name, "z%d_%d", z, np);
+            if (train(k->prog, k->args, np, z, k->env, name, &wz)) continue;
+            if (k->vocab) scopes_check(name, z, k->what);
+            const double bits = maxdiff(&wz, &wr), rel = maxdiff(&wz, &w1) / big;
+            CHECK(bits == 0, "%s: %d ranks --zero %d vs %d ranks unsharded: max diff %g (want bit for bit)", k->what, np, z, np, bits);
+            CHECK(!k->vs1 || (rel >= 0 && rel <= 1e-6), "%s: %d ranks --zero %d vs 1 process: max diff %g relative to the largest weight %g",
+                  k->what, np, z, rel, big);
+            if (bits == 0 && k->vs1 && rel >= 0 && rel <= 1e-6)
+                printf("ok   %-36s %d ranks --zero %d = %d ranks bit for bit; vs 1 process %.2g relative (update %.2g)\n", k->what,
+                       np, z, np, rel, u / big);
+            else if (bits == 0) printf("ok   %-36s %d ranks --zero %d = %d ranks bit for bit (update %.2g)\n", k->what, np, z, np, u / big);
+            unload(&wz);
+            plan_matches(k->prog, k->args, np, z, k->env, name, k->what, k->vocab);
+        }
+        unload(&wr);
+    }
+    unload(&w0); unload(&w1);
+}
+
+int main(void) {
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        printf("SKIP test_comm_zero: no mpirun (Debian's openmpi-bin): sharded state not checked\n");
+        return 77;
+    }
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    static char absb[1024];
+    if (!realpath(build_dir(), absb)) { printf("FAIL: no build dir %s\n", build_dir()); return 1; }
+    B = absb;
+    snprintf(tmp, sizeof tmp, "/tmp/test_comm_zero.XXXXXX");
+    if (!mkdtemp(tmp)) { printf("FAIL: mkdtemp\n"); return 1; }
+
+    /* AdamW without noise magnifies the last bit of a gradient near zero into a whole step (m/√v): the
+       sums over samples in another order move such weights by up to lr, so vanilla is compared with one
+       process under SGD, and under AdamW with the unsharded ranks only (bit for bit); so is bf16 (a weight
+       that differs in its last fp32 bit rounds to another bf16 copy now and then); with noise the
+       steps are the noise's, and the DP cases compare with one process under AdamW. The first case
+       has a vocabulary of 5001 and a 1 MiB bucket: 4 rounds a collective, the embedding and lm_head cut
+       between rounds. The DP cases give --noise-seed (without it each run draws its own seed). */
+    static const Case cases[] = {
+        { "train_vanilla", "--lr 1e-2 --vocab 5001", "vanilla fp32 adamw, 4 rounds", "DPMEM_COMM_BUCKET_MB=1", 1, 5001, 0 },
+        { "train_vanilla", "--lr 1 --optimizer sgd --checkpoint-activations --grad-accum 2", "vanilla fp32 ckpt sgd, 2 accumulated",
+          "", 0, 0, 1 },
+        { "train_vanilla", "--lr 1e-2 --precision bf16 --checkpoint-activations", "vanilla bf16 ckpt adamw", "", 0, 1001, 0 },
+        { "train_flash", "--lr 1e-2 --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11", "flash+bk fp32 sigma 1",
+          "", 1, 1001, 1 },
+        { "train_ghost", "--lr 1e-2 --clip twopass --precision bf16 --noise-multiplier 0.5 --max-grad-norm 0.1 --noise-seed 11",
+          "ghost+twopass bf16 sigma 0.5", "", 0, 1001, 1 },
+        { "train_lora", "--lr 1e-2 --lora-rank 4 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11 --checkpoint-activations",
+          "LoRA flash+bk ckpt sigma 1", "", 0, 0, 1 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_case(&cases[k]);
+
+    /* the suite: --ranks 2 --zero 2 --plan --check, every experiment's plan exact; --zero without --ranks refused */
+    {
+        char suite[2048];
+        const char *root = getenv("PWD") ? getenv("PWD") : ".";
+        snprintf(suite, sizeof suite, "cd %s && DPMEM_BUILD=%s sh tools/run_experiments --model tiny --seq-len 16 --steps 1 "
+                 "--batch-size 4 --physical-batch 2 --threads 1 --ranks 2 --zero 2 --plan --check --tolerance 0 --device cpu --quiet "
+                 "--out %s/suite vanilla flash >/dev/null && cat %s/suite/check.txt && grep -c -- '--zero 2' %s/suite/*.cmd",
+                 root, B, tmp, tmp, tmp);
+        int rc = sh(suite);
+        int exact = 0;
+        for (const char *q = out; (q = strstr(q, "  exact")); q++) exact++;
+        CHECK(rc == 0 && exact == 2 && !strstr(out, "MISMATCH"), "run_experiments --ranks 2 --zero 2 --plan --check: exit %d, %d of 2 "
+              "exact:\n%.3000s", rc, exact, out);
+        snprintf(suite, sizeof suite, "cd %s && DPMEM_BUILD=%s sh tools/run_experiments --model tiny --zero 1 --plan --out %s/suite2 vanilla",
+                 root, B, tmp);
+        rc = sh(suite);
+        CHECK(rc != 0 && strstr(out, "--zero 1 shards over ranks: give --ranks N"), "run_experiments --zero without --ranks: exit %d: %s",
+              rc, out);
+        if (!failures) printf("ok   run_experiments --ranks 2 --zero 2 --plan --check: vanilla and flash exact; --zero without --ranks refused\n");
+    }
+    /* bad input */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/train_flash %s --steps 1 --zero 1", B, SHAPE);
+    int rc = sh(cmd);
+    CHECK(rc == 1 && strstr(out, "--zero 1 shards the training state over the ranks of an MPI job") && !strchr(strchr(out, '\n') + 1, '\n'),
+          "--zero without mpirun: exit %d: %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s/train_vanilla %s --steps 1 --zero 3", B, SHAPE);
+    rc = sh(cmd);
+    CHECK(rc == 1 && strstr(out, "--zero needs an integer in [0, 2], got '3'"), "--zero 3: exit %d: %s", rc, out);
+    snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 1 %s/train_flash %s --steps 2 --threads 1 --batch-size 4 --zero 1 : "
+             "-np 1 %s/train_flash %s --steps 2 --threads 1 --batch-size 4 --zero 2", B, SHAPE, B, SHAPE);
+    rc = sh(cmd);
+    CHECK(rc != 0 && rc != 124 && strstr(out, "disagree on --zero (this rank: 1)") && strstr(out, "disagree on --zero (this rank: 2)"),
+          "ranks with --zero 1 and 2: exit %d, want both naming --zero:\n%.2000s", rc, out);
+    /* a rank killed mid-run (a CPU-time limit: SIGKILL, in a collective or on its way there): the job ends */
+    snprintf(cmd, sizeof cmd, "timeout 60 mpirun --oversubscribe -np 1 %s/train_vanilla %s --steps 100000 --threads 1 --quiet --zero 2 : "
+             "-np 1 sh -c 'ulimit -t 2; exec %s/train_vanilla %s --steps 100000 --threads 1 --quiet --zero 2'", B, SHAPE, B, SHAPE);
+    rc = sh(cmd);
+    CHECK(rc != 0 && rc != 124, "a killed rank under --zero 2: exit %d, want non-zero without a hang:\n%.2000s", rc, out);
+    if (!failures) printf("ok   bad input: --zero without mpirun, --zero 3, ranks with different --zero, a killed rank\n");
+
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s", tmp);
+    if (system(rm) != 0) printf("note: could not remove %s\n", tmp);
+    if (failures) { printf("test_comm_zero: %d failures\n", failures); return 1; }
+    printf("test_comm_zero: OK (--zero 1 and 2 on 2 and 4 ranks = unsharded bit for bit, = 1 process to 1e-6, noise included; "
+           "plans = rank 0's peak)\n");
+    return 0;
+}
