@@ -97,6 +97,7 @@ typedef struct DpSgd {
     LoraAdapter *lora;           /* [n_lora] adapters (--lora-rank > 0); the base is then frozen */
     int n_lora;
     int *lora_of;                /* [n_params]: adapter index or -1 */
+    LoraAdapter **unmerged;      /* [n_params] (bf16: the model's m->lora): adapter or NULL; NULL in fp32 (merged) */
     DpParamState *lps;           /* [2 n_lora]: adapter k's A at 2k, its B at 2k+1 */
     float **lora_hs, **lora_dh;  /* [n_lora]: side products of the current backward */
     int pass;                    /* 1: norms, 2: two-pass's weighted backward */
