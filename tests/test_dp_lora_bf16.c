@@ -2,9 +2,9 @@
    unmerged beside it (samples/llama/lora.h, llama.h), through DP-SGD (samples/dp/dp_sgd.c), on random
    tiny GQA LLaMAs (untied and tied), CPU backend.
 
-   1. Memory, exact: params = 2 bytes per frozen GEMM weight (no fp32 master), 4 per other tensor
-      (RMSNorm weights, the embedding table) plus 2 for a tied table's bf16 GEMM copy; the frozen
-      GEMM weights' fp32 slots are NULL; grads and optimizer hold the adapters alone.
+   1. Memory, exact: params = 2 bytes per frozen GEMM weight and embedding entry (no fp32 master; the
+      lookup gathers bf16 rows), 4 per RMSNorm weight; their fp32 slots are NULL; grads and optimizer
+      hold the adapters alone.
    2. --save merges: the saved fp32 tensor of a target is widen(W₀ bf16) + s·B·A (1e-6 of the largest
       entry, float rounding of the double sum), a non-target frozen weight is its bf16 value exactly, the
       norm and embedding tensors their fp32 values bit for bit. B is set random first (neither term zero).
@@ -81,14 +81,14 @@ static void run_case(const char *root, const LlamaConfig *mc0, int B, int T, uns
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
         CHECK(!p->trainable, "%s: %s is trainable", what, p->name);
-        const int gemm = p->kind == HOOK_LINEAR;
-        if (gemm) {
+        if (p->kind != HOOK_RMSNORM) {   /* GEMM weights and the embedding table */
+            CHECK(llama_bf16_only(m, p), "%s: frozen %s must be kept in bf16 alone", what, p->name);
             want_params += 2 * p->numel;
             CHECK(*llama_tensor(&m->w, p) == NULL && *llama_tensor(&m->w16, p) != NULL,
                   "%s: frozen %s must be bf16 alone (fp32 %p, bf16 %p)", what, p->name, (void *)*llama_tensor(&m->w, p),
                   (void *)*llama_tensor(&m->w16, p));
         } else {
-            want_params += 4 * p->numel + (p->which == W_EMBED_TOKENS && mc.tie_embeddings ? 2 * p->numel : 0);
+            want_params += 4 * p->numel;
         }
     }
     CHECK(dpmem_live_bytes("params") - params0 == want_params, "%s: params %zu bytes, want %zu (2 per frozen GEMM weight)",
@@ -117,7 +117,7 @@ static void run_case(const char *root, const LlamaConfig *mc0, int B, int T, uns
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
         const float *got = *llama_tensor(&rm->w, &rm->params[i]);
-        if (p->kind != HOOK_LINEAR) {
+        if (!llama_bf16_only(m, p)) {
             CHECK(!memcmp(got, *llama_tensor(&m->w, p), p->numel * 4), "%s: saved %s differs from the model's", what, p->name);
             continue;
         }
@@ -178,10 +178,10 @@ static void run_case(const char *root, const LlamaConfig *mc0, int B, int T, uns
     }
     /* the base's bytes before the physical batch and the step */
     size_t base_bytes = 0;
-    for (int i = 0; i < m->n_params; i++) if (m->params[i].kind == HOOK_LINEAR) base_bytes += 2 * m->params[i].numel;
+    for (int i = 0; i < m->n_params; i++) if (llama_bf16_only(m, &m->params[i])) base_bytes += 2 * m->params[i].numel;
     unsigned char *base = xcalloc(base_bytes, 1);
     for (int i = 0, off = 0; i < m->n_params; i++)
-        if (m->params[i].kind == HOOK_LINEAR) {
+        if (llama_bf16_only(m, &m->params[i])) {
             memcpy(base + off, *llama_tensor(&m->w16, &m->params[i]), 2 * m->params[i].numel);
             off += 2 * (int)m->params[i].numel;
         }
@@ -204,14 +204,14 @@ static void run_case(const char *root, const LlamaConfig *mc0, int B, int T, uns
     if (getenv("LORA_BF16_VERBOSE")) printf("%s: loss %.3g norm2 %.3g grad %.3g (relative)\n", what,
                                             fabs(r.s.loss - ref_loss) / ref_loss, worst_n, e / scale);
 
-    /* 4. the step: adapters move, the bf16 base does not */
+    /* 4. the step: adapters move, the bf16 base (embedding included) does not */
     r.s.step = 0; r.s.lr = 1e-2f;
     float a0 = d.lora[0].A[0];
     if (dp_sgd_before_update(&d, &r.s)) { printf("FAIL: before_update: %s\n", kbackend_error(&r.kb)); exit(1); }
     CHECK(d.lora[0].A[0] != a0, "%s: the adapters did not move", what);
     int same = 1;
     for (int i = 0, o = 0; i < m->n_params; i++)
-        if (m->params[i].kind == HOOK_LINEAR) {
+        if (llama_bf16_only(m, &m->params[i])) {
             same &= !memcmp(base + o, *llama_tensor(&m->w16, &m->params[i]), 2 * m->params[i].numel);
             same &= *llama_tensor(&m->w, &m->params[i]) == NULL;
             o += 2 * (int)m->params[i].numel;

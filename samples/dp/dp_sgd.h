@@ -23,11 +23,12 @@
    gradients book-keeping keeps for layers with IC > T; lm_head's is the model's retained dlogits, not
    a copy), lora/... (samples/llama/lora.h).
 
-   LoRA (--lora-rank r): adapters on the --lora-targets projections (lora.h, merged form), every
+   LoRA (--lora-rank r): adapters on the --lora-targets projections (lora.h: merged form in fp32,
+   unmerged beside the bf16-only base under bf16, m->lora), every
    base tensor frozen (no grads, no optimizer state, no per-sample anything), DP on the adapters:
    the weight-gradient hooks of the frozen projections give x and dy, from which each adapter is
    an ordinary linear layer for the norms (B: hs → dy, A: x → dh); the adapters' optimizer step
-   runs in before_update (scope "optimizer_step"), followed by the re-merge.
+   runs in before_update (scope "optimizer_step"), followed by the re-merge (merged form).
 
    Poisson sampling (--poisson): each step includes every row of the dataset independently with
    probability q = L / rows (a Philox stream of (seed, step, row)), processed in physical batches of

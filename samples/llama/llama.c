@@ -172,7 +172,8 @@ static int has_bf16_copy(const LlamaModel *m, const ParamInfo *p) {
 }
 
 int llama_bf16_only(const LlamaModel *m, const ParamInfo *p) {
-    return m->dt == KDT_BF16 && !p->trainable && p->kind == HOOK_LINEAR;
+    /* the embedding table too: its lookup gathers bf16 rows (bf16_lookup), whole 32-bit words when C is even */
+    return m->dt == KDT_BF16 && !p->trainable && (p->kind == HOOK_LINEAR || (p->which == W_EMBED_TOKENS && m->C % 2 == 0));
 }
 
 static void *alloc_tagged(KBackend *kb, size_t bytes, const char *fmt, ...) {
@@ -392,6 +393,13 @@ static int block_forward(LlamaModel *m, int l, const float *x, int mode) {
     return 0;
 }
 
+/* The embedding of a table kept in bf16 alone (llama_bf16_only): a bf16 row of C elements is C/2 32-bit
+   words, so the fp32 lookup over C/2 columns moves exactly its bits (a copy, no arithmetic), on every
+   backend, with no fp32 twin of the table or of the output. */
+static int bf16_lookup(LlamaModel *m, float *out) {
+    return embedding_forward(m->kb, out, m->tokens, m->w16.embed_tokens, m->B * m->T, m->C / 2);
+}
+
 int llama_forward(LlamaModel *m) {
     KBackend *kb = m->kb;
     release_acts(m);
@@ -403,7 +411,8 @@ int llama_forward(LlamaModel *m) {
     if (m->cfg.task == LLAMA_TASK_CLASSIFY)
         TRY(classify_prepare(kb, m->last, m->labels, m->host_stage, m->tokens, m->targets, B, T, V, m->cfg.pad_id));
     SAVE(a->embed, (size_t)N * C, "activations/embed_tokens");
-    TRY(embedding_forward_ex(kb, dt, a->embed, m->tokens, m->w.embed_tokens, N, C));
+    if (m->w.embed_tokens) TRY(embedding_forward_ex(kb, dt, a->embed, m->tokens, m->w.embed_tokens, N, C));
+    else TRY(bf16_lookup(m, a->embed));
     const float *x = a->embed;
     for (int l = 0; l < m->L; l++) {
         TRY(block_forward(m, l, x, m->ckpt ? FWD_CKPT : FWD_SAVE));
@@ -699,7 +708,7 @@ int llama_zero_grad(LlamaModel *m) {
 /* ---- --print-params ---------------------------------------------------------------------------- */
 
 void llama_print_params(const LlamaModel *m, FILE *out) {
-    size_t by_group[GROUP_COUNT] = { 0 }, total = 0, trainable = 0, copies = 0;
+    size_t by_group[GROUP_COUNT] = { 0 }, bytes_group[GROUP_COUNT] = { 0 }, total = 0, trainable = 0, copies = 0, stored = 0;
     fprintf(out, "%-40s %-14s %-9s %14s %9s\n", "parameter", "shape", "dtype", "bytes", "trainable");
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
@@ -712,13 +721,15 @@ void llama_print_params(const LlamaModel *m, FILE *out) {
                 p->numel * (only ? 2 : copy ? 6 : 4),
                 p->trainable ? "yes" : "no");
         by_group[p->group] += p->numel;
+        bytes_group[p->group] += p->numel * (only ? 2 : 4);   /* the master, or the bf16 values alone */
+        stored += p->numel * (only ? 2 : 4);
         total += p->numel;
         if (p->trainable) trainable += p->numel;
     }
     if (m->cfg.tie_embeddings) fprintf(out, "(lm_head.weight is tied to model.embed_tokens.weight)\n");
     fprintf(out, "\n%-12s %16s %16s\n", "group", "parameters", "bytes");
     for (int g = 0; g < GROUP_COUNT; g++)
-        fprintf(out, "%-12s %16zu %16zu\n", param_group_name((ParamGroup)g), by_group[g], by_group[g] * 4);
-    fprintf(out, "%-12s %16zu %16zu\n%-12s %16zu %16zu\n", "trainable", trainable, trainable * 4, "total", total, total * 4);
+        fprintf(out, "%-12s %16zu %16zu\n", param_group_name((ParamGroup)g), by_group[g], bytes_group[g]);
+    fprintf(out, "%-12s %16zu %16zu\n%-12s %16zu %16zu\n", "trainable", trainable, trainable * 4, "total", total, stored);
     if (copies) fprintf(out, "%-12s %16zu %16zu  (bf16 copies of the GEMM weights, beside the fp32 masters)\n", "bf16 copies", copies, copies * 2);
 }

@@ -186,7 +186,7 @@ typedef struct {
     float *pooled;                   /* classify: fp32 (B, K) the pooled logits, the loss's scratch */
     void **deferred; int n_deferred, cap_deferred; /* saved buffers kept for retain_saved */
     const void **keep; int n_keep, cap_keep;       /* buffers the hooks asked to keep (GRAD_HOOK_KEEP_*) */
-    size_t bytes_params, bytes_trainable;  /* fp32 bytes (the masters), whatever the precision */
+    size_t bytes_params, bytes_trainable;  /* 4 bytes per parameter, whatever the precision and storage */
 } LlamaModel;
 
 /* Fills m->params from the config (no allocation on the backend): enough for --print-params. */
