@@ -10,11 +10,11 @@
    master at the start of every forward, as autocast casts the weights at every forward. A FROZEN GEMM
    weight (LoRA's base) needs no master: it is kept in bf16 alone (params/<name>.bf16, initialised
    through a temporary fp32 buffer or loaded into it, never cast again), as PEFT keeps a bf16 base;
-   frozen RMSNorm weights and the embedding table stay fp32 (the norms are C floats each; the lookup
-   reads fp32: a tied table keeps its fp32 master beside its bf16 copy). Activations
+   so is a frozen embedding table when C is even (its lookup gathers the bf16 rows as 32-bit words;
+   tied, it is lm_head's GEMM operand too); frozen RMSNorm weights stay fp32 (C floats each). Activations
    and activation gradients are bf16 (2 bytes), including the residual stream. fp32: gradients
    (accumulated in fp32: the weight-gradient GEMMs write fp32), optimizer state, RMSNorm weights and
-   the embedding lookup's table (not GEMM operands), the RMSNorm and attention statistics (rstd,
+   a trainable embedding lookup's table (not GEMM operands), the RMSNorm and attention statistics (rstd,
    lse), the logits, the softmax and the loss. The backward turns the fp32 logits into fp32
    dlogits in place and then rounds them to bf16 in the same buffer (its first half) for lm_head's
    GEMMs: no second N×V buffer.
