@@ -5,9 +5,10 @@
    1. Memory, exact: params = 2 bytes per frozen GEMM weight and embedding entry (no fp32 master; the
       lookup gathers bf16 rows), 4 per RMSNorm weight; their fp32 slots are NULL; grads and optimizer
       hold the adapters alone.
-   2. --save merges: the saved fp32 tensor of a target is widen(W₀ bf16) + s·B·A (1e-6 of the largest
+   2. --save merges, --init-from loads into bf16: the saved fp32 tensor of a target is widen(W₀ bf16) + s·B·A (1e-6 of the largest
       entry, float rounding of the double sum), a non-target frozen weight is its bf16 value exactly, the
-      norm and embedding tensors their fp32 values bit for bit. B is set random first (neither term zero).
+      norm tensors their fp32 values bit for bit; loaded into another bf16 LoRA model, each bf16-only
+      tensor is the saved value rounded to nearest even. B is set random first (neither term zero).
    3. Against an fp32 reference holding those saved (merged) weights, each sample run alone: its
       per-sample adapter gradients dL/dA = s·Bᵀ dL/dW, dL/dB = s·dL/dW Aᵀ (as test_dp_lora.c) give the
       DP run's per-sample norms, its clipped sum, and its loss to bf16 tolerance: the forward's
@@ -43,6 +44,16 @@ static float bf16_value(const float *buf16, size_t i) {
     uint16_t h;
     memcpy(&h, (const char *)buf16 + 2 * i, 2);
     uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* fp32 → bf16, round to nearest even (finite values), as a float */
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
     float f;
     memcpy(&f, &u, 4);
     return f;
@@ -134,6 +145,27 @@ static void run_case(const char *root, const LlamaConfig *mc0, int B, int T, uns
             }
         CHECK(l ? worst <= 1e-6 * wmax : worst == 0, "%s: saved %s is off W0%s by %.3g (largest %.3g)", what, p->name,
               l ? " + sBA" : "", worst, wmax);
+    }
+
+    /* --init-from under bf16 LoRA: a checkpoint loads straight into the bf16-only tensors, each the
+       round-to-nearest-even of the saved fp32 value (the norms: those values) */
+    {
+        Rig back;
+        rig_config(&back.cfg, &mc, B, T, "adamw");
+        rig_open(&back, seed + 200, strat.frozen);
+        LlamaModel *bm = &back.s.model;
+        CHECK(ckpt_load(bm, dir, err, sizeof err) == 0, "%s: bf16 load: %s", what, err);
+        for (int i = 0; i < bm->n_params; i++) {
+            const ParamInfo *p = &bm->params[i];
+            const float *saved = *llama_tensor(&rm->w, &rm->params[i]);
+            int same = 1;
+            if (!llama_bf16_only(bm, p)) same = !memcmp(*llama_tensor(&bm->w, p), saved, p->numel * 4);
+            else
+                for (size_t k = 0; same && k < p->numel; k++) same = bf16_value(*llama_tensor(&bm->w16, p), k) == bf16_round(saved[k]);
+            CHECK(same, "%s: %s loaded under bf16 is not the checkpoint's value%s", what, p->name,
+                  llama_bf16_only(bm, p) ? " rounded to bf16" : "");
+        }
+        rig_close(&back);
     }
 
     /* 3. per-sample references from the fp32 model holding the merged weights */
