@@ -164,7 +164,7 @@ for stage in $STAGES; do
     train classify "ghost+twopass, physical 1" 1024 train_ghost $a --batch-size 8 --max-physical-batch-size 1 ;;
   lorabf16)   # LoRA under bf16: the frozen base in bf16 alone, the adapters unmerged beside it (lora.h)
     if [ $dry = 0 ]; then
-      c="--model tiny --precision bf16 --lora-rank 4 --lora-targets q,k,v,o,gate,up,down --seq-len 32 --batch-size 4 --steps 3 --seed 5"
+      c="--model tiny --precision bf16 --lora-rank 4 --lora-targets q,k,v,o,gate,up,down --seq-len 32 --batch-size 4 --steps 3 --seed 5 --noise-seed 9"
       step lorabf16 120 "tiny bf16 LoRA: last loss, CPU vs CUDA (5e-3)" sh -c "
         a=\$(\"$B/train_lora\" $c --device cpu | sed -n 's/^loss: .* -> \([0-9.]*\).*/\1/p')
         b=\$(\"$B/train_lora\" $c --device cuda | sed -n 's/^loss: .* -> \([0-9.]*\).*/\1/p')
