@@ -1322,6 +1322,13 @@ DPMEM_DEF void dpmem_tag_alloc_space(const void *ptr, size_t bytes, const char *
             dpmem__emit(DPMEM__EV_FREE, (uint32_t)prev.space, prev.tag, dpmem__alloc_ts_locked(now), w, 2);
         }
     }
+    /* The totals are 64-bit and the tools call a size of 2^63 or more forged: an allocation that
+       would take the live total there is not counted (a wrapped total would report a lie). */
+    if ((uint64_t)bytes >= ((uint64_t)1 << 63) - dpmem__G.live) {
+        dpmem__warn_locked("an allocation past 2^63 live bytes in all was not counted", (uint64_t)bytes);
+        dpmem__unlock();
+        return;
+    }
     dpmem__rec r = { (uint64_t)(uintptr_t)ptr, (uint64_t)bytes, tid, (uint32_t)cat, sp, 1 };
     if (cat < 0 || dpmem__rec_insert_locked(&r) != 0) {   /* the kit's own tables: no memory left */
         dpmem__warn_locked("out of memory in the kit: an allocation was not counted", (uint64_t)bytes);

@@ -324,7 +324,7 @@ int main(void) {
         float base, rms, emb;
         TIME_MS(base, wgrad_bf16(dw, dout, inp, C1, C1, T));
         TIME_MS(rms, dp_rmsnorm_norms_direct_cuda_dt(n2, psg, dout, inp, rstd, 1, T, C1, KDT_BF16));
-        TIME_MS(emb, dp_embedding_clipped_grad_bk_cuda_dt(dwte, tok, dout, cf, 1, T, C1, KDT_BF16));
+        TIME_MS(emb, dp_embedding_clipped_grad_bk_cuda_dt(dwte, tok, dout, cf, 1, T, C1, V, KDT_BF16));
         snprintf(extra, sizeof extra, "C=%d, x%d in the model: %.2f ms a sample; %.0f GB/s", C1, 2 * L + 1, (2 * L + 1) * rms,
                  2.0 * T * C1 * 2 / rms / 1e6);
         row("rmsnorm per-sample gradient + sum sq", rms, base, extra);
@@ -354,6 +354,17 @@ int main(void) {
         printf("| adamw 2^28 params | %.3f | %.0f | |\n", t, 7.0 * P * 4 / t / 1e6);
         TIME_MS(t, noise_add_gaussian_cuda(g, P, 1.0, 1234, 1, 0));
         printf("| Philox noise 2^28 coords | %.3f | %.0f | |\n", t, 2.0 * P * 4 / t / 1e6);
+        /* the DP step's update: privatize (noise, then the 1/L scale) and AdamW as the trainer runs them,
+           against the fused pass (dp_update.cu); GB/s as the bytes each moves (44 and 28 a parameter) */
+        const DpNoise nz = { 1.0, 1.0, 2.0, 1234, 1 };
+        const DpAdamW opt = { 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1 };
+        float sep, fused;
+        TIME_MS(sep, (noise_privatize_cuda(g, P, nz.sigma, nz.max_grad_norm, nz.logical_batch, nz.seed, nz.step, 0),
+                      adamw_update(&gpu, p, g, m, vv, P, opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.t)));
+        printf("| DP update 2^28 params: noise_privatize + adamw | %.3f | %.0f | |\n", sep, 11.0 * P * 4 / sep / 1e6);
+        TIME_MS(fused, dp_noisy_adamw_cuda(p, g, m, vv, P, 0, &nz, &opt, 0));
+        printf("| DP update 2^28 params: fused (dp_noisy_adamw_cuda) | %.3f | %.0f | %.2fx the separate path |\n", fused,
+               7.0 * P * 4 / fused / 1e6, fused / sep);
     }
     kbackend_destroy(&gpu);
     return 0;

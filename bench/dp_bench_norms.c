@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
                 TIME_IT(t_bk, dp_linear_clipped_grad_bk(dw, a, g, c, B, T, IC, OC));
                 dp_linear_norms_ghost(norm2, gram, a, g, B, T, IC, OC, &iog);
                 dp_linear_norms_flash(norm2, tile, a, g, B, T, IC, OC, R, 1, &iof);
-                int gram_path = dp_mixed_uses_gram(T, IC, OC);
+                int gram_path = dp_mixed_uses_gram(B, T, IC, OC, 0, 4);
                 double t_mixed = gram_path ? t_flash : t_direct;
                 double fl_w = 2.0 * T * IC * OC, fl_g = 2.0 * T * T * (IC + OC);
                 char name[32];
@@ -85,6 +85,6 @@ int main(int argc, char **argv) {
                 if (norm2[0] != norm2[0]) printf("(NaN norm)\n");   /* keeps the results alive */
                 free(a); free(g); free(dw); free(psg); free(gram); free(tile);
             }
-    printf("mixed: g = Gram path (flash) chosen, d = direct (rule 2T² <= IC·OC); IO = bytes read + written\n");
+    printf("mixed: g = Gram path (flash) chosen, d = direct (dp_mixed_uses_gram: flops + bytes, not kept); IO = bytes read + written\n");
     return 0;
 }

@@ -199,8 +199,8 @@ static size_t w_nonfinite(KBackend *b, const float *x, size_t n, void *s) { op_b
 static void w_emb_f(KBackend *b, float *o, const int *t, const float *w, int N, int C) {
     op_begin(); REAL.embedding_forward(b, o, t, w, N, C); op_end(OP_EMB_F, 0, 2 * F4 * N * C);
 }
-static void w_emb_b(KBackend *b, float *dw, const int *t, const float *d, int N, int C, void *s) {
-    op_begin(); REAL.embedding_backward(b, dw, t, d, N, C, s); op_end(OP_EMB_B, (double)N * C, 3 * F4 * N * C);
+static void w_emb_b(KBackend *b, float *dw, const int *t, const float *d, int N, int C, int V, void *s) {
+    op_begin(); REAL.embedding_backward(b, dw, t, d, N, C, V, s); op_end(OP_EMB_B, (double)N * C, 3 * F4 * N * C);
 }
 static void w_rms_f(KBackend *b, float *o, float *r, const float *x, const float *w, int N, int C, float eps) {
     op_begin(); REAL.rmsnorm_forward(b, o, r, x, w, N, C, eps); op_end(OP_RMS_F, 4.0 * N * C, 2 * F4 * N * C);

@@ -14,7 +14,8 @@
              of every sample materialized, gram [2, B, T, T] (as Opacus's ghost clipping).
      flash   the same sum over R×R tiles of time blocks, j ≤ i only (off-diagonal tiles count twice):
              one tile pair per thread, [2, R, R] each; no T×T buffer.
-     mixed   per layer, the Gram path when 2T² ≤ IC·OC, else direct (dp_mixed_uses_gram).
+     mixed   per layer, whichever of flash and direct adds less at the run's shapes (flops and bytes:
+             dp_mixed_uses_gram, dp_mixed.c).
    Scratch is the caller's (the trainer allocates it through kbuf_alloc under the `per_sample_grads`,
    `ghost` tags). Every function that reads the big operands accounts its memory traffic in a DpIO
    when one is given: the bytes a GPU kernel would move to and from global memory (A, G, the Gram
@@ -55,8 +56,21 @@ void dp_linear_norms_ghost(float *norm2, float *gram, const float *a, const floa
    depend on nt. */
 void dp_linear_norms_flash(float *norm2, float *scratch, const float *a, const float *g,
                            int B, int T, int IC, int OC, int R, int nt, DpIO *io);
-/* The mixed ghost clipping rule: 1 when the Gram path is cheaper (2T² ≤ IC·OC). */
-int  dp_mixed_uses_gram(int T, int IC, int OC);
+/* Mixed's per-layer choice (dp_mixed.c): what each way to a linear layer's norms adds to the step over
+   its weight-gradient GEMM, at B samples of T rows, elem_bytes an activation element (4 fp32, 2 bf16). */
+typedef enum {
+    DP_WAY_DIRECT_KEPT,   /* per-sample gradients kept for book-keeping: their GEMM is the weight gradient's */
+    DP_WAY_DIRECT,        /* per-sample gradients formed for the norm only (streamed) */
+    DP_WAY_GRAM,          /* flash's Gram block rows */
+    DP_WAY_GRAM_COPY_G    /* the same where direct would be kept: G copied for the book-keeping GEMM too */
+} DpWay;
+typedef struct { double flops, bytes; } DpCost;
+enum { DP_COST_FLOPS_PER_BYTE = 270 };   /* H100: ~700 TFLOP/s bf16 GEMMs, ~2.6 TB/s */
+DpCost dp_linear_cost(DpWay way, int B, int T, int IC, int OC, int elem_bytes);
+double dp_cost_flop_equivalent(DpCost c);   /* flops + DP_COST_FLOPS_PER_BYTE · bytes */
+/* 1 when the Gram path costs less than direct; kept: direct's per-sample gradients would be kept for
+   book-keeping (physical batch 1), so its GEMM is not extra work. The same on every device. */
+int  dp_mixed_uses_gram(int B, int T, int IC, int OC, int kept, int elem_bytes);
 /* Scratch floats of each method (what the caller allocates). */
 size_t dp_linear_direct_floats(int B, int IC, int OC);
 size_t dp_linear_ghost_floats(int B, int T);
@@ -115,5 +129,21 @@ void dp_clipped_sum(float *grad, const float *psg, const float *c, int B, size_t
 /* grad [P] holds sample 0's gradient (dp_linear_norms_direct_split): grad = c_0 grad + Σ_{b≥1} c_b
    rest[b-1] for rest [B-1, P]. */
 void dp_clipped_sum_first(float *grad, const float *rest, const float *c, int B, size_t P);
+
+/* ---- the update: noise and AdamW in one pass (dp_update.c; CUDA: dp_noisy_adamw_cuda) ---------- */
+typedef struct {
+    double sigma, max_grad_norm, logical_batch;   /* noise_privatize's (kernels/noise.h) */
+    uint64_t seed, step;
+} DpNoise;
+typedef struct { float lr, beta1, beta2, eps, weight_decay; int t; } DpAdamW;   /* adamw_update's (kernels.h) */
+/* One pass over a tensor at flat offset `offset` of the parameter vector: the summed clipped gradient g
+   privatized as noise_privatize does it, g_i = (g_i + (float)(σC·z(seed, step, offset + i))) / L, and the
+   AdamW update of p, m, v with it (adamw_element.h): the bits of noise_privatize followed by
+   adamw_update, without writing the noised gradient and reading it back: 28 bytes a parameter (32 with
+   keep_noised) where the separate path moves 36 (CPU: privatize, AdamW) or 44 (GPU: noise, scale,
+   AdamW). keep_noised: also store the noised g_i into g (what the separate path leaves there); else g
+   keeps the summed clipped gradient, for the caller to clear. nthreads: OpenMP threads (< 1: one). */
+void dp_noisy_adamw(float *p, float *g, float *m, float *v, size_t n, uint64_t offset, const DpNoise *noise,
+                    const DpAdamW *opt, int keep_noised, int nthreads);
 
 #endif /* DP_KERNELS_H */

@@ -38,6 +38,13 @@ static void report_oom(KBackend *b, size_t bytes, const char *tag) {
 
 void *kbuf_alloc(KBackend *b, size_t bytes, const char *tag) {
     if (bytes == 0) return NULL;
+    /* Byte counts (live, peak, the kit's totals, the plan's addresses) are 64-bit: past 1 EiB live
+       they are refused before anything wraps (a plan of 3.2e19 bytes reported 1.8e19). */
+    if (bytes > KBUF_MAX_LIVE || b->live > KBUF_MAX_LIVE - bytes) {
+        snprintf(b->err, sizeof b->err, "%s needs %zu bytes with %zu live: more than 1 EiB, beyond what the 64-bit "
+                 "byte counts can count (a smaller model, batch or sequence)", tag, bytes, b->live);
+        return NULL;
+    }
     if (b->mem_limit && (bytes > b->mem_limit || b->live > b->mem_limit - bytes)) {
         report_oom(b, bytes, tag);
         snprintf(b->err, sizeof b->err,
@@ -47,9 +54,17 @@ void *kbuf_alloc(KBackend *b, size_t bytes, const char *tag) {
     }
     void *p;
     if (b->kind == KB_PLAN) {
-        /* A unique address that is never dereferenced: 256-aligned, a gap between buffers. */
+        /* A unique address that is never dereferenced: 256-aligned, a gap between buffers. Addresses
+           are never reused: when they would wrap past 2^64 the plan stops (an address seen twice
+           would be counted as one buffer tagged again). */
+        uint64_t step = ((uint64_t)bytes + 255) / 256 * 256 + 256;
+        if (b->next_fake > UINT64_MAX - step) {
+            snprintf(b->err, sizeof b->err, "%s: the plan has handed out 2^64 bytes of addresses in all: plan fewer steps",
+                     tag);
+            return NULL;
+        }
         p = (void *)(uintptr_t)b->next_fake;
-        b->next_fake += ((bytes + 255) / 256) * 256 + 256;
+        b->next_fake += step;
     } else {
         p = b->ops->alloc(b, bytes);
         if (!p) {
@@ -68,6 +83,13 @@ void *kbuf_alloc(KBackend *b, size_t bytes, const char *tag) {
     b->live += bytes;
     if (b->live > b->peak) b->peak = b->live;
     if (b->trace) b->trace(b->trace_user, tag, bytes, 1);
+    return p;
+}
+
+void *kbuf_alloc_overwritten(KBackend *b, size_t bytes, const char *tag) {
+    b->overwritten = 1;
+    void *p = kbuf_alloc(b, bytes, tag);
+    b->overwritten = 0;
     return p;
 }
 
@@ -202,7 +224,7 @@ int embedding_forward(KBackend *b, float *out, const int *tokens, const float *w
 int embedding_backward(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V) {
     KShape s = { .B = N, .T = 1, .C = C, .V = V }; void *w;
     if (scratch_get(b, KOP_EMBEDDING_BACKWARD, &s, "workspace/embedding_backward", &w)) return -1;
-    b->ops->embedding_backward(b, dwte, tokens, dout, N, C, w);
+    b->ops->embedding_backward(b, dwte, tokens, dout, N, C, V, w);
     kbuf_free(b, w);
     return 0;
 }
@@ -382,7 +404,7 @@ int embedding_backward_ex(KBackend *b, KDtype dt, float *dwte, const int *tokens
     if (native(b, dt)) {
         KShape s = { .B = N, .T = 1, .C = C, .V = V, .ab = KDT_BF16 }; void *ws;
         if (scratch_get(b, KOP_EMBEDDING_BACKWARD, &s, "workspace/embedding_backward", &ws)) return -1;
-        b->ops->embedding_backward_bf16(b, dwte, tokens, dout, N, C, ws);
+        b->ops->embedding_backward_bf16(b, dwte, tokens, dout, N, C, V, ws);
         kbuf_free(b, ws);
         return 0;
     }

@@ -126,7 +126,8 @@ typedef struct KOps {
     double (*sumsq)(KBackend *b, const float *x, size_t n, void *scratch);
     size_t (*count_nonfinite)(KBackend *b, const float *x, size_t n, void *scratch);
     void (*embedding_forward)(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C);
-    void (*embedding_backward)(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C,
+    /* V: the table's rows; a token outside [0, V) is skipped (a backend may count it: kcuda_bad_tokens) */
+    void (*embedding_backward)(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V,
                                void *scratch);
     void (*rmsnorm_forward)(KBackend *b, float *out, float *rstd, const float *inp, const float *w,
                             int N, int C, float eps);
@@ -175,7 +176,7 @@ typedef struct KOps {
     int bf16_native;
     void (*embedding_forward_bf16)(KBackend *b, void *out, const int *tokens, const float *wte, int N, int C);
     void (*embedding_backward_bf16)(KBackend *b, float *dwte, const int *tokens, const void *dout, int N, int C,
-                                    void *scratch);
+                                    int V, void *scratch);
     void (*rmsnorm_forward_bf16)(KBackend *b, void *out, float *rstd, const void *inp, const float *w,
                                  int N, int C, float eps);
     /* dinp (bf16) += ...; dinp may be NULL (the weight's gradient alone), dw may be NULL */
@@ -212,6 +213,7 @@ struct KBackend {
     KTraceFn trace; void *trace_user;
     void *priv;               /* the backend's own state (the CPU's cache of freed blocks) */
     void (*release)(KBackend *b);   /* kbackend_destroy: gives back what priv holds; NULL: nothing */
+    int overwritten;          /* set during kbuf_alloc_overwritten: the CUDA backend skips its zero-fill */
     char err[256];
 };
 
@@ -229,7 +231,15 @@ int  kbackend_computes(const KBackend *b);            /* 0 for plan: buffers mus
 int  kcpu_max_threads(void);
 
 /* Tagged buffers. bytes == 0 gives NULL and is no error. */
+/* Live bytes through kbuf_alloc stay under 1 EiB (2^60): a request past it is refused (NULL, b->err
+   says so) before a 64-bit byte count can wrap, as config_check refuses a model past 1 EiB. */
+#define KBUF_MAX_LIVE ((size_t)1 << 60)
 void  *kbuf_alloc(KBackend *b, size_t bytes, const char *tag);
+/* The same, for a buffer whose every byte is written before anything reads it (a GEMM's output with
+   beta = 0, a copy's destination): the CUDA backend skips the zero-fill it gives kbuf_alloc's buffers
+   (with DPMEM_CUDA_POISON=1 it fills NaN bytes instead, so that a test catches a wrong claim; the CPU
+   backend never zero-fills and poisons every buffer under the sanitizers). */
+void  *kbuf_alloc_overwritten(KBackend *b, size_t bytes, const char *tag);
 void   kbuf_free(KBackend *b, void *p);
 int    kbuf_upload(KBackend *b, void *dst, const void *src, size_t bytes);
 int    kbuf_download(KBackend *b, void *dst, const void *src, size_t bytes);

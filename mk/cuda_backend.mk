@@ -10,7 +10,8 @@
 
 KCUDA_SRC_CU := $(wildcard kernels/cuda/*.cu)
 KCUDA_HDRS   := kernels/cuda/kernels_cuda.h kernels/cuda/ops_cuda.h kernels/cuda/cuda_common.cuh kernels/cuda/cuda_no_device.h \
-                kernels/cuda/storage.cuh kernels/cuda/embedding_walk.h kernels/kernels.h kernels/dp_kernels.h kernels/noise.h dpmem.h
+                kernels/cuda/storage.cuh kernels/cuda/embedding_walk.h kernels/kernels.h kernels/dp_kernels.h kernels/noise.h dpmem.h \
+                kernels/adamw_element.h
 
 # cuDNN's C++ frontend (headers only, for the fused attention of attention_cudnn.cpp): PyPI's
 # nvidia-cudnn-frontend wheel, pinned, its include/ unpacked under .deps/ (git-ignored) on first use.
@@ -41,7 +42,7 @@ $(KCUDA_PLAN_OBJ): kernels/cuda/scratch_cuda.c $(KCUDA_HDRS) | $(DEPS_STAMP)
 # the plan backend, the DP kernels, the noise.
 KCUDA_REF_SRC := kernels/kernels.c kernels/init.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                  kernels/plan/backend_plan.c kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kernels/cpu/dp_norms_tied.c \
-                 kernels/cpu/dp_norms_flash.c kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c \
+                 kernels/cpu/dp_norms_flash.c kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c kernels/cpu/dp_mixed.c kernels/cpu/dp_update.c \
                  kernels/cuda/scratch_cuda.c
 KCUDA_REF_OBJ := $(patsubst %.c,$(BUILD)/obj/kcuda_ref/%.o,$(KCUDA_REF_SRC))
 KCUDA_CFLAGS_NOSAN := $(filter-out $(SANFLAGS),$(CFLAGS))

@@ -11,7 +11,7 @@ $(BUILD)/tests/test_accountant: tests/test_accountant.c samples/dp/accountant.c 
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_accountant.c samples/dp/accountant.c $(LDFLAGS) $(LDLIBS)
 
 ALL   += $(BUILD)/dp-accountant $(BUILD)/tests/test_accountant
-TESTS += $(BUILD)/tests/test_accountant
+TESTS += $(BUILD)/tests/test_accountant tests/test_accountant_opacus.sh
 
 # -fopenmp -fno-math-errno as the trainers build noise.c: the test runs its vector path.
 $(BUILD)/tests/test_noise: tests/test_noise.c kernels/cpu/noise.c kernels/noise.h kernels/cpu/vmath.h | $(DEPS_STAMP)
@@ -22,7 +22,7 @@ ALL   += $(BUILD)/tests/test_noise
 TESTS += $(BUILD)/tests/test_noise
 
 DP_KERNEL_SRC := kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kernels/cpu/dp_norms_tied.c kernels/cpu/dp_norms_flash.c \
-                 kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c
+                 kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c kernels/cpu/dp_mixed.c
 
 $(BUILD)/tests/test_dp_norms: tests/test_dp_norms.c $(DP_KERNEL_SRC) kernels/dp_kernels.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -49,7 +49,7 @@ TESTS += $(BUILD)/tests/test_dp_config
 # read after this file, so its variables are empty in prerequisite lists here: name its files.
 DP_TRAINER_DEPS := $(BUILD)/libtrainer.a kernels/kernels.h samples/llama/config.h samples/llama/data.h samples/llama/llama.h samples/llama/train.h dpmem.h
 # (the noise, kernels/cpu/noise.c, is in the trainer library: the weights' initialisation draws from it too)
-DP_LIB_SRC := samples/dp/dp_sgd.c samples/dp/dp_config.c samples/dp/accountant.c $(DP_KERNEL_SRC)
+DP_LIB_SRC := samples/dp/dp_sgd.c samples/dp/dp_config.c samples/dp/accountant.c $(DP_KERNEL_SRC) kernels/cpu/dp_update.c
 # kernels_cuda.h: dp_sgd.c sizes the GPU's flash and tied-gather scratch with its inline functions
 DP_LIB_HDR := samples/dp/dp_sgd.h samples/dp/dp_config.h samples/dp/accountant.h kernels/noise.h kernels/dp_kernels.h \
               kernels/cuda/kernels_cuda.h
@@ -150,6 +150,17 @@ $(BUILD)/tests/test_dp_cuda_gpu: tests/test_dp_cuda_gpu.c tests/test_dp_common.h
 
 ALL   += $(BUILD)/tests/test_dp_cuda $(BUILD)/tests/test_dp_cuda_gpu
 TESTS += $(BUILD)/tests/test_dp_cuda $(BUILD)/tests/test_dp_cuda_gpu
+
+# The DP step's fused noise + AdamW (kernels/cpu/dp_update.c) against noise_privatize + adamw_update, bit
+# for bit: it links the trainer library (the CPU backend, the noise); trainer.mk's names in the recipe only.
+$(BUILD)/tests/test_dp_update: tests/test_dp_update.c kernels/cpu/dp_update.c kernels/dp_kernels.h kernels/adamw_element.h \
+                               kernels/noise.h $(BUILD)/libtrainer.a | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ tests/test_dp_update.c kernels/cpu/dp_update.c $(TRAINER_LIB) \
+	    $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_dp_update
+TESTS += $(BUILD)/tests/test_dp_update
 
 # Sequence classification (samples/llama/classify.h): the model, its finite differences, the labelled
 # data file; with --dump, the tensors tests/test_classify_torch.py compares with transformers and Opacus.

@@ -5,6 +5,10 @@
       "<pid> <name>" into the file (a waiter names it) and exports DPMEM_GPU_LOCK_HELD=<pid>: a child
       it starts (the OOM child, a test under compute-sanitizer started by a script that holds the
       lock, tests/gpu_lock.sh) runs under its parent's lock instead of waiting for it forever.
+      The path is in a shared /tmp: it is opened without following a link (O_NOFOLLOW), must be a
+      regular file (a FIFO or device is refused: running without the lock), and the name is
+      written (truncating) only into a file this user owns with one link; another user's lock
+      file is only locked (opened read-only where it is not writable to us).
    2. The other processes holding memory on the device (nvidia-smi --query-compute-apps), listed
       before and after device-wide measurements (cudaMemGetInfo deltas): when such a check fails,
       the test asks gpu_apps_quiet whether another process held device memory meanwhile. If one
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define GPU_LOCK_DEFAULT "/tmp/dpmem-gpu.lock"
@@ -37,10 +42,20 @@ static inline int gpu_lock_take(const char *who, FILE *msg) {
     int fd;
     ssize_t n;
     if (held && *held && atol(held) > 0 && (kill((pid_t)atol(held), 0) == 0 || errno == EPERM)) return 0;
+    struct stat st;
     if (!path || !*path) path = GPU_LOCK_DEFAULT;
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    /* O_NOFOLLOW: a link planted at the path is refused (ELOOP), never written through; O_NONBLOCK:
+       a FIFO planted there does not hang the open (it is refused below) */
+    fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EACCES) fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        fprintf(msg, "%s: cannot open the GPU lock %s: %s: running without it\n", who, path, strerror(errno));
+        fprintf(msg, "%s: cannot open the GPU lock %s: %s: running without it\n", who, path,
+                errno == ELOOP ? "a symbolic link (not followed)" : strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fprintf(msg, "%s: the GPU lock %s is not a regular file: running without it\n", who, path);
+        close(fd);
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -61,8 +76,11 @@ static inline int gpu_lock_take(const char *who, FILE *msg) {
                 return -1;
             }
     }
+    /* the name is a courtesy, written only into our own file (the descriptor is that inode, no
+       link followed): another user's file, or one hard-linked elsewhere, is left as it is */
     snprintf(holder, sizeof holder, "%ld %s\n", (long)getpid(), who);
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, holder, strlen(holder), 0) < 0) { /* the name is a courtesy */ }
+    if (st.st_uid == geteuid() && st.st_nlink == 1)
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, holder, strlen(holder), 0) < 0) { /* ignored */ }
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
     setenv("DPMEM_GPU_LOCK_HELD", pid, 1);
     return fd;

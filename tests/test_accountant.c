@@ -3,10 +3,13 @@
    Checks: Opacus's own test vector (σ=1.5, q=0.04, 2250 steps, δ=1e-5 → ε=7.32911117143) to 1e-6
    relative; TF Privacy's compute_rdp vectors (integer and fractional orders); q=1 is the plain
    Gaussian mechanism α/(2σ²); ε grows with steps and q and falls with σ; the σ search returns a σ
-   whose ε is within 0.01 of (and not above) the target and is minimal; the command prints the same
+   whose ε is within 0.01 of (and not above) the target and is minimal; ε never falls as σ shrinks
+   down to the smallest subnormal and is +inf (said in words by the command) where the RDP leaves
+   floating point, never NaN or -inf; the command prints the same
    numbers and rejects bad input with a one-line error and a non-zero exit. */
 #include "dp/accountant.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +83,34 @@ int main(void) {
     CHECK(accountant_epsilon_for(1.0, 0.01, 1000, 1e-3, NULL) < accountant_epsilon_for(1.0, 0.01, 1000, 1e-6, NULL),
           "epsilon must fall as delta grows");
 
+    /* ε never falls as σ shrinks, down to the smallest subnormal: each decade from 1e100 to 1e-323,
+       then DBL_MIN/3^k. Where 1/σ² overflows the RDP leaves floating point and ε must be +inf; the
+       old code dropped NaN terms there (σ=1e-160 gave 7.016, 1e-170 gave -inf). */
+    const double sweep_q[] = { 1e-5, 0.01, 0.3, 1.0 };
+    const long sweep_steps[] = { 10, 1000000 };
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 2; b++) {
+            double prev_eps = -INFINITY, prev_s = INFINITY;
+            for (int e = 100; e >= -324; e--) {
+                double s = e > -324 ? pow(10, e) : 4.9406564584124654e-324;
+                double eps = accountant_epsilon_for(s, sweep_q[a], sweep_steps[b], 1e-5, NULL);
+                CHECK(!isnan(eps) && eps != -INFINITY && eps >= prev_eps,
+                      "q=%g, %ld steps: sigma %g gives epsilon %.17g, sigma %g gave %.17g", sweep_q[a],
+                      sweep_steps[b], s, eps, prev_s, prev_eps);
+                prev_eps = eps; prev_s = s;
+            }
+            CHECK(prev_eps == INFINITY, "q=%g: the smallest subnormal sigma must give epsilon +inf, got %g",
+                  sweep_q[a], prev_eps);
+            for (double s = DBL_MIN; s > 0; s /= 3)
+                CHECK(accountant_epsilon_for(s, sweep_q[a], sweep_steps[b], 1e-5, NULL) == INFINITY,
+                      "q=%g: subnormal sigma %g must give epsilon +inf", sweep_q[a], s);
+        }
+    CHECK(accountant_rdp_step(0.01, 1e-160, 2.5) == INFINITY && accountant_rdp_step(0.01, 1e-160, 3) == INFINITY,
+          "sigma 1e-160: RDP beyond floating point must be +inf, got %g (frac) %g (int)",
+          accountant_rdp_step(0.01, 1e-160, 2.5), accountant_rdp_step(0.01, 1e-160, 3));
+    check_close("sigma 1e-150 is still finite: 10 x 1.1/(2 sigma^2)", accountant_epsilon_for(1e-150, 0.01, 10, 1e-5, NULL),
+                5.5e300, 1e-6);
+
     /* σ search. */
     const double targets[] = { 0.5, 1.0, 3.0, 8.0 };
     for (int i = 0; i < 4; i++) {
@@ -106,6 +137,13 @@ int main(void) {
     CHECK(rc == 0 && sscanf(line, "sigma %lf", &s) == 1 &&
           fabs(accountant_epsilon_for(s, 0.01, 1000, 1e-5, NULL) - 3) < 0.01,
           "dp-accountant --epsilon: rc %d, '%s'", rc, line);
+    /* no noise worth the name: +inf, said in words; the smallest subnormal is a σ like any other */
+    rc = run("--sigma 1e-160 --sample-rate 0.01 --steps 10", line, sizeof line);
+    CHECK(rc == 0 && sscanf(line, "epsilon %lf", &eps) == 1 && eps == INFINITY && strstr(line, "no privacy guarantee"),
+          "dp-accountant --sigma 1e-160 must print epsilon inf and say so: rc %d, '%s'", rc, line);
+    rc = run("--sigma 4.9406564584124654e-324 --sample-rate 0.5 --steps 1", line, sizeof line);
+    CHECK(rc == 0 && strncmp(line, "epsilon inf (no privacy guarantee", 33) == 0,
+          "dp-accountant --sigma 5e-324: rc %d, '%s'", rc, line);
     const char *bad[] = { "--sigma 1 --steps 10", "--sigma x --sample-rate 0.1 --steps 10",
                           "--sigma 1 --sample-rate 1.5 --steps 10", "--sigma 1 --epsilon 2 --sample-rate 0.1 --steps 10",
                           "--sigma 1 --sample-rate 0.1 --steps 2.5", "--bogus", "--sigma 1 --sample-rate 0.1 --steps 10 --delta 0",

@@ -451,6 +451,39 @@ static void test_bad(const char *root) {
         safetensors_close(&st);
         CHECK(ckpt_load(&m, dir, err, sizeof err) == 0, "a valid index is refused: %s", err);
     }
+    /* A shard whose name drives a terminal (ESC ] title BEL, ESC [ colour), named by the index and
+       really there, holding an I32 norm: no control byte reaches the message (it was printed raw in
+       the dtype/shape/"no place" errors, issue 36). */
+    {
+        const char *evil = "model-\x1b]0;pwned\x07\x1b[31m-00001.safetensors";
+        char evil_path[700];
+        snprintf(evil_path, sizeof evil_path, "%s/%s", dir, evil);
+        CHECK(rename(shard, evil_path) == 0, "test bug: rename to the evil shard name");
+        FILE *ef = fopen(evil_path, "r+b");
+        char ehead[8192] = "";
+        size_t en = ef ? fread(ehead, 1, sizeof ehead - 1, ef) : 0;
+        char *ep = en ? strstr(ehead + 8, "\"model.norm.weight\":{\"dtype\":\"F32\"") : NULL;
+        if (ep) { fseek(ef, (long)(ep - ehead) + (long)strlen("\"model.norm.weight\":{\"dtype\":\""), SEEK_SET); fputc('I', ef); }
+        if (ef) fclose(ef);
+        CHECK(ep != NULL, "test bug: model.norm.weight not found in the shard's header");
+        SafeTensors es;
+        if (safetensors_open(&es, evil_path, err, sizeof err) == 0) {
+            cJSON *j = cJSON_CreateObject(), *map = cJSON_AddObjectToObject(j, "weight_map");
+            for (int i = 0; i < es.n; i++) cJSON_AddStringToObject(map, es.tensors[i].name, evil);
+            char *text = cJSON_Print(j);
+            write_text(dir, "model.safetensors.index.json", text);
+            free(text);
+            cJSON_Delete(j);
+            safetensors_close(&es);
+        } else CHECK(0, "test bug: the evil shard does not open: %s", err);
+        err[0] = 0;
+        CHECK(ckpt_load(&m, dir, err, sizeof err) == -1, "an index naming a shard with ESC/BEL: accepted");
+        int raw = 0;
+        for (const char *c = err; *c; c++) raw |= (unsigned char)*c < 0x20 || *c == 0x7f;
+        CHECK(!raw && strstr(err, "model-?]0;pwned??[31m-00001.safetensors"),
+              "a shard named with ESC/BEL reaches the message raw or unnamed: %s", err);
+        unlink(evil_path);
+    }
     llama_free(&m);
     kbackend_destroy(&kb);
 }

@@ -225,6 +225,15 @@ static void test_corrupt(const char *dir) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "'a'", "2.0 in its shape"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8E0]}}", 8, "'a'", "8E0 in its shape or data_offsets"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[64.0, 1],\"data_offsets\":[0,256]}}", 256, "'a'", "64.0"},
+        /* a field given twice: cJSON takes the first, Python's json the last: two different tensors (issue 36) */
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"dtype\":\"I32\",\"data_offsets\":[0,8]}}", 8, "'w'",
+         "field \"dtype\" appears twice"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "'w'",
+         "field \"shape\" appears twice"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"data_offsets\":[0,8]}}", 8, "'w'",
+         "field \"data_offsets\" appears twice"},
+        {"{\"__metadata__\":{\"format\":\"pt\",\"format\":\"np\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+         8, "__metadata__ key 'format'", "twice"},
         /* a header that is not UTF-8 (a Latin-1 name; an overlong '/'; a surrogate), as the reference refuses */
         {"{\"caf\xe9\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xe9"},
         {"{\"a\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "not valid UTF-8", "0xc0"},
@@ -235,6 +244,15 @@ static void test_corrupt(const char *dir) {
         char what[64];
         snprintf(what, sizeof what, "case %zu", i);
         expect_reject(img, m, what, cases[i].sub1, cases[i].sub2);
+    }
+    /* The file's label (a shard's path, whose name came from an index file) is escaped too. */
+    {
+        size_t m0 = image(img, "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
+        SafeTensors st0;
+        char err0[SAFETENSORS_ERR] = "";
+        CHECK(safetensors_parse(&st0, img, m0, "dir/shard-\x1b]0;t\x07.safetensors", err0, sizeof err0) == -1 &&
+              strstr(err0, "dir/shard-?]0;t?.safetensors: tensor 'a'") && !strchr(err0, '\x1b') && !strchr(err0, '\x07'),
+              "a label with ESC/BEL reaches the message raw: %s", err0);
     }
     /* A NUL inside the header. */
     size_t m = image(img, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}    ", 8);

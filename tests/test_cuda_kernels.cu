@@ -209,6 +209,21 @@ static void test_embedding_rmsnorm_ce(void) {
     float *cdw = on_cpu(dw0, (size_t)V * C), *gdw = on_gpu(dw0, (size_t)V * C);
     embedding_backward(&cpu, cdw, ct, cdo, N, C, V); embedding_backward(&gpu, gdw, gt, gdo, N, C, V);
     validate_result(gdw, cdw, "embedding_backward", (size_t)V * C, 0, 0);
+    /* tokens outside [0, V): skipped on both (nothing written past the table's V rows: the next row of a
+       larger buffer stays as it was) and counted on the device, once per row */
+    CHECK(kcuda_bad_tokens() == 0);
+    int *badt = (int *)malloc((size_t)N * sizeof *badt);
+    memcpy(badt, tok, (size_t)N * sizeof *badt);
+    badt[0] = V; badt[5] = -1; badt[N - 1] = V + 3;
+    int *cbt = ints_on(&cpu, badt, N), *gbt = ints_on(&gpu, badt, N);
+    float *guard = rand_host((size_t)(V + 4) * C, 1);
+    float *cgd = on_cpu(guard, (size_t)(V + 4) * C), *ggd = on_gpu(guard, (size_t)(V + 4) * C);
+    embedding_backward(&cpu, cgd, cbt, cdo, N, C, V); embedding_backward(&gpu, ggd, gbt, gdo, N, C, V);
+    validate_result(ggd, cgd, "embedding_backward, tokens outside [0, V) skipped", (size_t)(V + 4) * C, 0, 0);
+    CHECK(memcmp(cgd + (size_t)V * C, guard + (size_t)V * C, (size_t)4 * C * sizeof *guard) == 0);
+    CHECK(kcuda_bad_tokens() == 3);
+    CHECK(kcuda_bad_tokens() == 0);
+    free(badt); free(guard);
 
     /* RMSNorm: double sums in a different order, then float: 1e-6 relative + 1e-6 */
     float *x = rand_host((size_t)N * C, 2), *w = rand_host(C, 1), *dx0 = rand_host((size_t)N * C, 1), *dwn0 = rand_host(C, 1);
@@ -474,7 +489,7 @@ static void test_dp(void) {
     memcpy(eb, dwte0, (size_t)7 * C * 4);
     dp_embedding_clipped_grad_bk(eb, tok, ge, cf2, B, T, C);
     float *gdwte = on_gpu(dwte0, (size_t)7 * C), *gcf2 = on_gpu(cf2, B);
-    dp_embedding_clipped_grad_bk_cuda(gdwte, gtok, gge, gcf2, B, T, C);
+    dp_embedding_clipped_grad_bk_cuda(gdwte, gtok, gge, gcf2, B, T, C, 7);
     validate_result(gdwte, eb, "dp book-keeping embedding", (size_t)7 * C, 1e-6f, 1e-6f);
     /* the DP step with sigma = 0 and a huge clip norm is the vanilla step: clip factors are 1, the
        clipped sum is the ordinary weight gradient, the noise step only divides by the batch */
@@ -665,7 +680,7 @@ static void test_bf16(void) {
     memcpy(tr, t0, (size_t)7 * Cd * 4);
     dp_embedding_clipped_grad_bk(tr, tok, e, cf, Bs, T, Cd);
     float *gtr = on_gpu(t0, (size_t)7 * Cd);
-    dp_embedding_clipped_grad_bk_cuda_dt(gtr, gtok, ge, gcf, Bs, T, Cd, KDT_BF16);
+    dp_embedding_clipped_grad_bk_cuda_dt(gtr, gtok, ge, gcf, Bs, T, Cd, 7, KDT_BF16);
     validate_result(gtr, tr, "dp bf16 book-keeping embedding", (size_t)7 * Cd, 1e-6f, 1e-6f);
     float nn[3] = { 4.0f, 0.01f, NAN }, sc[3];
     dp_clip_factors_safe(sc, nn, 3, 1.0f, DP_BF16_CLIP_MARGIN);
@@ -884,6 +899,43 @@ static void test_noise(void) {
     free(h); free(g); free(x); free(hx);
 }
 
+/* The DP step's fused noise + AdamW (dp_update.cu) against the GPU's separate path (noise_privatize_cuda,
+   then adamw_update): p, m, v and the kept noised g bit for bit; σ = 0 and σ > 0, a tensor that starts
+   and ends inside a Philox block. Against the CPU's fused twin (dp_update.c) with the tolerances of the
+   noise (an ulp in rare ties) and of AdamW above. */
+static void test_noisy_adamw(void) {
+    const size_t n = 70001;
+    const uint64_t offset = 1000003;
+    float *p = rand_host(n, 1), *g = rand_host(n, 4), *m = rand_host(n, 0.1f), *v = rand_host(n, 0.01f);
+    for (size_t i = 0; i < n; i++) v[i] = v[i] * v[i];
+    for (int sg = 0; sg < 2; sg++) {
+        const DpNoise nz = { sg ? 1.1 : 0.0, 0.75, 6.0, 0xC0FFEEull, 41 };
+        const DpAdamW opt = { 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4 };
+        float *sp = on_gpu(p, n), *sg_ = on_gpu(g, n), *sm = on_gpu(m, n), *sv = on_gpu(v, n);   /* separate */
+        float *fp = on_gpu(p, n), *fg = on_gpu(g, n), *fm = on_gpu(m, n), *fv = on_gpu(v, n);   /* fused */
+        noise_privatize_cuda(sg_, n, nz.sigma, nz.max_grad_norm, nz.logical_batch, nz.seed, nz.step, offset);
+        adamw_update(&gpu, sp, sg_, sm, sv, n, opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.t);
+        dp_noisy_adamw_cuda(fp, fg, fm, fv, n, offset, &nz, &opt, 1);
+        float *h[4] = { from_gpu(sp, n), from_gpu(sg_, n), from_gpu(sm, n), from_gpu(sv, n) };
+        validate_result(fp, h[0], sg ? "fused noise+adamw p (bit for bit)" : "fused adamw, sigma 0, p (bit for bit)", n, 0, 0);
+        validate_result(fg, h[1], "fused noise+adamw noised g (bit for bit)", n, 0, 0);
+        validate_result(fm, h[2], "fused noise+adamw m (bit for bit)", n, 0, 0);
+        validate_result(fv, h[3], "fused noise+adamw v (bit for bit)", n, 0, 0);
+        /* the CPU's fused twin */
+        float *cp = (float *)malloc(4 * n * sizeof *cp), *cg = cp + n, *cm = cg + n, *cv = cm + n;
+        memcpy(cp, p, n * 4); memcpy(cg, g, n * 4); memcpy(cm, m, n * 4); memcpy(cv, v, n * 4);
+        dp_noisy_adamw(cp, cg, cm, cv, n, offset, &nz, &opt, 1, 2);
+        validate_result(fp, cp, "fused noise+adamw p vs the CPU", n, 1e-7f, 1e-6f);
+        validate_result(fm, cm, "fused noise+adamw m vs the CPU", n, 1e-9f, 1e-6f);
+        validate_result(fv, cv, "fused noise+adamw v vs the CPU", n, 1e-12f, 1e-5f);
+        for (int k = 0; k < 4; k++) free(h[k]);
+        free(cp);
+        float *bufs[8] = { sp, sg_, sm, sv, fp, fg, fm, fv };
+        for (int k = 0; k < 8; k++) kbuf_free(&gpu, bufs[k]);
+    }
+    free(p); free(g); free(m); free(v);
+}
+
 /* Weights drawn on the GPU (init_normal, kernels/cuda/init.cu) against the CPU's (kernels/cpu/init.c)
    for tensors of a few sizes, streams and std: a CPU run and a GPU run start from the same weights.
    Tolerance, as test_noise's and for the same reason: both twins compute z by noise.h's noise_normal4,
@@ -1059,7 +1111,7 @@ int main(int argc, char **argv) {
         test_attention(1, 40, 2, 2, 44);    /* HS % 8 == 4: the pad of 8 */
     }
     if (want(argc, argv, "dp")) test_dp();
-    if (want(argc, argv, "noise")) test_noise();
+    if (want(argc, argv, "noise")) { test_noise(); test_noisy_adamw(); }
     if (want(argc, argv, "init")) test_init();
     if (want(argc, argv, "bf16")) test_bf16();
     if (want(argc, argv, "bf16ops")) test_bf16_ops();

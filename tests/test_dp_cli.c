@@ -134,6 +134,16 @@ int main(void) {
     const char *e = strstr(out, "epsilon = ");
     double eps = e ? atof(e + 10) : -1;
     CHECK(rc == 0 && eps <= 2.0 && eps > 1.99, "--target-epsilon 2: rc %d, epsilon %g\n%s", rc, eps, out);
+    /* no effective noise: ε must be +inf, never small (σ=1e-160 printed "epsilon = 2.0855", 1e-170 "-inf") */
+    const char *tiny_sigma[] = { "1e-160", "1e-170", "1e-300" };
+    for (int k = 0; k < 3; k++) {
+        snprintf(args, sizeof args, "--model tiny --seq-len 16 --steps 2 --batch-size 4 --noise-multiplier %s", tiny_sigma[k]);
+        rc = run("train_dpsgd", args, out, sizeof out);
+        e = strstr(out, "epsilon = ");
+        eps = e ? strtod(e + 10, NULL) : -1;
+        CHECK(rc == 0 && eps == INFINITY, "--noise-multiplier %s: rc %d, epsilon must be inf, got %g\n%s",
+              tiny_sigma[k], rc, eps, out);
+    }
     /* LoRA's parameter table */
     rc = run("train_lora", "--model tiny --print-params --lora-rank 4 --lora-targets q,down", out, sizeof out);
     CHECK(rc == 0 && strstr(out, "layers.1.mlp.down_proj.lora_B.weight") && strstr(out, "(64, 4)") &&

@@ -141,7 +141,7 @@ int main(void) {
     for (int n = 0; n < 4; n++)
         for (int c = 0; c < 2; c++) {
             snprintf(args, sizeof args, "--norm %s --clip %s", norms[n], clips[c]);
-            /* the tiny model at T=64: mixed takes flash for the MLP (2T² ≤ 64·256), direct elsewhere */
+            /* the tiny model at T=64, physical batch 4: mixed takes flash for down (256 wide; dp_mixed.c) */
             check_config(dir, "train_dpsgd", args, n >= 2);
         }
     check_config(dir, "train_flash", "--poisson --batch-size 8 --max-physical-batch-size 4", 1);

@@ -357,9 +357,27 @@ int main(void) {
         test_tied(2, 33, 12, 23, seed);
     }
     CHECK(dp_tied_cross_floats(1024, 128, 2) == 2 * 128 * 128 && dp_tied_cross_floats(17, 1024, 1) == 17 * 17, "tied scratch sizes");
-    /* the mixed rule's boundary: 2T² ≤ IC·OC */
-    CHECK(dp_mixed_uses_gram(16, 32, 16) == 1 && dp_mixed_uses_gram(17, 32, 16) == 0 &&
-          dp_mixed_uses_gram(1024, 4096, 512) == 1 && dp_mixed_uses_gram(1024, 64, 64) == 0, "mixed rule");
+    /* mixed's choice from the cost at the run's shapes (dp_mixed.c): the cost terms by hand ... */
+    DpCost ck = dp_linear_cost(DP_WAY_DIRECT_KEPT, 2, 7, 3, 5, 2), cd = dp_linear_cost(DP_WAY_DIRECT, 2, 7, 3, 5, 2);
+    DpCost cg = dp_linear_cost(DP_WAY_GRAM, 2, 7, 3, 5, 2), cgc = dp_linear_cost(DP_WAY_GRAM_COPY_G, 2, 7, 3, 5, 2);
+    CHECK(ck.flops == 60 && ck.bytes == 360 && cd.flops == 2 * 2 * 7 * 15 + 60 && cd.bytes == 2 * 7 * 8 * 2 + 2 * 2 * 15 * 4 &&
+          cg.flops == 2 * 49 * 8 + 4 * 49 && cg.bytes == 2 * 7 * 8 * 2 + 4 * 49 * 4 && cgc.flops == cg.flops &&
+          cgc.bytes == cg.bytes + 2 * 2 * 7 * 5 * 2 && dp_cost_flop_equivalent(ck) == 60 + 270.0 * 360, "mixed's cost terms");
+    /* ... and the choice: 1b at T = 4096, physical batch 1, book-keeping, bf16: direct everywhere, lm_head
+       (32000x2048) and down (2048x5632) included (the rule 2T² <= IC·OC took flash for lm_head) */
+    CHECK(dp_mixed_uses_gram(1, 4096, 2048, 32000, 1, 2) == 0 && dp_mixed_uses_gram(1, 4096, 5632, 2048, 1, 2) == 0,
+          "mixed, 1b T=4096 physical batch 1 bk: direct for lm_head and down");
+    /* not kept (physical batch 8 at T = 1024, q 2048x2048): the Gram path, T below the width ... */
+    CHECK(dp_mixed_uses_gram(8, 1024, 2048, 2048, 0, 2) == 1 && dp_mixed_uses_gram(8, 1024, 2048, 32000, 0, 2) == 1,
+          "mixed, 1b T=1024 physical batch 8: flash for q and lm_head");
+    /* ... direct where T is well above the width (k: 256x2048 at T = 4096), and a tie goes to direct */
+    CHECK(dp_mixed_uses_gram(2, 4096, 2048, 256, 0, 2) == 0 && dp_mixed_uses_gram(4, 64, 64, 64, 0, 4) == 0 &&
+          dp_mixed_uses_gram(4, 64, 64, 256, 0, 4) == 1, "mixed, T against the width");
+    /* kept at physical batch 1: T tiny against a wide layer (the tiny model's lm_head, 1000x64, at T = 16):
+       reading its 64000-float gradient three times costs more than two 16x16 Grams and a copy of G; at
+       T = 64 the copy of G tips it back to direct */
+    CHECK(dp_mixed_uses_gram(1, 16, 64, 1000, 1, 4) == 1 && dp_mixed_uses_gram(1, 64, 64, 1000, 1, 4) == 0,
+          "mixed, tiny T against lm_head's width");
     CHECK(dp_linear_flash_floats(4, 1024, 64, 1) == 2 * 4 * 16 + 2 * 64 * 64 && dp_linear_flash_floats(3, 17, 64, 2) == 2 * 3 + 2 * 2 * 17 * 17 &&
           dp_linear_ghost_floats(4, 1024) == 2ull * 4 * 1024 * 1024 && dp_linear_direct_floats(3, 5, 7) == 105, "scratch sizes");
     /* a non-finite norm drops its sample */

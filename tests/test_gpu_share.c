@@ -1,6 +1,7 @@
 /* test_gpu_share.c — tests/gpu_share.h without a GPU: the GPU test lock (a second taker waits for
    the first and names it; a child of the holder does not wait; a dead holder's variable is not
-   trusted; an unusable lock file is said and not fatal) and the decisions on canned nvidia-smi
+   trusted; an unusable lock file is said and not fatal; a link planted at the path is not followed
+   and its target keeps its bytes; a FIFO there is refused) and the decisions on canned nvidia-smi
    listings (parsing, and whether another process could have moved the device's used bytes), and the
    query through a stand-in nvidia-smi. */
 #include "tests/gpu_share.h"
@@ -197,6 +198,45 @@ static void check_lock(void) {
     fclose(msg);
     CHECK(fd == -1 && strstr(text, "nolock: cannot open the GPU lock /nonexistent-dir/gpu.lock: No such file or directory: running without it"),
           "unusable lock file: fd %d, \"%s\"", fd, text);
+    /* a link planted at the lock's path (to a file of ours standing in for any file on the machine)
+       is not followed: the target keeps its bytes; a FIFO there is refused at once, not waited on */
+    {
+        char target[300], link[300], fifo[300], got[64] = "";
+        const char *victim = "precious contents\n";
+        snprintf(target, sizeof target, "%s/victim", dir);
+        snprintf(link, sizeof link, "%s/linked.lock", dir);
+        snprintf(fifo, sizeof fifo, "%s/fifo.lock", dir);
+        FILE *f = fopen(target, "w");
+        if (f) { fputs(victim, f); fclose(f); }
+        CHECK(symlink(target, link) == 0, "symlink: %s", strerror(errno));
+        setenv("DPMEM_GPU_LOCK", link, 1);
+        msg = fopen(msgpath, "w+");
+        fd = gpu_lock_take("linked", msg);
+        rewind(msg);
+        n = fread(text, 1, sizeof text - 1, msg);
+        text[n] = 0;
+        fclose(msg);
+        f = fopen(target, "r");
+        if (f) { n = fread(got, 1, sizeof got - 1, f); got[n] = 0; fclose(f); }
+        CHECK(strcmp(got, victim) == 0, "the lock wrote through a link: the target holds \"%s\"", got);
+        CHECK(fd == -1 && strstr(text, "linked: cannot open the GPU lock") && strstr(text, "a symbolic link (not followed)"),
+              "a link at the lock's path: fd %d, \"%s\"", fd, text);
+        if (fd > 0) close(fd);
+        unsetenv("DPMEM_GPU_LOCK_HELD");
+        CHECK(mkfifo(fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
+        setenv("DPMEM_GPU_LOCK", fifo, 1);
+        msg = fopen(msgpath, "w+");
+        fd = gpu_lock_take("fifo", msg);
+        rewind(msg);
+        n = fread(text, 1, sizeof text - 1, msg);
+        text[n] = 0;
+        fclose(msg);
+        CHECK(fd == -1 && strstr(text, "fifo: the GPU lock") && strstr(text, "is not a regular file: running without it"),
+              "a FIFO at the lock's path: fd %d, \"%s\"", fd, text);
+        if (fd > 0) close(fd);
+        unsetenv("DPMEM_GPU_LOCK_HELD");
+        unlink(link); unlink(fifo); unlink(target);
+    }
     unlink(msgpath);
     unlink(path);
     rmdir(dir);

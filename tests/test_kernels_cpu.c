@@ -489,8 +489,47 @@ static void test_kexpf(void) {
     else printf("ok   kexpf                            worst relative error %.3g (%.2f ulp)\n", worst, worst / 5.96e-8);
 }
 
+/* The plan backend past 2^64 bytes: live bytes past 1 EiB are refused with a message before the
+   counts or the fake addresses wrap (3.2e19 bytes were reported as 1.8e19), and what was refused
+   is not counted by the kit either. */
+static void test_plan_overflow(void) {
+    KBackend kb;
+    kbackend_plan_init(&kb, &kops_cpu, 1);
+    size_t kit0 = dpmem_live_bytes(NULL);
+    void *a = kbuf_alloc(&kb, (size_t)1 << 59, "t/a"), *b = kbuf_alloc(&kb, ((size_t)1 << 59) - 4096, "t/b");
+    void *c = kbuf_alloc(&kb, (size_t)1 << 13, "t/c");   /* 1 EiB + 4 KiB */
+    if (!a || !b || c || kb.live != ((size_t)1 << 60) - 4096 || !strstr(kbackend_error(&kb), "t/c needs 8192 bytes") ||
+        !strstr(kbackend_error(&kb), "more than 1 EiB")) {
+        printf("FAIL plan past 1 EiB: a %p b %p c %p, live %zu, error '%s'\n", a, b, c, kb.live, kbackend_error(&kb));
+        failures++;
+    }
+    void *d = kbuf_alloc(&kb, SIZE_MAX - 100, "t/d");    /* rounding it to 256 wrapped to a few bytes */
+    if (d || kb.live != ((size_t)1 << 60) - 4096 || dpmem_live_bytes(NULL) != kit0 + kb.live) {
+        printf("FAIL plan: a request of 2^64 - 101 bytes: %p, live %zu, kit %zu\n", d, kb.live, dpmem_live_bytes(NULL) - kit0);
+        failures++;
+    }
+    kbuf_free(&kb, a); kbuf_free(&kb, b);
+    /* fake addresses are never reused: after 2^44 + a + b (1 EiB), 14 more EiB fit below 2^64, the
+       15th is refused, never wrapped */
+    int refused = 0;
+    uintptr_t last = 0;
+    for (int i = 0; i < 20 && !refused; i++) {
+        void *e = kbuf_alloc(&kb, (size_t)1 << 60, "t/e");
+        if (!e) { refused = i; break; }
+        if ((uintptr_t)e <= last) { printf("FAIL plan: address %p after %p (wrapped)\n", e, (void *)last); failures++; }
+        last = (uintptr_t)e;
+        kbuf_free(&kb, e);
+    }
+    if (refused != 14 || !strstr(kbackend_error(&kb), "2^64 bytes of addresses")) {
+        printf("FAIL plan: the address space refused after %d rounds (want 14): '%s'\n", refused, kbackend_error(&kb));
+        failures++;
+    }
+    kbackend_destroy(&kb);
+}
+
 int main(void) {
     test_kexpf();
+    test_plan_overflow();
     test_host_memory();
     KBackend kb;
     kbackend_cpu_init(&kb, 3);   /* an odd thread count: uneven splits of rows and columns */

@@ -261,7 +261,32 @@ check(dpmem.untag(0x7500) == 2 ** 63 - 1, "untag of 2^63-1 bytes")
 dpmem.tag(0x7600, 0, "hostile/empty")                # and the smallest
 check(dpmem.untag(0x7600) == 0, "a tag of 0 bytes")
 check(dpmem.live_bytes() == base_live, "all untagged: %d" % dpmem.live_bytes())
+# An address beyond a pointer: ctypes wrapped 2^64 + 0x5000 to 0x5000 and re-tagged the live
+# allocation there (its category dropped to 0).
+dpmem.tag(0x5000, 64, "hostile/live")
+for bad in (2 ** 64 + 0x5000, 2 ** 64, -1, -(2 ** 64) + 0x5000):
+    check(raises(ValueError, dpmem.tag, bad, 8, "hostile/wrap"), "tag at address %#x raises ValueError" % bad)
+    check(raises(ValueError, dpmem.untag, bad), "untag at address %#x raises ValueError" % bad)
+    check(raises(ValueError, dpmem.tag_bytes, bad), "tag_bytes at address %#x raises ValueError" % bad)
+check(dpmem.tag_bytes(0x5000) == 64 and dpmem.live_bytes("hostile") == 64 and "hostile/wrap" not in dpmem.categories(),
+      "refused addresses leave 0x5000's tag alone: %d bytes, hostile %d" % (dpmem.tag_bytes(0x5000), dpmem.live_bytes("hostile")))
+dpmem.tag(2 ** 64 - 64, 8, "hostile/top")             # the last addresses are addresses
+check(dpmem.untag(2 ** 64 - 64) == 8 and dpmem.untag(0x5000) == 64, "the top address and 0x5000 untagged")
 dpmem.close()
+
+# A FIFO given to dpmem.logread.read() is refused at once, as dpmem-report refuses it (it blocked
+# forever in the open); a directory too.
+fifo = os.path.join(TMP, "log.fifo")
+os.mkfifo(fifo)
+for path, kind in ((fifo, "a FIFO"), (TMP, "a directory")):
+    try:
+        out = subprocess.run([sys.executable, "-c", "import sys; from dpmem import logread; logread.read(sys.argv[1])", path],
+                             capture_output=True, text=True, timeout=10)
+        check(out.returncode != 0 and ("%s: not a regular file (%s)" % (path, kind)) in out.stderr,
+              "logread.read on %s: rc %d, %s" % (kind, out.returncode, out.stderr.strip()[-200:]))
+    except subprocess.TimeoutExpired:
+        check(False, "logread.read on %s still blocked after 10 s" % kind)
+os.unlink(fifo)
 
 print("%s: %d failure(s)" % ("test_python_kit", len(failures)))
 sys.exit(1 if failures else 0)

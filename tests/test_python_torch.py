@@ -228,6 +228,20 @@ check("allocated_bytes.all.peak" not in st and dt.max_memory_allocated() == 0 an
       "torch keys without dpmem's allocator or CUDA: %s" % sorted(k for k in st if not k.startswith("dpmem_bytes")))
 check(st["dpmem_bytes.all.current"] == dpmem.live_bytes() and st["dpmem_bytes.all.peak"] == dpmem.peak_bytes(),
       "dpmem_bytes.all: %d/%d" % (st["dpmem_bytes.all.current"], st["dpmem_bytes.all.peak"]))
+# A category named "all" must not overwrite the totals (it reported 7 for a 107-byte total).
+dpmem.open(os.path.join(TMP, "all.log"))
+base = dpmem.live_bytes()
+dpmem.tag(0x9000, 100, "params/w")
+dpmem.tag(0x9100, 7, "all/x")
+dpmem.tag(0x9200, 3, "[all]/y")                       # and the name "all" is shown as
+st = dt.memory_stats()
+check(st["dpmem_bytes.all.current"] == base + 110 and st["dpmem_bytes.all.peak"] == dpmem.peak_bytes(),
+      "a category named all overwrote the totals: dpmem_bytes.all.current %d, want %d" % (st["dpmem_bytes.all.current"], base + 110))
+check(st["dpmem_bytes.[all].current"] == 7 and st["dpmem_bytes.[[all]].current"] == 3 and "dpmem_bytes.all.at_peak" not in st,
+      "the categories [all] and all: %s" % {k: v for k, v in st.items() if "all]" in k})
+for a in (0x9000, 0x9100, 0x9200):
+    dpmem.untag(a)
+dpmem.close()
 # The allocator library itself, on the simulated GPU (tests/test_cuda_fakert.c), called as PyTorch
 # calls it: PyTorch's pluggable allocator cannot be installed without CUDA.
 fake = os.path.join(BUILD, "tests", "libdpmem_torch_alloc_fake.so")

@@ -3,7 +3,8 @@
 # first H100 run's clean racecheck, which the old "ERROR SUMMARY: 0 errors" check called a failure;
 # its refused NVTX calls; planted races, leaks and errors, singular and plural, cut runs), and
 # tests/gpu_lock.sh (a second script waits for the first and names it; a child of the holder does not
-# wait; an unusable lock file is said and not fatal). No GPU needed.
+# wait; an unusable lock file is said and not fatal; a planted link is not written through, a FIFO
+# is refused). No GPU needed.
 here=$(dirname "$0")
 . "$here/sanitizer_summary.sh"
 . "$here/gpu_lock.sh"
@@ -94,6 +95,18 @@ esac
 out=$( (DPMEM_GPU_LOCK=/nonexistent-dir/gpu.lock; unset DPMEM_GPU_LOCK_HELD; gpu_lock nolock; echo "went on") 2>&1 )
 [ "$out" = "nolock: cannot open the GPU lock /nonexistent-dir/gpu.lock: running without it
 went on" ] || { echo "FAIL: unusable lock file: \"$out\""; fail=1; }
+# the name is in the lock file: "<pid> <name>"
+( gpu_lock named; [ "$(cat "$dir/gpu.lock")" = "$$ named" ] ) || { echo "FAIL: the lock file does not name its holder: \"$(cat "$dir/gpu.lock")\""; fail=1; }
+# a link planted at the path (to a file of ours standing in for any file on the machine): not
+# followed, the target keeps its bytes, said on stderr; a FIFO there is refused at once
+printf 'precious contents\n' > "$dir/victim"; ln -s "$dir/victim" "$dir/linked.lock"; mkfifo "$dir/fifo.lock"
+out=$( (DPMEM_GPU_LOCK=$dir/linked.lock; unset DPMEM_GPU_LOCK_HELD; gpu_lock linked; echo "went on") 2>&1 )
+[ "$(cat "$dir/victim")" = "precious contents" ] || { echo "FAIL: the lock wrote through a link: the target holds \"$(cat "$dir/victim")\""; fail=1; }
+[ "$out" = "linked: the GPU lock $dir/linked.lock is not a regular file (a link is not followed): running without it
+went on" ] || { echo "FAIL: a link at the lock's path: \"$out\""; fail=1; }
+out=$( (DPMEM_GPU_LOCK=$dir/fifo.lock; unset DPMEM_GPU_LOCK_HELD; timeout 5 sh -c '. "$0"; gpu_lock fifo; echo "went on"' "$here/gpu_lock.sh") 2>&1 )
+[ "$out" = "fifo: the GPU lock $dir/fifo.lock is not a regular file (a link is not followed): running without it
+went on" ] || { echo "FAIL: a FIFO at the lock's path: \"$out\""; fail=1; }
 rm -rf "$dir"
 [ $fail -eq 0 ] && echo "test_sanitizer_summary: all checks passed"
 exit $fail

@@ -4,7 +4,9 @@
      dp-accountant --epsilon E --sample-rate Q --steps N [--delta D]   prints the smallest σ reaching ε
 
    The numbers are those of the trainers' accountant (samples/dp/accountant.c, Opacus's RDP accountant).
-   Bad flags or impossible values give a one-line error and exit 2. Not here: epochs/dataset-size
+   A σ so small that the RDP leaves floating point prints "epsilon inf (no privacy guarantee: ...)":
+   never a finite ε that would fall as σ shrinks. Bad flags or impossible values give a one-line
+   error and exit 2. Not here: epochs/dataset-size
    conversions (give --steps and --sample-rate = batch / dataset size). */
 #include "dp/accountant.h"
 
@@ -26,7 +28,8 @@ static void usage(FILE *f) {
 static int parse_double(const char *flag, const char *s, double *out) {
     char *end; errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) {
+    /* ERANGE on underflow still gives the nearest double (0 or subnormal), judged by the range checks */
+    if ((errno && errno != ERANGE) || end == s || *end || !isfinite(v)) {
         fprintf(stderr, "dp-accountant: %s expects a number, got '%s'\n", flag, s);
         return -1;
     }
@@ -59,6 +62,11 @@ int main(int argc, char **argv) {
         if (!(sigma > 0)) { fprintf(stderr, "dp-accountant: --sigma must be > 0\n"); return 2; }
         double alpha;
         double eps = accountant_epsilon_for(sigma, q, steps, delta, &alpha);
+        if (isinf(eps)) {   /* said in words: "inf" alone reads like a parse error or a typo */
+            printf("epsilon inf (no privacy guarantee: at sigma %g the RDP bound exceeds what a double holds; "
+                   "delta %g, sample rate %g, %ld steps)\n", sigma, delta, q, steps);
+            return 0;
+        }
         printf("epsilon %.11g (delta %g, sigma %g, sample rate %g, %ld steps, best RDP order %g)\n",
                eps, delta, sigma, q, steps, alpha);
     } else {

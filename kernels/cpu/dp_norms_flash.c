@@ -1,5 +1,4 @@
-/* dp_norms_flash.c — the ghost norm of a linear layer computed tile by tile ("flash" ghost norms),
-   and the mixed rule that picks between the Gram path and direct per-sample gradients.
+/* dp_norms_flash.c — the ghost norm of a linear layer computed tile by tile ("flash" ghost norms).
 
    Time is cut into blocks of R steps. For blocks i ≥ j the tile pair (a_i a_jᵀ, g_i g_jᵀ), R×R each,
    is formed, multiplied elementwise and summed; off-diagonal tiles count twice (the Gram matrices
@@ -20,8 +19,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-int dp_mixed_uses_gram(int T, int IC, int OC) { return 2.0 * T * T <= (double)IC * OC; }
 
 static int clamp_tile(int T, int R) { return R > T ? T : R < 1 ? 1 : R; }
 

@@ -26,7 +26,8 @@ double sum_cpu(KBackend *b, const float *x, size_t n, void *scratch);
 double sumsq_cpu(KBackend *b, const float *x, size_t n, void *scratch);
 size_t count_nonfinite_cpu(KBackend *b, const float *x, size_t n, void *scratch);
 void embedding_forward_cpu(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C);
-void embedding_backward_cpu(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, void *scratch);
+void embedding_backward_cpu(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V,
+                            void *scratch);
 void rmsnorm_forward_cpu(KBackend *b, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
 void rmsnorm_backward_cpu(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
                           const float *w, const float *rstd, int N, int C, void *scratch);

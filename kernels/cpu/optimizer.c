@@ -2,6 +2,7 @@
    L2 weight decay added to the gradient (as torch.optim.SGD), one tensor at a time. */
 #include "kernels_cpu.h"
 #include "vmath.h"
+#include "adamw_element.h"
 #include <math.h>
 
 /* Vectorized (omp simd: the tensors never overlap): the same IEEE operations per element as one at a
@@ -11,13 +12,7 @@ void adamw_cpu(KBackend *b, float *p, const float *g, float *m, float *v, size_t
                float beta1, float beta2, float eps, float weight_decay, int t) {
     float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
     #pragma omp parallel for simd num_threads(b->nthreads) schedule(static) if(KCPU_PARALLEL(n))
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        float mh = m[i] / bc1, vh = v[i] / bc2;
-        p[i] -= lr * (mh / (sqrtf(vh) + eps) + weight_decay * p[i]);
-    }
+    for (size_t i = 0; i < n; i++) adamw_element(p + i, m + i, v + i, g[i], lr, beta1, beta2, eps, weight_decay, bc1, bc2);
 }
 
 void sgd_cpu(KBackend *b, float *p, const float *g, size_t n, float lr, float weight_decay) {

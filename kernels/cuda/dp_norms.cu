@@ -489,11 +489,11 @@ void dp_linear_clipped_grad_bk_hostc_cuda_dt(float *dw, const float *a, const fl
 }
 
 void dp_embedding_clipped_grad_bk_cuda(float *dwte, const int *tokens, const float *g, const float *c,
-                                       int B, int T, int C) {
-    kcuda_embedding_scatter(dwte, tokens, g, c, B * T, T, C);
+                                       int B, int T, int C, int V) {
+    kcuda_embedding_scatter(dwte, tokens, g, c, B * T, T, C, V);
 }
 
 void dp_embedding_clipped_grad_bk_cuda_dt(float *dwte, const int *tokens, const float *g, const float *c,
-                                          int B, int T, int C, KDtype dt) {
-    kcuda_embedding_scatter_dt(dwte, tokens, g, c, B * T, T, C, dt);
+                                          int B, int T, int C, int V, KDtype dt) {
+    kcuda_embedding_scatter_dt(dwte, tokens, g, c, B * T, T, C, V, dt);
 }

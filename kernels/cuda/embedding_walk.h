@@ -7,7 +7,11 @@
    one register in row order, and each touched entry is stored once: every entry receives the plain
    walk's additions in the plain walk's order, so the result is the same bits.
    Plain C++ that nvcc compiles as device code: tests/test_embedding_walk.cpp runs it on the host
-   against the plain walk. Not here: the launch (embedding.cu), the loads of bf16 (the caller's Load). */
+   against the plain walk. The weighted product and the sums are rounded as written on the device too
+   (__fmul_rn/__fadd_rn: nvcc would otherwise contract w·d + v into one FMA, another rounding that the
+   host test cannot see). A token outside [0, V) is skipped and counted (the caller reports it: a write
+   at tokens[n]·C would land outside the table; the trainer's loader rejects such tokens before upload).
+   Not here: the launch (embedding.cu), the loads of bf16 (the caller's Load). */
 #ifndef KCUDA_EMBEDDING_WALK_H
 #define KCUDA_EMBEDDING_WALK_H
 
@@ -20,14 +24,23 @@
 #define EMB_WALK_FN inline
 #define EMB_WALK_UNROLL
 #endif
+#ifdef __CUDA_ARCH__
+#define EMB_WALK_MUL(a, b) __fmul_rn(a, b)   /* never contracted into an FMA */
+#define EMB_WALK_ADD(a, b) __fadd_rn(a, b)
+#else
+#define EMB_WALK_MUL(a, b) ((a) * (b))       /* the host: C++ rounds each operation as written */
+#define EMB_WALK_ADD(a, b) ((a) + (b))
+#endif
 
 enum { EMB_WALK_ROWS = 8 };   /* rows in flight per thread; every index below is a constant once unrolled */
 
-/* dwte[tokens[n]·C + c] += w_n · load(dout, n·C + c) for n = 0..N-1 in order. w == NULL: no weight;
-   else w_n = w[n / T], and a row with w_n == 0 is skipped (a dropped sample: 0 · NaN would be NaN). */
+/* dwte[tokens[n]·C + c] += w_n · load(dout, n·C + c) for n = 0..N-1 in order; dwte has V rows. w == NULL:
+   no weight; else w_n = w[n / T], and a row with w_n == 0 is skipped (a dropped sample: 0 · NaN would be
+   NaN). Returns the number of rows skipped for a token outside [0, V) (nothing written for them). */
 template <typename E, typename Load>
-EMB_WALK_FN void embedding_walk_column(float *dwte, const int *tokens, const E *dout, const float *w,
-                                       int N, int T, int C, int c, Load load) {
+EMB_WALK_FN int embedding_walk_column(float *dwte, const int *tokens, const E *dout, const float *w,
+                                      int N, int T, int C, int V, int c, Load load) {
+    int bad = 0;
     for (int n0 = 0; n0 < N; n0 += EMB_WALK_ROWS) {
         int tok[EMB_WALK_ROWS], owner[EMB_WALK_ROWS];
         float d[EMB_WALK_ROWS], v[EMB_WALK_ROWS];
@@ -39,9 +52,11 @@ EMB_WALK_FN void embedding_walk_column(float *dwte, const int *tokens, const E *
             if (n >= N) continue;
             const float wn = w ? w[n / T] : 1.0f;
             if (wn == 0.0f) continue;
-            tok[k] = tokens[n];
+            const int t = tokens[n];
+            if (t < 0 || t >= V) { bad++; continue; }
+            tok[k] = t;
             d[k] = load(dout, (size_t)n * C + c);
-            if (w) d[k] *= wn;
+            if (w) d[k] = EMB_WALK_MUL(d[k], wn);
         }
         EMB_WALK_UNROLL
         for (int k = 0; k < EMB_WALK_ROWS; k++) {  /* the group's first row of a token owns its register */
@@ -55,12 +70,13 @@ EMB_WALK_FN void embedding_walk_column(float *dwte, const int *tokens, const E *
         for (int k = 0; k < EMB_WALK_ROWS; k++) {  /* row order: the plain walk's order for each entry */
             EMB_WALK_UNROLL
             for (int j = 0; j <= k; j++)
-                if (tok[k] >= 0 && owner[k] == j) v[j] += d[k];
+                if (tok[k] >= 0 && owner[k] == j) v[j] = EMB_WALK_ADD(v[j], d[k]);
         }
         EMB_WALK_UNROLL
         for (int k = 0; k < EMB_WALK_ROWS; k++)
             if (tok[k] >= 0 && owner[k] == k) dwte[(size_t)tok[k] * C + c] = v[k];
     }
+    return bad;
 }
 
 #endif

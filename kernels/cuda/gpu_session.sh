@@ -16,11 +16,20 @@
 #   tests     test_cuda_kernels: every op against its CPU twin, cuDNN attention and the native bf16 ops,
 #             the noise (the CPU's values, and its untruncated tails on the device: |z| up to 9.4926),
 #             the plan for cuda = the run's allocations; test_dp_cuda_gpu: DP on the GPU vs the CPU
-#             (with a given --noise-seed; a sample with a NaN embedding row adds exactly 0, every method)
+#             (with a given --noise-seed; a sample with a NaN embedding row adds exactly 0, every method),
+#             again with DPMEM_CUDA_POISON=1 (the DP buffers that skip the zero-fill start as NaN bytes)
 #   bench     bench_cuda_kernels (ms, TFLOP/s or GB/s, % of the device's peak)
 #   speed     1b T=4096 B=1 vanilla: bf16, TF32, and bf16 with cudaMalloc/cudaFree (DPMEM_CUDA_ALLOC=sync)
-#   dp        1b T=4096, 2 samples in physical batches of 1, bf16: vanilla, flash+bk, mixed+bk,
-#             ghost+twopass, direct+bk; step time and peak as ratios to vanilla; each peak = its plan
+#   dp        1b T=4096, 2 samples in physical batches of 1, bf16: vanilla, direct+bk, mixed+bk, flash+bk,
+#             ghost+twopass; step time and peak as ratios to vanilla; each peak = its plan (issue 34's goal:
+#             direct+bk and mixed+bk <= 1.10x, flash+bk <= 1.20x, ghost+twopass <= 1.8x, peaks <= 1.02x)
+#   dp8       the same rows at 1b T=1024, 16 samples in physical batches of 8 (T below the width)
+#   fused     the DP step's fused noise + AdamW (dp_update.cu) against the separate path, bit for bit,
+#             and against the CPU (test_cuda_kernels noise: also the noise stream itself)
+#   nsys      where Nsight Systems is installed: a DP step (1b T=4096 mixed+bk, bf16) under
+#             nsys profile -t cuda,nvtx --cuda-memory-usage=true; nvtx_sum and nvtx_gpu_proj_sum into
+#             OUT/nsys.log (the report itself stays in /tmp: a lent machine returns at most 8 files);
+#             else one line saying it is not there
 #   long      1b T=16384 bf16 with activation checkpointing: vanilla and flash+bk
 #   bf16      the speed stage's bf16 row alone
 #   classify  --task classify (LlamaForSequenceClassification): tiny's first loss on the CPU and the GPU
@@ -32,6 +41,8 @@
 #             the GPU within 5e-3; 1b T=512 r16 in physical batches of 1, its peak = its plan
 #   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
 #             race and out-of-bounds write that must be caught
+# A lent machine runs a command for at most 10 minutes: split the stages, e.g. "tests fused", then "dp",
+# then "dp8 nsys" (each writes into the same OUT).
 # Every step runs under `timeout`; its output is appended to OUT/<stage>.log as it comes and its one-line
 # result to OUT/summary.txt, the rows of the tables to OUT/table.md (at most 8 files: what a lent machine
 # returns), so a run cut short still leaves everything it measured.
@@ -107,6 +118,23 @@ train() {
   echo "| $name | $ROW_MS | $tps | $ROW_PEAK | $same |" >>"$TAB"
 }
 
+# dp_rows STAGE TITLE TOKENS_PER_STEP T PHYSICAL ACCUM: vanilla (PHYSICAL samples, ACCUM micro-batches),
+# then each DP method on the same PHYSICAL x ACCUM samples as physical batches of PHYSICAL; ratios to vanilla
+dp_rows() {
+  st=$1 title=$2 tok=$3 T=$4 phys=$5 acc=$6
+  echo "" >>"$TAB"; echo "| $title | ms/step | tokens/s | peak B | plan | x vanilla time | x vanilla peak |" >>"$TAB"
+  echo "|---|---|---|---|---|---|---|" >>"$TAB"
+  a="--model 1b --seq-len $T --steps 5 --precision bf16 --quiet"
+  train "$st" "vanilla" "$tok" train_vanilla $a --batch-size "$phys" --grad-accum "$acc"; v_ms=$ROW_MS v_pk=$ROW_PEAK
+  for m in "direct bk" "mixed bk" "flash bk" "ghost twopass"; do
+    set -- $m
+    train "$st" "$1+$2" "$tok" train_flash $a --batch-size $((phys * acc)) --max-physical-batch-size "$phys" --norm "$1" --clip "$2"
+    rt=$(ratio "$ROW_MS" "$v_ms" %.3f) rp=$(ratio "$ROW_PEAK" "$v_pk" %.4f)
+    say "$st: $1+$2 ${rt}x vanilla's step, ${rp}x its peak"
+    [ -n "$ROW_PEAK" ] && sed -i '$ s/$/ '"$rt"' | '"$rp"' |/' "$TAB"   # the row's last two columns
+  done
+}
+
 DPMEM_CUDA_TIMING=1; export DPMEM_CUDA_TIMING   # the GPU time of every scope, in every run's log
 say "gpu_session $mode $(date -u +%Y-%m-%dT%H:%MZ): $( [ $dry = 1 ] && echo 'no GPU (dry run)' || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); stages: $STAGES"
 for stage in $STAGES; do
@@ -114,7 +142,9 @@ for stage in $STAGES; do
   tests)
     step tests 150 "test_cuda_kernels: cuDNN attention, native bf16" "$B/tests/test_cuda_kernels" cudnn bf16ops plan init
     step tests 240 "test_cuda_kernels: every group" "$B/tests/test_cuda_kernels"
-    step tests 260 "test_dp_cuda_gpu: DP on the GPU vs the CPU" "$B/tests/test_dp_cuda_gpu" ;;
+    step tests 260 "test_dp_cuda_gpu: DP on the GPU vs the CPU" "$B/tests/test_dp_cuda_gpu"
+    # the DP buffers allocated without a zero-fill (kbuf_alloc_overwritten) as NaN bytes: nothing reads them first
+    step tests 260 "test_dp_cuda_gpu, DPMEM_CUDA_POISON=1" env DPMEM_CUDA_POISON=1 "$B/tests/test_dp_cuda_gpu" ;;
   bench)
     step bench 150 "bench_cuda_kernels" "$B/bench/bench_cuda_kernels" ;;
   train)  # CPU and CUDA loss curves (tiny, fp32, TF32 off) identical, the plan = the run's peak, the GPU-time table
@@ -135,15 +165,23 @@ for stage in $STAGES; do
     unset DPMEM_CUDA_ALLOC
     say "speed: bf16 is $(ratio "$tf" "$bf" %.2f)x TF32's speed; the pool saves $(ratio "$sy" "$bf" %.3f)x (cudaMalloc step / pool step)" ;;
   dp)
-    echo "" >>"$TAB"; echo "| 1b T=4096, 2 samples (physical 1), bf16 | ms/step | tokens/s | peak B | plan | x vanilla time | x vanilla peak |" >>"$TAB"
-    echo "|---|---|---|---|---|---|---|" >>"$TAB"
-    a="--model 1b --seq-len 4096 --steps 5 --precision bf16 --quiet"
-    train dp "vanilla" 8192 train_vanilla $a --batch-size 1 --grad-accum 2; v_ms=$ROW_MS v_pk=$ROW_PEAK
-    for m in "flash bk" "mixed bk" "ghost twopass" "direct bk"; do
-      set -- $m
-      train dp "$1+$2" 8192 train_flash $a --batch-size 2 --max-physical-batch-size 1 --norm "$1" --clip "$2"
-      say "dp: $1+$2 $(ratio "$ROW_MS" "$v_ms" %.3f)x vanilla's step, $(ratio "$ROW_PEAK" "$v_pk" %.4f)x its peak"
-    done ;;
+    dp_rows dp "1b T=4096, 2 samples (physical 1), bf16" 8192 4096 1 2 ;;
+  dp8)
+    dp_rows dp8 "1b T=1024, 16 samples (physical 8), bf16" 16384 1024 8 2 ;;
+  fused)  # the fused noise + AdamW (and the noise stream it draws from) against the separate path and the CPU
+    step tests 120 "fused: test_cuda_kernels noise (noise+AdamW bit for bit)" "$B/tests/test_cuda_kernels" noise ;;   # into tests.log: OUT holds at most 8 files
+  nsys)
+    if ! command -v nsys >/dev/null 2>&1; then say "nsys: not installed on this machine (nothing profiled)"; continue; fi
+    say "nsys: $(nsys --version 2>&1 | head -1)"
+    a="--model 1b --seq-len 4096 --steps 3 --precision bf16 --quiet --batch-size 2 --max-physical-batch-size 1 --norm mixed --clip bk"
+    if [ $dry = 1 ]; then step nsys 60 "nsys: mixed+bk (plan only, dry run)" "$B/train_flash" $a --device plan --plan-for cuda
+    else
+      rm -f /tmp/gpu_session_dp.nsys-rep /tmp/gpu_session_dp.sqlite
+      step nsys 300 "nsys profile: 1b T=4096 mixed+bk bf16" nsys profile -t cuda,nvtx --cuda-memory-usage=true \
+          -o /tmp/gpu_session_dp "$B/train_flash" $a --device cuda &&
+      step nsys 120 "nsys stats: nvtx_sum, nvtx_gpu_proj_sum" nsys stats --report nvtx_sum --report nvtx_gpu_proj_sum \
+          /tmp/gpu_session_dp.nsys-rep
+    fi ;;
   long)
     echo "" >>"$TAB"; echo "| 1b T=16384 bf16 + checkpointing | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
     a="--model 1b --seq-len 16384 --steps 4 --precision bf16 --checkpoint-activations --quiet"
@@ -175,7 +213,7 @@ for stage in $STAGES; do
         --max-physical-batch-size 1 --lora-rank 16 --precision bf16 --steps 4 --quiet ;;
   sanitize)   # memcheck, racecheck, synccheck of test_cuda_kernels and a planted race / out-of-bounds write
     step sanitize 200 "test_cuda_ops_sanitize.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_sanitize.sh ;;
-  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp long train kit sanitize classify lorabf16)" ;;
+  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp dp8 fused nsys long train kit sanitize classify lorabf16)" ;;
   esac
 done
 rm -f "$OUT/run.log.tmp" "$OUT/run.out.tmp"

@@ -154,8 +154,12 @@ void dp_linear_norms_flash_cuda(float *norm2, float *tile, const float *a, const
 void dp_linear_clipped_grad_bk_cuda(float *dw, const float *a, const float *g, const float *c,
                                     int B, int T, int IC, int OC);
 void dp_embedding_norms_cuda(float *norm2, const int *tokens, const float *g, int B, int T, int C, DpIO *io);
+/* Rows whose token was outside [0, V) in the embedding kernels (forward, backward, book-keeping scatter:
+   skipped, nothing written out of the table) since the last call; resets the count. A read-back (it waits
+   for the queue): call it where the caller synchronises anyway. */
+unsigned long long kcuda_bad_tokens(void);
 void dp_embedding_clipped_grad_bk_cuda(float *dwte, const int *tokens, const float *g, const float *c,
-                                       int B, int T, int C);
+                                       int B, int T, int C, int V);
 void dp_rmsnorm_norms_direct_cuda(float *norm2, float *psg, const float *dout, const float *inp,
                                   const float *rstd, int B, int T, int C);
 void dp_clip_factors_cuda(float *c, const float *norm2, int B, float max_norm);
@@ -180,7 +184,7 @@ void dp_linear_clipped_grad_bk_hostc_cuda_dt(float *dw, const float *a, const fl
                                              int B, int T, int IC, int OC, KDtype dt);
 void dp_embedding_norms_cuda_dt(float *norm2, const int *tokens, const float *g, int B, int T, int C, KDtype dt, DpIO *io);
 void dp_embedding_clipped_grad_bk_cuda_dt(float *dwte, const int *tokens, const float *g, const float *c,
-                                          int B, int T, int C, KDtype dt);
+                                          int B, int T, int C, int V, KDtype dt);
 void dp_rmsnorm_norms_direct_cuda_dt(float *norm2, float *psg, const float *dout, const float *inp,
                                      const float *rstd, int B, int T, int C, KDtype dt);
 /* Tied embeddings (dp_kernels.h's dp_tied_cross_u, dp_tied_cross_dot, dp_psg_norms): dlogits, a and g
@@ -193,6 +197,10 @@ void dp_tied_cross_dot_cuda_dt(float *norm2, const float *g, const float *u, int
 void dp_psg_norms_cuda(float *norm2, const float *psg, int B, size_t P);
 /* dp_clip_factors_safe's twin (dp_kernels.h). */
 void dp_clip_factors_safe_cuda(float *c, const float *norm2, int B, float max_norm, double rel);
+/* The DP step's noise and AdamW in one pass (dp_kernels.h's dp_noisy_adamw, dp_update.cu): the bits of
+   noise_privatize_cuda followed by adamw_update on the GPU. Device pointers. */
+void dp_noisy_adamw_cuda(float *p, float *g, float *m, float *v, size_t n, uint64_t offset, const DpNoise *noise,
+                         const DpAdamW *opt, int keep_noised);
 
 /* ---- noise (kernels/noise.h's stream: value i is z(seed, step, offset + i)) --------------------- */
 void noise_add_gaussian_cuda(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);

@@ -16,7 +16,8 @@ double sum_cuda(KBackend *b, const float *x, size_t n, void *scratch);
 double sumsq_cuda(KBackend *b, const float *x, size_t n, void *scratch);
 size_t count_nonfinite_cuda(KBackend *b, const float *x, size_t n, void *scratch);
 void embedding_forward_cuda(KBackend *b, float *out, const int *tokens, const float *wte, int N, int C);
-void embedding_backward_cuda(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, void *scratch);
+void embedding_backward_cuda(KBackend *b, float *dwte, const int *tokens, const float *dout, int N, int C, int V,
+                             void *scratch);
 void rmsnorm_forward_cuda(KBackend *b, float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
 void rmsnorm_backward_cuda(KBackend *b, float *dinp, float *dw, const float *dout, const float *inp,
                            const float *w, const float *rstd, int N, int C, void *scratch);
@@ -58,7 +59,7 @@ void kcuda_gemm_ex_fp32acc(int transA, int transB, int M, int N, int K, float al
 /* native bf16 (kernels.h's _bf16 entries): the same kernels on uint16_t storage; attention through
    cuDNN (attention_cudnn.cpp) */
 void embedding_forward_bf16_cuda(KBackend *b, void *out, const int *tokens, const float *wte, int N, int C);
-void embedding_backward_bf16_cuda(KBackend *b, float *dwte, const int *tokens, const void *dout, int N, int C,
+void embedding_backward_bf16_cuda(KBackend *b, float *dwte, const int *tokens, const void *dout, int N, int C, int V,
                                   void *scratch);
 void rmsnorm_forward_bf16_cuda(KBackend *b, void *out, float *rstd, const void *inp, const float *w, int N, int C, float eps);
 void rmsnorm_backward_bf16_cuda(KBackend *b, void *dinp, float *dw, const void *dout, const void *inp,
@@ -79,9 +80,10 @@ void kcuda_gemm_fp32(int transA, int transB, int M, int N, int K, float alpha,
                      const float *A, int lda, long long strideA, const float *B, int ldb, long long strideB,
                      float beta, float *C, int ldc, long long strideC, int batch);
 
-/* Embedding scatter-add with an optional per-sample weight w[n / T] (book-keeping uses it). */
+/* Embedding scatter-add into a table of V rows with an optional per-sample weight w[n / T] (book-keeping
+   uses it). A token outside [0, V) is skipped and counted on the device. */
 void kcuda_embedding_scatter(float *dwte, const int *tokens, const float *dout, const float *w,
-                             int N, int T, int C);
+                             int N, int T, int C, int V);
 void kcuda_embedding_scatter_dt(float *dwte, const int *tokens, const void *dout, const float *w,
-                                int N, int T, int C, KDtype dt);
+                                int N, int T, int C, int V, KDtype dt);
 #endif

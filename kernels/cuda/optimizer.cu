@@ -4,16 +4,14 @@
    Not here: fused multi-tensor updates, fp32 master weights for a bf16 model. */
 #include "cuda_common.cuh"
 #include "ops_cuda.h"
+#include "adamw_element.h"
 
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                              float beta2, float eps, float weight_decay, float bc1, float bc2) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float gi = g[i];
-        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        m[i] = mi; v[i] = vi;
-        float mh = mi / bc1, vh = vi / bc2;
-        p[i] -= lr * (mh / (sqrtf(vh) + eps) + weight_decay * p[i]);
+        float pi = p[i], mi = m[i], vi = v[i];
+        adamw_element(&pi, &mi, &vi, g[i], lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+        p[i] = pi; m[i] = mi; v[i] = vi;
     }
 }
 

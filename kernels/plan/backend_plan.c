@@ -26,8 +26,8 @@ static size_t plan_count(KBackend *b, const float *x, size_t n, void *w) { (void
 static void plan_emb_f(KBackend *b, float *o, const int *t, const float *w, int N, int C) {
     (void)b; (void)o; (void)t; (void)w; (void)N; (void)C;
 }
-static void plan_emb_b(KBackend *b, float *dw, const int *t, const float *d, int N, int C, void *s) {
-    (void)b; (void)dw; (void)t; (void)d; (void)N; (void)C; (void)s;
+static void plan_emb_b(KBackend *b, float *dw, const int *t, const float *d, int N, int C, int V, void *s) {
+    (void)b; (void)dw; (void)t; (void)d; (void)N; (void)C; (void)V; (void)s;
 }
 static void plan_rms_f(KBackend *b, float *o, float *r, const float *x, const float *w, int N, int C, float e) {
     (void)b; (void)o; (void)r; (void)x; (void)w; (void)N; (void)C; (void)e;
@@ -88,8 +88,8 @@ static void plan_init_normal(KBackend *b, float *x, size_t n, double sd, uint64_
 static void plan_emb_f16(KBackend *b, void *o, const int *t, const float *w, int N, int C) {
     (void)b; (void)o; (void)t; (void)w; (void)N; (void)C;
 }
-static void plan_emb_b16(KBackend *b, float *dw, const int *t, const void *d, int N, int C, void *s) {
-    (void)b; (void)dw; (void)t; (void)d; (void)N; (void)C; (void)s;
+static void plan_emb_b16(KBackend *b, float *dw, const int *t, const void *d, int N, int C, int V, void *s) {
+    (void)b; (void)dw; (void)t; (void)d; (void)N; (void)C; (void)V; (void)s;
 }
 static void plan_rms_f16(KBackend *b, void *o, float *r, const void *x, const float *w, int N, int C, float e) {
     (void)b; (void)o; (void)r; (void)x; (void)w; (void)N; (void)C; (void)e;

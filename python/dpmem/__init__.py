@@ -129,9 +129,16 @@ def reset_peak():
 
 
 # ---- tags ----------------------------------------------------------------------------------------
-def _address(obj):
-    """(address, nbytes or None) of an int, a torch tensor (its storage) or a numpy array."""
+_ADDRESS_END = 1 << (8 * ctypes.sizeof(ctypes.c_void_p))
+
+
+def _address(obj, what="dpmem.tag"):
+    """(address, nbytes or None) of an int, a torch tensor (its storage) or a numpy array. An int
+    beyond a pointer is refused: ctypes.c_void_p(2**64 + 0x5000) is 0x5000, another allocation."""
     if isinstance(obj, int):
+        if not 0 <= obj < _ADDRESS_END:
+            raise ValueError("%s: address %#x is out of range [0, 2^%d)" % (what, obj, 8 * ctypes.sizeof(ctypes.c_void_p))
+                             if obj >= 0 else "%s: address %d is negative" % (what, obj))
         return obj, None
     if hasattr(obj, "untyped_storage"):
         st = obj.untyped_storage()
@@ -162,11 +169,11 @@ def tag(obj, nbytes=None, tag="untagged", space=HOST):  # noqa: A002 (the kit's 
 def untag(obj):
     """Records the release of what tag() recorded; returns its bytes (0 and a WARN event when the
     address is not tagged)."""
-    return _lib.dpmem_tag_free(ctypes.c_void_p(_address(obj)[0]))
+    return _lib.dpmem_tag_free(ctypes.c_void_p(_address(obj, "dpmem.untag")[0]))
 
 
 def tag_bytes(obj):
-    return _lib.dpmem_tag_bytes(ctypes.c_void_p(_address(obj)[0]))
+    return _lib.dpmem_tag_bytes(ctypes.c_void_p(_address(obj, "dpmem.tag_bytes")[0]))
 
 
 def oom(nbytes, tag="untagged", space=HOST, device_used=0, device_total=0):  # noqa: A002

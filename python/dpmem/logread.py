@@ -16,6 +16,7 @@ from the changes since the last peak instead of copied at each new one."""
 import errno
 import heapq
 import os
+import stat
 import struct
 
 EV_STRING, EV_META, EV_ALLOC, EV_FREE, EV_CLOSE = 1, 3, 6, 7, 13
@@ -132,11 +133,24 @@ def _merged(cursors):
 
 
 def read(path):
-    fd = os.open(path, os.O_RDONLY)
+    """The log at path. A FIFO, device or directory is refused at once, as dpmem-report does (a FIFO
+    would block the open, or the reads, forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError("%s: not a regular file (%s)" % (path, _kind(mode)))
         return _read(fd, path)
     finally:
         os.close(fd)
+
+
+def _kind(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
 
 
 def _read(fd, path):

@@ -260,6 +260,15 @@ _TORCH_KEYS = ("allocated_bytes.all.current", "allocated_bytes.all.peak", "alloc
                "reserved_bytes.all.peak", "num_ooms")
 
 
+def _category_key(cat):
+    """The name of a category in memory_stats()'s keys. A category named "all" would overwrite the
+    totals (dpmem_bytes.all.current said 7 for a 107-byte total): it is "[all]", and "[all]" is
+    "[[all]]" and so on, whatever order they come in. Other names stand as they are: the suffix
+    follows the last dot, so two categories' keys never meet otherwise."""
+    n = len(cat) - len(cat.lstrip("["))
+    return "[%s]" % cat if cat[n:] == "all" + "]" * n else cat
+
+
 def memory_stats(device=None):
     """torch.cuda.memory_stats() where dpmem's allocator serves CUDA memory (PyTorch cannot read its
     own from a CUDAPluggableAllocator), plus the kit's figures per category. A dict:
@@ -272,7 +281,9 @@ def memory_stats(device=None):
                                                            every memory space (host tensors too)
       dpmem_bytes.<category>.{current,peak,at_peak}        per category (params, grads, activations,
                                                            ...): live, its own peak, its part of the
-                                                           total at the total's peak
+                                                           total at the total's peak; a category
+                                                           named "all" is dpmem_bytes.[all].*, never
+                                                           the totals
     The torch keys count every device together (device is accepted for torch's signature). Without
     use_cuda_allocator() they are torch.cuda.memory_stats()'s own, where CUDA is initialized."""
     import ctypes
@@ -292,9 +303,10 @@ def memory_stats(device=None):
     stats["dpmem_bytes.all.current"] = dpmem.live_bytes()
     stats["dpmem_bytes.all.peak"] = dpmem.peak_bytes()
     for cat in dpmem.categories():
-        stats["dpmem_bytes.%s.current" % cat] = dpmem.live_bytes(cat)
-        stats["dpmem_bytes.%s.peak" % cat] = dpmem.peak_bytes(cat)
-        stats["dpmem_bytes.%s.at_peak" % cat] = dpmem.bytes_at_peak(cat)
+        key = _category_key(cat)
+        stats["dpmem_bytes.%s.current" % key] = dpmem.live_bytes(cat)
+        stats["dpmem_bytes.%s.peak" % key] = dpmem.peak_bytes(cat)
+        stats["dpmem_bytes.%s.at_peak" % key] = dpmem.bytes_at_peak(cat)
     return stats
 
 

@@ -3,7 +3,11 @@
    A line-by-line equivalent of Opacus's opacus/accountants/analysis/rdp.py, so that a run reports
    the same ε as Opacus would: same orders, same series, same stopping rule (terms below e^-30), same
    conversion. log erfc(x) is evaluated with an asymptotic series for large x where erfc underflows
-   (scipy's log_ndtr does the equivalent). Does not do: PRV/GDP accounting, amplification by shuffling. */
+   (scipy's log_ndtr does the equivalent). Where Opacus's arithmetic leaves floating point (a tiny σ
+   whose 1/σ² overflows, or σ² that underflows to 0), Opacus silently drops NaN terms and can report a
+   small or -inf ε for no noise at all; here any NaN along the way makes that order's RDP +inf, so ε
+   only grows as σ shrinks (down to +inf: no guarantee). Does not do: PRV/GDP accounting,
+   amplification by shuffling. */
 #include "accountant.h"
 
 #include <math.h>
@@ -16,8 +20,9 @@ int accountant_default_orders(double *orders) {
     return n;
 }
 
-/* log(e^x + e^y) without overflow. */
+/* log(e^x + e^y) without overflow. A NaN stays NaN (fmin/fmax would drop it and lose a term). */
 static double log_add(double logx, double logy) {
+    if (isnan(logx) || isnan(logy)) return NAN;
     double a = fmin(logx, logy), b = fmax(logx, logy);
     if (a == -INFINITY) return b;
     return log1p(exp(a - b)) + b;
@@ -25,7 +30,7 @@ static double log_add(double logx, double logy) {
 
 /* log(e^x − e^y) for x ≥ y; NaN when the result would be negative (Opacus raises there). */
 static double log_sub(double logx, double logy) {
-    if (logx < logy) return NAN;
+    if (isnan(logx) || isnan(logy) || logx < logy) return NAN;
     if (logy == -INFINITY) return logx;
     if (logx == logy) return -INFINITY;
     double d = logx - logy;
@@ -71,18 +76,28 @@ static double log_a_frac(double q, double sigma, double alpha) {
         double log_s1 = log_t1 + (j * j - j) / (2 * sigma * sigma) + log_e1;
         if (coef > 0) { log_a0 = log_add(log_a0, log_s0); log_a1 = log_add(log_a1, log_s1); }
         else          { log_a0 = log_sub(log_a0, log_s0); log_a1 = log_sub(log_a1, log_s1); }
-        if (fmax(log_s0, log_s1) < -30) break;
+        if (isnan(log_a0) || isnan(log_a1)) return NAN;   /* left floating point: the caller says +inf */
+        if (fmax(log_s0, log_s1) < -30) return log_add(log_a0, log_a1);
     }
-    return log_add(log_a0, log_a1);
+    return NAN;                                  /* the series did not converge: no bound */
 }
+
+/* Above this σ the RDP of one step is below 1e-190 at every order; it is evaluated at this σ (an
+   upper bound, as RDP falls with σ), since σ² and the series' z0 overflow before σ = 1e155. */
+#define ACCOUNTANT_SIGMA_CAP 1e100
 
 double accountant_rdp_step(double q, double sigma, double alpha) {
     if (q == 0) return 0;
     if (sigma == 0) return INFINITY;
-    if (q == 1.0) return alpha / (2 * sigma * sigma);
+    if (sigma > ACCOUNTANT_SIGMA_CAP) sigma = ACCOUNTANT_SIGMA_CAP;
+    if (q == 1.0) return alpha / (2 * sigma * sigma);   /* overflows to +inf as σ → 0: right */
     if (isinf(alpha)) return INFINITY;
     double log_a = (alpha == floor(alpha)) ? log_a_int(q, sigma, (int)alpha) : log_a_frac(q, sigma, alpha);
-    return log_a / (alpha - 1);
+    /* NaN: some term left floating point (1/σ² = inf against a -inf, σ² = 0, a lost series). The
+       true RDP there is beyond DBL_MAX or unknown: +inf, never a value smaller than the truth. */
+    if (isnan(log_a)) return INFINITY;
+    double rdp = log_a / (alpha - 1);
+    return rdp < 0 ? 0 : rdp;                  /* RDP is ≥ 0; a negative value is rounding in log(1 + tiny) */
 }
 
 double accountant_rdp_to_epsilon(const double *orders, const double *rdp, int n, double delta,

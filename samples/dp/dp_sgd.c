@@ -53,6 +53,10 @@ static void dp_no_gpu_kernels(void) {
 static float *alloc_tag(DpSgd *d, size_t floats, const char *cat, const char *name, const char *suffix) {
     char tag[160];
     snprintf(tag, sizeof tag, "%s/%s%s", cat, name, suffix);
+    if (floats > SIZE_MAX / sizeof(float)) {   /* kbuf_alloc refuses over 1 EiB; this product must not wrap first */
+        snprintf(d->kb->err, sizeof d->kb->err, "%s: %zu floats do not fit a 64-bit byte count", tag, floats);
+        return NULL;
+    }
     return kbuf_alloc(d->kb, floats * sizeof(float), tag);
 }
 
@@ -76,6 +80,18 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
                     L, L * g_comm.world, P);
         else fprintf(stderr, "error: --batch-size %d is not a multiple of --max-physical-batch-size %d\n", L, P);
         return -1;
+    }
+    /* Direct norms keep every sample's gradient: P x the parameters, 4 bytes each. Counted in floating
+       point (the size_t products B x V x C wrap past 2^64), it must stay under 1 EiB like the model's
+       own bytes (config_check): a plan of 3.2e19 bytes reported 1.8e19. */
+    if (dp->norm == DP_NORM_DIRECT) {
+        double psg = 4.0 * P * (double)llama_param_count(&cfg->model);
+        if (!(psg < 0x1p60)) {
+            fprintf(stderr, "error: direct norms keep about %.3g bytes of per-sample gradients (%d samples x %zu parameters), "
+                    "more than 1 EiB: use a smaller --max-physical-batch-size or model, or --norm ghost/flash\n",
+                    psg, P, llama_param_count(&cfg->model));
+            return -1;
+        }
     }
     d->logical_batch = L * g_comm.world;   /* the sum is over every rank's samples: the noise and 1/L are the job's */
     d->physical_batch = P;
@@ -373,6 +389,14 @@ static float *alloc_act(DpSgd *d, size_t elems, const char *cat, const char *nam
     return kbuf_alloc(d->kb, elems * KDT_SIZE(d->dt), tag);
 }
 
+/* A buffer the next kernel writes before anything reads it (the per-sample gradient GEMMs and Gram
+   products, beta = 0; the copies of G): no zero-fill on the GPU (kbuf_alloc_overwritten). */
+static float *alloc_written(DpSgd *d, size_t bytes, const char *cat, const char *name, const char *suffix) {
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s/%s%s", cat, name, suffix);
+    return kbuf_alloc_overwritten(d->kb, bytes, tag);
+}
+
 /* Every sample's gradient G_bᵀA_b, sample 0's at `first` and the others at `rest`, and their norms. */
 static void direct_norms(DpSgd *d, float *norm2, float *first, float *rest, const float *A, const float *G,
                          int B, int T, int din, int dout, Widen *wd, DpIO *io) {
@@ -410,10 +434,13 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     const int bk = d->cfg.clip == DP_CLIP_BK, run = d->computes;
     const KDtype dt = d->dt;
     const int is_head = G == d->s->model.acts.logits;
-    /* mixed at physical batch 1 where the norm is the per-sample gradient anyway: keep it (its clipped
-       sum is then a scaled copy, not a second GEMM; the 1b at T = 4096 plans 0.06 % lower, not higher,
-       than keeping G). Not the tied head: its dW is the embedding's too, which sample 0 must not overwrite. */
-    const int direct_anyway = d->cfg.norm == DP_NORM_MIXED && B == 1 && !dp_mixed_uses_gram(T, din, dout) && !(is_head && d->tied);
+    /* mixed at physical batch 1 under bk: direct's per-sample gradient is the clipped sum's too (a scaled
+       copy, not a second GEMM), so keep it where that costs less than the Gram path (dp_mixed.c: every
+       layer of the 1b at T = 4096, lm_head included). Not the tied head: its dW is the embedding's too,
+       which sample 0 must not overwrite. */
+    const int esize = dt == KDT_BF16 ? 2 : 4;
+    const int direct_anyway = d->cfg.norm == DP_NORM_MIXED && bk && B == 1 && !(is_head && d->tied)
+                              && !dp_mixed_uses_gram(B, T, din, dout, 1, esize);
     const int borrow = bk && !g_owned && is_head && d->retain && !direct_anyway;
     const int keep_psg = bk && !borrow && (g_owned || din <= T || !d->retain || direct_anyway);
     const int nt = d->gpu || d->kb->nthreads < 1 ? 1 : d->kb->nthreads;   /* CPU threads that each need their own scratch */
@@ -421,7 +448,7 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     p->io = (DpIO){ 0, 0 };
     p->kept = keep_psg && d->cfg.norm != DP_NORM_DIRECT;
     DpNorm method = d->cfg.norm;
-    if (method == DP_NORM_MIXED) method = dp_mixed_uses_gram(T, din, dout) ? DP_NORM_FLASH : DP_NORM_DIRECT;
+    if (method == DP_NORM_MIXED) method = dp_mixed_uses_gram(B, T, din, dout, 0, esize) ? DP_NORM_FLASH : DP_NORM_DIRECT;
     if (keep_psg) method = DP_NORM_DIRECT;
     Widen wd;
     if (widen_open(d, &wd, T, din, dout)) return -1;
@@ -431,7 +458,8 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         const size_t per = (size_t)din * dout;
         float *first = p->kept && dw && d->s->micro == 0 ? dw : NULL;
         const int slices = first ? B - 1 : B;
-        if (slices > 0 && !(p->psg = alloc_tag(d, dp_linear_direct_floats(slices, din, dout), "per_sample_grads", name, "")))
+        if (slices > 0 && !(p->psg = alloc_written(d, dp_linear_direct_floats(slices, din, dout) * sizeof(float), "per_sample_grads",
+                                                   name, "")))
             goto out;
         p->psg_first = first;
         /* the tied lm_head: h_b is measured with e_b added, at the embedding's hook (tied_embedding) */
@@ -441,7 +469,7 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     } else if (method == DP_NORM_DIRECT) {
         /* mixed: nt samples' gradients at a time (one per thread), squared and thrown away */
         const int chunk = B < nt ? B : nt;
-        float *some = alloc_tag(d, dp_linear_direct_floats(chunk, din, dout), "per_sample_grads", name, ".stream");
+        float *some = alloc_written(d, dp_linear_direct_floats(chunk, din, dout) * sizeof(float), "per_sample_grads", name, ".stream");
         if (!some) goto out;
         if (run)
             for (int b = 0; b < B; b += chunk) {
@@ -458,7 +486,7 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         kbuf_free(d->kb, some);
         method = DP_NORM_MIXED;                  /* recorded as "direct-streamed" */
     } else if (method == DP_NORM_GHOST) {
-        float *gram = alloc_tag(d, dp_linear_ghost_floats(B, T), "ghost", name, ".gram");
+        float *gram = alloc_written(d, dp_linear_ghost_floats(B, T) * sizeof(float), "ghost", name, ".gram");
         if (!gram) goto out;
         if (run && d->cuda) DP_GPU(dp_linear_norms_ghost_cuda_dt(d->norm2, gram, A, G, B, T, din, dout, dt, &p->io));
         else if (run && wd.g)
@@ -472,7 +500,7 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         /* the GPU's Gram blocks [2, B, R, T] and partial sums: R from a fixed budget (kcuda_flash_rows),
            the same on the plan for cuda; --flash-tile is the CPU's */
         const int R = kcuda_flash_rows(B, T);
-        float *tile = alloc_tag(d, kcuda_flash_floats(B, T, R), "ghost", name, ".tile");
+        float *tile = alloc_written(d, kcuda_flash_floats(B, T, R) * sizeof(float), "ghost", name, ".tile");
         if (!tile) goto out;
         if (run) DP_GPU(dp_linear_norms_flash_cuda_dt(d->norm2, tile, A, G, B, T, din, dout, R, dt, &p->io));
         kbuf_free(d->kb, tile);
@@ -501,7 +529,7 @@ out:
             p->G_borrowed = 1;
             d->keep_bits |= GRAD_HOOK_KEEP_G;
         } else {
-            if (!(p->G = alloc_act(d, (size_t)B * T * dout, "bk", name, ".G"))) return -1;
+            if (!(p->G = alloc_written(d, (size_t)B * T * dout * KDT_SIZE(d->dt), "bk", name, ".G"))) return -1;
             if (copy_ex(d->kb, dt, p->G, G, (size_t)B * T * dout)) return -1;
         }
         p->A = A;
@@ -534,7 +562,7 @@ static int clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, 
     Widen wd;
     if (widen_open(d, &wd, T, emb ? 0 : p->d_in, p->d_out)) return -1;
     if (run && d->cuda) {
-        if (emb) DP_GPU(dp_embedding_clipped_grad_bk_cuda_dt(dw, tokens, p->G, d->c, B, T, p->d_out, dt));
+        if (emb) DP_GPU(dp_embedding_clipped_grad_bk_cuda_dt(dw, tokens, p->G, d->c, B, T, p->d_out, V, dt));
         else DP_GPU(dp_linear_clipped_grad_bk_hostc_cuda_dt(dw, p->A, p->G, d->c_host, B, T, p->d_in, p->d_out, dt));
     } else if (run && wd.g) {
         for (int b = 0; b < B; b++) {
@@ -705,7 +733,7 @@ static int tied_embedding(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     kbuf_free(d->kb, d->tied_u); d->tied_u = NULL;
     p->used = DP_NORM_GHOST;
     if (d->cfg.clip == DP_CLIP_BK) {
-        if (!(p->G = alloc_act(d, (size_t)B * T * C, "bk", a->name, ".G"))) return -1;
+        if (!(p->G = alloc_written(d, (size_t)B * T * C * KDT_SIZE(d->dt), "bk", a->name, ".G"))) return -1;
         if (copy_ex(d->kb, dt, p->G, a->G, (size_t)B * T * C)) return -1;
     }
     return 0;
@@ -801,7 +829,7 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
             p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * 4;
             p->used = DP_NORM_GHOST;
             if (bk) {
-                if (!(p->G = alloc_act(d, (size_t)B * T * dout, "bk", a->name, ".G"))) return -1;
+                if (!(p->G = alloc_written(d, (size_t)B * T * dout * KDT_SIZE(d->dt), "bk", a->name, ".G"))) return -1;
                 if (copy_ex(d->kb, dt, p->G, a->G, (size_t)B * T * dout)) return -1;
             }
         }
@@ -852,10 +880,17 @@ static void print_choice(DpSgd *d) {
         dpmem_meta_int(key, (long long)(p->io.read + p->io.written));
         io += p->io.read + p->io.written;
         if (p->kind == HOOK_LINEAR) { n_linear++; n_kept += p->kept; }
-        if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && d->s->cfg->verbose && !(d->s->cfg->quiet || d->cfg.quiet_dp))
-            printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s\n", name, p->d_out, p->d_in, p->T,
-                   p->kept ? "direct, kept for book-keeping (d_in <= T)" : p->used == DP_NORM_FLASH ? "flash (2T^2 <= d_in*d_out)"
-                   : "direct (2T^2 > d_in*d_out)");
+        if (d->cfg.norm == DP_NORM_MIXED && p->kind == HOOK_LINEAR && d->s->cfg->verbose && !(d->s->cfg->quiet || d->cfg.quiet_dp)) {
+            /* the costs the choice compared (dp_mixed.c), in GFLOP-equivalents (flops + 270 * bytes) */
+            const int es = d->dt == KDT_BF16 ? 2 : 4, kept = p->kept && p->B == 1;
+            const double dc = dp_cost_flop_equivalent(dp_linear_cost(kept ? DP_WAY_DIRECT_KEPT : DP_WAY_DIRECT, p->B, p->T,
+                                                                      p->d_in, p->d_out, es)) / 1e9;
+            const double gc = dp_cost_flop_equivalent(dp_linear_cost(kept ? DP_WAY_GRAM_COPY_G : DP_WAY_GRAM, p->B, p->T,
+                                                                      p->d_in, p->d_out, es)) / 1e9;
+            printf("DP-SGD mixed: %-34s %5dx%-5d T=%d: %s (cost: direct %.3g, flash %.3g GFLOP-eq)\n", name, p->d_out,
+                   p->d_in, p->T, p->kept ? "direct, kept for book-keeping" : p->used == DP_NORM_FLASH ? "flash" : "direct",
+                   dc, gc);
+        }
     }
     if (n_kept && d->cfg.norm != DP_NORM_MIXED && !(d->s->cfg->quiet || d->cfg.quiet_dp))
         printf("DP-SGD %s: %d of %d linear layers (d_in <= T) keep their per-sample gradients for book-keeping "
@@ -878,7 +913,7 @@ static void print_choice(DpSgd *d) {
     }
     /* one line for all layers unless --verbose (a 3b LoRA plan printed 112 before its answer) */
     if (!d->s->cfg->verbose && !(d->s->cfg->quiet || d->cfg.quiet_dp)) {
-        if (n_mixed) printf("DP-SGD mixed: %d linear layers: %d direct (2T^2 > d_in*d_out, or d_in <= T: kept for book-keeping), "
+        if (n_mixed) printf("DP-SGD mixed: %d linear layers: %d direct (the cheaper at these shapes, or d_in <= T: kept for book-keeping), "
                             "%d flash (--verbose: each layer)\n", n_mixed, n_mixed_direct, n_mixed - n_mixed_direct);
         if (n_lora_kept + n_lora_flash + n_lora_direct && (d->cfg.norm == DP_NORM_MIXED || n_lora_kept))
             printf("DP-SGD %s: %d LoRA adapter matrices: %d direct from their kept per-sample gradients, %d flash, %d direct "

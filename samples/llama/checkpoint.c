@@ -116,7 +116,7 @@ static int build_index(CkptWeights *w, const char *dir, char *err, size_t errlen
     for (size_t k = 1; k < w->n_index; k++)   /* a tensor in two shards is ambiguous */
         if (strcmp(w->index[k - 1].tensor->name, w->index[k].tensor->name) == 0)
             return fail(err, errlen, "%s: tensor '%s' is in both %s and %s", dir, show(w->index[k].tensor->name).s,
-                        w->files[w->index[k - 1].file].path, w->files[w->index[k].file].path);
+                        show_path(w->files[w->index[k - 1].file].path).s, show_path(w->files[w->index[k].file].path).s);
     return 0;
 }
 
@@ -151,7 +151,9 @@ static int open_index(CkptWeights *w, const char *dir, const char *index_path, c
         }
         const char *shard = e->valuestring;
         /* A shard is a file in DIR: no path, no parent directory, nothing hidden. */
-        if (!shard[0] || strchr(shard, '/') || shard[0] == '.' || strlen(shard) > 255) {
+        int control = 0;   /* ESC, BEL ...: a name that would drive the terminal of whoever reads an error */
+        for (const char *c = shard; *c; c++) control |= (unsigned char)*c < 0x20 || *c == 0x7f;
+        if (!shard[0] || strchr(shard, '/') || shard[0] == '.' || strlen(shard) > 255 || control) {
             fail(err, errlen, "%s: tensor '%s': shard name \"%s\" is not a plain file name in the directory",
                  index_path, show(e->string).s, show(shard).s);
             goto done;
@@ -181,7 +183,7 @@ static int open_index(CkptWeights *w, const char *dir, const char *index_path, c
         }
         if (strcmp(base_name(file->path), pairs[i].shard) != 0) {
             fail(err, errlen, "%s: tensor '%s' is listed in %s but found in %s", index_path, show(pairs[i].tensor).s,
-                 show(pairs[i].shard).s, file->path);
+                 show(pairs[i].shard).s, show_path(file->path).s);
             goto done;
         }
     }
@@ -296,14 +298,14 @@ static int verify(const LlamaModel *m, const char *dir, CkptWeights *w, size_t *
         if (!ok) {
             char sh[128];
             shape_str(sh, sizeof sh, t);
-            if (p->rows == 1) fail(err, errlen, "%s: tensor '%s': shape %s, the model expects [%d]", file->path, p->hf_name, sh, p->cols);
-            else fail(err, errlen, "%s: tensor '%s': shape %s, the model expects [%d, %d]", file->path, p->hf_name, sh,
+            if (p->rows == 1) fail(err, errlen, "%s: tensor '%s': shape %s, the model expects [%d]", show_path(file->path).s, p->hf_name, sh, p->cols);
+            else fail(err, errlen, "%s: tensor '%s': shape %s, the model expects [%d, %d]", show_path(file->path).s, p->hf_name, sh,
                       p->rows, p->cols);
             goto bad;
         }
         if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16 && t->dtype != ST_F64) {
             fail(err, errlen, "%s: tensor '%s': dtype %s is not a float type the trainer can load (F32, BF16, F16)",
-                 file->path, p->hf_name, safetensors_dtype_name(t->dtype));
+                 show_path(file->path).s, p->hf_name, safetensors_dtype_name(t->dtype));
             goto bad;
         }
         if (p->numel > *largest) *largest = p->numel;
@@ -315,7 +317,7 @@ static int verify(const LlamaModel *m, const char *dir, CkptWeights *w, size_t *
         if (m->cfg.tie_embeddings && strcmp(name, "lm_head.weight") == 0) continue; /* tied: transformers ignores it */
         if (m->cfg.task == LLAMA_TASK_CLASSIFY && strcmp(name, "lm_head.weight") == 0) continue; /* an LM's head: unused, as there */
         fail(err, errlen, "%s: tensor '%s' has no place in the model built from config.json (a config that "
-             "does not match its weights?)", w->files[w->index[k].file].path, show(name).s);
+             "does not match its weights?)", show_path(w->files[w->index[k].file].path).s, show(name).s);
         goto bad;
     }
     free(names);
@@ -388,9 +390,9 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
             if (t->dtype == ST_F64) memcpy(&was, (const unsigned char *)t->data + 8 * bad, 8);
             if (isfinite(was))
                 fail(err, errlen, "%s: tensor '%s': element %zu is %g, beyond fp32's range (--allow-nonfinite loads it as "
-                     "infinity)", file->path, p->hf_name, bad, was);
+                     "infinity)", show_path(file->path).s, p->hf_name, bad, was);
             else
-                fail(err, errlen, "%s: tensor '%s': element %zu is %s (--allow-nonfinite loads it anyway)", file->path,
+                fail(err, errlen, "%s: tensor '%s': element %zu is %s (--allow-nonfinite loads it anyway)", show_path(file->path).s,
                      p->hf_name, bad, isnan(was) ? "NaN" : was > 0 ? "+inf" : "-inf");
             goto done;
         }

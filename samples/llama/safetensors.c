@@ -108,6 +108,8 @@ static int json_u64(const cJSON *j, uint64_t *out) {
     return 1;
 }
 
+static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static int cmp_begin(const void *a, const void *b) {
     const SafeTensor *x = a, *y = b;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
@@ -130,6 +132,13 @@ static int parse_entry(const cJSON *e, SafeTensor *t, const char *label, char *e
     Shown shown = show(t->name);
     const char *nm = shown.s;
     if (!cJSON_IsObject(e)) return fail(err, errlen, "%s: tensor '%s': header entry is not an object", label, nm);
+    /* A field given twice: cJSON would take the first, Python's json the last, the reference parser
+       (serde) refuses it. Two readers must never see two different tensors: refuse it too. */
+    for (const cJSON *a = e->child; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (a->string && b->string && strcmp(a->string, b->string) == 0)
+                return fail(err, errlen, "%s: tensor '%s': field \"%s\" appears twice in its header entry", label, nm,
+                            show(a->string).s);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
@@ -274,6 +283,8 @@ static int cmp_name_idx(const void *a, const void *b, void *arg);
 int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, const char *label, char *err,
                       size_t errlen) {
     const unsigned char *p = file;
+    ShownPath shown_label = show_path(label);   /* a shard's path holds a name from the index file */
+    label = shown_label.s;
     memset(st, 0, sizeof *st);
     if (file_bytes < 8)
         return fail(err, errlen, "%s: truncated: %zu bytes, not even the 8-byte header length", label, file_bytes);
@@ -358,6 +369,18 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
                     goto done;
                 }
             }
+            /* a key given twice: readers would disagree on its value (as a tensor's field, below) */
+            char **keys = malloc(((size_t)st->n_meta + 1) * sizeof *keys);
+            if (!keys) { fail(err, errlen, "%s: out of memory", label); goto done; }
+            memcpy(keys, st->meta_keys, (size_t)st->n_meta * sizeof *keys);
+            qsort(keys, (size_t)st->n_meta, sizeof *keys, cmp_str_ptr);
+            for (int i = 1; i < st->n_meta; i++)
+                if (strcmp(keys[i - 1], keys[i]) == 0) {
+                    fail(err, errlen, "%s: __metadata__ key '%s' appears twice", label, show(keys[i]).s);
+                    free(keys);
+                    goto done;
+                }
+            free(keys);
         } else {
             if (st->n == cap_tensors) {
                 int nc = cap_tensors ? 2 * cap_tensors : 64;
@@ -449,7 +472,7 @@ int safetensors_open(SafeTensors *st, const char *path, char *err, size_t errlen
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
             close(fd);
-            return fail(err, errlen, "%s: mmap of %zu bytes failed: %s", path, size, strerror(errno));
+            return fail(err, errlen, "%s: mmap of %zu bytes failed: %s", show_path(path).s, size, strerror(errno));
         }
     }
     close(fd);
@@ -570,7 +593,8 @@ static uint32_t convert_checked(const unsigned char *s, SafeTensorsDtype d, floa
 }
 
 static int check_convertible(const SafeTensors *st, const SafeTensor *t, size_t n, char *err, size_t errlen) {
-    const char *label = st && st->path ? st->path : "safetensors";
+    ShownPath shown_label = show_path(st && st->path ? st->path : "safetensors");
+    const char *label = shown_label.s;
     if (n != t->numel)
         return fail(err, errlen, "%s: tensor '%s': %zu elements, expected %zu", label, show(t->name).s, t->numel, n);
     if (!t->data && n) return fail(err, errlen, "%s: tensor '%s': no data", label, show(t->name).s);
