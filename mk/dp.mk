@@ -108,6 +108,13 @@ $(BUILD)/tests/test_dp_lora: tests/test_dp_lora.c tests/test_dp_rig.h $(DP_LIB_S
 ALL   += $(BUILD)/tests/test_dp_lora
 TESTS += $(BUILD)/tests/test_dp_lora
 
+$(BUILD)/tests/test_dp_lora_bf16: tests/test_dp_lora_bf16.c tests/test_dp_rig.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_dp_lora_bf16
+TESTS += $(BUILD)/tests/test_dp_lora_bf16
+
 # (the samples are real prerequisites: the test runs them, so a changed sample must be rebuilt first)
 $(BUILD)/tests/test_dp_cli: tests/test_dp_cli.c tests/test_dp_common.h samples/dp/accountant.c samples/dp/accountant.h $(addprefix $(BUILD)/,$(DP_SAMPLES)) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

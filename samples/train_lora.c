@@ -27,7 +27,11 @@ static int is_target(const ParamInfo *p, unsigned t) {
 static int print_adapters(const TrainConfig *cfg, const DpConfig *dp) {
     LlamaModel m;
     if (llama_describe(&m, &cfg->model, cfg->batch_size, cfg->seq_len) != 0) return 1;
-    size_t n = 0;
+    size_t n = 0, base = 0;
+    for (int i = 0; i < m.n_params; i++) {   /* as the trainer builds it: a frozen GEMM weight bf16 alone under bf16 */
+        m.params[i].trainable = !dp_sgd_frozen(NULL, &m.params[i]);
+        if (!m.params[i].trainable) base += m.params[i].numel * (llama_bf16_only(&m, &m.params[i]) ? 2 : 4);
+    }
     printf("\n%-52s %-14s %-6s %14s %9s\n", "LoRA adapter", "shape", "dtype", "bytes", "trainable");
     for (int i = 0; i < m.n_params; i++) {
         const ParamInfo *p = &m.params[i];
@@ -42,7 +46,7 @@ static int print_adapters(const TrainConfig *cfg, const DpConfig *dp) {
         n += (size_t)dp->lora_rank * ((size_t)p->cols + p->rows);
     }
     printf("LoRA trainable %zu parameters (%zu bytes); frozen base %zu parameters (%zu bytes)\n",
-           n, n * 4, m.bytes_params / 4, m.bytes_params);
+           n, n * 4, m.bytes_params / 4, base);
     llama_free(&m);
     return 0;
 }

@@ -119,6 +119,10 @@ int main(void) {
             same("train_dpsgd", args, what);
         }
     same("train_lora", "--lora-rank 4 --batch-size 4 --noise-multiplier 0 --max-grad-norm 0.1 --lr 1", "LoRA (flash+bk)");
+    /* bf16: the base in bf16 alone, the adapters unmerged beside it; --save merges them into the saved
+       fp32 tensors, and the ranks' hash covers the bf16 base and the adapters */
+    same("train_lora", "--lora-rank 4 --precision bf16 --batch-size 4 --noise-multiplier 0 --max-grad-norm 0.1 --lr 1",
+         "LoRA bf16 (base in bf16 alone)");
     /* (a given --noise-seed: without one, each run draws its own seed, so its own rows and noise) */
     same("train_flash", "--poisson --data tok.bin --vocab 256 --batch-size 8 --max-physical-batch-size 4 --noise-multiplier 0 "
                         "--max-grad-norm 0.1 --lr 1 --noise-seed 11", "Poisson sampling (token file)");

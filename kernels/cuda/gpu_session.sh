@@ -38,6 +38,8 @@
 #   train     tests/test_cuda_ops_train.sh: CPU vs CUDA loss curves, plan = peak, the GPU-time table and MFU line
 #   kit       dpmem_cuda.h on the GPU (test_cuda_gpu) and under compute-sanitizer --nvtx yes (test_cuda_memcheck.sh)
 #   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's reduce-scatter and all-gather) = unsharded, bit for bit
+#   lorabf16  LoRA under bf16 (the base in bf16 alone, adapters unmerged): tiny's last loss on the CPU and
+#             the GPU within 5e-3; 1b T=512 r16 in physical batches of 1, its peak = its plan
 #   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
 #             race and out-of-bounds write that must be caught
 # A lent machine runs a command for at most 10 minutes: split the stages, e.g. "tests fused", then "dp",
@@ -212,9 +214,20 @@ for stage in $STAGES; do
     train classify "vanilla (batch 8)" 1024 train_vanilla $a --batch-size 8
     train classify "LoRA r16, physical 1" 1024 train_lora $a --batch-size 8 --max-physical-batch-size 1 --lora-rank 16
     train classify "ghost+twopass, physical 1" 1024 train_ghost $a --batch-size 8 --max-physical-batch-size 1 ;;
+  lorabf16)   # LoRA under bf16: the frozen base in bf16 alone, the adapters unmerged beside it (lora.h)
+    if [ $dry = 0 ]; then
+      c="--model tiny --precision bf16 --lora-rank 4 --lora-targets q,k,v,o,gate,up,down --seq-len 32 --batch-size 4 --steps 3 --seed 5 --noise-seed 9"
+      step lorabf16 120 "tiny bf16 LoRA: last loss, CPU vs CUDA (5e-3)" sh -c "
+        a=\$(\"$B/train_lora\" $c --device cpu | sed -n 's/^loss: .* -> \([0-9.]*\).*/\1/p')
+        b=\$(\"$B/train_lora\" $c --device cuda | sed -n 's/^loss: .* -> \([0-9.]*\).*/\1/p')
+        echo \"cpu \$a cuda \$b\"; awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { exit !(a > 0 && (a - b) ^ 2 <= (5e-3 * a) ^ 2) }'"
+    fi
+    echo "" >>"$TAB"; echo "| 1b bf16 LoRA r16 T=512, 4 samples | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
+    train lorabf16 "physical 1 (base in bf16 alone)" 2048 train_lora --model 1b --seq-len 512 --batch-size 4 \
+        --max-physical-batch-size 1 --lora-rank 16 --precision bf16 --steps 4 --quiet ;;
   sanitize)   # memcheck, racecheck, synccheck of test_cuda_kernels and a planted race / out-of-bounds write
     step sanitize 200 "test_cuda_ops_sanitize.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_sanitize.sh ;;
-  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp dp8 fused nsys long train kit sanitize classify zero)" ;;
+  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp dp8 fused nsys long train kit sanitize classify zero lorabf16)" ;;
   esac
 done
 rm -f "$OUT/run.log.tmp" "$OUT/run.out.tmp"

@@ -132,7 +132,8 @@ void dp_sgd_fields(void *user, const TrainState *s, ConfigFields *f) {
     config_field(f, "--lora-targets", "%s", dp_lora_targets_string(d->cfg.lora_targets, t, sizeof t));
 }
 
-/* --save with LoRA: the model saved by the loop is already merged (lora.h); the adapters go to
+/* --save with LoRA: the model saved by the loop is merged (fp32: in place; bf16: ckpt_save merges
+   each adapter into the fp32 tensor it writes, lora.h); the adapters go to
    <dir>/adapter in PEFT's layout (a subdirectory: see checkpoint.h). */
 int dp_sgd_save_adapters(void *user, TrainState *s, const char *dir) {
     DpSgd *d = user;
@@ -191,6 +192,10 @@ static int lora_setup(DpSgd *d, TrainState *s) {
     d->lora_of = malloc((size_t)m->n_params * sizeof *d->lora_of);
     d->lps = calloc(2 * (size_t)m->n_params, sizeof *d->lps);
     if (!d->lora || !d->lora_of || !d->lps) return fail(d, "%s", "out of host memory (LoRA state)");
+    /* bf16: the frozen base is bf16 alone (llama.h), where s·B·A would round away: the model adds the
+       adapters beside its GEMMs instead (unmerged form, lora.h) */
+    if (m->dt == KDT_BF16 && !(m->lora = d->unmerged = calloc((size_t)m->n_params, sizeof *d->unmerged)))
+        return fail(d, "%s", "out of host memory (LoRA state)");
     const int adam = !strcmp(s->cfg->optimizer, "adamw");
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
@@ -199,6 +204,7 @@ static int lora_setup(DpSgd *d, TrainState *s) {
         LoraAdapter *l = &d->lora[d->n_lora];
         if (lora_build(l, d->kb, p->name, i, p->cols, p->rows, r, alpha, adam, (unsigned long long)s->cfg->seed, m->dt)) return -1;
         d->lora_of[i] = d->n_lora++;
+        if (d->unmerged) { d->unmerged[i] = l; continue; }
         float *W = *llama_tensor(&m->w, p);
         if (lora_merge(l, d->kb, W, 1.0f)) return -1;        /* B = 0: W is unchanged, but say what is meant */
     }
@@ -1145,8 +1151,8 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
 
 /* ---- once per logical batch ---------------------------------------------------------------------- */
 
-/* The adapters' optimizer step (the loop's only updates model tensors): unmerge, update, re-merge,
-   zero the adapters' gradients. */
+/* The adapters' optimizer step (the loop's only updates model tensors): unmerge, update, re-merge
+   (merged form only), zero the adapters' gradients. */
 static int lora_step(DpSgd *d, TrainState *s) {
     DPMEM_SCOPE("optimizer_step");
     const TrainConfig *c = s->cfg;
@@ -1156,14 +1162,14 @@ static int lora_step(DpSgd *d, TrainState *s) {
         LoraAdapter *l = &d->lora[k];
         float *W = *llama_tensor(&m->w, &m->params[l->param_index]);
         size_t na = (size_t)l->r * l->IC, nb = (size_t)l->OC * l->r;
-        if (lora_merge(l, d->kb, W, -1.0f)) return -1;
+        if (!d->unmerged && lora_merge(l, d->kb, W, -1.0f)) return -1;
         if (adam) {
             if (adamw_update(d->kb, l->A, l->dA, l->mA, l->vA, na, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1) ||
                 adamw_update(d->kb, l->B, l->dB, l->mB, l->vB, nb, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1))
                 return -1;
         } else if (sgd_update(d->kb, l->A, l->dA, na, s->lr, c->weight_decay) || sgd_update(d->kb, l->B, l->dB, nb, s->lr, c->weight_decay))
             return -1;
-        if (lora_merge(l, d->kb, W, 1.0f)) return -1;
+        if (!d->unmerged && lora_merge(l, d->kb, W, 1.0f)) return -1;
         if (fill_buffer(d->kb, l->dA, 0.0f, na) || fill_buffer(d->kb, l->dB, 0.0f, nb)) return -1;
     }
     return 0;
@@ -1275,6 +1281,8 @@ void dp_sgd_destroy(void *user, TrainState *s) {
     free(d->ps); d->ps = NULL;
     free(d->c_host); d->c_host = NULL;
     free(d->lps); d->lps = NULL;
+    if (d->unmerged && s && s->model.lora == d->unmerged) s->model.lora = NULL;
+    free(d->unmerged); d->unmerged = NULL;
     free(d->lora); d->lora = NULL;
     free(d->lora_of); d->lora_of = NULL;
     d->n_lora = 0;

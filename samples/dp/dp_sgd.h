@@ -23,11 +23,12 @@
    gradients book-keeping keeps for layers with IC > T; lm_head's is the model's retained dlogits, not
    a copy), lora/... (samples/llama/lora.h).
 
-   LoRA (--lora-rank r): adapters on the --lora-targets projections (lora.h, merged form), every
+   LoRA (--lora-rank r): adapters on the --lora-targets projections (lora.h: merged form in fp32,
+   unmerged beside the bf16-only base under bf16, m->lora), every
    base tensor frozen (no grads, no optimizer state, no per-sample anything), DP on the adapters:
    the weight-gradient hooks of the frozen projections give x and dy, from which each adapter is
    an ordinary linear layer for the norms (B: hs → dy, A: x → dh); the adapters' optimizer step
-   runs in before_update (scope "optimizer_step"), followed by the re-merge.
+   runs in before_update (scope "optimizer_step"), followed by the re-merge (merged form).
 
    Poisson sampling (--poisson): each step includes every row of the dataset independently with
    probability q = L / rows (a Philox stream of (seed, step, row)), processed in physical batches of
@@ -97,6 +98,7 @@ typedef struct DpSgd {
     LoraAdapter *lora;           /* [n_lora] adapters (--lora-rank > 0); the base is then frozen */
     int n_lora;
     int *lora_of;                /* [n_params]: adapter index or -1 */
+    LoraAdapter **unmerged;      /* [n_params] (bf16: the model's m->lora): adapter or NULL; NULL in fp32 (merged) */
     DpParamState *lps;           /* [2 n_lora]: adapter k's A at 2k, its B at 2k+1 */
     float **lora_hs, **lora_dh;  /* [n_lora]: side products of the current backward */
     int pass;                    /* 1: norms, 2: two-pass's weighted backward */

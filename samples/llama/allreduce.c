@@ -126,9 +126,21 @@ int train_check_ranks_agree(TrainState *s) {
             if (!p) { free(host); snprintf(s->kb->err, sizeof s->kb->err, "out of host memory (parameter check)"); return -1; }
             host = p; cap = n;
         }
-        if (kbuf_download(s->kb, host, *llama_tensor(&m->w, &m->params[i]), n * sizeof *host)) { free(host); return -1; }
+        /* a tensor kept in bf16 alone (llama.h): its 2-byte values, and its unmerged adapter's A and B */
+        const int only = llama_bf16_only(m, &m->params[i]);
+        const float *src = only ? *llama_tensor(&m->w16, &m->params[i]) : *llama_tensor(&m->w, &m->params[i]);
+        const size_t bytes = n * (only ? 2 : sizeof *host);
+        if (kbuf_download(s->kb, host, src, bytes)) { free(host); return -1; }
         const unsigned char *b = (const unsigned char *)host;
-        for (size_t k = 0; k < n * sizeof *host; k++) h = (h ^ b[k]) * 1099511628211ull;
+        for (size_t k = 0; k < bytes; k++) h = (h ^ b[k]) * 1099511628211ull;
+        const LoraAdapter *l = m->lora ? m->lora[i] : NULL;
+        const float *ab[2] = { l ? l->A : NULL, l ? l->B : NULL };
+        const size_t nab[2] = { l ? (size_t)l->r * l->IC : 0, l ? (size_t)l->OC * l->r : 0 };
+        for (int j = 0; j < 2; j++) {   /* r·IC, OC·r ≤ the base's numel: host holds them */
+            if (!ab[j]) continue;
+            if (kbuf_download(s->kb, host, ab[j], nab[j] * sizeof *host)) { free(host); return -1; }
+            for (size_t k = 0; k < nab[j] * sizeof *host; k++) h = (h ^ b[k]) * 1099511628211ull;
+        }
     }
     free(host);
     char hex[24];

@@ -354,7 +354,7 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
         if (w.files[i].map) dpmem_tag_alloc_space(w.files[i].map, w.files[i].map_bytes, tag, DPMEM_HOST);
     }
     int rc = -1;
-    float *staging = NULL;
+    float *staging = NULL, *widened = NULL;
     int direct = m->kb->space == DPMEM_HOST;
     if (!kbackend_computes(m->kb)) { /* plan: checked, nothing written; a device target's staging is tagged */
         if (!direct) {
@@ -376,6 +376,11 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
         const SafeTensor *t = ckpt_weights_find(&w, p->hf_name, &file);
         if (!t) continue;   /* score, new (verify allowed only that): its initialisation stays */
         float *dst = *llama_tensor(&m->w, p);
+        /* a tensor kept in bf16 alone (llama.h): loaded in fp32 into a backend buffer, then rounded into it */
+        if (llama_bf16_only(m, p) && !(dst = widened = kbuf_alloc(m->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32"))) {
+            fail(err, errlen, "%s: no room to load '%s': %s", dir, p->hf_name, kbackend_error(m->kb));
+            goto done;
+        }
         float *vals = direct ? dst : staging;
         size_t bad = p->numel;
         if (allow_nonfinite ? safetensors_to_f32(file, t, vals, p->numel, err, errlen)
@@ -395,9 +400,18 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
             fail(err, errlen, "%s: upload of '%s' failed: %s", dir, p->hf_name, kbackend_error(m->kb));
             goto done;
         }
+        if (widened) {
+            if (narrow_buffer(m->kb, *llama_tensor(&m->w16, p), widened, p->numel)) {
+                fail(err, errlen, "%s: rounding '%s' to bf16 failed: %s", dir, p->hf_name, kbackend_error(m->kb));
+                goto done;
+            }
+            kbuf_free(m->kb, widened);
+            widened = NULL;
+        }
     }
     rc = 0;
 done:
+    kbuf_free(m->kb, widened);
     if (staging) { DPMEM_TAG_FREE(staging); free(staging); }
     for (int i = 0; i < w.n_files; i++)
         if (w.files[i].map) DPMEM_TAG_FREE(w.files[i].map);
@@ -479,8 +493,11 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
 
     SafeTensorsWrite *t = calloc((size_t)m->n_params, sizeof *t);
     if (!t) return fail(err, errlen, "%s: out of memory", dir);
-    float *staging = NULL;
-    int direct = m->kb->space == DPMEM_HOST, rc = -1;
+    float *staging = NULL, *widened = NULL;
+    int any_bf16_only = 0;
+    for (int i = 0; i < m->n_params; i++) any_bf16_only |= llama_bf16_only(m, &m->params[i]);
+    /* a host backend's tensors are written from where they are, but for those kept in bf16 alone */
+    int direct = m->kb->space == DPMEM_HOST && !any_bf16_only, rc = -1;
     if (!direct) { /* a device backend: the whole model through one host buffer */
         staging = malloc(m->bytes_params);
         if (!staging) { fail(err, errlen, "%s: out of host memory for a %zu-byte staging buffer", dir, m->bytes_params); goto done; }
@@ -490,11 +507,25 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
         const float *src = *llama_tensor((LlamaTensors *)&m->w, p);
+        if (llama_bf16_only(m, p)) {
+            /* widened into fp32, with its unmerged LoRA adapter (if any) merged there: the saved tensor
+               is W₀ + s·B·A as in an fp32 run's; the model keeps its bf16 base */
+            LoraAdapter *l = m->lora ? m->lora[i] : NULL;
+            if (!(widened = kbuf_alloc(m->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32")) ||
+                widen_buffer(m->kb, widened, *llama_tensor((LlamaTensors *)&m->w16, p), p->numel) ||
+                (l && lora_merge(l, m->kb, widened, 1.0f))) {
+                fail(err, errlen, "%s: widening '%s' failed: %s", dir, p->hf_name, kbackend_error(m->kb));
+                goto done;
+            }
+            src = widened;
+        }
         if (!direct) {
             kbuf_download(m->kb, staging + off, src, p->numel * sizeof(float));
             src = staging + off;
             off += p->numel;
         }
+        kbuf_free(m->kb, widened);
+        widened = NULL;
         t[i].name = p->hf_name;
         t[i].dtype = dtype;
         t[i].data = src;
@@ -505,6 +536,7 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
     join(path, sizeof path, dir, "model.safetensors");
     rc = safetensors_write(path, t, m->n_params, mk, mv, 1, err, errlen);
 done:
+    kbuf_free(m->kb, widened);
     if (staging) { DPMEM_TAG_FREE(staging); free(staging); }
     free(t);
     return rc;

@@ -171,6 +171,11 @@ static int has_bf16_copy(const LlamaModel *m, const ParamInfo *p) {
     return p->kind == HOOK_LINEAR || (p->which == W_EMBED_TOKENS && m->cfg.tie_embeddings);
 }
 
+int llama_bf16_only(const LlamaModel *m, const ParamInfo *p) {
+    /* the embedding table too: its lookup gathers bf16 rows (bf16_lookup), whole 32-bit words when C is even */
+    return m->dt == KDT_BF16 && !p->trainable && (p->kind == HOOK_LINEAR || (p->which == W_EMBED_TOKENS && m->C % 2 == 0));
+}
+
 static void *alloc_tagged(KBackend *kb, size_t bytes, const char *fmt, ...) {
     char tag[160];
     va_list ap;
@@ -193,13 +198,24 @@ int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int 
     }
     for (int i = 0; i < m->n_params; i++) {
         ParamInfo *p = &m->params[i];
+        if (llama_bf16_only(m, p)) {   /* drawn in fp32 (the same values as an fp32 run's), kept rounded */
+            float *x16 = alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name);
+            if (!x16) return -1;
+            *llama_tensor(&m->w16, p) = x16;
+            if (m->cfg.no_init) continue;   /* the checkpoint fills it */
+            float *x = alloc_tagged(kb, p->numel * sizeof(float), "workspace/init.%s", p->name);
+            int rc = !x || init_tensor(m, x, p, seed) || narrow_buffer(kb, x16, x, p->numel);
+            kbuf_free(kb, x);
+            if (rc) return -1;
+            continue;
+        }
         float *x = alloc_tagged(kb, p->numel * sizeof(float), "params/%s", p->name);
         if (!x || init_tensor(m, x, p, seed) != 0) return -1;
         *llama_tensor(&m->w, p) = x;
     }
     for (int i = 0; m->dt == KDT_BF16 && i < m->n_params; i++) {   /* the GEMMs' bf16 copies */
         ParamInfo *p = &m->params[i];
-        if (!has_bf16_copy(m, p)) continue;
+        if (!has_bf16_copy(m, p) || llama_bf16_only(m, p)) continue;
         if (!(*llama_tensor(&m->w16, p) = alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name))) return -1;
     }
     for (int i = 0; i < m->n_params; i++) {
@@ -293,8 +309,8 @@ void llama_free(LlamaModel *m) {
 static int cast_weights(LlamaModel *m) {
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
-        float *c = *llama_tensor(&m->w16, p);
-        if (c) TRY(narrow_buffer(m->kb, c, *llama_tensor(&m->w, p), p->numel));
+        float *c = *llama_tensor(&m->w16, p), *master = *llama_tensor(&m->w, p);
+        if (c && master) TRY(narrow_buffer(m->kb, c, master, p->numel));   /* bf16-only weights never change */
     }
     return 0;
 }
@@ -302,6 +318,19 @@ static int cast_weights(LlamaModel *m) {
 /* The weights the GEMMs of block l read: the bf16 copies under bf16. */
 static const LlamaLayerTensors *gemm_weights(const LlamaModel *m, int l) {
     return m->dt == KDT_BF16 ? &m->w16.layers[l] : &m->w.layers[l];
+}
+
+/* An adapter in unmerged form on this weight (llama.h: m->lora): y += s·(x Aᵀ)Bᵀ. */
+static LoraAdapter *adapter(const LlamaModel *m, int layer, WhichTensor which) {
+    return m->lora ? m->lora[param_index(m, layer, which)] : NULL;
+}
+
+static int linear_forward(LlamaModel *m, int layer, WhichTensor which, KDtype ydt, float *y, const float *x,
+                          const float *W, int IC, int OC, float beta) {
+    const int N = m->B * m->T;
+    TRY(matmul_forward_ex(m->kb, m->dt, ydt, y, x, W, N, IC, OC, beta));
+    LoraAdapter *l = adapter(m, layer, which);
+    return l ? lora_forward_add(l, m->kb, y, x, N) : 0;
 }
 
 /* What a block's forward keeps. */
@@ -330,9 +359,9 @@ static int block_forward(LlamaModel *m, int l, const float *x, int mode) {
     SAVE(s->q, (size_t)N * QD, "activations/layers.%d.self_attn.q", l);
     SAVE(s->k, (size_t)N * KD, "activations/layers.%d.self_attn.k", l);
     SAVE(s->v, (size_t)N * KD, "activations/layers.%d.self_attn.v", l);
-    TRY(matmul_forward_ex(kb, dt, dt, s->q, s->ln1, g->q_proj, N, C, QD, 0.0f));
-    TRY(matmul_forward_ex(kb, dt, dt, s->k, s->ln1, g->k_proj, N, C, KD, 0.0f));
-    TRY(matmul_forward_ex(kb, dt, dt, s->v, s->ln1, g->v_proj, N, C, KD, 0.0f));
+    TRY(linear_forward(m, l, W_Q_PROJ, dt, s->q, s->ln1, g->q_proj, C, QD, 0.0f));
+    TRY(linear_forward(m, l, W_K_PROJ, dt, s->k, s->ln1, g->k_proj, C, KD, 0.0f));
+    TRY(linear_forward(m, l, W_V_PROJ, dt, s->v, s->ln1, g->v_proj, C, KD, 0.0f));
     if (ck) DROP(s->ln1);
     TRY(rope_forward_ex(kb, dt, s->q, B, T, NH, HS, rope));
     TRY(rope_forward_ex(kb, dt, s->k, B, T, NKV, HS, rope));
@@ -342,7 +371,7 @@ static int block_forward(LlamaModel *m, int l, const float *x, int mode) {
     if (ck) { DROP(s->lse); DROP(s->v); DROP(s->k); DROP(s->q); }
     SAVE(s->resid_mid, (size_t)N * C, "activations/layers.%d.resid_mid", l);
     TRY(copy_ex(kb, dt, s->resid_mid, x, (size_t)N * C));
-    TRY(matmul_forward_ex(kb, dt, dt, s->resid_mid, s->attn, g->o_proj, N, QD, C, 1.0f));
+    TRY(linear_forward(m, l, W_O_PROJ, dt, s->resid_mid, s->attn, g->o_proj, QD, C, 1.0f));
     if (ck) DROP(s->attn);
     SAVE(s->ln2, (size_t)N * C, "activations/layers.%d.post_attention_layernorm", l);
     SAVE32(s->ln2_rstd, N, "activations/layers.%d.post_attention_layernorm.rstd", l);
@@ -350,8 +379,8 @@ static int block_forward(LlamaModel *m, int l, const float *x, int mode) {
     if (ck) DROP(s->ln2_rstd);
     SAVE(s->gate, (size_t)N * F, "activations/layers.%d.mlp.gate", l);
     SAVE(s->up, (size_t)N * F, "activations/layers.%d.mlp.up", l);
-    TRY(matmul_forward_ex(kb, dt, dt, s->gate, s->ln2, g->gate_proj, N, C, F, 0.0f));
-    TRY(matmul_forward_ex(kb, dt, dt, s->up, s->ln2, g->up_proj, N, C, F, 0.0f));
+    TRY(linear_forward(m, l, W_GATE_PROJ, dt, s->gate, s->ln2, g->gate_proj, C, F, 0.0f));
+    TRY(linear_forward(m, l, W_UP_PROJ, dt, s->up, s->ln2, g->up_proj, C, F, 0.0f));
     if (ck) DROP(s->ln2);
     SAVE(s->h, (size_t)N * F, "activations/layers.%d.mlp.act", l);
     TRY(swiglu_forward_ex(kb, dt, s->h, s->gate, s->up, (size_t)N * F));
@@ -359,9 +388,16 @@ static int block_forward(LlamaModel *m, int l, const float *x, int mode) {
     if (mode == FWD_RECOMPUTE) return 0;
     SAVE(s->resid_out, (size_t)N * C, "activations/layers.%d.resid_out", l);
     TRY(copy_ex(kb, dt, s->resid_out, s->resid_mid, (size_t)N * C));
-    TRY(matmul_forward_ex(kb, dt, dt, s->resid_out, s->h, g->down_proj, N, F, C, 1.0f));
+    TRY(linear_forward(m, l, W_DOWN_PROJ, dt, s->resid_out, s->h, g->down_proj, F, C, 1.0f));
     if (ck) { DROP(s->h); DROP(s->resid_mid); }
     return 0;
+}
+
+/* The embedding of a table kept in bf16 alone (llama_bf16_only): a bf16 row of C elements is C/2 32-bit
+   words, so the fp32 lookup over C/2 columns moves exactly its bits (a copy, no arithmetic), on every
+   backend, with no fp32 twin of the table or of the output. */
+static int bf16_lookup(LlamaModel *m, float *out) {
+    return embedding_forward(m->kb, out, m->tokens, m->w16.embed_tokens, m->B * m->T, m->C / 2);
 }
 
 int llama_forward(LlamaModel *m) {
@@ -375,7 +411,8 @@ int llama_forward(LlamaModel *m) {
     if (m->cfg.task == LLAMA_TASK_CLASSIFY)
         TRY(classify_prepare(kb, m->last, m->labels, m->host_stage, m->tokens, m->targets, B, T, V, m->cfg.pad_id));
     SAVE(a->embed, (size_t)N * C, "activations/embed_tokens");
-    TRY(embedding_forward_ex(kb, dt, a->embed, m->tokens, m->w.embed_tokens, N, C));
+    if (m->w.embed_tokens) TRY(embedding_forward_ex(kb, dt, a->embed, m->tokens, m->w.embed_tokens, N, C));
+    else TRY(bf16_lookup(m, a->embed));
     const float *x = a->embed;
     for (int l = 0; l < m->L; l++) {
         TRY(block_forward(m, l, x, m->ckpt ? FWD_CKPT : FWD_SAVE));
@@ -386,7 +423,7 @@ int llama_forward(LlamaModel *m) {
     TRY(rmsnorm_forward_ex(kb, dt, a->lnf, a->lnf_rstd, x, m->w.norm, N, C, m->cfg.norm_eps));
     a->holds_dx = 0;
     SAVE32(a->logits, (size_t)N * V, "activations/logits");
-    TRY(matmul_forward_ex(kb, dt, KDT_F32, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, N, C, V, 0.0f));
+    TRY(linear_forward(m, -1, W_LM_HEAD, KDT_F32, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, C, V, 0.0f));
     return 0;
 }
 
@@ -466,15 +503,17 @@ static int hook(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which,
     return p->trainable ? r : r | GRAD_HOOK_SKIP_DW;
 }
 
-/* dx = beta*dx + dy W (W: the GEMM's copy), and (unless the hook says otherwise) dW += dyᵀ x. */
+/* dx = beta*dx + dy W (W: the GEMM's copy; + s·(dy B)A with an unmerged adapter), and (unless the hook says otherwise) dW += dyᵀ x. */
 static int linear_backward(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which, float *dx,
                            const float *dy, const float *x, const float *W, float *dW, int N, int IC, int OC,
                            float beta) {
     int r = hook(m, h, layer, which, x, NULL, dy, IC, OC);
     if (r < 0) return -1;
     if (!(r & GRAD_HOOK_SKIP_DW) && dW) TRY(matmul_backward_weight_ex(m->kb, m->dt, dW, dy, x, N, IC, OC));
-    if (dx) TRY(matmul_backward_input_ex(m->kb, m->dt, dx, dy, W, N, IC, OC, beta));
-    return 0;
+    if (!dx) return 0;
+    TRY(matmul_backward_input_ex(m->kb, m->dt, dx, dy, W, N, IC, OC, beta));
+    LoraAdapter *l = adapter(m, layer, which);
+    return l ? lora_backward_input_add(l, m->kb, dx, dy, N) : 0;
 }
 
 /* x's rows of sample b (per floats each) times scale[b], in place. */
@@ -669,25 +708,28 @@ int llama_zero_grad(LlamaModel *m) {
 /* ---- --print-params ---------------------------------------------------------------------------- */
 
 void llama_print_params(const LlamaModel *m, FILE *out) {
-    size_t by_group[GROUP_COUNT] = { 0 }, total = 0, trainable = 0, copies = 0;
+    size_t by_group[GROUP_COUNT] = { 0 }, bytes_group[GROUP_COUNT] = { 0 }, total = 0, trainable = 0, copies = 0, stored = 0;
     fprintf(out, "%-40s %-14s %-9s %14s %9s\n", "parameter", "shape", "dtype", "bytes", "trainable");
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
         char shape[32];
         if (p->rows == 1) snprintf(shape, sizeof shape, "(%d)", p->cols);
         else snprintf(shape, sizeof shape, "(%d, %d)", p->rows, p->cols);
-        const int copy = m->dt == KDT_BF16 && has_bf16_copy(m, p);   /* + its bf16 GEMM copy */
+        const int only = llama_bf16_only(m, p), copy = m->dt == KDT_BF16 && has_bf16_copy(m, p) && !only;   /* + its bf16 GEMM copy */
         if (copy) copies += p->numel;
-        fprintf(out, "%-40s %-14s %-9s %14zu %9s\n", p->hf_name, shape, copy ? "fp32+bf16" : "fp32", p->numel * (copy ? 6 : 4),
+        fprintf(out, "%-40s %-14s %-9s %14zu %9s\n", p->hf_name, shape, only ? "bf16" : copy ? "fp32+bf16" : "fp32",
+                p->numel * (only ? 2 : copy ? 6 : 4),
                 p->trainable ? "yes" : "no");
         by_group[p->group] += p->numel;
+        bytes_group[p->group] += p->numel * (only ? 2 : 4);   /* the master, or the bf16 values alone */
+        stored += p->numel * (only ? 2 : 4);
         total += p->numel;
         if (p->trainable) trainable += p->numel;
     }
     if (m->cfg.tie_embeddings) fprintf(out, "(lm_head.weight is tied to model.embed_tokens.weight)\n");
     fprintf(out, "\n%-12s %16s %16s\n", "group", "parameters", "bytes");
     for (int g = 0; g < GROUP_COUNT; g++)
-        fprintf(out, "%-12s %16zu %16zu\n", param_group_name((ParamGroup)g), by_group[g], by_group[g] * 4);
-    fprintf(out, "%-12s %16zu %16zu\n%-12s %16zu %16zu\n", "trainable", trainable, trainable * 4, "total", total, total * 4);
+        fprintf(out, "%-12s %16zu %16zu\n", param_group_name((ParamGroup)g), by_group[g], bytes_group[g]);
+    fprintf(out, "%-12s %16zu %16zu\n%-12s %16zu %16zu\n", "trainable", trainable, trainable * 4, "total", total, stored);
     if (copies) fprintf(out, "%-12s %16zu %16zu  (bf16 copies of the GEMM weights, beside the fp32 masters)\n", "bf16 copies", copies, copies * 2);
 }

@@ -4,13 +4,17 @@
    grouped-query heads, residual, RMSNorm, SwiGLU MLP, residual), final RMSNorm, LM head (untied
    unless tie_embeddings), no biases. fp32, or bf16 mixed precision (cfg.precision).
 
-   Mixed precision (--precision bf16; docs/PRECISION.md says why this scheme): the parameters stay
-   fp32 (the master weights, params/<name>) and each weight a GEMM uses has a bf16 copy
+   Mixed precision (--precision bf16; docs/PRECISION.md says why this scheme): the trainable parameters
+   stay fp32 (the master weights, params/<name>) and each weight a GEMM uses has a bf16 copy
    (params/<name>.bf16: every linear layer and lm_head; the tied matrix once), refreshed from the
-   master at the start of every forward, as autocast casts the weights at every forward. Activations
+   master at the start of every forward, as autocast casts the weights at every forward. A FROZEN GEMM
+   weight (LoRA's base) needs no master: it is kept in bf16 alone (params/<name>.bf16, initialised
+   through a temporary fp32 buffer or loaded into it, never cast again), as PEFT keeps a bf16 base;
+   so is a frozen embedding table when C is even (its lookup gathers the bf16 rows as 32-bit words;
+   tied, it is lm_head's GEMM operand too); frozen RMSNorm weights stay fp32 (C floats each). Activations
    and activation gradients are bf16 (2 bytes), including the residual stream. fp32: gradients
    (accumulated in fp32: the weight-gradient GEMMs write fp32), optimizer state, RMSNorm weights and
-   the embedding lookup's table (not GEMM operands), the RMSNorm and attention statistics (rstd,
+   a trainable embedding lookup's table (not GEMM operands), the RMSNorm and attention statistics (rstd,
    lse), the logits, the softmax and the loss. The backward turns the fp32 logits into fp32
    dlogits in place and then rounds them to bf16 in the same buffer (its first half) for lm_head's
    GEMMs: no second N×V buffer.
@@ -53,6 +57,7 @@
 
 #include "config.h"
 #include "kernels.h"
+#include "lora.h"
 
 typedef struct {
     float *input_layernorm;          /* (C) */
@@ -109,7 +114,7 @@ typedef struct {
     const int *tokens;       /* embedding: [B*T] token ids */
     const float *G;          /* gradient w.r.t. the layer's output, [B,T,d_out] */
     float *dW;               /* the ordinary gradient's buffer (accumulated into), NULL if frozen */
-    const float *W;          /* the weight (the fp32 master) */
+    const float *W;          /* the weight (the fp32 master; NULL for a frozen GEMM weight under bf16: bf16 only) */
 } GradHookArgs;
 
 /* weight_grad's answer: 0 lets the backward do dW += GᵀA; bits: */
@@ -168,7 +173,11 @@ typedef struct {
     int n_params;
     ParamInfo *params;               /* every tensor, in checkpoint order */
     LlamaTensors w, dw, m, v;        /* parameters, gradients, Adam m, v (NULL where frozen) */
-    LlamaTensors w16;                /* bf16 copies of the GEMM weights (bf16 only; NULL elsewhere) */
+    LlamaTensors w16;                /* bf16 copies of the GEMM weights (bf16 only; NULL elsewhere); a frozen
+                                        GEMM weight has this alone (w's slot NULL): see llama_bf16_only */
+    LoraAdapter **lora;              /* [n_params] or NULL: adapters in unmerged form (lora.h), whose
+                                        s·(x Aᵀ)Bᵀ the forward adds beside the weight's GEMM and whose
+                                        s·(dy B)A the backward adds to dx (set by the trainer, not owned) */
     KDtype dt;                       /* activations and activation gradients (cfg.precision) */
     int ckpt;                        /* cfg.checkpoint_activations */
     LlamaActs acts;
@@ -177,7 +186,7 @@ typedef struct {
     float *pooled;                   /* classify: fp32 (B, K) the pooled logits, the loss's scratch */
     void **deferred; int n_deferred, cap_deferred; /* saved buffers kept for retain_saved */
     const void **keep; int n_keep, cap_keep;       /* buffers the hooks asked to keep (GRAD_HOOK_KEEP_*) */
-    size_t bytes_params, bytes_trainable;  /* fp32 bytes (the masters), whatever the precision */
+    size_t bytes_params, bytes_trainable;  /* 4 bytes per parameter, whatever the precision and storage */
 } LlamaModel;
 
 /* Fills m->params from the config (no allocation on the backend): enough for --print-params. */
@@ -187,6 +196,8 @@ int  llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T);
    holds the tensor (kernels.h: init_normal; the same floats on CPU and GPU); norm weights are 1. */
 #define LLAMA_INIT_STD 0.02
 uint64_t llama_init_stream(const char *name);
+/* Whether tensor p is kept in bf16 only (a frozen GEMM weight under bf16; its fp32 slot in w is NULL). */
+int  llama_bf16_only(const LlamaModel *m, const ParamInfo *p);
 /* llama_describe, then allocates parameters (initialised: normal(0, 0.02) for matrices, 1 for norm
    weights, from seed: see llama_init_stream; bf16: then their GEMM copies), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
    and the token buffers. frozen: optional callback saying which tensors are frozen (LoRA).

@@ -1,4 +1,5 @@
-/* lora.c — LoRA adapters in merged form (see lora.h): build, merge, the side products hs and dh,
+/* lora.c — LoRA adapters in merged form, or unmerged beside a bf16 base (see lora.h): build, merge,
+   the unmerged form's forward and input-gradient additions, the side products hs and dh,
    gradient accumulation, all through the kernels.h ops so that every backend (and a plan run) sees
    the same tagged allocations. Not here: the choice of targets, the optimizer (dp/dp_sgd.c). */
 #include "lora.h"
@@ -71,15 +72,55 @@ int lora_merge(LoraAdapter *l, KBackend *kb, float *W, float sign) {
                                 1.0f, W, l->IC, 0, 1);
 }
 
+/* The adapters' GEMM operands: the bf16 copies refreshed from the fp32 masters under bf16 (as autocast
+   casts at each use), the masters themselves in fp32. */
+static int operands(LoraAdapter *l, KBackend *kb, const float **A, const float **B) {
+    *A = l->A; *B = l->B;
+    if (l->dt != KDT_BF16) return 0;
+    if (narrow_buffer(kb, l->A16, l->A, (size_t)l->r * l->IC) || narrow_buffer(kb, l->B16, l->B, (size_t)l->OC * l->r))
+        return -1;
+    *A = l->A16; *B = l->B16;
+    return 0;
+}
+
+static float *side_scratch(LoraAdapter *l, KBackend *kb, int N) {
+    char tag[160];
+    snprintf(tag, sizeof tag, "workspace/lora.%s.side", l->name);
+    return kbuf_alloc(kb, (size_t)N * l->r * KDT_SIZE(l->dt), tag);
+}
+
+int lora_forward_add(LoraAdapter *l, KBackend *kb, float *y, const float *x, int N) {
+    const KDtype dt = l->dt;
+    const float *A, *B;
+    if (operands(l, kb, &A, &B)) return -1;
+    float *h = side_scratch(l, kb, N);
+    if (!h) return -1;
+    /* h[N, r] = s·x[N, IC] A[r, IC]ᵀ (rounded to dt, as PEFT's lora_A output under autocast), then
+       y[N, OC] += h B[OC, r]ᵀ */
+    int rc = gemm_ex(kb, 0, 1, N, l->r, l->IC, l->scale, x, l->IC, 0, A, l->IC, 0, 0.0f, h, l->r, 0, 1, dt, dt) ||
+             gemm_ex(kb, 0, 1, N, l->OC, l->r, 1.0f, h, l->r, 0, B, l->r, 0, 1.0f, y, l->OC, 0, 1, dt, dt) ? -1 : 0;
+    kbuf_free(kb, h);
+    return rc;
+}
+
+int lora_backward_input_add(LoraAdapter *l, KBackend *kb, float *dx, const float *dy, int N) {
+    const KDtype dt = l->dt;
+    const float *A, *B;
+    if (operands(l, kb, &A, &B)) return -1;
+    float *dh = side_scratch(l, kb, N);
+    if (!dh) return -1;
+    /* dh[N, r] = s·dy[N, OC] B[OC, r], then dx[N, IC] += dh A[r, IC] */
+    int rc = gemm_ex(kb, 0, 0, N, l->r, l->OC, l->scale, dy, l->OC, 0, B, l->r, 0, 0.0f, dh, l->r, 0, 1, dt, dt) ||
+             gemm_ex(kb, 0, 0, N, l->IC, l->r, 1.0f, dh, l->r, 0, A, l->IC, 0, 1.0f, dx, l->IC, 0, 1, dt, dt) ? -1 : 0;
+    kbuf_free(kb, dh);
+    return rc;
+}
+
 int lora_side(LoraAdapter *l, KBackend *kb, float *hs, float *dh, const float *x, const float *dy, int N) {
     /* hs[N, r] = s·x[N, IC] A[r, IC]ᵀ;  dh[N, r] = s·dy[N, OC] B[OC, r] */
     const KDtype dt = l->dt;
-    const float *A = l->A, *B = l->B;
-    if (dt == KDT_BF16) {
-        if (narrow_buffer(kb, l->A16, l->A, (size_t)l->r * l->IC) || narrow_buffer(kb, l->B16, l->B, (size_t)l->OC * l->r))
-            return -1;
-        A = l->A16; B = l->B16;
-    }
+    const float *A, *B;
+    if (operands(l, kb, &A, &B)) return -1;
     if (hs && gemm_ex(kb, 0, 1, N, l->r, l->IC, l->scale, x, l->IC, 0, A, l->IC, 0, 0.0f, hs, l->r, 0, 1, dt, dt))
         return -1;
     if (dh && gemm_ex(kb, 0, 0, N, l->r, l->OC, l->scale, dy, l->OC, 0, B, l->r, 0, 0.0f, dh, l->r, 0, 1, dt, dt))

@@ -7,7 +7,12 @@
        hs = s·x Aᵀ (N, r),  dh = s·dy B (N, r);   dB = dyᵀ hs,  dA = dhᵀ x.
    So each adapter is an ordinary linear layer for DP's per-sample norms:
        B: input hs, output gradient dy;   A: input x, output gradient dh.
-   After an optimizer step of A, B the weight is re-merged: W −= s·B_old·A_old, W += s·B·A.
+   UNMERGED form (bf16, the model's --precision): the frozen base is kept in bf16 only (no fp32
+   master: it never changes; PEFT keeps it so), and s·B·A cannot be merged into it (a bf16 weight
+   would round the update away). The model then adds the adapter beside the base GEMM:
+       forward  y += s·(x Aᵀ) Bᵀ   (lora_forward_add),   backward  dx += s·(dy B) A   (lora_backward_input_add),
+   and the adapters' gradients come through the hook exactly as in merged form.
+   Merged form (fp32): after an optimizer step of A, B the weight is re-merged: W −= s·B_old·A_old, W += s·B·A.
    Cost: 2·OC·IC·r flops per adapter and step for the merges; in float the subtraction leaves
    W₀ within a few ulp per step (W₀ itself is never stored twice: no extra copy of the base).
 
@@ -46,6 +51,10 @@ size_t lora_param_count(const LoraAdapter *l);      /* r·IC + OC·r */
 int  lora_merge(LoraAdapter *l, KBackend *kb, float *W, float sign);
 /* hs (N, r) = s·x Aᵀ and dh (N, r) = s·dy B (either may be NULL); x, dy, hs, dh of type l->dt. */
 int  lora_side(LoraAdapter *l, KBackend *kb, float *hs, float *dh, const float *x, const float *dy, int N);
+/* Unmerged form: y (N, OC) += s·(x Aᵀ) Bᵀ and dx (N, IC) += s·(dy B) A, x, y, dy, dx of type l->dt,
+   through an (N, r) scratch buffer (workspace/lora.<name>.side, freed before returning). */
+int  lora_forward_add(LoraAdapter *l, KBackend *kb, float *y, const float *x, int N);
+int  lora_backward_input_add(LoraAdapter *l, KBackend *kb, float *dx, const float *dy, int N);
 /* dB += dyᵀ hs, dA += dhᵀ x. */
 int  lora_accumulate(LoraAdapter *l, KBackend *kb, const float *x, const float *dy, const float *hs,
                      const float *dh, int N);

@@ -59,6 +59,8 @@ int train_check_finite(TrainState *s, int grads, const char *phase) {
     LlamaModel *m = &s->model;
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
+        /* NULL: frozen (no grads), or a frozen weight kept in bf16 alone (llama.h), which nothing writes
+           after the checkpoint's load has checked it finite */
         const float *x = *llama_tensor(grads ? &m->dw : &m->w, p);
         if (!x) continue;
         size_t bad = 0;
