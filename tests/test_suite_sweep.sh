@@ -78,5 +78,19 @@ if sh "$S" --build "$B" --out "$d" --model tiny --seq-len 64 --batch-size 4 --ph
     echo "ok   [ckpt] every method's checkpointed peak below its plain one; sweep.csv = the trainers' peaks"
 else bad "[ckpt] the suite failed"; tail -n 20 "$tmp/ckpt.stdout"; fi
 
+# A sweep of many runs (make demo-picture plans 8 methods at 5 lengths: 40 bars) gets every chart at the
+# default size: the breakdown grows to what its runs need (it refused at 1800x700 for 40 runs, and
+# make demo-picture failed); an asked --size still refuses, naming the least that fits.
+if sh "$S" --build "$B" --out "$tmp/many" --model tiny --seq-len 16 --batch-size 4 --physical-batch 4 --steps 1 --quiet \
+       --plan --sweep seq-len=16,32,64,128,256 vanilla dpsgd ghost ghost+bk flash flash+twopass mixed lora >"$tmp/many.stdout" 2>&1 \
+   && [ -s "$tmp/many/breakdown.png" ]; then
+    hw=$("$PNGSTAT" "$tmp/many/breakdown.png" 2>/dev/null | head -n 1)
+    echo "ok   [many] 40 runs: breakdown.png written at the default size ($hw)"
+else bad "[many] 40 runs: no breakdown at the default size"; tail -n 5 "$tmp/many.stdout"; fi
+"$B/dpmem-charts" "$tmp/many" -o "$tmp/many" --only breakdown --size 1800x700 >"$tmp/many.ask" 2>&1 \
+    && bad "[many] 40 runs at an asked 1800x700: drawn, not refused" \
+    || { grep -q "at least 1800x[0-9]* px" "$tmp/many.ask" && echo "ok   [many] an asked size too small is refused, naming the least" \
+         || { bad "[many] the refusal does not name the least size:"; cat "$tmp/many.ask"; }; }
+
 [ $fail -eq 0 ] && echo "sweep checks passed"
 exit $fail

@@ -452,11 +452,13 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
             bd_draw(cs, &fig, mode);
             return fig_close(&fig, err, errlen);
         }
-    /* none fits: the least height that does at this width (6 pt steps), else the least width at this height */
-    int step = (int)ceil(dpi / 12);
+    /* none fits: the least height that does at this width (6 pt steps), else the least width at this
+       height. Where no --size was given that size is the figure (the default grows with the runs: a
+       40-run sweep is taller than 8 runs); an asked size is refused, naming it. */
+    int step = (int)ceil(dpi / 12), asked = spec->w > 0 || spec->h > 0;
     for (int wide = 0; wide < 2; wide++)
         for (int k = 1; k <= 400; k++) {
-            int ww = wide ? w + k * step : w, hh = wide ? h : h + k * step, fits = 0;
+            int ww = wide ? w + k * step : w, hh = wide ? h : h + k * step, fits = 0, fq = 0, fmode = 0;
             if (ww > 16384 || hh > 16384) break;
             for (int q = 0; q < 4 && !fits; q++)
                 for (int mode = 0; mode < BD_LAYOUTS && !fits; mode++) {
@@ -464,8 +466,15 @@ int chart_breakdown(const ChartSet *cs, const char *path, FigFormat fmt, const F
                     if (fig_open(&scratch, NULL, FIG_PNG, ww, hh, dpi, fs * shrink[q], err, errlen)) return -1;
                     fits = bd_draw(cs, &scratch, mode) == 0;
                     fig_discard(&scratch);
+                    if (fits) { fq = q; fmode = mode; }
                 }
             if (!fits) continue;
+            if (!asked) {
+                Figure fig;
+                if (fig_open(&fig, path, fmt, ww, hh, dpi, fs * shrink[fq], err, errlen)) return -1;
+                bd_draw(cs, &fig, fmode);
+                return fig_close(&fig, err, errlen);
+            }
             const char *cats[MAX_CATS];
             snprintf(err, errlen, "breakdown: %dx%d px is too small for its panels (%d runs, %d categories): at least %dx%d px at %.0f dpi"
                      " (%.2fx%.2fin), or a smaller --font-scale (--size)", w, h, cs->n, chartset_categories(cs, cats, MAX_CATS, 0), ww, hh, dpi,
