@@ -85,14 +85,18 @@ __attribute__((target("avx512f"))) static void philox_batch_avx512(uint64_t seed
 
 /* z[lane][i] = noise_normal4(seed, step, j0 + i)[lane] for i < NOISE_BATCH (one array per lane:
    contiguous vector stores). */
+/* Philox's four words for indices j0 .. j0 + NOISE_BATCH - 1, with AVX-512 where the CPU has it. */
+static void philox_words(uint64_t seed, uint64_t step, uint64_t j0, uint32_t r[4][NOISE_BATCH]) {
+#ifdef NOISE_PHILOX_AVX512
+    if (__builtin_cpu_supports("avx512f")) { philox_batch_avx512(seed, step, j0, r); return; }
+#endif
+    philox_batch(seed, step, j0, r);
+}
+
 KCPU_CLONES
 void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[4][NOISE_BATCH]) {
     uint32_t r[4][NOISE_BATCH];
-#ifdef NOISE_PHILOX_AVX512
-    if (__builtin_cpu_supports("avx512f")) philox_batch_avx512(seed, step, j0, r);
-    else
-#endif
-    philox_batch(seed, step, j0, r);
+    philox_words(seed, step, j0, r);
     NOISE_SIMD
     for (int i = 0; i < NOISE_BATCH; i++) {
         noise_box_muller(r[0][i], r[1][i], &z[0][i], &z[1][i]);
@@ -105,11 +109,7 @@ void noise_normal_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[4][N
 KCPU_CLONES
 void noise_dp_batch(uint64_t seed, uint64_t step, uint64_t j0, double z[2][NOISE_BATCH]) {
     uint32_t r[4][NOISE_BATCH];
-#ifdef NOISE_PHILOX_AVX512
-    if (__builtin_cpu_supports("avx512f")) philox_batch_avx512(seed, step, j0, r);
-    else
-#endif
-    philox_batch(seed, step, j0, r);
+    philox_words(seed, step, j0, r);
     NOISE_SIMD
     for (int i = 0; i < NOISE_BATCH; i++) noise_dp_box_muller(r[0][i], r[1][i], r[2][i], &z[0][i], &z[1][i]);
 }
