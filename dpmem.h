@@ -562,13 +562,14 @@ static void dpmem__no_space_locked(int err) {
     dpmem__header_dropped_locked();
 }
 
-/* Maps the pages of chunks [from, to) in one call each, instead of a page fault (and the kernel
-   zeroing a page) every 4 KiB on the hot path. Linux >= 5.14; elsewhere pages fault in as touched. */
-static void dpmem__populate(uint64_t from, uint64_t to) {
+/* Maps the pages of n chunks in one call each, instead of a page fault (and the kernel zeroing a
+   page) every 4 KiB on the hot path. Linux >= 5.14; elsewhere pages fault in as touched. The chunks'
+   addresses are looked up under log_mu by the caller: the segment table changes under that lock. */
+static void dpmem__populate(uint8_t *const *chunks, int n) {
 #ifdef MADV_POPULATE_WRITE
-    for (uint64_t k = from; k < to; k++) madvise(dpmem__chunk_addr(k), DPMEM__CHUNK_BYTES, MADV_POPULATE_WRITE);
+    for (int i = 0; i < n; i++) if (chunks[i]) madvise(chunks[i], DPMEM__CHUNK_BYTES, MADV_POPULATE_WRITE);
 #else
-    (void)from; (void)to;
+    (void)chunks; (void)n;
 #endif
 }
 
@@ -586,8 +587,11 @@ static void *dpmem__prefault_main(void *arg) {
         if (!dpmem__G.pf_run) break;
         uint64_t from = dpmem__G.populated > dpmem__G.next_chunk ? dpmem__G.populated : dpmem__G.next_chunk;
         dpmem__G.populated = target;          /* claimed: writers that get there first populate their own */
+        uint8_t *chunks[DPMEM__AHEAD];        /* (target - from <= DPMEM__AHEAD) */
+        int n = 0;
+        for (uint64_t k = from; k < target; k++) chunks[n++] = dpmem__chunk_addr(k);
         pthread_mutex_unlock(&dpmem__G.log_mu);
-        dpmem__populate(from, target);
+        dpmem__populate(chunks, n);
         pthread_mutex_lock(&dpmem__G.log_mu);
     }
     pthread_mutex_unlock(&dpmem__G.log_mu);
@@ -668,7 +672,7 @@ static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes, int count)
     if (dpmem__G.pf_run && k + DPMEM__AHEAD / 2 >= dpmem__G.populated) pthread_cond_signal(&dpmem__G.pf_cv);
     __atomic_store_n(&t->busy, gen, __ATOMIC_RELAXED);   /* before the unlock: a close after it sees this */
     pthread_mutex_unlock(&dpmem__G.log_mu);
-    if (!populated) dpmem__populate(k, k + 1);
+    if (!populated) dpmem__populate(&c, 1);
 
     if (!t->index) t->index = __atomic_add_fetch(&dpmem__G.next_thread, 1, __ATOMIC_RELAXED);
     uint64_t ts = dpmem__now();
@@ -1386,8 +1390,9 @@ DPMEM_DEF uint32_t dpmem__scope_begin(uint32_t *site, const char *name) {
     dpmem__init();
     uint32_t id;
     if (site) {
-        id = DPMEM__RELAXED(site);
-        if (DPMEM__UNLIKELY(!id)) { id = dpmem_intern(name); __atomic_store_n(site, id, __ATOMIC_RELAXED); }
+        /* acquire/release: another thread that finds the id here reads the string entry it names */
+        id = DPMEM__LOAD(site);
+        if (DPMEM__UNLIKELY(!id)) { id = dpmem_intern(name); DPMEM__STORE(site, id); }
     } else {
         id = dpmem_intern(name);
     }
