@@ -718,7 +718,8 @@ static inline uint8_t *dpmem__reserve(dpmem__thread *t, uint32_t bytes) { return
    it, whose time was taken before: that of its previous event (or the log's opening), so that every
    thread's events stay in time order and a reader's merge by time keeps ALLOC/FREE in their order. */
 static inline uint64_t dpmem__meta_ts(const dpmem__thread *t) {
-    return t->last_ts > dpmem__G.start_ns ? t->last_ts : dpmem__G.start_ns;
+    uint64_t start = DPMEM__RELAXED(&dpmem__G.start_ns);   /* (dpmem_open may be setting it) */
+    return t->last_ts > start ? t->last_ts : start;
 }
 
 /* Publishes an event whose payload is written: the head word goes last, so a reader (or a process
@@ -1178,7 +1179,7 @@ static int dpmem__open(const char *path, int from_env) {
     free(dpmem__G.path);
     dpmem__G.path = strdup(used);
     dpmem__G.fd = fd; dpmem__G.nseg = 0; dpmem__G.next_chunk = dpmem__G.mapped_chunks = dpmem__G.populated = 0;
-    dpmem__G.start_ns = start_ns;
+    __atomic_store_n(&dpmem__G.start_ns, start_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&dpmem__G.dropped, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&dpmem__G.no_space_until, 0, __ATOMIC_RELAXED);
     dpmem__G.backoff_ns = 0; dpmem__G.dropping = 0; dpmem__G.nspare = 0;
@@ -1237,7 +1238,9 @@ DPMEM_DEF void dpmem_close(void) {
     dpmem_close_hook_fn hook = DPMEM__LOAD(&dpmem__G.close_hook);
     if (hook) hook(dpmem__G.close_hook_user);
     __atomic_store_n(&dpmem__G.closing, 1, __ATOMIC_RELAXED);   /* it may take the chunk kept for it */
+    pthread_mutex_lock(&dpmem__G.log_mu);   /* writers hand out chunks under it */
     uint64_t w[2] = { dpmem__G.next_chunk, DPMEM__RELAXED(&dpmem__G.dropped) };
+    pthread_mutex_unlock(&dpmem__G.log_mu);
     dpmem__emit(DPMEM__EV_CLOSE, 0, 0, dpmem__now(), w, 2);
     pthread_mutex_lock(&dpmem__G.log_mu);
     if (dpmem__G.pf_started) {
