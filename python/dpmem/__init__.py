@@ -73,25 +73,27 @@ def rank_path(path, rank):
     return "%s.rank%d" % (path, rank)
 
 
-def _env_int(name):
-    try:
-        return int(os.environ[name])
-    except (KeyError, ValueError):
-        return None
-
-
 def world():
     """(rank, world_size) of this process: torch.distributed's when a process group is initialised,
-    else the launcher's RANK and WORLD_SIZE (torchrun sets them), else (0, 1)."""
+    else the launcher's RANK and WORLD_SIZE when both are set (torchrun sets them), else (0, 1).
+    RANK and WORLD_SIZE that are not integers with 0 <= RANK < WORLD_SIZE raise ValueError: two
+    ranks must never take one log's name."""
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
     except Exception:   # a torch without distributed support
         pass
-    rank, size = _env_int("RANK"), _env_int("WORLD_SIZE")
-    if rank is None or size is None or not 0 <= rank < size:
+    env = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if None in env:
         return 0, 1
+    try:
+        rank, size = int(env[0]), int(env[1])
+    except ValueError:
+        rank = size = None
+    if rank is None or not 0 <= rank < size:
+        raise ValueError("dpmem: the launcher's RANK=%r and WORLD_SIZE=%r are not a rank of a world (integers, "
+                         "0 <= RANK < WORLD_SIZE)" % env)
     return rank, size
 
 
@@ -363,7 +365,17 @@ class scope:  # noqa: N801 (used like a function: `with dpmem.scope("forward"):`
 
 # DPMEM_LOG under a launcher: the kit opens it at its first event, so each rank's own name must be in
 # the environment before then (two ranks on one path: the second would write run.<pid>.log instead)
-_rank0, _size0 = world()
-if _size0 > 1 and os.environ.get("DPMEM_LOG"):
-    os.environ["DPMEM_LOG"] = rank_path(os.environ["DPMEM_LOG"], _rank0)
-    _meta_world(_rank0, _size0)
+def _rank_env_log():
+    if not os.environ.get("DPMEM_LOG"):
+        return
+    try:
+        rank, size = world()
+    except ValueError as e:   # no log rather than two ranks in one (dpmem.open raises the same)
+        sys.stderr.write("%s: DPMEM_LOG=%s not opened\n" % (e, os.environ.pop("DPMEM_LOG")))
+        return
+    if size > 1:
+        os.environ["DPMEM_LOG"] = rank_path(os.environ["DPMEM_LOG"], rank)
+        _meta_world(rank, size)
+
+
+_rank_env_log()
