@@ -3,7 +3,10 @@
 compares its parameters with a single-process run of the same logical batch made here; the shell
 script then reads the two ranks' logs with the tools.
 
-    test_python_dist.py OUT_DIR [ddp|dpddp|fsdp ...]     (all three by default, in one launch)
+    test_python_dist.py OUT_DIR [ddp|ddp-nowait|dpddp|dpddp-ghost|fsdp ...]   (all by default, one launch)
+
+ddp-nowait: DDP with track(comm_wait=False) (the all-reduce overlapped, its scope the launch alone);
+dpddp-ghost: Opacus's ghost clipping (DistributedDPOptimizerFastGradientClipping) under DPDDP.
 
 Every mode: dpmem.open(OUT/<mode>.log) opens OUT/<mode>.rank<R>.log; META comm.* written by track();
 params_hash() agrees across the ranks (it raises otherwise)."""
@@ -16,7 +19,7 @@ import torch.distributed as dist
 import dpmem
 import dpmem.torch as dt
 
-OUT, MODES = sys.argv[1], sys.argv[2:] or ["ddp", "dpddp", "fsdp"]
+OUT, MODES = sys.argv[1], sys.argv[2:] or ["ddp", "ddp-nowait", "dpddp", "dpddp-ghost", "fsdp"]
 MODE = None
 STEPS, L, IN, HID, OUT_F = 3, 8, 6, 12, 3        # L: the logical batch, split over the ranks
 
@@ -84,58 +87,64 @@ def shard(rank, world):
     return x[rank * b:(rank + 1) * b], y[rank * b:(rank + 1) * b]
 
 
-def run_ddp(rank, world):
+def run_ddp(rank, world, wait=True):
     ddp = torch.nn.parallel.DistributedDataParallel(model())
     opt = torch.optim.SGD(ddp.parameters(), lr=0.5)
-    tracker = dt.track(ddp, opt, criterion=torch.nn.functional.cross_entropy)
+    tracker = dt.track(ddp, opt, criterion=torch.nn.functional.cross_entropy, comm_wait=wait)
     check(dt.tagged(ddp.module[0].weight) == "params/0.weight", "DDP's module. prefix left in the names: %s"
           % dt.tagged(ddp.module[0].weight))
     train(tracker, ddp, opt, [shard(rank, world)] * STEPS)
     # the bucket: every gradient, fp32, one bucket at this size (DDP's first bucket holds up to 1 MiB)
     nbytes = sum(p.numel() * 4 for p in ddp.parameters())
     check(dpmem.peak_bytes("comm") == nbytes, "comm peak %d, want the bucket's %d" % (dpmem.peak_bytes("comm"), nbytes))
-    close_to(params(ddp.module), plain_reference(), "DDP")
+    close_to(params(ddp.module), plain_reference(), "DDP" if wait else "DDP (comm_wait=False)")
     return ddp
 
 
-def run_dpddp(rank, world):
+def run_dpddp(rank, world, mode="hooks"):
     from opacus import PrivacyEngine
     from opacus.distributed import DifferentiallyPrivateDistributedDataParallel as DPDDP
     from torch.utils.data import DataLoader, TensorDataset
     from torch.utils.data.distributed import DistributedSampler
 
     def private(m, loader, sigma=1.0):
+        """(model, optimizer, loader, criterion) from make_private, in hooks or ghost mode."""
         opt = torch.optim.SGD(m.parameters(), lr=0.5)
         # the same noise seed on every rank and in the reference; Opacus's rank 0 alone adds noise
-        return PrivacyEngine().make_private(module=m, optimizer=opt, data_loader=loader, noise_multiplier=sigma,
-                                            max_grad_norm=0.1, poisson_sampling=False,
-                                            noise_generator=torch.Generator().manual_seed(7))
+        r = PrivacyEngine().make_private(module=m, optimizer=opt, data_loader=loader, noise_multiplier=sigma,
+                                         max_grad_norm=0.1, poisson_sampling=False, grad_sample_mode=mode,
+                                         criterion=torch.nn.CrossEntropyLoss(),
+                                         noise_generator=torch.Generator().manual_seed(7))
+        return (r[0], r[1], r[3], r[2]) if mode == "ghost" else r + (torch.nn.CrossEntropyLoss(),)
 
     ds = TensorDataset(*data())
     sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=False)
-    m, opt, loader = private(DPDDP(model()), DataLoader(ds, batch_size=L // world, sampler=sampler))
-    check(type(opt).__name__ == "DistributedDPOptimizer", "make_private gave %s" % type(opt).__name__)
+    m, opt, loader, crit = private(DPDDP(model()), DataLoader(ds, batch_size=L // world, sampler=sampler))
+    want = "DistributedDPOptimizer" + ("FastGradientClipping" if mode == "ghost" else "")
+    check(type(opt).__name__ == want, "make_private gave %s, want %s" % (type(opt).__name__, want))
     check(opt.expected_batch_size == L // world, "expected batch %s" % opt.expected_batch_size)
-    tracker = dt.track(m, opt, criterion=torch.nn.functional.cross_entropy)
+    tracker = dt.track(m, opt, criterion=crit)
     check(dt.tagged(m._module.module[2].bias) == "params/2.bias", "names: %s" % dt.tagged(m._module.module[2].bias))
     train(tracker, m, opt, [b for _ in range(STEPS) for b in loader])
     def reference(sigma):
         """One process, the whole batch, the same noise (rank 0's generator, seed 7)."""
-        r, ropt, rloader = private(model(), DataLoader(ds, batch_size=L), sigma)
-        check(type(ropt).__name__ == "DPOptimizer", "reference optimizer %s" % type(ropt).__name__)
+        r, ropt, rloader, rcrit = private(model(), DataLoader(ds, batch_size=L), sigma)
+        want = "DPOptimizer" + ("FastGradientClipping" if mode == "ghost" else "")
+        check(type(ropt).__name__ == want, "reference optimizer %s, want %s" % (type(ropt).__name__, want))
         for _ in range(STEPS):
             for x, y in rloader:
-                torch.nn.functional.cross_entropy(r(x), y).backward()
+                rcrit(r(x), y).backward()
                 ropt.step()
                 ropt.zero_grad()
         return params(r._module)
     mine = params(m._module.module)
-    close_to(mine, reference(1.0), "DPDDP")
+    what = "DPDDP" + (" ghost" if mode == "ghost" else "")
+    close_to(mine, reference(1.0), what)
     # the noise is in both, once: without it (or with it twice) the parameters are far from these
     gap = max((a - b).abs().max().item() for (_, a), (_, b) in zip(mine, reference(0.0)))
-    check(gap > 0.01, "DPDDP is within %.3g of the noiseless run: no noise added?" % gap)
+    check(gap > 0.01, "%s is within %.3g of the noiseless run: no noise added?" % (what, gap))
     if rank == 0:
-        print("DPDDP: max |diff| from the run without noise: %.3g" % gap, flush=True)
+        print("%s: max |diff| from the run without noise: %.3g" % (what, gap), flush=True)
     return m
 
 
@@ -168,7 +177,8 @@ def main():
         path = dpmem.open("%s/%s.log" % (OUT, MODE))
         check(path == "%s/%s.rank%d.log" % (OUT, MODE, rank), "opened %s" % path)
         dpmem.meta("run", "torch-" + MODE)
-        m = {"ddp": run_ddp, "dpddp": run_dpddp, "fsdp": run_fsdp}[MODE](rank, world)
+        m = {"ddp": run_ddp, "ddp-nowait": lambda r, w: run_ddp(r, w, wait=False), "dpddp": run_dpddp,
+             "dpddp-ghost": lambda r, w: run_dpddp(r, w, "ghost"), "fsdp": run_fsdp}[MODE](rank, world)
         digest = dt.params_hash(m)          # raises when the ranks differ
         print("rank %d: %s: params hash %s" % (rank, MODE, digest), flush=True)
         del m

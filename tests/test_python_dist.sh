@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_python_dist.sh — dpmem.torch under torchrun: 2 ranks on gloo (python -m torch.distributed.run
-# --nproc_per_node 2) with DDP, Opacus's DPDDP (σ = 1) and FSDP2 (fully_shard on the CPU), a tiny
-# model each (tests/test_python_dist.py: each rank's bytes, its parameters against a single-process
+# --nproc_per_node 2, one launch) with DDP (its all-reduce waited for in its scope, and overlapped:
+# comm_wait=False), Opacus's DPDDP (σ = 1; hooks and ghost clipping) and FSDP2 (fully_shard on the
+# CPU), a tiny model each (tests/test_python_dist.py: each rank's bytes, its parameters against a single-process
 # run of the same logical batch, noise included for DPDDP, and params_hash() across the ranks). Then
 # the ranks' logs as the tools read the C trainers': named run.rank<R>.log with META comm.*, the
 # collectives' scopes counted per step in dpmem-trace's merged trace (a process per rank),
@@ -13,7 +14,7 @@ done
 STEPS=3
 "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 tests/test_python_dist.py "$tmp" >"$tmp/run.out" 2>&1 \
     || { grep -E "FAIL|Error" "$tmp/run.out" | head -n 20; echo "FAIL: 2 ranks under torchrun"; exit 1; }
-for mode in ddp dpddp fsdp; do
+for mode in ddp ddp-nowait dpddp dpddp-ghost fsdp; do
     [ ! -e "$tmp/$mode.log" ] || { echo "FAIL: $mode: a log named $mode.log beside the ranks' logs"; exit 1; }
     for r in 0 1; do
         [ -s "$tmp/$mode.rank$r.log" ] || { echo "FAIL: $mode: no $mode.rank$r.log"; exit 1; }
@@ -53,7 +54,8 @@ done
 "$PY" - "$tmp" $STEPS <<'PYEOF' || exit 1
 import collections, json, sys
 tmp, steps = sys.argv[1], int(sys.argv[2])
-want = {"ddp": {"allreduce": steps, "step": steps}, "dpddp": {"allreduce": steps, "step": steps},
+want = {"ddp": {"allreduce": steps, "step": steps}, "ddp-nowait": {"allreduce": steps, "step": steps},
+        "dpddp": {"allreduce": steps, "step": steps}, "dpddp-ghost": {"allreduce": steps, "step": steps},
         "fsdp": {"all_gather": 4 * steps, "reduce_scatter": 2 * steps, "allreduce": 0, "step": steps}}
 for mode, counts in want.items():
     d = json.load(open("%s/%s.json" % (tmp, mode)))
@@ -67,5 +69,5 @@ for mode, counts in want.items():
             sys.exit("FAIL: %s %s: scopes %s, want %s" % (mode, who, got, counts))
     print("%s: per rank %s" % (mode, ", ".join("%s %d" % kv for kv in counts.items())))
 PYEOF
-grep -E "^(DDP|DPDDP|FSDP2)[:]" "$tmp/run.out"
-grep -o "rank [01]: [a-z]*: params hash [0-9a-f]*" "$tmp/run.out" | sort
+grep -E "^(DDP|DPDDP|FSDP2)( [^:]*)?:" "$tmp/run.out"
+grep -o "rank [01]: [a-z-]*: params hash [0-9a-f]*" "$tmp/run.out" | sort
