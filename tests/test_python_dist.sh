@@ -38,9 +38,18 @@ PYEOF
     "$B/dpmem-report" "$tmp/$mode.rank0.log" "$tmp/$mode.rank1.log" >"$tmp/report.$mode" 2>&1 \
         || { cat "$tmp/report.$mode"; echo "FAIL: dpmem-report on $mode's ranks"; exit 1; }
     grep -q "^== ranks of torch-$mode: 2 of 2 ranks' logs" "$tmp/report.$mode" || { cat "$tmp/report.$mode"; echo "FAIL: no ranks table for $mode"; exit 1; }
-    for row in 0 1 max sum; do
-        grep -q "^  $row  " "$tmp/report.$mode" || { cat "$tmp/report.$mode"; echo "FAIL: $mode: ranks table without row $row"; exit 1; }
-    done
+    # its rows: each rank's peak bytes = that log's peak (dpmem.logread), max and sum of the two
+    "$PY" - "$tmp" "$mode" <<'PYEOF' || { cat "$tmp/report.$mode"; exit 1; }
+import re, sys
+from dpmem.logread import read
+tmp, mode = sys.argv[1], sys.argv[2]
+text = open("%s/report.%s" % (tmp, mode)).read().split("== ranks of", 1)[1]
+rows = {m.group(1): int(m.group(2)) for m in re.finditer(r"^  (0|1|max|sum) +(\d+) ", text, re.M)}
+peaks = [read("%s/%s.rank%d.log" % (tmp, mode, r)).peak_bytes for r in (0, 1)]
+want = {"0": peaks[0], "1": peaks[1], "max": max(peaks), "sum": sum(peaks)}
+if rows != want:
+    sys.exit("FAIL: %s: dpmem-report's ranks table %s, want %s" % (mode, rows, want))
+PYEOF
     [ "$(grep -c "settings:.*comm.world_size=2" "$tmp/report.$mode")" = 2 ] \
         && ! grep -q "settings:.*comm.world_size=2.*comm.world_size=2" "$tmp/report.$mode" \
         || { grep settings "$tmp/report.$mode"; echo "FAIL: $mode: comm.world_size not once per rank's log"; exit 1; }
