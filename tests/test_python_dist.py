@@ -163,6 +163,9 @@ def run_fsdp(rank, world):
     local = sum({p.to_local().untyped_storage().data_ptr(): p.to_local().untyped_storage().nbytes()
                  for p in m.parameters()}.values())
     check(dpmem.live_bytes("params") == local, "params %d, want this rank's shards' %d" % (dpmem.live_bytes("params"), local))
+    # by hand: FSDP2 cuts dim 0 in 2: layer 0, 6 of 12 rows (36 + 6 floats); layer 2, 2 of 3 rows
+    # (24 + 2 floats), rank 1's single row padded to 2: 68 floats = 272 B on each rank (of 123 floats)
+    check(local == 272, "this rank's padded shards hold %d B, want 272" % local)
     train(tracker, m, opt, [shard(rank, world)] * STEPS)
     close_to(params(m), plain_reference(), "FSDP2")
     return m
