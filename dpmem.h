@@ -58,8 +58,8 @@
      `busy` slot and then seen that log still open, until its commit clears the slot, and it keeps no
      pointer into a log across events; dpmem_close unmaps a closed log's memory only when no writer's
      slot names that log, however long a writer stalls (a grace period counted in writers: the slots
-     are read after membarrier(2), so a writer pays two plain stores and no fence; where the kernel
-     has no membarrier, closed logs stay mapped as anonymous memory).
+     are read after membarrier(2), so a writer pays two stores to its own slot (plain moves on x86)
+     and no fence; where the kernel has no membarrier, closed logs stay mapped as anonymous memory).
 
    LIMITS
      DPMEM_SCOPE caches the name's id per call site: the name must be the same string each time the
