@@ -51,6 +51,15 @@
      Scopes are per thread (each thread its own stack, its own log chunk: no lock, no atomic).
      Tagged allocations take one short spin lock, so that live and peak bytes and the breakdown at the
      peak are exact whatever the interleaving.
+     Any thread may log while another closes or reopens the log. A writer in the middle of an event
+     when the log closes finishes it into memory that no file backs any more (the event is lost with
+     that log, as at a crash); its next event goes to the log open then, if any. The rule inside the
+     kit: a thread stores into a log's chunk only after it has put that log's generation in its own
+     `busy` slot and then seen that log still open, until its commit clears the slot, and it keeps no
+     pointer into a log across events; dpmem_close unmaps a closed log's memory only when no writer's
+     slot names that log, however long a writer stalls (a grace period counted in writers: the slots
+     are read after membarrier(2), so a writer pays two stores to its own slot (plain moves on x86)
+     and no fence; where the kernel has no membarrier, closed logs stay mapped as anonymous memory).
 
    LIMITS
      DPMEM_SCOPE caches the name's id per call site: the name must be the same string each time the
@@ -357,9 +366,11 @@ typedef struct {
 typedef struct { uint64_t addr, bytes; uint32_t tag, cat; int space, used; } dpmem__rec;
 typedef struct { uint32_t name; uint64_t live, peak, at_peak; } dpmem__cat;
 typedef struct { uint8_t *base; uint64_t first_chunk, nchunks; } dpmem__segment;
+typedef struct { uint8_t *base; size_t bytes; uint32_t gen; } dpmem__retired;  /* a closed log's mapping */
 
-typedef struct {
+typedef struct dpmem__thread {
     uint32_t gen;               /* log generation of the chunk below; the log is open while G.gen is odd */
+    uint32_t busy;              /* generation whose memory it may be storing into right now, 0 between events */
     uint32_t pos, cap;
     uint8_t *chunk;
     uint32_t index;             /* thread index, 1-based */
@@ -367,6 +378,9 @@ typedef struct {
     uint32_t depth;
     uint32_t stack[DPMEM_MAX_DEPTH];
     int      key_set;           /* its exit is seen (dpmem__thread_exit) */
+    int      listed;            /* in G.writers, where dpmem_close reads its `busy` */
+    unsigned exits;             /* times dpmem__thread_exit ran for it */
+    struct dpmem__thread *next_writer, *prev_writer;
     uint64_t last_ts;           /* of its last event */
     char     name[32];
     struct { const char *ptr; uint32_t id; } tags[16]; /* tag pointer -> id, checked by content */
@@ -410,7 +424,10 @@ static struct {
     char    *path;
     uint64_t next_chunk, mapped_chunks, populated;
     dpmem__segment seg[DPMEM__MAX_SEGMENTS]; int nseg;
-    dpmem__segment retired[DPMEM__MAX_SEGMENTS]; int nretired; /* a closed log's, now anonymous memory */
+    dpmem__retired retired[DPMEM__MAX_SEGMENTS]; int nretired; /* closed logs', now anonymous memory */
+    dpmem__thread *writers;     /* every thread that took a chunk and has not exited (dpmem__list_locked) */
+    int      untracked;         /* a thread writes that is not in `writers`: retired memory is never unmapped */
+    int      membarrier;        /* 0 not tried, 1 registered, -1 not available */
     pthread_t pf_thread; pthread_cond_t pf_cv; int pf_run, pf_started; /* the prefault thread */
     uint64_t start_ns;          /* the event clock when this log was opened */
     uint64_t dropped;           /* events of this log that could not be written */
@@ -545,13 +562,14 @@ static void dpmem__no_space_locked(int err) {
     dpmem__header_dropped_locked();
 }
 
-/* Maps the pages of chunks [from, to) in one call each, instead of a page fault (and the kernel
-   zeroing a page) every 4 KiB on the hot path. Linux >= 5.14; elsewhere pages fault in as touched. */
-static void dpmem__populate(uint64_t from, uint64_t to) {
+/* Maps the pages of n chunks in one call each, instead of a page fault (and the kernel zeroing a
+   page) every 4 KiB on the hot path. Linux >= 5.14; elsewhere pages fault in as touched. The chunks'
+   addresses are looked up under log_mu by the caller: the segment table changes under that lock. */
+static void dpmem__populate(uint8_t *const *chunks, int n) {
 #ifdef MADV_POPULATE_WRITE
-    for (uint64_t k = from; k < to; k++) madvise(dpmem__chunk_addr(k), DPMEM__CHUNK_BYTES, MADV_POPULATE_WRITE);
+    for (int i = 0; i < n; i++) if (chunks[i]) madvise(chunks[i], DPMEM__CHUNK_BYTES, MADV_POPULATE_WRITE);
 #else
-    (void)from; (void)to;
+    (void)chunks; (void)n;
 #endif
 }
 
@@ -569,8 +587,11 @@ static void *dpmem__prefault_main(void *arg) {
         if (!dpmem__G.pf_run) break;
         uint64_t from = dpmem__G.populated > dpmem__G.next_chunk ? dpmem__G.populated : dpmem__G.next_chunk;
         dpmem__G.populated = target;          /* claimed: writers that get there first populate their own */
+        uint8_t *chunks[DPMEM__AHEAD];        /* (target - from <= DPMEM__AHEAD) */
+        int n = 0;
+        for (uint64_t k = from; k < target; k++) chunks[n++] = dpmem__chunk_addr(k);
         pthread_mutex_unlock(&dpmem__G.log_mu);
-        dpmem__populate(from, target);
+        dpmem__populate(chunks, n);
         pthread_mutex_lock(&dpmem__G.log_mu);
     }
     pthread_mutex_unlock(&dpmem__G.log_mu);
@@ -580,6 +601,27 @@ static void *dpmem__prefault_main(void *arg) {
 static inline uint8_t *dpmem__reserve(dpmem__thread *t, uint32_t bytes);
 static inline uint8_t *dpmem__reserve_n(dpmem__thread *t, uint32_t bytes, int count);
 static void dpmem__emit(uint32_t type, uint32_t aux, uint32_t id, uint64_t ts, const uint64_t *w, int n);
+
+/* Puts this thread in G.writers, where dpmem_close reads which log's memory it may be storing into;
+   log_mu held. It leaves the list when it exits (dpmem__thread_exit). A thread whose exit the kit
+   cannot surely see (no thread key; or it logs again from a later key destructor, which the C library
+   may not follow by another round of them) would leave a dangling entry: it is not listed, and no
+   closed log's memory is unmapped any more (it stays anonymous memory: only address space). */
+static void dpmem__list_locked(dpmem__thread *t) {
+    if (t->listed || dpmem__G.untracked) return;
+    if (!t->key_set || t->exits) { dpmem__G.untracked = 1; return; }
+    t->prev_writer = NULL; t->next_writer = dpmem__G.writers;
+    if (dpmem__G.writers) dpmem__G.writers->prev_writer = t;
+    dpmem__G.writers = t;
+    t->listed = 1;
+}
+static void dpmem__unlist_locked(dpmem__thread *t) {
+    if (!t->listed) return;
+    if (t->prev_writer) t->prev_writer->next_writer = t->next_writer; else dpmem__G.writers = t->next_writer;
+    if (t->next_writer) t->next_writer->prev_writer = t->prev_writer;
+    t->next_writer = t->prev_writer = NULL;
+    t->listed = 0;
+}
 
 /* A new thread (no index yet) takes over the chunk and index of a thread that exited, if one left
    room; log_mu held. It announces itself by a THREAD event, as a thread taking its first chunk does. */
@@ -595,6 +637,7 @@ static int dpmem__adopt_locked(dpmem__thread *t, uint32_t gen) {
    is no space: the event is then counted as dropped (`count`; not a STRING event, which is tried
    again at the next use of its string). */
 static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes, int count) {
+    __atomic_store_n(&t->busy, 0, __ATOMIC_RELAXED);   /* in no log's memory until a chunk is handed out below */
     if (bytes > DPMEM__CHUNK_BYTES - DPMEM__CHUNK_HEAD) { __atomic_fetch_add(&dpmem__G.dropped, 1, __ATOMIC_RELAXED); return NULL; }
     if (!(DPMEM__LOAD(&dpmem__G.gen) & 1)) return NULL;
     uint64_t until = DPMEM__RELAXED(&dpmem__G.no_space_until);
@@ -604,6 +647,7 @@ static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes, int count)
     uint32_t gen = dpmem__G.gen;
     if (!(gen & 1)) { pthread_mutex_unlock(&dpmem__G.log_mu); return NULL; }
     if (!t->key_set && dpmem__G.thread_key_ok) t->key_set = pthread_setspecific(dpmem__G.thread_key, t) == 0;
+    dpmem__list_locked(t);
     if (!t->index && dpmem__adopt_locked(t, gen)) {
         pthread_mutex_unlock(&dpmem__G.log_mu);
         t->announced = gen;
@@ -626,8 +670,9 @@ static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes, int count)
     uint8_t *c = dpmem__chunk_addr(k);
     int populated = k < dpmem__G.populated;
     if (dpmem__G.pf_run && k + DPMEM__AHEAD / 2 >= dpmem__G.populated) pthread_cond_signal(&dpmem__G.pf_cv);
+    __atomic_store_n(&t->busy, gen, __ATOMIC_RELAXED);   /* before the unlock: a close after it sees this */
     pthread_mutex_unlock(&dpmem__G.log_mu);
-    if (!populated) dpmem__populate(k, k + 1);
+    if (!populated) dpmem__populate(&c, 1);
 
     if (!t->index) t->index = __atomic_add_fetch(&dpmem__G.next_thread, 1, __ATOMIC_RELAXED);
     uint64_t ts = dpmem__now();
@@ -644,11 +689,22 @@ static uint8_t *dpmem__reserve_slow(dpmem__thread *t, uint32_t bytes, int count)
         uint64_t n = __atomic_load_n(&dpmem__G.dropped, __ATOMIC_RELAXED);
         dpmem__emit(DPMEM__EV_WARN, 0, dpmem__G.dropped_msg, dpmem__now(), &n, 1);
     }
+    /* The THREAD and WARN events above left `busy` 0 at their commit: say again where the caller will
+       store, then check that this log is still open (else nothing of it reaches the file anyway). */
+    __atomic_store_n(&t->busy, gen, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (DPMEM__UNLIKELY(DPMEM__LOAD(&dpmem__G.gen) != gen)) { __atomic_store_n(&t->busy, 0, __ATOMIC_RELEASE); return NULL; }
     return p;
 }
 
-/* Space for an event of `bytes` (a multiple of 8) in this thread's chunk, or NULL (no log, no space). */
+/* Space for an event of `bytes` (a multiple of 8) in this thread's chunk, or NULL (no log, no space).
+   The thread first says whose memory it is about to store into (`busy`, its chunk's generation), then
+   checks that this log is still open; dpmem__commit sets it back to 0. A close that sees the log's
+   generation in a writer's `busy` keeps that log's memory mapped (dpmem__in_use_locked). Only a
+   compiler barrier here: the closer's membarrier() orders this store before the load for it. */
 static inline uint8_t *dpmem__reserve_n(dpmem__thread *t, uint32_t bytes, int count) {
+    __atomic_store_n(&t->busy, t->gen, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (DPMEM__LIKELY(t->gen == DPMEM__LOAD(&dpmem__G.gen) && t->pos + bytes <= t->cap)) {
         uint8_t *p = t->chunk + t->pos;
         t->pos += bytes;
@@ -662,7 +718,8 @@ static inline uint8_t *dpmem__reserve(dpmem__thread *t, uint32_t bytes) { return
    it, whose time was taken before: that of its previous event (or the log's opening), so that every
    thread's events stay in time order and a reader's merge by time keeps ALLOC/FREE in their order. */
 static inline uint64_t dpmem__meta_ts(const dpmem__thread *t) {
-    return t->last_ts > dpmem__G.start_ns ? t->last_ts : dpmem__G.start_ns;
+    uint64_t start = DPMEM__RELAXED(&dpmem__G.start_ns);   /* (dpmem_open may be setting it) */
+    return t->last_ts > start ? t->last_ts : start;
 }
 
 /* Publishes an event whose payload is written: the head word goes last, so a reader (or a process
@@ -672,9 +729,13 @@ static inline void dpmem__commit(dpmem__thread *t, uint8_t *p, uint32_t type, ui
        (vCPUs of a VM: microseconds), which a reader would take for a broken clock. */
     if (ts < t->last_ts) ts = t->last_ts;
     t->last_ts = ts;
+#ifdef DPMEM_TEST_BEFORE_COMMIT   /* tests only: stall a writer between its reservation and its stores */
+    DPMEM_TEST_BEFORE_COMMIT(p, type);
+#endif
     memcpy(p + 4, &id, 4);
     memcpy(p + 8, &ts, 8);
     __atomic_store_n((uint32_t *)(void *)p, type | (aux << 8) | ((bytes / 8) << 16), __ATOMIC_RELEASE);
+    __atomic_store_n(&t->busy, 0, __ATOMIC_RELEASE);   /* out of the log's memory: a close may unmap it */
 }
 
 static inline int dpmem__log_open(void) { return DPMEM__RELAXED(&dpmem__G.gen) & 1; }
@@ -965,6 +1026,10 @@ static void dpmem__atexit(void) {
     dpmem_close();
     /* the destructor below lives in this copy of the kit: a library unloaded by dlclose() runs this */
     if (dpmem__G.thread_key_ok) { dpmem__G.thread_key_ok = 0; pthread_key_delete(dpmem__G.thread_key); }
+    /* no thread's exit is seen from now on: the list of writers would keep entries of dead threads */
+    pthread_mutex_lock(&dpmem__G.log_mu);
+    dpmem__G.untracked = 1; dpmem__G.writers = NULL;
+    pthread_mutex_unlock(&dpmem__G.log_mu);
 }
 
 /* A thread that logged exits: its chunk, with the room left in it, goes to the next new thread, which
@@ -980,6 +1045,11 @@ static void dpmem__thread_exit(void *arg) {
         dpmem__G.spare[dpmem__G.nspare++] = sp;
         t->chunk = NULL; t->pos = t->cap = 0; t->gen = 0; t->index = 0; t->announced = 0;
     }
+    /* Out of the list of writers (its memory goes with the thread). Should a later destructor log, it
+       takes the slow path (gen 0), which sets the key again but leaves it unlisted (dpmem__list_locked). */
+    t->exits++;
+    dpmem__unlist_locked(t);
+    t->gen = 0;
     pthread_mutex_unlock(&dpmem__G.log_mu);
 }
 
@@ -989,8 +1059,11 @@ static void dpmem__atfork_child(void) {
     dpmem__G.gen += (dpmem__G.gen & 1);
     if (dpmem__G.fd >= 0) close(dpmem__G.fd);
     for (int i = 0; i < dpmem__G.nseg; i++) munmap(dpmem__G.seg[i].base, dpmem__G.seg[i].nchunks * DPMEM__CHUNK_BYTES);
-    for (int i = 0; i < dpmem__G.nretired; i++) munmap(dpmem__G.retired[i].base, dpmem__G.retired[i].nchunks * DPMEM__CHUNK_BYTES);
+    for (int i = 0; i < dpmem__G.nretired; i++) munmap(dpmem__G.retired[i].base, dpmem__G.retired[i].bytes);
     dpmem__G.fd = -1; dpmem__G.nseg = dpmem__G.nretired = dpmem__G.nspare = 0;
+    dpmem__G.writers = NULL;   /* the other threads were not copied; this one is listed again when it logs */
+    dpmem__T.listed = 0; dpmem__T.next_writer = dpmem__T.prev_writer = NULL; dpmem__T.busy = 0;
+    dpmem__G.membarrier = 0;   /* registered for the parent's address space, not for this one */
     dpmem__G.next_chunk = dpmem__G.mapped_chunks = dpmem__G.populated = 0;
     dpmem__G.pf_run = dpmem__G.pf_started = 0; /* the prefault thread was not copied into the child */
     pthread_mutex_init(&dpmem__G.log_mu, NULL);
@@ -1106,7 +1179,7 @@ static int dpmem__open(const char *path, int from_env) {
     free(dpmem__G.path);
     dpmem__G.path = strdup(used);
     dpmem__G.fd = fd; dpmem__G.nseg = 0; dpmem__G.next_chunk = dpmem__G.mapped_chunks = dpmem__G.populated = 0;
-    dpmem__G.start_ns = start_ns;
+    __atomic_store_n(&dpmem__G.start_ns, start_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&dpmem__G.dropped, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&dpmem__G.no_space_until, 0, __ATOMIC_RELAXED);
     dpmem__G.backoff_ns = 0; dpmem__G.dropping = 0; dpmem__G.nspare = 0;
@@ -1135,13 +1208,39 @@ DPMEM_DEF int dpmem_open(const char *path) {
     return dpmem__open(path, 0);
 }
 
+/* After the close's generation store: makes every writer's `busy` stored before its load of the
+   generation visible here (membarrier(2): each running thread of the process passes a full barrier;
+   the writers need none on their hot path). 0 where the kernel has no membarrier: then nothing is
+   unmapped (the closed logs stay anonymous memory). */
+static int dpmem__writer_fence(void) {
+#if defined(SYS_membarrier)
+    enum { MB_PRIVATE_EXPEDITED = 1 << 3, MB_REGISTER_PRIVATE_EXPEDITED = 1 << 4 };   /* linux/membarrier.h */
+    if (!dpmem__G.membarrier)
+        dpmem__G.membarrier = syscall(SYS_membarrier, MB_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
+    return dpmem__G.membarrier > 0 && syscall(SYS_membarrier, MB_PRIVATE_EXPEDITED, 0, 0) == 0;
+#else
+    return 0;
+#endif
+}
+
+/* 1 if a writer may be storing into the memory of log generation `gen`; log_mu held, after
+   dpmem__writer_fence. */
+static int dpmem__in_use_locked(uint32_t gen) {
+    if (dpmem__G.untracked) return 1;
+    for (const dpmem__thread *w = dpmem__G.writers; w; w = w->next_writer)
+        if (__atomic_load_n(&w->busy, __ATOMIC_ACQUIRE) == gen) return 1;
+    return 0;
+}
+
 DPMEM_DEF void dpmem_close(void) {
     if (!DPMEM__LOAD(&dpmem__G.ready) || !dpmem__log_open()) return;
     /* a layer's last words first (dpmem_cuda.h writes the GPU times still pending) */
     dpmem_close_hook_fn hook = DPMEM__LOAD(&dpmem__G.close_hook);
     if (hook) hook(dpmem__G.close_hook_user);
     __atomic_store_n(&dpmem__G.closing, 1, __ATOMIC_RELAXED);   /* it may take the chunk kept for it */
+    pthread_mutex_lock(&dpmem__G.log_mu);   /* writers hand out chunks under it */
     uint64_t w[2] = { dpmem__G.next_chunk, DPMEM__RELAXED(&dpmem__G.dropped) };
+    pthread_mutex_unlock(&dpmem__G.log_mu);
     dpmem__emit(DPMEM__EV_CLOSE, 0, 0, dpmem__now(), w, 2);
     pthread_mutex_lock(&dpmem__G.log_mu);
     if (dpmem__G.pf_started) {
@@ -1152,21 +1251,33 @@ DPMEM_DEF void dpmem_close(void) {
         pthread_mutex_lock(&dpmem__G.log_mu);
     }
     if (dpmem__G.gen & 1) {
-        DPMEM__STORE(&dpmem__G.gen, dpmem__G.gen + 1);
+        uint32_t closed = dpmem__G.gen;
+        DPMEM__STORE(&dpmem__G.gen, closed + 1);
         dpmem__G.nspare = 0;
         /* A thread may be writing its last event into this log right now: each mapping of the file
            becomes anonymous memory at the same address (MAP_FIXED), so that such a late store neither
            faults nor reaches the file, which nothing maps any more (another process may truncate it).
-           The previous log's anonymous ranges, idle for a whole log since, are unmapped: open/close
-           cycles do not pile up address space. */
-        for (int i = 0; i < dpmem__G.nretired; i++) munmap(dpmem__G.retired[i].base, dpmem__G.retired[i].nchunks * DPMEM__CHUNK_BYTES);
-        dpmem__G.nretired = 0;
+           The anonymous ranges of logs closed before are unmapped once no writer is inside them (a
+           writer stalled in one, however long, keeps it): open/close cycles do not pile up address
+           space, and no late store meets an unmapped page. */
+        int fenced = dpmem__G.nretired && dpmem__writer_fence();
+        int kept = 0;
+        for (int i = 0; i < dpmem__G.nretired; i++) {
+            dpmem__retired *r = &dpmem__G.retired[i];
+            if (fenced && !dpmem__in_use_locked(r->gen)) munmap(r->base, r->bytes);
+            else dpmem__G.retired[kept++] = *r;
+        }
+        dpmem__G.nretired = kept;
         for (int i = 0; i < dpmem__G.nseg; i++) {
             dpmem__segment *sg = &dpmem__G.seg[i];
             size_t len = sg->nchunks * DPMEM__CHUNK_BYTES;
             if (mmap(sg->base, len, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED)
                 continue;   /* the file mapping stays (no memory for the replacement) */
-            dpmem__G.retired[dpmem__G.nretired++] = *sg;
+            /* (with more closed logs kept than there are slots, anonymous memory for good) */
+            if (dpmem__G.nretired < (int)DPMEM__MAX_SEGMENTS) {
+                dpmem__retired r = { sg->base, len, closed };
+                dpmem__G.retired[dpmem__G.nretired++] = r;
+            }
         }
         dpmem__G.nseg = 0;
         /* Only the unused space is cut off; no chunk beyond next_chunk was ever handed out. */
@@ -1282,8 +1393,9 @@ DPMEM_DEF uint32_t dpmem__scope_begin(uint32_t *site, const char *name) {
     dpmem__init();
     uint32_t id;
     if (site) {
-        id = DPMEM__RELAXED(site);
-        if (DPMEM__UNLIKELY(!id)) { id = dpmem_intern(name); __atomic_store_n(site, id, __ATOMIC_RELAXED); }
+        /* acquire/release: another thread that finds the id here reads the string entry it names */
+        id = DPMEM__LOAD(site);
+        if (DPMEM__UNLIKELY(!id)) { id = dpmem_intern(name); DPMEM__STORE(site, id); }
     } else {
         id = dpmem_intern(name);
     }

@@ -1,6 +1,6 @@
 # The kit (dpmem.h): its tests, the NVTX capture library, the benchmark and the quickstart sample.
 
-KIT_TESTS := test_kit_accounting test_kit_scopes test_kit_threads test_kit_crash test_kit_nvtx test_kit_oom
+KIT_TESTS := test_kit_accounting test_kit_scopes test_kit_threads test_kit_crash test_kit_nvtx test_kit_oom test_kit_late_writer
 KIT_HDRS  := dpmem.h tests/check.h tests/logread.h
 
 $(BUILD)/tests/%: tests/%.c $(KIT_HDRS) | $(DEPS_STAMP)
