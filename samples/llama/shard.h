@@ -33,6 +33,8 @@
 
 #include <stddef.h>
 
+#include "safetensors.h"
+
 struct TrainState;
 
 typedef struct Shard {
@@ -52,7 +54,19 @@ void shard_free(struct TrainState *s);
 /* --zero 2: the trainable gradients reduce-scattered (scope "reduce_scatter"): each rank's slice
    holds the sum over the ranks; the rest of its buffers is stale. */
 int  shard_reduce_scatter_grads(struct TrainState *s);
-/* After the update of the slices: every rank's slices to every rank (scope "all_gather"). */
+/* After the update of the slices: every rank's slices to every rank (scope "all_gather"): the whole
+   fp32 parameters in fp32, a sharded master's bf16 copy in bf16 (its fp32 slice stays this rank's). */
 int  shard_allgather_params(struct TrainState *s);
+/* Whether any fp32 master is sharded (--zero under bf16: llama.h's llama_master_sharded). */
+int  shard_masters(const struct TrainState *s);
+/* Tensor i's sharded fp32 master, gathered whole into host (numel floats; NULL: this rank only sends)
+   through the bucket, in rounds (scope "all_gather"). Every rank calls it for the same i. */
+int  shard_gather_master(struct TrainState *s, int i, float *host);
+/* --save from a sharded run (every rank calls it): checkpoint.h's ckpt_save_gathered, rank 0 writing. */
+int  shard_save(struct TrainState *s, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen);
+/* train_check_ranks_agree for a sharded run: the hash of the gathered model (every tensor's fp32 values
+   as an unsharded run holds them, a sharded master gathered tensor by tensor; bf16-only tensors'
+   2-byte values; LoRA's A and B): the same hash as the unsharded run's when the weights are the same. */
+int  shard_check_ranks_agree(struct TrainState *s);
 
 #endif
