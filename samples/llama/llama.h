@@ -7,7 +7,9 @@
    Mixed precision (--precision bf16; docs/PRECISION.md says why this scheme): the trainable parameters
    stay fp32 (the master weights, params/<name>) and each weight a GEMM uses has a bf16 copy
    (params/<name>.bf16: every linear layer and lm_head; the tied matrix once), refreshed from the
-   master at the start of every forward, as autocast casts the weights at every forward. A FROZEN GEMM
+   master at the start of every forward, as autocast casts the weights at every forward (a master
+   sharded over the ranks, --zero: llama_master_sharded, is rounded slice by slice after its update
+   instead, and the copies all-gathered: samples/llama/shard.h). A FROZEN GEMM
    weight (LoRA's base) needs no master: it is kept in bf16 alone (params/<name>.bf16, initialised
    through a temporary fp32 buffer or loaded into it, never cast again), as PEFT keeps a bf16 base;
    so is a frozen embedding table when C is even (its lookup gathers the bf16 rows as 32-bit words;
