@@ -11,11 +11,19 @@
        those equal one process with the same logical batch to ≤ 1e-6 relative to the largest weight
        (the backward's sums over samples run in another order: ≤ 1e-6, not bit for bit), while the
        update itself (lr 0 against lr 1e-2) is far larger; σ > 0 in the DP cases;
-     - every rank holds the same parameters (the trainer's comm.params_hash check prints it);
-     - the plan (--device plan --ranks N --zero S) equals rank 0's measured peak byte for byte, and
-       every other rank's peak is at most it (rank 0 holds the most: the remainder's floats);
+     - every rank holds the same parameters (the trainer's comm.params_hash check prints it), and the
+       hash (of the gathered model) is the unsharded ranks'; the saved model.safetensors is the
+       unsharded ranks' file byte for byte (cmp): under bf16 the GEMM weights' fp32 masters are
+       sharded and --save gathers them tensor by tensor;
+     - --init-from the one process's checkpoint (vanilla bf16, 2 and 4 ranks): the sharded resumed run
+       saves the unsharded resumed run's file, and its plan equals its peak;
+     - the plan (--device plan --ranks N --zero S --save, its log) equals rank 0's measured peak byte
+       for byte, and every other rank's peak is at most it (rank 0 holds the most: the remainder's
+       floats);
      - at the peak, the optimizer category is exactly 8 bytes per float of rank 0's slices (its m
-       and v), summed from the shapes here;
+       and v), summed from the shapes here; and the params category is the unsharded plan's less
+       4 bytes x (the GEMM weights' floats - rank 0's slices of them) under bf16 (the sharded fp32
+       masters), the unsharded plan's under fp32 (the master is the parameter);
      - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
        process, bit for bit;
      - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 3: one
@@ -276,11 +284,11 @@ int main(void) {
         { "train_vanilla", "--lr 1e-2 --vocab 5001", "vanilla fp32 adamw, 4 rounds", "DPMEM_COMM_BUCKET_MB=1", 1, 5001, 0, 0 },
         { "train_vanilla", "--lr 1 --optimizer sgd --checkpoint-activations --grad-accum 2", "vanilla fp32 ckpt sgd, 2 accumulated",
           "", 0, 0, 1, 0 },
-        { "train_vanilla", "--lr 1e-2 --precision bf16 --checkpoint-activations", "vanilla bf16 ckpt adamw", "", 0, 1001, 0, 1 },
+        { "train_vanilla", "--lr 1e-2 --precision bf16 --checkpoint-activations", "vanilla bf16 ckpt adamw", "", 0, 1001, 0, 0 },
         { "train_vanilla", "--lr 1e-2 --vocab 5001 --precision bf16 --check-finite", "vanilla bf16 adamw, 4 rounds", "DPMEM_COMM_BUCKET_MB=1",
           1, 5001, 0, 1 },
         { "train_flash", "--lr 1e-2 --precision bf16 --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11",
-          "flash+bk bf16 sigma 1", "", 1, 1001, 1, 0 },
+          "flash+bk bf16 sigma 1", "", 0, 1001, 1, 0 },
         { "train_flash", "--lr 1e-2 --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11", "flash+bk fp32 sigma 1",
           "", 1, 1001, 1, 0 },
         { "train_ghost", "--lr 1e-2 --clip twopass --precision bf16 --noise-multiplier 0.5 --max-grad-norm 0.1 --noise-seed 11",
