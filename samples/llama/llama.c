@@ -184,8 +184,10 @@ void llama_slice(size_t n, int world, int rank, size_t *lo, size_t *len) {
 }
 
 int llama_master_sharded(const LlamaModel *m, const ParamInfo *p) {
-    /* (a linear layer or an untied lm_head: the tied matrix is HOOK_EMBEDDING, its lookup reads the master) */
-    return m->shard_world > 0 && m->dt == KDT_BF16 && p->trainable && p->kind == HOOK_LINEAR;
+    /* (a linear layer or an untied lm_head: the tied matrix is HOOK_EMBEDDING, its lookup reads the master;
+       a classifier's score, K·C floats, stays whole: LoRA saves it beside the adapters from rank 0) */
+    return m->shard_world > 0 && m->dt == KDT_BF16 && p->trainable && p->kind == HOOK_LINEAR &&
+           !(m->cfg.task == LLAMA_TASK_CLASSIFY && p->which == W_LM_HEAD);
 }
 
 static void *alloc_tagged(KBackend *kb, size_t bytes, const char *fmt, ...) {

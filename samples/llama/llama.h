@@ -209,7 +209,8 @@ int  llama_bf16_only(const LlamaModel *m, const ParamInfo *p);
    min(r, n % world) (samples/llama/shard.h). */
 void llama_slice(size_t n, int world, int rank, size_t *lo, size_t *len);
 /* Whether tensor p's fp32 master is sharded (llama_build_sharded with world > 0, --precision bf16, a
-   trainable weight with its own bf16 GEMM copy: the linear layers and an untied lm_head): this rank
+   trainable weight with its own bf16 GEMM copy: the linear layers and an untied lm_head, not a
+   classifier's score, K·C floats): this rank
    then holds its slice in m->wsh (params/<name>.shard) and the whole bf16 copy in m->w16, w's slot
    NULL. The tied matrix and the RMSNorm weights stay whole: the forward reads them in fp32 (the
    embedding lookup, the norms). */
