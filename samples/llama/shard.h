@@ -14,7 +14,8 @@
    the bf16 copies are all-gathered as 16-bit elements (gather_copies: half the bytes of fp32). The
    forward reads the copies and rounds no master of these. Whole on every rank, gathered in fp32: what
    the forward reads in fp32 (RMSNorm weights: C floats each; an untied trainable embedding's lookup
-   table and the tied matrix: 4·V·C bytes, 2.1 GB at the 8B shape). Under fp32 precision the master is
+   table and the tied matrix: 4·V·C bytes, 2.1 GB at the 8B shape), and a classifier's score (K·C
+   floats, saved by LoRA beside its adapters from rank 0). Under fp32 precision the master is
    the parameter the GEMMs read: nothing is sharded there short of --zero 3. Readers of the whole
    master get: the hooks' args->W NULL; --check-finite this rank's slice; the params hash and --save
    the gathered model, one tensor at a time (shard_gather_master: no rank holds the whole fp32 model);
