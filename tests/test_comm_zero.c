@@ -76,16 +76,17 @@ static long long category_at_peak(const char *text, const char *cat) {
 
 /* rank 0's floats of a tensor of n among w ranks: n/w, one more where a remainder is left */
 static long long slice0(long long n, int w) { return n / w + (n % w ? 1 : 0); }
-/* The GEMM weights of the shape above (untied: lm_head and every block's 7 projections), whole or
-   rank 0's slices (w > 1): under bf16 their fp32 masters are what --zero shards */
-static long long gemm_floats(int V, int w) {
-    long long t = slice0((long long)V * C, w);
+/* The GEMM weights of the shape above (lm_head unless tied, and every block's 7 projections), whole or
+   rank 0's slices (w > 1): under bf16 their fp32 masters are what --zero shards (the tied matrix stays
+   whole: the embedding lookup reads its master) */
+static long long gemm_floats(int V, int w, int tied) {
+    long long t = tied ? 0 : slice0((long long)V * C, w);
     for (int l = 0; l < L; l++) t += 4 * slice0((long long)C * C, w) + 3 * slice0((long long)C * F, w);
     return t;
 }
-/* rank 0's floats over every trainable tensor of the shape above (untied), vocabulary V */
-static long long rank0_floats(int V, int w) {
-    long long t = 2 * slice0((long long)V * C, w) + slice0(C, w);   /* embed_tokens, lm_head, norm */
+/* rank 0's floats over every trainable tensor of the shape above, vocabulary V */
+static long long rank0_floats(int V, int w, int tied) {
+    long long t = (tied ? 1 : 2) * slice0((long long)V * C, w) + slice0(C, w);   /* embed_tokens, lm_head, norm */
     for (int l = 0; l < L; l++)
         t += 2 * slice0(C, w) + 4 * slice0((long long)C * C, w) + 3 * slice0((long long)C * F, w);
     return t;
@@ -136,6 +137,7 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
     int rc = sh(cmd);
     const long long shown = peak_of(out), opt = category_at_peak(out, "optimizer");
     CHECK(rc == 0 && shown > 0, "%s: plan np %d zero %d: exit %d\n%.2000s", what, np, z, rc, out);
+    const int tied = strstr(args, "--tie-embeddings") != NULL;
     static char summary[sizeof out];
     snprintf(summary, sizeof summary, "%s", out);
     snprintf(cmd, sizeof cmd, "%s/dpmem-report planned.log | sed -n 's/^peak total: .*(\\([0-9]*\\) bytes).*/\\1/p'", B);
@@ -143,9 +145,9 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
     CHECK(planned >= shown, "%s: plan np %d zero %d: the plan's log peaks at %lld bytes, its summary %lld", what, np, z, planned, shown);
     snprintf(out, sizeof out, "%s", summary);
     if (vocab) {
-        const long long want = 8 * rank0_floats(vocab, np);
+        const long long want = 8 * rank0_floats(vocab, np, tied);
         CHECK(opt == want, "%s: plan np %d zero %d: optimizer at the peak %lld bytes, want 8 x rank 0's %lld floats = %lld",
-              what, np, z, opt, rank0_floats(vocab, np), want);
+              what, np, z, opt, rank0_floats(vocab, np, tied), want);
     }
     if (vocab) {   /* the params category against the same ranks' unsharded plan */
         const long long params = category_at_peak(out, "params");
@@ -153,13 +155,13 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
         int rc0 = sh(cmd);
         const long long params0 = category_at_peak(out, "params");
         const int bf16 = strstr(args, "--precision bf16") != NULL;
-        const long long saved = bf16 ? 4 * (gemm_floats(vocab, 1) - gemm_floats(vocab, np)) : 0;
+        const long long saved = bf16 ? 4 * (gemm_floats(vocab, 1, tied) - gemm_floats(vocab, np, tied)) : 0;
         CHECK(rc0 == 0 && params > 0 && params == params0 - saved, "%s: plan np %d zero %d: params at the peak %lld bytes, unsharded "
               "%lld: want %lld less (%s)", what, np, z, params, params0, saved,
               bf16 ? "4 bytes x the GEMM weights' floats but rank 0's slices" : "fp32: the master is the parameter, nothing saved");
         if (bf16 && params == params0 - saved)
             printf("ok   %-40s np %d zero %d: params %lld = unsharded %lld - 4 x (%lld - %lld) GEMM floats\n", what, np, z, params,
-                   params0, gemm_floats(vocab, 1), gemm_floats(vocab, np));
+                   params0, gemm_floats(vocab, 1, tied), gemm_floats(vocab, np, tied));
     }
     long long max = -1;
     for (int r = 0; r < np; r++) {
@@ -287,8 +289,8 @@ int main(void) {
         { "train_vanilla", "--lr 1e-2 --precision bf16 --checkpoint-activations", "vanilla bf16 ckpt adamw", "", 0, 1001, 0, 0 },
         { "train_vanilla", "--lr 1e-2 --vocab 5001 --precision bf16 --check-finite", "vanilla bf16 adamw, 4 rounds", "DPMEM_COMM_BUCKET_MB=1",
           1, 5001, 0, 1 },
-        { "train_flash", "--lr 1e-2 --precision bf16 --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11",
-          "flash+bk bf16 sigma 1", "", 0, 1001, 1, 0 },
+        { "train_flash", "--lr 1e-2 --precision bf16 --tie-embeddings --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 "
+          "--noise-seed 11", "flash+bk bf16 tied sigma 1", "", 0, 1001, 1, 0 },
         { "train_flash", "--lr 1e-2 --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11", "flash+bk fp32 sigma 1",
           "", 1, 1001, 1, 0 },
         { "train_ghost", "--lr 1e-2 --clip twopass --precision bf16 --noise-multiplier 0.5 --max-grad-norm 0.1 --noise-seed 11",
