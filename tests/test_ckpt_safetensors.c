@@ -82,6 +82,46 @@ static unsigned char *slurp(const char *path, size_t *n) {
     return b;
 }
 
+/* safetensors_write_fetched: tensors without data fetched one at a time (a sharded model gathered tensor
+   by tensor) give the file safetensors_write gives; a fetch that fails writes nothing and names the tensor. */
+typedef struct { const float *const *src; int calls, fail_at; float buf[8]; } FetchState;
+static int fetch_one(void *user, int i, const float **data) {
+    FetchState *f = user;
+    f->calls++;
+    if (i == f->fail_at) return -1;
+    memcpy(f->buf, f->src[i], sizeof f->buf);   /* into one buffer, reused by the next fetch */
+    *data = f->buf;
+    return 0;
+}
+
+static void test_write_fetched(const char *dir) {
+    char p1[512], p2[512], err[SAFETENSORS_ERR];
+    snprintf(p1, sizeof p1, "%s/whole.safetensors", dir);
+    snprintf(p2, sizeof p2, "%s/fetched.safetensors", dir);
+    float a[8] = {1, -2, 3.5f, 0.1f, 65504, -0.0f, 7, 8}, b[8] = {1.0f, 1.0f + 0x1p-8f, 0.3f, 0, 0, 0, 0, 0};
+    const float *src[2] = { a, b };
+    SafeTensorsWrite w[2] = { {"x.weight", ST_F32, 2, {2, 4}, a}, {"y.weight", ST_BF16, 1, {3}, b} };
+    const char *mk[] = {"format"}, *mv[] = {"pt"};
+    CHECK(safetensors_write(p1, w, 2, mk, mv, 1, err, sizeof err) == 0, "write: %s", err);
+    w[0].data = w[1].data = NULL;
+    FetchState f = { src, 0, -1, {0} };
+    CHECK(safetensors_write_fetched(p2, w, 2, mk, mv, 1, fetch_one, &f, err, sizeof err) == 0 && f.calls == 2,
+          "write_fetched: %s (%d fetches)", err, f.calls);
+    size_t n1 = 0, n2 = 0;
+    unsigned char *i1 = slurp(p1, &n1), *i2 = slurp(p2, &n2);
+    CHECK(i1 && i2 && n1 == n2 && memcmp(i1, i2, n1) == 0, "fetched file (%zu bytes) differs from the whole one (%zu)", n2, n1);
+    free(i1); free(i2);
+    unlink(p2);
+    f = (FetchState){ src, 0, 1, {0} };
+    CHECK(safetensors_write_fetched(p2, w, 2, mk, mv, 1, fetch_one, &f, err, sizeof err) == -1 && strstr(err, "'y.weight'") &&
+          strstr(err, "nothing written") && access(p2, F_OK) != 0, "a failed fetch: err '%s', the file %s", err,
+          access(p2, F_OK) == 0 ? "exists" : "absent");
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", p2);
+    CHECK(access(tmp, F_OK) != 0, "a failed fetch left %s", tmp);
+    unlink(p1);
+}
+
 static void test_write_read(const char *dir) {
     char path[512], err[SAFETENSORS_ERR];
     snprintf(path, sizeof path, "%s/t.safetensors", dir);
@@ -394,6 +434,7 @@ int main(void) {
     if (!mkdtemp(dir)) { printf("FAIL: mkdtemp\n"); return 1; }
     test_conversions();
     test_write_read(dir);
+    test_write_fetched(dir);
     test_corrupt(dir);
     test_forged_header();
     test_finite();

@@ -11,11 +11,19 @@
        those equal one process with the same logical batch to ≤ 1e-6 relative to the largest weight
        (the backward's sums over samples run in another order: ≤ 1e-6, not bit for bit), while the
        update itself (lr 0 against lr 1e-2) is far larger; σ > 0 in the DP cases;
-     - every rank holds the same parameters (the trainer's comm.params_hash check prints it);
-     - the plan (--device plan --ranks N --zero S) equals rank 0's measured peak byte for byte, and
-       every other rank's peak is at most it (rank 0 holds the most: the remainder's floats);
+     - every rank holds the same parameters (the trainer's comm.params_hash check prints it), and the
+       hash (of the gathered model) is the unsharded ranks'; the saved model.safetensors is the
+       unsharded ranks' file byte for byte (cmp): under bf16 the GEMM weights' fp32 masters are
+       sharded and --save gathers them tensor by tensor;
+     - --init-from the one process's checkpoint (vanilla bf16, 2 and 4 ranks): the sharded resumed run
+       saves the unsharded resumed run's file, and its plan equals its peak;
+     - the plan (--device plan --ranks N --zero S --save, its log) equals rank 0's measured peak byte
+       for byte, and every other rank's peak is at most it (rank 0 holds the most: the remainder's
+       floats);
      - at the peak, the optimizer category is exactly 8 bytes per float of rank 0's slices (its m
-       and v), summed from the shapes here;
+       and v), summed from the shapes here; and the params category is the unsharded plan's less
+       4 bytes x (the GEMM weights' floats - rank 0's slices of them) under bf16 (the sharded fp32
+       masters), the unsharded plan's under fp32 (the master is the parameter);
      - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
        process, bit for bit;
      - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 3: one
@@ -31,6 +39,7 @@
 #include "test_saved_model.h"
 
 static char tmp[64];
+static char last_hash[64];   /* rank 0's comm.params_hash of the last train() of several ranks */
 static char out[1 << 16];
 static const char *B;   /* absolute build dir */
 
@@ -67,9 +76,17 @@ static long long category_at_peak(const char *text, const char *cat) {
 
 /* rank 0's floats of a tensor of n among w ranks: n/w, one more where a remainder is left */
 static long long slice0(long long n, int w) { return n / w + (n % w ? 1 : 0); }
-/* rank 0's floats over every trainable tensor of the shape above (untied), vocabulary V */
-static long long rank0_floats(int V, int w) {
-    long long t = 2 * slice0((long long)V * C, w) + slice0(C, w);   /* embed_tokens, lm_head, norm */
+/* The GEMM weights of the shape above (lm_head unless tied, and every block's 7 projections), whole or
+   rank 0's slices (w > 1): under bf16 their fp32 masters are what --zero shards (the tied matrix stays
+   whole: the embedding lookup reads its master) */
+static long long gemm_floats(int V, int w, int tied) {
+    long long t = tied ? 0 : slice0((long long)V * C, w);
+    for (int l = 0; l < L; l++) t += 4 * slice0((long long)C * C, w) + 3 * slice0((long long)C * F, w);
+    return t;
+}
+/* rank 0's floats over every trainable tensor of the shape above, vocabulary V */
+static long long rank0_floats(int V, int w, int tied) {
+    long long t = (tied ? 1 : 2) * slice0((long long)V * C, w) + slice0(C, w);   /* embed_tokens, lm_head, norm */
     for (int l = 0; l < L; l++)
         t += 2 * slice0(C, w) + 4 * slice0((long long)C * C, w) + 3 * slice0((long long)C * F, w);
     return t;
@@ -97,6 +114,7 @@ static int train(const char *prog, const char *args, int np, int z, const char *
                   "(rank 0's '%s')", prog, np, z, r, out, first);
             if (r == 0) snprintf(first, sizeof first, "%.60s", out);
         }
+        snprintf(last_hash, sizeof last_hash, "%s", first);
     }
     char dir[256];
     snprintf(dir, sizeof dir, "%s/%s", tmp, name);
@@ -113,14 +131,37 @@ static double maxabs(const Model *m) {
 static void plan_matches(const char *prog, const char *args, int np, int z, const char *env, const char *name, const char *what,
                          int vocab) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s/%s %s %s %s --device plan --ranks %d --zero %d", env, B, prog, SHAPE, COMMON, args, np, z);
+    /* planned with --save as the runs were (its buffers come after the summary: the plan's log has them) */
+    snprintf(cmd, sizeof cmd, "%s %s/%s %s %s %s --device plan --ranks %d --zero %d --save planned --log planned.log", env, B, prog, SHAPE,
+             COMMON, args, np, z);
     int rc = sh(cmd);
-    const long long planned = peak_of(out), opt = category_at_peak(out, "optimizer");
-    CHECK(rc == 0 && planned > 0, "%s: plan np %d zero %d: exit %d\n%.2000s", what, np, z, rc, out);
+    const long long shown = peak_of(out), opt = category_at_peak(out, "optimizer");
+    CHECK(rc == 0 && shown > 0, "%s: plan np %d zero %d: exit %d\n%.2000s", what, np, z, rc, out);
+    const int tied = strstr(args, "--tie-embeddings") != NULL;
+    static char summary[sizeof out];
+    snprintf(summary, sizeof summary, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s/dpmem-report planned.log | sed -n 's/^peak total: .*(\\([0-9]*\\) bytes).*/\\1/p'", B);
+    const long long planned = sh(cmd) == 0 ? atoll(out) : -1;
+    CHECK(planned >= shown, "%s: plan np %d zero %d: the plan's log peaks at %lld bytes, its summary %lld", what, np, z, planned, shown);
+    snprintf(out, sizeof out, "%s", summary);
     if (vocab) {
-        const long long want = 8 * rank0_floats(vocab, np);
+        const long long want = 8 * rank0_floats(vocab, np, tied);
         CHECK(opt == want, "%s: plan np %d zero %d: optimizer at the peak %lld bytes, want 8 x rank 0's %lld floats = %lld",
-              what, np, z, opt, rank0_floats(vocab, np), want);
+              what, np, z, opt, rank0_floats(vocab, np, tied), want);
+    }
+    if (vocab) {   /* the params category against the same ranks' unsharded plan */
+        const long long params = category_at_peak(out, "params");
+        snprintf(cmd, sizeof cmd, "%s %s/%s %s %s %s --device plan --ranks %d", env, B, prog, SHAPE, COMMON, args, np);
+        int rc0 = sh(cmd);
+        const long long params0 = category_at_peak(out, "params");
+        const int bf16 = strstr(args, "--precision bf16") != NULL;
+        const long long saved = bf16 ? 4 * (gemm_floats(vocab, 1, tied) - gemm_floats(vocab, np, tied)) : 0;
+        CHECK(rc0 == 0 && params > 0 && params == params0 - saved, "%s: plan np %d zero %d: params at the peak %lld bytes, unsharded "
+              "%lld: want %lld less (%s)", what, np, z, params, params0, saved,
+              bf16 ? "4 bytes x the GEMM weights' floats but rank 0's slices" : "fp32: the master is the parameter, nothing saved");
+        if (bf16 && params == params0 - saved)
+            printf("ok   %-40s np %d zero %d: params %lld = unsharded %lld - 4 x (%lld - %lld) GEMM floats\n", what, np, z, params,
+                   params0, gemm_floats(vocab, 1, tied), gemm_floats(vocab, np, tied));
     }
     long long max = -1;
     for (int r = 0; r < np; r++) {
@@ -136,8 +177,9 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
 }
 
 /* vocab: AdamW over the model's tensors of that vocabulary (0: SGD, or LoRA's adapters only);
-   vs1: compared with one process too (AdamW without noise is not: below) */
-typedef struct { const char *prog, *args, *what, *env; int four, vocab, vs1; } Case;
+   vs1: compared with one process too (AdamW without noise is not: below); resume: also --init-from
+   the one process's checkpoint, sharded against unsharded */
+typedef struct { const char *prog, *args, *what, *env; int four, vocab, vs1, resume; } Case;
 
 /* rank 0's log of a sharded run: its collectives are scopes, their bucket a tagged buffer */
 static void scopes_check(const char *name, int z, const char *what) {
@@ -172,12 +214,39 @@ static void check_case(const Case *k) {
         char name[64];
         snprintf(name, sizeof name, "r%d", np);
         if (train(k->prog, k->args, np, 0, k->env, name, &wr)) continue;
+        char hash_r[64];
+        snprintf(hash_r, sizeof hash_r, "%s", last_hash);
         for (int z = 1; z <= 2; z++) {
             snprintf(name, sizeof name, "z%d_%d", z, np);
             if (train(k->prog, k->args, np, z, k->env, name, &wz)) continue;
             if (k->vocab) scopes_check(name, z, k->what);
             const double bits = maxdiff(&wz, &wr), rel = maxdiff(&wz, &w1) / big;
             CHECK(bits == 0, "%s: %d ranks --zero %d vs %d ranks unsharded: max diff %g (want bit for bit)", k->what, np, z, np, bits);
+            /* the files themselves (a sharded master is gathered tensor by tensor to rank 0), and the hash of
+               the gathered model = the unsharded ranks' */
+            char cmd[512];
+            snprintf(cmd, sizeof cmd, "cmp r%d/model.safetensors %s/model.safetensors", np, name);
+            int same = sh(cmd) == 0;
+            CHECK(same, "%s: %d ranks --zero %d: model.safetensors differs from the unsharded ranks' file: %s", k->what, np, z, out);
+            CHECK(!strcmp(last_hash, hash_r), "%s: %d ranks --zero %d: params hash %s, unsharded %s", k->what, np, z, last_hash, hash_r);
+            if (k->resume) {   /* --init-from the one process's checkpoint: sharded = unsharded, file for file */
+                char a2[1200], n0[64], n1[64];
+                snprintf(a2, sizeof a2, "%s --init-from w1", k->args);
+                snprintf(n0, sizeof n0, "i0_%d", np);
+                snprintf(n1, sizeof n1, "i%d_%d", z, np);
+                Model i0, i1;
+                if (z == 1 && train(k->prog, a2, np, 0, k->env, n0, &i0) == 0) unload(&i0);
+                if (train(k->prog, a2, np, z, k->env, n1, &i1) == 0) {
+                    snprintf(cmd, sizeof cmd, "cmp %s/model.safetensors %s/model.safetensors && ! cmp -s %s/model.safetensors "
+                             "w1/model.safetensors", n0, n1, n1);
+                    int rc2 = sh(cmd);
+                    CHECK(rc2 == 0, "%s: %d ranks --zero %d --init-from: the saved model differs from the unsharded resumed "
+                          "run's (or equals the checkpoint it started from): %s", k->what, np, z, out);
+                    if (rc2 == 0) printf("ok   %-36s %d ranks --zero %d --init-from = unsharded resumed, file for file\n", k->what, np, z);
+                    unload(&i1);
+                    plan_matches(k->prog, a2, np, z, k->env, n1, "  resumed", 0);   /* the load's one-tensor buffer planned too */
+                }
+            }
             CHECK(!k->vs1 || (rel >= 0 && rel <= 1e-6), "%s: %d ranks --zero %d vs 1 process: max diff %g relative to the largest weight %g",
                   k->what, np, z, rel, big);
             if (bits == 0 && k->vs1 && rel >= 0 && rel <= 1e-6)
@@ -214,16 +283,22 @@ int main(void) {
        has a vocabulary of 5001 and a 1 MiB bucket: 4 rounds a collective, the embedding and lm_head cut
        between rounds. The DP cases give --noise-seed (without it each run draws its own seed). */
     static const Case cases[] = {
-        { "train_vanilla", "--lr 1e-2 --vocab 5001", "vanilla fp32 adamw, 4 rounds", "DPMEM_COMM_BUCKET_MB=1", 1, 5001, 0 },
+        { "train_vanilla", "--lr 1e-2 --vocab 5001", "vanilla fp32 adamw, 4 rounds", "DPMEM_COMM_BUCKET_MB=1", 1, 5001, 0, 0 },
         { "train_vanilla", "--lr 1 --optimizer sgd --checkpoint-activations --grad-accum 2", "vanilla fp32 ckpt sgd, 2 accumulated",
-          "", 0, 0, 1 },
-        { "train_vanilla", "--lr 1e-2 --precision bf16 --checkpoint-activations", "vanilla bf16 ckpt adamw", "", 0, 1001, 0 },
+          "", 0, 0, 1, 0 },
+        { "train_vanilla", "--lr 1e-2 --precision bf16 --checkpoint-activations", "vanilla bf16 ckpt adamw", "", 0, 1001, 0, 0 },
+        { "train_vanilla", "--lr 1e-2 --vocab 5001 --precision bf16 --check-finite", "vanilla bf16 adamw, 4 rounds", "DPMEM_COMM_BUCKET_MB=1",
+          1, 5001, 0, 1 },
+        { "train_flash", "--lr 1e-2 --precision bf16 --tie-embeddings --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 "
+          "--noise-seed 11", "flash+bk bf16 tied sigma 1", "", 0, 1001, 1, 0 },
         { "train_flash", "--lr 1e-2 --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11", "flash+bk fp32 sigma 1",
-          "", 1, 1001, 1 },
+          "", 1, 1001, 1, 0 },
         { "train_ghost", "--lr 1e-2 --clip twopass --precision bf16 --noise-multiplier 0.5 --max-grad-norm 0.1 --noise-seed 11",
-          "ghost+twopass bf16 sigma 0.5", "", 0, 1001, 1 },
+          "ghost+twopass bf16 sigma 0.5", "", 0, 1001, 1, 0 },
         { "train_lora", "--lr 1e-2 --lora-rank 4 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11 --checkpoint-activations",
-          "LoRA flash+bk ckpt sigma 1", "", 0, 0, 1 },
+          "LoRA flash+bk ckpt sigma 1", "", 0, 0, 1, 0 },
+        { "train_lora", "--lr 1e-2 --lora-rank 4 --precision bf16 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11",
+          "LoRA bf16 sigma 1", "", 0, 0, 1, 0 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_case(&cases[k]);
 

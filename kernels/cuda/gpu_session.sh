@@ -37,7 +37,9 @@
 #             peak = its plan
 #   train     tests/test_cuda_ops_train.sh: CPU vs CUDA loss curves, plan = peak, the GPU-time table and MFU line
 #   kit       dpmem_cuda.h on the GPU (test_cuda_gpu) and under compute-sanitizer --nvtx yes (test_cuda_memcheck.sh)
-#   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's reduce-scatter and all-gather) = unsharded, bit for bit
+#   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's reduce-scatter and all-gather) = unsharded, bit for bit;
+#             bf16 --zero 1 --ranks 1 (sharded fp32 masters, the bf16 copies gathered as ncclBfloat16, --save
+#             gathered) = unsharded bf16, the saved files byte for byte
 #   lorabf16  LoRA under bf16 (the base in bf16 alone, adapters unmerged): tiny's last loss on the CPU and
 #             the GPU within 5e-3; 1b T=512 r16 in physical batches of 1, its peak = its plan
 #   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
@@ -200,6 +202,18 @@ for stage in $STAGES; do
       step zero 120 "--zero 2 --ranks 1, saved" "$B/train_flash" $a --device cuda --zero 2 --ranks 1 --save "$OUT/zero2.tmp" --save-dtype f32
       step zero 30 "--zero 2 --ranks 1 = unsharded, bit for bit" cmp "$OUT/zero0.tmp/model.safetensors" "$OUT/zero2.tmp/model.safetensors"
       rm -rf "$OUT/zero0.tmp" "$OUT/zero2.tmp"
+    fi
+    # bf16: the GEMM weights' fp32 masters sharded (params/<name>.shard), their bf16 copies all-gathered with
+    # ncclBfloat16, --save gathered tensor by tensor: the same file as the unsharded bf16 run's
+    a="$a --precision bf16"
+    train zero "bf16 unsharded" 256 train_flash $a
+    train zero "bf16 --zero 1 --ranks 1 (sharded masters, NCCL bf16 gather)" 256 train_flash $a --zero 1 --ranks 1
+    if [ $dry = 0 ]; then
+      rm -rf "$OUT/zero0.tmp" "$OUT/zero1.tmp"
+      step zero 120 "bf16 unsharded, saved" "$B/train_flash" $a --device cuda --save "$OUT/zero0.tmp" --save-dtype f32
+      step zero 120 "bf16 --zero 1 --ranks 1, saved" "$B/train_flash" $a --device cuda --zero 1 --ranks 1 --save "$OUT/zero1.tmp" --save-dtype f32
+      step zero 30 "bf16 --zero 1 --ranks 1 = unsharded, bit for bit" cmp "$OUT/zero0.tmp/model.safetensors" "$OUT/zero1.tmp/model.safetensors"
+      rm -rf "$OUT/zero0.tmp" "$OUT/zero1.tmp"
     fi ;;
   classify)   # sequence classification on the GPU: the same first loss as the CPU, and peaks = plans
     if [ $dry = 0 ]; then

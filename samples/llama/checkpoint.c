@@ -337,6 +337,15 @@ int ckpt_check(const LlamaConfig *cfg, const char *dir, CkptWeights *w, char *er
     return rc;
 }
 
+/* A plan's host buffer: tagged at an address of the plan's own (never dereferenced, never handed out
+   again), as the run's malloc'd buffer is tagged. Untag with DPMEM_TAG_FREE. */
+static const void *plan_host(KBackend *kb, size_t bytes, const char *tag) {
+    const void *fake = (const void *)(uintptr_t)kb->next_fake;
+    kb->next_fake += ((uint64_t)bytes + 255) / 256 * 256 + 256;
+    dpmem_tag_alloc_space(fake, bytes, tag, DPMEM_HOST);
+    return fake;
+}
+
 int ckpt_load(LlamaModel *m, const char *dir, char *err, size_t errlen) {
     return ckpt_load_allowing(m, dir, 0, err, errlen);
 }
@@ -358,9 +367,17 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
     int direct = m->kb->space == DPMEM_HOST;
     if (!kbackend_computes(m->kb)) { /* plan: checked, nothing written; a device target's staging is tagged */
         if (!direct) {
-            const void *fake = (const void *)(uintptr_t)m->kb->next_fake;
-            dpmem_tag_alloc_space(fake, largest * sizeof(float), "checkpoint/staging", DPMEM_HOST);
-            DPMEM_TAG_FREE(fake);
+            DPMEM_TAG_FREE(plan_host(m->kb, largest * sizeof(float), "checkpoint/staging"));
+        }
+        for (int i = 0; i < m->n_params; i++) {   /* the one-tensor fp32 buffer of each tensor loaded through it */
+            const ParamInfo *p = &m->params[i];
+            if (!ckpt_weights_find(&w, p->hf_name, NULL) || !(llama_bf16_only(m, p) || llama_master_sharded(m, p))) continue;
+            if (!(widened = kbuf_alloc(m->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32"))) {
+                fail(err, errlen, "%s: no room to load '%s': %s", dir, p->hf_name, kbackend_error(m->kb));
+                goto done;
+            }
+            kbuf_free(m->kb, widened);
+            widened = NULL;
         }
         rc = 0;
         goto done;
@@ -376,8 +393,11 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
         const SafeTensor *t = ckpt_weights_find(&w, p->hf_name, &file);
         if (!t) continue;   /* score, new (verify allowed only that): its initialisation stays */
         float *dst = *llama_tensor(&m->w, p);
-        /* a tensor kept in bf16 alone (llama.h): loaded in fp32 into a backend buffer, then rounded into it */
-        if (llama_bf16_only(m, p) && !(dst = widened = kbuf_alloc(m->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32"))) {
+        /* a tensor kept in bf16 alone (llama.h), or whose fp32 master is sharded over the ranks (this rank
+           holds its slice and the whole bf16 copy: llama_master_sharded): loaded in fp32 into a backend
+           buffer of this one tensor, then rounded into its bf16 copy (and its slice kept) */
+        const int sliced = llama_master_sharded(m, p);
+        if ((llama_bf16_only(m, p) || sliced) && !(dst = widened = kbuf_alloc(m->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32"))) {
             fail(err, errlen, "%s: no room to load '%s': %s", dir, p->hf_name, kbackend_error(m->kb));
             goto done;
         }
@@ -401,7 +421,10 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
             goto done;
         }
         if (widened) {
-            if (narrow_buffer(m->kb, *llama_tensor(&m->w16, p), widened, p->numel)) {
+            size_t lo, len;
+            llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
+            if (narrow_buffer(m->kb, *llama_tensor(&m->w16, p), widened, p->numel) ||
+                (sliced && len && copy_buffer(m->kb, *llama_tensor(&m->wsh, p), widened + lo, len))) {
                 fail(err, errlen, "%s: rounding '%s' to bf16 failed: %s", dir, p->hf_name, kbackend_error(m->kb));
                 goto done;
             }
@@ -458,12 +481,24 @@ static const char *torch_dtype_of(SafeTensorsDtype d) {
     return d == ST_BF16 ? "bfloat16" : d == ST_F16 ? "float16" : "float32";
 }
 
-int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, char *err,
-              size_t errlen) {
-    DPMEM_SCOPE("checkpoint_save");
-    if (dtype != ST_F32 && dtype != ST_BF16 && dtype != ST_F16)
-        return fail(err, errlen, "%s: can only save F32, BF16 or F16", dir);
-    if (!kbackend_computes(m->kb)) return 0; /* plan: there are no values to save */
+/* A plan of --save: the buffers the save would hold (a host staging buffer of `staging` bytes, 0: none;
+   each bf16-only tensor's fp32 widening on the backend, one at a time), nothing written. */
+static int plan_save(const LlamaModel *m, size_t staging, char *err, size_t errlen) {
+    const void *fake = staging ? plan_host(m->kb, staging, "checkpoint/staging") : NULL;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < m->n_params; i++) {
+        if (!llama_bf16_only(m, &m->params[i])) continue;
+        float *x = kbuf_alloc(m->kb, m->params[i].numel * sizeof(float), "workspace/checkpoint.fp32");
+        if (!x) rc = fail(err, errlen, "no room to widen '%s': %s", m->params[i].hf_name, kbackend_error(m->kb));
+        kbuf_free(m->kb, x);
+    }
+    if (fake) DPMEM_TAG_FREE(fake);
+    return rc;
+}
+
+/* DIR and DIR/config.json (and the base's tokenizer files) for --save. */
+static int save_config(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, char *err,
+                       size_t errlen) {
     if (make_dir(dir, err, errlen)) return -1;
     HFConfig hf;
     ckpt_hf_config_from(&m->cfg, m->cfg.max_pos > 0 ? m->cfg.max_pos : (m->T > 2048 ? m->T : 2048), &hf);
@@ -489,15 +524,32 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
     }
     char path[4096];
     join(path, sizeof path, dir, "config.json");
-    if (hf_config_write(&hf, path, err, errlen)) return -1;
+    return hf_config_write(&hf, path, err, errlen);
+}
 
-    SafeTensorsWrite *t = calloc((size_t)m->n_params, sizeof *t);
-    if (!t) return fail(err, errlen, "%s: out of memory", dir);
-    float *staging = NULL, *widened = NULL;
+static void tensor_shape(SafeTensorsWrite *t, const ParamInfo *p, SafeTensorsDtype dtype) {
+    t->name = p->hf_name;
+    t->dtype = dtype;
+    if (p->rows == 1) { t->ndim = 1; t->shape[0] = p->cols; }
+    else { t->ndim = 2; t->shape[0] = p->rows; t->shape[1] = p->cols; }
+}
+
+int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, char *err,
+              size_t errlen) {
+    DPMEM_SCOPE("checkpoint_save");
+    if (dtype != ST_F32 && dtype != ST_BF16 && dtype != ST_F16)
+        return fail(err, errlen, "%s: can only save F32, BF16 or F16", dir);
     int any_bf16_only = 0;
     for (int i = 0; i < m->n_params; i++) any_bf16_only |= llama_bf16_only(m, &m->params[i]);
     /* a host backend's tensors are written from where they are, but for those kept in bf16 alone */
     int direct = m->kb->space == DPMEM_HOST && !any_bf16_only, rc = -1;
+    if (!kbackend_computes(m->kb)) return plan_save(m, direct ? 0 : m->bytes_params, err, errlen);   /* no values to save */
+    if (save_config(m, dir, dtype, base, err, errlen)) return -1;
+    char path[4096];
+
+    SafeTensorsWrite *t = calloc((size_t)m->n_params, sizeof *t);
+    if (!t) return fail(err, errlen, "%s: out of memory", dir);
+    float *staging = NULL, *widened = NULL;
     if (!direct) { /* a device backend: the whole model through one host buffer */
         staging = malloc(m->bytes_params);
         if (!staging) { fail(err, errlen, "%s: out of host memory for a %zu-byte staging buffer", dir, m->bytes_params); goto done; }
@@ -526,11 +578,8 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
         }
         kbuf_free(m->kb, widened);
         widened = NULL;
-        t[i].name = p->hf_name;
-        t[i].dtype = dtype;
+        tensor_shape(&t[i], p, dtype);
         t[i].data = src;
-        if (p->rows == 1) { t[i].ndim = 1; t[i].shape[0] = p->cols; }
-        else { t[i].ndim = 2; t[i].shape[0] = p->rows; t[i].shape[1] = p->cols; }
     }
     const char *mk[] = {"format"}, *mv[] = {"pt"};
     join(path, sizeof path, dir, "model.safetensors");
@@ -538,6 +587,70 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
 done:
     kbuf_free(m->kb, widened);
     if (staging) { DPMEM_TAG_FREE(staging); free(staging); }
+    free(t);
+    return rc;
+}
+
+/* ckpt_save_gathered's writer: tensor i's fp32 values into the one-tensor host staging buffer. */
+typedef struct {
+    const LlamaModel *m;
+    const CkptGather *g;
+    float *staging;
+    char *err;
+    size_t errlen;
+} Fetch;
+
+static int fetch_tensor(void *user, int i, const float **data) {
+    Fetch *f = user;
+    const LlamaModel *m = f->m;
+    const ParamInfo *p = &m->params[i];
+    *data = f->staging;
+    if (llama_master_sharded(m, p)) return f->g->gather(f->g->user, i, f->staging);
+    const float *src = *llama_tensor((LlamaTensors *)&m->w, p);
+    float *widened = NULL;
+    if (llama_bf16_only(m, p)) {   /* as ckpt_save: widened, its unmerged adapter merged there */
+        LoraAdapter *l = m->lora ? m->lora[i] : NULL;
+        if (!(widened = kbuf_alloc(m->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32")) ||
+            widen_buffer(m->kb, widened, *llama_tensor((LlamaTensors *)&m->w16, p), p->numel) ||
+            (l && lora_merge(l, m->kb, widened, 1.0f))) {
+            kbuf_free(m->kb, widened);
+            return fail(f->err, f->errlen, "widening '%s' failed: %s", p->hf_name, kbackend_error(m->kb));
+        }
+        src = widened;
+    }
+    int rc = kbuf_download(m->kb, f->staging, src, p->numel * sizeof(float));
+    kbuf_free(m->kb, widened);
+    return rc;
+}
+
+int ckpt_save_gathered(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, const CkptGather *g,
+                       char *err, size_t errlen) {
+    DPMEM_SCOPE("checkpoint_save");
+    if (dtype != ST_F32 && dtype != ST_BF16 && dtype != ST_F16)
+        return fail(err, errlen, "%s: can only save F32, BF16 or F16", dir);
+    size_t largest = 0;
+    for (int i = 0; i < m->n_params; i++) largest = m->params[i].numel > largest ? m->params[i].numel : largest;
+    if (!kbackend_computes(m->kb)) return g->write ? plan_save(m, largest * sizeof(float), err, errlen) : 0;   /* no values */
+    if (!g->write) {   /* a rank that does not write: its slices into every gather, in the writer's order */
+        for (int i = 0; i < m->n_params; i++)
+            if (llama_master_sharded(m, &m->params[i]) && g->gather(g->user, i, NULL))
+                return fail(err, errlen, "%s: gathering '%s' failed", dir, m->params[i].hf_name);
+        return 0;
+    }
+    if (save_config(m, dir, dtype, base, err, errlen)) return -1;
+    SafeTensorsWrite *t = calloc((size_t)m->n_params, sizeof *t);
+    Fetch f = { m, g, malloc(largest * sizeof(float)), err, errlen };
+    int rc = -1;
+    if (!t || !f.staging) { fail(err, errlen, "%s: out of host memory for a %zu-byte staging buffer", dir, largest * 4); goto done; }
+    dpmem_tag_alloc_space(f.staging, largest * sizeof(float), "checkpoint/staging", DPMEM_HOST);
+    for (int i = 0; i < m->n_params; i++) tensor_shape(&t[i], &m->params[i], dtype);   /* every one fetched */
+    const char *mk[] = {"format"}, *mv[] = {"pt"};
+    char path[4096];
+    join(path, sizeof path, dir, "model.safetensors");
+    rc = safetensors_write_fetched(path, t, m->n_params, mk, mv, 1, fetch_tensor, &f, err, errlen);
+    DPMEM_TAG_FREE(f.staging);
+done:
+    free(f.staging);
     free(t);
     return rc;
 }
@@ -558,13 +671,13 @@ int ckpt_save_lora(const CkptLoraAdapter *ad, int n, const CkptLoraHead *head, K
                    const char *base_model, const char *dir, char *err, size_t errlen) {
     DPMEM_SCOPE("checkpoint_save");
     if (n <= 0) return fail(err, errlen, "%s: no LoRA adapters to save", dir);
-    if (!kbackend_computes(kb)) return 0;
+    size_t total = head ? (size_t)head->rows * head->cols : 0;
+    for (int i = 0; i < n; i++) total += (size_t)ad[i].r * ad[i].in + (size_t)ad[i].out * ad[i].r;
+    if (!kbackend_computes(kb)) { DPMEM_TAG_FREE(plan_host(kb, total * sizeof(float), "checkpoint/staging")); return 0; }   /* plan */
     if (make_dir(dir, err, errlen)) return -1;
     const int nt = 2 * n + (head != NULL);   /* A and B of each adapter, then the classifier's head */
     SafeTensorsWrite *t = calloc((size_t)nt, sizeof *t);
     char (*names)[160] = calloc((size_t)nt, sizeof *names);
-    size_t total = head ? (size_t)head->rows * head->cols : 0;
-    for (int i = 0; i < n; i++) total += (size_t)ad[i].r * ad[i].in + (size_t)ad[i].out * ad[i].r;
     float *host = malloc(total * sizeof(float) + 1);
     int rc = -1;
     cJSON *cfg = NULL;

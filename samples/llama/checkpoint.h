@@ -20,8 +20,11 @@
    `checkpoint_save`), so the load is a phase of its own in every report.
 
    Errors: 0, or -1 with a one-line message naming the file and the tensor in `err`.
+   A model whose fp32 masters are sharded over the ranks (--zero under bf16) loads each rank's slice
+   (and the whole bf16 copy) one tensor at a time through workspace/checkpoint.fp32, and saves through
+   ckpt_save_gathered, one tensor gathered at a time.
    Not here: optimizer state (checkpoints hold weights only), tokenizers (docs/CHECKPOINTS.md shows how
-   to make token files with the model's own tokenizer), sharded saving (one model.safetensors). */
+   to make token files with the model's own tokenizer), saving in shards (one model.safetensors). */
 #ifndef CHECKPOINT_H
 #define CHECKPOINT_H
 
@@ -79,6 +82,21 @@ int ckpt_has_weights(const char *dir);
    copied, so that DIR is a complete model directory for AutoTokenizer and AutoModelForCausalLM. */
 int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, char *err,
               size_t errlen);
+
+/* The same from a model whose fp32 masters are sharded over the ranks (--zero under bf16: llama.h's
+   llama_master_sharded), gathered tensor by tensor: every rank of the job calls it; gather(user, i,
+   host) brings tensor i's whole fp32 values into host (numel floats; NULL on a rank that does not
+   write: it only sends its slice) and is called for the sharded tensors only, in the model's order, on
+   every rank. The rank with write = 1 writes DIR as ckpt_save does, byte for byte the same files,
+   through one host buffer of the largest tensor (checkpoint/staging): no rank holds the whole fp32
+   model. 0, or -1 with err. */
+typedef struct {
+    int (*gather)(void *user, int i, float *host);
+    void *user;
+    int write;
+} CkptGather;
+int ckpt_save_gathered(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, const CkptGather *g,
+                       char *err, size_t errlen);
 
 /* LoRA: DIR/adapter_model.safetensors with PEFT's names
    (base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight [r, in], ...lora_B.weight [out, r])

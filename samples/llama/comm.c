@@ -20,6 +20,7 @@ Comm g_comm = { 0, 1, 0, 0, 0, 600.0, "none" };
 int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *what) = NULL;
 int (*comm_device_reduce_scatter)(Comm *c, float *dev, size_t count, const char *what) = NULL;
 int (*comm_device_allgather)(Comm *c, float *dev, size_t count, const char *what) = NULL;
+int (*comm_device_allgather_bf16)(Comm *c, void *dev, size_t count, const char *what) = NULL;
 
 static const char *launcher_env(void) {
     static const char *const names[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", NULL };
@@ -197,6 +198,22 @@ int comm_allgather_float(Comm *c, float *buf, size_t count, const char *what) {
         if (count > (size_t)1 << 30) { fprintf(stderr, "error: rank %d: %s: %zu floats a rank in one call\n", c->rank, what, count); return -1; }
         MPI_Request req;
         if (MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)count, MPI_FLOAT, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+            fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what);
+            return -1;
+        }
+        return wait_request(c, &req, what);
+    }
+#endif
+    (void)c; (void)buf; (void)count; (void)what;
+    return 0;
+}
+
+int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what) {
+#ifdef HAVE_MPI
+    if (c->mpi && c->world > 1) {
+        if (count > (size_t)1 << 30) { fprintf(stderr, "error: rank %d: %s: %zu elements a rank in one call\n", c->rank, what, count); return -1; }
+        MPI_Request req;
+        if (MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)count, MPI_UINT16_T, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
             fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what);
             return -1;
         }

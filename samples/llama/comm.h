@@ -56,6 +56,9 @@ int comm_check_fields(Comm *c, const char *const *names, const char *const *valu
    every rank. With one rank nothing moves. 0, or -1 after a one-line error (timeouts as above). */
 int comm_reduce_scatter_float(Comm *c, float *buf, size_t count, const char *what);
 int comm_allgather_float(Comm *c, float *buf, size_t count, const char *what);
+/* The same all-gather of 16-bit elements (bf16 bits, moved as they are): buf holds world·count of them,
+   rank r's part at element r·count (samples/llama/shard.c: the bf16 copies of sharded masters). */
+int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what);
 /* Root's bytes to every rank. */
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
 
@@ -66,6 +69,7 @@ extern int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *w
    these run with one rank too (a 1-rank NCCL job goes through them). */
 extern int (*comm_device_reduce_scatter)(Comm *c, float *dev, size_t count, const char *what);
 extern int (*comm_device_allgather)(Comm *c, float *dev, size_t count, const char *what);
+extern int (*comm_device_allgather_bf16)(Comm *c, void *dev, size_t count, const char *what);   /* ncclBfloat16 */
 
 /* "run.log" -> "run.rank3.log" ("run" -> "run.rank3"): each rank's own log. */
 void comm_rank_path(char *out, size_t n, const char *path, int rank);

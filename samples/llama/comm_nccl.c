@@ -89,6 +89,13 @@ static int nccl_allgather(Comm *c, float *dev, size_t count, const char *what) {
     return nccl_wait(c, what);
 }
 
+static int nccl_allgather_bf16(Comm *c, void *dev, size_t count, const char *what) {
+    if (!g_nccl_ready && nccl_setup(c, what)) return -1;
+    char *d = dev;   /* 2 bytes an element */
+    NCCL_TRY(ncclAllGather(d + (size_t)c->rank * count * 2, d, count, ncclBfloat16, g_nccl, 0), what);
+    return nccl_wait(c, what);
+}
+
 __attribute__((destructor)) static void comm_nccl_done(void) {
     if (g_nccl_ready) ncclCommDestroy(g_nccl);
     g_nccl_ready = 0;
@@ -98,4 +105,5 @@ __attribute__((constructor)) static void comm_nccl_register(void) {
     comm_device_allreduce = nccl_allreduce;
     comm_device_reduce_scatter = nccl_reduce_scatter;
     comm_device_allgather = nccl_allgather;
+    comm_device_allgather_bf16 = nccl_allgather_bf16;
 }

@@ -115,12 +115,13 @@ int llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T) {
     for (int i = 0; i < m->n_params; i++) m->bytes_params += m->params[i].numel * sizeof(float);
     m->bytes_trainable = m->bytes_params;
     m->w.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
+    m->wsh.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
     m->dw.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
     m->m.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
     m->v.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
     m->w16.layers = calloc((size_t)m->L, sizeof(LlamaLayerTensors));
     m->acts.layers = calloc((size_t)m->L, sizeof(LlamaLayerActs));
-    if (!m->w.layers || !m->dw.layers || !m->m.layers || !m->v.layers || !m->w16.layers || !m->acts.layers) {
+    if (!m->w.layers || !m->dw.layers || !m->m.layers || !m->v.layers || !m->w16.layers || !m->wsh.layers || !m->acts.layers) {
         fprintf(stderr, "error: out of host memory for the model tables\n");
         return -1;
     }
@@ -176,6 +177,19 @@ int llama_bf16_only(const LlamaModel *m, const ParamInfo *p) {
     return m->dt == KDT_BF16 && !p->trainable && (p->kind == HOOK_LINEAR || (p->which == W_EMBED_TOKENS && m->C % 2 == 0));
 }
 
+void llama_slice(size_t n, int world, int rank, size_t *lo, size_t *len) {
+    const size_t w = world > 0 ? (size_t)world : 1, r = (size_t)rank, q = n / w, rem = n % w;
+    *lo = r * q + (r < rem ? r : rem);
+    *len = q + (r < rem ? 1 : 0);
+}
+
+int llama_master_sharded(const LlamaModel *m, const ParamInfo *p) {
+    /* (a linear layer or an untied lm_head: the tied matrix is HOOK_EMBEDDING, its lookup reads the master;
+       a classifier's score, K·C floats, stays whole: LoRA saves it beside the adapters from rank 0) */
+    return m->shard_world > 0 && m->dt == KDT_BF16 && p->trainable && p->kind == HOOK_LINEAR &&
+           !(m->cfg.task == LLAMA_TASK_CLASSIFY && p->which == W_LM_HEAD);
+}
+
 static void *alloc_tagged(KBackend *kb, size_t bytes, const char *fmt, ...) {
     char tag[160];
     va_list ap;
@@ -187,8 +201,33 @@ static void *alloc_tagged(KBackend *kb, size_t bytes, const char *fmt, ...) {
 
 int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int T, const char *optimizer,
                 unsigned long long seed, int (*frozen)(void *user, const ParamInfo *p), void *frozen_user) {
+    return llama_build_sharded(m, kb, cfg, B, T, optimizer, seed, frozen, frozen_user, 0, 0);
+}
+
+/* A sharded master (llama_master_sharded): the whole tensor drawn into a temporary fp32 buffer (the
+   same values as an unsharded run's), rounded whole into its bf16 copy, its slice kept. */
+static int init_sharded(LlamaModel *m, const ParamInfo *p, uint64_t seed) {
+    KBackend *kb = m->kb;
+    size_t lo, len;
+    llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
+    float *x16 = alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name);
+    float *sl = alloc_tagged(kb, (len ? len : 1) * sizeof(float), "params/%s.shard", p->name);
+    if (!x16 || !sl) { kbuf_free(kb, x16); kbuf_free(kb, sl); return -1; }
+    *llama_tensor(&m->w16, p) = x16;
+    *llama_tensor(&m->wsh, p) = sl;
+    if (m->cfg.no_init && !(m->cfg.task == LLAMA_TASK_CLASSIFY && p->which == W_LM_HEAD)) return 0;   /* the checkpoint fills them */
+    float *x = alloc_tagged(kb, p->numel * sizeof(float), "workspace/init.%s", p->name);
+    int rc = !x || init_tensor(m, x, p, seed) || narrow_buffer(kb, x16, x, p->numel) || (len && copy_buffer(kb, sl, x + lo, len));
+    kbuf_free(kb, x);
+    return rc ? -1 : 0;
+}
+
+int llama_build_sharded(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int T, const char *optimizer,
+                        unsigned long long seed, int (*frozen)(void *user, const ParamInfo *p), void *frozen_user,
+                        int world, int rank) {
     if (llama_describe(m, cfg, B, T) != 0) return -1;
     m->kb = kb;
+    m->shard_world = world; m->shard_rank = rank;
     int adam = strcmp(optimizer, "adamw") == 0;
     m->bytes_trainable = 0;
     for (int i = 0; i < m->n_params; i++) {
@@ -209,13 +248,14 @@ int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int 
             if (rc) return -1;
             continue;
         }
+        if (llama_master_sharded(m, p)) { if (init_sharded(m, p, seed) != 0) return -1; continue; }
         float *x = alloc_tagged(kb, p->numel * sizeof(float), "params/%s", p->name);
         if (!x || init_tensor(m, x, p, seed) != 0) return -1;
         *llama_tensor(&m->w, p) = x;
     }
     for (int i = 0; m->dt == KDT_BF16 && i < m->n_params; i++) {   /* the GEMMs' bf16 copies */
         ParamInfo *p = &m->params[i];
-        if (!has_bf16_copy(m, p) || llama_bf16_only(m, p)) continue;
+        if (!has_bf16_copy(m, p) || llama_bf16_only(m, p) || llama_master_sharded(m, p)) continue;
         if (!(*llama_tensor(&m->w16, p) = alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name))) return -1;
     }
     for (int i = 0; i < m->n_params; i++) {
@@ -276,8 +316,8 @@ void llama_free(LlamaModel *m) {
     if (m->kb) {
         release_acts(m);
         llama_release_saved(m);
-        LlamaTensors *sets[] = { &m->v, &m->m, &m->dw, &m->w16, &m->w };
-        for (int s = 0; s < 5; s++)
+        LlamaTensors *sets[] = { &m->v, &m->m, &m->dw, &m->w16, &m->wsh, &m->w };
+        for (int s = 0; s < 6; s++)
             for (int i = m->n_params - 1; i >= 0; i--) {
                 float **slot = llama_tensor(sets[s], &m->params[i]);
                 kbuf_free(m->kb, *slot);
@@ -292,7 +332,8 @@ void llama_free(LlamaModel *m) {
     free(m->host_stage);
     free(m->deferred);
     free(m->keep);
-    free(m->w.layers); free(m->dw.layers); free(m->m.layers); free(m->v.layers); free(m->w16.layers); free(m->acts.layers);
+    free(m->w.layers); free(m->dw.layers); free(m->m.layers); free(m->v.layers); free(m->w16.layers); free(m->wsh.layers);
+    free(m->acts.layers);
     free(m->params);
     memset(m, 0, sizeof *m);
 }

@@ -7,7 +7,9 @@
    Mixed precision (--precision bf16; docs/PRECISION.md says why this scheme): the trainable parameters
    stay fp32 (the master weights, params/<name>) and each weight a GEMM uses has a bf16 copy
    (params/<name>.bf16: every linear layer and lm_head; the tied matrix once), refreshed from the
-   master at the start of every forward, as autocast casts the weights at every forward. A FROZEN GEMM
+   master at the start of every forward, as autocast casts the weights at every forward (a master
+   sharded over the ranks, --zero: llama_master_sharded, is rounded slice by slice after its update
+   instead, and the copies all-gathered: samples/llama/shard.h). A FROZEN GEMM
    weight (LoRA's base) needs no master: it is kept in bf16 alone (params/<name>.bf16, initialised
    through a temporary fp32 buffer or loaded into it, never cast again), as PEFT keeps a bf16 base;
    so is a frozen embedding table when C is even (its lookup gathers the bf16 rows as 32-bit words;
@@ -114,7 +116,8 @@ typedef struct {
     const int *tokens;       /* embedding: [B*T] token ids */
     const float *G;          /* gradient w.r.t. the layer's output, [B,T,d_out] */
     float *dW;               /* the ordinary gradient's buffer (accumulated into), NULL if frozen */
-    const float *W;          /* the weight (the fp32 master; NULL for a frozen GEMM weight under bf16: bf16 only) */
+    const float *W;          /* the weight (the fp32 master; NULL for a frozen GEMM weight under bf16: bf16 only, and
+                                for a GEMM weight whose master is sharded over the ranks: llama_master_sharded) */
 } GradHookArgs;
 
 /* weight_grad's answer: 0 lets the backward do dW += GᵀA; bits: */
@@ -175,6 +178,9 @@ typedef struct {
     LlamaTensors w, dw, m, v;        /* parameters, gradients, Adam m, v (NULL where frozen) */
     LlamaTensors w16;                /* bf16 copies of the GEMM weights (bf16 only; NULL elsewhere); a frozen
                                         GEMM weight has this alone (w's slot NULL): see llama_bf16_only */
+    LlamaTensors wsh;                /* --zero under bf16 (llama_master_sharded): this rank's slice of a trainable
+                                        GEMM weight's fp32 master (params/<name>.shard), w's slot NULL */
+    int shard_world, shard_rank;     /* the ranks the masters are sharded over (0: none) */
     LoraAdapter **lora;              /* [n_params] or NULL: adapters in unmerged form (lora.h), whose
                                         s·(x Aᵀ)Bᵀ the forward adds beside the weight's GEMM and whose
                                         s·(dy B)A the backward adds to dx (set by the trainer, not owned) */
@@ -198,13 +204,31 @@ int  llama_describe(LlamaModel *m, const LlamaConfig *cfg, int B, int T);
 uint64_t llama_init_stream(const char *name);
 /* Whether tensor p is kept in bf16 only (a frozen GEMM weight under bf16; its fp32 slot in w is NULL). */
 int  llama_bf16_only(const LlamaModel *m, const ParamInfo *p);
+/* Rank r's slice of a tensor of n elements cut in `world` contiguous slices in rank order: n/world
+   elements, one more when r < n % world (the remainder on the first ranks), from r·(n/world) +
+   min(r, n % world) (samples/llama/shard.h). */
+void llama_slice(size_t n, int world, int rank, size_t *lo, size_t *len);
+/* Whether tensor p's fp32 master is sharded (llama_build_sharded with world > 0, --precision bf16, a
+   trainable weight with its own bf16 GEMM copy: the linear layers and an untied lm_head, not a
+   classifier's score, K·C floats): this rank
+   then holds its slice in m->wsh (params/<name>.shard) and the whole bf16 copy in m->w16, w's slot
+   NULL. The tied matrix and the RMSNorm weights stay whole: the forward reads them in fp32 (the
+   embedding lookup, the norms). */
+int  llama_master_sharded(const LlamaModel *m, const ParamInfo *p);
 /* llama_describe, then allocates parameters (initialised: normal(0, 0.02) for matrices, 1 for norm
    weights, from seed: see llama_init_stream; bf16: then their GEMM copies), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
    and the token buffers. frozen: optional callback saying which tensors are frozen (LoRA).
    0, or -1 with kbackend_error(kb) / a message on stderr. */
 int  llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int T, const char *optimizer,
                  unsigned long long seed, int (*frozen)(void *user, const ParamInfo *p), void *frozen_user);
-/* Forward to logits (saving activations; bf16: after refreshing the weights' bf16 copies), then the
+/* llama_build with the fp32 masters sharded over `world` ranks, this one `rank` (world 0: llama_build):
+   each sharded weight is drawn whole into a temporary fp32 buffer (workspace/init.<name>: one tensor
+   at a time), rounded whole into its bf16 copy and its slice kept (llama_master_sharded). */
+int  llama_build_sharded(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int T, const char *optimizer,
+                         unsigned long long seed, int (*frozen)(void *user, const ParamInfo *p), void *frozen_user,
+                         int world, int rank);
+/* Forward to logits (saving activations; bf16: after refreshing the weights' bf16 copies from their
+   whole masters; a sharded master's copy is kept current by the optimizer step and its gather), then the
    per-position losses; *mean_loss on the host. */
 int  llama_forward(LlamaModel *m);
 int  llama_loss(LlamaModel *m, double *mean_loss);

@@ -660,6 +660,12 @@ static void buf_json_string(Buf *b, const char *s) {
 
 int safetensors_write(const char *path, const SafeTensorsWrite *tensors, int n, const char *const *meta_keys,
                       const char *const *meta_values, int n_meta, char *err, size_t errlen) {
+    return safetensors_write_fetched(path, tensors, n, meta_keys, meta_values, n_meta, NULL, NULL, err, errlen);
+}
+
+int safetensors_write_fetched(const char *path, const SafeTensorsWrite *tensors, int n, const char *const *meta_keys,
+                              const char *const *meta_values, int n_meta, int (*fetch)(void *user, int i, const float **data),
+                              void *user, char *err, size_t errlen) {
     Buf h = {0};
     uint64_t off = 0;
     buf_put(&h, "{", 1);
@@ -714,23 +720,27 @@ int safetensors_write(const char *path, const SafeTensorsWrite *tensors, int n, 
     static_assert(CHUNK % 2 == 0, "chunk holds whole elements");
     uint16_t *stage = malloc(CHUNK * sizeof *stage);
     ok = ok && stage;
+    int unfetched = -1;
     for (int i = 0; ok && i < n; i++) {
         const SafeTensorsWrite *t = &tensors[i];
         size_t numel = 1;
         for (int d = 0; d < t->ndim; d++) numel *= (size_t)t->shape[d];
-        if (t->dtype == ST_F32) { ok = numel == 0 || fwrite(t->data, 4, numel, f) == numel; continue; }
+        const float *data = t->data;
+        if (!data && (!fetch || fetch(user, i, &data) != 0 || !data)) { ok = 0; unfetched = i; break; }
+        if (t->dtype == ST_F32) { ok = numel == 0 || fwrite(data, 4, numel, f) == numel; continue; }
         for (size_t s = 0; ok && s < numel; s += CHUNK) {
             size_t k = numel - s < CHUNK ? numel - s : CHUNK;
             for (size_t j = 0; j < k; j++)
-                stage[j] = t->dtype == ST_BF16 ? safetensors_f32_to_bf16(t->data[s + j])
-                                               : safetensors_f32_to_f16(t->data[s + j]);
+                stage[j] = t->dtype == ST_BF16 ? safetensors_f32_to_bf16(data[s + j])
+                                               : safetensors_f32_to_f16(data[s + j]);
             ok = fwrite(stage, 2, k, f) == k;
         }
     }
     free(stage);
     if (fclose(f) != 0) ok = 0;
     if (!ok || rename(tmp, path) != 0) {
-        fail(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        if (unfetched >= 0) fail(err, errlen, "%s: tensor '%s' could not be fetched: nothing written", path, tensors[unfetched].name);
+        else fail(err, errlen, "%s: write failed: %s", path, strerror(errno));
         unlink(tmp);
         free(tmp);
         return -1;

@@ -102,6 +102,13 @@ typedef struct {
 
 int safetensors_write(const char *path, const SafeTensorsWrite *tensors, int n, const char *const *meta_keys,
                       const char *const *meta_values, int n_meta, char *err, size_t errlen);
+/* The same, a tensor with data NULL fetched just before it is written: fetch(user, i, &data) points data
+   at tensor i's values (valid until the next fetch), 0, or -1 (then the file is not written and err
+   names the tensor). A writer that holds one tensor at a time (a sharded model
+   gathered tensor by tensor: samples/llama/checkpoint.h, ckpt_save_gathered). */
+int safetensors_write_fetched(const char *path, const SafeTensorsWrite *tensors, int n, const char *const *meta_keys,
+                              const char *const *meta_values, int n_meta, int (*fetch)(void *user, int i, const float **data),
+                              void *user, char *err, size_t errlen);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN). */
 float safetensors_bf16_to_f32(uint16_t h);

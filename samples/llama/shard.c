@@ -4,6 +4,7 @@
    update itself (train.c's optimizer step, on the ranges train_grad_range gives). */
 #include "shard.h"
 #include "train.h"
+#include "checkpoint.h"
 #include "comm.h"
 #include "dpmem.h"
 
@@ -14,11 +15,7 @@
    contributes what it has), at offset `at` of each rank's part of the bucket. */
 typedef struct { int i; size_t a, k, at; } Piece;
 
-void shard_slice(size_t n, int world, int rank, size_t *lo, size_t *len) {
-    const size_t w = world > 0 ? (size_t)world : 1, r = (size_t)rank, q = n / w, rem = n % w;
-    *lo = r * q + (r < rem ? r : rem);
-    *len = q + (r < rem ? 1 : 0);
-}
+void shard_slice(size_t n, int world, int rank, size_t *lo, size_t *len) { llama_slice(n, world, rank, lo, len); }
 
 void train_grad_range(const TrainState *s, int i, size_t *lo, size_t *n) {
     if (s->shard) { *lo = s->shard->lo[i]; *n = s->shard->len[i]; return; }
@@ -135,7 +132,8 @@ static int rounds(TrainState *s, int gather, const char *what) {
         while (i < m->n_params && used < cap) {   /* the round: rank 0's positions (the longest slices) */
             size_t lo0, len0;
             shard_slice(m->params[i].numel, h->world, 0, &lo0, &len0);
-            if (!m->params[i].trainable || a >= len0) { i++; a = 0; continue; }
+            /* (a sharded master's bf16 copy is gathered by gather_copies instead) */
+            if (!m->params[i].trainable || (gather && llama_master_sharded(m, &m->params[i])) || a >= len0) { i++; a = 0; continue; }
             const size_t k = cap - used < len0 - a ? cap - used : len0 - a;
             pc[np++] = (Piece){ i, a, k, used };
             used += k; a += k;
@@ -161,8 +159,140 @@ int shard_reduce_scatter_grads(TrainState *s) {
     return rounds(s, 0, "the gradient reduce-scatter");
 }
 
+/* ---- the sharded fp32 masters (--zero under bf16: llama.h's llama_master_sharded) ---------------------- */
+
+static int collective_bf16(TrainState *s, void *buf, size_t count, const char *what) {
+    if (s->kb->space == 0) return comm_allgather_bf16(&g_comm, buf, count, what);
+    if (!comm_device_allgather_bf16) {
+        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
+                 "toolkit's NCCL)", what);
+        return -1;
+    }
+    return comm_device_allgather_bf16(&g_comm, buf, count, what);
+}
+
+/* The bf16 copies of the sharded masters, every rank's slices to every rank, in rounds through the
+   bucket read as 16-bit elements (twice a round's floats): each rank rounded its own slices in the
+   optimizer step; half an fp32 gather's bytes. */
+static int gather_copies(TrainState *s) {
+    Shard *h = s->shard;
+    LlamaModel *m = &s->model;
+    const size_t cap = 2 * (s->comm_bucket_n / (size_t)h->world);   /* bf16 elements a rank, a round */
+    const char *what = "the bf16 copies' all-gather";
+    int i = 0, rc = 0;
+    size_t a = 0;
+    while (rc == 0) {
+        Piece pc[64];   /* a round's pieces (a full round goes on in the next) */
+        size_t used = 0;
+        int np = 0;
+        while (i < m->n_params && used < cap && np < 64) {
+            const ParamInfo *p = &m->params[i];
+            size_t lo0, len0;
+            llama_slice(p->numel, h->world, 0, &lo0, &len0);
+            if (!llama_master_sharded(m, p) || a >= len0) { i++; a = 0; continue; }
+            const size_t k = cap - used < len0 - a ? cap - used : len0 - a;
+            pc[np++] = (Piece){ i, a, k, used };
+            used += k; a += k;
+        }
+        if (used == 0) break;
+        for (int pass = 0; pass < 2 && rc == 0; pass++)   /* 0: this rank's parts in; 1: the others' out */
+            for (int r = 0; r < h->world && rc == 0; r++) {
+                if ((pass == 0) != (r == h->rank)) continue;
+                for (int q = 0; q < np && rc == 0; q++) {
+                    const ParamInfo *p = &m->params[pc[q].i];
+                    size_t lo, len;
+                    llama_slice(p->numel, h->world, r, &lo, &len);
+                    if (pc[q].a >= len) continue;
+                    const size_t k = len - pc[q].a < pc[q].k ? len - pc[q].a : pc[q].k;
+                    float *x = kact_at(*llama_tensor(&m->w16, p), lo + pc[q].a, KDT_BF16);
+                    float *b = kact_at(s->comm_bucket, (size_t)r * used + pc[q].at, KDT_BF16);
+                    rc = copy_ex(s->kb, KDT_BF16, pass ? x : b, pass ? b : x, k);
+                }
+                if (pass == 0 && rc == 0) rc = collective_bf16(s, s->comm_bucket, used, what);
+            }
+    }
+    return rc;
+}
+
 int shard_allgather_params(TrainState *s) {
     if (!s->shard || !s->comm_bucket || !kbackend_computes(s->kb)) return 0;
     DPMEM_SCOPE("all_gather");
-    return rounds(s, 1, "the parameter all-gather");
+    int rc = rounds(s, 1, "the parameter all-gather");
+    return rc ? rc : gather_copies(s);
+}
+
+int shard_masters(const TrainState *s) {
+    for (int i = 0; s->shard && i < s->model.n_params; i++)
+        if (llama_master_sharded(&s->model, &s->model.params[i])) return 1;
+    return 0;
+}
+
+int shard_gather_master(TrainState *s, int i, float *host) {
+    if (!kbackend_computes(s->kb)) return 0;
+    DPMEM_SCOPE("all_gather");
+    Shard *h = s->shard;
+    LlamaModel *m = &s->model;
+    const ParamInfo *p = &m->params[i];
+    const float *mine = *llama_tensor(&m->wsh, p);
+    const size_t cap = s->comm_bucket_n / (size_t)h->world;
+    size_t lo0, len0, lo, len;
+    llama_slice(p->numel, h->world, 0, &lo0, &len0);
+    llama_slice(p->numel, h->world, h->rank, &lo, &len);
+    for (size_t a = 0; a < len0; a += cap) {   /* rounds of rank 0's positions [a, a + k) */
+        const size_t k = len0 - a < cap ? len0 - a : cap;
+        if (a < len && copy_buffer(s->kb, s->comm_bucket + (size_t)h->rank * k, mine + a, len - a < k ? len - a : k)) return -1;
+        if (collective(s, 1, k, "the master's gather")) return -1;
+        for (int r = 0; host && r < h->world; r++) {
+            size_t lr, nr;
+            llama_slice(p->numel, h->world, r, &lr, &nr);
+            if (a < nr && kbuf_download(s->kb, host + lr + a, s->comm_bucket + (size_t)r * k, (nr - a < k ? nr - a : k) * sizeof(float)))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int gather_for_save(void *user, int i, float *host) { return shard_gather_master(user, i, host); }
+
+int shard_save(TrainState *s, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen) {
+    const CkptGather g = { gather_for_save, s, g_comm.rank == 0 };
+    return ckpt_save_gathered(&s->model, dir, dtype, base, &g, err, errlen);
+}
+
+int shard_check_ranks_agree(TrainState *s) {
+    if (g_comm.world <= 1 || !g_comm.mpi || !kbackend_computes(s->kb)) return 0;
+    DPMEM_SCOPE("allreduce");
+    LlamaModel *m = &s->model;
+    uint64_t hash = 1469598103934665603ull;   /* FNV-1a, as train_check_ranks_agree: the same value unsharded */
+    size_t cap = 0;
+    for (int i = 0; i < m->n_params; i++) cap = m->params[i].numel > cap ? m->params[i].numel : cap;
+    float *host = malloc((cap ? cap : 1) * sizeof *host);
+    if (!host) { snprintf(s->kb->err, sizeof s->kb->err, "out of host memory (parameter check)"); return -1; }
+    const unsigned char *b = (const unsigned char *)host;
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        const int only = llama_bf16_only(m, p);
+        const size_t bytes = p->numel * (only ? 2 : sizeof *host);
+        if (llama_master_sharded(m, p) ? shard_gather_master(s, i, host)
+                                       : kbuf_download(s->kb, host, only ? *llama_tensor(&m->w16, p) : *llama_tensor(&m->w, p), bytes)) {
+            free(host);
+            return -1;
+        }
+        for (size_t k = 0; k < bytes; k++) hash = (hash ^ b[k]) * 1099511628211ull;
+        const LoraAdapter *l = m->lora ? m->lora[i] : NULL;
+        const float *ab[2] = { l ? l->A : NULL, l ? l->B : NULL };
+        const size_t nab[2] = { l ? (size_t)l->r * l->IC : 0, l ? (size_t)l->OC * l->r : 0 };
+        for (int j = 0; j < 2; j++) {
+            if (!ab[j]) continue;
+            if (kbuf_download(s->kb, host, ab[j], nab[j] * sizeof *host)) { free(host); return -1; }
+            for (size_t k = 0; k < nab[j] * sizeof *host; k++) hash = (hash ^ b[k]) * 1099511628211ull;
+        }
+    }
+    free(host);
+    char hex[24];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+    dpmem_meta("comm.params_hash", hex);
+    if (comm_check_same(&g_comm, (long long)hash, "the parameters after training (every rank must hold the same model)")) return -1;
+    if (!s->cfg->quiet) printf("all %d ranks hold identical parameters (hash %s: the gathered model)\n", g_comm.world, hex);
+    return 0;
 }

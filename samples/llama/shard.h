@@ -6,6 +6,20 @@
      2: also the gradients: the summed gradient is reduce-scattered (scope "reduce_scatter": half an
         all-reduce's traffic) instead of all-reduced, each rank receiving the sum of its slice only;
         the noise, 1/L and the update read nothing else.
+   THE FP32 MASTERS (--precision bf16, both stages). Each trainable GEMM weight with a bf16 copy (the
+   linear layers, an untied lm_head: llama.h's llama_master_sharded) keeps the fp32 master of this
+   rank's slice only (params/<name>.shard, built by llama_build_sharded: drawn whole into a one-tensor
+   workspace, rounded whole into the bf16 copy, the slice kept); the optimizer step updates the slice
+   and rounds it into its slice of the bf16 copy (the forward's own rounding, RNE: the same bits), and
+   the bf16 copies are all-gathered as 16-bit elements (gather_copies: half the bytes of fp32). The
+   forward reads the copies and rounds no master of these. Whole on every rank, gathered in fp32: what
+   the forward reads in fp32 (RMSNorm weights: C floats each; an untied trainable embedding's lookup
+   table and the tied matrix: 4·V·C bytes, 2.1 GB at the 8B shape), and a classifier's score (K·C
+   floats, saved by LoRA beside its adapters from rank 0). Under fp32 precision the master is
+   the parameter the GEMMs read: nothing is sharded there short of --zero 3. Readers of the whole
+   master get: the hooks' args->W NULL; --check-finite this rank's slice; the params hash and --save
+   the gathered model, one tensor at a time (shard_gather_master: no rank holds the whole fp32 model);
+   --init-from (checkpoint.c) each tensor through a one-tensor fp32 buffer, keeping the slice.
    THE SLICES. Each trainable tensor of n floats is cut in world contiguous slices, in rank order:
    rank r holds n/world floats, one more when r < n % world (the remainder goes to the first ranks),
    from r·(n/world) + min(r, n % world). Rank 0 therefore holds the most of every tensor: the planner
@@ -22,9 +36,8 @@
    use it too), rank by rank at a fixed stride, in as many rounds as the slices need: NCCL's
    collectives take equal counts per rank, so a round's count is rank 0's (the longest) and the
    shorter ranks' parts are padding that is summed or copied but never read.
-   NOT HERE (this implementation): the fp32 master weights stay whole on every rank (the forward
-   reads them: fp32 GEMMs, and under bf16 the norms, the embedding and the bf16 copies' refresh);
-   --zero 2's full-size gradient buffers stay allocated (the backward accumulates into them; only a
+   NOT HERE (this implementation): the fp32 masters under fp32 precision and the fp32 tensors the bf16
+   forward reads (above); --zero 2's full-size gradient buffers stay allocated (the backward accumulates into them; only a
    reduction bucket by bucket inside the backward, issue 39's item 3, frees them at the peak), so its
    peak is --zero 1's; --zero 3 (the parameters); LoRA's adapters and their optimizer state stay
    replicated (the frozen base has no gradient and no optimizer state to shard). */
@@ -32,6 +45,8 @@
 #define SHARD_H
 
 #include <stddef.h>
+
+#include "safetensors.h"
 
 struct TrainState;
 
@@ -52,7 +67,19 @@ void shard_free(struct TrainState *s);
 /* --zero 2: the trainable gradients reduce-scattered (scope "reduce_scatter"): each rank's slice
    holds the sum over the ranks; the rest of its buffers is stale. */
 int  shard_reduce_scatter_grads(struct TrainState *s);
-/* After the update of the slices: every rank's slices to every rank (scope "all_gather"). */
+/* After the update of the slices: every rank's slices to every rank (scope "all_gather"): the whole
+   fp32 parameters in fp32, a sharded master's bf16 copy in bf16 (its fp32 slice stays this rank's). */
 int  shard_allgather_params(struct TrainState *s);
+/* Whether any fp32 master is sharded (--zero under bf16: llama.h's llama_master_sharded). */
+int  shard_masters(const struct TrainState *s);
+/* Tensor i's sharded fp32 master, gathered whole into host (numel floats; NULL: this rank only sends)
+   through the bucket, in rounds (scope "all_gather"). Every rank calls it for the same i. */
+int  shard_gather_master(struct TrainState *s, int i, float *host);
+/* --save from a sharded run (every rank calls it): checkpoint.h's ckpt_save_gathered, rank 0 writing. */
+int  shard_save(struct TrainState *s, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen);
+/* train_check_ranks_agree for a sharded run: the hash of the gathered model (every tensor's fp32 values
+   as an unsharded run holds them, a sharded master gathered tensor by tensor; bf16-only tensors'
+   2-byte values; LoRA's A and B): the same hash as the unsharded run's when the weights are the same. */
+int  shard_check_ranks_agree(struct TrainState *s);
 
 #endif

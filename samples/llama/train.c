@@ -62,15 +62,20 @@ int train_check_finite(TrainState *s, int grads, const char *phase) {
         /* NULL: frozen (no grads), or a frozen weight kept in bf16 alone (llama.h), which nothing writes
            after the checkpoint's load has checked it finite */
         const float *x = *llama_tensor(grads ? &m->dw : &m->w, p);
-        if (!x) continue;
+        size_t n = p->numel, lo = 0;
+        if (!grads && llama_master_sharded(m, p)) {   /* this rank's slice: the others check theirs */
+            x = *llama_tensor(&m->wsh, p);
+            llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &n);
+        }
+        if (!x || n == 0) continue;
         size_t bad = 0;
-        TRY(count_nonfinite(s->kb, x, p->numel, &bad));
+        TRY(count_nonfinite(s->kb, x, n, &bad));
         if (bad) {
             char msg[192];
             snprintf(msg, sizeof msg, "non-finite values in %s/%s at step %d after %s", grads ? "grads" : "params",
                      p->name, s->step + 1, phase);
             dpmem_warn(msg, bad);
-            fprintf(stderr, "error: %s (%zu of %zu values are NaN or Inf)\n", msg, bad, p->numel);
+            fprintf(stderr, "error: %s (%zu of %zu values are NaN or Inf)\n", msg, bad, n);
             s->nonfinite = 1;
             return -1;
         }
@@ -115,10 +120,14 @@ static int optimizer_step(TrainState *s) {
         size_t lo, n;   /* --zero: this rank's slice, with its own m and v (samples/llama/shard.h) */
         train_grad_range(s, i, &lo, &n);
         if (n == 0) continue;
-        float *w = *llama_tensor(&m->w, p) + lo, *g = *llama_tensor(&m->dw, p) + lo;
+        /* a sharded master (llama.h: llama_master_sharded) is the slice itself */
+        const int sliced = llama_master_sharded(m, p);
+        float *w = sliced ? *llama_tensor(&m->wsh, p) : *llama_tensor(&m->w, p) + lo, *g = *llama_tensor(&m->dw, p) + lo;
         float *mm = s->shard ? s->shard->m[i] : *llama_tensor(&m->m, p), *vv = s->shard ? s->shard->v[i] : *llama_tensor(&m->v, p);
         if (adam) TRY(adamw_update(s->kb, w, g, mm, vv, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
         else TRY(sgd_update(s->kb, w, g, n, s->lr, wd));
+        /* its bf16 copy's slice rounded from it here (the forward rounds whole masters only), the same RNE */
+        if (sliced) TRY(narrow_buffer(s->kb, kact_at(*llama_tensor(&m->w16, p), lo, KDT_BF16), w, n));
     }
     return 0;
 }
@@ -465,8 +474,10 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     {
         DPMEM_SCOPE("model_creation");
         /* (--zero: the model gets no optimizer state; shard_init gives each rank its slices') */
-        if (llama_build(&s.model, &kb, &c->model, c->batch_size, c->seq_len, c->zero ? "sgd" : c->optimizer,
-                        (unsigned long long)c->seed, st->frozen, st->user) != 0 || shard_init(&s) != 0) goto fail;
+        /* (--zero under bf16: each rank's slices of the GEMM weights' fp32 masters, shard.h) */
+        if (llama_build_sharded(&s.model, &kb, &c->model, c->batch_size, c->seq_len, c->zero ? "sgd" : c->optimizer,
+                                (unsigned long long)c->seed, st->frozen, st->user, c->zero ? g_comm.world : 0, g_comm.rank) != 0 ||
+            shard_init(&s) != 0) goto fail;
         if (st->init && st->init(st->user, &s) != 0) goto fail;
         strategy_ready = 1;
         /* every rank must run the same configuration before the first step: shapes, precision,
@@ -550,7 +561,8 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     if (gpu_time) train_gpu_timer_flush();   /* the GPU's last work done, every scope's time delivered */
     secs = (double)(dpmem_now_ns() - t0) * 1e-9;
     dpmem_snapshot("end");
-    if (train_check_ranks_agree(&s) != 0) goto fail;
+    /* (sharded masters: the hash of the gathered model, shard.h) */
+    if ((shard_masters(&s) ? shard_check_ranks_agree(&s) : train_check_ranks_agree(&s)) != 0) goto fail;
     {
         const int shown = steps_done < n_rows ? steps_done : n_rows;
         const int use_gpu = gpu_time && gt.n >= shown;   /* (a step without its GPU time: the host's table) */
@@ -558,12 +570,17 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
             fprintf(stderr, "note: GPU times of %d of %d steps came back: the table shows host times\n", gt.n, shown);
         if (c->quiet < 2) print_summary(&s, steps_done, secs, use_gpu ? gt.rows : row, shown, warmup, first_loss, last_loss, use_gpu);
     }
-    if (c->save_dir && g_comm.rank == 0) { /* scope "checkpoint_save"; every rank holds the same model */
+    /* scope "checkpoint_save"; every rank holds the same model, but for sharded masters (shard.h): every
+       rank sends its slices, tensor by tensor, rank 0 writes */
+    const int gathered = shard_masters(&s);
+    if (c->save_dir && (g_comm.rank == 0 || gathered)) {
         char err[CKPT_ERR];
         SafeTensorsDtype dt = !strcmp(c->save_dtype, "bf16") ? ST_BF16 : !strcmp(c->save_dtype, "f16") ? ST_F16 : ST_F32;
-        if (ckpt_save(&s.model, c->save_dir, dt, c->init_from, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
-        if (!c->quiet && kbackend_computes(&kb)) printf("saved: %s/config.json, %s/model.safetensors (%s)\n", c->save_dir, c->save_dir, c->save_dtype);
-        if (st->save && st->save(st->user, &s, c->save_dir) != 0) goto out;
+        if ((gathered ? shard_save(&s, c->save_dir, dt, c->init_from, err, sizeof err)
+                      : ckpt_save(&s.model, c->save_dir, dt, c->init_from, err, sizeof err)) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
+        if (g_comm.rank == 0 && !c->quiet && kbackend_computes(&kb))
+            printf("saved: %s/config.json, %s/model.safetensors (%s)\n", c->save_dir, c->save_dir, c->save_dtype);
+        if (g_comm.rank == 0 && st->save && st->save(st->user, &s, c->save_dir) != 0) goto out;
     }
     rc = 0;
     goto out;

@@ -10,7 +10,8 @@
                            (--zero 2: scope "reduce_scatter", each rank its slice's sum: shard.h)
        strategy->before_update(user, s)            e.g. add noise, divide by the logical batch
        scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
-                           (--zero 1|2: this rank's slices; then scope "all_gather", the parameters)
+                           (--zero 1|2: this rank's slices; then scope "all_gather", the parameters;
+                           bf16: a sharded master's slice, rounded into its bf16 copy, which is gathered)
        scope "zero_grad"       gradients := 0
    train_forward opens the scopes "forward" and "loss"; train_backward opens "backward". Building the
    model (params, grads, optimizer state) is the scope "model_creation". A DP strategy's scopes
