@@ -40,6 +40,8 @@ typedef struct Shard {
     int n;                 /* the model's tensors (LlamaModel.params) */
     size_t *lo, *len;      /* this rank's slice of each trainable tensor (len 0 where frozen) */
     float **m, **v;        /* AdamW's state of the slice (NULL: SGD, frozen) */
+    float **g;             /* --zero 2: the slice's summed gradient, grads/<name>.shard (shard_grads.c); NULL below 2 */
+    struct ShardGradQueue *q; /* --zero 2: the reductions in flight (shard_grads.c) */
 } Shard;
 
 /* Rank r's slice of a tensor of n floats among world ranks (see above). */
