@@ -261,15 +261,7 @@ int comm_request_test(Comm *c, CommRequest *r, int *done) {
         fprintf(stderr, "error: rank %d: %s failed in MPI (another rank died?)\n", c->rank, r->what);
         return -1;
     }
-    if (!flag) {
-        *done = 0;
-        if (now_s() - r->t0 > c->timeout_s) {
-            fprintf(stderr, "error: rank %d: %s did not complete in %.0f s (DPMEM_COMM_TIMEOUT): another rank died "
-                    "or is stuck; ending the job\n", c->rank, r->what, c->timeout_s);
-            return -1;
-        }
-        return 0;
-    }
+    if (!flag) { *done = 0; return 0; }
     g_request_used[r->id] = 0;
     scatter_finish(c, r);
 #endif
@@ -278,11 +270,19 @@ int comm_request_test(Comm *c, CommRequest *r, int *done) {
 }
 
 int comm_request_wait(Comm *c, CommRequest *r) {
+    const double t0 = now_s();   /* the timeout counts while waiting (a poll finds it undone while MPI had no
+                                    call to progress it in: the backward may take longer than any timeout) */
     for (long k = 0;; k++) {
         int done = 0;
         if (comm_request_test(c, r, &done)) return -1;
         if (done) return 0;
-        if (now_s() - r->t0 > 0.002) {   /* as wait_request: spin a little, then leave the core to others */
+        const double el = now_s() - t0;
+        if (el > c->timeout_s) {
+            fprintf(stderr, "error: rank %d: %s did not complete in %.0f s (DPMEM_COMM_TIMEOUT): another rank died "
+                    "or is stuck; ending the job\n", c->rank, r->what, c->timeout_s);
+            return -1;
+        }
+        if (el > 0.002) {   /* as wait_request: spin a little, then leave the core to others */
             struct timespec ts = { 0, 100000 };
             nanosleep(&ts, NULL);
         }

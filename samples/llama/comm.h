@@ -57,8 +57,8 @@ int comm_check_fields(Comm *c, const char *const *names, const char *const *valu
 int comm_reduce_scatter_float(Comm *c, float *buf, size_t count, const char *what);
 int comm_allgather_float(Comm *c, float *buf, size_t count, const char *what);
 /* Non-blocking collectives (the gradient reduction inside the backward, samples/llama/grad_reduce.c):
-   started now, completed later by comm_request_test (polls once) or comm_request_wait; the timeout
-   (DPMEM_COMM_TIMEOUT) counts from the start. The reduce-scatter's layout is comm_reduce_scatter_float's
+   started now, completed later by comm_request_test (polls once: MPI progresses the collective in
+   its calls) or comm_request_wait; the timeout (DPMEM_COMM_TIMEOUT) counts while waiting. The reduce-scatter's layout is comm_reduce_scatter_float's
    (this rank's sum at its own part once complete). A request is 0 when nothing is in flight (one
    rank, no MPI: complete at once). At most COMM_MAX_REQUESTS in flight. 0, or -1 after a one-line error. */
 #define COMM_MAX_REQUESTS 8
