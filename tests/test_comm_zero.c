@@ -7,7 +7,9 @@
      - N ranks with --zero 1 and --zero 2 train bit for bit the weights of N ranks without sharding
        (the same sums, the same noise z(seed, step, i) added to coordinate i by the rank that owns it,
        the same elementwise update; the reduce-scatter adds the ranks' parts in the all-reduce's
-       order: OpenMPI's both do for these sizes, and 2 ranks' sum a + b has one order anyway), and
+       order: OpenMPI's both do for these sizes, and 2 ranks' sum a + b has one order anyway) where a
+       rank runs one physical batch a step; with several, --zero 2 (which reduce-scatters each
+       physical batch's sum into the slices) equals them to <= 1e-6 of the largest weight, and
        those equal one process with the same logical batch to ≤ 1e-6 relative to the largest weight
        (the backward's sums over samples run in another order: ≤ 1e-6, not bit for bit), while the
        update itself (lr 0 against lr 1e-2) is far larger; σ > 0 in the DP cases;
@@ -15,7 +17,11 @@
      - the plan (--device plan --ranks N --zero S) equals rank 0's measured peak byte for byte, and
        every other rank's peak is at most it (rank 0 holds the most: the remainder's floats);
      - at the peak, the optimizer category is exactly 8 bytes per float of rank 0's slices (its m
-       and v), summed from the shapes here;
+       and v), summed from the shapes here; the grads category is the whole model's under --zero 1,
+       and under --zero 2 4 bytes per float of rank 0's slices plus at most one gradient unit's
+       full-size buffers (a block, the final norm with lm_head, or the embedding: llama.h), exactly;
+     - the reduction overlapped with the backward (the default) = the serial one (DPMEM_COMM_OVERLAP=0),
+       bit for bit, at --zero 0 and 2; a tied lm_head; Poisson sampling (empty physical batches);
      - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
        process, bit for bit;
      - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 3: one
@@ -165,7 +171,13 @@ typedef struct { const char *prog, *args, *what, *env; int four, vocab, vs1, phy
    sum as its backward goes (DeepSpeed's ZeRO-2 does at every micro-step): with more than one, the
    slices add the ranks' sums batch by batch where the unsharded ranks add the batches first and
    then the ranks, another order: equal to <= 1e-6, not bit for bit. */
-static int micro_of(const Case *k, int np) { return (k->accum ? k->accum : 1) * (k->phys ? 8 / np / k->phys : 1); }
+static int micro_of(const Case *k, int np) {
+    if (strstr(k->args, "--poisson")) {   /* dp_sgd.c: room for L + 6 sqrt(L) + 1 rows, in physical batches */
+        const double L8 = 8.0 / np;
+        return (int)ceil((L8 + 6.0 * sqrt(L8) + 1.0) / k->phys);
+    }
+    return (k->accum ? k->accum : 1) * (k->phys ? 8 / np / k->phys : 1);
+}
 
 
 /* rank 0's log of a sharded run: its collectives are scopes, their bucket a tagged buffer */
@@ -269,6 +281,13 @@ int main(void) {
           "--noise-seed 11", "mixed+bk bf16 ckpt sigma 1", "", 1, 1001, 1, 0, 0 },
         { "train_lora", "--lr 1e-2 --lora-rank 4 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11 --checkpoint-activations",
           "LoRA flash+bk ckpt sigma 1", "", 0, 0, 1, 0, 0 },
+        /* a tied lm_head (its gradient is the embedding's: complete only after the embedding's unit), and
+           Poisson sampling (physical batches with no rows on one rank and rows on another: --zero 2 still
+           runs every unit's reduce-scatter there, of zeros, or the ranks' collectives would not match) */
+        { "train_ghost", "--lr 1e-2 --tie-embeddings --max-physical-batch-size 4 --clip twopass --noise-multiplier 1 --max-grad-norm 0.1 "
+          "--noise-seed 11", "ghost+twopass tied fp32 sigma 1", "", 0, 0, 1, 4, 0 },
+        { "train_flash", "--lr 1e-2 --poisson --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11",
+          "flash+bk poisson fp32 sigma 1", "", 0, 0, 1, 2, 0 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_case(&cases[k]);
 
