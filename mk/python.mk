@@ -94,5 +94,5 @@ $(PYENV_STAMP): mk/python.mk
 
 test test-run: pyenv
 
-PY_TESTS := tests/test_python_kit.sh tests/test_python_torch.sh tests/test_python_example.sh tests/test_classify_torch.sh tests/test_classify_ckpt.sh
+PY_TESTS := tests/test_python_kit.sh tests/test_python_torch.sh tests/test_python_dist.sh tests/test_python_example.sh tests/test_classify_torch.sh tests/test_classify_ckpt.sh
 TESTS    += $(PY_TESTS)

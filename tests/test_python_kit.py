@@ -288,5 +288,51 @@ for path, kind in ((fifo, "a FIFO"), (TMP, "a directory")):
         check(False, "logread.read on %s still blocked after 10 s" % kind)
 os.unlink(fifo)
 
+# ---- 5. ranks: each rank of a launcher (RANK, WORLD_SIZE) its own log, named as the C trainers' ------
+# samples/llama/comm.c's comm_rank_path gives these (compiled and run on these five paths)
+for path, want in (("run.log", "run.rank3.log"), ("logs/run", "logs/run.rank3"), (".hidden", ".rank3.hidden"),
+                   ("a.b/run", "a.b/run.rank3"), ("results/x.y.log", "results/x.y.rank3.log")):
+    check(dpmem.rank_path(path, 3) == want, "rank_path(%r, 3) = %r, want %r" % (path, dpmem.rank_path(path, 3), want))
+check(dpmem.world() == (0, 1), "world() without a launcher: %s" % (dpmem.world(),))
+
+
+def as_rank(rank, size, code, **env):
+    e = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "DPMEM_LOG")}
+    e.update(RANK=rank, WORLD_SIZE=size, **env)
+    return subprocess.run([sys.executable, "-c", "import sys, dpmem\n" + code], capture_output=True, text=True,
+                          env=e, timeout=60)
+
+
+def rank_meta(path):
+    from dpmem.logread import read
+    m = read(path).meta
+    return m.get("comm.rank"), m.get("comm.world_size")
+
+
+# DPMEM_LOG=env.log under rank 1 of 2: env.rank1.log, with META comm.rank and comm.world_size
+out = as_rank("1", "2", "dpmem.tag(0x1000, 64, 'params/w')", DPMEM_LOG=os.path.join(TMP, "env.log"))
+check(out.returncode == 0 and os.path.exists(os.path.join(TMP, "env.rank1.log"))
+      and not os.path.exists(os.path.join(TMP, "env.log")), "DPMEM_LOG under RANK=1: rc %d, %s, files %s"
+      % (out.returncode, out.stderr.strip()[-200:], sorted(f for f in os.listdir(TMP) if f.startswith("env"))))
+if out.returncode == 0:
+    check(rank_meta(os.path.join(TMP, "env.rank1.log")) == ("1", "2"), "env.rank1.log's META: %s"
+          % (rank_meta(os.path.join(TMP, "env.rank1.log")),))
+# dpmem.open("o.log") under rank 1 of 2 opens o.rank1.log and says so
+out = as_rank("1", "2", "print(dpmem.open(sys.argv[1])); dpmem.close()".replace("sys.argv[1]", repr(os.path.join(TMP, "o.log"))))
+check(out.returncode == 0 and out.stdout.strip() == os.path.join(TMP, "o.rank1.log")
+      and rank_meta(os.path.join(TMP, "o.rank1.log")) == ("1", "2"), "dpmem.open under RANK=1: rc %d, %r, %s"
+      % (out.returncode, out.stdout.strip(), out.stderr.strip()[-200:]))
+# a launcher's RANK outside its WORLD_SIZE (or not a number): open refuses, naming both; DPMEM_LOG is
+# not opened (a line says so) rather than two ranks writing one log
+for rank, size in (("2", "2"), ("x", "2"), ("0", "0"), ("-1", "2")):
+    out = as_rank(rank, size, "dpmem.open(%r)" % os.path.join(TMP, "bad.log"))
+    check(out.returncode != 0 and "RANK=%r and WORLD_SIZE=%r are not a rank of a world" % (rank, size) in out.stderr,
+          "open under RANK=%s WORLD_SIZE=%s: rc %d, %s" % (rank, size, out.returncode, out.stderr.strip()[-200:]))
+    out = as_rank(rank, size, "dpmem.tag(0x1000, 64, 'params/w')", DPMEM_LOG=os.path.join(TMP, "bad.log"))
+    check(out.returncode == 0 and "DPMEM_LOG=%s not opened" % os.path.join(TMP, "bad.log") in out.stderr,
+          "DPMEM_LOG under RANK=%s WORLD_SIZE=%s: rc %d, %s" % (rank, size, out.returncode, out.stderr.strip()[-200:]))
+check(not [f for f in os.listdir(TMP) if f.startswith("bad")], "a log was written under a bad RANK: %s"
+      % [f for f in os.listdir(TMP) if f.startswith("bad")])
+
 print("%s: %d failure(s)" % ("test_python_kit", len(failures)))
 sys.exit(1 if failures else 0)

@@ -13,11 +13,18 @@
 For PyTorch, `dpmem.torch.track(model, optimizer)` tags parameters, gradients, optimizer state,
 tensors saved for backward and Opacus's buffers by itself (docs/PYTHON.md).
 
+Under torchrun (or any launcher that sets RANK and WORLD_SIZE, or an initialised torch.distributed)
+with more than one rank, each rank writes its own log, named as the C trainers name theirs:
+dpmem.open("run.log") (or DPMEM_LOG=run.log) opens run.rank<R>.log, with META comm.rank and
+comm.world_size, so the tools merge the ranks' logs as they merge the C trainers'.
+
 Misuse is never fatal: a scope ended twice, out of order or on another thread than the one that
 began it, a second tag of a live address, an untag of an unknown one: each is a WARN event in the
 log (and a Python RuntimeWarning), and the totals stay exact."""
 import ctypes
 import functools
+import os
+import sys
 import threading
 import warnings
 
@@ -29,7 +36,7 @@ _lib, LIBRARY = _native.load()
 
 __all__ = ["open", "close", "logging", "meta", "scope", "range_push", "range_pop", "tag", "untag", "snapshot",
            "live_bytes", "peak_bytes", "bytes_at_peak", "live_bytes_in", "categories", "tag_bytes", "reset_peak",
-           "warn", "oom", "now_ns", "thread_name", "scope_path", "nvtx_enabled",
+           "warn", "oom", "now_ns", "thread_name", "scope_path", "nvtx_enabled", "rank_path", "world",
            "HOST", "DEVICE", "PINNED", "MANAGED", "LIBRARY"]
 
 
@@ -55,11 +62,68 @@ def _size(n, what):
     return n
 
 
+# ---- ranks: one log per rank of a data-parallel job ----------------------------------------------
+def rank_path(path, rank):
+    """The log of one rank, as the C trainers name it (samples/llama/comm.c, comm_rank_path):
+    run.log -> run.rank3.log, logs/run -> logs/run.rank3, a.b/run -> a.b/run.rank3."""
+    path = str(path)
+    slash, dot = path.rfind("/"), path.rfind(".")
+    if dot >= 0 and (slash < 0 or dot > slash + 1):
+        return "%s.rank%d%s" % (path[:dot], rank, path[dot:])
+    return "%s.rank%d" % (path, rank)
+
+
+def world():
+    """(rank, world_size) of this process: torch.distributed's when a process group is initialised,
+    else the launcher's RANK and WORLD_SIZE when both are set (torchrun sets them), else (0, 1).
+    RANK and WORLD_SIZE that are not integers with 0 <= RANK < WORLD_SIZE raise ValueError: two
+    ranks must never take one log's name."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:   # a torch without distributed support
+        pass
+    env = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if None in env:
+        return 0, 1
+    try:
+        rank, size = int(env[0]), int(env[1])
+    except ValueError:
+        rank = size = None
+    if rank is None or not 0 <= rank < size:
+        raise ValueError("dpmem: the launcher's RANK=%r and WORLD_SIZE=%r are not a rank of a world (integers, "
+                         "0 <= RANK < WORLD_SIZE)" % env)
+    return rank, size
+
+
+_world_logged = None   # the (rank, world size) the kit holds as META
+
+
+def _meta_world(rank, size):
+    """META comm.rank and comm.world_size, when the kit does not hold these values already: it keeps
+    a key's last value and writes it again into every log it opens (dpmem.torch.track() calls this
+    too, for a log opened before the launcher's ranks were known)."""
+    global _world_logged
+    if _world_logged == (rank, size):
+        return
+    _lib.dpmem_meta(b"comm.rank", str(rank).encode())
+    _lib.dpmem_meta(b"comm.world_size", str(size).encode())
+    _world_logged = (rank, size)
+
+
 # ---- the log -------------------------------------------------------------------------------------
 def open(path):  # noqa: A001 (the kit's name)
-    """Starts the log at `path` (truncated). Raises OSError when it cannot (the kit says why on stderr)."""
-    if _lib.dpmem_open(_b(str(path))) != 0:
+    """Starts the log at `path` (truncated), or at rank_path(path, rank) when this process is one
+    rank of several (world()), with META comm.rank and comm.world_size. Returns the path opened.
+    Raises OSError when it cannot (the kit says why on stderr)."""
+    rank, size = world()
+    path = rank_path(path, rank) if size > 1 else str(path)
+    if _lib.dpmem_open(_b(path)) != 0:
         raise OSError("dpmem: cannot open the log %s" % path)
+    if size > 1:
+        _meta_world(rank, size)
+    return path
 
 
 def close():
@@ -297,3 +361,21 @@ class scope:  # noqa: N801 (used like a function: `with dpmem.scope("forward"):`
             with scope(name):
                 return fn(*args, **kwargs)
         return wrapper
+
+
+# DPMEM_LOG under a launcher: the kit opens it at its first event, so each rank's own name must be in
+# the environment before then (two ranks on one path: the second would write run.<pid>.log instead)
+def _rank_env_log():
+    if not os.environ.get("DPMEM_LOG"):
+        return
+    try:
+        rank, size = world()
+    except ValueError as e:   # no log rather than two ranks in one (dpmem.open raises the same)
+        sys.stderr.write("%s: DPMEM_LOG=%s not opened\n" % (e, os.environ.pop("DPMEM_LOG")))
+        return
+    if size > 1:
+        os.environ["DPMEM_LOG"] = rank_path(os.environ["DPMEM_LOG"], rank)
+        _meta_world(rank, size)
+
+
+_rank_env_log()

@@ -26,11 +26,25 @@ What is tagged, each storage once (the first tag wins; views and tied weights sh
 A tag is removed when PyTorch frees the storage (a weakref finalizer on the storage), so after the
 model, the optimizer and the graph are gone nothing is left tagged.
 
+Under torch.distributed (torchrun): each rank's log is its own (dpmem.open("run.log") opens
+run.rank<R>.log) with META comm.rank, comm.world_size and comm.backend, and the collectives are scopes:
+  allreduce        DDP's gradient all-reduce, a bucket at a time (a comm hook around DDP's default
+                   one); Opacus's DistributedDPOptimizer.reduce_gradients (DPDDP: one per step)
+  all_gather,      FSDP2's (fully_shard) collectives, through its set_custom_all_gather and
+  reduce_scatter   set_custom_reduce_scatter
+  comm/allreduce_bucket.<i>        DDP's bucket i
+  comm/all_gather.<module path>,   the buffers FSDP2's collectives allocate
+  comm/reduce_scatter.<module path>
+A scope waits for its collective to finish (comm_wait=True), so that its time is the collective's:
+the overlap DDP and FSDP2 would have with the backward is given up while tracking; comm_wait=False
+keeps it, and the scope then covers only the launch. params_hash(model) checks that the ranks agree.
+
 Timing: hooks tag at the moment a buffer appears (saved tensors, grads, per-sample gradients and
 norms after each module's backward, operator outputs); what Opacus assigns outside any hook
 (summed_grad, the noised grad) is tagged when the phase that made it ends."""
 import contextlib
 import functools
+import hashlib
 import threading
 import weakref
 
@@ -42,7 +56,7 @@ import dpmem
 from dpmem import _native
 
 __all__ = ["track", "Tracker", "tag_tensor", "tagged", "allocation_tag", "use_cuda_allocator", "memory_stats",
-           "max_memory_allocated", "memory_allocated", "reset_peak_memory_stats", "UNTAGGED"]
+           "max_memory_allocated", "memory_allocated", "reset_peak_memory_stats", "params_hash", "UNTAGGED"]
 
 UNTAGGED = "untagged"
 _lib = dpmem._lib
@@ -78,6 +92,8 @@ def _on_free(ptr, token):
 
 
 def _storage_of(t):
+    if type(t).__name__ == "DTensor":   # FSDP2's parameters and gradients: this rank's shard
+        t = t.to_local()
     try:
         st = t.untyped_storage()
     except Exception:           # sparse, meta, functorch wrappers: no plain storage
@@ -410,12 +426,150 @@ def _wrap_sampler(fn, category):
     return sampler
 
 
+# ---- torch.distributed: the ranks, their collectives as scopes, their buffers as comm/... ---------
+def _dist():
+    """torch.distributed when a process group is initialised, else None."""
+    try:
+        import torch.distributed as dist
+        return dist if dist.is_available() and dist.is_initialized() else None
+    except Exception:
+        return None
+
+
+def _meta_world():
+    """META comm.rank, comm.world_size, comm.backend, as the C trainers write them."""
+    dist = _dist()
+    if dist is not None:
+        dpmem._meta_world(dist.get_rank(), dist.get_world_size())
+        dpmem.meta("comm.backend", dist.get_backend())
+
+
+def _is_ddp(m):
+    """torch's DistributedDataParallel or Opacus's DifferentiallyPrivateDistributedDataParallel
+    (DPDDP): wrappers whose model is m.module."""
+    return (isinstance(m, torch.nn.parallel.DistributedDataParallel)
+            or type(m).__name__ == "DifferentiallyPrivateDistributedDataParallel")
+
+
+def _wrapped_chain(model):
+    """The model and the models it wraps: Opacus's GradSampleModule (._module), DDP and DPDDP
+    (.module), torch.compile (._orig_mod), outermost first."""
+    chain = [model]
+    while True:
+        m = chain[-1]
+        inner = (m._module if hasattr(m, "_module") and hasattr(m, "enable_hooks")
+                 else m.module if _is_ddp(m) else getattr(m, "_orig_mod", None))
+        if not isinstance(inner, torch.nn.Module) or inner in chain:
+            return chain
+        chain.append(inner)
+
+
+def _scoped_wait(scope, launch, wait):
+    """Runs launch() (a collective) in `scope`; with wait, its completion too."""
+    with dpmem.scope(scope):
+        r = launch()
+        if wait and r is not None:
+            r.wait()
+        return r
+
+
+def _ddp_comm_hook(state, bucket):
+    """DDP's default all-reduce of one bucket, as scope "allreduce", its buffer tagged."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    group, wait = state
+    _tag_new(bucket.buffer(), "comm/allreduce_bucket.%d" % bucket.index())
+    return _scoped_wait("allreduce", lambda: default_hooks.allreduce_hook(group, bucket), wait)
+
+
+def _hook_ddp(ddp, wait):
+    """Registers the scoped all-reduce as DDP's comm hook (once per DDP: a hook cannot be removed or
+    registered twice, so it stays after Tracker.close()). A DDP that has another hook is left as it is."""
+    if getattr(ddp, "_dpmem_comm_hook", False) or not isinstance(ddp, torch.nn.parallel.DistributedDataParallel):
+        return
+    try:
+        ddp.register_comm_hook((ddp.process_group, wait), _ddp_comm_hook)
+        ddp._dpmem_comm_hook = True
+    except RuntimeError as e:   # a hook registered already, or the first backward has run
+        dpmem.warn("dpmem.torch: DDP's all-reduce is not scoped: %s" % e)
+
+
+def _fsdp_comm_classes():
+    try:
+        from torch.distributed.fsdp import FSDPModule
+        from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatter
+        from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
+    except Exception:   # a torch without FSDP2's custom collectives
+        return None
+    return FSDPModule, AllGather, ReduceScatter, DefaultAllGather, DefaultReduceScatter
+
+
+def _scoped_comm(base, scope, tag, inner, wait):
+    """An FSDP2 collective (AllGather or ReduceScatter) that delegates to `inner` (FSDP2's own), its
+    buffer tagged `tag` and its call a scope."""
+    class Scoped(base):
+        def allocate(self, size, *, dtype, device):
+            t = inner.allocate(size, dtype=dtype, device=device)
+            _tag_new(t, tag)
+            return t
+
+        def __call__(self, *args, **kwargs):
+            return _scoped_wait(scope, lambda: inner(*args, **kwargs), wait)
+    Scoped.__name__ = "DpmemScoped" + type(inner).__name__
+    return Scoped()
+
+
+def _hook_fsdp(model, wait):
+    """FSDP2's all-gathers and reduce-scatters as scopes, for each fully_shard module of the model."""
+    cls = _fsdp_comm_classes()
+    if cls is None:
+        return
+    FSDPModule, AllGather, ReduceScatter, DefaultAllGather, DefaultReduceScatter = cls
+    for name, m in model.named_modules():
+        if not isinstance(m, FSDPModule) or getattr(m, "_dpmem_comm", False):
+            continue
+        path = _clean(name, True) or type(m).__name__
+        try:
+            groups = m._get_fsdp_state()._fsdp_param_groups
+            if len(groups) != 1:    # no parameters of its own, or per-parameter meshes
+                continue
+            ag = getattr(groups[0], "_all_gather_comm", None) or DefaultAllGather()
+            rs = getattr(groups[0], "_reduce_scatter_comm", None) or DefaultReduceScatter()
+            m.set_custom_all_gather(_scoped_comm(AllGather, "all_gather", "comm/all_gather." + path, ag, wait))
+            m.set_custom_reduce_scatter(_scoped_comm(ReduceScatter, "reduce_scatter", "comm/reduce_scatter." + path,
+                                                     rs, wait))
+            m._dpmem_comm = True
+        except Exception as e:
+            dpmem.warn("dpmem.torch: FSDP2's collectives of %s are not scoped: %s" % (path, e))
+
+
+def params_hash(model, check=True):
+    """A hash of the model's parameters (SHA-256 of their bytes in named_parameters order, 16 hex
+    digits), written as META comm.params_hash as the C trainers write theirs. With check, under
+    torch.distributed, the ranks compare theirs and a difference raises RuntimeError naming each
+    rank's. An FSDP2 parameter (a DTensor) is hashed whole (full_tensor(): a gather)."""
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            t = p.full_tensor() if type(p).__name__ == "DTensor" else p
+            h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    digest = h.hexdigest()[:16]
+    dpmem.meta("comm.params_hash", digest)
+    dist = _dist()
+    if check and dist is not None and dist.get_world_size() > 1:
+        every = [None] * dist.get_world_size()
+        dist.all_gather_object(every, digest)
+        if len(set(every)) > 1:
+            raise RuntimeError("dpmem: the ranks' parameters differ: " +
+                               ", ".join("rank %d %s" % (r, d) for r, d in enumerate(every)))
+    return digest
+
+
 # ---- the tracker ---------------------------------------------------------------------------------
 class Tracker:
     """What track() returns: hooks on the model, the optimizer and Opacus's objects, and step()."""
 
     def __init__(self, model, optimizer=None, criterion=None, *, saved_tensors=True, catch_all=None,
-                 opacus=True, phases=True):
+                 opacus=True, phases=True, comm_wait=True):
         self._model = weakref.ref(model)
         self._optimizer = weakref.ref(optimizer) if optimizer is not None else None
         self._names = {}            # id(param) -> name
@@ -431,9 +585,17 @@ class Tracker:
         self._hooks_cm = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         self._closed = False
         self._wrapped = []          # (weakref to object, method name): undone by close()
+        chain = _wrapped_chain(model)
+        ddp = any(_is_ddp(m) for m in chain)    # names lose DDP's "module." prefix too
+        self.comm_wait = comm_wait
+        if _dist() is not None:
+            _meta_world()
+            for m in chain:
+                _hook_ddp(m, comm_wait)
+            _hook_fsdp(model, comm_wait)
 
         for name, p in model.named_parameters(remove_duplicate=False):
-            name = _clean(name)
+            name = _clean(name, ddp)
             self._names.setdefault(id(p), name)
             self._params.append(weakref.ref(p))
             _tag_new(p, "params/" + name)
@@ -442,9 +604,9 @@ class Tracker:
                 # cycle: it reaches the tracker through a weak reference only
                 self._handles.append(p.register_post_accumulate_grad_hook(_weakly(self._on_grad)))
         for name, b in model.named_buffers():
-            _tag_new(b, "buffers/" + _clean(name))
+            _tag_new(b, "buffers/" + _clean(name, ddp))
         for name, m in model.named_modules():
-            m._dpmem_path = _clean(name) or type(m).__name__
+            m._dpmem_path = _clean(name, ddp) or type(m).__name__
             self._handles.append(m.register_forward_pre_hook(self._enter_module))
             self._handles.append(m.register_forward_hook(self._leave_module, always_call=True))
             if self.opacus and any(True for _ in m.parameters(recurse=False)):
@@ -570,6 +732,8 @@ class Tracker:
             for p in group["params"]:
                 self._names.setdefault(id(p), "param%d" % len(self._names))
         scan = lambda *_: self.scan()   # noqa: E731
+        # Opacus's DistributedDPOptimizer (DPDDP): the all-reduce of every gradient, after the noise
+        self._wrap(opt, "reduce_gradients", scope="allreduce")
         if phases:
             self._handles.append(inner.register_step_pre_hook(lambda *_: self._push_phase("optimizer_step")))
             self._handles.append(inner.register_step_post_hook(
@@ -668,18 +832,25 @@ def _weakly(method):
     return call
 
 
-def _clean(name):
-    """Parameter and module names without the wrappers' prefixes (Opacus's _module., compile's _orig_mod.)."""
-    for prefix in ("_module.", "_orig_mod."):
-        while name.startswith(prefix):
-            name = name[len(prefix):]
-    return "" if name in ("_module", "_orig_mod") else name
+def _clean(name, ddp=False):
+    """Parameter and module names without the wrappers' prefixes (Opacus's _module., compile's
+    _orig_mod., and DDP's and DPDDP's module. where the model is wrapped in one)."""
+    prefixes = ("_module", "_orig_mod") + (("module",) if ddp else ())
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in prefixes:
+            if name.startswith(prefix + "."):
+                name, stripped = name[len(prefix) + 1:], True
+    return "" if name in prefixes else name
 
 
 def track(model, optimizer=None, criterion=None, **options):
     """Tags the model's parameters now, and from now on its gradients, the optimizer's state, the
     tensors saved for backward and Opacus's buffers; opens the standard loop's phases as scopes.
-    Call it after Opacus's make_private (pass what it returned). Options: saved_tensors=True,
-    catch_all (default: on unless the CUDA allocator is installed), opacus=True, phases=True.
+    Call it after Opacus's make_private (pass what it returned), and after DDP, DPDDP or fully_shard
+    wrapped the model (under torch.distributed it scopes their collectives). Options: saved_tensors=True,
+    catch_all (default: on unless the CUDA allocator is installed), opacus=True, phases=True,
+    comm_wait=True (a collective's scope waits for it to finish).
     Returns a Tracker: tracker.step() around each step, tracker.criterion for the loss."""
     return Tracker(model, optimizer, criterion, **options)
