@@ -6,8 +6,11 @@
        for each of grad_accum physical batches:
            scope "data"      next batch of tokens, uploaded to the backend
            strategy->physical_batch(user, s)       default: train_forward(s); train_backward(s, NULL)
-       scope "allreduce"   several ranks (mpirun): the gradients summed over them (train_allreduce_grads)
-                           (--zero 2: scope "reduce_scatter", each rank its slice's sum: shard.h)
+       scope "allreduce"   several ranks (mpirun): the gradients summed over them (train_allreduce_grads);
+                           under --zero 0 and 2 the sums start inside the backward, unit by unit as it
+                           finishes them (grad_reduce.c: scopes "allreduce" / "reduce_scatter" inside
+                           "backward"), and here the loop waits for the last (--zero 2: each rank its
+                           slice's sum, shard.h; --zero 1: the serial all-reduce here)
        strategy->before_update(user, s)            e.g. add noise, divide by the logical batch
        scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
                            (--zero 1|2: this rank's slices; then scope "all_gather", the parameters)
