@@ -1,5 +1,5 @@
 # Python: the kit as a shared library for python/dpmem (ctypes), the CUDAPluggableAllocator
-# library on dpmem_cuda.h, the virtual environment with torch, transformers and opacus (`make pyenv`),
+# library on dpmem_cuda.h, the virtual environment with torch, transformers, opacus and peft (`make pyenv`),
 # and the Python tests. `pip install ./python` builds the same two libraries (python/setup.py).
 #
 # The virtual environment is .venv/ in the repository root (git-ignored), made by `make pyenv`, which
@@ -8,7 +8,8 @@
 # 5.7 GB; said before it starts, with pip's progress; PYENV_PYPI_TORCH=0 refuses it). When
 # the environment cannot be made, the reason goes to .venv/.dpmem-pyenv-failed and the Python tests
 # that need torch SKIP with that line; `make test` stays green. Versions pinned to a set that works
-# together (opacus 1.6.0 needs torch >= 2.6; transformers 5.24 needs torch >= 2.6).
+# together (opacus 1.6.0 needs torch >= 2.6; transformers 5.24 needs torch >= 2.6; peft 0.21.2 runs on
+# both, and brings accelerate: tests/test_classify_torch.py checks LoRA classification against PEFT).
 
 PYENV            := .venv
 PYENV_PY         := $(PYENV)/bin/python
@@ -17,6 +18,7 @@ PYENV_FAILED     := $(PYENV)/.dpmem-pyenv-failed
 PY_TORCH         := torch==2.15.0
 PY_OPACUS        := opacus==1.6.0
 PY_TRANSFORMERS  := transformers==5.24.0
+PY_PEFT          := peft==0.21.2
 PY_TORCH_CPU_IDX := https://download.pytorch.org/whl/cpu
 PY_HOST          ?= python3
 PYENV_PYPI_TORCH ?= 1
@@ -76,7 +78,7 @@ $(PYENV_STAMP): mk/python.mk
 	@fail() { echo "$$1" > $(PYENV_FAILED); echo "✗ $$1"; exit 0; }; \
 	 [ -x $(PYENV_PY) ] || $(PY_HOST) -m venv $(PYENV) >/dev/null 2>&1 || [ -x $(PYENV_PY) ] \
 	     || fail "no Python virtual environment: '$(PY_HOST) -m venv' failed (Debian: apt-get install python3-venv)"; \
-	 echo "== make pyenv: $(PY_TORCH) (CPU-only index first), $(PY_OPACUS), $(PY_TRANSFORMERS) into $(PYENV)/"; \
+	 echo "== make pyenv: $(PY_TORCH) (CPU-only index first), $(PY_OPACUS), $(PY_TRANSFORMERS), $(PY_PEFT) into $(PYENV)/"; \
 	 if $(PYENV_PY) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(patsubst torch==%,%,$(PY_TORCH))')" 2>/dev/null; then \
 	     echo "  $(PY_TORCH) is in $(PYENV)/ already"; \
 	 elif $(PYENV_PY) -m pip install -q --retries 0 --timeout 20 --index-url $(PY_TORCH_CPU_IDX) $(PY_TORCH) >$(PYENV)/cpu-index.log 2>&1; then \
@@ -88,8 +90,8 @@ $(PYENV_STAMP): mk/python.mk
 	     echo "  (measured: torch 1.2 GB, nvidia/ 3.0 GB); make test PYENV_PYPI_TORCH=0 leaves torch out (its tests SKIP)"; \
 	     $(PYENV_PY) -m pip install --progress-bar on $(PY_TORCH) || fail "pip could not install $(PY_TORCH) (no network or no PyPI?)"; \
 	 fi; \
-	 $(PYENV_PY) -m pip install -q $(PY_OPACUS) $(PY_TRANSFORMERS) || fail "pip could not install $(PY_OPACUS) $(PY_TRANSFORMERS)"; \
-	 $(PYENV_PY) -c 'import torch, opacus, transformers' || fail "torch, opacus or transformers does not import in $(PYENV)"; \
+	 $(PYENV_PY) -m pip install -q $(PY_OPACUS) $(PY_TRANSFORMERS) $(PY_PEFT) || fail "pip could not install $(PY_OPACUS) $(PY_TRANSFORMERS) $(PY_PEFT)"; \
+	 $(PYENV_PY) -c 'import torch, opacus, transformers, peft' || fail "torch, opacus, transformers or peft does not import in $(PYENV)"; \
 	 touch $@; echo "✓ $(PYENV)/ ready"
 
 test test-run: pyenv

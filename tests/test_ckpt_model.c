@@ -166,7 +166,7 @@ static void test_lora(const char *root) {
     };
     KBackend kb;
     kbackend_cpu_init(&kb, 1);
-    CHECK(ckpt_save_lora(ad, 2, &kb, 16.0f, "meta-llama/Llama-3.2-1B", dir, err, sizeof err) == 0, "lora save: %s", err);
+    CHECK(ckpt_save_lora(ad, 2, NULL, &kb, 16.0f, "meta-llama/Llama-3.2-1B", dir, err, sizeof err) == 0, "lora save: %s", err);
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     SafeTensors st;
     CHECK(safetensors_open(&st, path, err, sizeof err) == 0, "adapter file: %s", err);
@@ -200,7 +200,7 @@ static void test_lora(const char *root) {
     la.IC = 5; la.OC = 3; la.r = 2; la.scale = 4.0f; la.A = a0; la.B = b0;
     char sub[560];
     snprintf(sub, sizeof sub, "%s/adapter", dir);
-    CHECK(ckpt_save_lora_adapters(&la, 1, &kb, NULL, sub, err, sizeof err) == 0, "lora.h save: %s", err);
+    CHECK(ckpt_save_lora_adapters(&la, 1, NULL, &kb, NULL, sub, err, sizeof err) == 0, "lora.h save: %s", err);
     snprintf(path, sizeof path, "%s/adapter_config.json", sub);
     f = fopen(path, "rb");
     text[0] = 0;
@@ -223,7 +223,7 @@ static void test_lora(const char *root) {
     lim.rlim_cur = (rlim_t)sm.st_size;
     void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);   /* the write fails with EFBIG instead of a kill */
     setrlimit(RLIMIT_FSIZE, &lim);
-    int rc = ckpt_save_lora_adapters(&la, 1, &kb, NULL, sub, err, sizeof err);
+    int rc = ckpt_save_lora_adapters(&la, 1, NULL, &kb, NULL, sub, err, sizeof err);
     setrlimit(RLIMIT_FSIZE, &old_lim);
     signal(SIGXFSZ, old_sig);
     CHECK(rc == -1 && strstr(err, "adapter_config.json") && strstr(err, "write failed"),

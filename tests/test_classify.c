@@ -16,13 +16,14 @@
      - the labelled token file (data.h): rows, padding to T, labels, and its one-line errors.
    With --dump DIR it also writes the tensors a Python test compares with transformers and Opacus
    (tests/test_classify_torch.py): the batch, the weights, the vanilla loss and gradients, and each
-   DP method's per-sample norms and clipped sum.
+   DP method's per-sample norms, clipped sum, noise and noised step, for the full model and LoRA (dump_dp).
    Not here: the DP methods against per-sample references (test_dp_train.c, test_dp_lora.c run classify
    configurations), plans (tests/test_classify_cli.sh). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
 #include "dp/dp_sgd.h"
 #include "llama/classify.h"
+#include "noise.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -264,7 +265,102 @@ static void dump_grads(const char *dir, const char *prefix, LlamaModel *m) {
     }
 }
 
-static int dump_all(const char *dir, double C) {
+/* The dump's DP runs (dump_dp below): LoRA's rank and alpha, the adapters' SGD learning rate, the noise. */
+enum { LORA_R = 3 };
+#define LORA_ALPHA 5.0
+#define LORA_LR 0.5f
+#define SIGMA 0.7
+#define NOISE_SEED 1234u
+
+/* The update's noise σ·C·z of n entries at offset (step 0), as dp_sgd adds it (kernels/noise.h), for Opacus to
+   add in place of its own: noise_privatize of zeros with a logical batch of 1. */
+static void dump_noise(const char *dir, const char *name, size_t n, double C, uint64_t offset) {
+    float *z = xcalloc(n, sizeof(float));
+    noise_privatize(z, n, SIGMA, C, 1.0, NOISE_SEED, 0, offset);
+    dump(dir, name, z, n * sizeof(float));
+    free(z);
+}
+
+/* One DP run (norm, clip; LoRA or the full model) of the dump, with prefix <norm>-<clip> (lora-<norm>-<clip>):
+     norm2.P                 the per-sample norms² (per-sample loss = the sample's CE);
+     clipped.P.<tensor>      the clipped sum Σ_b min(1, C/(‖g_b‖ + 1e-6)) g_b of every trainable tensor (before the noise);
+     noised.P.<tensor>       after dp_sgd_before_update (σ = SIGMA, --noise-seed NOISE_SEED): the update's
+                             gradient (Σ + σ·C·z) / B of the full model's tensors and of score; LoRA's adapters
+                             are stepped there (SGD, lr LORA_LR), so for them the adapters after the step;
+     noise.P.<tensor>        σ·C·z, the noise that went into it, at dp_sgd's offsets (trainable model tensors
+                             in table order, then each adapter's A and B).
+   LoRA: all seven projections get adapters of rank LORA_R, alpha LORA_ALPHA (A from the seed; B, zero at init,
+   set to fixed values so that A's gradients are not zero, and merged), score trains whole (PEFT's
+   modules_to_save); lora_init.<tensor>.lora_A|B: the adapters before the step (the same in every run). */
+static int dump_dp(const char *dir, double C, DpNorm norm, DpClip clip, int lora, const int *tok, const int *tgt) {
+    Rig r;
+    DpConfig dp;
+    DpSgd d;
+    TrainStrategy st;
+    rig_config(&r.cfg, &CFG, B, T, "sgd");
+    dp_config_defaults(&dp, norm, clip);
+    dp.max_grad_norm = C; dp.noise_multiplier = SIGMA; dp.seed = NOISE_SEED; dp.seed_given = 1;
+    dp.flash_tile = 4; dp.quiet_dp = 1;
+    if (lora) { dp.lora_rank = LORA_R; dp.lora_alpha = LORA_ALPHA; dp.lora_targets = LORA_Q | LORA_K | LORA_V | LORA_O | LORA_GATE | LORA_UP | LORA_DOWN; }
+    if (dp_sgd_prepare(&d, &st, &dp, &r.cfg, "dump")) { printf("FAIL: dp_sgd_prepare\n"); return 1; }
+    rig_open(&r, 5, st.frozen);
+    if (dp_sgd_init(&d, &r.s)) { printf("FAIL: dp_sgd_init: %s\n", kbackend_error(&r.kb)); return 1; }
+    LlamaModel *m = &r.s.model;
+    char prefix[64], name[256];
+    snprintf(prefix, sizeof prefix, "%s%s-%s", lora ? "lora-" : "", dp_norm_name(norm), dp_clip_name(clip));
+    CHECK(!lora || d.n_lora == 7 * CFG.n_layers, "%d adapters, want 7 per layer", d.n_lora);
+    for (int k = 0; k < d.n_lora; k++) {
+        LoraAdapter *l = &d.lora[k];
+        for (size_t i = 0; i < (size_t)l->OC * l->r; i++) l->B[i] = 0.05f * (float)((int)((i * 2654435761u + k) % 97) - 48) / 48.0f;
+        lora_merge(l, &r.kb, *llama_tensor(&m->w, &m->params[l->param_index]), 1.0f);
+        const char *hf = m->params[l->param_index].hf_name;
+        const int base = (int)strlen(hf) - (int)strlen(".weight");
+        snprintf(name, sizeof name, "lora_init.%.*s.lora_A", base, hf);
+        dump(dir, name, l->A, (size_t)l->r * l->IC * sizeof(float));
+        snprintf(name, sizeof name, "lora_init.%.*s.lora_B", base, hf);
+        dump(dir, name, l->B, (size_t)l->OC * l->r * sizeof(float));
+    }
+    llama_zero_grad(m);
+    rig_rows(&r, tok, tgt, 0);
+    if (dp_sgd_physical_batch(&d, &r.s)) { printf("FAIL: physical batch: %s\n", kbackend_error(&r.kb)); return 1; }
+    snprintf(name, sizeof name, "norm2.%s", prefix);
+    dump(dir, name, d.norm2, B * sizeof(float));
+    /* what: 0 the clipped sums, 1 the noised step, 2 the noise */
+    for (int what = 0; what < 3; what++) {
+        static const char *const label[3] = { "clipped", "noised", "noise" };
+        if (what == 1) {
+            r.s.lr = LORA_LR;
+            if (dp_sgd_before_update(&d, &r.s)) { printf("FAIL: before_update: %s\n", kbackend_error(&r.kb)); return 1; }
+        }
+        uint64_t offset = 0;
+        for (int i = 0; i < m->n_params; i++) {
+            const ParamInfo *p = &m->params[i];
+            if (!p->trainable) continue;
+            snprintf(name, sizeof name, "%s.%s.%s", label[what], prefix, p->hf_name);
+            if (what == 2) dump_noise(dir, name, p->numel, C, offset);
+            else dump(dir, name, *llama_tensor(&m->dw, p), p->numel * sizeof(float));
+            offset += p->numel;
+        }
+        for (int k = 0; k < d.n_lora; k++) {
+            const LoraAdapter *l = &d.lora[k];
+            const char *hf = m->params[l->param_index].hf_name;
+            const int base = (int)strlen(hf) - (int)strlen(".weight");
+            const size_t na = (size_t)l->r * l->IC, nb = (size_t)l->OC * l->r;
+            snprintf(name, sizeof name, "%s.%s.%.*s.lora_A", label[what], prefix, base, hf);
+            if (what == 2) dump_noise(dir, name, na, C, offset);
+            else dump(dir, name, what ? l->A : l->dA, na * sizeof(float));
+            snprintf(name, sizeof name, "%s.%s.%.*s.lora_B", label[what], prefix, base, hf);
+            if (what == 2) dump_noise(dir, name, nb, C, offset + na);
+            else dump(dir, name, what ? l->B : l->dB, nb * sizeof(float));
+            offset += na + nb;
+        }
+    }
+    dp_sgd_destroy(&d, &r.s);
+    rig_close(&r);
+    return 0;
+}
+
+static int dump_all(const char *dir, double C, double C_lora) {
     int tok[B * T], tgt[B * T];
     batch(tok, tgt);
     dump(dir, "tokens", tok, sizeof tok);
@@ -287,44 +383,25 @@ static int dump_all(const char *dir, double C) {
         dump_grads(dir, "grad", m);
         rig_close(&r);
     }
-    /* each DP method: per-sample norms², and the clipped sum Σ_b c_b g_b (σ = 0), per-sample loss = CE */
-    for (int norm = 0; norm < 4; norm++)
-        for (int clip = 0; clip < 2; clip++) {
-            Rig r;
-            DpConfig dp;
-            DpSgd d;
-            TrainStrategy st;
-            rig_config(&r.cfg, &CFG, B, T, "sgd");
-            dp_config_defaults(&dp, (DpNorm)norm, (DpClip)clip);
-            dp.max_grad_norm = C; dp.noise_multiplier = 0; dp.flash_tile = 4; dp.quiet_dp = 1;
-            if (dp_sgd_prepare(&d, &st, &dp, &r.cfg, "dump")) { printf("FAIL: dp_sgd_prepare\n"); return 1; }
-            rig_open(&r, 5, NULL);
-            if (dp_sgd_init(&d, &r.s)) { printf("FAIL: dp_sgd_init: %s\n", kbackend_error(&r.kb)); return 1; }
-            llama_zero_grad(&r.s.model);
-            rig_rows(&r, tok, tgt, 0);
-            if (dp_sgd_physical_batch(&d, &r.s)) { printf("FAIL: physical batch: %s\n", kbackend_error(&r.kb)); return 1; }
-            char prefix[64];
-            snprintf(prefix, sizeof prefix, "%s-%s", dp_norm_name((DpNorm)norm), dp_clip_name((DpClip)clip));
-            char name[96];
-            snprintf(name, sizeof name, "norm2.%s", prefix);
-            dump(dir, name, d.norm2, B * sizeof(float));
-            snprintf(name, sizeof name, "clipped.%s", prefix);
-            dump_grads(dir, name, &r.s.model);
-            dp_sgd_destroy(&d, &r.s);
-            rig_close(&r);
-        }
+    /* each DP method, full and LoRA: per-sample norms², the clipped sum, the noised step */
+    for (int lora = 0; lora < 2; lora++)
+        for (int norm = 0; norm < 4; norm++)
+            for (int clip = 0; clip < 2; clip++)
+                if (dump_dp(dir, lora ? C_lora : C, (DpNorm)norm, (DpClip)clip, lora, tok, tgt)) return 1;
     FILE *f;
     char path[512];
     snprintf(path, sizeof path, "%s/config.txt", dir);
     if (!(f = fopen(path, "w"))) return 1;
-    fprintf(f, "B %d\nT %d\nK %d\npad %d\nvocab %d\ndim %d\nlayers %d\nheads %d\nkv_heads %d\nffn %d\nmax_grad_norm %.17g\n",
-            B, T, K, PAD, CFG.vocab_size, CFG.dim, CFG.n_layers, CFG.n_heads, CFG.n_kv_heads, CFG.ffn_dim, C);
+    fprintf(f, "B %d\nT %d\nK %d\npad %d\nvocab %d\ndim %d\nlayers %d\nheads %d\nkv_heads %d\nffn %d\nmax_grad_norm %.17g\n"
+            "max_grad_norm_lora %.17g\nsigma %.17g\nlora_r %d\nlora_alpha %.17g\nlora_lr %.17g\n",
+            B, T, K, PAD, CFG.vocab_size, CFG.dim, CFG.n_layers, CFG.n_heads, CFG.n_kv_heads, CFG.ffn_dim, C,
+            C_lora, SIGMA, LORA_R, LORA_ALPHA, (double)LORA_LR);
     fclose(f);
     return 0;
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && !strcmp(argv[1], "--dump")) return dump_all(argv[2], atof(argv[3]));
+    if (argc == 5 && !strcmp(argv[1], "--dump")) return dump_all(argv[2], atof(argv[3]), atof(argv[4]));
     test_positions();
     test_model();
     test_bf16();

@@ -11,7 +11,12 @@
      says LlamaForSequenceClassification, 3 labels, pad id 0;
   3. two training steps on a labelled file, --save; from_pretrained loads it with no missing or
      unexpected key; the C trainer --init-from that checkpoint (lr 0) reports as its first loss what
-     LlamaForSequenceClassification computes on the same first batch (<= 1e-5 relative): the round trip.
+     LlamaForSequenceClassification computes on the same first batch (<= 1e-5 relative): the round trip;
+  4. train_lora --task classify --save: its adapter directory is PEFT's for sequence classification
+     (adapter_config.json task_type SEQ_CLS, modules_to_save with score; the trained score head as
+     base_model.model.score.weight, equal to the merged model's), and PeftModel.from_pretrained on a
+     LlamaForSequenceClassification of the base LM gives the merged model's logits (<= 1e-5 of their
+     largest); without peft that last check is left out and the test ends with one SKIP line (exit 77).
 Exit 0 on pass, 1 with FAIL lines."""
 import json
 import os
@@ -33,11 +38,11 @@ def check(ok, what):
         print("FAIL: " + what)
 
 
-def run(*args):
-    r = subprocess.run([os.path.join(BUILD, "train_vanilla"), "--device", "cpu", "--threads", "1"] + list(args),
+def run(*args, trainer="train_vanilla"):
+    r = subprocess.run([os.path.join(BUILD, trainer), "--device", "cpu", "--threads", "1"] + list(args),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
-        print("FAIL: train_vanilla %s: exit %d\n%s" % (" ".join(args), r.returncode, r.stdout[-2000:]))
+        print("FAIL: %s %s: exit %d\n%s" % (trainer, " ".join(args), r.returncode, r.stdout[-2000:]))
         sys.exit(1)
     return r.stdout
 
@@ -101,4 +106,42 @@ with torch.no_grad():
     ref = model(input_ids=ids, attention_mask=(ids != 0).long(), labels=labels).loss.item()
 check(abs(c_loss - ref) <= 1e-5 * abs(ref), "the saved classifier's loss: C %.6f, transformers %.6f" % (c_loss, ref))
 print("ok   --save -> from_pretrained (no missing/unexpected keys) -> --init-from: loss %.6f, transformers %.6f" % (c_loss, ref))
-sys.exit(1 if fails else 0)
+
+# 4. LoRA: the adapter directory as PEFT writes it for SEQ_CLS, and applied by PEFT = the merged model
+lora = os.path.join(TMP, "lora")
+run("--init-from", lm_dir, "--steps", "2", "--lr", "1e-2", "--data", data, "--lora-rank", "2", "--lora-targets", "q,v,down",
+    "--noise-multiplier", "0.5", "--noise-seed", "7", "--save", lora, *common, trainer="train_lora")
+acfg = json.load(open(os.path.join(lora, "adapter", "adapter_config.json")))
+check(acfg.get("task_type") == "SEQ_CLS" and "score" in (acfg.get("modules_to_save") or []),
+      "adapter_config.json: task_type %s, modules_to_save %s (PEFT's SEQ_CLS: SEQ_CLS, with score)"
+      % (acfg.get("task_type"), acfg.get("modules_to_save")))
+adapter = load_file(os.path.join(lora, "adapter", "adapter_model.safetensors"))
+merged = load_file(os.path.join(lora, "model.safetensors"))
+head = adapter.get("base_model.model.score.weight")
+check(head is not None and torch.equal(head, merged["score.weight"]),
+      "the adapter file's score head: %s (want base_model.model.score.weight = the merged model's score.weight)"
+      % ("missing" if head is None else "differs"))
+check(head is not None and not torch.equal(head, load_file(os.path.join(TMP, "new-a", "model.safetensors"))["score.weight"]),
+      "the LoRA run's score head did not train (it is the seed's)")
+try:
+    from peft import PeftModel
+    no_peft = None
+except ImportError as e:
+    no_peft = "PEFT's loading of the classify adapter not checked: peft does not import (%s; make pyenv installs it)" % e
+if no_peft is None:
+    base = LlamaForSequenceClassification.from_pretrained(lm_dir, num_labels=3, pad_token_id=0).float().eval()
+    peft_model = PeftModel.from_pretrained(base, os.path.join(lora, "adapter")).eval()
+    full = LlamaForSequenceClassification.from_pretrained(lora).float().eval()
+    with torch.no_grad():
+        want = full(input_ids=ids, attention_mask=(ids != 0).long()).logits
+        got = peft_model(input_ids=ids, attention_mask=(ids != 0).long()).logits
+    e = (got - want).abs().max().item() / want.abs().max().item()
+    check(e <= 1e-5, "PEFT's base + classify adapter: logits off the merged model's by %.3g of their largest" % e)
+    print("ok   train_lora --task classify --save: PEFT's SEQ_CLS adapter (score in modules_to_save); base + adapter in PEFT = "
+          "the merged model (logits within %.1e)" % e)
+if fails:
+    sys.exit(1)
+if no_peft:
+    print("SKIP: " + no_peft)
+    sys.exit(77)
+sys.exit(0)

@@ -14,6 +14,8 @@
      tradeoff chart when none has one), timelines on an axis of allocation events;
    - a sweep: log axes when the values span 10x, a method without a phase named, coinciding lines
      named, the OOM run at its value;
+   - the task: a classifier's runs (META config.task classify, config.num_labels) are titled
+     "· classify (K=3) ·" in every chart; runs of both tasks in one chart name both; LM runs nothing;
    - bad input: an unknown format, a folder without results.csv, a log missing. */
 #include "test_tools_png.h"
 
@@ -34,6 +36,7 @@ typedef struct {
     int plan, oom_at_step;
     double mem_limit_mib;
     const char *device;        /* config.device; NULL: "cpu" (config.backend is always cpu) */
+    const char *task;          /* config.task ("classify": with config.num_labels 3); NULL: none (an older log) */
 } RunLog;
 
 static void run_log(const char *path, RunLog r) {
@@ -45,6 +48,8 @@ static void run_log(const char *path, RunLog r) {
     synth_meta(&S, 1, T0, "config.model", "tiny");
     synth_meta(&S, 1, T0, "config.dim", "64");
     synth_meta(&S, 1, T0, "config.n_layers", "2");
+    if (r.task) synth_meta(&S, 1, T0, "config.task", r.task);
+    if (r.task && !strcmp(r.task, "classify")) synth_meta(&S, 1, T0, "config.num_labels", "3");
     synth_meta(&S, 1, T0, "config.seq_len", r.seq ? r.seq : "64");
     synth_meta(&S, 1, T0, "config.batch_size", "2");
     synth_meta(&S, 1, T0, "config.grad_accum", "2");
@@ -714,6 +719,45 @@ static void check_paper_sizes(void) {
                     "timeline of 8 runs: 504x374 px is too small for its panels: at least 504x");
 }
 
+/* The task in the titles: a folder of classify runs, then one of a classify run beside a causal-LM run
+   (config.task lm). The count of texts holding the wanted phrase per chart: breakdown and tradeoff
+   their title line, the timeline each run's panel title. */
+static int texts_with(const TtBox *b, int n, const char *fig, const char *phrase) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += b[i].kind == 't' && !strcmp(b[i].fig, fig) && strstr(b[i].what, phrase) != NULL;
+    return k;
+}
+
+static void check_task(void) {
+    static const char *const names[3] = { "breakdown", "tradeoff", "timeline" };
+    const char *cls = "\xC2\xB7 classify (K=3) \xC2\xB7", *both = "\xC2\xB7 tasks: classify (K=3), causal LM \xC2\xB7";
+    char p[600];
+    for (int mixed = 0; mixed < 2; mixed++) {
+        const char *d = tt_path(mixed ? "task-mixed" : "task-classify");
+        mkdir_p(d);
+        RunLog v = { .run = "vanilla", .act_mib = 8, .step_ms = 10, .oom_at_step = -1, .task = "classify" };
+        RunLog g = { .run = "ghost", .act_mib = 8, .extra_cat = "norms/n", .extra_mib = 1, .clip_scope = 1, .step_ms = 20,
+                     .oom_at_step = -1, .task = mixed ? "lm" : "classify" };
+        snprintf(p, sizeof p, "%s/vanilla.log", d); run_log(p, v);
+        snprintf(p, sizeof p, "%s/ghost.log", d); run_log(p, g);
+        Row rows[2] = { { "vanilla", "", "ok", "10" }, { "ghost", "", "ok", "20" } };
+        results_csv(d, "", rows, 2, 1);
+        TtBox *b;
+        int n, rc = charts(d, "--format png", &b, &n);
+        CHECK(rc == 0, "%s: exit %d", d, rc);
+        for (int c = 0; c < 3; c++) {
+            chart_path(p, sizeof p, d, names[c], "png");
+            const int k_cls = texts_with(b, n, p, cls), k_both = texts_with(b, n, p, both), k_lm = texts_with(b, n, p, "causal LM");
+            if (c == 2)   /* the timeline: a panel per run, each titled with its own task (the LM run's with none) */
+                CHECK(k_cls == (mixed ? 1 : 2) && k_lm == 0, "%s: %d panel titles say \"%s\" (want %d), %d say causal LM (want 0)", p, k_cls, cls,
+                      mixed ? 1 : 2, k_lm);
+            else if (mixed) CHECK(k_both == 1 && k_cls == 0, "%s: the title line names both tasks %d times (want 1), classify alone %d", p, k_both, k_cls);
+            else CHECK(k_cls == 1 && k_lm == 0, "%s: the title line says \"%s\" %d times (want 1), causal LM %d", p, cls, k_cls, k_lm);
+        }
+        free(b);
+    }
+}
+
 int main(void) {
     tt_mkdir("charts");
     check_palette();
@@ -721,6 +765,7 @@ int main(void) {
     check_no_time();
     check_sweep();
     check_reviewer();
+    check_task();
     check_paper_sizes();
     check_bad_input();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }

@@ -196,6 +196,7 @@ typedef struct {
     const char *run, *seq_len; /* NULL: "known", "128" */
     uint64_t act_mib;          /* activations/h; 0: 200 */
     const char *cuda_alloc;    /* META cuda.alloc (the CUDA backend's "pool" or "sync"); NULL: none */
+    const char *task;          /* META config.task (with "classify": config.num_labels 3); NULL: none */
 } KnownLog;
 
 static inline void tt_known_log(const char *path, KnownLog k) {
@@ -205,6 +206,8 @@ static inline void tt_known_log(const char *path, KnownLog k) {
     synth_meta(&S, 1, T0, "run", k.run ? k.run : "known");
     if (k.cuda_alloc) synth_meta(&S, 1, T0, "cuda.alloc", k.cuda_alloc);
     synth_meta(&S, 1, T0, "config.model", "tiny");
+    if (k.task) synth_meta(&S, 1, T0, "config.task", k.task);
+    if (k.task && !strcmp(k.task, "classify")) synth_meta(&S, 1, T0, "config.num_labels", "3");
     synth_meta(&S, 1, T0, "config.seq_len", k.seq_len ? k.seq_len : "128");
     synth_thread(&S, 2, T0 + 100, 2222, "loader");
     synth_alloc(&S, 1, T0 + 1 * MS, "params/w", 1, 0x10000, 100 * MiB);

@@ -4,7 +4,9 @@
    run its own time axis; --shared-time), a cut log, and bad input (a window beyond the log's end, an
    unknown extension, no font); the device-used line (markers, line, axis, legend; with a window,
    --by name, --size and --compare; dense snapshots, several in one column), and host logs drawn
-   exactly as without it; a plan log on an axis of allocation events; SVG and PDF outputs; no two
+   exactly as without it; a plan log on an axis of allocation events; a classifier's log titled with its
+   task (alone, and --compare'd with a causal LM's; a title line too wide breaks after a whole item,
+   never cut); SVG and PDF outputs; no two
    labels overlapping (the boxes each figure records under DPMEM_LAYOUT). PNGs are decoded with
    stb_image. Areas, bands and markers sit on whole pixels, so their colours are exact.
    Set DPMEM_KEEP=1 to keep the pictures under $DPMEM_BUILD/test-out/render. */
@@ -671,6 +673,64 @@ static void check_workers(void) {
     free(b);
 }
 
+/* A sequence classifier's log (META config.task classify, config.num_labels 3): its title line says the
+   task after the model, as every chart's does (tools/read/runmeta.h); with --compare, beside a causal-LM
+   log (config.task lm), each panel its own (the LM's with none). */
+static void check_task(void) {
+    const char *log = tt_path("classify.log"), *lm = tt_path("lm.log"), *png = tt_path("classify.png"), *cmp = tt_path("classify-lm.png");
+    tt_known_log(log, (KnownLog){ .task = "classify" });
+    tt_known_log(lm, (KnownLog){ .task = "lm", .run = "lm" });
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
+    int rc = tt_run("dpmem-render", "'%s' -o '%s'", log, png);
+    CHECK(rc == 0, "classify: exit %d", rc);
+    check_texts(png, "known", "tiny \xC2\xB7 classify (K=3) \xC2\xB7 T=128 \xC2\xB7 2023-11-14 22:13 UTC", 1);
+    rc = tt_run("dpmem-render", "'%s' --compare '%s' -o '%s'", log, lm, cmp);
+    unsetenv("DPMEM_LAYOUT");
+    CHECK(rc == 0, "classify --compare lm: exit %d", rc);
+    TtBox *b;
+    int n = tt_layout_load(tt_path("layout.txt"), &b), k_cls = 0, k_lm = 0, k_causal = 0;
+    for (int i = 0; i < n; i++) {
+        if (b[i].kind != 't' || strcmp(b[i].fig, cmp)) continue;
+        k_cls += !strcmp(b[i].what, "tiny \xC2\xB7 classify (K=3) \xC2\xB7 T=128 \xC2\xB7 2023-11-14 22:13 UTC");
+        k_lm += !strcmp(b[i].what, "tiny \xC2\xB7 T=128 \xC2\xB7 2023-11-14 22:13 UTC");
+        k_causal += strstr(b[i].what, "causal LM") != NULL;
+    }
+    CHECK(k_cls == 1 && k_lm == 1 && k_causal == 0, "classify --compare lm: %d panel titles name classify (want 1), %d are the LM's plain one (want 1), %d say causal LM (want 0)",
+          k_cls, k_lm, k_causal);
+    free(b);
+    /* a plan of the profiling matrix's shape at the default size: its summary and the plan's note are
+       wider than the figure, so they break after a whole item onto a third line, nothing cut ("…") */
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    static const char *const meta[][2] = { { "run", "lora-seq-len128" }, { "config.model", "llama3.2-3b" }, { "config.dim", "3072" },
+                                           { "config.n_layers", "28" }, { "config.task", "classify" }, { "config.num_labels", "3" },
+                                           { "config.seq_len", "128" }, { "dp.logical_batch", "32" }, { "dp.physical_batch", "1" },
+                                           { "config.precision", "fp32" }, { "config.device", "plan" }, { "config.plan_for", "cuda" } };
+    for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) synth_meta(&S, 1, T0, meta[i][0], meta[i][1]);
+    for (int k = 0; k < 10; k++) synth_alloc(&S, 1, T0 + 5 + (uint64_t)k, "activations/a", 1, 0x1000 * (uint64_t)(k + 1), 10 * MiB);
+    for (int k = 0; k < 10; k++) synth_free(&S, 1, T0 + 20 + (uint64_t)k, "activations/a", 1, 0x1000 * (uint64_t)(k + 1), 10 * MiB);
+    synth_close(&S, 1, T0 + 40);
+    synth_save(&S, tt_path("classify-plan.log"));
+    synth_release(&S);
+    const char *plan_png = tt_path("classify-plan.png");
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
+    rc = tt_run("dpmem-render", "'%s' -o '%s'", tt_path("classify-plan.log"), plan_png);
+    unsetenv("DPMEM_LAYOUT");
+    CHECK(rc == 0, "classify plan: exit %d", rc);
+    n = tt_layout_load(tt_path("layout.txt"), &b);
+    int cut = 0;
+    for (int i = 0; i < n; i++) cut += b[i].kind == 't' && !strcmp(b[i].fig, plan_png) && strstr(b[i].what, "\xE2\x80\xA6") != NULL;
+    CHECK(tt_layout_find(b, n, plan_png, 't', "llama3.2-3b (dim 3072, 28 layers) \xC2\xB7 classify (K=3) \xC2\xB7 T=128 \xC2\xB7 B=32 (physical 1) \xC2\xB7 "
+                                             "fp32 \xC2\xB7 plan for cuda \xC2\xB7 2023-11-14 22:13 UTC") &&
+              tt_layout_find(b, n, plan_png, 't', "no time (a plan run): drawn against allocation events") && cut == 0,
+          "classify plan: the title lines are not the summary and the plan's note whole on two lines (%d texts cut)", cut);
+    CHECK(tt_text_overlaps(b, n, plan_png) == 0, "classify plan: labels overlap (above)");
+    free(b);
+}
+
 int main(void) {
     tt_mkdir("render");
     check_single();
@@ -682,6 +742,7 @@ int main(void) {
     check_formats();
     check_plan();
     check_workers();
+    check_task();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("render: all checks passed\n");
     return 0;

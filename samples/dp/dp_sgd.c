@@ -140,7 +140,12 @@ int dp_sgd_save_adapters(void *user, TrainState *s, const char *dir) {
     if (d->n_lora == 0) return 0;
     char sub[4096], err[CKPT_ERR];
     snprintf(sub, sizeof sub, "%s/adapter", dir);
-    if (ckpt_save_lora_adapters(d->lora, d->n_lora, d->kb, s->cfg->init_from, sub, err, sizeof err) != 0) {
+    /* a classifier: its score head (the last tensor, trained whole) goes with the adapters, as PEFT's SEQ_CLS */
+    const LlamaModel *m = &s->model;
+    const ParamInfo *last = &m->params[m->n_params - 1];
+    const int cls = m->cfg.task == LLAMA_TASK_CLASSIFY && last->trainable;
+    const CkptLoraHead head = { cls ? *llama_tensor((LlamaTensors *)&m->w, last) : NULL, last->rows, last->cols };
+    if (ckpt_save_lora_adapters(d->lora, d->n_lora, cls ? &head : NULL, d->kb, s->cfg->init_from, sub, err, sizeof err) != 0) {
         fprintf(stderr, "error: %s\n", err);
         return -1;
     }

@@ -542,27 +542,28 @@ done:
     return rc;
 }
 
-int ckpt_save_lora_adapters(const LoraAdapter *ads, int n, KBackend *kb, const char *base_model, const char *dir,
-                            char *err, size_t errlen) {
+int ckpt_save_lora_adapters(const LoraAdapter *ads, int n, const CkptLoraHead *head, KBackend *kb, const char *base_model,
+                            const char *dir, char *err, size_t errlen) {
     if (n <= 0) return fail(err, errlen, "%s: no LoRA adapters to save", dir);
     CkptLoraAdapter *c = calloc((size_t)n, sizeof *c);
     if (!c) return fail(err, errlen, "%s: out of memory", dir);
     for (int i = 0; i < n; i++)
         c[i] = (CkptLoraAdapter){ads[i].name, ads[i].IC, ads[i].OC, ads[i].r, ads[i].A, ads[i].B};
-    int rc = ckpt_save_lora(c, n, kb, ads[0].scale * (float)ads[0].r, base_model, dir, err, errlen);
+    int rc = ckpt_save_lora(c, n, head, kb, ads[0].scale * (float)ads[0].r, base_model, dir, err, errlen);
     free(c);
     return rc;
 }
 
-int ckpt_save_lora(const CkptLoraAdapter *ad, int n, KBackend *kb, float alpha, const char *base_model, const char *dir,
-                   char *err, size_t errlen) {
+int ckpt_save_lora(const CkptLoraAdapter *ad, int n, const CkptLoraHead *head, KBackend *kb, float alpha,
+                   const char *base_model, const char *dir, char *err, size_t errlen) {
     DPMEM_SCOPE("checkpoint_save");
     if (n <= 0) return fail(err, errlen, "%s: no LoRA adapters to save", dir);
     if (!kbackend_computes(kb)) return 0;
     if (make_dir(dir, err, errlen)) return -1;
-    SafeTensorsWrite *t = calloc((size_t)n * 2, sizeof *t);
-    char (*names)[160] = calloc((size_t)n * 2, sizeof *names);
-    size_t total = 0;
+    const int nt = 2 * n + (head != NULL);   /* A and B of each adapter, then the classifier's head */
+    SafeTensorsWrite *t = calloc((size_t)nt, sizeof *t);
+    char (*names)[160] = calloc((size_t)nt, sizeof *names);
+    size_t total = head ? (size_t)head->rows * head->cols : 0;
     for (int i = 0; i < n; i++) total += (size_t)ad[i].r * ad[i].in + (size_t)ad[i].out * ad[i].r;
     float *host = malloc(total * sizeof(float) + 1);
     int rc = -1;
@@ -582,10 +583,15 @@ int ckpt_save_lora(const CkptLoraAdapter *ad, int n, KBackend *kb, float alpha, 
         t[2 * i + 1] = (SafeTensorsWrite){names[2 * i + 1], ST_F32, 2, {l->out, l->r}, host + off + na};
         off += na + nb;
     }
+    if (head) {   /* PEFT saves a modules_to_save module under its own name: base_model.model.score.weight */
+        kbuf_download(kb, host + off, head->w, (size_t)head->rows * head->cols * sizeof(float));
+        snprintf(names[2 * n], sizeof names[0], "base_model.model.score.weight");
+        t[2 * n] = (SafeTensorsWrite){names[2 * n], ST_F32, 2, {head->rows, head->cols}, host + off};
+    }
     char path[4096];
     const char *mk[] = {"format"}, *mv[] = {"pt"};
     join(path, sizeof path, dir, "adapter_model.safetensors");
-    if (safetensors_write(path, t, 2 * n, mk, mv, 1, err, errlen)) goto done_tagged;
+    if (safetensors_write(path, t, nt, mk, mv, 1, err, errlen)) goto done_tagged;
 
     /* adapter_config.json: target_modules are the distinct last components (q_proj, v_proj, ...). */
     cfg = cJSON_CreateObject();
@@ -599,7 +605,11 @@ int ckpt_save_lora(const CkptLoraAdapter *ad, int n, KBackend *kb, float alpha, 
     cJSON_AddNullToObject(cfg, "layers_to_transform");
     cJSON_AddNumberToObject(cfg, "lora_alpha", alpha);
     cJSON_AddNumberToObject(cfg, "lora_dropout", 0.0);
-    cJSON_AddNullToObject(cfg, "modules_to_save");
+    if (head) {   /* PEFT's own list for SEQ_CLS: whichever of the two the model has */
+        cJSON *save = cJSON_AddArrayToObject(cfg, "modules_to_save");
+        cJSON_AddItemToArray(save, cJSON_CreateString("classifier"));
+        cJSON_AddItemToArray(save, cJSON_CreateString("score"));
+    } else cJSON_AddNullToObject(cfg, "modules_to_save");
     cJSON_AddStringToObject(cfg, "peft_type", "LORA");
     cJSON_AddNumberToObject(cfg, "r", ad[0].r);
     cJSON_AddObjectToObject(cfg, "rank_pattern");
@@ -615,7 +625,7 @@ int ckpt_save_lora(const CkptLoraAdapter *ad, int n, KBackend *kb, float alpha, 
         cJSON_ArrayForEach(e, targets) seen |= strcmp(e->valuestring, mod) == 0;
         if (!seen) cJSON_AddItemToArray(targets, cJSON_CreateString(mod));
     }
-    cJSON_AddStringToObject(cfg, "task_type", "CAUSAL_LM");
+    cJSON_AddStringToObject(cfg, "task_type", head ? "SEQ_CLS" : "CAUSAL_LM");
     cJSON_AddBoolToObject(cfg, "use_dora", 0);
     cJSON_AddBoolToObject(cfg, "use_rslora", 0);
     char *text = cJSON_Print(cfg);

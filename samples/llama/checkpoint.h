@@ -85,19 +85,27 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
    and DIR/adapter_config.json (peft_type LORA, r, lora_alpha, target_modules; PEFT's scaling is
    lora_alpha / r). One adapter per adapted linear layer; A and B are on kb's device. The LoRA trainer
    fills these from its LoraAdapter (name, IC, OC, r, A, B). base_model: the --init-from directory
-   (or NULL). */
+   (or NULL). head: a sequence classifier's score head (--task classify), trained whole beside the
+   adapters, or NULL for a causal LM: with it the files are what PEFT writes for
+   LoraConfig(task_type="SEQ_CLS"): task_type SEQ_CLS, modules_to_save ["classifier", "score"], and
+   the head as base_model.model.score.weight [K, C], so that PeftModel.from_pretrained on a
+   LlamaForSequenceClassification of the base gives the trained classifier. */
 typedef struct {
     const char *name;        /* the base weight's name without "model." and ".weight": "layers.0.self_attn.q_proj" */
     int in, out, r;
     const float *A, *B;      /* (r, in), (out, r) */
 } CkptLoraAdapter;
-int ckpt_save_lora(const CkptLoraAdapter *adapters, int n, KBackend *kb, float alpha, const char *base_model,
-                   const char *dir, char *err, size_t errlen);
+typedef struct {
+    const float *w;          /* score.weight (rows K, cols C), on kb's device */
+    int rows, cols;
+} CkptLoraHead;
+int ckpt_save_lora(const CkptLoraAdapter *adapters, int n, const CkptLoraHead *head, KBackend *kb, float alpha,
+                   const char *base_model, const char *dir, char *err, size_t errlen);
 /* The same from lora.h's adapters (alpha = scale * r). With LoRA in merged form (lora.h), --save's
    model.safetensors already holds W0 + s·B·A: a complete model. Write the adapters to a SUBDIRECTORY
    (<save>/adapter): transformers, seeing adapter_config.json next to a model, would load the base and
    apply the adapter again on top of the merged weights. */
-int ckpt_save_lora_adapters(const LoraAdapter *adapters, int n, KBackend *kb, const char *base_model,
+int ckpt_save_lora_adapters(const LoraAdapter *adapters, int n, const CkptLoraHead *head, KBackend *kb, const char *base_model,
                             const char *dir, char *err, size_t errlen);
 
 #endif /* CHECKPOINT_H */

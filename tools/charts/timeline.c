@@ -33,25 +33,48 @@ typedef struct {
 
 /* ---- titles --------------------------------------------------------------------------------- */
 
-static void draw_title(const Layout *ly, const DpmemLog *L, const Panel *p, double *y) {
-    Figure *f = ly->f;
-    char buf[128], method[64], sum[640], line[640];
-    const char *name = dpmem_log_run_name(L, buf, sizeof buf);
-    method_of_run(name, method, sizeof method);
+#define SEP " \xC2\xB7 "   /* " · " between the items of a title line */
+
+/* The line under a panel's name: what a reader must know of the run (runmeta_summary), and for a run
+   without time (a plan) that its axis is of events. */
+static void title_summary(const DpmemLog *L, const Panel *p, char *sum, size_t n) {
     RunMeta m;
     runmeta_of(&m, L);
-    runmeta_summary(&m, 1, sum, sizeof sum);
+    runmeta_summary(&m, 1, sum, n);
     if (p->events) {
-        snprintf(line, sizeof line, "%.560s%sno time (a plan run): drawn against allocation events", sum, *sum ? " \xC2\xB7 " : "");
-        memcpy(sum, line, sizeof sum);
+        char line[640];
+        snprintf(line, sizeof line, "%.560s%sno time (a plan run): drawn against allocation events", sum, *sum ? SEP : "");
+        snprintf(sum, n, "%s", line);
     }
+}
+
+/* A summary wider than avail breaks onto a second line after its last whole item that fits (no item
+   is cut); the byte offset of that break, or 0 when it fits whole (or no item does). */
+static size_t summary_break(Figure *f, const char *sum, double avail) {
+    if (fig_text_w(f, FS_SUB, FONT_REGULAR, sum) <= avail) return 0;
+    size_t at = 0;
+    char part[640];
+    for (const char *q = strstr(sum, SEP); q; q = strstr(q + 1, SEP)) {
+        snprintf(part, sizeof part, "%.*s", (int)(q - sum), sum);
+        if (fig_text_w(f, FS_SUB, FONT_REGULAR, part) > avail) break;
+        at = (size_t)(q - sum);
+    }
+    return at;
+}
+
+static void draw_title(const Layout *ly, const DpmemLog *L, const Panel *p, double *y) {
+    Figure *f = ly->f;
+    char buf[128], method[64], sum[640];
+    const char *name = dpmem_log_run_name(L, buf, sizeof buf);
+    method_of_run(name, method, sizeof method);
+    title_summary(L, p, sum, sizeof sum);
     double x = ly->x0 + fig_pt(f, 6), th = fig_text_h(f, FS_TITLE);
     MethodStyle st = method_style(method);
     if (st.known) {   /* the method's marker, as in every chart */
         fig_marker(f, st.marker, x + fig_pt(f, 4), *y + th / 2, 7, st.colour, COLOUR_BG, 0, method);
         x += fig_pt(f, 11);
     }
-    char fitted[256];
+    char fitted[640];
     fig_fit_text(f, fitted, sizeof fitted, name, FS_TITLE, FONT_BOLD, ly->right - x);
     Box b = fig_text(f, x, *y, TA_LEFT | TA_TOP, FS_TITLE, FONT_BOLD, COLOUR_TEXT, fitted);
     double room = ly->right - b.x1 - fig_pt(f, 8);
@@ -59,11 +82,26 @@ static void draw_title(const Layout *ly, const DpmemLog *L, const Panel *p, doub
         fig_text(f, b.x1 + fig_pt(f, 8), b.y1 - fig_pt(f, 1), TA_LEFT | TA_BOTTOM, FS_SUB, FONT_REGULAR, COLOUR_MUTED, sum);
         *y = b.y1;
     } else if (ly->o->compact) *y = b.y1;   /* a small figure: the name alone (what the runs share is in the caption) */
-    else {   /* a second line, never cut while it fits the width */
-        fig_fit_text(f, fitted, sizeof fitted, sum, FS_SUB, FONT_REGULAR, ly->right - ly->x0 - fig_pt(f, 6));
-        Box s = fig_text(f, ly->x0 + fig_pt(f, 6), b.y1 + fig_pt(f, 1), TA_LEFT | TA_TOP, FS_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
-        *y = s.y1;
+    else {   /* a second line, never cut while it fits the width; wider, a third from its last whole item */
+        const double avail = ly->right - ly->x0 - fig_pt(f, 6);
+        const size_t at = summary_break(f, sum, avail);
+        double yy = b.y1 + fig_pt(f, 1);
+        for (int k = 0; k < (at ? 2 : 1); k++) {
+            char part[640];
+            if (at) snprintf(part, sizeof part, "%.*s", (int)at, sum);
+            fig_fit_text(f, fitted, sizeof fitted, !at ? sum : k == 0 ? part : sum + at + strlen(SEP), FS_SUB, FONT_REGULAR, avail);
+            Box s = fig_text(f, ly->x0 + fig_pt(f, 6), yy, TA_LEFT | TA_TOP, FS_SUB, FONT_REGULAR, COLOUR_MUTED, fitted);
+            *y = s.y1;
+            yy = s.y1 + fig_pt(f, 1);
+        }
     }
+}
+
+/* The lines under a panel's name in the non-compact layout: 1, or 2 when its summary breaks. */
+static int title_sub_lines(Figure *f, const Layout *ly, const DpmemLog *L, const Panel *p) {
+    char sum[640];
+    title_summary(L, p, sum, sizeof sum);
+    return summary_break(f, sum, ly->right - ly->x0 - fig_pt(f, 6)) ? 2 : 1;
 }
 
 /* ---- scope lanes ---------------------------------------------------------------------------- */
@@ -539,7 +577,8 @@ int timeline_render(const DpmemLog *logs, int n_logs, const TimelineOptions *o, 
         lane_h = (int)lround(fig_fpt(f, lane_pt));
         ly.lane_fs = FS_LANE * lane_pt / 10;
         for (int i = 0; i < n_logs && fits; i++) {
-            double head = fig_pt(f, 4) + fig_text_h(f, FS_TITLE) + (o->compact ? 0 : fig_pt(f, 1) + fig_text_h(f, FS_SUB)) + fig_pt(f, 4) +
+            double head = fig_pt(f, 4) + fig_text_h(f, FS_TITLE) +
+                          (o->compact ? 0 : title_sub_lines(f, &ly, &logs[i], &P[i]) * (fig_pt(f, 1) + fig_text_h(f, FS_SUB))) + fig_pt(f, 4) +
                           (!logs[i].closed || logs[i].corrupt ? fig_text_h(f, FS_NOTE) + fig_pt(f, 1) : 0);
             double foot = axis_strip && !P[i].events ? fig_pt(f, 8) : 2 * fig_text_h(f, FS_TICK) + fig_pt(f, 14);
             fits = head + P[i].n_lanes * lane_h + fig_pt(f, 1) + fig_text_h(f, FS_LEGEND) + fig_pt(f, 3) + min_plot + foot <= panel_h;

@@ -21,6 +21,12 @@ void runmeta_of(RunMeta *m, const DpmemLog *L) {
     long dim = meta_long(L, "config.dim"), layers = meta_long(L, "config.n_layers");
     if (model && dim && layers) snprintf(m->model, sizeof m->model, "%.40s (dim %ld, %ld layers)", model, dim, layers);
     else copy(m->model, sizeof m->model, model);
+    const char *task = dpmem_log_meta(L, "config.task");
+    if (task && strcmp(task, "lm")) {
+        long k = meta_long(L, "config.num_labels");
+        if (!strcmp(task, "classify") && k) snprintf(m->task, sizeof m->task, "classify (K=%ld)", k);
+        else copy(m->task, sizeof m->task, task);
+    }
     copy(m->seq, sizeof m->seq, dpmem_log_meta(L, "config.seq_len"));
     /* DP runs say it; vanilla runs B as physical batches accumulated */
     m->b_logical = meta_long(L, "dp.logical_batch");
@@ -56,6 +62,21 @@ static void add(char *out, size_t len, size_t *k, const char *s) {
     *k += (size_t)snprintf(out + *k, len - *k, "%s%s", *k ? SEP : "", s);
 }
 
+/* The task: said when it is not the causal LM, or when the runs differ in it (each task once). */
+static void add_tasks(const RunMeta *m, int n, char *out, size_t len, size_t *k) {
+    char b[200] = "tasks: ";
+    int kinds = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(m[j].task, m[i].task);
+        if (seen) continue;
+        size_t at = strlen(b);
+        snprintf(b + at, sizeof b - at, "%s%s", kinds++ ? ", " : "", *m[i].task ? m[i].task : "causal LM");
+    }
+    if (kinds > 1) add(out, len, k, b);
+    else if (kinds == 1 && *m[0].task) add(out, len, k, m[0].task);
+}
+
 void runmeta_summary(const RunMeta *m, int n, char *out, size_t len) {
     size_t k = 0;
     char b[96];
@@ -71,6 +92,7 @@ void runmeta_summary(const RunMeta *m, int n, char *out, size_t len) {
     }
     if (n < 1) return;
     if (same_model && *m[0].model) add(out, len, &k, m[0].model);
+    add_tasks(m, n, out, len, &k);
     if (same_seq && *m[0].seq) { snprintf(b, sizeof b, "T=%s", m[0].seq); add(out, len, &k, b); }
     if (same_b && m[0].b_logical) {
         if (m[0].b_physical && m[0].b_physical != m[0].b_logical) snprintf(b, sizeof b, "B=%ld (physical %ld)", m[0].b_logical, m[0].b_physical);
