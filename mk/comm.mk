@@ -11,7 +11,7 @@ ALL   += $(BUILD)/tests/test_comm_mpi
 TESTS += $(BUILD)/tests/test_comm_mpi
 
 # make bench: weak scaling of 1 vs 2 ranks on this machine (a script: it launches mpirun)
-BENCHES += bench/bench_ranks.sh
+BENCHES += bench/bench_ranks.sh bench/bench_overlap.sh
 
 # Sharded state (--zero 1|2, samples/llama/shard.h): 2 and 4 ranks against unsharded ranks and one process,
 # and the plan of the rank that holds the most against each rank's measured peak.

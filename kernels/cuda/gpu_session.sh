@@ -37,9 +37,9 @@
 #             peak = its plan
 #   train     tests/test_cuda_ops_train.sh: CPU vs CUDA loss curves, plan = peak, the GPU-time table and MFU line
 #   kit       dpmem_cuda.h on the GPU (test_cuda_gpu) and under compute-sanitizer --nvtx yes (test_cuda_memcheck.sh)
-#   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's reduce-scatter and all-gather) = unsharded, bit for bit;
-#             bf16 --zero 1 --ranks 1 (sharded fp32 masters, the bf16 copies gathered as ncclBfloat16, --save
-#             gathered) = unsharded bf16, the saved files byte for byte
+#   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's per-unit reduce-scatter in the backward, all-gather), flash+bk and
+#             vanilla = unsharded, bit for bit; each peak = its plan; bf16 --zero 1 --ranks 1 (sharded fp32 masters,
+#             the bf16 copies gathered as ncclBfloat16, --save gathered) = unsharded bf16, the saved files byte for byte
 #   lorabf16  LoRA under bf16 (the base in bf16 alone, adapters unmerged): tiny's last loss on the CPU and
 #             the GPU within 5e-3; 1b T=512 r16 in physical batches of 1, its peak = its plan
 #   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
@@ -190,17 +190,26 @@ for stage in $STAGES; do
     a="--model 1b --seq-len 16384 --steps 4 --precision bf16 --checkpoint-activations --quiet"
     train long "vanilla, 2 samples (physical 1)" 32768 train_vanilla $a --batch-size 1 --grad-accum 2
     train long "flash+bk, 2 samples (physical 1)" 32768 train_flash $a --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk ;;
-  zero)  # --zero 2 as a job of one rank (--ranks 1, no mpirun there): the reduce-scatter and all-gather run
-         # through NCCL over one rank; the weights equal the unsharded run's bit for bit, each peak its plan
-    echo "" >>"$TAB"; echo "| tiny T=64 flash+bk sigma 1, 1 rank | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
-    a="--model tiny --seq-len 64 --batch-size 4 --max-physical-batch-size 2 --steps 3 --noise-multiplier 1 --noise-seed 11 --quiet"
-    train zero "unsharded" 256 train_flash $a
-    train zero "--zero 2 --ranks 1 (NCCL collectives)" 256 train_flash $a --zero 2 --ranks 1
+  zero)  # --zero 2 as a job of one rank (--ranks 1, no mpirun there): each gradient unit's reduce-scatter
+         # (device buffers: NCCL over one rank, inside the backward for vanilla, in book-keeping's formation
+         # for flash+bk) and the all-gather; the full-size gradient buffers exist one unit at a time. One
+         # physical batch a step (--zero 2 adds each physical batch's sum into the slices: with several,
+         # another order than the unsharded accumulation), so the weights equal the unsharded run's bit for
+         # bit; each peak its plan (the table's plan column)
+    echo "" >>"$TAB"; echo "| tiny T=64 flash+bk sigma 1 / vanilla, 1 rank | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
+    a="--model tiny --seq-len 64 --batch-size 4 --max-physical-batch-size 4 --steps 3 --noise-multiplier 1 --noise-seed 11 --quiet"
+    v="--model tiny --seq-len 64 --batch-size 4 --steps 3 --quiet"
+    train zero "flash+bk unsharded" 256 train_flash $a
+    train zero "flash+bk --zero 2 --ranks 1 (NCCL collectives)" 256 train_flash $a --zero 2 --ranks 1
+    train zero "vanilla --zero 2 --ranks 1 (NCCL, in the backward)" 256 train_vanilla $v --zero 2 --ranks 1
     if [ $dry = 0 ]; then
-      rm -rf "$OUT/zero0.tmp" "$OUT/zero2.tmp"
-      step zero 120 "unsharded, saved" "$B/train_flash" $a --device cuda --save "$OUT/zero0.tmp" --save-dtype f32
-      step zero 120 "--zero 2 --ranks 1, saved" "$B/train_flash" $a --device cuda --zero 2 --ranks 1 --save "$OUT/zero2.tmp" --save-dtype f32
-      step zero 30 "--zero 2 --ranks 1 = unsharded, bit for bit" cmp "$OUT/zero0.tmp/model.safetensors" "$OUT/zero2.tmp/model.safetensors"
+      for p in flash vanilla; do
+        args=$a; [ $p = vanilla ] && args=$v
+        rm -rf "$OUT/zero0.tmp" "$OUT/zero2.tmp"
+        step zero 120 "$p unsharded, saved" "$B/train_$p" $args --device cuda --save "$OUT/zero0.tmp" --save-dtype f32
+        step zero 120 "$p --zero 2 --ranks 1, saved" "$B/train_$p" $args --device cuda --zero 2 --ranks 1 --save "$OUT/zero2.tmp" --save-dtype f32
+        step zero 30 "$p --zero 2 --ranks 1 = unsharded, bit for bit" cmp "$OUT/zero0.tmp/model.safetensors" "$OUT/zero2.tmp/model.safetensors"
+      done
       rm -rf "$OUT/zero0.tmp" "$OUT/zero2.tmp"
     fi
     # bf16: the GEMM weights' fp32 masters sharded (params/<name>.shard), their bf16 copies all-gathered with

@@ -313,7 +313,8 @@ static int init_inner(DpSgd *d, TrainState *s) {
     }
     accountant_init(&d->acc);
     if (d->cfg.lora_rank > 0 && lora_setup(d, s)) return -1;
-    d->shortcut = (B == 1 && s->cfg->grad_accum == 1 && d->n_lora == 0 && !d->cfg.poisson);
+    /* (not under --zero 2: the shortcut scales the whole gradient after the backward, which --zero 2 never holds) */
+    d->shortcut = (B == 1 && s->cfg->grad_accum == 1 && d->n_lora == 0 && !d->cfg.poisson && s->cfg->zero < 2);
     if (d->cfg.poisson) {
         d->cap_rows = (long)B * s->cfg->grad_accum;
         d->rows = malloc((size_t)d->cap_rows * sizeof *d->rows);
@@ -760,7 +761,8 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
     int idx = a->param_index;
     if (idx < 0 || idx >= d->n_params) return -1;
     if (d->observe) d->observe(d->observe_user, a);
-    if (!a->dW) {                                   /* frozen: only adapters have work here */
+    if (!d->s->model.params[idx].trainable) {       /* frozen: only adapters have work here (--zero 2: a trainable
+                                                       weight's dW is NULL outside its unit's formation) */
         int k = d->lora_of ? d->lora_of[idx] : -1;
         if (k < 0) return GRAD_HOOK_SKIP_DW;
         return lora_hook(d, k, a) ? -1 : GRAD_HOOK_SKIP_DW;
@@ -1071,13 +1073,16 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         if (s->micro == 0) poisson_draw(d, s);
         long first = (long)s->micro * B;
         real = d->n_rows - first < B ? (int)(d->n_rows - first) : B;
-        if (real <= 0) return 0;                 /* this step drew fewer rows: nothing to do */
+        if (real <= 0) return train_grad_reduce_idle(s);   /* this step drew fewer rows: nothing to do (--zero 2: the
+                                                              units' reduce-scatters still run, of zeros, as on every rank) */
         if (poisson_upload(d, s, first, real)) return -1;
     }
     s->data_rows = real;                         /* the loss the loop logs is the data rows' */
     if (train_forward(s)) return -1;
     if (d->shortcut) {
-        if (train_backward_scaled(s, NULL, per_sample_scale)) return -1;
+        /* the gradient is clipped after the backward: reduced after it (train_allreduce_grads), not unit by unit */
+        const GradHooks plain = { .dw_elsewhere = 1 };
+        if (train_backward_scaled(s, &plain, per_sample_scale)) return -1;
         const uint64_t t0 = dpmem_now_ns();
         int rc;
         { DPMEM_SCOPE("clip"); rc = shortcut_clip(d, s); }
@@ -1098,20 +1103,31 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     const int again = !bk && !d->clip_in_hooks && !d->ckpt && d->n_lora == 0 && !d->tied && d->cfg.norm == DP_NORM_GHOST &&
                       again_fits(d, m);
     GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
-                    .retain_saved = 0, .frozen_too = d->n_lora > 0, .keep_activations = again };
+                    .retain_saved = 0, .frozen_too = d->n_lora > 0, .dw_elsewhere = 1, .keep_activations = again };
     d->pass = 1;
     if (fill_buffer(d->kb, d->norm2, 0.0f, (size_t)B)) return -1;
     if (train_backward_scaled(s, &h, per_sample_scale)) { free_kept(d); return -1; }
     const uint64_t t_clip = dpmem_now_ns();
+    const double ar0 = s->phase_s[TRAIN_PH_ALLREDUCE];   /* the units' reductions below are allreduce's, not clip's */
     {
         DPMEM_SCOPE("clip");
         clip_factors(d, B);
         if (read_factors(d, B) || collect_stats(d, real)) { free_kept(d); return -1; }
         if (!d->printed_choice) print_choice(d);
         if (bk) {
+            /* unit by unit in the backward's order (llama.h's gradient units: the reduction of each as it is
+               formed, --zero 2's full-size buffers one unit at a time; every rank the same order) */
             int bad = 0;
-            for (int i = 0; i < d->n_params && !bad; i++) bad = clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
-            if (d->tied && !bad) bad = clipped_sum(d, &d->ps[d->n_params], m->dw.lm_head, m->tokens, m->V);   /* the same dW */
+            const int L = m->L, units = llama_grad_units(m);
+            for (int k = 0; k < units && !bad; k++) {
+                const int u = k == 0 ? llama_unit_head(m) : k <= L ? L - k : llama_unit_embed(m);
+                bad = llama_unit_event(m, u, 0);
+                for (int i = 0; i < d->n_params && !bad; i++)
+                    if (llama_grad_unit(m, i) == u) bad = clipped_sum(d, &d->ps[i], slot_grad(d, i), m->tokens, m->V);
+                if (d->tied && u == llama_unit_embed(m) && !bad)   /* the same dW, after the embedding's (as before) */
+                    bad = clipped_sum(d, &d->ps[d->n_params], m->dw.lm_head, m->tokens, m->V);
+                if (!bad) bad = llama_unit_event(m, u, 1);
+            }
             for (int k = 0; k < d->n_lora && !bad; k++)
                 bad = clipped_sum(d, &d->lps[2 * k], d->lora[k].dA, NULL, 0) || clipped_sum(d, &d->lps[2 * k + 1], d->lora[k].dB, NULL, 0);
             if (bad) { free_kept(d); llama_release_saved(m); return -1; }
@@ -1120,6 +1136,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         llama_release_saved(m);
     }
     train_phase_add(s, TRAIN_PH_CLIP, t_clip);
+    s->phase_s[TRAIN_PH_CLIP] -= s->phase_s[TRAIN_PH_ALLREDUCE] - ar0;
     /* a sample dropped (c_b = 0: its norm is not finite) must add exactly nothing: a backward weighted
        by c_b would give 0 · NaN = NaN for it and for the sum; the clipped sums in the hooks skip it */
     int dropped = 0;
@@ -1209,11 +1226,11 @@ int dp_sgd_before_update(void *user, TrainState *s) {
         uint64_t offset = 0;
         for (int i = 0; i < m->n_params; i++) {
             const ParamInfo *p = &m->params[i];
-            float *g = *llama_tensor(&m->dw, p);
-            if (!g || !p->trainable) continue;
+            if (!p->trainable) continue;
             size_t lo, n;   /* --zero: only this rank's slice (its noise, from the same global indices) */
             train_grad_range(s, i, &lo, &n);
-            privatize(d, g + lo, n, (uint64_t)s->step, offset + lo);
+            float *g = train_grad_slice(s, i);
+            if (g) privatize(d, g, n, (uint64_t)s->step, offset + lo);
             offset += p->numel;
         }
         for (int k = 0; k < d->n_lora; k++) {

@@ -88,7 +88,13 @@ int train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int cou
 }
 
 int train_allreduce_grads(TrainState *s) {
-    if (s->shard && s->shard->stage >= 2) {   /* --zero 2: each rank receives its slice's sum only */
+    if (train_grad_reduce_active(s)) {   /* reduced unit by unit in the backward (grad_reduce.c): the rest, and the waits */
+        const double t = s->phase_s[TRAIN_PH_ALLREDUCE];   /* (timed by the loop around this call, not twice) */
+        const int rc = train_grad_reduce_finish(s);
+        s->phase_s[TRAIN_PH_ALLREDUCE] = t;
+        return rc ? -1 : loss_mean(s);
+    }
+    if (s->shard && s->shard->stage >= 2) {   /* --zero 2 with nothing of the model trainable */
         if (shard_reduce_scatter_grads(s)) return -1;
         return loss_mean(s);
     }

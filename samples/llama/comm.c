@@ -224,6 +224,88 @@ int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what) {
     return 0;
 }
 
+#ifdef HAVE_MPI
+static MPI_Request g_requests[COMM_MAX_REQUESTS + 1];   /* [id]; id 0: none */
+static int g_request_used[COMM_MAX_REQUESTS + 1];
+static int free_request_id(void) {
+    for (int id = 1; id <= COMM_MAX_REQUESTS; id++) if (!g_request_used[id]) return id;
+    return 0;
+}
+#endif
+
+#ifdef HAVE_MPI
+/* The reduce-scatter's result to this rank's part (MPI leaves it at the buffer's start). */
+static void scatter_finish(const Comm *c, const CommRequest *r) {
+    if (r->scatter && c->rank > 0) memmove(r->buf + (size_t)c->rank * r->count, r->buf, r->count * sizeof *r->buf);
+}
+#endif
+
+static int request_start(Comm *c, float *buf, size_t count, int scatter, const char *what, CommRequest *r) {
+    memset(r, 0, sizeof *r);
+    r->scatter = scatter; r->buf = buf; r->count = count; r->what = what; r->t0 = now_s();
+#ifdef HAVE_MPI
+    if (c->mpi && c->world > 1) {
+        const int id = free_request_id();
+        if (!id || count > (size_t)1 << 30) {
+            fprintf(stderr, "error: rank %d: %s: %s\n", c->rank, what, id ? "more than 2^30 floats a rank in one call"
+                                                                      : "too many collectives in flight");
+            return -1;
+        }
+        const int rc = scatter ? MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &g_requests[id])
+                               : MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &g_requests[id]);
+        if (rc != MPI_SUCCESS) { fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what); return -1; }
+        r->id = id;
+        g_request_used[id] = 1;
+    }
+#endif
+    (void)c;
+    return 0;
+}
+
+int comm_reduce_scatter_start(Comm *c, float *buf, size_t count, const char *what, CommRequest *r) {
+    return request_start(c, buf, count, 1, what, r);
+}
+int comm_allreduce_start(Comm *c, float *buf, size_t n, const char *what, CommRequest *r) {
+    return request_start(c, buf, n, 0, what, r);
+}
+
+int comm_request_test(Comm *c, CommRequest *r, int *done) {
+    *done = 1;
+    if (!r->id) return 0;
+#ifdef HAVE_MPI
+    int flag = 0;
+    if (MPI_Test(&g_requests[r->id], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        fprintf(stderr, "error: rank %d: %s failed in MPI (another rank died?)\n", c->rank, r->what);
+        return -1;
+    }
+    if (!flag) { *done = 0; return 0; }
+    g_request_used[r->id] = 0;
+    scatter_finish(c, r);
+#endif
+    r->id = 0;
+    return 0;
+}
+
+int comm_request_wait(Comm *c, CommRequest *r) {
+    const double t0 = now_s();   /* the timeout counts while waiting (a poll finds it undone while MPI had no
+                                    call to progress it in: the backward may take longer than any timeout) */
+    for (long k = 0;; k++) {
+        int done = 0;
+        if (comm_request_test(c, r, &done)) return -1;
+        if (done) return 0;
+        const double el = now_s() - t0;
+        if (el > c->timeout_s) {
+            fprintf(stderr, "error: rank %d: %s did not complete in %.0f s (DPMEM_COMM_TIMEOUT): another rank died "
+                    "or is stuck; ending the job\n", c->rank, r->what, c->timeout_s);
+            return -1;
+        }
+        if (el > 0.002) {   /* as wait_request: spin a little, then leave the core to others */
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 int comm_check_same(Comm *c, long long value, const char *what) {
 #ifdef HAVE_MPI
     if (c->mpi && c->world > 1) {

@@ -59,6 +59,17 @@ int comm_allgather_float(Comm *c, float *buf, size_t count, const char *what);
 /* The same all-gather of 16-bit elements (bf16 bits, moved as they are): buf holds world·count of them,
    rank r's part at element r·count (samples/llama/shard.c: the bf16 copies of sharded masters). */
 int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what);
+/* Non-blocking collectives (the gradient reduction inside the backward, samples/llama/grad_reduce.c):
+   started now, completed later by comm_request_test (polls once: MPI progresses the collective in
+   its calls) or comm_request_wait; the timeout (DPMEM_COMM_TIMEOUT) counts while waiting. The reduce-scatter's layout is comm_reduce_scatter_float's
+   (this rank's sum at its own part once complete). A request is 0 when nothing is in flight (one
+   rank, no MPI: complete at once). At most COMM_MAX_REQUESTS in flight. 0, or -1 after a one-line error. */
+#define COMM_MAX_REQUESTS 8
+typedef struct { int id; int scatter; float *buf; size_t count; double t0; const char *what; } CommRequest;
+int comm_reduce_scatter_start(Comm *c, float *buf, size_t count, const char *what, CommRequest *r);
+int comm_allreduce_start(Comm *c, float *buf, size_t n, const char *what, CommRequest *r);
+int comm_request_test(Comm *c, CommRequest *r, int *done);
+int comm_request_wait(Comm *c, CommRequest *r);
 /* Root's bytes to every rank. */
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
 

@@ -26,6 +26,8 @@ typedef struct {
     int task;              /* --task: LLAMA_TASK_LM (LlamaForCausalLM) or LLAMA_TASK_CLASSIFY (LlamaForSequenceClassification) */
     int num_labels;        /* --num-labels K: classify's score head is (K, C) */
     int pad_id;            /* --pad-id: classify reads each row's last token that is not pad_id; -1: none (the last position) */
+    int grads_by_unit;     /* llama_build allocates no gradient buffers: the trainer allocates each gradient unit's
+                              when a backward begins it and frees it when the unit is done (--zero 2; llama.h) */
 } LlamaConfig;
 
 enum { LLAMA_TASK_LM = 0, LLAMA_TASK_CLASSIFY = 1 };

@@ -258,7 +258,7 @@ int llama_build_sharded(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int
         if (!has_bf16_copy(m, p) || llama_bf16_only(m, p) || llama_master_sharded(m, p)) continue;
         if (!(*llama_tensor(&m->w16, p) = alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name))) return -1;
     }
-    for (int i = 0; i < m->n_params; i++) {
+    for (int i = 0; !cfg->grads_by_unit && i < m->n_params; i++) {   /* (grads_by_unit: the trainer's, unit by unit) */
         ParamInfo *p = &m->params[i];
         if (!p->trainable) continue;
         if (!(*llama_tensor(&m->dw, p) = alloc_tagged(kb, p->numel * sizeof(float), "grads/%s", p->name))) return -1;
@@ -522,6 +522,31 @@ static int drop(LlamaModel *m, float **pp, const GradHooks *h) {
     return 0;
 }
 
+int llama_grad_units(const LlamaModel *m) { return m->L + 2; }
+int llama_unit_head(const LlamaModel *m) { return m->L; }
+int llama_unit_embed(const LlamaModel *m) { return m->L + 1; }
+
+int llama_grad_unit(const LlamaModel *m, int i) {
+    const ParamInfo *p = &m->params[i];
+    if (p->which == W_EMBED_TOKENS) return m->L + 1;
+    if (p->which == W_NORM || p->which == W_LM_HEAD) return m->L;
+    return p->layer;
+}
+
+int llama_unit_writes(const LlamaModel *m, int u, int i) {
+    return llama_grad_unit(m, i) == u || (u == m->L && m->cfg.tie_embeddings && m->params[i].which == W_EMBED_TOKENS);
+}
+
+int llama_unit_event(LlamaModel *m, int unit, int done) {
+    int (*f)(void *, int) = done ? m->units.done : m->units.begin;
+    return f ? f(m->units.user, unit) : 0;
+}
+
+/* A unit's event inside a backward that writes weight gradients. */
+static int unit_event(LlamaModel *m, const GradHooks *h, int unit, int done) {
+    return h && h->dw_elsewhere ? 0 : llama_unit_event(m, unit, done);
+}
+
 /* Calls the hook of one weight (if any, and if the weight is trainable or hooks->frozen_too), and
    records what it asks to keep. Returns GRAD_HOOK_* bits (SKIP_DW set for frozen weights), -1 on error. */
 static int hook(LlamaModel *m, const GradHooks *h, int layer, WhichTensor which, const float *A,
@@ -640,12 +665,14 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         CK(rmsnorm_forward_ex(kb, dt, a->lnf, a->lnf_rstd, x_last, m->w.norm, N, C, eps));
     }
     if (scale) CK(scale_samples(kb, a->lnf, scale, B, (size_t)T * C));
+    CK(unit_event(m, h, m->L, 0));
     CK(linear_backward(m, h, -1, W_LM_HEAD, reuse ? NULL : d_norm, a->logits, a->lnf,
                        dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, m->dw.lm_head, N, C, V, 0.0f));
     if (stash) CK(copy_ex(kb, dt, a->lnf, d_norm, (size_t)N * C));
     CK(drop(m, &a->logits, h));
     CK(zero_ex(kb, dt, d_resid, (size_t)N * C));
     CK(norm_backward(m, h, -1, W_NORM, d_resid, d_norm, x_last, m->w.norm, m->dw.norm, a->lnf_rstd, scale));
+    CK(unit_event(m, h, m->L, 1));
     CK(drop(m, &a->lnf, h));
     CK(drop(m, &a->lnf_rstd, h));
 
@@ -662,6 +689,7 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
             CK(swiglu_forward_ex(kb, dt, s->h, s->gate, s->up, (size_t)N * F));
         }
         if (scale) CK(scale_samples(kb, s->h, scale, B, (size_t)T * F));
+        CK(unit_event(m, h, l, 0));
         CK(linear_backward(m, h, l, W_DOWN_PROJ, reuse ? NULL : d_h, d_resid, s->h, g->down_proj, dw->down_proj, N, F, C, 0.0f));
         if (stash) CK(copy_ex(kb, dt, s->h, d_h, (size_t)N * F));
         CK(drop(m, &s->h, h));
@@ -711,13 +739,16 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         CK(drop(m, &s->ln1, h));
         CK(norm_backward(m, h, l, W_INPUT_LAYERNORM, d_resid, d_norm, x_in, w->input_layernorm,
                          dw->input_layernorm, s->ln1_rstd, scale));
+        CK(unit_event(m, h, l, 1));
         CK(drop(m, &s->ln1_rstd, h));
     }
     {
+        CK(unit_event(m, h, m->L + 1, 0));
         int r = hook(m, h, -1, W_EMBED_TOKENS, NULL, NULL, d_resid, C, C);
         if (r < 0) goto done;
         if (scale) CK(scale_samples(kb, d_resid, scale, B, (size_t)T * C));   /* its last use */
         if (!(r & GRAD_HOOK_SKIP_DW) && m->dw.embed_tokens) CK(embedding_backward_ex(kb, dt, m->dw.embed_tokens, m->tokens, d_resid, N, C, m->V));
+        CK(unit_event(m, h, m->L + 1, 1));
     }
     CK(drop(m, &a->embed, h));
     a->holds_dx = stash;

@@ -136,6 +136,9 @@ typedef struct GradHooks {
                                   the hooks' KEEP bits instead, which keep only what they need) */
     int frozen_too;            /* also call weight_grad for frozen weights (args->dW = NULL; the backward
                                   skips their dW whatever it returns): LoRA adapters on a frozen base */
+    int dw_elsewhere;          /* this backward writes no weight gradient (its hooks skip every dW: the first
+                                  backward of two-pass and book-keeping, whose dW are formed later): the
+                                  model's gradient-unit hooks (LlamaUnitHooks) are not called in it */
     int keep_activations;      /* free nothing: every saved activation, and the logits as the output
                                   gradient they became, stay in place for llama_backward_rescaled;
                                   the input gradients of lm_head, gate/up, down and q/k/v go into
@@ -167,6 +170,22 @@ typedef struct {
     float *losses;                   /* (N) per-position loss; classify: (B) per-row loss */
 } LlamaActs;
 
+/* GRADIENT UNITS: the groups of weights whose gradients a backward completes together, the point
+   where a data-parallel trainer can reduce them while the backward goes on (DDP's buckets, ZeRO-2's
+   reduce-scatter; a ZeRO-3 gather of a block's weights would sit beside it, before the block's
+   recompute and backward). Unit l < L is block l's nine tensors; unit L (llama_unit_head) the final
+   norm and an untied lm_head; unit L+1 (llama_unit_embed) the embedding, and with it a tied lm_head
+   (its gradient is complete only after the embedding's). A backward runs them in the order L,
+   L-1 .. 0, L+1: begin(u) just before unit u's first weight gradient is written (the head's begin
+   covers the tied matrix too: llama_unit_writes), done(u) just after its last. A strategy that forms
+   the weight gradients after the backward (book-keeping) calls llama_unit_event around each unit
+   it forms. NULL callbacks: nothing happens (the default). */
+typedef struct {
+    void *user;
+    int (*begin)(void *user, int unit);   /* 0, or -1 (kbackend_error) */
+    int (*done)(void *user, int unit);
+} LlamaUnitHooks;
+
 typedef struct {
     LlamaConfig cfg;
     int C, L, NH, NKV, HS, F, V;
@@ -193,6 +212,7 @@ typedef struct {
     void **deferred; int n_deferred, cap_deferred; /* saved buffers kept for retain_saved */
     const void **keep; int n_keep, cap_keep;       /* buffers the hooks asked to keep (GRAD_HOOK_KEEP_*) */
     size_t bytes_params, bytes_trainable;  /* 4 bytes per parameter, whatever the precision and storage */
+    LlamaUnitHooks units;            /* the trainer's, called at each gradient unit (above); zeroed by llama_build */
 } LlamaModel;
 
 /* Fills m->params from the config (no allocation on the backend): enough for --print-params. */
@@ -252,6 +272,15 @@ void llama_release_saved(LlamaModel *m);
    the sum of its terms times 1/llama_loss_positions. */
 int  llama_loss_positions(const LlamaModel *m);
 int  llama_zero_grad(LlamaModel *m);
+/* Gradient units (above): their number (L + 2), the head's and the embedding's, the unit of tensor
+   param_index, whether unit u writes that tensor's gradient (its own tensors; the head also the tied
+   matrix), and one event (done 0: begin, 1: done) through m->units. */
+int  llama_grad_units(const LlamaModel *m);
+int  llama_unit_head(const LlamaModel *m);
+int  llama_unit_embed(const LlamaModel *m);
+int  llama_grad_unit(const LlamaModel *m, int param_index);
+int  llama_unit_writes(const LlamaModel *m, int unit, int param_index);
+int  llama_unit_event(LlamaModel *m, int unit, int done);
 /* The slot of tensor p in a LlamaTensors (params, grads, m or v). */
 float **llama_tensor(LlamaTensors *t, const ParamInfo *p);
 void llama_free(LlamaModel *m);

@@ -3,9 +3,18 @@
         (optimizer/<name>.exp_avg, .exp_avg_sq: the slice's size); the gradients are all-reduced as
         without sharding, each rank updates its slice of the parameters, and the updated slices are
         all-gathered (scope "all_gather") so that every rank holds the whole model again;
-     2: also the gradients: the summed gradient is reduce-scattered (scope "reduce_scatter": half an
-        all-reduce's traffic) instead of all-reduced, each rank receiving the sum of its slice only;
-        the noise, 1/L and the update read nothing else.
+     2: also the gradients (samples/llama/grad_reduce.c): no rank holds the whole model's. Each
+        gradient unit (llama.h: a block's nine tensors; the final norm and lm_head; the embedding) gets
+        its full-size buffers (grads/<name>, zeroed) when the backward (or book-keeping's formation
+        after it) begins the unit and is reduce-scattered (scope "reduce_scatter", inside "backward"
+        or "clip") as soon as the unit is done, at every physical batch (as DeepSpeed's ZeRO-2 at
+        every micro-step), overlapped with the rest of the backward; this rank's part is added into
+        its slice, grads/<name>.shard (fp32, zeroed at each zero_grad), and the buffers are freed.
+        Live at a rank's peak: the slices plus the units in progress (one; with a tied lm_head the
+        tied matrix too, from the head's unit to the embedding's) — and book-keeping's kept
+        per-sample gradients of layers with d_in <= T, which below --zero 2 keep their first sample in
+        the layer's dW and here in the per-sample buffer (the same bytes, now per_sample_grads).
+        The noise, 1/L and the update read only the slice (train_grad_slice).
    THE FP32 MASTERS (--precision bf16, both stages). Each trainable GEMM weight with a bf16 copy (the
    linear layers, an untied lm_head: llama.h's llama_master_sharded) keeps the fp32 master of this
    rank's slice only (params/<name>.shard, built by llama_build_sharded: drawn whole into a one-tensor
@@ -24,23 +33,27 @@
    rank r holds n/world floats, one more when r < n % world (the remainder goes to the first ranks),
    from r·(n/world) + min(r, n % world). Rank 0 therefore holds the most of every tensor: the planner
    (--device plan --ranks N --zero S, which plans rank 0) plans the rank that holds the most.
-   DP STAYS EXACT. Every rank clips its own samples into its full-size gradient buffers (the backward
-   and the DP strategies are unchanged); the sum over the ranks of a coordinate is the same sum with
-   or without sharding; the noise of coordinate i is z(seed, step, i) with i its index in the flat
-   trainable vector, added once, by the rank whose slice holds i (train_grad_range tells a strategy
-   which range is its own: samples/dp/dp_sgd.c's noise); the update of a coordinate is the same
-   elementwise AdamW/SGD. So a sharded run computes bit for bit what the same ranks compute without
-   sharding, wherever the reduce-scatter adds in the all-reduce's order.
+   DP STAYS EXACT. Every rank clips its own samples into its gradient buffers (the per-sample norms
+   need only a layer's activations and output gradients, local to the rank); the sum over the ranks
+   of a coordinate is the same sum with or without sharding; the noise of coordinate i is
+   z(seed, step, i) with i its index in the flat trainable vector, added once, by the rank whose slice
+   holds i (train_grad_range tells a strategy which range is its own: samples/dp/dp_sgd.c's noise);
+   the update of a coordinate is the same elementwise AdamW/SGD. So a sharded run computes bit for bit
+   what the same ranks compute without sharding, wherever the reduce-scatter adds in the all-reduce's
+   order and each rank runs one physical batch a step; with several, --zero 2 adds the ranks' sums
+   batch by batch (Σ_batches Σ_ranks) where the unsharded ranks add Σ_ranks Σ_batches: the same sum
+   in another order (<= 1e-6 relative in tests/test_comm_zero).
    THE BUCKET. The collectives pack slices into one bucket (comm/shard_bucket, with the model;
    DPMEM_COMM_BUCKET_MB caps it as the all-reduce's; the gradient all-reduce of --zero 1 and LoRA's
    use it too), rank by rank at a fixed stride, in as many rounds as the slices need: NCCL's
    collectives take equal counts per rank, so a round's count is rank 0's (the longest) and the
    shorter ranks' parts are padding that is summed or copied but never read.
    NOT HERE (this implementation): the fp32 masters under fp32 precision and the fp32 tensors the bf16
-   forward reads (above); --zero 2's full-size gradient buffers stay allocated (the backward accumulates into them; only a
-   reduction bucket by bucket inside the backward, issue 39's item 3, frees them at the peak), so its
-   peak is --zero 1's; --zero 3 (the parameters); LoRA's adapters and their optimizer state stay
-   replicated (the frozen base has no gradient and no optimizer state to shard). */
+   forward reads (above); --zero 3 (the parameters: a gather of a block's weights would sit at the
+   same unit points, before the block's recompute and backward); LoRA's adapters and their optimizer
+   state stay replicated (the frozen base has no gradient and no optimizer state to shard); DP's
+   one-sample shortcut (a physical batch of 1 clipped by scaling the whole gradient) is off under
+   --zero 2 (the per-sample path runs instead). */
 #ifndef SHARD_H
 #define SHARD_H
 
@@ -55,6 +68,8 @@ typedef struct Shard {
     int n;                 /* the model's tensors (LlamaModel.params) */
     size_t *lo, *len;      /* this rank's slice of each trainable tensor (len 0 where frozen) */
     float **m, **v;        /* AdamW's state of the slice (NULL: SGD, frozen) */
+    float **g;             /* --zero 2: the slice's summed gradient, grads/<name>.shard (shard_grads.c); NULL below 2 */
+    struct ShardGradQueue *q; /* --zero 2: the reductions in flight (shard_grads.c) */
 } Shard;
 
 /* Rank r's slice of a tensor of n floats among world ranks (see above). */
@@ -64,8 +79,9 @@ void shard_slice(size_t n, int world, int rank, size_t *lo, size_t *len);
    slices and, for AdamW, their m and v (zeroed). No-op when cfg->zero is 0. 0, or -1 (kbackend_error). */
 int  shard_init(struct TrainState *s);
 void shard_free(struct TrainState *s);
-/* --zero 2: the trainable gradients reduce-scattered (scope "reduce_scatter"): each rank's slice
-   holds the sum over the ranks; the rest of its buffers is stale. */
+/* The trainable gradients' full-size buffers reduce-scattered at once (scope "reduce_scatter"): each
+   rank's slice of them holds the sum over the ranks. (--zero 2 reduces unit by unit into the slices
+   instead, grad_reduce.c; the loop calls this only where no unit has a gradient: a no-op.) */
 int  shard_reduce_scatter_grads(struct TrainState *s);
 /* After the update of the slices: every rank's slices to every rank (scope "all_gather"): the whole
    fp32 parameters in fp32, a sharded master's bf16 copy in bf16 (its fp32 slice stays this rank's). */

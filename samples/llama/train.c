@@ -67,6 +67,11 @@ int train_check_finite(TrainState *s, int grads, const char *phase) {
             x = *llama_tensor(&m->wsh, p);
             llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &n);
         }
+        if (grads && train_grad_reduce_active(s) == 2) {   /* --zero 2: the slices (the full-size buffers are gone) */
+            TRY(train_grad_reduce_finish(s));
+            x = s->shard->g[i];
+            n = s->shard->len[i];
+        }
         if (!x || n == 0) continue;
         size_t bad = 0;
         TRY(count_nonfinite(s->kb, x, n, &bad));
@@ -85,9 +90,10 @@ int train_check_finite(TrainState *s, int grads, const char *phase) {
 
 int train_backward_scaled(TrainState *s, const GradHooks *hooks, float loss_scale) {
     uint64_t t0 = dpmem_now_ns();
-    const double clip0 = s->phase_s[PH_CLIP];   /* a DP hook's per-sample norms run inside: they count as clip */
+    /* a DP hook's per-sample norms run inside: they count as clip; the reduction unit by unit, as allreduce */
+    const double clip0 = s->phase_s[PH_CLIP] + s->phase_s[PH_ALLREDUCE];
     { DPMEM_SCOPE("backward"); TRY(llama_backward(&s->model, hooks, loss_scale)); }
-    s->phase_s[PH_BACKWARD] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_CLIP] - clip0);
+    s->phase_s[PH_BACKWARD] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_CLIP] + s->phase_s[PH_ALLREDUCE] - clip0);
     return train_check_finite(s, 1, "backward");
 }
 
@@ -95,9 +101,9 @@ int train_backward(TrainState *s, const GradHooks *hooks) { return train_backwar
 
 int train_backward_rescaled(TrainState *s, const GradHooks *hooks, float loss_scale, const float *sample_scale, int again) {
     uint64_t t0 = dpmem_now_ns();
-    const double clip0 = s->phase_s[PH_CLIP];   /* LoRA's hooks run inside: clip, as in train_backward_scaled */
+    const double clip0 = s->phase_s[PH_CLIP] + s->phase_s[PH_ALLREDUCE];   /* as in train_backward_scaled */
     { DPMEM_SCOPE("backward"); TRY(llama_backward_rescaled(&s->model, hooks, loss_scale, sample_scale, again)); }
-    s->phase_s[PH_BACKWARD] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_CLIP] - clip0);
+    s->phase_s[PH_BACKWARD] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_CLIP] + s->phase_s[PH_ALLREDUCE] - clip0);
     return train_check_finite(s, 1, "backward");
 }
 
@@ -122,7 +128,7 @@ static int optimizer_step(TrainState *s) {
         if (n == 0) continue;
         /* a sharded master (llama.h: llama_master_sharded) is the slice itself */
         const int sliced = llama_master_sharded(m, p);
-        float *w = sliced ? *llama_tensor(&m->wsh, p) : *llama_tensor(&m->w, p) + lo, *g = *llama_tensor(&m->dw, p) + lo;
+        float *w = sliced ? *llama_tensor(&m->wsh, p) : *llama_tensor(&m->w, p) + lo, *g = train_grad_slice(s, i);
         float *mm = s->shard ? s->shard->m[i] : *llama_tensor(&m->m, p), *vv = s->shard ? s->shard->v[i] : *llama_tensor(&m->v, p);
         if (adam) TRY(adamw_update(s->kb, w, g, mm, vv, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
         else TRY(sgd_update(s->kb, w, g, n, s->lr, wd));
@@ -473,9 +479,12 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     }
     {
         DPMEM_SCOPE("model_creation");
-        /* (--zero: the model gets no optimizer state; shard_init gives each rank its slices') */
-        /* (--zero under bf16: each rank's slices of the GEMM weights' fp32 masters, shard.h) */
-        if (llama_build_sharded(&s.model, &kb, &c->model, c->batch_size, c->seq_len, c->zero ? "sgd" : c->optimizer,
+        /* (--zero: the model gets no optimizer state; shard_init gives each rank its slices'; under bf16
+           each rank's slices of the GEMM weights' fp32 masters, shard.h; --zero 2: no gradient buffers
+           either, grad_reduce.c allocates each unit's for its backward) */
+        LlamaConfig mc = c->model;
+        mc.grads_by_unit = c->zero >= 2;
+        if (llama_build_sharded(&s.model, &kb, &mc, c->batch_size, c->seq_len, c->zero ? "sgd" : c->optimizer,
                                 (unsigned long long)c->seed, st->frozen, st->user, c->zero ? g_comm.world : 0, g_comm.rank) != 0 ||
             shard_init(&s) != 0) goto fail;
         if (st->init && st->init(st->user, &s) != 0) goto fail;
@@ -484,7 +493,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
            checkpointing, optimizer, seeds, the strategy's DP settings (a rank with other flags would
            sum gradients of another network; --heads 8 against 4 has the same size) */
         if (g_comm.world > 1 && ranks_agree(c, st, &s, &kb)) { rc = 1; goto out; }
-        if (train_allreduce_prepare(&s) != 0) goto fail;
+        if (train_allreduce_prepare(&s) != 0 || train_grad_reduce_init(&s) != 0) goto fail;
     }
     dpmem_snapshot("after_model_creation");
     if (c->init_from) { /* its own phase, scope "checkpoint_load" */
@@ -540,7 +549,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         if (s.shard) phase_add(&s, PH_ALLREDUCE, tp);
         if (train_check_finite(&s, 0, "optimizer_step") != 0) goto fail;
         tp = dpmem_now_ns();
-        { DPMEM_SCOPE("zero_grad"); if (llama_zero_grad(&s.model) != 0) goto fail; }
+        { DPMEM_SCOPE("zero_grad"); if (llama_zero_grad(&s.model) != 0 || train_grad_reduce_zero(&s) != 0) goto fail; }
         phase_add(&s, PH_ZERO_GRAD, tp);
         }
         if (s.step < n_rows) {
@@ -596,6 +605,7 @@ out:
         train_gpu_time_free(&gt);
     }
     if (strategy_ready && st->destroy) st->destroy(st->user, &s);
+    train_grad_reduce_free(&s);
     train_allreduce_free(&s);
     shard_free(&s);
     llama_free(&s.model);

@@ -6,8 +6,11 @@
        for each of grad_accum physical batches:
            scope "data"      next batch of tokens, uploaded to the backend
            strategy->physical_batch(user, s)       default: train_forward(s); train_backward(s, NULL)
-       scope "allreduce"   several ranks (mpirun): the gradients summed over them (train_allreduce_grads)
-                           (--zero 2: scope "reduce_scatter", each rank its slice's sum: shard.h)
+       scope "allreduce"   several ranks (mpirun): the gradients summed over them (train_allreduce_grads);
+                           under --zero 0 and 2 the sums start inside the backward, unit by unit as it
+                           finishes them (grad_reduce.c: scopes "allreduce" / "reduce_scatter" inside
+                           "backward"), and here the loop waits for the last (--zero 2: each rank its
+                           slice's sum, shard.h; --zero 1: the serial all-reduce here)
        strategy->before_update(user, s)            e.g. add noise, divide by the logical batch
        scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
                            (--zero 1|2: this rank's slices; then scope "all_gather", the parameters;
@@ -82,6 +85,7 @@ typedef struct TrainState {
     float *comm_bucket;     /* several ranks: the collectives' bucket (samples/llama/allreduce.c, shard.c) */
     size_t comm_bucket_n;
     struct Shard *shard;    /* --zero >= 1: this rank's slices and their optimizer state (samples/llama/shard.h) */
+    struct ShardGradQueue *grad_queue; /* --zero 0, several ranks: the all-reduce unit by unit (grad_reduce.c) */
 } TrainState;
 
 typedef struct TrainStrategy {
@@ -132,6 +136,23 @@ void train_allreduce_free(TrainState *s);
 /* The part of trainable tensor `param_index`'s gradient this rank finishes (noise, 1/L, the update):
    under --zero its slice (samples/llama/shard.h), else all of it. *lo, *n in floats. */
 void train_grad_range(const TrainState *s, int param_index, size_t *lo, size_t *n);
+/* The gradient reduction unit by unit inside the backward (samples/llama/grad_reduce.c): --zero 2's
+   reduce-scatter into the slices at every physical batch, and the all-reduce of --zero 0 on several
+   ranks at the last one, overlapped with the backward unless DPMEM_COMM_OVERLAP=0. init: with the
+   model (the slices, the second bucket, the model's unit hooks); finish: before the update (the loop's
+   train_allreduce_grads calls it); idle: a physical batch that runs no backward (a Poisson batch
+   with no rows) still reduces every unit of --zero 2 (zeros: every rank runs the same collectives);
+   zero: the slices := 0 (zero_grad); active: 2 (--zero 2), 1 (--zero 0 by units) or 0. */
+int  train_grad_reduce_init(TrainState *s);
+int  train_grad_reduce_finish(TrainState *s);
+int  train_grad_reduce_idle(TrainState *s);
+int  train_grad_reduce_zero(TrainState *s);
+int  train_grad_reduce_active(const TrainState *s);
+void train_grad_reduce_free(TrainState *s);
+/* Where this rank's range (train_grad_range) of trainable tensor i's summed gradient lives: its first
+   float (--zero 2: the slice grads/<name>.shard; else the gradient buffer at lo); the noise, 1/L and
+   the update read it there. */
+float *train_grad_slice(TrainState *s, int param_index);
 /* Several ranks: every rank must hold bit-identical parameters after training (DP-SGD adds the same
    noise on every rank, so no broadcast is needed); a hash of them is compared (META comm.params_hash).
    0, or -1 with an error naming the disagreement. */
