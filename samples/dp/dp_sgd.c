@@ -324,9 +324,11 @@ static int init_inner(DpSgd *d, TrainState *s) {
     }
     if (!(s->cfg->quiet || d->cfg.quiet_dp)) {
         if (g_comm.world > 1)
-            printf("DP-SGD: %d ranks, each with %d of the logical batch's %d samples (Poisson: the rows i with i mod %d = "
-                   "rank); the clipped sums are added across ranks before the noise, which every rank adds alike "
-                   "(one Philox stream)\n", g_comm.world, d->logical_batch / g_comm.world, d->logical_batch, g_comm.world);
+            printf("DP-SGD: %d ranks, each with %d of the logical batch's %d samples (%s); the clipped sums are added "
+                   "across ranks before the noise, %s\n", g_comm.world, d->logical_batch / g_comm.world, d->logical_batch,
+                   d->cfg.poisson ? "Poisson: rank r draws the rows i with i mod N = r" : "rank r: its consecutive share of each step's rows",
+                   s->cfg->zero ? "which the rank holding each coordinate's slice adds once (--zero)"
+                                : "which every rank adds alike (one Philox stream)");
         printf("DP-SGD: %s norms, %s clipping, C=%g, sigma=%.6g%s, delta=%g, logical batch %d (physical %d x %d), "
                "sample rate %.6g (%ld rows)%s\n",
                dp_norm_name(d->cfg.norm), d->cfg.norm == DP_NORM_DIRECT && d->cfg.clip == DP_CLIP_BK ? "per-sample-sum" : dp_clip_name(d->cfg.clip),
