@@ -1,15 +1,16 @@
-/* test_comm_zero.c — sharded training state over MPI (--zero 1|2, samples/llama/shard.h) through the samples
+/* test_comm_zero.c — sharded training state over MPI (--zero 1|2|3, samples/llama/shard.h) through the samples
    as a user runs them. The model is the tiny one reshaped so that no tensor divides evenly among 4
    ranks (V=1001, C=70, F=173: every matrix and norm leaves a remainder of 2), and its embedding and
    lm_head are larger than a rank's part of a 1 MiB bucket (DPMEM_COMM_BUCKET_MB=1 in one case: the
    collectives run in several rounds, pieces of one tensor in each). Each run trains 3 steps with
    AdamW (whose m and v are what --zero 1 shards) and saves the model (f32). For each case:
-     - N ranks with --zero 1 and --zero 2 train bit for bit the weights of N ranks without sharding
+     - N ranks with --zero 1, 2 and 3 (3: not LoRA, not --poisson) train bit for bit the weights of N ranks
+       without sharding
        (the same sums, the same noise z(seed, step, i) added to coordinate i by the rank that owns it,
        the same elementwise update; the reduce-scatter adds the ranks' parts in the all-reduce's
        order: OpenMPI's both do for these sizes, and 2 ranks' sum a + b has one order anyway) where a
        rank runs one physical batch a step; with several, --zero 2 (which reduce-scatters each
-       physical batch's sum into the slices) equals them to <= 1e-6 of the largest weight, and
+       physical batch's sum into the slices; so does 3) equals them to <= 1e-6 of the largest weight, and
        those equal one process with the same logical batch to ≤ 1e-6 relative to the largest weight
        (the backward's sums over samples run in another order: ≤ 1e-6, not bit for bit), while the
        update itself (lr 0 against lr 1e-2) is far larger; σ > 0 in the DP cases;
@@ -27,14 +28,18 @@
        4 bytes x (the GEMM weights' floats - rank 0's slices of them) under bf16 (the sharded fp32
        masters), the unsharded plan's under fp32 (the master is the parameter);
      - the grads category is the whole model's under --zero 1,
-       and under --zero 2 4 bytes per float of rank 0's slices plus at most one gradient unit's
+       and under --zero 2 and 3 4 bytes per float of rank 0's slices plus at most one gradient unit's
        full-size buffers (a block, the final norm with lm_head, or the embedding: llama.h), exactly;
+     - --zero 3: params at the peak = 4 x rank 0's slices + 4 x the RMSNorm weights whole (+ a tied
+       matrix whole, and its bf16 copy under bf16), exactly; params + grads + optimizer <= the unsharded
+       run's / N + what is held whole + one unit's gradient + rank 0's remainder (the memory goal); rank
+       0's trace has comm/gathered/<name> and comm/gather_bucket;
      - the reduction overlapped with the backward (the default) = the serial one (DPMEM_COMM_OVERLAP=0),
        bit for bit, at --zero 0 and 2; a tied lm_head; Poisson sampling (empty physical batches);
      - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
        process, bit for bit;
-     - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 3: one
-       line naming it, a non-zero exit, no hang.
+     - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 4, --zero 3
+       with LoRA or --poisson: one line naming it, a non-zero exit, no hang.
    SKIP (77) when mpirun is missing. Binaries through DPMEM_BUILD; mpirun may run as root here. */
 #include <math.h>
 #include <stdio.h>
@@ -167,11 +172,11 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
         /* the memory goal of --zero 2: at the peak the gradients are rank 0's slices (grads/<name>.shard) and at
            most one gradient unit's full-size buffers (the unit being formed), never the whole model's */
         const long long grads = category_at_peak(out, "grads"), slices = 4 * rank0_floats(vocab, np, tied), full = grads - slices;
-        if (z == 2) {
+        if (z >= 2) {
             CHECK(grads >= slices && (full == 0 || (full % 4 == 0 && is_unit_floats(full / 4, vocab, tied))),
-                  "%s: plan np %d zero 2: grads at the peak %lld bytes: rank 0's slices are %lld, the rest %lld is not one unit's",
-                  what, np, grads, slices, full);
-            if (!failures) printf("ok   %-40s np %d zero 2: grads at the peak = slices %lld + one unit's %lld bytes\n", what, np,
+                  "%s: plan np %d zero %d: grads at the peak %lld bytes: rank 0's slices are %lld, the rest %lld is not one unit's",
+                  what, np, z, grads, slices, full);
+            if (!failures) printf("ok   %-40s np %d zero %d: grads at the peak = slices %lld + one unit's %lld bytes\n", what, np, z,
                                   slices, full);
         } else {
             const long long whole = 4 * rank0_floats(vocab, 1, tied);
@@ -184,12 +189,35 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
         snprintf(cmd, sizeof cmd, "%s %s/%s %s %s %s --device plan --ranks %d", env, B, prog, SHAPE, COMMON, args, np);
         int rc0 = sh(cmd);
         const long long params0 = category_at_peak(out, "params");
+        const long long state0 = params0 + category_at_peak(out, "grads") + category_at_peak(out, "optimizer");
         const int bf16 = strstr(args, "--precision bf16") != NULL;
         const long long saved = bf16 ? 4 * (gemm_floats(vocab, 1, tied) - gemm_floats(vocab, np, tied)) : 0;
-        CHECK(rc0 == 0 && params > 0 && params == params0 - saved, "%s: plan np %d zero %d: params at the peak %lld bytes, unsharded "
-              "%lld: want %lld less (%s)", what, np, z, params, params0, saved,
-              bf16 ? "4 bytes x the GEMM weights' floats but rank 0's slices" : "fp32: the master is the parameter, nothing saved");
-        if (bf16 && params == params0 - saved)
+        if (z == 3) {
+            /* --zero 3: every weight rank 0's fp32 slice alone (the GEMM weights, an untied embedding), whole only
+               the RMSNorm weights (C floats each) and a tied matrix (its master, and under bf16 its bf16 copy: the
+               lookup reads the one, lm_head's GEMM the other); the gathered weights are comm/gathered/<name> */
+            const long long vc = (long long)vocab * C, norms = 2LL * L + 1;
+            const long long whole = norms * C + (tied ? vc : 0), whole_slices = norms * slice0(C, np) + (tied ? slice0(vc, np) : 0);
+            const long long want = 4 * (rank0_floats(vocab, np, tied) - whole_slices + whole) + (tied && bf16 ? 2 * vc : 0);
+            CHECK(rc0 == 0 && params == want, "%s: plan np %d zero 3: params at the peak %lld bytes, want rank 0's slices and the "
+                  "norms%s whole: %lld", what, np, params, tied ? " and the tied matrix" : "", want);
+            /* the memory goal: params + grads + optimizer at the peak <= 1/N of the unsharded run's, plus what is held
+               whole (above), plus the one gradient unit in progress (grads: --zero 2's), plus rank 0's remainder
+               (at most one float of each of the 3 + 9L tensors, 16 bytes each) */
+            const long long grads = category_at_peak(summary, "grads"), full = grads - 4 * rank0_floats(vocab, np, tied);
+            const long long state = params + grads + category_at_peak(summary, "optimizer");
+            const long long bound = state0 / np + 4 * whole + (tied && bf16 ? 2 * vc : 0) + full + 16 * (3 + 9LL * L);
+            CHECK(state <= bound, "%s: plan np %d zero 3: params+grads+optimizer at the peak %lld bytes > %lld (unsharded %lld / %d, "
+                  "+ %lld whole, + one unit's gradient %lld)", what, np, state, bound, state0, np, 4 * whole, full);
+            if (params == want && state <= bound)
+                printf("ok   %-40s np %d zero 3: params %lld = slices + norms%s whole; params+grads+optimizer %lld <= %lld / %d + "
+                       "%lld whole + one unit's gradient %lld\n", what, np, params, tied ? ", tied matrix" : "", state, state0, np,
+                       4 * whole + (tied && bf16 ? 2 * vc : 0), full);
+        } else
+            CHECK(rc0 == 0 && params > 0 && params == params0 - saved, "%s: plan np %d zero %d: params at the peak %lld bytes, unsharded "
+                  "%lld: want %lld less (%s)", what, np, z, params, params0, saved,
+                  bf16 ? "4 bytes x the GEMM weights' floats but rank 0's slices" : "fp32: the master is the parameter, nothing saved");
+        if (z < 3 && bf16 && params == params0 - saved)
             printf("ok   %-40s np %d zero %d: params %lld = unsharded %lld - 4 x (%lld - %lld) GEMM floats\n", what, np, z, params,
                    params0, gemm_floats(vocab, 1, tied), gemm_floats(vocab, np, tied));
     }
@@ -232,8 +260,11 @@ static void scopes_check(const char *name, int z, const char *what) {
              B, name);
     int rc = sh(cmd);
     CHECK(rc == 0 && strstr(out, "\"name\":\"all_gather\"") && strstr(out, "comm/shard_bucket") &&
-          strstr(out, z == 2 ? "\"name\":\"reduce_scatter\"" : "\"name\":\"allreduce\""),
+          strstr(out, z >= 2 ? "\"name\":\"reduce_scatter\"" : "\"name\":\"allreduce\""),
           "%s --zero %d: rank 0's trace lacks its collectives' scopes or comm/shard_bucket: %s", what, z, out);
+    /* --zero 3: each unit's weights gathered into comm/gathered/<name> through comm/gather_bucket */
+    CHECK(z < 3 || (strstr(out, "comm/gathered") && strstr(out, "comm/gather_bucket")),
+          "%s --zero 3: rank 0's trace lacks comm/gathered/<name> or comm/gather_bucket: %s", what, out);
 }
 
 static void check_case(const Case *k) {
@@ -264,15 +295,17 @@ static void check_case(const Case *k) {
         if (train(k->prog, k->args, np, 0, k->env, name, &wr)) continue;
         char hash_r[64];
         snprintf(hash_r, sizeof hash_r, "%s", last_hash);
-        for (int z = 1; z <= 2; z++) {
+        /* (--zero 3 shards trainable weights, not LoRA's frozen base; nor runs with Poisson sampling: bad input below) */
+        const int zmax = strstr(k->prog, "lora") || strstr(k->args, "--poisson") ? 2 : 3;
+        for (int z = 1; z <= zmax; z++) {
             snprintf(name, sizeof name, "z%d_%d", z, np);
             if (train(k->prog, k->args, np, z, k->env, name, &wz)) continue;
             if (k->vocab) scopes_check(name, z, k->what);
             const double bits = maxdiff(&wz, &wr), rel = maxdiff(&wz, &w1) / big;
             const int exact = z == 1 || micro_of(k, np) == 1;   /* the same order of the sums (micro_of) */
             if (exact) CHECK(bits == 0, "%s: %d ranks --zero %d vs %d ranks unsharded: max diff %g (want bit for bit)", k->what, np, z, np, bits);
-            else CHECK(bits <= 1e-6 * big, "%s: %d ranks --zero 2 vs %d ranks unsharded, %d physical batches a rank: max diff %g (want <= "
-                       "1e-6 of %g)", k->what, np, np, micro_of(k, np), bits, big);
+            else CHECK(bits <= 1e-6 * big, "%s: %d ranks --zero %d vs %d ranks unsharded, %d physical batches a rank: max diff %g (want <= "
+                       "1e-6 of %g)", k->what, np, z, np, micro_of(k, np), bits, big);
             if (exact) {   /* the files themselves and the hash: the same order of the sums only */
                 /* the files themselves (a sharded master is gathered tensor by tensor to rank 0), and the hash of
                    the gathered model = the unsharded ranks' */
@@ -303,8 +336,8 @@ static void check_case(const Case *k) {
             CHECK(!k->vs1 || (rel >= 0 && rel <= 1e-6), "%s: %d ranks --zero %d vs 1 process: max diff %g relative to the largest weight %g",
                   k->what, np, z, rel, big);
             if (!exact && bits <= 1e-6 * big)
-                printf("ok   %-36s %d ranks --zero 2 = %d ranks to %.2g relative (%d physical batches a rank: another order)%s\n",
-                       k->what, np, np, bits / big, micro_of(k, np), k->vs1 ? "; vs 1 process too" : "");
+                printf("ok   %-36s %d ranks --zero %d = %d ranks to %.2g relative (%d physical batches a rank: another order)%s\n",
+                       k->what, np, z, np, bits / big, micro_of(k, np), k->vs1 ? "; vs 1 process too" : "");
             else if (bits == 0 && k->vs1 && rel >= 0 && rel <= 1e-6)
                 printf("ok   %-36s %d ranks --zero %d = %d ranks bit for bit; vs 1 process %.2g relative (update %.2g)\n", k->what,
                        np, z, np, rel, u / big);
@@ -416,9 +449,18 @@ int main(void) {
     int rc = sh(cmd);
     CHECK(rc == 1 && strstr(out, "--zero 1 shards the training state over the ranks of an MPI job") && !strchr(strchr(out, '\n') + 1, '\n'),
           "--zero without mpirun: exit %d: %s", rc, out);
-    snprintf(cmd, sizeof cmd, "%s/train_vanilla %s --steps 1 --zero 3", B, SHAPE);
+    snprintf(cmd, sizeof cmd, "%s/train_vanilla %s --steps 1 --zero 4", B, SHAPE);
     rc = sh(cmd);
-    CHECK(rc == 1 && strstr(out, "--zero needs an integer in [0, 2], got '3'"), "--zero 3: exit %d: %s", rc, out);
+    CHECK(rc == 1 && strstr(out, "--zero needs an integer in [0, 3], got '4'"), "--zero 4: exit %d: %s", rc, out);
+    /* --zero 3 where it is not written: LoRA (its frozen base is not sharded), the CUDA backend (no NCCL gathers) */
+    snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 2 %s/train_lora %s --steps 1 --threads 1 --lora-rank 4 --zero 3", B, SHAPE);
+    rc = sh(cmd);
+    CHECK(rc != 0 && rc != 124 && strstr(out, "error: --zero 3 shards trainable weights only: LoRA's frozen base is not sharded"),
+          "LoRA --zero 3: exit %d, want a one-line error:\n%.2000s", rc, out);
+    snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 2 %s/train_flash %s --steps 1 --threads 1 --poisson --zero 3", B, SHAPE);
+    rc = sh(cmd);
+    CHECK(rc != 0 && rc != 124 && strstr(out, "error: --zero 3 with --poisson is not supported in this version"),
+          "--poisson --zero 3: exit %d, want a one-line error:\n%.2000s", rc, out);
     snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 1 %s/train_flash %s --steps 2 --threads 1 --batch-size 4 --zero 1 : "
              "-np 1 %s/train_flash %s --steps 2 --threads 1 --batch-size 4 --zero 2", B, SHAPE, B, SHAPE);
     rc = sh(cmd);
@@ -429,13 +471,14 @@ int main(void) {
              "-np 1 sh -c 'ulimit -t 2; exec %s/train_vanilla %s --steps 100000 --threads 1 --quiet --zero 2'", B, SHAPE, B, SHAPE);
     rc = sh(cmd);
     CHECK(rc != 0 && rc != 124, "a killed rank under --zero 2: exit %d, want non-zero without a hang:\n%.2000s", rc, out);
-    if (!failures) printf("ok   bad input: --zero without mpirun, --zero 3, ranks with different --zero, a killed rank\n");
+    if (!failures) printf("ok   bad input: --zero without mpirun, --zero 4, LoRA --zero 3, --poisson --zero 3, ranks with different "
+                          "--zero, a killed rank\n");
 
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf %s", tmp);
     if (system(rm) != 0) printf("note: could not remove %s\n", tmp);
     if (failures) { printf("test_comm_zero: %d failures\n", failures); return 1; }
-    printf("test_comm_zero: OK (--zero 1 and 2 on 2 and 4 ranks = unsharded bit for bit, = 1 process to 1e-6, noise included; "
+    printf("test_comm_zero: OK (--zero 1, 2 and 3 on 2 and 4 ranks = unsharded bit for bit, = 1 process to 1e-6, noise included; "
            "plans = rank 0's peak)\n");
     return 0;
 }

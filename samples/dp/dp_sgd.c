@@ -312,6 +312,12 @@ static int init_inner(DpSgd *d, TrainState *s) {
         if (!ok) return fail(d, "%s", "the noise seed: getrandom() failed (give --noise-seed N to run with a known seed)");
     }
     accountant_init(&d->acc);
+    /* --zero 3 gathers every unit's weights at each forward and backward, on every rank at once: a rank whose
+       Poisson draw left a physical batch empty runs neither (train_grad_reduce_idle mirrors only --zero 2's
+       reduce-scatters), so its gathers would not match the others' */
+    if (d->cfg.poisson && s->cfg->zero >= 3)
+        return fail(d, "%s", "--zero 3 with --poisson is not supported in this version (a rank with an empty physical batch "
+                    "would skip the weight gathers the other ranks run): use --zero 2");
     if (d->cfg.lora_rank > 0 && lora_setup(d, s)) return -1;
     /* (not under --zero 2: the shortcut scales the whole gradient after the backward, which --zero 2 never holds) */
     d->shortcut = (B == 1 && s->cfg->grad_accum == 1 && d->n_lora == 0 && !d->cfg.poisson && s->cfg->zero < 2);

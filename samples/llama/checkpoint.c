@@ -423,7 +423,8 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
         if (widened) {
             size_t lo, len;
             llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
-            if (narrow_buffer(m->kb, *llama_tensor(&m->w16, p), widened, p->numel) ||
+            float *x16 = *llama_tensor(&m->w16, p);   /* (NULL: --zero 3 keeps the slice alone) */
+            if ((x16 && narrow_buffer(m->kb, x16, widened, p->numel)) ||
                 (sliced && len && copy_buffer(m->kb, *llama_tensor(&m->wsh, p), widened + lo, len))) {
                 fail(err, errlen, "%s: rounding '%s' to bf16 failed: %s", dir, p->hf_name, kbackend_error(m->kb));
                 goto done;

@@ -77,8 +77,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --peak-tflops X (the device's dense peak in TFLOP/s for the MFU line; default: the GPU's from a table)\n"
            "  --ranks N (data parallel: under mpirun -np N each rank takes 1/N of --batch-size; without mpirun,\n"
            "           with --device plan, the plan of one rank)\n"
-           "  --zero 0|1|2 (sharded state over the ranks: 1 AdamW's m and v, 2 also the reduced gradients; each rank\n"
-           "           updates its slice and the parameters are all-gathered: samples/llama/shard.h)\n"
+           "  --zero 0|1|2|3 (sharded state over the ranks: 1 AdamW's m and v, 2 also the reduced gradients, 3 also\n"
+           "           the GEMM weights, gathered unit by unit for each use; each rank updates its slice: samples/llama/shard.h)\n"
            "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
            "  --device auto|cpu|cuda|plan  --plan-for cpu|cuda  --mem-limit BYTES (e.g. 2G)\n"
            "  --data FILE (llm.c .bin of uint16/uint32 tokens, else the file's bytes as tokens; default synthetic)\n"
@@ -211,7 +211,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--batch-size")) rc = parse_int(a, v, 1, &c->batch_size);
         else if (!strcmp(a, "--seq-len")) rc = parse_int(a, v, 1, &c->seq_len);
         else if (!strcmp(a, "--ranks")) rc = parse_int(a, v, 1, &c->ranks);
-        else if (!strcmp(a, "--zero")) rc = parse_int_in(a, v, 0, 2, &c->zero);
+        else if (!strcmp(a, "--zero")) rc = parse_int_in(a, v, 0, 3, &c->zero);
         else if (!strcmp(a, "--steps")) rc = parse_int(a, v, 0, &c->steps);
         else if (!strcmp(a, "--warmup-steps")) rc = parse_int(a, v, 0, &c->warmup_steps);
         else if (!strcmp(a, "--timing-warmup")) rc = parse_int(a, v, 0, &c->timing_warmup);

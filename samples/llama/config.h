@@ -28,6 +28,8 @@ typedef struct {
     int pad_id;            /* --pad-id: classify reads each row's last token that is not pad_id; -1: none (the last position) */
     int grads_by_unit;     /* llama_build allocates no gradient buffers: the trainer allocates each gradient unit's
                               when a backward begins it and frees it when the unit is done (--zero 2; llama.h) */
+    int params_by_unit;    /* --zero 3: the sharded GEMM weights are held as this rank's slice only and gathered whole
+                              for each use of their unit through LlamaUnitHooks.gather/release (llama.h) */
 } LlamaConfig;
 
 enum { LLAMA_TASK_LM = 0, LLAMA_TASK_CLASSIFY = 1 };

@@ -186,9 +186,13 @@ void llama_slice(size_t n, int world, int rank, size_t *lo, size_t *len) {
 int llama_master_sharded(const LlamaModel *m, const ParamInfo *p) {
     /* (a linear layer or an untied lm_head: the tied matrix is HOOK_EMBEDDING, its lookup reads the master;
        a classifier's score, K·C floats, stays whole: LoRA saves it beside the adapters from rank 0) */
-    return m->shard_world > 0 && m->dt == KDT_BF16 && p->trainable && p->kind == HOOK_LINEAR &&
+    /* --zero 3 also an untied embedding's table (its lookup gathers it in fp32; its gradient reads no weight) */
+    const int embed = m->cfg.params_by_unit && p->which == W_EMBED_TOKENS && !m->cfg.tie_embeddings;
+    return m->shard_world > 0 && (m->dt == KDT_BF16 || m->cfg.params_by_unit) && p->trainable && (p->kind == HOOK_LINEAR || embed) &&
            !(m->cfg.task == LLAMA_TASK_CLASSIFY && p->which == W_LM_HEAD);
 }
+
+int llama_params_sharded(const LlamaModel *m) { return m->shard_world > 0 && m->cfg.params_by_unit; }
 
 static void *alloc_tagged(KBackend *kb, size_t bytes, const char *fmt, ...) {
     char tag[160];
@@ -210,14 +214,15 @@ static int init_sharded(LlamaModel *m, const ParamInfo *p, uint64_t seed) {
     KBackend *kb = m->kb;
     size_t lo, len;
     llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
-    float *x16 = alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name);
+    const int whole = !llama_params_sharded(m);   /* --zero 1|2 under bf16: the whole bf16 copy (--zero 3: none) */
+    float *x16 = whole ? alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name) : NULL;
     float *sl = alloc_tagged(kb, (len ? len : 1) * sizeof(float), "params/%s.shard", p->name);
-    if (!x16 || !sl) { kbuf_free(kb, x16); kbuf_free(kb, sl); return -1; }
+    if ((whole && !x16) || !sl) { kbuf_free(kb, x16); kbuf_free(kb, sl); return -1; }
     *llama_tensor(&m->w16, p) = x16;
     *llama_tensor(&m->wsh, p) = sl;
     if (m->cfg.no_init && !(m->cfg.task == LLAMA_TASK_CLASSIFY && p->which == W_LM_HEAD)) return 0;   /* the checkpoint fills them */
     float *x = alloc_tagged(kb, p->numel * sizeof(float), "workspace/init.%s", p->name);
-    int rc = !x || init_tensor(m, x, p, seed) || narrow_buffer(kb, x16, x, p->numel) || (len && copy_buffer(kb, sl, x + lo, len));
+    int rc = !x || init_tensor(m, x, p, seed) || (x16 && narrow_buffer(kb, x16, x, p->numel)) || (len && copy_buffer(kb, sl, x + lo, len));
     kbuf_free(kb, x);
     return rc ? -1 : 0;
 }
@@ -434,6 +439,12 @@ static int block_forward(LlamaModel *m, int l, const float *x, int mode) {
     return 0;
 }
 
+/* --zero 3: unit u's sharded weights gathered whole (get) or freed (LlamaUnitHooks.gather/release). */
+static int unit_weights(LlamaModel *m, int unit, int get) {
+    int (*f)(void *, int) = get ? m->units.gather : m->units.release;
+    return f ? f(m->units.user, unit) : 0;
+}
+
 /* The embedding of a table kept in bf16 alone (llama_bf16_only): a bf16 row of C elements is C/2 32-bit
    words, so the fp32 lookup over C/2 columns moves exactly its bits (a copy, no arithmetic), on every
    backend, with no fp32 twin of the table or of the output. */
@@ -452,11 +463,15 @@ int llama_forward(LlamaModel *m) {
     if (m->cfg.task == LLAMA_TASK_CLASSIFY)
         TRY(classify_prepare(kb, m->last, m->labels, m->host_stage, m->tokens, m->targets, B, T, V, m->cfg.pad_id));
     SAVE(a->embed, (size_t)N * C, "activations/embed_tokens");
+    TRY(unit_weights(m, m->L + 1, 1));
     if (m->w.embed_tokens) TRY(embedding_forward_ex(kb, dt, a->embed, m->tokens, m->w.embed_tokens, N, C));
     else TRY(bf16_lookup(m, a->embed));
+    TRY(unit_weights(m, m->L + 1, 0));
     const float *x = a->embed;
     for (int l = 0; l < m->L; l++) {
+        TRY(unit_weights(m, l, 1));
         TRY(block_forward(m, l, x, m->ckpt ? FWD_CKPT : FWD_SAVE));
+        TRY(unit_weights(m, l, 0));
         x = a->layers[l].resid_out;
     }
     SAVE(a->lnf, (size_t)N * C, "activations/norm");
@@ -464,8 +479,9 @@ int llama_forward(LlamaModel *m) {
     TRY(rmsnorm_forward_ex(kb, dt, a->lnf, a->lnf_rstd, x, m->w.norm, N, C, m->cfg.norm_eps));
     a->holds_dx = 0;
     SAVE32(a->logits, (size_t)N * V, "activations/logits");
+    TRY(unit_weights(m, m->L, 1));
     TRY(linear_forward(m, -1, W_LM_HEAD, KDT_F32, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, C, V, 0.0f));
-    return 0;
+    return unit_weights(m, m->L, 0);
 }
 
 int llama_loss_positions(const LlamaModel *m) { return m->cfg.task == LLAMA_TASK_CLASSIFY ? 1 : m->T; }
@@ -666,8 +682,10 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
     }
     if (scale) CK(scale_samples(kb, a->lnf, scale, B, (size_t)T * C));
     CK(unit_event(m, h, m->L, 0));
+    CK(unit_weights(m, m->L, 1));
     CK(linear_backward(m, h, -1, W_LM_HEAD, reuse ? NULL : d_norm, a->logits, a->lnf,
                        dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, m->dw.lm_head, N, C, V, 0.0f));
+    CK(unit_weights(m, m->L, 0));
     if (stash) CK(copy_ex(kb, dt, a->lnf, d_norm, (size_t)N * C));
     CK(drop(m, &a->logits, h));
     CK(zero_ex(kb, dt, d_resid, (size_t)N * C));
@@ -682,6 +700,7 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         LlamaLayerTensors *dw = &m->dw.layers[l];
         const float *x_in = l > 0 ? a->layers[l - 1].resid_out : a->embed;
         CK(drop(m, &s->resid_out, h));  /* the next block (or the final norm) has used it */
+        CK(unit_weights(m, l, 1));   /* (g points at the slots the gather fills) */
         if (m->ckpt) { DPMEM_SCOPE("recompute"); CK(block_forward(m, l, x_in, FWD_RECOMPUTE)); }
         /* MLP: resid_out = resid_mid + down(h); d_resid is d(resid_out), and d(resid_mid) through the skip */
         if (reuse) {
@@ -735,6 +754,7 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         CK(linear_backward(m, h, l, W_Q_PROJ, reuse ? NULL : d_norm, d_q, s->ln1, g->q_proj, dw->q_proj, N, C, QD, 0.0f));
         CK(linear_backward(m, h, l, W_K_PROJ, reuse ? NULL : d_norm, d_k, s->ln1, g->k_proj, dw->k_proj, N, C, KD, 1.0f));
         CK(linear_backward(m, h, l, W_V_PROJ, reuse ? NULL : d_norm, d_v, s->ln1, g->v_proj, dw->v_proj, N, C, KD, 1.0f));
+        CK(unit_weights(m, l, 0));
         if (stash) CK(copy_ex(kb, dt, s->ln1, d_norm, (size_t)N * C));
         CK(drop(m, &s->ln1, h));
         CK(norm_backward(m, h, l, W_INPUT_LAYERNORM, d_resid, d_norm, x_in, w->input_layernorm,

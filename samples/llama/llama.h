@@ -117,7 +117,8 @@ typedef struct {
     const float *G;          /* gradient w.r.t. the layer's output, [B,T,d_out] */
     float *dW;               /* the ordinary gradient's buffer (accumulated into), NULL if frozen */
     const float *W;          /* the weight (the fp32 master; NULL for a frozen GEMM weight under bf16: bf16 only, and
-                                for a GEMM weight whose master is sharded over the ranks: llama_master_sharded) */
+                                for a weight whose master is sharded over the ranks: llama_master_sharded; --zero 3
+                                under fp32: a GEMM weight's gathered copy, valid during the call) */
 } GradHookArgs;
 
 /* weight_grad's answer: 0 lets the backward do dW += GᵀA; bits: */
@@ -172,8 +173,8 @@ typedef struct {
 
 /* GRADIENT UNITS: the groups of weights whose gradients a backward completes together, the point
    where a data-parallel trainer can reduce them while the backward goes on (DDP's buckets, ZeRO-2's
-   reduce-scatter; a ZeRO-3 gather of a block's weights would sit beside it, before the block's
-   recompute and backward). Unit l < L is block l's nine tensors; unit L (llama_unit_head) the final
+   reduce-scatter; --zero 3's gather of a unit's weights sits beside it, before the unit's forward and
+   again before its recompute and backward: gather/release below). Unit l < L is block l's nine tensors; unit L (llama_unit_head) the final
    norm and an untied lm_head; unit L+1 (llama_unit_embed) the embedding, and with it a tied lm_head
    (its gradient is complete only after the embedding's). A backward runs them in the order L,
    L-1 .. 0, L+1: begin(u) just before unit u's first weight gradient is written (the head's begin
@@ -184,6 +185,12 @@ typedef struct {
     void *user;
     int (*begin)(void *user, int unit);   /* 0, or -1 (kbackend_error) */
     int (*done)(void *user, int unit);
+    /* --zero 3 (cfg.params_by_unit): gather(u) puts unit u's sharded weights whole in their slots (w under
+       fp32, w16 under bf16) just before the unit's forward, and again before its recompute and backward
+       (every backward, dw_elsewhere too); release(u) frees them once the unit's GEMMs are done. Units with
+       GEMM weights: the blocks and the head (an untied lm_head); the embedding's table is read whole. */
+    int (*gather)(void *user, int unit);
+    int (*release)(void *user, int unit);
 } LlamaUnitHooks;
 
 typedef struct {
@@ -235,6 +242,11 @@ void llama_slice(size_t n, int world, int rank, size_t *lo, size_t *len);
    NULL. The tied matrix and the RMSNorm weights stay whole: the forward reads them in fp32 (the
    embedding lookup, the norms). */
 int  llama_master_sharded(const LlamaModel *m, const ParamInfo *p);
+/* --zero 3 (cfg.params_by_unit, under fp32 or bf16): llama_master_sharded names the same tensors under
+   fp32 too, and an untied trainable embedding table; each is held as this rank's fp32 slice alone
+   (m->wsh); its slot in w (fp32, and the embedding's table) or w16 (a GEMM weight under bf16) is NULL but
+   between the unit hooks' gather and release (LlamaUnitHooks): no whole copy between uses. */
+int  llama_params_sharded(const LlamaModel *m);
 /* llama_describe, then allocates parameters (initialised: normal(0, 0.02) for matrices, 1 for norm
    weights, from seed: see llama_init_stream; bf16: then their GEMM copies), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
    and the token buffers. frozen: optional callback saying which tensors are frozen (LoRA).

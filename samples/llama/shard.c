@@ -76,12 +76,24 @@ int shard_init(TrainState *s) {
     if (per_rank > longest) per_rank = longest;
     if (per_rank > (size_t)1 << 30) per_rank = (size_t)1 << 30;   /* MPI counts are int */
     s->comm_bucket_n = per_rank * (size_t)h->world;
-    return (s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/shard_bucket")) ? 0 : -1;
+    if (!(s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/shard_bucket"))) return -1;
+    if (!llama_params_sharded(m)) return 0;
+    size_t widest = 0;   /* --zero 3: rank 0's slice of the largest gathered tensor, at most the bucket's part */
+    for (int i = 0; i < m->n_params; i++) {
+        size_t lo0, len0;
+        if (!llama_master_sharded(m, &m->params[i])) continue;
+        shard_slice(m->params[i].numel, h->world, 0, &lo0, &len0);
+        if (len0 > widest) widest = len0;
+    }
+    if (widest > per_rank) widest = per_rank;
+    h->gb_n = (widest ? widest : 1) * (size_t)h->world;
+    return (h->gb = kbuf_alloc(s->kb, h->gb_n * sizeof(float), "comm/gather_bucket")) ? 0 : -1;
 }
 
 void shard_free(TrainState *s) {
     Shard *h = s->shard;
     if (!h) return;
+    kbuf_free(s->kb, h->gb);
     for (int i = h->n - 1; i >= 0; i--) {
         kbuf_free(s->kb, h->v[i]);
         kbuf_free(s->kb, h->m[i]);
@@ -91,17 +103,21 @@ void shard_free(TrainState *s) {
     s->shard = NULL;
 }
 
-static int collective(TrainState *s, int gather, size_t count, const char *what) {
+static int collective_on(TrainState *s, float *buf, int gather, size_t count, const char *what) {
     if (s->kb->space == 0)
-        return gather ? comm_allgather_float(&g_comm, s->comm_bucket, count, what)
-                      : comm_reduce_scatter_float(&g_comm, s->comm_bucket, count, what);
+        return gather ? comm_allgather_float(&g_comm, buf, count, what)
+                      : comm_reduce_scatter_float(&g_comm, buf, count, what);
     int (*dev)(Comm *, float *, size_t, const char *) = gather ? comm_device_allgather : comm_device_reduce_scatter;
     if (!dev) {
         snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
                  "toolkit's NCCL)", what);
         return -1;
     }
-    return dev(&g_comm, s->comm_bucket, count, what);
+    return dev(&g_comm, buf, count, what);
+}
+
+static int collective(TrainState *s, int gather, size_t count, const char *what) {
+    return collective_on(s, s->comm_bucket, gather, count, what);
 }
 
 /* Rank r's part of piece q into (pack) or out of the bucket, between it and tensor set t. */
@@ -218,7 +234,78 @@ int shard_allgather_params(TrainState *s) {
     if (!s->shard || !s->comm_bucket || !kbackend_computes(s->kb)) return 0;
     DPMEM_SCOPE("all_gather");
     int rc = rounds(s, 1, "the parameter all-gather");
-    return rc ? rc : gather_copies(s);
+    /* (--zero 3 keeps no whole bf16 copy: each unit's gather rounds the fp32 slices afresh) */
+    return rc || llama_params_sharded(&s->model) ? rc : gather_copies(s);
+}
+
+/* ---- --zero 3: a unit's sharded weights gathered whole for one use ------------------------------------- */
+
+/* Tensor i's slices into dst (numel elements of the GEMMs' type: fp32, or bf16 rounded from each rank's
+   fp32 slice by its owner, RNE as the forward's cast), through the bucket in rounds of rank 0's positions. */
+static int gather_whole(TrainState *s, int i, float *dst, KDtype dt) {
+    Shard *h = s->shard;
+    LlamaModel *m = &s->model;
+    const ParamInfo *p = &m->params[i];
+    const float *mine = *llama_tensor(&m->wsh, p);
+    float *const bucket = h->gb;
+    const size_t cap = (dt == KDT_BF16 ? 2 : 1) * (h->gb_n / (size_t)h->world);   /* elements a rank, a round */
+    size_t lo0, len0, lo, len;
+    llama_slice(p->numel, h->world, 0, &lo0, &len0);
+    llama_slice(p->numel, h->world, h->rank, &lo, &len);
+    for (size_t a = 0; a < len0; a += cap) {
+        const size_t k = len0 - a < cap ? len0 - a : cap;
+        float *b = kact_at(bucket, (size_t)h->rank * k, dt);
+        const size_t n = a < len ? (len - a < k ? len - a : k) : 0;
+        if (n && (dt == KDT_BF16 ? narrow_buffer(s->kb, b, mine + a, n) : copy_buffer(s->kb, b, mine + a, n))) return -1;
+        if (dt == KDT_BF16 ? collective_bf16(s, bucket, k, "the unit's weight gather")
+                           : collective_on(s, bucket, 1, k, "the unit's weight gather")) return -1;
+        for (int r = 0; r < h->world; r++) {
+            size_t lr, nr;
+            llama_slice(p->numel, h->world, r, &lr, &nr);
+            if (a < nr && copy_ex(s->kb, dt, kact_at(dst, lr + a, dt), kact_at(bucket, (size_t)r * k, dt), nr - a < k ? nr - a : k))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* How a gathered weight is read: a GEMM weight in the GEMMs' type (its bf16 copy under bf16), the embedding's
+   lookup table in fp32 (the lookup reads the master); and the slot it fills. */
+static KDtype gathered_dt(const LlamaModel *m, const ParamInfo *p) { return p->kind == HOOK_LINEAR ? m->dt : KDT_F32; }
+static float **gathered_slot(LlamaModel *m, const ParamInfo *p) {
+    return llama_tensor(gathered_dt(m, p) == KDT_BF16 ? &m->w16 : &m->w, p);
+}
+
+int shard_gather_unit(void *user, int u) {
+    TrainState *s = user;
+    LlamaModel *m = &s->model;
+    DPMEM_SCOPE("all_gather");
+    const uint64_t t0 = dpmem_now_ns();
+    int rc = 0;
+    for (int i = 0; i < m->n_params && rc == 0; i++) {
+        const ParamInfo *p = &m->params[i];
+        if (!llama_master_sharded(m, p) || llama_grad_unit(m, i) != u) continue;
+        char tag[160];
+        snprintf(tag, sizeof tag, "comm/gathered/%s", p->name);
+        float *x = kbuf_alloc(s->kb, p->numel * KDT_SIZE(gathered_dt(m, p)), tag);
+        if (!x) { rc = -1; break; }
+        *gathered_slot(m, p) = x;
+        if (kbackend_computes(s->kb)) rc = gather_whole(s, i, x, gathered_dt(m, p));
+    }
+    train_phase_add(s, TRAIN_PH_ALLREDUCE, t0);
+    return rc;
+}
+
+int shard_release_unit(void *user, int u) {
+    TrainState *s = user;
+    LlamaModel *m = &s->model;
+    for (int i = m->n_params - 1; i >= 0; i--) {
+        const ParamInfo *p = &m->params[i];
+        if (!llama_master_sharded(m, p) || llama_grad_unit(m, i) != u) continue;
+        kbuf_free(s->kb, *gathered_slot(m, p));
+        *gathered_slot(m, p) = NULL;
+    }
+    return 0;
 }
 
 int shard_masters(const TrainState *s) {

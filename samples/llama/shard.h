@@ -1,4 +1,4 @@
-/* shard.h — sharded training state over the ranks (ZeRO, Rajbhandari et al. 2020), --zero 1|2:
+/* shard.h — sharded training state over the ranks (ZeRO, Rajbhandari et al. 2020), --zero 1|2|3:
      1: AdamW's m and v are held for this rank's slice of every trainable tensor only
         (optimizer/<name>.exp_avg, .exp_avg_sq: the slice's size); the gradients are all-reduced as
         without sharding, each rank updates its slice of the parameters, and the updated slices are
@@ -15,6 +15,22 @@
         per-sample gradients of layers with d_in <= T, which below --zero 2 keep their first sample in
         the layer's dW and here in the per-sample buffer (the same bytes, now per_sample_grads).
         The noise, 1/L and the update read only the slice (train_grad_slice).
+     3: also the weights (cfg.params_by_unit): every tensor llama_master_sharded names — each linear
+        layer, an untied lm_head, and here an untied embedding table — is held as this rank's fp32
+        slice alone (params/<name>.shard, under fp32 precision too; no whole bf16 copy). A unit's
+        weights are gathered whole into comm/gathered/<name> (shard_gather_unit, scope "all_gather",
+        through comm/gather_bucket: a unit's reduce-scatter may still be in flight in comm/shard_bucket)
+        just before the unit's forward and again before its recompute and backward (every backward:
+        two-pass runs two), and freed when its GEMMs are done (shard_release_unit; llama.h's
+        LlamaUnitHooks.gather/release). Under bf16 a GEMM weight is gathered as bf16, each rank
+        rounding its own slice (RNE, the forward's cast: the same bits), the embedding's table as fp32
+        (its lookup reads fp32). Gradients as 2; the update writes the slices and nothing is
+        gathered after it. Whole on every rank: the RMSNorm weights (C floats each) and a tied matrix
+        (the lookup reads its fp32 master, lm_head's GEMM its bf16 copy). Live at a rank's peak: the
+        slices, those whole tensors, 2's gradient unit in progress, and one unit's gathered weights:
+        the gathers are blocking (no prefetch of the next unit in this version). Not written for
+        LoRA (its frozen base is not sharded), --poisson (a rank with an empty physical batch would
+        skip the gathers the others run) and device buffers (no NCCL gathers): one-line errors.
    THE FP32 MASTERS (--precision bf16, both stages). Each trainable GEMM weight with a bf16 copy (the
    linear layers, an untied lm_head: llama.h's llama_master_sharded) keeps the fp32 master of this
    rank's slice only (params/<name>.shard, built by llama_build_sharded: drawn whole into a one-tensor
@@ -48,9 +64,9 @@
    use it too), rank by rank at a fixed stride, in as many rounds as the slices need: NCCL's
    collectives take equal counts per rank, so a round's count is rank 0's (the longest) and the
    shorter ranks' parts are padding that is summed or copied but never read.
-   NOT HERE (this implementation): the fp32 masters under fp32 precision and the fp32 tensors the bf16
-   forward reads (above); --zero 3 (the parameters: a gather of a block's weights would sit at the
-   same unit points, before the block's recompute and backward); LoRA's adapters and their optimizer
+   NOT HERE (this implementation): below --zero 3 the fp32 masters under fp32 precision and the fp32
+   tensors the bf16 forward reads (above); --zero 3's prefetch (the next unit's gather in flight while
+   this one computes: it would need a non-blocking all-gather and a second gathered set); LoRA's adapters and their optimizer
    state stay replicated (the frozen base has no gradient and no optimizer state to shard); DP's
    one-sample shortcut (a physical batch of 1 clipped by scaling the whole gradient) is off under
    --zero 2 (the per-sample path runs instead). */
@@ -70,6 +86,8 @@ typedef struct Shard {
     float **m, **v;        /* AdamW's state of the slice (NULL: SGD, frozen) */
     float **g;             /* --zero 2: the slice's summed gradient, grads/<name>.shard (shard_grads.c); NULL below 2 */
     struct ShardGradQueue *q; /* --zero 2: the reductions in flight (shard_grads.c) */
+    float *gb; size_t gb_n;   /* --zero 3: the gathers' own bucket, comm/gather_bucket (floats; the reduce-scatter
+                                 of a unit may still be in flight in comm/shard_bucket while the next unit gathers) */
 } Shard;
 
 /* Rank r's slice of a tensor of n floats among world ranks (see above). */
@@ -86,6 +104,11 @@ int  shard_reduce_scatter_grads(struct TrainState *s);
 /* After the update of the slices: every rank's slices to every rank (scope "all_gather"): the whole
    fp32 parameters in fp32, a sharded master's bf16 copy in bf16 (its fp32 slice stays this rank's). */
 int  shard_allgather_params(struct TrainState *s);
+/* --zero 3 (llama.h's LlamaUnitHooks.gather/release, installed by train_grad_reduce_init): unit u's sharded
+   GEMM weights gathered whole into comm/gathered/<name> (bf16 under bf16, fp32 under fp32; scope
+   "all_gather"), and freed. Every rank calls them at the same points. 0, or -1 (kbackend_error). */
+int  shard_gather_unit(void *user, int u);
+int  shard_release_unit(void *user, int u);
 /* Whether any fp32 master is sharded (--zero under bf16: llama.h's llama_master_sharded). */
 int  shard_masters(const struct TrainState *s);
 /* Tensor i's sharded fp32 master, gathered whole into host (numel floats; NULL: this rank only sends)

@@ -133,7 +133,8 @@ static int optimizer_step(TrainState *s) {
         if (adam) TRY(adamw_update(s->kb, w, g, mm, vv, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
         else TRY(sgd_update(s->kb, w, g, n, s->lr, wd));
         /* its bf16 copy's slice rounded from it here (the forward rounds whole masters only), the same RNE */
-        if (sliced) TRY(narrow_buffer(s->kb, kact_at(*llama_tensor(&m->w16, p), lo, KDT_BF16), w, n));
+        if (sliced && *llama_tensor(&m->w16, p)) TRY(narrow_buffer(s->kb, kact_at(*llama_tensor(&m->w16, p), lo, KDT_BF16), w, n));
+        /* (--zero 3 keeps no whole copy: each gather rounds the slices afresh, shard.c) */
     }
     return 0;
 }
@@ -484,6 +485,14 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
            either, grad_reduce.c allocates each unit's for its backward) */
         LlamaConfig mc = c->model;
         mc.grads_by_unit = c->zero >= 2;
+        mc.params_by_unit = c->zero >= 3;
+        if (c->zero >= 3 && (st->frozen || kb.space != 0)) {   /* (shard.h: what --zero 3 does not cover) */
+            fprintf(stderr, "error: --zero 3 %s\n", st->frozen ? "shards trainable weights only: LoRA's frozen base is not "
+                    "sharded in this version (use --zero 1 or 2)" : "gathers host buffers over MPI only in this version (the "
+                    "CUDA backend's NCCL gathers are not written: use --zero 2 on the GPU)");
+            rc = 1;
+            goto out;
+        }
         if (llama_build_sharded(&s.model, &kb, &mc, c->batch_size, c->seq_len, c->zero ? "sgd" : c->optimizer,
                                 (unsigned long long)c->seed, st->frozen, st->user, c->zero ? g_comm.world : 0, g_comm.rank) != 0 ||
             shard_init(&s) != 0) goto fail;
