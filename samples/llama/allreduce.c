@@ -132,11 +132,15 @@ int train_check_ranks_agree(TrainState *s) {
             if (!p) { free(host); snprintf(s->kb->err, sizeof s->kb->err, "out of host memory (parameter check)"); return -1; }
             host = p; cap = n;
         }
-        /* a tensor kept in bf16 alone (llama.h): its 2-byte values, and its unmerged adapter's A and B */
+        /* a tensor kept in bf16 alone (llama.h): its 2-byte values, and its unmerged adapter's A and B; a
+           sharded master (--zero: shard.h) gathered whole, one tensor at a time: the unsharded run's hash */
         const int only = llama_bf16_only(m, &m->params[i]);
         const float *src = only ? *llama_tensor(&m->w16, &m->params[i]) : *llama_tensor(&m->w, &m->params[i]);
         const size_t bytes = n * (only ? 2 : sizeof *host);
-        if (kbuf_download(s->kb, host, src, bytes)) { free(host); return -1; }
+        if (llama_master_sharded(m, &m->params[i]) ? shard_gather_master(s, i, host) : kbuf_download(s->kb, host, src, bytes)) {
+            free(host);
+            return -1;
+        }
         const unsigned char *b = (const unsigned char *)host;
         for (size_t k = 0; k < bytes; k++) h = (h ^ b[k]) * 1099511628211ull;
         const LoraAdapter *l = m->lora ? m->lora[i] : NULL;

@@ -192,17 +192,22 @@ int comm_reduce_scatter_float(Comm *c, float *buf, size_t count, const char *wha
     return 0;
 }
 
+#ifdef HAVE_MPI
+/* In place: every rank's own part of buf (count elements of type t at rank·count) to every rank. */
+static int allgather(Comm *c, void *buf, size_t count, MPI_Datatype t, const char *what) {
+    if (count > (size_t)1 << 30) { fprintf(stderr, "error: rank %d: %s: %zu elements a rank in one call\n", c->rank, what, count); return -1; }
+    MPI_Request req;
+    if (MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)count, t, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
+        fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what);
+        return -1;
+    }
+    return wait_request(c, &req, what);
+}
+#endif
+
 int comm_allgather_float(Comm *c, float *buf, size_t count, const char *what) {
 #ifdef HAVE_MPI
-    if (c->mpi && c->world > 1) {
-        if (count > (size_t)1 << 30) { fprintf(stderr, "error: rank %d: %s: %zu floats a rank in one call\n", c->rank, what, count); return -1; }
-        MPI_Request req;
-        if (MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)count, MPI_FLOAT, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
-            fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what);
-            return -1;
-        }
-        return wait_request(c, &req, what);
-    }
+    if (c->mpi && c->world > 1) return allgather(c, buf, count, MPI_FLOAT, what);
 #endif
     (void)c; (void)buf; (void)count; (void)what;
     return 0;
@@ -210,15 +215,7 @@ int comm_allgather_float(Comm *c, float *buf, size_t count, const char *what) {
 
 int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what) {
 #ifdef HAVE_MPI
-    if (c->mpi && c->world > 1) {
-        if (count > (size_t)1 << 30) { fprintf(stderr, "error: rank %d: %s: %zu elements a rank in one call\n", c->rank, what, count); return -1; }
-        MPI_Request req;
-        if (MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)count, MPI_UINT16_T, MPI_COMM_WORLD, &req) != MPI_SUCCESS) {
-            fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what);
-            return -1;
-        }
-        return wait_request(c, &req, what);
-    }
+    if (c->mpi && c->world > 1) return allgather(c, buf, count, MPI_UINT16_T, what);
 #endif
     (void)c; (void)buf; (void)count; (void)what;
     return 0;

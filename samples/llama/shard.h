@@ -116,9 +116,5 @@ int  shard_masters(const struct TrainState *s);
 int  shard_gather_master(struct TrainState *s, int i, float *host);
 /* --save from a sharded run (every rank calls it): checkpoint.h's ckpt_save_gathered, rank 0 writing. */
 int  shard_save(struct TrainState *s, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen);
-/* train_check_ranks_agree for a sharded run: the hash of the gathered model (every tensor's fp32 values
-   as an unsharded run holds them, a sharded master gathered tensor by tensor; bf16-only tensors'
-   2-byte values; LoRA's A and B): the same hash as the unsharded run's when the weights are the same. */
-int  shard_check_ranks_agree(struct TrainState *s);
 
 #endif

@@ -580,7 +580,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     secs = (double)(dpmem_now_ns() - t0) * 1e-9;
     dpmem_snapshot("end");
     /* (sharded masters: the hash of the gathered model, shard.h) */
-    if ((shard_masters(&s) ? shard_check_ranks_agree(&s) : train_check_ranks_agree(&s)) != 0) goto fail;
+    if (train_check_ranks_agree(&s) != 0) goto fail;
     {
         const int shown = steps_done < n_rows ? steps_done : n_rows;
         const int use_gpu = gpu_time && gt.n >= shown;   /* (a step without its GPU time: the host's table) */
