@@ -71,7 +71,7 @@ static int pack(TrainState *s, Slot *sl) {
         for (int k = 0; k < sl->n_parts; k++) {
             const Part *p = &sl->parts[k];
             size_t lo = 0, len = m->params[p->i].numel;
-            if (q->sharded) shard_slice(len, world, r, &lo, &len);
+            if (q->sharded) llama_slice(len, world, r, &lo, &len);
             if (p->a >= len) continue;
             const size_t n = len - p->a < p->k ? len - p->a : p->k;
             if (copy_buffer(s->kb, sl->buf + (size_t)r * sl->used + p->at, *llama_tensor(&m->dw, &m->params[p->i]) + lo + p->a, n)) return -1;
@@ -188,7 +188,7 @@ static int reduce_unit(TrainState *s, int u) {
     for (int i = 0; i < m->n_params; i++) {
         if (!m->params[i].trainable || llama_grad_unit(m, i) != u || !*llama_tensor(&m->dw, &m->params[i])) continue;
         size_t lo0 = 0, len0 = m->params[i].numel;
-        if (q->sharded) shard_slice(len0, g_comm.world, 0, &lo0, &len0);   /* rank 0's: the longest */
+        if (q->sharded) llama_slice(len0, g_comm.world, 0, &lo0, &len0);   /* rank 0's: the longest */
         for (size_t a = 0; a < len0;) {
             if (!sl) {   /* the next bucket, once its last round is done */
                 sl = &q->slot[q->next];
@@ -284,7 +284,7 @@ int train_grad_reduce_init(TrainState *s) {
         for (int i = 0; i < m->n_params; i++) {
             if (!m->params[i].trainable || llama_grad_unit(m, i) != u) continue;
             size_t lo0 = 0, len0 = m->params[i].numel;
-            if (sharded) shard_slice(len0, g_comm.world, 0, &lo0, &len0);
+            if (sharded) llama_slice(len0, g_comm.world, 0, &lo0, &len0);
             n += len0;
         }
         if (n > largest) largest = n;

@@ -15,8 +15,6 @@
    contributes what it has), at offset `at` of each rank's part of the bucket. */
 typedef struct { int i; size_t a, k, at; } Piece;
 
-void shard_slice(size_t n, int world, int rank, size_t *lo, size_t *len) { llama_slice(n, world, rank, lo, len); }
-
 void train_grad_range(const TrainState *s, int i, size_t *lo, size_t *n) {
     if (s->shard) { *lo = s->shard->lo[i]; *n = s->shard->len[i]; return; }
     *lo = 0;
@@ -61,9 +59,9 @@ int shard_init(TrainState *s) {
         const ParamInfo *p = &m->params[i];
         if (!p->trainable) continue;
         size_t lo0, len0;
-        shard_slice(p->numel, h->world, 0, &lo0, &len0);
+        llama_slice(p->numel, h->world, 0, &lo0, &len0);
         longest += len0;
-        shard_slice(p->numel, h->world, h->rank, &h->lo[i], &h->len[i]);
+        llama_slice(p->numel, h->world, h->rank, &h->lo[i], &h->len[i]);
         if (!adam || h->len[i] == 0) continue;
         if (!(h->m[i] = alloc_named(s->kb, h->len[i], p->name, ".exp_avg")) ||
             !(h->v[i] = alloc_named(s->kb, h->len[i], p->name, ".exp_avg_sq")))
@@ -82,7 +80,7 @@ int shard_init(TrainState *s) {
     for (int i = 0; i < m->n_params; i++) {
         size_t lo0, len0;
         if (!llama_master_sharded(m, &m->params[i])) continue;
-        shard_slice(m->params[i].numel, h->world, 0, &lo0, &len0);
+        llama_slice(m->params[i].numel, h->world, 0, &lo0, &len0);
         if (len0 > widest) widest = len0;
     }
     if (widest > per_rank) widest = per_rank;
@@ -124,7 +122,7 @@ static int collective(TrainState *s, int gather, size_t count, const char *what)
 static int move(TrainState *s, LlamaTensors *t, const Piece *q, int r, size_t stride, int pack) {
     const ParamInfo *p = &s->model.params[q->i];
     size_t lo, len;
-    shard_slice(p->numel, s->shard->world, r, &lo, &len);
+    llama_slice(p->numel, s->shard->world, r, &lo, &len);
     if (q->a >= len) return 0;
     const size_t k = len - q->a < q->k ? len - q->a : q->k;
     float *x = *llama_tensor(t, p) + lo + q->a, *b = s->comm_bucket + (size_t)r * stride + q->at;
@@ -147,7 +145,7 @@ static int rounds(TrainState *s, int gather, const char *what) {
         int np = 0;
         while (i < m->n_params && used < cap) {   /* the round: rank 0's positions (the longest slices) */
             size_t lo0, len0;
-            shard_slice(m->params[i].numel, h->world, 0, &lo0, &len0);
+            llama_slice(m->params[i].numel, h->world, 0, &lo0, &len0);
             /* (a sharded master's bf16 copy is gathered by gather_copies instead) */
             if (!m->params[i].trainable || (gather && llama_master_sharded(m, &m->params[i])) || a >= len0) { i++; a = 0; continue; }
             const size_t k = cap - used < len0 - a ? cap - used : len0 - a;

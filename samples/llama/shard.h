@@ -90,9 +90,6 @@ typedef struct Shard {
                                  of a unit may still be in flight in comm/shard_bucket while the next unit gathers) */
 } Shard;
 
-/* Rank r's slice of a tensor of n floats among world ranks (see above). */
-void shard_slice(size_t n, int world, int rank, size_t *lo, size_t *len);
-
 /* With the model (scope model_creation, after llama_build with no optimizer state of its own): the
    slices and, for AdamW, their m and v (zeroed). No-op when cfg->zero is 0. 0, or -1 (kbackend_error). */
 int  shard_init(struct TrainState *s);
