@@ -68,18 +68,18 @@ int shard_init(TrainState *s) {
             return -1;
         if (fill_buffer(s->kb, h->m[i], 0.0f, h->len[i]) || fill_buffer(s->kb, h->v[i], 0.0f, h->len[i])) return -1;
     }
-    if (longest == 0) return 0;   /* nothing trainable in the model (LoRA): nothing to gather */
     size_t per_rank = bucket_cap_floats() / (size_t)h->world;
     if (per_rank < 1) per_rank = 1;
-    if (per_rank > longest) per_rank = longest;
     if (per_rank > (size_t)1 << 30) per_rank = (size_t)1 << 30;   /* MPI counts are int */
-    s->comm_bucket_n = per_rank * (size_t)h->world;
-    if (!(s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/shard_bucket"))) return -1;
+    if (longest) {   /* (nothing trainable in the model, LoRA: no gradient to reduce, no slice to update) */
+        s->comm_bucket_n = (per_rank < longest ? per_rank : longest) * (size_t)h->world;
+        if (!(s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/shard_bucket"))) return -1;
+    }
     if (!llama_params_sharded(m)) return 0;
     size_t widest = 0;   /* --zero 3: rank 0's slice of the largest gathered tensor, at most the bucket's part */
     for (int i = 0; i < m->n_params; i++) {
         size_t lo0, len0;
-        if (!llama_master_sharded(m, &m->params[i])) continue;
+        if (!llama_held_sliced(m, &m->params[i])) continue;   /* (LoRA: the frozen base's GEMM weights) */
         llama_slice(m->params[i].numel, h->world, 0, &lo0, &len0);
         if (len0 > widest) widest = len0;
     }
@@ -239,12 +239,14 @@ int shard_allgather_params(TrainState *s) {
 /* ---- --zero 3: a unit's sharded weights gathered whole for one use ------------------------------------- */
 
 /* Tensor i's slices into dst (numel elements of the GEMMs' type: fp32, or bf16 rounded from each rank's
-   fp32 slice by its owner, RNE as the forward's cast), through the bucket in rounds of rank 0's positions. */
+   fp32 slice by its owner, RNE as the forward's cast; a frozen base kept in bf16 alone: its bf16 slices as
+   they are), through the bucket in rounds of rank 0's positions. */
 static int gather_whole(TrainState *s, int i, float *dst, KDtype dt) {
     Shard *h = s->shard;
     LlamaModel *m = &s->model;
     const ParamInfo *p = &m->params[i];
     const float *mine = *llama_tensor(&m->wsh, p);
+    const int as_is = llama_slice_dt(m, p) == dt;   /* the slice already in the gathered type */
     float *const bucket = h->gb;
     const size_t cap = (dt == KDT_BF16 ? 2 : 1) * (h->gb_n / (size_t)h->world);   /* elements a rank, a round */
     size_t lo0, len0, lo, len;
@@ -254,7 +256,7 @@ static int gather_whole(TrainState *s, int i, float *dst, KDtype dt) {
         const size_t k = len0 - a < cap ? len0 - a : cap;
         float *b = kact_at(bucket, (size_t)h->rank * k, dt);
         const size_t n = a < len ? (len - a < k ? len - a : k) : 0;
-        if (n && (dt == KDT_BF16 ? narrow_buffer(s->kb, b, mine + a, n) : copy_buffer(s->kb, b, mine + a, n))) return -1;
+        if (n && (as_is ? copy_ex(s->kb, dt, b, kact_at(mine, a, dt), n) : narrow_buffer(s->kb, b, mine + a, n))) return -1;
         if (dt == KDT_BF16 ? collective_bf16(s, bucket, k, "the unit's weight gather")
                            : collective_on(s, bucket, 1, k, "the unit's weight gather")) return -1;
         for (int r = 0; r < h->world; r++) {
@@ -282,7 +284,7 @@ int shard_gather_unit(void *user, int u) {
     int rc = 0;
     for (int i = 0; i < m->n_params && rc == 0; i++) {
         const ParamInfo *p = &m->params[i];
-        if (!llama_master_sharded(m, p) || llama_grad_unit(m, i) != u) continue;
+        if (!llama_held_sliced(m, p) || llama_grad_unit(m, i) != u) continue;
         char tag[160];
         snprintf(tag, sizeof tag, "comm/gathered/%s", p->name);
         float *x = kbuf_alloc(s->kb, p->numel * KDT_SIZE(gathered_dt(m, p)), tag);
@@ -299,7 +301,7 @@ int shard_release_unit(void *user, int u) {
     LlamaModel *m = &s->model;
     for (int i = m->n_params - 1; i >= 0; i--) {
         const ParamInfo *p = &m->params[i];
-        if (!llama_master_sharded(m, p) || llama_grad_unit(m, i) != u) continue;
+        if (!llama_held_sliced(m, p) || llama_grad_unit(m, i) != u) continue;
         kbuf_free(s->kb, *gathered_slot(m, p));
         *gathered_slot(m, p) = NULL;
     }
@@ -308,11 +310,29 @@ int shard_release_unit(void *user, int u) {
 
 int shard_masters(const TrainState *s) {
     for (int i = 0; s->shard && i < s->model.n_params; i++)
-        if (llama_master_sharded(&s->model, &s->model.params[i])) return 1;
+        if (llama_held_sliced(&s->model, &s->model.params[i])) return 1;
     return 0;
 }
 
+float *shard_gather_tensor(TrainState *s, int i) {
+    const ParamInfo *p = &s->model.params[i];
+    const KDtype dt = llama_slice_dt(&s->model, p);
+    char tag[160];
+    snprintf(tag, sizeof tag, "comm/gathered/%s", p->name);
+    DPMEM_SCOPE("all_gather");
+    float *x = kbuf_alloc(s->kb, p->numel * KDT_SIZE(dt), tag);
+    if (x && kbackend_computes(s->kb) && gather_whole(s, i, x, dt)) { kbuf_free(s->kb, x); return NULL; }
+    return x;
+}
+
 int shard_gather_master(TrainState *s, int i, float *host) {
+    if (llama_base_sharded(&s->model, &s->model.params[i])) {   /* its values in its slice type (bf16: 2 bytes each; plan: the buffer) */
+        const ParamInfo *p = &s->model.params[i];
+        float *x = shard_gather_tensor(s, i);
+        const int rc = !x || (host && kbuf_download(s->kb, host, x, p->numel * KDT_SIZE(llama_slice_dt(&s->model, p))));
+        kbuf_free(s->kb, x);
+        return rc ? -1 : 0;
+    }
     if (!kbackend_computes(s->kb)) return 0;
     DPMEM_SCOPE("all_gather");
     Shard *h = s->shard;
@@ -337,7 +357,21 @@ int shard_gather_master(TrainState *s, int i, float *host) {
     return 0;
 }
 
-static int gather_for_save(void *user, int i, float *host) { return shard_gather_master(user, i, host); }
+static int gather_for_save(void *user, int i, float *host) {
+    TrainState *s = user;
+    LlamaModel *m = &s->model;
+    const ParamInfo *p = &m->params[i];
+    if (!llama_base_sharded(m, p) || llama_slice_dt(m, p) != KDT_BF16) return shard_gather_master(s, i, host);
+    /* a base kept in bf16 alone: as checkpoint.c's ckpt_save, widened into fp32 with its unmerged adapter merged there
+       (plan: the two buffers) */
+    float *x = shard_gather_tensor(s, i), *wide = x ? kbuf_alloc(s->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32") : NULL;
+    LoraAdapter *l = m->lora ? m->lora[i] : NULL;
+    const int rc = !wide || (kbackend_computes(s->kb) && (widen_buffer(s->kb, wide, x, p->numel) || (l && lora_merge(l, s->kb, wide, 1.0f)) ||
+                                                          (host && kbuf_download(s->kb, host, wide, p->numel * sizeof(float)))));
+    kbuf_free(s->kb, wide);
+    kbuf_free(s->kb, x);
+    return rc ? -1 : 0;
+}
 
 int shard_save(TrainState *s, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen) {
     const CkptGather g = { gather_for_save, s, g_comm.rank == 0 };

@@ -28,9 +28,15 @@
         gathered after it. Whole on every rank: the RMSNorm weights (C floats each) and a tied matrix
         (the lookup reads its fp32 master, lm_head's GEMM its bf16 copy). Live at a rank's peak: the
         slices, those whole tensors, 2's gradient unit in progress, and one unit's gathered weights:
-        the gathers are blocking (no prefetch of the next unit in this version). Not written for
-        LoRA (its frozen base is not sharded), --poisson (a rank with an empty physical batch would
-        skip the gathers the others run) and device buffers (no NCCL gathers): one-line errors.
+        the gathers are blocking (no prefetch of the next unit in this version). LoRA: the frozen base
+        is what is sharded (llama.h's llama_base_sharded: each frozen GEMM weight held as this rank's
+        slice, params/<name>.bf16.shard of its bf16 values under bf16, params/<name>.shard under fp32,
+        gathered per unit as above, bf16 slices as they are); the embedding, the norms and the adapters
+        (with their m and v) stay whole; merged (fp32) LoRA's re-merge runs on the weight gathered whole
+        (shard_gather_tensor, dp_sgd.c), the same GEMMs as unsharded, and keeps the slice. --poisson: a
+        rank whose physical batch drew no row runs it on padding rows of loss weight 0 (dp_sgd.c), so
+        that its gathers and reduce-scatters are the others'. Not written for device buffers (no NCCL
+        gathers): a one-line error.
    THE FP32 MASTERS (--precision bf16, both stages). Each trainable GEMM weight with a bf16 copy (the
    linear layers, an untied lm_head: llama.h's llama_master_sharded) keeps the fp32 master of this
    rank's slice only (params/<name>.shard, built by llama_build_sharded: drawn whole into a one-tensor
@@ -67,7 +73,7 @@
    NOT HERE (this implementation): below --zero 3 the fp32 masters under fp32 precision and the fp32
    tensors the bf16 forward reads (above); --zero 3's prefetch (the next unit's gather in flight while
    this one computes: it would need a non-blocking all-gather and a second gathered set); LoRA's adapters and their optimizer
-   state stay replicated (the frozen base has no gradient and no optimizer state to shard); DP's
+   state stay replicated (the frozen base has no gradient and no optimizer state to shard; --zero 3 shards its weights); DP's
    one-sample shortcut (a physical batch of 1 clipped by scaling the whole gradient) is off under
    --zero 2 (the per-sample path runs instead). */
 #ifndef SHARD_H
@@ -106,10 +112,18 @@ int  shard_allgather_params(struct TrainState *s);
    "all_gather"), and freed. Every rank calls them at the same points. 0, or -1 (kbackend_error). */
 int  shard_gather_unit(void *user, int u);
 int  shard_release_unit(void *user, int u);
-/* Whether any fp32 master is sharded (--zero under bf16: llama.h's llama_master_sharded). */
+/* --zero 3, a frozen base's tensor i (llama.h's llama_base_sharded): gathered whole in its slice type (bf16 for a
+   base kept in bf16 alone, else fp32) into a backend buffer of this one tensor, comm/gathered/<name> (scope
+   "all_gather"; the caller frees it with kbuf_free): merged LoRA's re-merge (dp_sgd.c), the hash, --save.
+   Every rank calls it for the same i. NULL: kbackend_error. */
+float *shard_gather_tensor(struct TrainState *s, int i);
+/* Whether any tensor is held sliced (--zero under bf16: llama.h's llama_master_sharded; --zero 3:
+   llama_held_sliced, a frozen base's too): --save then gathers. */
 int  shard_masters(const struct TrainState *s);
 /* Tensor i's sharded fp32 master, gathered whole into host (numel floats; NULL: this rank only sends)
-   through the bucket, in rounds (scope "all_gather"). Every rank calls it for the same i. */
+   through the bucket, in rounds (scope "all_gather"); a frozen base's tensor held sliced (--zero 3:
+   llama_base_sharded) in its slice type (bf16: numel 2-byte values), through a backend buffer of the
+   tensor and comm/gather_bucket. Every rank calls it for the same i. */
 int  shard_gather_master(struct TrainState *s, int i, float *host);
 /* --save from a sharded run (every rank calls it): checkpoint.h's ckpt_save_gathered, rank 0 writing. */
 int  shard_save(struct TrainState *s, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen);
