@@ -36,7 +36,8 @@
        (a block's seven, or lm_head), exactly; --init-from keeps the slices only (the resumed run = unsharded);
      - --zero 3 with --poisson: a rank whose physical batch drew no row runs it on padding rows of weight 0 (every
        unit's gathers as the others run them): a step where one rank's batch is empty and the other's is not
-       happens (the ranks' dp.poisson_empty_batches differ);
+       happens (the ranks' dp.poisson_empty_batches differ), and the saved model is --zero 2's byte for byte (whose
+       empty batches only reduce-scatter zeros: the same sums in the same order);
      - --zero 3: params at the peak = 4 x rank 0's slices + 4 x the RMSNorm weights whole (+ a tied
        matrix whole, and its bf16 copy under bf16), exactly; params + grads + optimizer <= the unsharded
        run's / N + what is held whole + one unit's gradient + rank 0's remainder (the memory goal); rank
@@ -306,8 +307,16 @@ static void lora_base_check(const char *name, int np, int bf16, const char *what
 
 /* --zero 3 with --poisson: the ranks ran different numbers of physical batches with no row drawn
    (dp.poisson_empty_batches, each rank's log): at some step one rank's batch was empty while another's had
-   rows, and the collectives still matched (the run finished, its weights checked above). */
+   rows, and the collectives still matched (the run finished, its weights checked above). Such a batch runs
+   on padding rows of weight 0: zero gradients reduce-scattered where --zero 2 reduce-scatters zeros without
+   running the model, the same sums in the same order: the saved model is --zero 2's file byte for byte. */
 static void poisson_empty_check(const char *name, int np, const char *what) {
+    char z2[512];
+    snprintf(z2, sizeof z2, "cmp z2_%d/model.safetensors %s/model.safetensors", np, name);
+    const int same = sh(z2) == 0;
+    CHECK(same, "%s: %d ranks --zero 3: model.safetensors differs from --zero 2's (the empty batches' zero gradients): %s", what, np,
+          out);
+    if (same) printf("ok   %-40s np %d zero 3: = --zero 2 file for file (its empty batches run on padding rows)\n", what, np);
     long long first = -1;
     int differ = 0;
     for (int r = 0; r < np; r++) {
