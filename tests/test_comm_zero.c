@@ -518,7 +518,7 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "%s/train_vanilla %s --steps 1 --zero 4", B, SHAPE);
     rc = sh(cmd);
     CHECK(rc == 1 && strstr(out, "--zero needs an integer in [0, 3], got '4'"), "--zero 4: exit %d: %s", rc, out);
-    /* --zero 3 where it is not written: LoRA (its frozen base is not sharded), the CUDA backend (no NCCL gathers) */
+    /* --zero 3 where it is not written: LoRA (its frozen base is not sharded), --poisson */
     snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 2 %s/train_lora %s --steps 1 --threads 1 --lora-rank 4 --zero 3", B, SHAPE);
     rc = sh(cmd);
     CHECK(rc != 0 && rc != 124 && strstr(out, "error: --zero 3 shards trainable weights only: LoRA's frozen base is not sharded"),
