@@ -39,7 +39,9 @@
 #   kit       dpmem_cuda.h on the GPU (test_cuda_gpu) and under compute-sanitizer --nvtx yes (test_cuda_memcheck.sh)
 #   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's per-unit reduce-scatter in the backward, all-gather), flash+bk and
 #             vanilla = unsharded, bit for bit; each peak = its plan; bf16 --zero 1 --ranks 1 (sharded fp32 masters,
-#             the bf16 copies gathered as ncclBfloat16, --save gathered) = unsharded bf16, the saved files byte for byte
+#             the bf16 copies gathered as ncclBfloat16, --save gathered) = unsharded bf16, the saved files byte for byte;
+#             bf16 --zero 3 --ranks 1 (each unit's weights gathered by NCCL on a side stream, the next unit's in flight;
+#             and DPMEM_ZERO3_PREFETCH=0) = unsharded bf16, byte for byte; its peak = its plan
 #   lorabf16  LoRA under bf16 (the base in bf16 alone, adapters unmerged): tiny's last loss on the CPU and
 #             the GPU within 5e-3; 1b T=512 r16 in physical batches of 1, its peak = its plan
 #   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
@@ -223,6 +225,15 @@ for stage in $STAGES; do
       step zero 120 "bf16 --zero 1 --ranks 1, saved" "$B/train_flash" $a --device cuda --zero 1 --ranks 1 --save "$OUT/zero1.tmp" --save-dtype f32
       step zero 30 "bf16 --zero 1 --ranks 1 = unsharded, bit for bit" cmp "$OUT/zero0.tmp/model.safetensors" "$OUT/zero1.tmp/model.safetensors"
       rm -rf "$OUT/zero0.tmp" "$OUT/zero1.tmp"
+    fi
+    train zero "bf16 --zero 3 --ranks 1 (NCCL gathers, prefetch)" 256 train_flash $a --zero 3 --ranks 1
+    if [ $dry = 0 ]; then
+      rm -rf "$OUT/zero0.tmp" "$OUT/zero3.tmp" "$OUT/zero3n.tmp"
+      step zero 120 "bf16 unsharded, saved" "$B/train_flash" $a --device cuda --save "$OUT/zero0.tmp" --save-dtype f32
+      step zero 120 "bf16 --zero 3 --ranks 1, saved" "$B/train_flash" $a --device cuda --zero 3 --ranks 1 --save "$OUT/zero3.tmp" --save-dtype f32
+      step zero 120 "bf16 --zero 3 --ranks 1, no prefetch, saved" env DPMEM_ZERO3_PREFETCH=0 "$B/train_flash" $a --device cuda --zero 3 --ranks 1 --save "$OUT/zero3n.tmp" --save-dtype f32
+      step zero 30 "bf16 --zero 3 --ranks 1 = unsharded, bit for bit (prefetch on, off)" sh -c "cmp $OUT/zero0.tmp/model.safetensors $OUT/zero3.tmp/model.safetensors && cmp $OUT/zero0.tmp/model.safetensors $OUT/zero3n.tmp/model.safetensors"
+      rm -rf "$OUT/zero0.tmp" "$OUT/zero3.tmp" "$OUT/zero3n.tmp"
     fi ;;
   classify)   # sequence classification on the GPU: the same first loss as the CPU, and peaks = plans
     if [ $dry = 0 ]; then

@@ -64,12 +64,17 @@ int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what);
    its calls) or comm_request_wait; the timeout (DPMEM_COMM_TIMEOUT) counts while waiting. The reduce-scatter's layout is comm_reduce_scatter_float's
    (this rank's sum at its own part once complete). A request is 0 when nothing is in flight (one
    rank, no MPI: complete at once). At most COMM_MAX_REQUESTS in flight. 0, or -1 after a one-line error. */
-#define COMM_MAX_REQUESTS 8
+#define COMM_MAX_REQUESTS 16
 typedef struct { int id; int scatter; float *buf; size_t count; double t0; const char *what; } CommRequest;
 int comm_reduce_scatter_start(Comm *c, float *buf, size_t count, const char *what, CommRequest *r);
 int comm_allreduce_start(Comm *c, float *buf, size_t n, const char *what, CommRequest *r);
 int comm_request_test(Comm *c, CommRequest *r, int *done);
 int comm_request_wait(Comm *c, CommRequest *r);
+/* --zero 3's gathers straight into their destination (samples/llama/shard.c): buf holds a whole tensor of
+   elem-byte elements (2: bf16 bits, 4: fp32) cut in world slices, rank r's len[r] elements at element lo[r],
+   this rank's own slice already in place; every rank's slice to every rank (MPI_Iallgatherv in place,
+   started now, completed by comm_request_wait; lo and len are copied). With one rank nothing moves. */
+int comm_allgatherv_start(Comm *c, void *buf, const size_t *lo, const size_t *len, size_t elem, const char *what, CommRequest *r);
 /* Root's bytes to every rank. */
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
 
@@ -81,6 +86,13 @@ extern int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *w
 extern int (*comm_device_reduce_scatter)(Comm *c, float *dev, size_t count, const char *what);
 extern int (*comm_device_allgather)(Comm *c, float *dev, size_t count, const char *what);
 extern int (*comm_device_allgather_bf16)(Comm *c, void *dev, size_t count, const char *what);   /* ncclBfloat16 */
+/* comm_allgatherv_start on a device buffer (NCCL: a group of one in-place broadcast per rank's slice, on a side
+   stream, after the work queued so far on the default stream: the gather runs while the kernels queued after
+   it compute); comm_device_request_wait completes it within the timeout, the default stream after it. These
+   run with one rank too. */
+extern int (*comm_device_allgatherv_start)(Comm *c, void *dev, const size_t *lo, const size_t *len, size_t elem, const char *what,
+                                           CommRequest *r);
+extern int (*comm_device_request_wait)(Comm *c, CommRequest *r);
 
 /* "run.log" -> "run.rank3.log" ("run" -> "run.rank3"): each rank's own log. */
 void comm_rank_path(char *out, size_t n, const char *path, int rank);

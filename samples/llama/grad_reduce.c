@@ -275,7 +275,12 @@ int train_grad_reduce_init(TrainState *s) {
         }
     }
     if (!s->comm_bucket) {   /* nothing trainable (LoRA): no unit has a gradient of the model to reduce */
-        if (llama_params_sharded(m)) m->units = (LlamaUnitHooks){ s, NULL, NULL, shard_gather_unit, shard_release_unit };   /* its frozen base's */
+        if (llama_params_sharded(m)) {   /* its frozen base's gathers */
+            m->units = (LlamaUnitHooks){ .user = s };
+            m->units.gather = shard_gather_unit;
+            m->units.release = shard_release_unit;
+            m->units.prefetch = shard_prefetch_unit;
+        }
         return 0;
     }
     /* the loop's bucket, and for the overlap a second one of the largest round a unit needs (the
@@ -299,8 +304,12 @@ int train_grad_reduce_init(TrainState *s) {
         if (!(q->slot[k].buf = kbuf_alloc(s->kb, q->slot[k].cap * world * sizeof(float), "comm/overlap_bucket"))) return -1;
         q->slot[k].owned = 1;
     }
-    m->units = (LlamaUnitHooks){ s, unit_begin, unit_done, NULL, NULL };
-    if (llama_params_sharded(m)) { m->units.gather = shard_gather_unit; m->units.release = shard_release_unit; }
+    m->units = (LlamaUnitHooks){ s, unit_begin, unit_done, NULL, NULL, NULL };
+    if (llama_params_sharded(m)) {
+        m->units.gather = shard_gather_unit;
+        m->units.release = shard_release_unit;
+        m->units.prefetch = shard_prefetch_unit;
+    }
     return 0;
 }
 

@@ -487,12 +487,6 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         LlamaConfig mc = c->model;
         mc.grads_by_unit = c->zero >= 2;
         mc.params_by_unit = c->zero >= 3;
-        if (c->zero >= 3 && kb.space != 0) {   /* (shard.h: what --zero 3 does not cover) */
-            fprintf(stderr, "error: --zero 3 gathers host buffers over MPI only in this version (the "
-                    "CUDA backend's NCCL gathers are not written: use --zero 2 on the GPU)\n");
-            rc = 1;
-            goto out;
-        }
         if (llama_build_sharded(&s.model, &kb, &mc, c->batch_size, c->seq_len, c->zero ? "sgd" : c->optimizer,
                                 (unsigned long long)c->seed, st->frozen, st->user, c->zero ? g_comm.world : 0, g_comm.rank) != 0 ||
             shard_init(&s) != 0) goto fail;
