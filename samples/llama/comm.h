@@ -63,13 +63,22 @@ int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what);
    started now, completed later by comm_request_test (polls once: MPI progresses the collective in
    its calls) or comm_request_wait; the timeout (DPMEM_COMM_TIMEOUT) counts while waiting. The reduce-scatter's layout is comm_reduce_scatter_float's
    (this rank's sum at its own part once complete). A request is 0 when nothing is in flight (one
-   rank, no MPI: complete at once). At most COMM_MAX_REQUESTS in flight. 0, or -1 after a one-line error. */
+   rank, no MPI: complete at once). At most COMM_MAX_REQUESTS in flight. 0, or -1 after a one-line error.
+   A request of a device collective (comm_device_start) completes through the same two calls. */
 #define COMM_MAX_REQUESTS 8
-typedef struct { int id; int scatter; float *buf; size_t count; double t0; const char *what; } CommRequest;
+typedef struct {
+    int id;                /* 0: nothing in flight */
+    int device;            /* a device collective's (comm_device_start) */
+    int failed;            /* its test or wait failed (a peer gone, the timeout): still in flight, never waited again */
+    int scatter; float *buf; size_t count; double t0; const char *what;
+} CommRequest;
 int comm_reduce_scatter_start(Comm *c, float *buf, size_t count, const char *what, CommRequest *r);
 int comm_allreduce_start(Comm *c, float *buf, size_t n, const char *what, CommRequest *r);
 int comm_request_test(Comm *c, CommRequest *r, int *done);
 int comm_request_wait(Comm *c, CommRequest *r);
+/* Whether r still has a collective in flight: its buffer must not be freed or reused until it completes (a
+   failed one never does: the job ends with its buffer left alone). */
+static inline int comm_request_pending(const CommRequest *r) { return r->id != 0; }
 /* Root's bytes to every rank. */
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
 
@@ -81,6 +90,19 @@ extern int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *w
 extern int (*comm_device_reduce_scatter)(Comm *c, float *dev, size_t count, const char *what);
 extern int (*comm_device_allgather)(Comm *c, float *dev, size_t count, const char *what);
 extern int (*comm_device_allgather_bf16)(Comm *c, void *dev, size_t count, const char *what);   /* ncclBfloat16 */
+/* The collectives by kind, for the non-blocking device path below (and train.h's train_collective). */
+typedef enum { COMM_ALLREDUCE, COMM_REDUCE_SCATTER, COMM_ALLGATHER, COMM_ALLGATHER_BF16 } CommOp;
+/* A device collective started without blocking the host (NCCL; NULL where comm_nccl.c is not linked): in
+   place on dev in the layout of the blocking ones above (count: an all-reduce's n, else a rank's part),
+   enqueued on NCCL's own communication stream after what the compute stream (the legacy default stream, the
+   CUDA backend's) has queued so far, so that the compute stream goes on meanwhile. Nothing on the compute
+   stream may touch dev until comm_request_test finds it done or comm_request_wait returns: both make the
+   compute stream wait for the collective's completion (an event), so its later kernels read the result.
+   With one rank too. 0 (r holds the request), or -1 after a one-line error. */
+extern int (*comm_device_start)(Comm *c, CommOp op, void *dev, size_t count, const char *what, CommRequest *r);
+/* Set with comm_device_start: comm_request_test and _wait pass a device request to them. */
+extern int (*comm_device_test)(Comm *c, CommRequest *r, int *done);
+extern int (*comm_device_wait)(Comm *c, CommRequest *r);
 
 /* "run.log" -> "run.rank3.log" ("run" -> "run.rank3"): each rank's own log. */
 void comm_rank_path(char *out, size_t n, const char *path, int rank);

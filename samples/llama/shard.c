@@ -101,21 +101,8 @@ void shard_free(TrainState *s) {
     s->shard = NULL;
 }
 
-static int collective_on(TrainState *s, float *buf, int gather, size_t count, const char *what) {
-    if (s->kb->space == 0)
-        return gather ? comm_allgather_float(&g_comm, buf, count, what)
-                      : comm_reduce_scatter_float(&g_comm, buf, count, what);
-    int (*dev)(Comm *, float *, size_t, const char *) = gather ? comm_device_allgather : comm_device_reduce_scatter;
-    if (!dev) {
-        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
-                 "toolkit's NCCL)", what);
-        return -1;
-    }
-    return dev(&g_comm, buf, count, what);
-}
-
 static int collective(TrainState *s, int gather, size_t count, const char *what) {
-    return collective_on(s, s->comm_bucket, gather, count, what);
+    return train_collective(s, gather ? COMM_ALLGATHER : COMM_REDUCE_SCATTER, s->comm_bucket, count, what, NULL);
 }
 
 /* Rank r's part of piece q into (pack) or out of the bucket, between it and tensor set t. */
@@ -175,16 +162,6 @@ int shard_reduce_scatter_grads(TrainState *s) {
 
 /* ---- the sharded fp32 masters (--zero under bf16: llama.h's llama_master_sharded) ---------------------- */
 
-static int collective_bf16(TrainState *s, void *buf, size_t count, const char *what) {
-    if (s->kb->space == 0) return comm_allgather_bf16(&g_comm, buf, count, what);
-    if (!comm_device_allgather_bf16) {
-        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
-                 "toolkit's NCCL)", what);
-        return -1;
-    }
-    return comm_device_allgather_bf16(&g_comm, buf, count, what);
-}
-
 /* The bf16 copies of the sharded masters, every rank's slices to every rank, in rounds through the
    bucket read as 16-bit elements (twice a round's floats): each rank rounded its own slices in the
    optimizer step; half an fp32 gather's bytes. */
@@ -222,7 +199,7 @@ static int gather_copies(TrainState *s) {
                     float *b = kact_at(s->comm_bucket, (size_t)r * used + pc[q].at, KDT_BF16);
                     rc = copy_ex(s->kb, KDT_BF16, pass ? x : b, pass ? b : x, k);
                 }
-                if (pass == 0 && rc == 0) rc = collective_bf16(s, s->comm_bucket, used, what);
+                if (pass == 0 && rc == 0) rc = train_collective(s, COMM_ALLGATHER_BF16, s->comm_bucket, used, what, NULL);
             }
     }
     return rc;
@@ -255,8 +232,8 @@ static int gather_whole(TrainState *s, int i, float *dst, KDtype dt) {
         float *b = kact_at(bucket, (size_t)h->rank * k, dt);
         const size_t n = a < len ? (len - a < k ? len - a : k) : 0;
         if (n && (dt == KDT_BF16 ? narrow_buffer(s->kb, b, mine + a, n) : copy_buffer(s->kb, b, mine + a, n))) return -1;
-        if (dt == KDT_BF16 ? collective_bf16(s, bucket, k, "the unit's weight gather")
-                           : collective_on(s, bucket, 1, k, "the unit's weight gather")) return -1;
+        if (train_collective(s, dt == KDT_BF16 ? COMM_ALLGATHER_BF16 : COMM_ALLGATHER, bucket, k, "the unit's weight gather", NULL))
+            return -1;
         for (int r = 0; r < h->world; r++) {
             size_t lr, nr;
             llama_slice(p->numel, h->world, r, &lr, &nr);
