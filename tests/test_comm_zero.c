@@ -53,24 +53,9 @@
 
 #include "test_dp_common.h"
 #include "test_saved_model.h"
+#include "test_mpi_launch.h"
 
-static char tmp[64];
 static char last_hash[64];   /* rank 0's comm.params_hash of the last train() of several ranks */
-static char out[1 << 16];
-static const char *B;   /* absolute build dir */
-
-/* A command line (through sh, in tmp), stdout+stderr into out; the exit status. */
-static int sh(const char *cmd) {
-    char full[4600];
-    snprintf(full, sizeof full, "cd %s && %s 2>&1", tmp, cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t len = fread(out, 1, sizeof out - 1, p);
-    out[len] = 0;
-    while (fgetc(p) != EOF) {}
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 #define C 70
 #define F 173
@@ -409,18 +394,8 @@ static void failing_rank_in_flight(void) {
 }
 
 int main(void) {
-    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
-        printf("SKIP test_comm_zero: no mpirun (Debian's openmpi-bin): sharded state not checked\n");
-        return 77;
-    }
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    static char absb[1024];
-    if (!realpath(build_dir(), absb)) { printf("FAIL: no build dir %s\n", build_dir()); return 1; }
-    B = absb;
-    snprintf(tmp, sizeof tmp, "/tmp/test_comm_zero.XXXXXX");
-    if (!mkdtemp(tmp)) { printf("FAIL: mkdtemp\n"); return 1; }
+    const int begun = mpi_test_begin("test_comm_zero", "sharded state");
+    if (begun) return begun;
 
     /* AdamW without noise magnifies the last bit of a gradient near zero into a whole step (m/√v): the
        sums over samples in another order move such weights by up to lr, so vanilla is compared with one
@@ -534,9 +509,7 @@ int main(void) {
     killed_in_gathers();
     failing_rank_in_flight();
 
-    char rm[128];
-    snprintf(rm, sizeof rm, "rm -rf %s", tmp);
-    if (system(rm) != 0) printf("note: could not remove %s\n", tmp);
+    mpi_test_end();
     if (failures) { printf("test_comm_zero: %d failures\n", failures); return 1; }
     printf("test_comm_zero: OK (--zero 1, 2 and 3 on 2 and 4 ranks = unsharded bit for bit, = 1 process to 1e-6, noise included; "
            "plans = rank 0's peak)\n");
