@@ -456,25 +456,27 @@ int main(void) {
         unload(&wo);
     }
 
-    /* the suite: --ranks 2 --zero 2 --plan --check, every experiment's plan exact; --zero without --ranks refused */
+    /* the suite: --ranks 2 --zero 2|3 --plan --check, every experiment's plan exact; --zero without --ranks refused */
     {
         char suite[2048];
         const char *root = getenv("PWD") ? getenv("PWD") : ".";
-        snprintf(suite, sizeof suite, "cd %s && DPMEM_BUILD=%s sh tools/run_experiments --model tiny --seq-len 16 --steps 1 "
-                 "--batch-size 4 --physical-batch 2 --threads 1 --ranks 2 --zero 2 --plan --check --tolerance 0 --device cpu --quiet "
-                 "--out %s/suite vanilla flash >/dev/null && cat %s/suite/check.txt && grep -c -- '--zero 2' %s/suite/*.cmd",
-                 root, B, tmp, tmp, tmp);
-        int rc = sh(suite);
-        int exact = 0;
-        for (const char *q = out; (q = strstr(q, "  exact")); q++) exact++;
-        CHECK(rc == 0 && exact == 2 && !strstr(out, "MISMATCH"), "run_experiments --ranks 2 --zero 2 --plan --check: exit %d, %d of 2 "
-              "exact:\n%.3000s", rc, exact, out);
-        snprintf(suite, sizeof suite, "cd %s && DPMEM_BUILD=%s sh tools/run_experiments --model tiny --zero 1 --plan --out %s/suite2 vanilla",
+        for (int z = 2; z <= 3; z++) {
+            snprintf(suite, sizeof suite, "cd %s && DPMEM_BUILD=%s sh tools/run_experiments --model tiny --seq-len 16 --steps 1 "
+                     "--batch-size 4 --physical-batch 2 --threads 1 --ranks 2 --zero %d --plan --check --tolerance 0 --device cpu --quiet "
+                     "--out %s/suite%d vanilla flash >/dev/null && cat %s/suite%d/check.txt && grep -c -- '--zero %d' %s/suite%d/*.cmd",
+                     root, B, z, tmp, z, tmp, z, z, tmp, z);
+            int rc = sh(suite);
+            int exact = 0;
+            for (const char *q = out; (q = strstr(q, "  exact")); q++) exact++;
+            CHECK(rc == 0 && exact == 2 && !strstr(out, "MISMATCH"), "run_experiments --ranks 2 --zero %d --plan --check: exit %d, %d of 2 "
+                  "exact:\n%.3000s", z, rc, exact, out);
+        }
+        snprintf(suite, sizeof suite, "cd %s && DPMEM_BUILD=%s sh tools/run_experiments --model tiny --zero 1 --plan --out %s/suite_norank vanilla",
                  root, B, tmp);
-        rc = sh(suite);
+        int rc = sh(suite);
         CHECK(rc != 0 && strstr(out, "--zero 1 shards over ranks: give --ranks N"), "run_experiments --zero without --ranks: exit %d: %s",
               rc, out);
-        if (!failures) printf("ok   run_experiments --ranks 2 --zero 2 --plan --check: vanilla and flash exact; --zero without --ranks refused\n");
+        if (!failures) printf("ok   run_experiments --ranks 2 --zero 2 and 3 --plan --check: vanilla and flash exact; --zero without --ranks refused\n");
     }
     /* bad input */
     char cmd[2048];

@@ -12,7 +12,8 @@
 #     while the next does not (checked against the trainers' own plans), the same as a plan at every
 #     batch gives (ghost, 1..10), found in O(log P) plans (1G: counted), and the savings are the
 #     plans' differences; fit.txt's command is the plans' (--plan-for cuda for a device, no --device,
-#     no batch flags) and a --physical-batch given is said to be unused;
+#     no batch flags) and a --physical-batch given is said to be unused; with --ranks 2 --zero 3 the
+#     batch is a rank's (the logical batch P x 2), checked against rank 0's plans;
 #   - results.csv and results.json carry the DP settings, logical and physical batch.
 # Exits 0 on pass, 1 on failure.
 B=${DPMEM_BUILD:-build}
@@ -122,6 +123,25 @@ for row in "vanilla train_vanilla 0" "ghost train_ghost 1" "flash+twopass train_
     [ "${pk2%\*} $b16" = "$want" ] && [ "$b16" != 0.00 ] || bad "--fit $e at batch 2: peak and bf16 saving '${pk2%\*} $b16' MiB, the plans say '$want'"
 done
 grep -q "largest physical batch" "$d/fit.txt" && grep -q "at a physical batch of 2 (MiB)" "$d/fit.txt" || bad "fit.txt's heading"
+
+# ---- --fit --ranks N --zero S: a rank's physical batch P (the logical batch P x N), rank 0's plan ------
+# (it once asked for a logical batch of 1 on 2 ranks: every plan skipped, "none" fitting)
+dr=$tmp/fit-ranks
+sh "$S" --build "$B" --out "$dr" --model tiny --seq-len 256 --plan --fit 16M --ranks 2 --zero 3 vanilla ghost >"$tmp/fit-ranks.stdout" 2>&1 \
+    || { bad "--fit --ranks 2 --zero 3 failed"; tail -n 5 "$tmp/fit-ranks.stdout"; }
+for row in "vanilla train_vanilla 0" "ghost train_ghost 1"; do
+    set -- $row; e=$1; prog=$2; dp=$3
+    set -- $(awk -v e="$e" '$1 == e' "$dr/fit.txt")
+    m0=${2:-0}
+    rp() { "$B/$prog" --device plan --plan-for cpu --model tiny --seq-len 256 --steps 1 --batch-size $((2 * $1)) \
+               $([ "$dp" = 1 ] && echo "--max-physical-batch-size $1") --ranks 2 --zero 3 --quiet | sed -n 's/^peak tagged memory: \([0-9]*\) bytes.*/\1/p'; }
+    case $m0 in '' | *[!0-9]*) m0=0 ;; esac
+    a=$( [ "$m0" -ge 1 ] && rp "$m0"); b=$(rp $((m0 + 1)))
+    if [ "$m0" -ge 1 ] && [ -n "$a" ] && [ "$a" -le "$limit" ] && [ "$b" -gt "$limit" ]; then
+        echo "ok   --fit --ranks 2 --zero 3 $e: a rank's batch $m0 fits ($a bytes, rank 0's plan), $((m0 + 1)) does not ($b)"
+    else bad "--fit --ranks 2 --zero 3 $e: a rank's batch '$m0', plan there '$a', at +1 '$b', limit $limit"; fi
+done
+grep -q "a rank's, of 2, ZeRO-3" "$dr/fit.txt" || bad "--fit --ranks 2 --zero 3: fit.txt does not say the batch is a rank's"
 
 # ---- --fit's search: the largest batch a plan at every batch gives, in O(log P) plans ---------------
 # Brute force on ghost in 16M (above): a plan at every physical batch 1..10, in fp32 and with both
