@@ -20,6 +20,18 @@ $(BUILD)/tests/test_comm_zero: tests/test_comm_zero.c tests/test_dp_common.h tes
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_comm_zero.c $(LDFLAGS) $(LDLIBS)
 
+# comm_nccl.c's streams, events and requests against a fake CUDA runtime and NCCL (no GPU, no libnccl): wherever
+# the toolkit's nccl.h is.
+$(BUILD)/tests/test_comm_nccl_fake: tests/test_comm_nccl_fake.c samples/llama/comm_nccl.c samples/llama/comm.c samples/llama/comm.h dpmem.h \
+                                    | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -isystem $(CUDA_HOME)/include -o $@ tests/test_comm_nccl_fake.c samples/llama/comm_nccl.c samples/llama/comm.c \
+	    $(LDFLAGS) $(LDLIBS)
+ifneq ($(wildcard $(CUDA_HOME)/include/nccl.h),)
+ALL   += $(BUILD)/tests/test_comm_nccl_fake
+TESTS += $(BUILD)/tests/test_comm_nccl_fake
+endif
+
 # A rank killed inside its Nth all-gather (preloaded into one rank by test_comm_zero; MPI's profiling interface).
 $(BUILD)/tests/libmpi_die_at.so: tests/mpi_die_at.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
