@@ -16,7 +16,7 @@ BENCHES += bench/bench_ranks.sh bench/bench_overlap.sh
 # Sharded state (--zero 1|2, samples/llama/shard.h): 2 and 4 ranks against unsharded ranks and one process,
 # and the plan of the rank that holds the most against each rank's measured peak.
 $(BUILD)/tests/test_comm_zero: tests/test_comm_zero.c tests/test_dp_common.h tests/test_saved_model.h tests/test_mpi_launch.h $(BUILD)/tests/libmpi_die_at.so \
-                               $(addprefix $(BUILD)/,train_vanilla train_flash train_ghost train_lora dpmem-report dpmem-trace dpmem-charts) | $(DEPS_STAMP)
+                               $(addprefix $(BUILD)/,train_vanilla train_flash train_ghost train_dpsgd train_lora dpmem-report dpmem-trace dpmem-charts) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_comm_zero.c $(LDFLAGS) $(LDLIBS)
 

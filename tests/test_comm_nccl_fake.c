@@ -14,6 +14,8 @@
      - a collective that never completes: the wait returns -1 after DPMEM_COMM_TIMEOUT with a line naming it,
        the communicator aborted, the request still pending (its buffer must not be freed), and a second wait
        returns at once; NCCL's async error (a peer gone): -1, the line, the communicator aborted;
+     - --zero 3's gather of unequal slices (comm_device_allgatherv_start): a group of in-place broadcasts, one
+       a rank, on the communication stream, completed by comm_request_wait as the others;
      - META comm.backend = nccl once the communicator is made; the blocking collectives are a start and a
        wait (the same calls).
    Returns non-zero on any failure. */
@@ -68,6 +70,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
     logc("wait(%s on %s) ", sname(s), e->on_comm ? "comm" : "compute");
     return cudaSuccess;
 }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { e->made = 0; return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 cudaError_t cudaEventQuery(cudaEvent_t e) { return !e->on_comm || collective_done ? cudaSuccess : cudaErrorNotReady; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "a CUDA error"; }
 
@@ -95,6 +99,15 @@ ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, n
     (void)n; (void)c;
     last_send = (void *)s; last_recv = r;
     logc(t == ncclBfloat16 ? "allgather_bf16(%s) " : "allgather(%s) ", sname(st), "");
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupStart(void) { logc("group( ", "", ""); return ncclSuccess; }
+ncclResult_t ncclGroupEnd(void) { logc(") ", "", ""); return ncclSuccess; }
+ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st) {
+    (void)t; (void)c;
+    char what[64];
+    snprintf(what, sizeof what, "%d:%zu:%s", root, n, s == r ? "in place" : "copy");
+    logc("broadcast(%s %s) ", what, sname(st));
     return ncclSuccess;
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) { (void)c; *e = async_failed ? ncclRemoteError : ncclSuccess; return ncclSuccess; }
@@ -163,6 +176,22 @@ int main(void) {
     CHECK(!strcmp(c.backend, "nccl"), "Comm.backend '%s', want nccl", c.backend);
     if (!failures) printf("ok   every collective: on the communication stream after the compute stream's event; test in flight, "
                           "then done with the compute stream waiting on its completion\n");
+
+    /* --zero 3's gather of unequal slices (rank 0: 5 elements, rank 1: 3; bf16): one in-place broadcast a rank,
+       grouped, on the communication stream; completed through comm_request_wait */
+    {
+        calls[0] = 0;
+        collective_done = 0;
+        const size_t lo[2] = { 0, 5 }, len[2] = { 5, 3 };
+        CommRequest r;
+        int rc = comm_device_allgatherv_start(&c, buf, lo, len, 2, "the gather", &r);
+        const char *want = "record(compute) wait(comm on compute) group( broadcast(0:10:in place comm) broadcast(1:6:in place comm) ) record(comm) ";
+        CHECK(rc == 0 && !strcmp(calls, want) && comm_request_pending(&r), "allgatherv: rc %d, calls '%s', want '%s'", rc, calls, want);
+        calls[0] = 0;
+        collective_done = 1;
+        rc = comm_request_wait(&c, &r);
+        CHECK(rc == 0 && !comm_request_pending(&r) && !strcmp(calls, "wait(compute on comm) "), "allgatherv's wait: rc %d, calls '%s'", rc, calls);
+    }
 
     /* the blocking form: a start and a wait (complete at once here) */
     calls[0] = 0;

@@ -32,8 +32,12 @@
        full-size buffers (a block, the final norm with lm_head, or the embedding: llama.h), exactly;
      - --zero 3: params at the peak = 4 x rank 0's slices + 4 x the RMSNorm weights whole (+ a tied
        matrix whole, and its bf16 copy under bf16), exactly; params + grads + optimizer <= the unsharded
-       run's / N + what is held whole + one unit's gradient + rank 0's remainder (the memory goal); rank
-       0's trace has comm/gathered/<name> and comm/gather_bucket;
+       run's / N + what is held whole + one unit's gradient + rank 0's remainder (the memory goal); the
+       gathered weights (comm/gathered/<name>, from rank 0's measured trace) are at most two consecutive
+       units' at any time and the largest such pair at their most (the unit computing and the next one's
+       gather in flight: the prefetch; one unit's under DPMEM_ZERO3_PREFETCH=0, which trains the same bits),
+       and at the peak none, one unit's or such a pair; rank 0's trace has comm/gathered/<name> (the
+       gathers go straight there: no comm/gather_bucket);
      - the reduction overlapped with the backward (the default) = the serial one (DPMEM_COMM_OVERLAP=0),
        bit for bit, at --zero 0 and 2; a tied lm_head; Poisson sampling (empty physical batches);
      - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
@@ -100,6 +104,22 @@ static long long rank0_floats(int V, int w, int tied) {
 static int is_unit_floats(long long n, int V, int tied) {
     const long long block = 2LL * C + 4LL * C * C + 3LL * C * F, vc = (long long)V * C;
     return n == block || n == (long long)C + vc || n == vc || (tied && (n == block + vc || n == (long long)C));
+}
+
+/* From a log's trace (its allocations and frees, one event a line): the live total at its first peak, the
+   bytes of the buffers tagged comm/gathered/ live then, and their most at any time (-1 on failure). */
+static void gathered_at_peak(const char *log, long long *peak, long long *gathered, long long *most) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/dpmem-trace %s -o - | awk '/\"name\":\"(alloc|free) / {"
+             " match($0, /\"name\":\"[a-z]+ [^\"]*\"/); split(substr($0, RSTART + 8, RLENGTH - 9), w, \" \");"
+             " match($0, /\"bytes\":[0-9]+/); b = substr($0, RSTART + 8, RLENGTH - 8) + 0;"
+             " match($0, /\"address\":\"[^\"]*\"/); a = substr($0, RSTART + 11, RLENGTH - 12);"
+             " if (w[1] == \"alloc\") { live[a] = b; tag[a] = w[2]; t += b; if (index(w[2], \"comm/gathered/\") == 1) g += b;"
+             " if (g > gm) gm = g; if (t > best) { best = t; gb = g } }"
+             " else if (a in live) { t -= live[a]; if (index(tag[a], \"comm/gathered/\") == 1) g -= live[a]; delete live[a] } }"
+             " END { printf \"%%.0f %%.0f %%.0f\\n\", best, gb, gm }'", B, log);
+    *peak = *gathered = *most = -1;
+    if (sh(cmd) == 0 && sscanf(out, "%lld %lld %lld", peak, gathered, most) != 3) *peak = *gathered = *most = -1;
 }
 
 /* One run: np ranks (np 1: one process, no mpirun) with --zero z, saved as name, logged as name.log. */
@@ -202,6 +222,32 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
                 printf("ok   %-40s np %d zero 3: params %lld = slices + norms%s whole; params+grads+optimizer %lld <= %lld / %d + "
                        "%lld whole + one unit's gradient %lld\n", what, np, params, tied ? ", tied matrix" : "", state, state0, np,
                        4 * whole + (tied && bf16 ? 2 * vc : 0), full);
+            /* the gathered weights (comm/gathered/<name>) in rank 0's measured log: at most two consecutive units' at
+               any time (the one computing and the next, prefetched: forward L+1, 0 .. L-1, L; backward L, L-1 .. 0), and
+               that many at some time (their most = the largest pair's); one unit's at most with the prefetch off. At
+               the peak, whatever the peak's moment holds of those: none (a peak outside the gathers, e.g. book-keeping's
+               formation after the backward), one unit's (block 0's backward: nothing left to prefetch) or a pair. A
+               unit's gathered bytes: a block's 7 GEMM weights and an untied lm_head in the GEMMs' type, an untied
+               embedding in fp32 (its lookup reads fp32); a tied matrix is held whole, never gathered. */
+            const long long es = bf16 ? 2 : 4, blk = es * (4LL * C * C + 3LL * C * F), head = tied ? 0 : es * vc, emb = tied ? 0 : 4 * vc;
+            const long long pair[3] = { emb + blk, 2 * blk, blk + head }, one[3] = { emb, blk, head };
+            const int pf = !strstr(env, "DPMEM_ZERO3_PREFETCH=0");
+            long long most_want = 0;
+            for (int k = 0; k < 3; k++) most_want = (pf ? pair[k] : one[k]) > most_want ? (pf ? pair[k] : one[k]) : most_want;
+            char log0[128];
+            snprintf(log0, sizeof log0, "%s.rank0.log", name);
+            long long tpeak, gath, most;
+            gathered_at_peak(log0, &tpeak, &gath, &most);
+            int at = gath == 0;   /* what the peak holds: none, one unit's, or (prefetch) a pair */
+            for (int k = 0; k < 3; k++) at |= gath == one[k] || (pf && gath == pair[k]);
+            CHECK(tpeak > 0 && most == most_want && at, "%s: np %d zero 3%s: comm/gathered/ at rank 0's peak (%lld bytes) %lld bytes, "
+                  "their most %lld: want none, one unit's%s there, and the most %lld (a block %lld, the head %lld, the embedding %lld)",
+                  what, np, pf ? "" : " (prefetch off)", tpeak, gath, most, pf ? " or two consecutive units'" : "", most_want, blk, head, emb);
+            if (tpeak > 0 && most == most_want && at)
+                printf("ok   %-40s np %d zero 3: gathered weights %s: at most %lld bytes (%s), at the peak %lld (%s)\n", what, np,
+                       pf ? "prefetched" : "not prefetched", most, pf ? "the largest two consecutive units'" : "the largest unit's", gath,
+                       gath == 0 ? "none" : gath == blk + head ? "the head's + a block's" : gath == 2 * blk ? "two blocks'" :
+                       gath == emb + blk ? "the embedding's + a block's" : "one unit's");
         } else
             CHECK(rc0 == 0 && params > 0 && params == params0 - saved, "%s: plan np %d zero %d: params at the peak %lld bytes, unsharded "
                   "%lld: want %lld less (%s)", what, np, z, params, params0, saved,
@@ -251,9 +297,9 @@ static void scopes_check(const char *name, int z, const char *what) {
     CHECK(rc == 0 && strstr(out, "\"name\":\"all_gather\"") && strstr(out, "comm/shard_bucket") &&
           strstr(out, z >= 2 ? "\"name\":\"reduce_scatter\"" : "\"name\":\"allreduce\""),
           "%s --zero %d: rank 0's trace lacks its collectives' scopes or comm/shard_bucket: %s", what, z, out);
-    /* --zero 3: each unit's weights gathered into comm/gathered/<name> through comm/gather_bucket */
-    CHECK(z < 3 || (strstr(out, "comm/gathered") && strstr(out, "comm/gather_bucket")),
-          "%s --zero 3: rank 0's trace lacks comm/gathered/<name> or comm/gather_bucket: %s", what, out);
+    /* --zero 3: each unit's weights gathered straight into comm/gathered/<name> (no bucket of their own) */
+    CHECK(z < 3 || (strstr(out, "comm/gathered") && !strstr(out, "comm/gather_bucket")),
+          "%s --zero 3: rank 0's trace lacks comm/gathered/<name> or has comm/gather_bucket: %s", what, out);
 }
 
 static void check_case(const Case *k) {
@@ -456,6 +502,24 @@ int main(void) {
         unload(&wo);
     }
 
+    /* --zero 3's prefetch (the next unit's gather in flight while this one computes, the default) against none
+       (DPMEM_ZERO3_PREFETCH=0: each gather completed at once): the same bits moved, the same bits trained; the
+       plan without it = its peak, one unit's gathered weights there */
+    {
+        const char *args = "--lr 1e-2 --precision bf16 --checkpoint-activations --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11";
+        Model wp, wn;
+        if (train("train_flash", args, 2, 3, "", "pf", &wp) == 0) {
+            if (train("train_flash", args, 2, 3, "DPMEM_ZERO3_PREFETCH=0", "nopf", &wn) == 0) {
+                CHECK(maxdiff(&wp, &wn) == 0 && sh("cmp pf/model.safetensors nopf/model.safetensors") == 0,
+                      "flash+bk bf16 ckpt 2 ranks --zero 3: prefetch vs none: max diff %g (want bit for bit)", maxdiff(&wp, &wn));
+                if (maxdiff(&wp, &wn) == 0) printf("ok   flash+bk bf16 ckpt 2 ranks --zero 3: the prefetched gathers = none, bit for bit\n");
+                unload(&wn);
+                plan_matches("train_flash", args, 2, 3, "DPMEM_ZERO3_PREFETCH=0", "nopf", "flash+bk bf16 ckpt, prefetch off", 1001);
+            }
+            unload(&wp);
+        }
+    }
+
     /* the suite: --ranks 2 --zero 2|3 --plan --check, every experiment's plan exact; --zero without --ranks refused */
     {
         char suite[2048];
@@ -487,7 +551,7 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "%s/train_vanilla %s --steps 1 --zero 4", B, SHAPE);
     rc = sh(cmd);
     CHECK(rc == 1 && strstr(out, "--zero needs an integer in [0, 3], got '4'"), "--zero 4: exit %d: %s", rc, out);
-    /* --zero 3 where it is not written: LoRA (its frozen base is not sharded), the CUDA backend (no NCCL gathers) */
+    /* --zero 3 where it is not written: LoRA (its frozen base is not sharded), --poisson */
     snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 2 %s/train_lora %s --steps 1 --threads 1 --lora-rank 4 --zero 3", B, SHAPE);
     rc = sh(cmd);
     CHECK(rc != 0 && rc != 124 && strstr(out, "error: --zero 3 shards trainable weights only: LoRA's frozen base is not sharded"),

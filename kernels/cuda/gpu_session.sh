@@ -40,8 +40,10 @@
 #   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's per-unit reduce-scatter in the backward, all-gather), flash+bk and
 #             vanilla = unsharded, bit for bit; each peak = its plan; bf16 --zero 1 --ranks 1 (sharded fp32 masters,
 #             the bf16 copies gathered as ncclBfloat16, --save gathered) = unsharded bf16, the saved files byte for byte;
-#             each sharded run's log says NCCL ran (META comm.backend = nccl); 1b T=1024 --zero 2 --ranks 1 with the
-#             reduction overlapped (NCCL's own stream) and serial (DPMEM_COMM_OVERLAP=0): step times, their ratio
+#             bf16 --zero 3 --ranks 1 (each unit's weights gathered by NCCL, the next unit's in flight; and
+#             DPMEM_ZERO3_PREFETCH=0) = unsharded bf16, byte for byte; its peak = its plan; each sharded run's log
+#             says NCCL ran (META comm.backend = nccl); 1b T=1024 --zero 2 --ranks 1 with the reduction overlapped
+#             (NCCL's own stream) and serial (DPMEM_COMM_OVERLAP=0): step times, their ratio
 #   lorabf16  LoRA under bf16 (the base in bf16 alone, adapters unmerged): tiny's last loss on the CPU and
 #             the GPU within 5e-3; 1b T=512 r16 in physical batches of 1, its peak = its plan
 #   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
@@ -150,19 +152,19 @@ dp_rows() {
   done
 }
 
-# saved_same STAGE PROGRAM "ARGS" "SHARDED": the run of ARGS unsharded and with the SHARDED flags, each saved
+# saved_same STAGE PROGRAM "ARGS" "SHARDED" [NOTE]: the run of ARGS unsharded and with the SHARDED flags, each saved
 # (f32) on the GPU: the two model.safetensors byte for byte, and the sharded run's log says NCCL ran (META
 # comm.backend = nccl: a job of one rank sets it when its communicator is made). Dry run: the same steps on the
 # CPU (host buffers: no NCCL, so META comm.backend = none there), which checks the steps themselves.
 saved_same() {
-  st=$1 prog=$2 args=$3 sharded=$4 dev=cuda want=nccl
+  st=$1 prog=$2 args=$3 sharded=$4 note=${5:+ $5} dev=cuda want=nccl
   [ $dry = 1 ] && dev=cpu want=none
   d0=$OUT/saved0.tmp d1=$OUT/saved1.tmp log=$OUT/saved1.log.tmp
   rm -rf "$d0" "$d1" "$log"
   step "$st" 120 "$prog unsharded, saved ($dev)" "$B/$prog" $args --device $dev --save "$d0" --save-dtype f32
-  step "$st" 120 "$prog $sharded, saved ($dev)" "$B/$prog" $args $sharded --device $dev --save "$d1" --save-dtype f32 --log "$log"
-  step "$st" 30 "$prog $sharded = unsharded, bit for bit" cmp "$d0/model.safetensors" "$d1/model.safetensors"
-  step "$st" 30 "$prog $sharded: META comm.backend = $want" \
+  step "$st" 120 "$prog $sharded$note, saved ($dev)" "$B/$prog" $args $sharded --device $dev --save "$d1" --save-dtype f32 --log "$log"
+  step "$st" 30 "$prog $sharded$note = unsharded, bit for bit" cmp "$d0/model.safetensors" "$d1/model.safetensors"
+  step "$st" 30 "$prog $sharded$note: META comm.backend = $want" \
       sh -c "\"$B/dpmem-trace\" \"$log\" -o - | grep -o '\"comm.backend\":\"[a-z]*\"' | tee /dev/stderr | grep -q '\"$want\"'"
   rm -rf "$d0" "$d1" "$log"
 }
@@ -240,6 +242,11 @@ for stage in $STAGES; do
     train zero "bf16 unsharded" 256 train_flash $a
     train zero "bf16 --zero 1 --ranks 1 (sharded masters, NCCL bf16 gather)" 256 train_flash $a --zero 1 --ranks 1
     saved_same zero train_flash "$a" "--zero 1 --ranks 1"
+    train zero "bf16 --zero 3 --ranks 1 (NCCL gathers, prefetch)" 256 train_flash $a --zero 3 --ranks 1
+    saved_same zero train_flash "$a" "--zero 3 --ranks 1"
+    DPMEM_ZERO3_PREFETCH=0; export DPMEM_ZERO3_PREFETCH
+    saved_same zero train_flash "$a" "--zero 3 --ranks 1" "(DPMEM_ZERO3_PREFETCH=0)"
+    unset DPMEM_ZERO3_PREFETCH
     # the reduction overlapped with the backward (NCCL's stream beside the compute stream, the default) against
     # the serial one (DPMEM_COMM_OVERLAP=0: each unit's collective waited for at once): 1b T=1024 vanilla bf16,
     # --zero 2 --ranks 1 (one rank: a reduce-scatter is a copy on the device, so this measures the overlap's

@@ -23,14 +23,24 @@ static size_t bucket_floats(void) {
     return (size_t)mb * (1u << 20) / sizeof(float);
 }
 
+/* A device buffer's collective where no NCCL is linked: -1 with the error; else 0. */
+static int no_nccl(TrainState *s, const char *what) {
+    if (s->kb->space == 0 || comm_device_start) return 0;
+    snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA toolkit's NCCL)", what);
+    return -1;
+}
+
+int train_allgatherv_start(TrainState *s, void *buf, const size_t *lo, const size_t *len, size_t elem, const char *what, CommRequest *r) {
+    memset(r, 0, sizeof *r);
+    if (no_nccl(s, what)) return -1;
+    return s->kb->space == 0 ? comm_allgatherv_start(&g_comm, buf, lo, len, elem, what, r)
+                             : comm_device_allgatherv_start(&g_comm, buf, lo, len, elem, what, r);
+}
+
 int train_collective(TrainState *s, CommOp op, void *buf, size_t count, const char *what, CommRequest *r) {
     if (r) memset(r, 0, sizeof *r);
+    if (no_nccl(s, what)) return -1;
     if (s->kb->space != 0) {
-        if (!comm_device_start) {
-            snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with "
-                     "the CUDA toolkit's NCCL)", what);
-            return -1;
-        }
         CommRequest own;
         if (comm_device_start(&g_comm, op, buf, count, what, r ? r : &own)) return -1;
         return r ? 0 : comm_request_wait(&g_comm, &own);

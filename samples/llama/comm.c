@@ -4,6 +4,7 @@
    that died would otherwise leave the others blocked in MPI_Allreduce forever. */
 #include "comm.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,8 @@ int (*comm_device_allgather_bf16)(Comm *c, void *dev, size_t count, const char *
 int (*comm_device_start)(Comm *c, CommOp op, void *dev, size_t count, const char *what, CommRequest *r) = NULL;
 int (*comm_device_test)(Comm *c, CommRequest *r, int *done) = NULL;
 int (*comm_device_wait)(Comm *c, CommRequest *r) = NULL;
+int (*comm_device_allgatherv_start)(Comm *c, void *dev, const size_t *lo, const size_t *len, size_t elem, const char *what,
+                                    CommRequest *r) = NULL;
 
 static const char *launcher_env(void) {
     static const char *const names[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", NULL };
@@ -227,6 +230,8 @@ int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what) {
 #ifdef HAVE_MPI
 static MPI_Request g_requests[COMM_MAX_REQUESTS + 1];   /* [id]; id 0: none */
 static int g_request_used[COMM_MAX_REQUESTS + 1];
+static int *g_request_vargs[COMM_MAX_REQUESTS + 1];     /* an all-gatherv's counts and displacements (MPI reads them
+                                                           until it completes) */
 static int free_request_id(void) {
     for (int id = 1; id <= COMM_MAX_REQUESTS; id++) if (!g_request_used[id]) return id;
     return 0;
@@ -269,6 +274,41 @@ int comm_allreduce_start(Comm *c, float *buf, size_t n, const char *what, CommRe
     return request_start(c, buf, n, 0, what, r);
 }
 
+int comm_allgatherv_start(Comm *c, void *buf, const size_t *lo, const size_t *len, size_t elem, const char *what, CommRequest *r) {
+    memset(r, 0, sizeof *r);
+    r->what = what; r->t0 = now_s();
+#ifdef HAVE_MPI
+    if (c->mpi && c->world > 1) {
+        const int id = free_request_id();
+        int *v = id ? malloc(2 * (size_t)c->world * sizeof *v) : NULL;
+        if (!v) {
+            fprintf(stderr, "error: rank %d: %s: %s\n", c->rank, what, id ? "out of host memory" : "too many collectives in flight");
+            return -1;
+        }
+        for (int k = 0; k < c->world; k++) {
+            if (len[k] > INT_MAX || lo[k] > (size_t)INT_MAX - len[k]) {
+                fprintf(stderr, "error: rank %d: %s: a tensor of more than 2^31 - 1 elements (MPI counts are int)\n", c->rank, what);
+                free(v);
+                return -1;
+            }
+            v[k] = (int)len[k];
+            v[c->world + k] = (int)lo[k];
+        }
+        if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, v, v + c->world, elem == 2 ? MPI_UINT16_T : MPI_FLOAT,
+                            MPI_COMM_WORLD, &g_requests[id]) != MPI_SUCCESS) {
+            fprintf(stderr, "error: rank %d: %s could not start in MPI\n", c->rank, what);
+            free(v);
+            return -1;
+        }
+        r->id = id;
+        g_request_used[id] = 1;
+        g_request_vargs[id] = v;
+    }
+#endif
+    (void)c; (void)buf; (void)lo; (void)len; (void)elem;
+    return 0;
+}
+
 int comm_request_test(Comm *c, CommRequest *r, int *done) {
     *done = 1;
     if (!r->id) return 0;
@@ -283,6 +323,8 @@ int comm_request_test(Comm *c, CommRequest *r, int *done) {
     }
     if (!flag) { *done = 0; return 0; }
     g_request_used[r->id] = 0;
+    free(g_request_vargs[r->id]);
+    g_request_vargs[r->id] = NULL;
     scatter_finish(c, r);
 #endif
     r->id = 0;

@@ -65,7 +65,7 @@ int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what);
    (this rank's sum at its own part once complete). A request is 0 when nothing is in flight (one
    rank, no MPI: complete at once). At most COMM_MAX_REQUESTS in flight. 0, or -1 after a one-line error.
    A request of a device collective (comm_device_start) completes through the same two calls. */
-#define COMM_MAX_REQUESTS 8
+#define COMM_MAX_REQUESTS 16
 typedef struct {
     int id;                /* 0: nothing in flight */
     int device;            /* a device collective's (comm_device_start) */
@@ -76,6 +76,11 @@ int comm_reduce_scatter_start(Comm *c, float *buf, size_t count, const char *wha
 int comm_allreduce_start(Comm *c, float *buf, size_t n, const char *what, CommRequest *r);
 int comm_request_test(Comm *c, CommRequest *r, int *done);
 int comm_request_wait(Comm *c, CommRequest *r);
+/* --zero 3's gathers straight into their destination (samples/llama/shard.c): buf holds a whole tensor of
+   elem-byte elements (2: bf16 bits, 4: fp32) cut in world slices, rank r's len[r] elements at element lo[r],
+   this rank's own slice already in place; every rank's slice to every rank (MPI_Iallgatherv in place,
+   started now, completed by comm_request_wait; lo and len are copied). With one rank nothing moves. */
+int comm_allgatherv_start(Comm *c, void *buf, const size_t *lo, const size_t *len, size_t elem, const char *what, CommRequest *r);
 /* Whether r still has a collective in flight: its buffer must not be freed or reused until it completes (a
    failed one never does: the job ends with its buffer left alone). */
 static inline int comm_request_pending(const CommRequest *r) { return r->id != 0; }
@@ -103,6 +108,11 @@ extern int (*comm_device_start)(Comm *c, CommOp op, void *dev, size_t count, con
 /* Set with comm_device_start: comm_request_test and _wait pass a device request to them. */
 extern int (*comm_device_test)(Comm *c, CommRequest *r, int *done);
 extern int (*comm_device_wait)(Comm *c, CommRequest *r);
+/* comm_allgatherv_start on a device buffer (NCCL: a group of one in-place broadcast per rank's slice), started
+   as comm_device_start's collectives are (on the communication stream, after the compute stream's work so
+   far) and completed by comm_request_test / comm_request_wait. With one rank too. */
+extern int (*comm_device_allgatherv_start)(Comm *c, void *dev, const size_t *lo, const size_t *len, size_t elem, const char *what,
+                                           CommRequest *r);
 
 /* "run.log" -> "run.rank3.log" ("run" -> "run.rank3"): each rank's own log. */
 void comm_rank_path(char *out, size_t n, const char *path, int rank);

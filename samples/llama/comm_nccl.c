@@ -11,9 +11,11 @@
    another event: a test queries it and NCCL's async error; a wait polls both within DPMEM_COMM_TIMEOUT
    and aborts the communicator when a peer is gone or stuck; once complete the compute stream waits on
    the event, so that the kernels after it (the bucket's unpacking, its reuse) read the result.
-   The blocking collectives (comm_device_allreduce, ...) are a start and a wait. Every kind of collective
-   goes through one start (comm_device_start: all-reduce, reduce-scatter, fp32 and bf16 all-gathers), so a
-   prefetching all-gather is a start too. Compiled and linked here; not yet run on a GPU (no GPU in the
+   The blocking collectives (comm_device_allreduce, ...) are a start and a wait. Every collective goes through
+   the same request machinery (request_begin, request_end; nccl_test, nccl_wait): comm_device_start's kinds
+   (all-reduce, reduce-scatter, fp32 and bf16 all-gathers) and --zero 3's gathers of unequal slices
+   (comm_device_allgatherv_start, prefetched while the previous unit computes). One communication stream for
+   them all: NCCL runs a communicator's operations in the order they are issued, the same on every rank. Compiled and linked here; not yet run on a GPU (no GPU in the
    sessions so far: kernels/cuda/gpu_session.sh's zero stage runs a job of one rank when one is lent). */
 #include "comm.h"
 #include "dpmem.h"
@@ -180,6 +182,25 @@ static int nccl_start(Comm *c, CommOp op, void *dev, size_t count, const char *w
     return request_end(c, id, what, r);
 }
 
+/* --zero 3's gathers straight into the destination (comm.h: comm_device_allgatherv_start): one in-place broadcast
+   of each rank's slice, rooted at that rank, in one group (an all-gather of unequal slices), a request like the
+   others (on the communication stream after the compute stream's work so far: this rank's slice put in place,
+   the destination's allocation from the stream-ordered pool). */
+static int nccl_allgatherv_start(Comm *c, void *dev, const size_t *lo, const size_t *len, size_t elem, const char *what,
+                                 CommRequest *r) {
+    memset(r, 0, sizeof *r);
+    r->what = what; r->buf = dev; r->t0 = now_s();
+    if (!g_nccl_ready && nccl_setup(c, what)) return -1;
+    const int id = request_begin(c, what);
+    if (!id) return -1;
+    char *d = dev;
+    NCCL_TRY(ncclGroupStart(), what);
+    for (int k = 0; k < c->world; k++)
+        if (len[k]) NCCL_TRY(ncclBroadcast(d + lo[k] * elem, d + lo[k] * elem, len[k] * elem, ncclInt8, k, g_nccl, g_stream), what);
+    NCCL_TRY(ncclGroupEnd(), what);
+    return request_end(c, id, what, r);
+}
+
 static int run_blocking(Comm *c, CommOp op, void *dev, size_t count, const char *what) {
     CommRequest r;
     return nccl_start(c, op, dev, count, what, &r) || nccl_wait(c, &r) ? -1 : 0;
@@ -196,6 +217,10 @@ static int nccl_allgather_bf16(Comm *c, void *dev, size_t count, const char *wha
 __attribute__((destructor)) static void comm_nccl_done(void) {
     if (g_nccl_ready) ncclCommDestroy(g_nccl);
     g_nccl_ready = 0;
+    for (int k = 1; k <= COMM_MAX_REQUESTS; k++)
+        if (g_req[k].made) { cudaEventDestroy(g_req[k].ready); cudaEventDestroy(g_req[k].done); g_req[k].made = 0; }
+    if (g_stream) cudaStreamDestroy(g_stream);
+    g_stream = NULL;
 }
 
 __attribute__((constructor)) static void comm_nccl_register(void) {
@@ -206,4 +231,5 @@ __attribute__((constructor)) static void comm_nccl_register(void) {
     comm_device_start = nccl_start;
     comm_device_test = nccl_test;
     comm_device_wait = nccl_wait;
+    comm_device_allgatherv_start = nccl_allgatherv_start;
 }

@@ -287,8 +287,12 @@ int train_grad_reduce_init(TrainState *s) {
         if (!(q->slot[k].buf = kbuf_alloc(s->kb, q->slot[k].cap * world * sizeof(float), "comm/overlap_bucket"))) return -1;
         q->slot[k].owned = 1;
     }
-    m->units = (LlamaUnitHooks){ s, unit_begin, unit_done, NULL, NULL };
-    if (llama_params_sharded(m)) { m->units.gather = shard_gather_unit; m->units.release = shard_release_unit; }
+    m->units = (LlamaUnitHooks){ s, unit_begin, unit_done, NULL, NULL, NULL };
+    if (llama_params_sharded(m)) {
+        m->units.gather = shard_gather_unit;
+        m->units.release = shard_release_unit;
+        m->units.prefetch = shard_prefetch_unit;
+    }
     return 0;
 }
 

@@ -444,6 +444,12 @@ static int unit_weights(LlamaModel *m, int unit, int get) {
     int (*f)(void *, int) = get ? m->units.gather : m->units.release;
     return f ? f(m->units.user, unit) : 0;
 }
+/* --zero 3: unit u's gathered (as unit_weights' get), then `next`'s gather started (LlamaUnitHooks.prefetch):
+   the unit this pass gathers next (-1: none), in flight while unit u computes. */
+static int unit_gather(LlamaModel *m, int unit, int next) {
+    if (unit_weights(m, unit, 1)) return -1;
+    return next >= 0 && m->units.prefetch ? m->units.prefetch(m->units.user, next) : 0;
+}
 
 /* The embedding of a table kept in bf16 alone (llama_bf16_only): a bf16 row of C elements is C/2 32-bit
    words, so the fp32 lookup over C/2 columns moves exactly its bits (a copy, no arithmetic), on every
@@ -463,13 +469,13 @@ int llama_forward(LlamaModel *m) {
     if (m->cfg.task == LLAMA_TASK_CLASSIFY)
         TRY(classify_prepare(kb, m->last, m->labels, m->host_stage, m->tokens, m->targets, B, T, V, m->cfg.pad_id));
     SAVE(a->embed, (size_t)N * C, "activations/embed_tokens");
-    TRY(unit_weights(m, llama_unit_embed(m), 1));
+    TRY(unit_gather(m, llama_unit_embed(m), 0));   /* (block 0, or the head where L = 0) */
     if (m->w.embed_tokens) TRY(embedding_forward_ex(kb, dt, a->embed, m->tokens, m->w.embed_tokens, N, C));
     else TRY(bf16_lookup(m, a->embed));
     TRY(unit_weights(m, llama_unit_embed(m), 0));
     const float *x = a->embed;
     for (int l = 0; l < m->L; l++) {
-        TRY(unit_weights(m, l, 1));
+        TRY(unit_gather(m, l, l + 1));   /* (block L-1's next: the head, unit L) */
         TRY(block_forward(m, l, x, m->ckpt ? FWD_CKPT : FWD_SAVE));
         TRY(unit_weights(m, l, 0));
         x = a->layers[l].resid_out;
@@ -479,7 +485,7 @@ int llama_forward(LlamaModel *m) {
     TRY(rmsnorm_forward_ex(kb, dt, a->lnf, a->lnf_rstd, x, m->w.norm, N, C, m->cfg.norm_eps));
     a->holds_dx = 0;
     SAVE32(a->logits, (size_t)N * V, "activations/logits");
-    TRY(unit_weights(m, llama_unit_head(m), 1));
+    TRY(unit_gather(m, llama_unit_head(m), -1));   /* (the backward's first gather is this unit's again, after the loss) */
     TRY(linear_forward(m, -1, W_LM_HEAD, KDT_F32, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, C, V, 0.0f));
     return unit_weights(m, llama_unit_head(m), 0);
 }
@@ -682,7 +688,7 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
     }
     if (scale) CK(scale_samples(kb, a->lnf, scale, B, (size_t)T * C));
     CK(unit_event(m, h, llama_unit_head(m), 0));
-    CK(unit_weights(m, llama_unit_head(m), 1));
+    CK(unit_gather(m, llama_unit_head(m), m->L - 1));   /* (then block L-1) */
     CK(linear_backward(m, h, -1, W_LM_HEAD, reuse ? NULL : d_norm, a->logits, a->lnf,
                        dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, m->dw.lm_head, N, C, V, 0.0f));
     CK(unit_weights(m, llama_unit_head(m), 0));
@@ -700,7 +706,8 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         LlamaLayerTensors *dw = &m->dw.layers[l];
         const float *x_in = l > 0 ? a->layers[l - 1].resid_out : a->embed;
         CK(drop(m, &s->resid_out, h));  /* the next block (or the final norm) has used it */
-        CK(unit_weights(m, l, 1));   /* (g points at the slots the gather fills) */
+        CK(unit_gather(m, l, l - 1));   /* (g points at the slots the gather fills; block 0's next: none, the
+                                           embedding's backward reads no weight) */
         if (m->ckpt) { DPMEM_SCOPE("recompute"); CK(block_forward(m, l, x_in, FWD_RECOMPUTE)); }
         /* MLP: resid_out = resid_mid + down(h); d_resid is d(resid_out), and d(resid_mid) through the skip */
         if (reuse) {

@@ -188,9 +188,12 @@ typedef struct {
     /* --zero 3 (cfg.params_by_unit): gather(u) puts unit u's sharded weights whole in their slots (w under
        fp32, w16 under bf16) just before the unit's forward, and again before its recompute and backward
        (every backward, dw_elsewhere too); release(u) frees them once the unit's GEMMs are done. Units with
-       GEMM weights: the blocks and the head (an untied lm_head); the embedding's table is read whole. */
+       GEMM weights: the blocks and the head (an untied lm_head); the embedding's table is read whole.
+       prefetch(u), right after a gather, names the unit whose gather comes next in the same pass (forward:
+       L+1, 0 .. L-1, L; backward: L, L-1 .. 0): its gather may start then and complete at its gather(u). */
     int (*gather)(void *user, int unit);
     int (*release)(void *user, int unit);
+    int (*prefetch)(void *user, int unit);
 } LlamaUnitHooks;
 
 typedef struct {

@@ -1,6 +1,7 @@
-/* shard.c — the sharded training state of --zero 1|2 (see shard.h): the slices, their AdamW state,
-   and the two collectives, reduce-scatter of the gradients and all-gather of the parameters, in
-   rounds through the bucket comm/shard_bucket. Not here: the transport (comm.c, comm_nccl.c), the
+/* shard.c — the sharded training state of --zero 1|2|3 (see shard.h): the slices, their AdamW state,
+   and the collectives: reduce-scatter of the gradients and all-gather of the parameters, in rounds
+   through the bucket comm/shard_bucket; --zero 3's gathers of a unit's weights straight into
+   comm/gathered/<name>, the next unit's prefetched. Not here: the transport (comm.c, comm_nccl.c), the
    update itself (train.c's optimizer step, on the ranges train_grad_range gives). */
 #include "shard.h"
 #include "train.h"
@@ -76,27 +77,29 @@ int shard_init(TrainState *s) {
     s->comm_bucket_n = per_rank * (size_t)h->world;
     if (!(s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/shard_bucket"))) return -1;
     if (!llama_params_sharded(m)) return 0;
-    size_t widest = 0;   /* --zero 3: rank 0's slice of the largest gathered tensor, at most the bucket's part */
-    for (int i = 0; i < m->n_params; i++) {
-        size_t lo0, len0;
-        if (!llama_master_sharded(m, &m->params[i])) continue;
-        llama_slice(m->params[i].numel, h->world, 0, &lo0, &len0);
-        if (len0 > widest) widest = len0;
-    }
-    if (widest > per_rank) widest = per_rank;
-    h->gb_n = (widest ? widest : 1) * (size_t)h->world;
-    return (h->gb = kbuf_alloc(s->kb, h->gb_n * sizeof(float), "comm/gather_bucket")) ? 0 : -1;
+    /* --zero 3: each tensor's gather in flight, the slices of the one being started */
+    const char *e = getenv("DPMEM_ZERO3_PREFETCH");
+    h->prefetch = !(e && *e == '0');
+    h->pf_unit = -1;
+    h->req = calloc((size_t)m->n_params, sizeof *h->req);
+    h->vlo = calloc((size_t)h->world, sizeof *h->vlo);
+    h->vlen = calloc((size_t)h->world, sizeof *h->vlen);
+    if (!h->req || !h->vlo || !h->vlen) { snprintf(s->kb->err, sizeof s->kb->err, "out of host memory (the gathers)"); return -1; }
+    return 0;
 }
+
+static void settle_gathers(TrainState *s);
 
 void shard_free(TrainState *s) {
     Shard *h = s->shard;
     if (!h) return;
-    kbuf_free(s->kb, h->gb);
+    settle_gathers(s);
     for (int i = h->n - 1; i >= 0; i--) {
         kbuf_free(s->kb, h->v[i]);
         kbuf_free(s->kb, h->m[i]);
     }
     free(h->lo); free(h->len); free(h->m); free(h->v);
+    free(h->req); free(h->vlo); free(h->vlen);
     free(h);
     s->shard = NULL;
 }
@@ -215,58 +218,94 @@ int shard_allgather_params(TrainState *s) {
 
 /* ---- --zero 3: a unit's sharded weights gathered whole for one use ------------------------------------- */
 
-/* Tensor i's slices into dst (numel elements of the GEMMs' type: fp32, or bf16 rounded from each rank's
-   fp32 slice by its owner, RNE as the forward's cast), through the bucket in rounds of rank 0's positions. */
-static int gather_whole(TrainState *s, int i, float *dst, KDtype dt) {
-    Shard *h = s->shard;
-    LlamaModel *m = &s->model;
-    const ParamInfo *p = &m->params[i];
-    const float *mine = *llama_tensor(&m->wsh, p);
-    float *const bucket = h->gb;
-    const size_t cap = (dt == KDT_BF16 ? 2 : 1) * (h->gb_n / (size_t)h->world);   /* elements a rank, a round */
-    size_t lo0, len0, lo, len;
-    llama_slice(p->numel, h->world, 0, &lo0, &len0);
-    llama_slice(p->numel, h->world, h->rank, &lo, &len);
-    for (size_t a = 0; a < len0; a += cap) {
-        const size_t k = len0 - a < cap ? len0 - a : cap;
-        float *b = kact_at(bucket, (size_t)h->rank * k, dt);
-        const size_t n = a < len ? (len - a < k ? len - a : k) : 0;
-        if (n && (dt == KDT_BF16 ? narrow_buffer(s->kb, b, mine + a, n) : copy_buffer(s->kb, b, mine + a, n))) return -1;
-        if (train_collective(s, dt == KDT_BF16 ? COMM_ALLGATHER_BF16 : COMM_ALLGATHER, bucket, k, "the unit's weight gather", NULL))
-            return -1;
-        for (int r = 0; r < h->world; r++) {
-            size_t lr, nr;
-            llama_slice(p->numel, h->world, r, &lr, &nr);
-            if (a < nr && copy_ex(s->kb, dt, kact_at(dst, lr + a, dt), kact_at(bucket, (size_t)r * k, dt), nr - a < k ? nr - a : k))
-                return -1;
-        }
-    }
-    return 0;
-}
-
 /* How a gathered weight is read: a GEMM weight in the GEMMs' type (its bf16 copy under bf16), the embedding's
    lookup table in fp32 (the lookup reads the master); and the slot it fills. */
 static KDtype gathered_dt(const LlamaModel *m, const ParamInfo *p) { return p->kind == HOOK_LINEAR ? m->dt : KDT_F32; }
 static float **gathered_slot(LlamaModel *m, const ParamInfo *p) {
     return llama_tensor(gathered_dt(m, p) == KDT_BF16 ? &m->w16 : &m->w, p);
 }
+static int in_unit(const LlamaModel *m, int i, int u) {
+    return llama_master_sharded(m, &m->params[i]) && llama_grad_unit(m, i) == u;
+}
+
+/* Unit u's gathers started, straight into their destinations: each sharded tensor's comm/gathered/<name>
+   allocated, this rank's slice put in place (bf16: rounded from its fp32 slice, RNE as the forward's cast),
+   and every rank's slice to every rank started non-blocking (comm.h: comm_allgatherv_start). */
+static int gather_start(TrainState *s, int u) {
+    Shard *h = s->shard;
+    LlamaModel *m = &s->model;
+    const char *what = "the unit's weight gather";
+    for (int i = 0; i < m->n_params; i++) {
+        if (!in_unit(m, i, u)) continue;
+        const ParamInfo *p = &m->params[i];
+        const KDtype dt = gathered_dt(m, p);
+        char tag[160];
+        snprintf(tag, sizeof tag, "comm/gathered/%s", p->name);
+        float *x = kbuf_alloc(s->kb, p->numel * KDT_SIZE(dt), tag);
+        if (!x) return -1;
+        *gathered_slot(m, p) = x;
+        if (!kbackend_computes(s->kb)) continue;
+        for (int r = 0; r < h->world; r++) llama_slice(p->numel, h->world, r, &h->vlo[r], &h->vlen[r]);
+        const size_t lo = h->vlo[h->rank], n = h->vlen[h->rank];
+        const float *mine = *llama_tensor(&m->wsh, p);
+        if (n && (dt == KDT_BF16 ? narrow_buffer(s->kb, kact_at(x, lo, dt), mine, n) : copy_buffer(s->kb, x + lo, mine, n))) return -1;
+        if (train_allgatherv_start(s, x, h->vlo, h->vlen, KDT_SIZE(dt), what, &h->req[i])) return -1;
+    }
+    h->pf_unit = u;
+    return 0;
+}
+
+/* A run that failed with --zero 3 gathers in flight (a prefetch): each waited for (within DPMEM_COMM_TIMEOUT: the
+   other ranks run the same gathers) before llama_free frees its destination; one that cannot complete (a peer
+   gone, the timeout) leaves its destination allocated, as MPI or NCCL may still write there: the job ends. */
+static void settle_gathers(TrainState *s) {
+    Shard *h = s->shard;
+    LlamaModel *m = &s->model;
+    for (int i = 0; h->req && i < m->n_params; i++) {
+        if (!comm_request_pending(&h->req[i])) continue;
+        (void)comm_request_wait(&g_comm, &h->req[i]);
+        if (comm_request_pending(&h->req[i])) *gathered_slot(m, &m->params[i]) = NULL;
+    }
+}
+
+/* Unit u's gathers (started by gather_start) complete. */
+static int gather_wait(TrainState *s, int u) {
+    Shard *h = s->shard;
+    LlamaModel *m = &s->model;
+    h->pf_unit = -1;
+    for (int i = 0; i < m->n_params && kbackend_computes(s->kb); i++)
+        if (in_unit(m, i, u) && comm_request_wait(&g_comm, &h->req[i]))
+            return -1;
+    return 0;
+}
 
 int shard_gather_unit(void *user, int u) {
     TrainState *s = user;
-    LlamaModel *m = &s->model;
+    Shard *h = s->shard;
     DPMEM_SCOPE("all_gather");
     const uint64_t t0 = dpmem_now_ns();
     int rc = 0;
-    for (int i = 0; i < m->n_params && rc == 0; i++) {
-        const ParamInfo *p = &m->params[i];
-        if (!llama_master_sharded(m, p) || llama_grad_unit(m, i) != u) continue;
-        char tag[160];
-        snprintf(tag, sizeof tag, "comm/gathered/%s", p->name);
-        float *x = kbuf_alloc(s->kb, p->numel * KDT_SIZE(gathered_dt(m, p)), tag);
-        if (!x) { rc = -1; break; }
-        *gathered_slot(m, p) = x;
-        if (kbackend_computes(s->kb)) rc = gather_whole(s, i, x, gathered_dt(m, p));
+    if (h->pf_unit >= 0 && h->pf_unit != u) {   /* llama.c's order and its prefetches disagree: a bug */
+        snprintf(s->kb->err, sizeof s->kb->err, "--zero 3: unit %d's weights were prefetched, unit %d's are wanted", h->pf_unit, u);
+        rc = -1;
     }
+    if (rc == 0 && h->pf_unit != u) rc = gather_start(s, u);   /* not prefetched: the first unit of a pass, or prefetch off */
+    if (rc == 0) rc = gather_wait(s, u);
+    train_phase_add(s, TRAIN_PH_ALLREDUCE, t0);
+    return rc;
+}
+
+int shard_prefetch_unit(void *user, int u) {
+    TrainState *s = user;
+    Shard *h = s->shard;
+    if (!h->prefetch) return 0;
+    if (h->pf_unit >= 0) {
+        snprintf(s->kb->err, sizeof s->kb->err, "--zero 3: unit %d's prefetch asked while unit %d's is in flight", u, h->pf_unit);
+        return -1;
+    }
+    DPMEM_SCOPE("all_gather");
+    const uint64_t t0 = dpmem_now_ns();
+    const int rc = gather_start(s, u);
     train_phase_add(s, TRAIN_PH_ALLREDUCE, t0);
     return rc;
 }
@@ -275,10 +314,9 @@ int shard_release_unit(void *user, int u) {
     TrainState *s = user;
     LlamaModel *m = &s->model;
     for (int i = m->n_params - 1; i >= 0; i--) {
-        const ParamInfo *p = &m->params[i];
-        if (!llama_master_sharded(m, p) || llama_grad_unit(m, i) != u) continue;
-        kbuf_free(s->kb, *gathered_slot(m, p));
-        *gathered_slot(m, p) = NULL;
+        if (!in_unit(m, i, u)) continue;
+        kbuf_free(s->kb, *gathered_slot(m, &m->params[i]));
+        *gathered_slot(m, &m->params[i]) = NULL;
     }
     return 0;
 }

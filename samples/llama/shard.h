@@ -18,19 +18,27 @@
      3: also the weights (cfg.params_by_unit): every tensor llama_master_sharded names — each linear
         layer, an untied lm_head, and here an untied embedding table — is held as this rank's fp32
         slice alone (params/<name>.shard, under fp32 precision too; no whole bf16 copy). A unit's
-        weights are gathered whole into comm/gathered/<name> (shard_gather_unit, scope "all_gather",
-        through comm/gather_bucket: a unit's reduce-scatter may still be in flight in comm/shard_bucket)
-        just before the unit's forward and again before its recompute and backward (every backward:
-        two-pass runs two), and freed when its GEMMs are done (shard_release_unit; llama.h's
-        LlamaUnitHooks.gather/release). Under bf16 a GEMM weight is gathered as bf16, each rank
-        rounding its own slice (RNE, the forward's cast: the same bits), the embedding's table as fp32
-        (its lookup reads fp32). Gradients as 2; the update writes the slices and nothing is
-        gathered after it. Whole on every rank: the RMSNorm weights (C floats each) and a tied matrix
-        (the lookup reads its fp32 master, lm_head's GEMM its bf16 copy). Live at a rank's peak: the
-        slices, those whole tensors, 2's gradient unit in progress, and one unit's gathered weights:
-        the gathers are blocking (no prefetch of the next unit in this version). Not written for
-        LoRA (its frozen base is not sharded), --poisson (a rank with an empty physical batch would
-        skip the gathers the others run) and device buffers (no NCCL gathers): one-line errors.
+        weights are gathered whole into comm/gathered/<name> (scope "all_gather"; straight there, no
+        bucket: each rank puts its own slice in place and an all-gather of unequal slices fills the rest,
+        MPI_Iallgatherv in place on host buffers, grouped NCCL broadcasts on a side stream on device
+        buffers: comm.h's comm_allgatherv_start) for the unit's forward and again for its recompute and
+        backward (every backward: two-pass runs two), and freed when its GEMMs are done
+        (shard_release_unit; llama.h's LlamaUnitHooks.gather/release/prefetch). PREFETCH: right after a
+        unit's gather completes, the next unit's (llama.c knows the order: forward L+1, 0 .. L-1, L;
+        backward L, L-1 .. 0) is started non-blocking (shard_prefetch_unit: its buffers allocated then)
+        and completed at its own gather, so it is in flight while this unit computes;
+        DPMEM_ZERO3_PREFETCH=0 starts and completes each gather at its use instead (the same bits moved:
+        the same bits trained). Under bf16 a GEMM weight is gathered as bf16, each rank rounding its own
+        slice (RNE, the forward's cast: the same bits), the embedding's table as fp32 (its lookup reads
+        fp32). Gradients as 2; the update writes the slices and nothing is gathered after it. Whole on
+        every rank: the RMSNorm weights (C floats each) and a tied matrix (the lookup reads its fp32
+        master, lm_head's GEMM its bf16 copy). Live at a rank's peak: the slices, those whole tensors,
+        2's gradient unit in progress, and TWO units' gathered weights, the one computing and the next
+        (prefetched; one unit's with the prefetch off): tests/test_comm_zero measures them at rank 0's
+        peak. On the CPU, OpenMPI progresses a gather in flight only inside its calls (no progress
+        thread), so there the prefetch buys little time; on NCCL the side stream runs beside the compute.
+        Not written for LoRA (its frozen base is not sharded) and --poisson (a rank with an empty
+        physical batch would skip the gathers the others run): one-line errors.
    THE FP32 MASTERS (--precision bf16, both stages). Each trainable GEMM weight with a bf16 copy (the
    linear layers, an untied lm_head: llama.h's llama_master_sharded) keeps the fp32 master of this
    rank's slice only (params/<name>.shard, built by llama_build_sharded: drawn whole into a one-tensor
@@ -59,14 +67,13 @@
    order and each rank runs one physical batch a step; with several, --zero 2 adds the ranks' sums
    batch by batch (Σ_batches Σ_ranks) where the unsharded ranks add Σ_ranks Σ_batches: the same sum
    in another order (<= 1e-6 relative in tests/test_comm_zero).
-   THE BUCKET. The collectives pack slices into one bucket (comm/shard_bucket, with the model;
+   THE BUCKET. The collectives (but --zero 3's unit gathers: above) pack slices into one bucket (comm/shard_bucket, with the model;
    DPMEM_COMM_BUCKET_MB caps it as the all-reduce's; the gradient all-reduce of --zero 1 and LoRA's
    use it too), rank by rank at a fixed stride, in as many rounds as the slices need: NCCL's
    collectives take equal counts per rank, so a round's count is rank 0's (the longest) and the
    shorter ranks' parts are padding that is summed or copied but never read.
    NOT HERE (this implementation): below --zero 3 the fp32 masters under fp32 precision and the fp32
-   tensors the bf16 forward reads (above); --zero 3's prefetch (the next unit's gather in flight while
-   this one computes: it would need a non-blocking all-gather and a second gathered set); LoRA's adapters and their optimizer
+   tensors the bf16 forward reads (above); LoRA's adapters and their optimizer
    state stay replicated (the frozen base has no gradient and no optimizer state to shard); DP's
    one-sample shortcut (a physical batch of 1 clipped by scaling the whole gradient) is off under
    --zero 2 (the per-sample path runs instead). */
@@ -75,6 +82,7 @@
 
 #include <stddef.h>
 
+#include "comm.h"
 #include "safetensors.h"
 
 struct TrainState;
@@ -86,8 +94,10 @@ typedef struct Shard {
     float **m, **v;        /* AdamW's state of the slice (NULL: SGD, frozen) */
     float **g;             /* --zero 2: the slice's summed gradient, grads/<name>.shard (shard_grads.c); NULL below 2 */
     struct ShardGradQueue *q; /* --zero 2: the reductions in flight (shard_grads.c) */
-    float *gb; size_t gb_n;   /* --zero 3: the gathers' own bucket, comm/gather_bucket (floats; the reduce-scatter
-                                 of a unit may still be in flight in comm/shard_bucket while the next unit gathers) */
+    int prefetch;          /* --zero 3: the next unit's gather started while this one computes (DPMEM_ZERO3_PREFETCH, default 1) */
+    int pf_unit;           /* --zero 3: the unit whose gathers are in flight (-1: none) */
+    CommRequest *req;      /* --zero 3: [n] each tensor's gather in flight */
+    size_t *vlo, *vlen;    /* --zero 3: [world] every rank's slice of the tensor whose gather starts */
 } Shard;
 
 /* With the model (scope model_creation, after llama_build with no optimizer state of its own): the
@@ -106,6 +116,10 @@ int  shard_allgather_params(struct TrainState *s);
    "all_gather"), and freed. Every rank calls them at the same points. 0, or -1 (kbackend_error). */
 int  shard_gather_unit(void *user, int u);
 int  shard_release_unit(void *user, int u);
+/* --zero 3 (LlamaUnitHooks.prefetch): unit u's gathers started now, completed at its shard_gather_unit (the next
+   one: llama.c calls it after a unit's gather with the unit its pass gathers next); a no-op under
+   DPMEM_ZERO3_PREFETCH=0, where shard_gather_unit starts and completes each gather at once. */
+int  shard_prefetch_unit(void *user, int u);
 /* Whether any fp32 master is sharded (--zero under bf16: llama.h's llama_master_sharded). */
 int  shard_masters(const struct TrainState *s);
 /* Tensor i's sharded fp32 master, gathered whole into host (numel floats; NULL: this rank only sends)

@@ -486,10 +486,9 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         LlamaConfig mc = c->model;
         mc.grads_by_unit = c->zero >= 2;
         mc.params_by_unit = c->zero >= 3;
-        if (c->zero >= 3 && (st->frozen || kb.space != 0)) {   /* (shard.h: what --zero 3 does not cover) */
-            fprintf(stderr, "error: --zero 3 %s\n", st->frozen ? "shards trainable weights only: LoRA's frozen base is not "
-                    "sharded in this version (use --zero 1 or 2)" : "gathers host buffers over MPI only in this version (the "
-                    "CUDA backend's NCCL gathers are not written: use --zero 2 on the GPU)");
+        if (c->zero >= 3 && st->frozen) {   /* (shard.h: what --zero 3 does not cover) */
+            fprintf(stderr, "error: --zero 3 shards trainable weights only: LoRA's frozen base is not sharded in this version "
+                    "(use --zero 1 or 2)\n");
             rc = 1;
             goto out;
         }
