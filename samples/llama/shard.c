@@ -88,9 +88,12 @@ int shard_init(TrainState *s) {
     return 0;
 }
 
+static void settle_gathers(TrainState *s);
+
 void shard_free(TrainState *s) {
     Shard *h = s->shard;
     if (!h) return;
+    settle_gathers(s);
     for (int i = h->n - 1; i >= 0; i--) {
         kbuf_free(s->kb, h->v[i]);
         kbuf_free(s->kb, h->m[i]);
@@ -101,21 +104,8 @@ void shard_free(TrainState *s) {
     s->shard = NULL;
 }
 
-static int collective_on(TrainState *s, float *buf, int gather, size_t count, const char *what) {
-    if (s->kb->space == 0)
-        return gather ? comm_allgather_float(&g_comm, buf, count, what)
-                      : comm_reduce_scatter_float(&g_comm, buf, count, what);
-    int (*dev)(Comm *, float *, size_t, const char *) = gather ? comm_device_allgather : comm_device_reduce_scatter;
-    if (!dev) {
-        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
-                 "toolkit's NCCL)", what);
-        return -1;
-    }
-    return dev(&g_comm, buf, count, what);
-}
-
 static int collective(TrainState *s, int gather, size_t count, const char *what) {
-    return collective_on(s, s->comm_bucket, gather, count, what);
+    return train_collective(s, gather ? COMM_ALLGATHER : COMM_REDUCE_SCATTER, s->comm_bucket, count, what, NULL);
 }
 
 /* Rank r's part of piece q into (pack) or out of the bucket, between it and tensor set t. */
@@ -175,16 +165,6 @@ int shard_reduce_scatter_grads(TrainState *s) {
 
 /* ---- the sharded fp32 masters (--zero under bf16: llama.h's llama_master_sharded) ---------------------- */
 
-static int collective_bf16(TrainState *s, void *buf, size_t count, const char *what) {
-    if (s->kb->space == 0) return comm_allgather_bf16(&g_comm, buf, count, what);
-    if (!comm_device_allgather_bf16) {
-        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
-                 "toolkit's NCCL)", what);
-        return -1;
-    }
-    return comm_device_allgather_bf16(&g_comm, buf, count, what);
-}
-
 /* The bf16 copies of the sharded masters, every rank's slices to every rank, in rounds through the
    bucket read as 16-bit elements (twice a round's floats): each rank rounded its own slices in the
    optimizer step; half an fp32 gather's bytes. */
@@ -222,7 +202,7 @@ static int gather_copies(TrainState *s) {
                     float *b = kact_at(s->comm_bucket, (size_t)r * used + pc[q].at, KDT_BF16);
                     rc = copy_ex(s->kb, KDT_BF16, pass ? x : b, pass ? b : x, k);
                 }
-                if (pass == 0 && rc == 0) rc = collective_bf16(s, s->comm_bucket, used, what);
+                if (pass == 0 && rc == 0) rc = train_collective(s, COMM_ALLGATHER_BF16, s->comm_bucket, used, what, NULL);
             }
     }
     return rc;
@@ -269,16 +249,23 @@ static int gather_start(TrainState *s, int u) {
         const size_t lo = h->vlo[h->rank], n = h->vlen[h->rank];
         const float *mine = *llama_tensor(&m->wsh, p);
         if (n && (dt == KDT_BF16 ? narrow_buffer(s->kb, kact_at(x, lo, dt), mine, n) : copy_buffer(s->kb, x + lo, mine, n))) return -1;
-        if (s->kb->space == 0) {
-            if (comm_allgatherv_start(&g_comm, x, h->vlo, h->vlen, KDT_SIZE(dt), what, &h->req[i])) return -1;
-        } else if (!comm_device_allgatherv_start || !comm_device_request_wait) {
-            snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
-                     "toolkit's NCCL)", what);
-            return -1;
-        } else if (comm_device_allgatherv_start(&g_comm, x, h->vlo, h->vlen, KDT_SIZE(dt), what, &h->req[i])) return -1;
+        if (train_allgatherv_start(s, x, h->vlo, h->vlen, KDT_SIZE(dt), what, &h->req[i])) return -1;
     }
     h->pf_unit = u;
     return 0;
+}
+
+/* A run that failed with --zero 3 gathers in flight (a prefetch): each waited for (within DPMEM_COMM_TIMEOUT: the
+   other ranks run the same gathers) before llama_free frees its destination; one that cannot complete (a peer
+   gone, the timeout) leaves its destination allocated, as MPI or NCCL may still write there: the job ends. */
+static void settle_gathers(TrainState *s) {
+    Shard *h = s->shard;
+    LlamaModel *m = &s->model;
+    for (int i = 0; h->req && i < m->n_params; i++) {
+        if (!comm_request_pending(&h->req[i])) continue;
+        (void)comm_request_wait(&g_comm, &h->req[i]);
+        if (comm_request_pending(&h->req[i])) *gathered_slot(m, &m->params[i]) = NULL;
+    }
 }
 
 /* Unit u's gathers (started by gather_start) complete. */
@@ -287,7 +274,7 @@ static int gather_wait(TrainState *s, int u) {
     LlamaModel *m = &s->model;
     h->pf_unit = -1;
     for (int i = 0; i < m->n_params && kbackend_computes(s->kb); i++)
-        if (in_unit(m, i, u) && (s->kb->space == 0 ? comm_request_wait(&g_comm, &h->req[i]) : comm_device_request_wait(&g_comm, &h->req[i])))
+        if (in_unit(m, i, u) && comm_request_wait(&g_comm, &h->req[i]))
             return -1;
     return 0;
 }
