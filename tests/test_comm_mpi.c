@@ -28,27 +28,17 @@
 
 #include "test_dp_common.h"
 #include "test_saved_model.h"
+#include "test_mpi_launch.h"
 
-static char tmp[64];
-static char out[1 << 16];
 static const char *MPIRUN = "mpirun --oversubscribe -np 2";
 
-/* A command line (through sh), stdout+stderr into out; the exit status. */
-static int sh(const char *fmt, const char *a, const char *b, const char *c) {
+/* A command line from a format with three strings (tests/test_mpi_launch.h's sh). */
+static int shf(const char *fmt, const char *a, const char *b, const char *c) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, fmt, a, b, c);
-    char full[4200];
-    snprintf(full, sizeof full, "cd %s && %s 2>&1", tmp, cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t len = fread(out, 1, sizeof out - 1, p);
-    out[len] = 0;
-    while (fgetc(p) != EOF) {}
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return sh(cmd);
 }
 
-static const char *B;   /* absolute build dir */
 static const char *COMMON = "--model tiny --seq-len 16 --steps 3 --threads 1 --seed 5 --optimizer sgd --weight-decay 0 "
                             "--warmup-steps 0 --quiet --save-dtype f32";
 
@@ -56,7 +46,7 @@ static const char *COMMON = "--model tiny --seq-len 16 --steps 3 --threads 1 --s
 static int train(const char *prog, const char *args, int np, const char *name, Model *m) {
     char line[2048];
     snprintf(line, sizeof line, "%s%s%s/%s %s --save %s", np > 1 ? MPIRUN : "", np > 1 ? " " : "", B, prog, COMMON, name);
-    int rc = sh("%s %s%s", line, args, "");
+    int rc = shf("%s %s%s", line, args, "");
     CHECK(rc == 0, "%s %s (np %d): exit %d\n%.3000s", prog, args, np, rc, out);
     if (rc) return -1;
     char dir[256];
@@ -85,18 +75,8 @@ static long long peak_of(const char *text) {
 }
 
 int main(void) {
-    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
-        printf("SKIP test_comm_mpi: no mpirun (Debian's openmpi-bin): data parallelism not checked\n");
-        return 77;
-    }
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    static char absb[1024];
-    if (!realpath(build_dir(), absb)) { printf("FAIL: no build dir %s\n", build_dir()); return 1; }
-    B = absb;
-    snprintf(tmp, sizeof tmp, "/tmp/test_comm_mpi.XXXXXX");
-    if (!mkdtemp(tmp)) { printf("FAIL: mkdtemp\n"); return 1; }
+    const int begun = mpi_test_begin("test_comm_mpi", "data parallelism");
+    if (begun) return begun;
 
     /* a token file for Poisson sampling (it draws rows of the dataset) */
     {
@@ -130,7 +110,7 @@ int main(void) {
     /* σ = 1: identical on every rank, and the single process's noise */
     same("train_flash", "--batch-size 4 --noise-multiplier 1 --max-grad-norm 0.1 --lr 1 --noise-seed 11", "sigma 1: the same noise as 1 process");
     /* the default seed (getrandom(), rank 0's broadcast): one noise stream for the job */
-    int rc = sh("%s %s/train_flash --model tiny --seq-len 16 --steps 2 --threads 1 --batch-size 4 --noise-multiplier 1 --log run.log",
+    int rc = shf("%s %s/train_flash --model tiny --seq-len 16 --steps 2 --threads 1 --batch-size 4 --noise-multiplier 1 --log run.log",
                 MPIRUN, B, "");
     CHECK(rc == 0 && strstr(out, "all 2 ranks hold identical parameters (hash "), "sigma 1: no identical-parameters line: %.2000s", out);
     char path[512];
@@ -140,7 +120,7 @@ int main(void) {
     }
     char meta_cmd[1024];
     snprintf(meta_cmd, sizeof meta_cmd, "%s/dpmem-trace run.rank1.log -o -", B);
-    rc = sh("%s | grep -o '\"comm.[a-z_]*\":\"[^\"]*\"' | tr '\\n' ' '", meta_cmd, "", "");
+    rc = shf("%s | grep -o '\"comm.[a-z_]*\":\"[^\"]*\"' | tr '\\n' ' '", meta_cmd, "", "");
     CHECK(strstr(out, "\"comm.rank\":\"1\"") && strstr(out, "\"comm.world_size\":\"2\"") && strstr(out, "\"comm.backend\":\"mpi\""),
           "rank 1's log lacks its META comm.*: %s", out);
     /* the merged report: its per-rank rows, max and sum are the per-rank logs' own peaks */
@@ -149,12 +129,12 @@ int main(void) {
         for (int r = 0; r < 2; r++) {
             char one[512];
             snprintf(one, sizeof one, "%s/dpmem-report run.rank%d.log", B, r);
-            rc = sh("%s | sed -n 's/^peak total: .*(\\([0-9]*\\) bytes).*/\\1/p'", one, "", "");
+            rc = shf("%s | sed -n 's/^peak total: .*(\\([0-9]*\\) bytes).*/\\1/p'", one, "", "");
             peak[r] = rc == 0 ? atoll(out) : -1;
         }
         char both[512];
         snprintf(both, sizeof both, "%s/dpmem-report run.rank0.log run.rank1.log", B);
-        rc = sh("%s | awk '/^== /{on = /^== ranks of/} on'", both, "", "");
+        rc = shf("%s | awk '/^== /{on = /^== ranks of/} on'", both, "", "");
         char want0[64], want1[64], wmax[64], wsum[64];
         snprintf(want0, sizeof want0, "  0        %16lld", peak[0]);
         snprintf(want1, sizeof want1, "  1        %16lld", peak[1]);
@@ -165,7 +145,7 @@ int main(void) {
         if (!failures) printf("ok   merged report: ranks' peaks %lld and %lld, max and sum as the per-rank logs say\n", peak[0], peak[1]);
         char tr[512];
         snprintf(tr, sizeof tr, "%s/dpmem-trace run.rank0.log run.rank1.log -o -", B);
-        rc = sh("%s | grep -o '\"name\":\"dpmem: [^\"]*\"' | sort | tr '\\n' ' '", tr, "", "");
+        rc = shf("%s | grep -o '\"name\":\"dpmem: [^\"]*\"' | sort | tr '\\n' ' '", tr, "", "");
         CHECK(rc == 0 && strstr(out, "dpmem: train_flash [rank 0]") && strstr(out, "dpmem: train_flash [rank 1]"),
               "one trace of both ranks: want a process per rank, got: %s", out);
     }
@@ -176,7 +156,7 @@ int main(void) {
                  "--batch-size 4 --physical-batch 2 --threads 1 --ranks 2 --plan --check --tolerance 0 --device cpu --quiet "
                  "--out %s/suite vanilla dpsgd flash lora >/dev/null && cd %s && cat suite/check.txt suite/flash.measured.ranks.txt",
                  getenv("PWD") ? getenv("PWD") : ".", B, tmp, tmp);
-        rc = sh("%s", suite, "", "");
+        rc = shf("%s", suite, "", "");
         CHECK(rc == 0 && strstr(out, "lora ") && !strstr(out, "MISMATCH") && strstr(out, "== ranks of flash.measured: 2 of 2"),
               "run_experiments --ranks 2 --plan --check: exit %d\n%.3000s", rc, out);
         int exact = 0;
@@ -184,31 +164,31 @@ int main(void) {
         CHECK(exact == 4, "run_experiments --ranks 2 --plan --check: %d of 4 experiments exact:\n%.3000s", exact, out);
     }
     /* the plan of one rank = rank 0's measured peak */
-    rc = sh("%s %s/train_flash --model tiny --seq-len 32 --batch-size 8 --max-physical-batch-size 2 --steps 2 --threads 1", MPIRUN, B, "");
+    rc = shf("%s %s/train_flash --model tiny --seq-len 32 --batch-size 8 --max-physical-batch-size 2 --steps 2 --threads 1", MPIRUN, B, "");
     long long measured = peak_of(out);
     char plan[512];
     snprintf(plan, sizeof plan, "%s/train_flash --model tiny --seq-len 32 --batch-size 8 --max-physical-batch-size 2 --steps 2 "
              "--threads 1 --device plan --ranks 2", B);
-    rc = sh("%s", plan, "", "");
+    rc = shf("%s", plan, "", "");
     long long planned = peak_of(out);
     CHECK(rc == 0 && measured > 0 && planned == measured, "plan of one rank %lld bytes, rank 0 measured %lld", planned, measured);
     if (planned == measured && measured > 0) printf("ok   plan of one rank of 2 = rank 0's measured peak = %lld bytes\n", measured);
     /* a rank that fails, and one that is killed: the job ends, rank 0's log is readable */
-    rc = sh("timeout 60 mpirun --oversubscribe -np 1 %s/train_flash --model tiny --steps 1000 --threads 1 --quiet --log dead.log : "
+    rc = shf("timeout 60 mpirun --oversubscribe -np 1 %s/train_flash --model tiny --steps 1000 --threads 1 --quiet --log dead.log : "
             "-np 1 %s/train_flash --model tiny --steps 1000 --threads 1 --quiet --log dead.log --mem-limit 1M", B, B, "");
     CHECK(rc != 0 && rc != 124 && strstr(out, "rank 1 of 2 failed (exit 3)"), "a failing rank: exit %d, want non-zero without a hang "
           "and 'rank 1 of 2 failed':\n%.2000s", rc, out);
-    rc = sh("timeout 60 mpirun --oversubscribe -np 1 %s/train_flash --model tiny --steps 100000 --threads 1 --quiet --log killed.log : "
+    rc = shf("timeout 60 mpirun --oversubscribe -np 1 %s/train_flash --model tiny --steps 100000 --threads 1 --quiet --log killed.log : "
             "-np 1 sh -c 'ulimit -t 2; exec %s/train_flash --model tiny --steps 100000 --threads 1 --quiet --log killed.log'", B, B, "");
     CHECK(rc != 0 && rc != 124, "a killed rank: exit %d, want non-zero without a hang:\n%.2000s", rc, out);
-    rc = sh("%s/dpmem-report killed.rank0.log", B, "", "");
+    rc = shf("%s/dpmem-report killed.rank0.log", B, "", "");
     CHECK(rc == 0 && strstr(out, "peak total"), "rank 0's log after rank 1 was killed is not readable: exit %d\n%.1500s", rc, out);
     /* bad command lines */
-    rc = sh("%s %s/train_flash --model tiny --steps 1 --ranks 3", MPIRUN, B, "");
+    rc = shf("%s %s/train_flash --model tiny --steps 1 --ranks 3", MPIRUN, B, "");
     CHECK(rc != 0 && strstr(out, "--ranks 3, but the job has 2 ranks"), "--ranks 3 under -np 2: exit %d: %.1000s", rc, out);
-    rc = sh("%s/train_flash --model tiny --steps 1 --ranks 2", B, "", "");
+    rc = shf("%s/train_flash --model tiny --steps 1 --ranks 2", B, "", "");
     CHECK(rc == 1 && strstr(out, "plans only (--device plan)"), "--ranks without mpirun: exit %d: %s", rc, out);
-    rc = sh("%s %s/train_flash --model tiny --steps 1 --batch-size 3", MPIRUN, B, "");
+    rc = shf("%s %s/train_flash --model tiny --steps 1 --batch-size 3", MPIRUN, B, "");
     CHECK(rc != 0 && strstr(out, "does not divide among 2 ranks"), "--batch-size 3 on 2 ranks: exit %d: %.1000s", rc, out);
     /* ranks started with different configurations stop before the first step, naming the first field
        that differs on each rank (the same parameter count with --heads 8 against 4, and another
@@ -231,19 +211,17 @@ int main(void) {
             snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 1 %s/%s --model tiny --seq-len 16 --steps 2 --threads 1 "
                      "--batch-size 4 %s : -np 1 %s/%s --model tiny --seq-len 16 --steps 2 --threads 1 --batch-size 4 %s",
                      B, diff[k].prog, diff[k].a, B, diff[k].prog, diff[k].b);
-            rc = sh("%s", cmd, "", "");
+            rc = shf("%s", cmd, "", "");
             CHECK(rc != 0 && rc != 124 && strstr(out, diff[k].want0) && strstr(out, diff[k].want1) && !strstr(out, "identical parameters"),
                   "ranks with '%s' and '%s': exit %d, want both ranks naming the field:\n%.2000s", diff[k].a, diff[k].b, rc, out);
         }
     }
     /* --secure-seed: one noise stream for the job (rank 0's seed; each rank drew its own before) */
-    rc = sh("%s %s/train_flash --model tiny --seq-len 16 --steps 2 --threads 1 --batch-size 4 --noise-multiplier 1 --secure-seed",
+    rc = shf("%s %s/train_flash --model tiny --seq-len 16 --steps 2 --threads 1 --batch-size 4 --noise-multiplier 1 --secure-seed",
             MPIRUN, B, "");
     CHECK(rc == 0 && strstr(out, "all 2 ranks hold identical parameters (hash "), "--secure-seed on 2 ranks: exit %d:\n%.2000s", rc, out);
 
-    char rm[128];
-    snprintf(rm, sizeof rm, "rm -rf %s", tmp);
-    if (system(rm) != 0) printf("note: could not remove %s\n", tmp);
+    mpi_test_end();
     if (failures) { printf("test_comm_mpi: %d failures\n", failures); return 1; }
     printf("test_comm_mpi: OK (2 ranks = 1 process for vanilla, 8 norm x clip, LoRA, Poisson, tied; the same noise; "
            "plan per rank exact; a failing or killed rank ends the job)\n");

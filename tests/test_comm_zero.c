@@ -52,7 +52,11 @@
      - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
        process, bit for bit;
      - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 4: one line naming
-       it, a non-zero exit, no hang.
+       it, a non-zero exit, no hang;
+     - a rank that dies: killed mid-run under --zero 2; killed inside --zero 3's weight gathers and inside
+       --save's gathers (tests/mpi_die_at.c preloaded: SIGKILL at its Nth all-gather): a non-zero exit, the
+       dead rank named, no hang, and the checkpoint the save was replacing intact with no half file left;
+       a rank out of memory in the backward with a reduce-scatter in flight: its error and exit code 3.
    SKIP (77) when mpirun is missing. Binaries through DPMEM_BUILD; mpirun may run as root here. */
 #include <math.h>
 #include <stdio.h>
@@ -62,24 +66,9 @@
 
 #include "test_dp_common.h"
 #include "test_saved_model.h"
+#include "test_mpi_launch.h"
 
-static char tmp[64];
 static char last_hash[64];   /* rank 0's comm.params_hash of the last train() of several ranks */
-static char out[1 << 16];
-static const char *B;   /* absolute build dir */
-
-/* A command line (through sh, in tmp), stdout+stderr into out; the exit status. */
-static int sh(const char *cmd) {
-    char full[4600];
-    snprintf(full, sizeof full, "cd %s && %s 2>&1", tmp, cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t len = fread(out, 1, sizeof out - 1, p);
-    out[len] = 0;
-    while (fgetc(p) != EOF) {}
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 #define C 70
 #define F 173
@@ -464,19 +453,63 @@ static void check_case(const Case *k) {
     unload(&w0); unload(&w1);
 }
 
-int main(void) {
-    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
-        printf("SKIP test_comm_zero: no mpirun (Debian's openmpi-bin): sharded state not checked\n");
-        return 77;
+/* A rank killed inside a chosen all-gather (tests/mpi_die_at.c preloaded into rank 1: SIGKILL at its Nth
+   MPI_Iallgather): --zero 3's weight gathers during the first step, and --save's gathers of the sharded tensors
+   (the last all-gathers of the run). Each: a non-zero exit within the timeout (no hang: 124 is timeout's), a
+   line naming the dead rank (mpirun's, or rank 0's own when it sees the failure first), and for the save
+   nothing written half: the checkpoint saved there before is intact (model.safetensors byte for byte) and no
+   model.safetensors.tmp is left (the writer names its file only once it is whole). */
+static void killed_in_gathers(void) {
+    const char *shim = "ASAN_OPTIONS=verify_asan_link_order=0 LD_PRELOAD=%s/tests/libmpi_die_at.so";
+    char pre[1200], args[1024], cmd[4096];
+    snprintf(pre, sizeof pre, shim, B);
+    snprintf(args, sizeof args, "%s --seq-len 16 --steps 2 --threads 1 --batch-size 4 --zero 3 --quiet --save-dtype f32 --save kill_save", SHAPE);
+    /* the run whole, rank 1 counting its all-gathers; its checkpoint is the one the killed save must not spoil */
+    snprintf(cmd, sizeof cmd, "(timeout 120 mpirun --oversubscribe -np 1 %s/train_vanilla %s : -np 1 env DPMEM_TEST_COUNT_GATHERS=1 %s "
+             "%s/train_vanilla %s && cp kill_save/model.safetensors kill_saved.safetensors)", B, args, pre, B, args);
+    int rc = sh(cmd);
+    const char *n = strstr(out, "mpi_die_at: ");
+    const long gathers = n ? atol(n + 12) : 0;
+    /* 2 steps of (forward + backward) x 16 units' gathers, the params hash's 16 tensors, the save's 16 */
+    CHECK(rc == 0 && gathers == 96, "--zero 3 with rank 1 counting its all-gathers: exit %d, %ld all-gathers (want 96):\n%.2000s", rc,
+          gathers, out);
+    if (rc != 0 || gathers < 40) return;
+    const long at[2] = { 20, gathers - 2 };   /* step 1's backward; the save's second-to-last tensor */
+    const char *where[2] = { "--zero 3's weight gathers", "--save's gathers" };
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 mpirun --oversubscribe -np 1 %s/train_vanilla %s : -np 1 env DPMEM_TEST_DIE_AT_GATHER=%ld %s "
+                 "%s/train_vanilla %s", B, args, at[k], pre, B, args);
+        rc = sh(cmd);
+        const int named = strstr(out, "process rank 1") != NULL || strstr(out, "another rank died") != NULL;
+        CHECK(rc != 0 && rc != 124 && strstr(out, "killing this rank at all-gather") && named, "rank 1 killed in %s (all-gather %ld): "
+              "exit %d, want non-zero, no hang, a line naming the dead rank:\n%.2000s", where[k], at[k], rc, out);
+        if (k == 1) {
+            rc = sh("(cmp kill_save/model.safetensors kill_saved.safetensors && ls kill_save)");
+            CHECK(rc == 0 && !strstr(out, ".tmp"), "rank 1 killed in --save's gathers: the checkpoint there was spoilt or a half file "
+                  "left (want the earlier model.safetensors intact, no .tmp): %s", out);
+        }
     }
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    setenv("OMP_NUM_THREADS", "1", 1);
-    static char absb[1024];
-    if (!realpath(build_dir(), absb)) { printf("FAIL: no build dir %s\n", build_dir()); return 1; }
-    B = absb;
-    snprintf(tmp, sizeof tmp, "/tmp/test_comm_zero.XXXXXX");
-    if (!mkdtemp(tmp)) { printf("FAIL: mkdtemp\n"); return 1; }
+    if (!failures) printf("ok   a rank killed in --zero 3's gathers and in --save's: non-zero exit, the dead rank named, no hang; the "
+                          "checkpoint there intact, no half file\n");
+}
+
+/* A rank that fails (out of memory: its own --mem-limit) inside the backward of the second physical batch, with
+   --zero 2's reduce-scatter of a unit in flight: its failure path waits for the collective (the other rank runs
+   it) before freeing the bucket; the job ends with rank 1's error and exit code (3), no hang. */
+static void failing_rank_in_flight(void) {
+    char args[1024], cmd[4096];
+    snprintf(args, sizeof args, "%s --seq-len 16 --steps 3 --threads 1 --batch-size 8 --grad-accum 2 --zero 2 --quiet", SHAPE);
+    snprintf(cmd, sizeof cmd, "timeout 60 mpirun --oversubscribe -np 1 %s/train_vanilla %s : -np 1 %s/train_vanilla %s --mem-limit 4900000",
+             B, args, B, args);
+    int rc = sh(cmd);
+    CHECK(rc == 3 && strstr(out, "error: out of memory: workspace/backward.") && strstr(out, "rank 1 of 2 failed (exit 3)"),
+          "rank 1 out of memory in the backward, a reduce-scatter in flight: exit %d, want 3 and its error:\n%.2000s", rc, out);
+    if (!failures) printf("ok   a rank out of memory with a reduce-scatter in flight: its error, exit 3, no hang\n");
+}
+
+int main(void) {
+    const int begun = mpi_test_begin("test_comm_zero", "sharded state");
+    if (begun) return begun;
 
     /* AdamW without noise magnifies the last bit of a gradient near zero into a whole step (m/√v): the
        sums over samples in another order move such weights by up to lr, so vanilla is compared with one
@@ -597,10 +630,10 @@ int main(void) {
     rc = sh(cmd);
     CHECK(rc != 0 && rc != 124, "a killed rank under --zero 2: exit %d, want non-zero without a hang:\n%.2000s", rc, out);
     if (!failures) printf("ok   bad input: --zero without mpirun, --zero 4, ranks with different --zero, a killed rank\n");
+    killed_in_gathers();
+    failing_rank_in_flight();
 
-    char rm[128];
-    snprintf(rm, sizeof rm, "rm -rf %s", tmp);
-    if (system(rm) != 0) printf("note: could not remove %s\n", tmp);
+    mpi_test_end();
     if (failures) { printf("test_comm_zero: %d failures\n", failures); return 1; }
     printf("test_comm_zero: OK (--zero 1, 2 and 3 on 2 and 4 ranks = unsharded bit for bit, = 1 process to 1e-6, noise included; "
            "plans = rank 0's peak)\n");

@@ -40,8 +40,10 @@
 #   zero      --zero 2 --ranks 1 (a job of one rank: NCCL's per-unit reduce-scatter in the backward, all-gather), flash+bk and
 #             vanilla = unsharded, bit for bit; each peak = its plan; bf16 --zero 1 --ranks 1 (sharded fp32 masters,
 #             the bf16 copies gathered as ncclBfloat16, --save gathered) = unsharded bf16, the saved files byte for byte;
-#             bf16 --zero 3 --ranks 1 (each unit's weights gathered by NCCL on a side stream, the next unit's in flight;
-#             and DPMEM_ZERO3_PREFETCH=0) = unsharded bf16, byte for byte; its peak = its plan
+#             bf16 --zero 3 --ranks 1 (each unit's weights gathered by NCCL, the next unit's in flight; and
+#             DPMEM_ZERO3_PREFETCH=0) = unsharded bf16, byte for byte; its peak = its plan; each sharded run's log
+#             says NCCL ran (META comm.backend = nccl); 1b T=1024 --zero 2 --ranks 1 with the reduction overlapped
+#             (NCCL's own stream) and serial (DPMEM_COMM_OVERLAP=0): step times, their ratio
 #   lorabf16  LoRA under bf16 (the base in bf16 alone, adapters unmerged): tiny's last loss on the CPU and
 #             the GPU within 5e-3; 1b T=512 r16 in physical batches of 1, its peak = its plan
 #   sanitize  tests/test_cuda_ops_sanitize.sh: memcheck, racecheck, synccheck of test_cuda_kernels, a planted
@@ -57,15 +59,25 @@ B=${DPMEM_BUILD:-build/gpu}
 case "$mode" in
 build)
   # build/gpu keeps the objects (rebuilds stay incremental); what travels is a stripped copy of the
-  # programs in $R (64 MiB at most with the libraries), run there as DPMEM_BUILD=$R
+  # programs in $R (64 MiB at most with the libraries), run there as DPMEM_BUILD=$R.
+  # NCCL: the trainers link the toolkit's libnccl.so.2 (mk/trainer.mk, for the zero stage's collectives) but do
+  # not carry it (218 MB, past the 64 MiB a lent machine takes): the GPU machine has NCCL in its python3's
+  # torch wheel (nvidia.nccl, ../shared/gpu/README.md), which .gpu/env.sh puts on LD_LIBRARY_PATH; the run's
+  # library check below stops at once, naming libnccl.so.2, where it is not there.
   R=${DPMEM_RUN_DIR:-build/gpu-run}
-  progs="tests/test_cuda_kernels tests/test_dp_cuda_gpu tests/test_cuda_gpu tests/cuda_sanitize_plant bench/bench_cuda_kernels train_vanilla train_flash train_ghost train_dpsgd train_lora dpmem-report"
-  make -j"$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)" BUILD="$B" CUDA_ARCH=${CUDA_ARCH:-sm_90} NCCL_LIBDIR= \
+  progs="tests/test_cuda_kernels tests/test_dp_cuda_gpu tests/test_cuda_gpu tests/cuda_sanitize_plant bench/bench_cuda_kernels train_vanilla train_flash train_ghost train_dpsgd train_lora dpmem-report dpmem-trace"
+  make -j"$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)" BUILD="$B" CUDA_ARCH=${CUDA_ARCH:-sm_90} \
       $(for p in $progs; do printf '%s/%s ' "$B" "$p"; done) || exit 1
+  for p in train_vanilla train_flash; do   # (a build folder made before NCCL was linked: make clean it)
+    readelf -d "$B/$p" | grep -q 'libnccl\.so' || { echo "gpu_session build: $B/$p does not link NCCL (no nccl.h or libnccl.so under CUDA_HOME?)" >&2; exit 1; }
+  done
   rm -rf "$R" && mkdir -p "$R/tests" "$R/bench" || exit 1
   for p in $progs; do cp "$B/$p" "$R/$p" && strip -g "$R/$p" || exit 1; done
-  sh "${PACK:-../shared/gpu/pack.sh}" "$R" .gpu
-  exit $? ;;
+  sh "${PACK:-../shared/gpu/pack.sh}" "$R" .gpu || exit 1
+  kib=$(du -skc "$R" .gpu | tail -1 | cut -f1)
+  echo "gpu_session build: $R and .gpu carry $kib KiB (the limit: 65536 KiB)"
+  [ "$kib" -le 65536 ] || { echo "gpu_session build: past the 64 MiB a lent machine takes" >&2; exit 1; }
+  exit 0 ;;
 run|dry-run) ;;
 *) echo "usage: gpu_session.sh build | dry-run OUT [STAGES] | run OUT [STAGES]" >&2; exit 2 ;;
 esac
@@ -77,14 +89,14 @@ SUM=$OUT/summary.txt
 TAB=$OUT/table.md
 dry=0; [ "$mode" = dry-run ] && dry=1
 if [ $dry = 0 ] && ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu_session: no GPU (nvidia-smi -L failed): use dry-run here" | tee -a "$SUM"; exit 77; fi
-for p in tests/test_cuda_kernels tests/test_dp_cuda_gpu tests/test_cuda_gpu bench/bench_cuda_kernels train_vanilla train_flash dpmem-report; do
+for p in tests/test_cuda_kernels tests/test_dp_cuda_gpu tests/test_cuda_gpu bench/bench_cuda_kernels train_vanilla train_flash dpmem-report dpmem-trace; do
   [ -x "$B/$p" ] || { echo "gpu_session: $B/$p is missing: run 'sh kernels/cuda/gpu_session.sh build' here first" | tee -a "$SUM"; exit 1; }
 done
 
 say() { printf '%s\n' "$*" | tee -a "$SUM"; }
 # every library each program needs must resolve here (cuDNN from torch's wheel, the carried ones):
 # a run that cannot start its programs stops now, with the names, rather than step by step
-missing=$(for p in tests/test_cuda_kernels bench/bench_cuda_kernels train_vanilla dpmem-report; do ldd "$B/$p"; done 2>&1 | grep "not found" | sort -u)
+missing=$(for p in tests/test_cuda_kernels bench/bench_cuda_kernels train_vanilla train_flash dpmem-report; do ldd "$B/$p"; done 2>&1 | grep "not found" | sort -u)
 [ -z "$missing" ] || { say "gpu_session: libraries not found: $(echo $missing)"; exit 1; }
 # step STAGE SECONDS NAME COMMAND...: COMMAND under timeout, output to OUT/STAGE.log, a line to the summary
 step() {
@@ -140,6 +152,23 @@ dp_rows() {
   done
 }
 
+# saved_same STAGE PROGRAM "ARGS" "SHARDED" [NOTE]: the run of ARGS unsharded and with the SHARDED flags, each saved
+# (f32) on the GPU: the two model.safetensors byte for byte, and the sharded run's log says NCCL ran (META
+# comm.backend = nccl: a job of one rank sets it when its communicator is made). Dry run: the same steps on the
+# CPU (host buffers: no NCCL, so META comm.backend = none there), which checks the steps themselves.
+saved_same() {
+  st=$1 prog=$2 args=$3 sharded=$4 note=${5:+ $5} dev=cuda want=nccl
+  [ $dry = 1 ] && dev=cpu want=none
+  d0=$OUT/saved0.tmp d1=$OUT/saved1.tmp log=$OUT/saved1.log.tmp
+  rm -rf "$d0" "$d1" "$log"
+  step "$st" 120 "$prog unsharded, saved ($dev)" "$B/$prog" $args --device $dev --save "$d0" --save-dtype f32
+  step "$st" 120 "$prog $sharded$note, saved ($dev)" "$B/$prog" $args $sharded --device $dev --save "$d1" --save-dtype f32 --log "$log"
+  step "$st" 30 "$prog $sharded$note = unsharded, bit for bit" cmp "$d0/model.safetensors" "$d1/model.safetensors"
+  step "$st" 30 "$prog $sharded$note: META comm.backend = $want" \
+      sh -c "\"$B/dpmem-trace\" \"$log\" -o - | grep -o '\"comm.backend\":\"[a-z]*\"' | tee /dev/stderr | grep -q '\"$want\"'"
+  rm -rf "$d0" "$d1" "$log"
+}
+
 DPMEM_CUDA_TIMING=1; export DPMEM_CUDA_TIMING   # the GPU time of every scope, in every run's log
 say "gpu_session $mode $(date -u +%Y-%m-%dT%H:%MZ): $( [ $dry = 1 ] && echo 'no GPU (dry run)' || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1); stages: $STAGES"
 for stage in $STAGES; do
@@ -193,48 +222,42 @@ for stage in $STAGES; do
     train long "vanilla, 2 samples (physical 1)" 32768 train_vanilla $a --batch-size 1 --grad-accum 2
     train long "flash+bk, 2 samples (physical 1)" 32768 train_flash $a --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk ;;
   zero)  # --zero 2 as a job of one rank (--ranks 1, no mpirun there): each gradient unit's reduce-scatter
-         # (device buffers: NCCL over one rank, inside the backward for vanilla, in book-keeping's formation
-         # for flash+bk) and the all-gather; the full-size gradient buffers exist one unit at a time. One
-         # physical batch a step (--zero 2 adds each physical batch's sum into the slices: with several,
-         # another order than the unsharded accumulation), so the weights equal the unsharded run's bit for
-         # bit; each peak its plan (the table's plan column)
+         # (device buffers: NCCL over one rank, on NCCL's communication stream beside the backward's kernels for
+         # vanilla, in book-keeping's formation for flash+bk) and the all-gather; the full-size gradient buffers
+         # exist one unit at a time. One physical batch a step (--zero 2 adds each physical batch's sum into the
+         # slices: with several, another order than the unsharded accumulation), so the weights equal the
+         # unsharded run's bit for bit; each peak its plan (the table's plan column); each sharded run's log
+         # says NCCL ran (META comm.backend = nccl, set when the communicator is made)
     echo "" >>"$TAB"; echo "| tiny T=64 flash+bk sigma 1 / vanilla, 1 rank | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
     a="--model tiny --seq-len 64 --batch-size 4 --max-physical-batch-size 4 --steps 3 --noise-multiplier 1 --noise-seed 11 --quiet"
     v="--model tiny --seq-len 64 --batch-size 4 --steps 3 --quiet"
     train zero "flash+bk unsharded" 256 train_flash $a
     train zero "flash+bk --zero 2 --ranks 1 (NCCL collectives)" 256 train_flash $a --zero 2 --ranks 1
     train zero "vanilla --zero 2 --ranks 1 (NCCL, in the backward)" 256 train_vanilla $v --zero 2 --ranks 1
-    if [ $dry = 0 ]; then
-      for p in flash vanilla; do
-        args=$a; [ $p = vanilla ] && args=$v
-        rm -rf "$OUT/zero0.tmp" "$OUT/zero2.tmp"
-        step zero 120 "$p unsharded, saved" "$B/train_$p" $args --device cuda --save "$OUT/zero0.tmp" --save-dtype f32
-        step zero 120 "$p --zero 2 --ranks 1, saved" "$B/train_$p" $args --device cuda --zero 2 --ranks 1 --save "$OUT/zero2.tmp" --save-dtype f32
-        step zero 30 "$p --zero 2 --ranks 1 = unsharded, bit for bit" cmp "$OUT/zero0.tmp/model.safetensors" "$OUT/zero2.tmp/model.safetensors"
-      done
-      rm -rf "$OUT/zero0.tmp" "$OUT/zero2.tmp"
-    fi
+    saved_same zero train_flash "$a" "--zero 2 --ranks 1"
+    saved_same zero train_vanilla "$v" "--zero 2 --ranks 1"
     # bf16: the GEMM weights' fp32 masters sharded (params/<name>.shard), their bf16 copies all-gathered with
     # ncclBfloat16, --save gathered tensor by tensor: the same file as the unsharded bf16 run's
     a="$a --precision bf16"
     train zero "bf16 unsharded" 256 train_flash $a
     train zero "bf16 --zero 1 --ranks 1 (sharded masters, NCCL bf16 gather)" 256 train_flash $a --zero 1 --ranks 1
-    if [ $dry = 0 ]; then
-      rm -rf "$OUT/zero0.tmp" "$OUT/zero1.tmp"
-      step zero 120 "bf16 unsharded, saved" "$B/train_flash" $a --device cuda --save "$OUT/zero0.tmp" --save-dtype f32
-      step zero 120 "bf16 --zero 1 --ranks 1, saved" "$B/train_flash" $a --device cuda --zero 1 --ranks 1 --save "$OUT/zero1.tmp" --save-dtype f32
-      step zero 30 "bf16 --zero 1 --ranks 1 = unsharded, bit for bit" cmp "$OUT/zero0.tmp/model.safetensors" "$OUT/zero1.tmp/model.safetensors"
-      rm -rf "$OUT/zero0.tmp" "$OUT/zero1.tmp"
-    fi
+    saved_same zero train_flash "$a" "--zero 1 --ranks 1"
     train zero "bf16 --zero 3 --ranks 1 (NCCL gathers, prefetch)" 256 train_flash $a --zero 3 --ranks 1
-    if [ $dry = 0 ]; then
-      rm -rf "$OUT/zero0.tmp" "$OUT/zero3.tmp" "$OUT/zero3n.tmp"
-      step zero 120 "bf16 unsharded, saved" "$B/train_flash" $a --device cuda --save "$OUT/zero0.tmp" --save-dtype f32
-      step zero 120 "bf16 --zero 3 --ranks 1, saved" "$B/train_flash" $a --device cuda --zero 3 --ranks 1 --save "$OUT/zero3.tmp" --save-dtype f32
-      step zero 120 "bf16 --zero 3 --ranks 1, no prefetch, saved" env DPMEM_ZERO3_PREFETCH=0 "$B/train_flash" $a --device cuda --zero 3 --ranks 1 --save "$OUT/zero3n.tmp" --save-dtype f32
-      step zero 30 "bf16 --zero 3 --ranks 1 = unsharded, bit for bit (prefetch on, off)" sh -c "cmp $OUT/zero0.tmp/model.safetensors $OUT/zero3.tmp/model.safetensors && cmp $OUT/zero0.tmp/model.safetensors $OUT/zero3n.tmp/model.safetensors"
-      rm -rf "$OUT/zero0.tmp" "$OUT/zero3.tmp" "$OUT/zero3n.tmp"
-    fi ;;
+    saved_same zero train_flash "$a" "--zero 3 --ranks 1"
+    DPMEM_ZERO3_PREFETCH=0; export DPMEM_ZERO3_PREFETCH
+    saved_same zero train_flash "$a" "--zero 3 --ranks 1" "(DPMEM_ZERO3_PREFETCH=0)"
+    unset DPMEM_ZERO3_PREFETCH
+    # the reduction overlapped with the backward (NCCL's stream beside the compute stream, the default) against
+    # the serial one (DPMEM_COMM_OVERLAP=0: each unit's collective waited for at once): 1b T=1024 vanilla bf16,
+    # --zero 2 --ranks 1 (one rank: a reduce-scatter is a copy on the device, so this measures the overlap's
+    # cost and what it hides of the copies, not a network's time); step time as a ratio
+    echo "" >>"$TAB"; echo "| 1b T=1024 vanilla bf16 --zero 2 --ranks 1 | ms/step | tokens/s | peak B | plan |" >>"$TAB"; echo "|---|---|---|---|---|" >>"$TAB"
+    o="--model 1b --seq-len 1024 --batch-size 1 --steps 5 --precision bf16 --quiet --zero 2 --ranks 1"
+    train zero "overlapped reduce-scatter (default)" 1024 train_vanilla $o; ov=$ROW_MS
+    DPMEM_COMM_OVERLAP=0; export DPMEM_COMM_OVERLAP
+    train zero "serial reduce-scatter (DPMEM_COMM_OVERLAP=0)" 1024 train_vanilla $o; se=$ROW_MS
+    unset DPMEM_COMM_OVERLAP
+    say "zero: the serial reduction's step is $(ratio "$se" "$ov" %.3f)x the overlapped one's (1 rank, NCCL)" ;;
   classify)   # sequence classification on the GPU: the same first loss as the CPU, and peaks = plans
     if [ $dry = 0 ]; then
       c="--model tiny --task classify --num-labels 3 --pad-id 0 --seq-len 16 --batch-size 4 --steps 1 --seed 5"

@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static size_t bucket_floats(void) {
     const char *e = getenv("DPMEM_COMM_BUCKET_MB");
@@ -22,15 +23,43 @@ static size_t bucket_floats(void) {
     return (size_t)mb * (1u << 20) / sizeof(float);
 }
 
+/* A device buffer's collective where no NCCL is linked: -1 with the error; else 0. */
+static int no_nccl(TrainState *s, const char *what) {
+    if (s->kb->space == 0 || comm_device_start) return 0;
+    snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA toolkit's NCCL)", what);
+    return -1;
+}
+
+int train_allgatherv_start(TrainState *s, void *buf, const size_t *lo, const size_t *len, size_t elem, const char *what, CommRequest *r) {
+    memset(r, 0, sizeof *r);
+    if (no_nccl(s, what)) return -1;
+    return s->kb->space == 0 ? comm_allgatherv_start(&g_comm, buf, lo, len, elem, what, r)
+                             : comm_device_allgatherv_start(&g_comm, buf, lo, len, elem, what, r);
+}
+
+int train_collective(TrainState *s, CommOp op, void *buf, size_t count, const char *what, CommRequest *r) {
+    if (r) memset(r, 0, sizeof *r);
+    if (no_nccl(s, what)) return -1;
+    if (s->kb->space != 0) {
+        CommRequest own;
+        if (comm_device_start(&g_comm, op, buf, count, what, r ? r : &own)) return -1;
+        return r ? 0 : comm_request_wait(&g_comm, &own);
+    }
+    if (r && (op == COMM_ALLREDUCE || op == COMM_REDUCE_SCATTER))
+        return op == COMM_ALLREDUCE ? comm_allreduce_start(&g_comm, buf, count, what, r) : comm_reduce_scatter_start(&g_comm, buf, count, what, r);
+    if (r) { snprintf(s->kb->err, sizeof s->kb->err, "%s: no non-blocking host collective of this kind", what); return -1; }
+    switch (op) {
+    case COMM_ALLREDUCE:      return comm_allreduce_float(&g_comm, buf, count, what);
+    case COMM_REDUCE_SCATTER: return comm_reduce_scatter_float(&g_comm, buf, count, what);
+    case COMM_ALLGATHER:      return comm_allgather_float(&g_comm, buf, count, what);
+    case COMM_ALLGATHER_BF16: return comm_allgather_bf16(&g_comm, buf, count, what);
+    }
+    return -1;
+}
+
 static int sum_bucket(TrainState *s, size_t n, const char *what) {
     if (!kbackend_computes(s->kb)) return 0;
-    if (s->kb->space == 0) return comm_allreduce_float(&g_comm, s->comm_bucket, n, what);
-    if (!comm_device_allreduce) {
-        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with "
-                 "the CUDA toolkit's NCCL)", what);
-        return -1;
-    }
-    return comm_device_allreduce(&g_comm, s->comm_bucket, n, what);
+    return train_collective(s, COMM_ALLREDUCE, s->comm_bucket, n, what, NULL);
 }
 
 /* A position in a list of tensors (NULL ones skipped). */

@@ -22,9 +22,11 @@ int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *what) = 
 int (*comm_device_reduce_scatter)(Comm *c, float *dev, size_t count, const char *what) = NULL;
 int (*comm_device_allgather)(Comm *c, float *dev, size_t count, const char *what) = NULL;
 int (*comm_device_allgather_bf16)(Comm *c, void *dev, size_t count, const char *what) = NULL;
+int (*comm_device_start)(Comm *c, CommOp op, void *dev, size_t count, const char *what, CommRequest *r) = NULL;
+int (*comm_device_test)(Comm *c, CommRequest *r, int *done) = NULL;
+int (*comm_device_wait)(Comm *c, CommRequest *r) = NULL;
 int (*comm_device_allgatherv_start)(Comm *c, void *dev, const size_t *lo, const size_t *len, size_t elem, const char *what,
                                     CommRequest *r) = NULL;
-int (*comm_device_request_wait)(Comm *c, CommRequest *r) = NULL;
 
 static const char *launcher_env(void) {
     static const char *const names[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", NULL };
@@ -310,10 +312,13 @@ int comm_allgatherv_start(Comm *c, void *buf, const size_t *lo, const size_t *le
 int comm_request_test(Comm *c, CommRequest *r, int *done) {
     *done = 1;
     if (!r->id) return 0;
+    if (r->device) return comm_device_test(c, r, done);
 #ifdef HAVE_MPI
     int flag = 0;
+    if (r->failed) return -1;   /* (said when it failed) */
     if (MPI_Test(&g_requests[r->id], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
         fprintf(stderr, "error: rank %d: %s failed in MPI (another rank died?)\n", c->rank, r->what);
+        r->failed = 1;
         return -1;
     }
     if (!flag) { *done = 0; return 0; }
@@ -327,6 +332,7 @@ int comm_request_test(Comm *c, CommRequest *r, int *done) {
 }
 
 int comm_request_wait(Comm *c, CommRequest *r) {
+    if (r->id && r->device) return comm_device_wait(c, r);   /* (NCCL's: the stream's event, its async error) */
     const double t0 = now_s();   /* the timeout counts while waiting (a poll finds it undone while MPI had no
                                     call to progress it in: the backward may take longer than any timeout) */
     for (long k = 0;; k++) {
@@ -337,6 +343,7 @@ int comm_request_wait(Comm *c, CommRequest *r) {
         if (el > c->timeout_s) {
             fprintf(stderr, "error: rank %d: %s did not complete in %.0f s (DPMEM_COMM_TIMEOUT): another rank died "
                     "or is stuck; ending the job\n", c->rank, r->what, c->timeout_s);
+            r->failed = 1;
             return -1;
         }
         if (el > 0.002) {   /* as wait_request: spin a little, then leave the core to others */

@@ -63,9 +63,15 @@ int comm_allgather_bf16(Comm *c, void *buf, size_t count, const char *what);
    started now, completed later by comm_request_test (polls once: MPI progresses the collective in
    its calls) or comm_request_wait; the timeout (DPMEM_COMM_TIMEOUT) counts while waiting. The reduce-scatter's layout is comm_reduce_scatter_float's
    (this rank's sum at its own part once complete). A request is 0 when nothing is in flight (one
-   rank, no MPI: complete at once). At most COMM_MAX_REQUESTS in flight. 0, or -1 after a one-line error. */
+   rank, no MPI: complete at once). At most COMM_MAX_REQUESTS in flight. 0, or -1 after a one-line error.
+   A request of a device collective (comm_device_start) completes through the same two calls. */
 #define COMM_MAX_REQUESTS 16
-typedef struct { int id; int scatter; float *buf; size_t count; double t0; const char *what; } CommRequest;
+typedef struct {
+    int id;                /* 0: nothing in flight */
+    int device;            /* a device collective's (comm_device_start) */
+    int failed;            /* its test or wait failed (a peer gone, the timeout): still in flight, never waited again */
+    int scatter; float *buf; size_t count; double t0; const char *what;
+} CommRequest;
 int comm_reduce_scatter_start(Comm *c, float *buf, size_t count, const char *what, CommRequest *r);
 int comm_allreduce_start(Comm *c, float *buf, size_t n, const char *what, CommRequest *r);
 int comm_request_test(Comm *c, CommRequest *r, int *done);
@@ -75,6 +81,9 @@ int comm_request_wait(Comm *c, CommRequest *r);
    this rank's own slice already in place; every rank's slice to every rank (MPI_Iallgatherv in place,
    started now, completed by comm_request_wait; lo and len are copied). With one rank nothing moves. */
 int comm_allgatherv_start(Comm *c, void *buf, const size_t *lo, const size_t *len, size_t elem, const char *what, CommRequest *r);
+/* Whether r still has a collective in flight: its buffer must not be freed or reused until it completes (a
+   failed one never does: the job ends with its buffer left alone). */
+static inline int comm_request_pending(const CommRequest *r) { return r->id != 0; }
 /* Root's bytes to every rank. */
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
 
@@ -86,13 +95,24 @@ extern int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *w
 extern int (*comm_device_reduce_scatter)(Comm *c, float *dev, size_t count, const char *what);
 extern int (*comm_device_allgather)(Comm *c, float *dev, size_t count, const char *what);
 extern int (*comm_device_allgather_bf16)(Comm *c, void *dev, size_t count, const char *what);   /* ncclBfloat16 */
-/* comm_allgatherv_start on a device buffer (NCCL: a group of one in-place broadcast per rank's slice, on a side
-   stream, after the work queued so far on the default stream: the gather runs while the kernels queued after
-   it compute); comm_device_request_wait completes it within the timeout, the default stream after it. These
-   run with one rank too. */
+/* The collectives by kind, for the non-blocking device path below (and train.h's train_collective). */
+typedef enum { COMM_ALLREDUCE, COMM_REDUCE_SCATTER, COMM_ALLGATHER, COMM_ALLGATHER_BF16 } CommOp;
+/* A device collective started without blocking the host (NCCL; NULL where comm_nccl.c is not linked): in
+   place on dev in the layout of the blocking ones above (count: an all-reduce's n, else a rank's part),
+   enqueued on NCCL's own communication stream after what the compute stream (the legacy default stream, the
+   CUDA backend's) has queued so far, so that the compute stream goes on meanwhile. Nothing on the compute
+   stream may touch dev until comm_request_test finds it done or comm_request_wait returns: both make the
+   compute stream wait for the collective's completion (an event), so its later kernels read the result.
+   With one rank too. 0 (r holds the request), or -1 after a one-line error. */
+extern int (*comm_device_start)(Comm *c, CommOp op, void *dev, size_t count, const char *what, CommRequest *r);
+/* Set with comm_device_start: comm_request_test and _wait pass a device request to them. */
+extern int (*comm_device_test)(Comm *c, CommRequest *r, int *done);
+extern int (*comm_device_wait)(Comm *c, CommRequest *r);
+/* comm_allgatherv_start on a device buffer (NCCL: a group of one in-place broadcast per rank's slice), started
+   as comm_device_start's collectives are (on the communication stream, after the compute stream's work so
+   far) and completed by comm_request_test / comm_request_wait. With one rank too. */
 extern int (*comm_device_allgatherv_start)(Comm *c, void *dev, const size_t *lo, const size_t *len, size_t elem, const char *what,
                                            CommRequest *r);
-extern int (*comm_device_request_wait)(Comm *c, CommRequest *r);
 
 /* "run.log" -> "run.rank3.log" ("run" -> "run.rank3"): each rank's own log. */
 void comm_rank_path(char *out, size_t n, const char *path, int rank);

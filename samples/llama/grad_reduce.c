@@ -15,8 +15,13 @@
    unit event and waited for at the bucket's reuse and before the update (train_allreduce_grads).
    Two buckets (comm/shard_bucket or comm/allreduce_bucket, and comm/overlap_bucket) take turns; results
    are applied in the order the collectives started, so DPMEM_COMM_OVERLAP=0 (each collective waited
-   at once, one bucket) computes the same bits. NCCL (device buffers) runs each collective at once on
-   the stream. The order of the collectives is the units' (L, L-1 .. 0, L+1) on every rank.
+   at once, one bucket) computes the same bits. On a device (NCCL, samples/llama/comm_nccl.c) the same: a
+   collective runs on NCCL's communication stream while the backward's kernels go on on the compute stream,
+   and its completion (an event, polled at the unit events) is waited for at the bucket's reuse and before
+   the update. The order of the collectives is the units' (head, L-1 .. 0, embedding) on every rank.
+   A FAILED RUN (train_grad_reduce_free): a round still in flight is waited for (within DPMEM_COMM_TIMEOUT:
+   the other ranks run the same collectives) before its bucket is freed; one that cannot complete (a peer
+   gone, the timeout) leaves its bucket allocated, as MPI or NCCL may still write there: the job ends.
    Plan backend: the same allocations and frees, no collective. */
 #include "train.h"
 #include "shard.h"
@@ -140,8 +145,7 @@ static int wait_all(TrainState *s) {
     return 0;
 }
 
-/* The round in slot `next`: packed, its collective started (and with no overlap, or on a device,
-   finished at once). */
+/* The round in slot `next`: packed, its collective started (and with no overlap finished at once). */
 static int launch(TrainState *s) {
     GradQueue *q = queue(s);
     Slot *sl = &q->slot[q->next];
@@ -153,27 +157,14 @@ static int launch(TrainState *s) {
         const size_t count = sl->used;
         rc = pack(s, sl);
         if (rc == 0 && kbackend_computes(s->kb)) {
-            if (s->kb->space == 0)
-                rc = q->sharded ? comm_reduce_scatter_start(&g_comm, sl->buf, count, what_of(q), &sl->req)
-                                : comm_allreduce_start(&g_comm, sl->buf, count, what_of(q), &sl->req);
-            else {
-                int (*dev)(Comm *, float *, size_t, const char *) = q->sharded ? comm_device_reduce_scatter : comm_device_allreduce;
-                if (!dev) {
-                    snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
-                             "toolkit's NCCL)", what_of(q));
-                    rc = -1;
-                } else {
-                    memset(&sl->req, 0, sizeof sl->req);   /* enqueued on the stream: complete for the host */
-                    rc = dev(&g_comm, sl->buf, count, what_of(q));
-                }
-            }
+            rc = train_collective(s, q->sharded ? COMM_REDUCE_SCATTER : COMM_ALLREDUCE, sl->buf, count, what_of(q), &sl->req);
             sl->busy = rc == 0;
         } else if (rc == 0) sl->busy = 1;   /* plan: nothing moves; applied (a no-op) at its completion */
     }
     train_phase_add(s, TRAIN_PH_ALLREDUCE, t0);
     q->next = (q->next + 1) % q->n_slots;
     if (rc) return -1;
-    if (!q->overlap || s->kb->space != 0 || !kbackend_computes(s->kb)) {
+    if (!q->overlap || !kbackend_computes(s->kb)) {
         int done;
         return complete(s, sl, 1, &done);
     }
@@ -358,8 +349,13 @@ void train_grad_reduce_free(TrainState *s) {
     if (!q) return;
     s->model.units = (LlamaUnitHooks){ 0 };
     for (int k = q->n_slots - 1; k >= 0; k--) {
-        if (q->slot[k].owned) kbuf_free(s->kb, q->slot[k].buf);
-        free(q->slot[k].parts);
+        Slot *sl = &q->slot[k];
+        /* a run that failed with a round in flight: the collective may still write into the bucket */
+        if (sl->busy && comm_request_pending(&sl->req)) (void)comm_request_wait(&g_comm, &sl->req);
+        if (comm_request_pending(&sl->req)) {   /* (the loop's bucket: train_allreduce_free / shard_free leave it too) */
+            if (!sl->owned) s->comm_bucket = NULL;
+        } else if (sl->owned) kbuf_free(s->kb, sl->buf);
+        free(sl->parts);
     }
     free(q->reduced);
     if (s->shard && s->shard->g) {

@@ -480,10 +480,10 @@ int llama_forward(LlamaModel *m) {
     if (m->cfg.task == LLAMA_TASK_CLASSIFY)
         TRY(classify_prepare(kb, m->last, m->labels, m->host_stage, m->tokens, m->targets, B, T, V, m->cfg.pad_id));
     SAVE(a->embed, (size_t)N * C, "activations/embed_tokens");
-    TRY(unit_gather(m, m->L + 1, 0));   /* (block 0, or the head where L = 0) */
+    TRY(unit_gather(m, llama_unit_embed(m), 0));   /* (block 0, or the head where L = 0) */
     if (m->w.embed_tokens) TRY(embedding_forward_ex(kb, dt, a->embed, m->tokens, m->w.embed_tokens, N, C));
     else TRY(bf16_lookup(m, a->embed));
-    TRY(unit_weights(m, m->L + 1, 0));
+    TRY(unit_weights(m, llama_unit_embed(m), 0));
     const float *x = a->embed;
     for (int l = 0; l < m->L; l++) {
         TRY(unit_gather(m, l, l + 1));   /* (block L-1's next: the head, unit L) */
@@ -496,9 +496,9 @@ int llama_forward(LlamaModel *m) {
     TRY(rmsnorm_forward_ex(kb, dt, a->lnf, a->lnf_rstd, x, m->w.norm, N, C, m->cfg.norm_eps));
     a->holds_dx = 0;
     SAVE32(a->logits, (size_t)N * V, "activations/logits");
-    TRY(unit_gather(m, m->L, -1));   /* (the backward's first gather is this unit's again, after the loss) */
+    TRY(unit_gather(m, llama_unit_head(m), -1));   /* (the backward's first gather is this unit's again, after the loss) */
     TRY(linear_forward(m, -1, W_LM_HEAD, KDT_F32, a->logits, a->lnf, dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, C, V, 0.0f));
-    return unit_weights(m, m->L, 0);
+    return unit_weights(m, llama_unit_head(m), 0);
 }
 
 int llama_loss_positions(const LlamaModel *m) { return m->cfg.task == LLAMA_TASK_CLASSIFY ? 1 : m->T; }
@@ -561,13 +561,13 @@ int llama_unit_embed(const LlamaModel *m) { return m->L + 1; }
 
 int llama_grad_unit(const LlamaModel *m, int i) {
     const ParamInfo *p = &m->params[i];
-    if (p->which == W_EMBED_TOKENS) return m->L + 1;
-    if (p->which == W_NORM || p->which == W_LM_HEAD) return m->L;
+    if (p->which == W_EMBED_TOKENS) return llama_unit_embed(m);
+    if (p->which == W_NORM || p->which == W_LM_HEAD) return llama_unit_head(m);
     return p->layer;
 }
 
 int llama_unit_writes(const LlamaModel *m, int u, int i) {
-    return llama_grad_unit(m, i) == u || (u == m->L && m->cfg.tie_embeddings && m->params[i].which == W_EMBED_TOKENS);
+    return llama_grad_unit(m, i) == u || (u == llama_unit_head(m) && m->cfg.tie_embeddings && m->params[i].which == W_EMBED_TOKENS);
 }
 
 int llama_unit_event(LlamaModel *m, int unit, int done) {
@@ -698,16 +698,16 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         CK(rmsnorm_forward_ex(kb, dt, a->lnf, a->lnf_rstd, x_last, m->w.norm, N, C, eps));
     }
     if (scale) CK(scale_samples(kb, a->lnf, scale, B, (size_t)T * C));
-    CK(unit_event(m, h, m->L, 0));
-    CK(unit_gather(m, m->L, m->L - 1));
+    CK(unit_event(m, h, llama_unit_head(m), 0));
+    CK(unit_gather(m, llama_unit_head(m), m->L - 1));   /* (then block L-1) */
     CK(linear_backward(m, h, -1, W_LM_HEAD, reuse ? NULL : d_norm, a->logits, a->lnf,
                        dt == KDT_BF16 ? m->w16.lm_head : m->w.lm_head, m->dw.lm_head, N, C, V, 0.0f));
-    CK(unit_weights(m, m->L, 0));
+    CK(unit_weights(m, llama_unit_head(m), 0));
     if (stash) CK(copy_ex(kb, dt, a->lnf, d_norm, (size_t)N * C));
     CK(drop(m, &a->logits, h));
     CK(zero_ex(kb, dt, d_resid, (size_t)N * C));
     CK(norm_backward(m, h, -1, W_NORM, d_resid, d_norm, x_last, m->w.norm, m->dw.norm, a->lnf_rstd, scale));
-    CK(unit_event(m, h, m->L, 1));
+    CK(unit_event(m, h, llama_unit_head(m), 1));
     CK(drop(m, &a->lnf, h));
     CK(drop(m, &a->lnf_rstd, h));
 
@@ -781,12 +781,12 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
         CK(drop(m, &s->ln1_rstd, h));
     }
     {
-        CK(unit_event(m, h, m->L + 1, 0));
+        CK(unit_event(m, h, llama_unit_embed(m), 0));
         int r = hook(m, h, -1, W_EMBED_TOKENS, NULL, NULL, d_resid, C, C);
         if (r < 0) goto done;
         if (scale) CK(scale_samples(kb, d_resid, scale, B, (size_t)T * C));   /* its last use */
         if (!(r & GRAD_HOOK_SKIP_DW) && m->dw.embed_tokens) CK(embedding_backward_ex(kb, dt, m->dw.embed_tokens, m->tokens, d_resid, N, C, m->V));
-        CK(unit_event(m, h, m->L + 1, 1));
+        CK(unit_event(m, h, llama_unit_embed(m), 1));
     }
     CK(drop(m, &a->embed, h));
     a->holds_dx = stash;

@@ -663,6 +663,36 @@ int safetensors_write(const char *path, const SafeTensorsWrite *tensors, int n, 
     return safetensors_write_fetched(path, tensors, n, meta_keys, meta_values, n_meta, NULL, NULL, err, errlen);
 }
 
+/* An unnamed file in path's folder (O_TMPFILE; NULL where the file system or kernel has none: the caller
+   writes a named .tmp instead). */
+static FILE *open_unnamed(const char *path, int *anon) {
+#ifdef O_TMPFILE
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if ((size_t)(slash - path) < sizeof dir) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else return NULL;
+    int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) { close(fd); return NULL; }
+    *anon = 1;
+    return f;
+#else
+    (void)path; (void)anon;
+    return NULL;
+#endif
+}
+
+/* The whole unnamed file given the name tmp (renamed over the path after): 1, or 0 (errno set). */
+static int name_unnamed(FILE *f, const char *tmp) {
+    if (fflush(f) != 0) return 0;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(f));
+    unlink(tmp);   /* (a stale one from an older writer) */
+    return linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0;
+}
+
 int safetensors_write_fetched(const char *path, const SafeTensorsWrite *tensors, int n, const char *const *meta_keys,
                               const char *const *meta_values, int n_meta, int (*fetch)(void *user, int i, const float **data),
                               void *user, char *err, size_t errlen) {
@@ -706,7 +736,12 @@ int safetensors_write_fetched(const char *path, const SafeTensorsWrite *tensors,
     char *tmp = malloc(strlen(path) + 8);
     if (!tmp) { free(h.s); return fail(err, errlen, "%s: out of memory", path); }
     sprintf(tmp, "%s.tmp", path); /* written aside, then renamed: a reader never sees half a file */
-    FILE *f = fopen(tmp, "wb");
+    /* and where the file system allows, written with no name at all until it is whole (O_TMPFILE, named by
+       linkat at the end): a writer killed mid-write (an MPI job ended by a dead rank, --save's gathers)
+       leaves no half file behind, not even the .tmp */
+    int anon = 0;
+    FILE *f = open_unnamed(path, &anon);
+    if (!f) f = fopen(tmp, "wb");
     if (!f) {
         fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         free(h.s); free(tmp);
@@ -737,6 +772,7 @@ int safetensors_write_fetched(const char *path, const SafeTensorsWrite *tensors,
         }
     }
     free(stage);
+    if (ok && anon) ok = name_unnamed(f, tmp);
     if (fclose(f) != 0) ok = 0;
     if (!ok || rename(tmp, path) != 0) {
         if (unfetched >= 0) fail(err, errlen, "%s: tensor '%s' could not be fetched: nothing written", path, tensors[unfetched].name);

@@ -89,9 +89,12 @@ int shard_init(TrainState *s) {
     return 0;
 }
 
+static void settle_gathers(TrainState *s);
+
 void shard_free(TrainState *s) {
     Shard *h = s->shard;
     if (!h) return;
+    settle_gathers(s);
     for (int i = h->n - 1; i >= 0; i--) {
         kbuf_free(s->kb, h->v[i]);
         kbuf_free(s->kb, h->m[i]);
@@ -102,21 +105,8 @@ void shard_free(TrainState *s) {
     s->shard = NULL;
 }
 
-static int collective_on(TrainState *s, float *buf, int gather, size_t count, const char *what) {
-    if (s->kb->space == 0)
-        return gather ? comm_allgather_float(&g_comm, buf, count, what)
-                      : comm_reduce_scatter_float(&g_comm, buf, count, what);
-    int (*dev)(Comm *, float *, size_t, const char *) = gather ? comm_device_allgather : comm_device_reduce_scatter;
-    if (!dev) {
-        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
-                 "toolkit's NCCL)", what);
-        return -1;
-    }
-    return dev(&g_comm, buf, count, what);
-}
-
 static int collective(TrainState *s, int gather, size_t count, const char *what) {
-    return collective_on(s, s->comm_bucket, gather, count, what);
+    return train_collective(s, gather ? COMM_ALLGATHER : COMM_REDUCE_SCATTER, s->comm_bucket, count, what, NULL);
 }
 
 /* Rank r's part of piece q into (pack) or out of the bucket, between it and tensor set t. */
@@ -176,16 +166,6 @@ int shard_reduce_scatter_grads(TrainState *s) {
 
 /* ---- the sharded fp32 masters (--zero under bf16: llama.h's llama_master_sharded) ---------------------- */
 
-static int collective_bf16(TrainState *s, void *buf, size_t count, const char *what) {
-    if (s->kb->space == 0) return comm_allgather_bf16(&g_comm, buf, count, what);
-    if (!comm_device_allgather_bf16) {
-        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
-                 "toolkit's NCCL)", what);
-        return -1;
-    }
-    return comm_device_allgather_bf16(&g_comm, buf, count, what);
-}
-
 /* The bf16 copies of the sharded masters, every rank's slices to every rank, in rounds through the
    bucket read as 16-bit elements (twice a round's floats): each rank rounded its own slices in the
    optimizer step; half an fp32 gather's bytes. */
@@ -223,7 +203,7 @@ static int gather_copies(TrainState *s) {
                     float *b = kact_at(s->comm_bucket, (size_t)r * used + pc[q].at, KDT_BF16);
                     rc = copy_ex(s->kb, KDT_BF16, pass ? x : b, pass ? b : x, k);
                 }
-                if (pass == 0 && rc == 0) rc = collective_bf16(s, s->comm_bucket, used, what);
+                if (pass == 0 && rc == 0) rc = train_collective(s, COMM_ALLGATHER_BF16, s->comm_bucket, used, what, NULL);
             }
     }
     return rc;
@@ -251,7 +231,7 @@ static int in_unit(const LlamaModel *m, int i, int u) {
 
 /* Tensor i's gather into x (numel elements of type dt) started: this rank's slice put in place (bf16 from an
    fp32 slice: rounded, RNE as the forward's cast; a frozen base kept in bf16 alone: its bf16 slice as it is),
-   every rank's slice to every rank non-blocking (comm.h: comm_allgatherv_start) into *req. */
+   every rank's slice to every rank non-blocking (train.h: train_allgatherv_start, MPI or NCCL) into *req. */
 static int tensor_gather_start(TrainState *s, int i, float *x, KDtype dt, CommRequest *req) {
     Shard *h = s->shard;
     LlamaModel *m = &s->model;
@@ -262,17 +242,7 @@ static int tensor_gather_start(TrainState *s, int i, float *x, KDtype dt, CommRe
     const float *mine = *llama_tensor(&m->wsh, p);
     if (n && (llama_slice_dt(m, p) == dt ? copy_ex(s->kb, dt, kact_at(x, lo, dt), mine, n) : narrow_buffer(s->kb, kact_at(x, lo, dt), mine, n)))
         return -1;
-    if (s->kb->space == 0) return comm_allgatherv_start(&g_comm, x, h->vlo, h->vlen, KDT_SIZE(dt), what, req);
-    if (!comm_device_allgatherv_start || !comm_device_request_wait) {
-        snprintf(s->kb->err, sizeof s->kb->err, "%s: this program has no NCCL for device buffers (build with the CUDA "
-                 "toolkit's NCCL)", what);
-        return -1;
-    }
-    return comm_device_allgatherv_start(&g_comm, x, h->vlo, h->vlen, KDT_SIZE(dt), what, req);
-}
-
-static int request_wait(TrainState *s, CommRequest *req) {
-    return s->kb->space == 0 ? comm_request_wait(&g_comm, req) : comm_device_request_wait(&g_comm, req);
+    return train_allgatherv_start(s, x, h->vlo, h->vlen, KDT_SIZE(dt), what, req);
 }
 
 /* Unit u's gathers started, straight into their destinations: each sharded tensor's comm/gathered/<name>
@@ -295,13 +265,27 @@ static int gather_start(TrainState *s, int u) {
     return 0;
 }
 
+/* A run that failed with --zero 3 gathers in flight (a prefetch): each waited for (within DPMEM_COMM_TIMEOUT: the
+   other ranks run the same gathers) before llama_free frees its destination; one that cannot complete (a peer
+   gone, the timeout) leaves its destination allocated, as MPI or NCCL may still write there: the job ends. */
+static void settle_gathers(TrainState *s) {
+    Shard *h = s->shard;
+    LlamaModel *m = &s->model;
+    for (int i = 0; h->req && i < m->n_params; i++) {
+        if (!comm_request_pending(&h->req[i])) continue;
+        (void)comm_request_wait(&g_comm, &h->req[i]);
+        if (comm_request_pending(&h->req[i])) *gathered_slot(m, &m->params[i]) = NULL;
+    }
+}
+
 /* Unit u's gathers (started by gather_start) complete. */
 static int gather_wait(TrainState *s, int u) {
     Shard *h = s->shard;
     LlamaModel *m = &s->model;
     h->pf_unit = -1;
     for (int i = 0; i < m->n_params && kbackend_computes(s->kb); i++)
-        if (in_unit(m, i, u) && request_wait(s, &h->req[i])) return -1;
+        if (in_unit(m, i, u) && comm_request_wait(&g_comm, &h->req[i]))
+            return -1;
     return 0;
 }
 
@@ -362,7 +346,10 @@ float *shard_gather_tensor(TrainState *s, int i) {
     float *x = kbuf_alloc(s->kb, p->numel * KDT_SIZE(dt), tag);
     CommRequest req;
     memset(&req, 0, sizeof req);
-    if (x && kbackend_computes(s->kb) && (tensor_gather_start(s, i, x, dt, &req) || request_wait(s, &req))) { kbuf_free(s->kb, x); return NULL; }
+    if (x && kbackend_computes(s->kb) && (tensor_gather_start(s, i, x, dt, &req) || comm_request_wait(&g_comm, &req))) {
+        if (!comm_request_pending(&req)) kbuf_free(s->kb, x);   /* (one that cannot complete: MPI or NCCL may still write there) */
+        return NULL;
+    }
     return x;
 }
 

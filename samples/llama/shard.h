@@ -20,7 +20,7 @@
         slice alone (params/<name>.shard, under fp32 precision too; no whole bf16 copy). A unit's
         weights are gathered whole into comm/gathered/<name> (scope "all_gather"; straight there, no
         bucket: each rank puts its own slice in place and an all-gather of unequal slices fills the rest,
-        MPI_Iallgatherv in place on host buffers, grouped NCCL broadcasts on a side stream on device
+        MPI_Iallgatherv in place on host buffers, grouped NCCL broadcasts on NCCL's communication stream on device
         buffers: comm.h's comm_allgatherv_start) for the unit's forward and again for its recompute and
         backward (every backward: two-pass runs two), and freed when its GEMMs are done
         (shard_release_unit; llama.h's LlamaUnitHooks.gather/release/prefetch). PREFETCH: right after a
@@ -36,7 +36,7 @@
         2's gradient unit in progress, and TWO units' gathered weights, the one computing and the next
         (prefetched; one unit's with the prefetch off): tests/test_comm_zero measures them at rank 0's
         peak. On the CPU, OpenMPI progresses a gather in flight only inside its calls (no progress
-        thread), so there the prefetch buys little time; on NCCL the side stream runs beside the compute.
+        thread), so there the prefetch buys little time; on NCCL the communication stream runs beside the compute.
         LoRA: the frozen base is what is sharded (llama.h's llama_base_sharded: each frozen GEMM weight
         held as this rank's slice, params/<name>.bf16.shard of its bf16 values under bf16,
         params/<name>.shard under fp32, gathered per unit as above, bf16 slices as they are); the

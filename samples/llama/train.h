@@ -61,6 +61,7 @@
 #ifndef TRAIN_H
 #define TRAIN_H
 
+#include "comm.h"
 #include "config.h"
 #include "data.h"
 #include "llama.h"
@@ -130,6 +131,14 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy);
    s->loss the ranks' mean); the loop calls it after the last physical batch, before before_update, so
    a DP strategy's noise is added once, to the sum. 0, or -1 with kbackend_error / a line on stderr. */
 int  train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int count, const char *what);
+/* One collective (comm.h's CommOp) in place on a buffer of the backend: over MPI on host buffers, over NCCL
+   on device buffers (a program linked without NCCL: kbackend_error says so). r NULL: run to completion;
+   else started (the host: the all-reduce and the reduce-scatter; a device: every op) and completed by
+   comm_request_test / comm_request_wait. 0, or -1 with kbackend_error / a line on stderr. */
+int  train_collective(TrainState *s, CommOp op, void *buf, size_t count, const char *what, CommRequest *r);
+/* --zero 3's gather of a whole tensor's unequal slices into buf, started (comm.h: comm_allgatherv_start, on a
+   device comm_device_allgatherv_start), completed by comm_request_wait. 0, or -1 as train_collective. */
+int  train_allgatherv_start(TrainState *s, void *buf, const size_t *lo, const size_t *len, size_t elem, const char *what, CommRequest *r);
 int  train_allreduce_grads(TrainState *s);
 int  train_allreduce_prepare(TrainState *s);   /* the bucket, with the model (scope model_creation) */
 void train_allreduce_free(TrainState *s);
