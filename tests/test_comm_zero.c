@@ -4,7 +4,7 @@
    lm_head are larger than a rank's part of a 1 MiB bucket (DPMEM_COMM_BUCKET_MB=1 in one case: the
    collectives run in several rounds, pieces of one tensor in each). Each run trains 3 steps with
    AdamW (whose m and v are what --zero 1 shards) and saves the model (f32). For each case:
-     - N ranks with --zero 1, 2 and 3 (3: not LoRA, not --poisson) train bit for bit the weights of N ranks
+     - N ranks with --zero 1, 2 and 3 (LoRA and --poisson too) train bit for bit the weights of N ranks
        without sharding
        (the same sums, the same noise z(seed, step, i) added to coordinate i by the rank that owns it,
        the same elementwise update; the reduce-scatter adds the ranks' parts in the all-reduce's
@@ -30,6 +30,15 @@
      - the grads category is the whole model's under --zero 1,
        and under --zero 2 and 3 4 bytes per float of rank 0's slices plus at most one gradient unit's
        full-size buffers (a block, the final norm with lm_head, or the embedding: llama.h), exactly;
+     - --zero 3 with LoRA (fp32: merged, re-merged on the weight gathered whole; bf16: the base in bf16 alone,
+       its bf16 slices gathered): the frozen base's bytes at rank 0's peak = its slices of the GEMM weights
+       (4 or 2 bytes each) + the embedding and the RMSNorm weights whole + the GEMM weights gathered there (none,
+       a unit's, or two consecutive units' with the prefetch), exactly; --init-from keeps the slices only (the
+       resumed run = unsharded);
+     - --zero 3 with --poisson: a rank whose physical batch drew no row runs it on padding rows of weight 0 (every
+       unit's gathers as the others run them): a step where one rank's batch is empty and the other's is not
+       happens (the ranks' dp.poisson_empty_batches differ), and the saved model is --zero 2's byte for byte (whose
+       empty batches only reduce-scatter zeros: the same sums in the same order);
      - --zero 3: params at the peak = 4 x rank 0's slices + 4 x the RMSNorm weights whole (+ a tied
        matrix whole, and its bf16 copy under bf16), exactly; params + grads + optimizer <= the unsharded
        run's / N + what is held whole + one unit's gradient + rank 0's remainder (the memory goal); the
@@ -42,8 +51,8 @@
        bit for bit, at --zero 0 and 2; a tied lm_head; Poisson sampling (empty physical batches);
      - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
        process, bit for bit;
-     - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 4, --zero 3
-       with LoRA or --poisson: one line naming it, a non-zero exit, no hang;
+     - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 4: one line naming
+       it, a non-zero exit, no hang;
      - a rank that dies: killed mid-run under --zero 2; killed inside --zero 3's weight gathers and inside
        --save's gathers (tests/mpi_die_at.c preloaded: SIGKILL at its Nth all-gather): a non-zero exit, the
        dead rank named, no hang, and the checkpoint the save was replacing intact with no half file left;
@@ -302,6 +311,65 @@ static void scopes_check(const char *name, int z, const char *what) {
           "%s --zero 3: rank 0's trace lacks comm/gathered/<name> or has comm/gather_bucket: %s", what, out);
 }
 
+/* --zero 3 with LoRA: the frozen base at rank 0's measured peak = rank 0's slices of the GEMM weights (bf16: 2
+   bytes each, the slices of the base kept in bf16 alone; fp32: 4) + the embedding (bf16 alone under bf16: C is
+   even) and the RMSNorm weights whole (params, its log's breakdown), + the GEMM weights gathered whole there
+   (comm/gathered/<name>, from its trace: none, one unit's, or the unit computing and the next one's in flight:
+   a block's seven, lm_head), exactly; and at most the largest two consecutive units' at any time (a block's
+   and lm_head's: merged LoRA's re-merge and --save gather one tensor at a time). */
+static void lora_base_check(const char *name, int np, int bf16, const char *what) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/dpmem-report %s.rank0.log", B, name);
+    if (sh(cmd) != 0) { CHECK(0, "%s: dpmem-report %s.rank0.log failed: %.1000s", what, name, out); return; }
+    const long long params = category_at_peak(out, "params");
+    const int e = bf16 ? 2 : 4;
+    const long long vc = 1001LL * C, norms = (2LL * L + 1) * C;
+    const long long slices = e * gemm_floats(1001, np, 0), whole = (long long)e * vc + 4 * norms;
+    CHECK(params == slices + whole, "%s: %d ranks --zero 3: params at the peak %lld bytes, want rank 0's slices %lld + the embedding "
+          "and norms whole %lld = %lld", what, np, params, slices, whole, slices + whole);
+    const long long block = (long long)e * (4LL * C * C + 3LL * C * F), head = (long long)e * vc;
+    char log0[128];
+    snprintf(log0, sizeof log0, "%s.rank0.log", name);
+    long long tpeak, gath, most;
+    gathered_at_peak(log0, &tpeak, &gath, &most);
+    const int at = gath == 0 || gath == block || gath == head || gath == 2 * block || gath == block + head;
+    CHECK(tpeak > 0 && at && most == block + head, "%s: %d ranks --zero 3: the frozen base gathered at rank 0's peak %lld bytes (want none, "
+          "a block's %lld, lm_head's %lld or two consecutive units'), at most %lld (want a block's and lm_head's, %lld)", what, np, gath,
+          block, head, most, block + head);
+    if (params == slices + whole && tpeak > 0 && at && most == block + head)
+        printf("ok   %-40s np %d zero 3: frozen base at the peak = slices %lld + embedding and norms %lld + gathered %lld (%s); at most "
+               "%lld gathered\n", what, np, slices, whole, gath, gath == 0 ? "none" : gath == head ? "lm_head" : gath == block ? "a block" :
+               gath == 2 * block ? "two blocks" : "a block and lm_head", most);
+}
+
+/* --zero 3 with --poisson: the ranks ran different numbers of physical batches with no row drawn
+   (dp.poisson_empty_batches, each rank's log): at some step one rank's batch was empty while another's had
+   rows, and the collectives still matched (the run finished, its weights checked above). Such a batch runs
+   on padding rows of weight 0: zero gradients reduce-scattered where --zero 2 reduce-scatters zeros without
+   running the model, the same sums in the same order: the saved model is --zero 2's file byte for byte. */
+static void poisson_empty_check(const char *name, int np, const char *what) {
+    char z2[512];
+    snprintf(z2, sizeof z2, "cmp z2_%d/model.safetensors %s/model.safetensors", np, name);
+    const int same = sh(z2) == 0;
+    CHECK(same, "%s: %d ranks --zero 3: model.safetensors differs from --zero 2's (the empty batches' zero gradients): %s", what, np,
+          out);
+    if (same) printf("ok   %-40s np %d zero 3: = --zero 2 file for file (its empty batches run on padding rows)\n", what, np);
+    long long first = -1;
+    int differ = 0;
+    for (int r = 0; r < np; r++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s/dpmem-trace %s.rank%d.log -o - | grep -o '\"dp.poisson_empty_batches\":\"\\?[0-9]*' | tr -dc 0-9",
+                 B, name, r);
+        const long long n = sh(cmd) == 0 && out[0] ? atoll(out) : -1;
+        CHECK(n >= 0, "%s: %d ranks --zero 3: rank %d's log has no dp.poisson_empty_batches: %s", what, np, r, out);
+        if (r == 0) first = n; else differ |= n != first;
+    }
+    CHECK(differ, "%s: %d ranks --zero 3: every rank ran %lld empty physical batches: no step had one rank's batch empty and "
+          "another's not (the case checks nothing; change the seed)", what, np, first);
+    if (differ) printf("ok   %-40s np %d zero 3: ranks with different empty physical batches (rank 0: %lld) stay in step\n", what,
+                       np, first);
+}
+
 static void check_case(const Case *k) {
     Model w0, w1;
     char a0[1024];
@@ -330,12 +398,12 @@ static void check_case(const Case *k) {
         if (train(k->prog, k->args, np, 0, k->env, name, &wr)) continue;
         char hash_r[64];
         snprintf(hash_r, sizeof hash_r, "%s", last_hash);
-        /* (--zero 3 shards trainable weights, not LoRA's frozen base; nor runs with Poisson sampling: bad input below) */
-        const int zmax = strstr(k->prog, "lora") || strstr(k->args, "--poisson") ? 2 : 3;
-        for (int z = 1; z <= zmax; z++) {
+        for (int z = 1; z <= 3; z++) {
             snprintf(name, sizeof name, "z%d_%d", z, np);
             if (train(k->prog, k->args, np, z, k->env, name, &wz)) continue;
             if (k->vocab) scopes_check(name, z, k->what);
+            if (z == 3 && strstr(k->prog, "lora")) lora_base_check(name, np, strstr(k->args, "--precision bf16") != NULL, k->what);
+            if (z == 3 && strstr(k->args, "--poisson")) poisson_empty_check(name, np, k->what);
             const double bits = maxdiff(&wz, &wr), rel = maxdiff(&wz, &w1) / big;
             const int exact = z == 1 || micro_of(k, np) == 1;   /* the same order of the sums (micro_of) */
             if (exact) CHECK(bits == 0, "%s: %d ranks --zero %d vs %d ranks unsharded: max diff %g (want bit for bit)", k->what, np, z, np, bits);
@@ -465,8 +533,8 @@ int main(void) {
           "direct+bk fp32 sigma 1, serial", "DPMEM_COMM_OVERLAP=0", 1, 1001, 1, 2, 0, 0 },
         { "train_flash", "--lr 1e-2 --norm mixed --precision bf16 --checkpoint-activations --noise-multiplier 1 --max-grad-norm 0.1 "
           "--noise-seed 11", "mixed+bk bf16 ckpt sigma 1", "", 1, 1001, 1, 0, 0, 0 },
-        { "train_lora", "--lr 1e-2 --lora-rank 4 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11 --checkpoint-activations",
-          "LoRA flash+bk ckpt sigma 1", "", 0, 0, 1, 0, 0, 0 },
+        { "train_lora", "--lr 1e-2 --lora-rank 4 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11 --checkpoint-activations --check-finite",
+          "LoRA flash+bk ckpt sigma 1", "", 1, 0, 1, 0, 0, 1 },
         /* a tied lm_head (its gradient is the embedding's: complete only after the embedding's unit), and
            Poisson sampling (physical batches with no rows on one rank and rows on another: --zero 2 still
            runs every unit's reduce-scatter there, of zeros, or the ranks' collectives would not match) */
@@ -481,7 +549,7 @@ int main(void) {
         { "train_flash", "--lr 1e-2 --precision bf16 --tie-embeddings --max-physical-batch-size 2 --noise-multiplier 1 --max-grad-norm 0.1 "
           "--noise-seed 11", "flash+bk bf16 tied sigma 1", "", 0, 1001, 1, 2, 0, 0 },
         { "train_lora", "--lr 1e-2 --lora-rank 4 --precision bf16 --noise-multiplier 1 --max-grad-norm 0.1 --noise-seed 11",
-          "LoRA bf16 sigma 1", "", 0, 0, 1, 0, 0, 0 },
+          "LoRA bf16 sigma 1", "", 1, 0, 1, 0, 0, 1 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_case(&cases[k]);
 
@@ -551,15 +619,6 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "%s/train_vanilla %s --steps 1 --zero 4", B, SHAPE);
     rc = sh(cmd);
     CHECK(rc == 1 && strstr(out, "--zero needs an integer in [0, 3], got '4'"), "--zero 4: exit %d: %s", rc, out);
-    /* --zero 3 where it is not written: LoRA (its frozen base is not sharded), --poisson */
-    snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 2 %s/train_lora %s --steps 1 --threads 1 --lora-rank 4 --zero 3", B, SHAPE);
-    rc = sh(cmd);
-    CHECK(rc != 0 && rc != 124 && strstr(out, "error: --zero 3 shards trainable weights only: LoRA's frozen base is not sharded"),
-          "LoRA --zero 3: exit %d, want a one-line error:\n%.2000s", rc, out);
-    snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 2 %s/train_flash %s --steps 1 --threads 1 --poisson --zero 3", B, SHAPE);
-    rc = sh(cmd);
-    CHECK(rc != 0 && rc != 124 && strstr(out, "error: --zero 3 with --poisson is not supported in this version"),
-          "--poisson --zero 3: exit %d, want a one-line error:\n%.2000s", rc, out);
     snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 1 %s/train_flash %s --steps 2 --threads 1 --batch-size 4 --zero 1 : "
              "-np 1 %s/train_flash %s --steps 2 --threads 1 --batch-size 4 --zero 2", B, SHAPE, B, SHAPE);
     rc = sh(cmd);
@@ -570,8 +629,7 @@ int main(void) {
              "-np 1 sh -c 'ulimit -t 2; exec %s/train_vanilla %s --steps 100000 --threads 1 --quiet --zero 2'", B, SHAPE, B, SHAPE);
     rc = sh(cmd);
     CHECK(rc != 0 && rc != 124, "a killed rank under --zero 2: exit %d, want non-zero without a hang:\n%.2000s", rc, out);
-    if (!failures) printf("ok   bad input: --zero without mpirun, --zero 4, LoRA --zero 3, --poisson --zero 3, ranks with different "
-                          "--zero, a killed rank\n");
+    if (!failures) printf("ok   bad input: --zero without mpirun, --zero 4, ranks with different --zero, a killed rank\n");
     killed_in_gathers();
     failing_rank_in_flight();
 

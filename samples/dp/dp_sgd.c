@@ -24,6 +24,7 @@
 #include "dp_sgd.h"
 #include "llama/checkpoint.h"
 #include "llama/comm.h"
+#include "llama/shard.h"
 #include "dpmem.h"
 #include "noise.h"
 #include "cuda/kernels_cuda.h"   /* plain C: the GPU twins' declarations and KCUDA_MAX_B */
@@ -210,8 +211,8 @@ static int lora_setup(DpSgd *d, TrainState *s) {
         if (lora_build(l, d->kb, p->name, i, p->cols, p->rows, r, alpha, adam, (unsigned long long)s->cfg->seed, m->dt)) return -1;
         d->lora_of[i] = d->n_lora++;
         if (d->unmerged) { d->unmerged[i] = l; continue; }
-        float *W = *llama_tensor(&m->w, p);
-        if (lora_merge(l, d->kb, W, 1.0f)) return -1;        /* B = 0: W is unchanged, but say what is meant */
+        float *W = *llama_tensor(&m->w, p);   /* (NULL: --zero 3 holds this rank's slice alone; B = 0 adds nothing) */
+        if (W && lora_merge(l, d->kb, W, 1.0f)) return -1;   /* B = 0: W is unchanged, but say what is meant */
     }
     for (int k = 0; k < 2 * d->n_lora; k++) d->lps[k].used = -1;
     if (!(s->cfg->quiet || d->cfg.quiet_dp)) {
@@ -312,12 +313,6 @@ static int init_inner(DpSgd *d, TrainState *s) {
         if (!ok) return fail(d, "%s", "the noise seed: getrandom() failed (give --noise-seed N to run with a known seed)");
     }
     accountant_init(&d->acc);
-    /* --zero 3 gathers every unit's weights at each forward and backward, on every rank at once: a rank whose
-       Poisson draw left a physical batch empty runs neither (train_grad_reduce_idle mirrors only --zero 2's
-       reduce-scatters), so its gathers would not match the others' */
-    if (d->cfg.poisson && s->cfg->zero >= 3)
-        return fail(d, "%s", "--zero 3 with --poisson is not supported in this version (a rank with an empty physical batch "
-                    "would skip the weight gathers the other ranks run): use --zero 2");
     if (d->cfg.lora_rank > 0 && lora_setup(d, s)) return -1;
     /* (not under --zero 2: the shortcut scales the whole gradient after the backward, which --zero 2 never holds) */
     d->shortcut = (B == 1 && s->cfg->grad_accum == 1 && d->n_lora == 0 && !d->cfg.poisson && s->cfg->zero < 2);
@@ -1066,11 +1061,11 @@ static int shortcut_clip(DpSgd *d, TrainState *s) {
     return collect_stats(d, 1);
 }
 
+static int physical_batch_rows(DpSgd *d, TrainState *s, int real);
+
 int dp_sgd_physical_batch(void *user, TrainState *s) {
     DpSgd *d = user;
-    LlamaModel *m = &s->model;
-    const int B = m->B;
-    const float per_sample_scale = 1.0f / llama_loss_positions(m);   /* g_b = ∇ (mean over the sequence's loss terms: T, classify 1) */
+    const int B = s->model.B;
     int real = B;                                /* rows of this physical batch that are data */
     if (!d->cfg.seed_given && !d->seed_shared) {  /* one noise stream for the job: rank 0's drawn seed (no rank has
                                                      --noise-seed: train.c compared the configurations) */
@@ -1081,10 +1076,29 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
         if (s->micro == 0) poisson_draw(d, s);
         long first = (long)s->micro * B;
         real = d->n_rows - first < B ? (int)(d->n_rows - first) : B;
-        if (real <= 0) return train_grad_reduce_idle(s);   /* this step drew fewer rows: nothing to do (--zero 2: the
-                                                              units' reduce-scatters still run, of zeros, as on every rank) */
+        if (real <= 0) {
+            d->empty_batches++;
+            /* this step drew fewer rows: nothing to do (--zero 2: the units' reduce-scatters still run, of zeros, as on
+               every rank); --zero 3 gathers each unit's weights at every forward and backward, on every rank at once:
+               the whole physical batch runs on padding rows of weight 0 (exactly zero gradients), its loss left out */
+            if (s->cfg->zero < 3) return train_grad_reduce_idle(s);
+            const double loss_sum = s->loss_sum;
+            const long loss_n = s->loss_n;
+            int rc = poisson_upload(d, s, first, 0) || physical_batch_rows(d, s, 0);
+            s->loss_sum = loss_sum; s->loss_n = loss_n;
+            return rc ? -1 : 0;
+        }
         if (poisson_upload(d, s, first, real)) return -1;
     }
+    return physical_batch_rows(d, s, real);
+}
+
+/* The physical batch in the model (its first `real` rows data, the rest padding of loss weight 0): forward,
+   per-sample norms, clipping, the clipped sum. */
+static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
+    LlamaModel *m = &s->model;
+    const int B = m->B;
+    const float per_sample_scale = 1.0f / llama_loss_positions(m);   /* g_b = ∇ (mean over the sequence's loss terms: T, classify 1) */
     s->data_rows = real;                         /* the loss the loop logs is the data rows' */
     if (train_forward(s)) return -1;
     if (d->shortcut) {
@@ -1181,26 +1195,41 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
 
 /* ---- once per logical batch ---------------------------------------------------------------------- */
 
-/* The adapters' optimizer step (the loop's only updates model tensors): unmerge, update, re-merge
-   (merged form only), zero the adapters' gradients. */
+/* One adapter's step: unmerge from W (merged form; unmerged: W unused), update, re-merge, its gradients zeroed. */
+static int lora_update(DpSgd *d, TrainState *s, LoraAdapter *l, float *W, int adam) {
+    const TrainConfig *c = s->cfg;
+    const size_t na = (size_t)l->r * l->IC, nb = (size_t)l->OC * l->r;
+    if (!d->unmerged && lora_merge(l, d->kb, W, -1.0f)) return -1;
+    if (adam) {
+        if (adamw_update(d->kb, l->A, l->dA, l->mA, l->vA, na, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1) ||
+            adamw_update(d->kb, l->B, l->dB, l->mB, l->vB, nb, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1))
+            return -1;
+    } else if (sgd_update(d->kb, l->A, l->dA, na, s->lr, c->weight_decay) || sgd_update(d->kb, l->B, l->dB, nb, s->lr, c->weight_decay))
+        return -1;
+    if (!d->unmerged && lora_merge(l, d->kb, W, 1.0f)) return -1;
+    return fill_buffer(d->kb, l->dA, 0.0f, na) || fill_buffer(d->kb, l->dB, 0.0f, nb) ? -1 : 0;
+}
+
+/* The adapters' optimizer step (the loop's only updates model tensors). --zero 3 holds this rank's slice of
+   a merged base alone: the weight is gathered whole for the merges (shard_gather_tensor: the same GEMMs on
+   the same values as an unsharded rank's, so the same bits), this rank's slice of the result kept. */
 static int lora_step(DpSgd *d, TrainState *s) {
     DPMEM_SCOPE("optimizer_step");
-    const TrainConfig *c = s->cfg;
-    const int adam = !strcmp(c->optimizer, "adamw");
+    const int adam = !strcmp(s->cfg->optimizer, "adamw");
     LlamaModel *m = &s->model;
     for (int k = 0; k < d->n_lora; k++) {
         LoraAdapter *l = &d->lora[k];
-        float *W = *llama_tensor(&m->w, &m->params[l->param_index]);
-        size_t na = (size_t)l->r * l->IC, nb = (size_t)l->OC * l->r;
-        if (!d->unmerged && lora_merge(l, d->kb, W, -1.0f)) return -1;
-        if (adam) {
-            if (adamw_update(d->kb, l->A, l->dA, l->mA, l->vA, na, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1) ||
-                adamw_update(d->kb, l->B, l->dB, l->mB, l->vB, nb, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1))
-                return -1;
-        } else if (sgd_update(d->kb, l->A, l->dA, na, s->lr, c->weight_decay) || sgd_update(d->kb, l->B, l->dB, nb, s->lr, c->weight_decay))
-            return -1;
-        if (!d->unmerged && lora_merge(l, d->kb, W, 1.0f)) return -1;
-        if (fill_buffer(d->kb, l->dA, 0.0f, na) || fill_buffer(d->kb, l->dB, 0.0f, nb)) return -1;
+        const ParamInfo *p = &m->params[l->param_index];
+        if (d->unmerged || !llama_base_sharded(m, p)) {
+            if (lora_update(d, s, l, *llama_tensor(&m->w, p), adam)) return -1;
+            continue;
+        }
+        float *W = shard_gather_tensor(s, l->param_index);
+        size_t lo, len;
+        llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
+        const int rc = !W || lora_update(d, s, l, W, adam) || (len && copy_buffer(d->kb, *llama_tensor(&m->wsh, p), W + lo, len));
+        kbuf_free(d->kb, W);
+        if (rc) return -1;
     }
     return 0;
 }
@@ -1303,6 +1332,7 @@ void dp_sgd_destroy(void *user, TrainState *s) {
     }
     if (d->cfg.poisson) {
         dpmem_meta_int("dp.poisson_truncated", d->truncated);
+        dpmem_meta_int("dp.poisson_empty_batches", d->empty_batches);
         if (d->truncated && (!s || !(s->cfg->quiet || d->cfg.quiet_dp)))
             printf("DP-SGD: Poisson sampling drew more rows than a step holds %ld times (dropped)\n", d->truncated);
     }

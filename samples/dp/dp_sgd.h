@@ -28,14 +28,20 @@
    base tensor frozen (no grads, no optimizer state, no per-sample anything), DP on the adapters:
    the weight-gradient hooks of the frozen projections give x and dy, from which each adapter is
    an ordinary linear layer for the norms (B: hs → dy, A: x → dh); the adapters' optimizer step
-   runs in before_update (scope "optimizer_step"), followed by the re-merge (merged form).
+   runs in before_update (scope "optimizer_step"), followed by the re-merge (merged form; --zero 3, the
+   base held sliced: on the weight gathered whole, shard_gather_tensor, the same GEMMs as unsharded, this
+   rank's slice kept).
 
    Poisson sampling (--poisson): each step includes every row of the dataset independently with
    probability q = L / rows (a Philox stream of (seed, step, row)), processed in physical batches of
    P with the last one padded by rows of loss weight 0 (they contribute exactly zero); the loop runs
    ceil((L + 6√L + 1) / P) physical batches per step, so a step with more rows than that (probability
    below 1e-9) is truncated, counted and logged (dp.poisson_truncated). The update is divided by the
-   expected batch size L, as Opacus does.
+   expected batch size L, as Opacus does. A physical batch with no row drawn on this rank (the others may
+   have some) is skipped, but for the collectives the others run: --zero 2's reduce-scatters (of zeros,
+   train_grad_reduce_idle); under --zero 3 the whole forward and backward run on padding rows of loss
+   weight 0 (every unit's gathers in the others' order, whatever the method's passes), their loss left
+   out of the step's.
 
    The levers (docs/LEVERS.md): under --precision bf16 the hooks' A and G are bf16; the GPU kernels
    read them (`_dt` twins), the CPU widens one sample at a time (workspace/dp_widen.A, .G) and runs the
@@ -109,6 +115,7 @@ typedef struct DpSgd {
     int *host_batch;             /* [2 B T] staging */
     long truncated;              /* samples dropped because the step's capacity was exceeded */
     long sampled_total;
+    long empty_batches;          /* physical batches this rank ran with no row drawn (dp.poisson_empty_batches) */
     long backward_again;         /* physical batches whose second backward ran on the first's activations */
     Accountant acc;
     long steps_done;

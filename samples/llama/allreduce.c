@@ -162,11 +162,12 @@ int train_check_ranks_agree(TrainState *s) {
             host = p; cap = n;
         }
         /* a tensor kept in bf16 alone (llama.h): its 2-byte values, and its unmerged adapter's A and B; a
-           sharded master (--zero: shard.h) gathered whole, one tensor at a time: the unsharded run's hash */
+           sharded master (--zero: shard.h), or any tensor held sliced (--zero 3, a frozen base's: in its own type),
+           gathered whole, one tensor at a time: the unsharded run's hash */
         const int only = llama_bf16_only(m, &m->params[i]);
         const float *src = only ? *llama_tensor(&m->w16, &m->params[i]) : *llama_tensor(&m->w, &m->params[i]);
         const size_t bytes = n * (only ? 2 : sizeof *host);
-        if (llama_master_sharded(m, &m->params[i]) ? shard_gather_master(s, i, host) : kbuf_download(s->kb, host, src, bytes)) {
+        if (llama_held_sliced(m, &m->params[i]) ? shard_gather_master(s, i, host) : kbuf_download(s->kb, host, src, bytes)) {
             free(host);
             return -1;
         }

@@ -371,7 +371,7 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
         }
         for (int i = 0; i < m->n_params; i++) {   /* the one-tensor fp32 buffer of each tensor loaded through it */
             const ParamInfo *p = &m->params[i];
-            if (!ckpt_weights_find(&w, p->hf_name, NULL) || !(llama_bf16_only(m, p) || llama_master_sharded(m, p))) continue;
+            if (!ckpt_weights_find(&w, p->hf_name, NULL) || !(llama_bf16_only(m, p) || llama_held_sliced(m, p))) continue;
             if (!(widened = kbuf_alloc(m->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32"))) {
                 fail(err, errlen, "%s: no room to load '%s': %s", dir, p->hf_name, kbackend_error(m->kb));
                 goto done;
@@ -394,9 +394,10 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
         if (!t) continue;   /* score, new (verify allowed only that): its initialisation stays */
         float *dst = *llama_tensor(&m->w, p);
         /* a tensor kept in bf16 alone (llama.h), or whose fp32 master is sharded over the ranks (this rank
-           holds its slice and the whole bf16 copy: llama_master_sharded): loaded in fp32 into a backend
-           buffer of this one tensor, then rounded into its bf16 copy (and its slice kept) */
-        const int sliced = llama_master_sharded(m, p);
+           holds its slice and the whole bf16 copy: llama_master_sharded), or held as this rank's slice alone
+           (--zero 3: llama_held_sliced, a frozen base's too): loaded in fp32 into a backend buffer of this one
+           tensor, then rounded into its bf16 copy (and its slice kept: rounded, for a base kept in bf16) */
+        const int sliced = llama_held_sliced(m, p);
         if ((llama_bf16_only(m, p) || sliced) && !(dst = widened = kbuf_alloc(m->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32"))) {
             fail(err, errlen, "%s: no room to load '%s': %s", dir, p->hf_name, kbackend_error(m->kb));
             goto done;
@@ -425,7 +426,8 @@ int ckpt_load_allowing(LlamaModel *m, const char *dir, int allow_nonfinite, char
             llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
             float *x16 = *llama_tensor(&m->w16, p);   /* (NULL: --zero 3 keeps the slice alone) */
             if ((x16 && narrow_buffer(m->kb, x16, widened, p->numel)) ||
-                (sliced && len && copy_buffer(m->kb, *llama_tensor(&m->wsh, p), widened + lo, len))) {
+                (sliced && len && (llama_slice_dt(m, p) == KDT_BF16 ? narrow_buffer(m->kb, *llama_tensor(&m->wsh, p), widened + lo, len)
+                                                                   : copy_buffer(m->kb, *llama_tensor(&m->wsh, p), widened + lo, len)))) {
                 fail(err, errlen, "%s: rounding '%s' to bf16 failed: %s", dir, p->hf_name, kbackend_error(m->kb));
                 goto done;
             }
@@ -483,11 +485,16 @@ static const char *torch_dtype_of(SafeTensorsDtype d) {
 }
 
 /* A plan of --save: the buffers the save would hold (a host staging buffer of `staging` bytes, 0: none;
-   each bf16-only tensor's fp32 widening on the backend, one at a time), nothing written. */
-static int plan_save(const LlamaModel *m, size_t staging, char *err, size_t errlen) {
+   each bf16-only tensor's fp32 widening on the backend, one at a time; a gathered save, g: each sliced
+   tensor's gather as the gatherer plans it), nothing written. */
+static int plan_save(const LlamaModel *m, size_t staging, const CkptGather *g, char *err, size_t errlen) {
     const void *fake = staging ? plan_host(m->kb, staging, "checkpoint/staging") : NULL;
     int rc = 0;
     for (int i = 0; rc == 0 && i < m->n_params; i++) {
+        if (g && llama_held_sliced(m, &m->params[i])) {
+            if (g->gather(g->user, i, NULL)) rc = fail(err, errlen, "no room to gather '%s': %s", m->params[i].hf_name, kbackend_error(m->kb));
+            continue;
+        }
         if (!llama_bf16_only(m, &m->params[i])) continue;
         float *x = kbuf_alloc(m->kb, m->params[i].numel * sizeof(float), "workspace/checkpoint.fp32");
         if (!x) rc = fail(err, errlen, "no room to widen '%s': %s", m->params[i].hf_name, kbackend_error(m->kb));
@@ -544,7 +551,7 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
     for (int i = 0; i < m->n_params; i++) any_bf16_only |= llama_bf16_only(m, &m->params[i]);
     /* a host backend's tensors are written from where they are, but for those kept in bf16 alone */
     int direct = m->kb->space == DPMEM_HOST && !any_bf16_only, rc = -1;
-    if (!kbackend_computes(m->kb)) return plan_save(m, direct ? 0 : m->bytes_params, err, errlen);   /* no values to save */
+    if (!kbackend_computes(m->kb)) return plan_save(m, direct ? 0 : m->bytes_params, NULL, err, errlen);   /* no values to save */
     if (save_config(m, dir, dtype, base, err, errlen)) return -1;
     char path[4096];
 
@@ -606,7 +613,7 @@ static int fetch_tensor(void *user, int i, const float **data) {
     const LlamaModel *m = f->m;
     const ParamInfo *p = &m->params[i];
     *data = f->staging;
-    if (llama_master_sharded(m, p)) return f->g->gather(f->g->user, i, f->staging);
+    if (llama_held_sliced(m, p)) return f->g->gather(f->g->user, i, f->staging);
     const float *src = *llama_tensor((LlamaTensors *)&m->w, p);
     float *widened = NULL;
     if (llama_bf16_only(m, p)) {   /* as ckpt_save: widened, its unmerged adapter merged there */
@@ -631,10 +638,10 @@ int ckpt_save_gathered(const LlamaModel *m, const char *dir, SafeTensorsDtype dt
         return fail(err, errlen, "%s: can only save F32, BF16 or F16", dir);
     size_t largest = 0;
     for (int i = 0; i < m->n_params; i++) largest = m->params[i].numel > largest ? m->params[i].numel : largest;
-    if (!kbackend_computes(m->kb)) return g->write ? plan_save(m, largest * sizeof(float), err, errlen) : 0;   /* no values */
+    if (!kbackend_computes(m->kb)) return g->write ? plan_save(m, largest * sizeof(float), g, err, errlen) : 0;   /* no values */
     if (!g->write) {   /* a rank that does not write: its slices into every gather, in the writer's order */
         for (int i = 0; i < m->n_params; i++)
-            if (llama_master_sharded(m, &m->params[i]) && g->gather(g->user, i, NULL))
+            if (llama_held_sliced(m, &m->params[i]) && g->gather(g->user, i, NULL))
                 return fail(err, errlen, "%s: gathering '%s' failed", dir, m->params[i].hf_name);
         return 0;
     }

@@ -84,9 +84,10 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
               size_t errlen);
 
 /* The same from a model whose fp32 masters are sharded over the ranks (--zero under bf16: llama.h's
-   llama_master_sharded), gathered tensor by tensor: every rank of the job calls it; gather(user, i,
+   llama_master_sharded; --zero 3 every tensor llama_held_sliced names, a LoRA run's frozen base too),
+   gathered tensor by tensor: every rank of the job calls it; gather(user, i,
    host) brings tensor i's whole fp32 values into host (numel floats; NULL on a rank that does not
-   write: it only sends its slice) and is called for the sharded tensors only, in the model's order, on
+   write: it only sends its slice) and is called for the sliced tensors only, in the model's order, on
    every rank. The rank with write = 1 writes DIR as ckpt_save does, byte for byte the same files,
    through one host buffer of the largest tensor (checkpoint/staging): no rank holds the whole fp32
    model. 0, or -1 with err. */

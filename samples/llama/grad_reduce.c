@@ -265,7 +265,15 @@ int train_grad_reduce_init(TrainState *s) {
             if (!(h->g[i] = kbuf_alloc(s->kb, h->len[i] * sizeof(float), tag)) || fill_buffer(s->kb, h->g[i], 0.0f, h->len[i])) return -1;
         }
     }
-    if (!s->comm_bucket) return 0;   /* nothing trainable (LoRA): no unit has a gradient of the model to reduce */
+    if (!s->comm_bucket) {   /* nothing trainable (LoRA): no unit has a gradient of the model to reduce */
+        if (llama_params_sharded(m)) {   /* its frozen base's gathers */
+            m->units = (LlamaUnitHooks){ .user = s };
+            m->units.gather = shard_gather_unit;
+            m->units.release = shard_release_unit;
+            m->units.prefetch = shard_prefetch_unit;
+        }
+        return 0;
+    }
     /* the loop's bucket, and for the overlap a second one of the largest round a unit needs (the
        largest unit's floats, sharded: rank 0's, the longest slices; at most the loop's bucket) */
     const size_t world = sharded ? (size_t)g_comm.world : 1, cap0 = s->comm_bucket_n / world;

@@ -194,6 +194,14 @@ int llama_master_sharded(const LlamaModel *m, const ParamInfo *p) {
 
 int llama_params_sharded(const LlamaModel *m) { return m->shard_world > 0 && m->cfg.params_by_unit; }
 
+int llama_base_sharded(const LlamaModel *m, const ParamInfo *p) {
+    return llama_params_sharded(m) && !p->trainable && p->kind == HOOK_LINEAR;   /* (the tied matrix is HOOK_EMBEDDING: whole) */
+}
+
+int llama_held_sliced(const LlamaModel *m, const ParamInfo *p) { return llama_master_sharded(m, p) || llama_base_sharded(m, p); }
+
+KDtype llama_slice_dt(const LlamaModel *m, const ParamInfo *p) { return llama_bf16_only(m, p) ? KDT_BF16 : KDT_F32; }
+
 static void *alloc_tagged(KBackend *kb, size_t bytes, const char *fmt, ...) {
     char tag[160];
     va_list ap;
@@ -208,21 +216,24 @@ int llama_build(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int B, int 
     return llama_build_sharded(m, kb, cfg, B, T, optimizer, seed, frozen, frozen_user, 0, 0);
 }
 
-/* A sharded master (llama_master_sharded): the whole tensor drawn into a temporary fp32 buffer (the
-   same values as an unsharded run's), rounded whole into its bf16 copy, its slice kept. */
+/* A tensor held sliced (llama_held_sliced): the whole tensor drawn into a temporary fp32 buffer (the
+   same values as an unsharded run's), rounded whole into its bf16 copy (a sharded master below --zero 3),
+   its slice kept (a base kept in bf16 alone: the slice rounded, RNE as the whole one is). */
 static int init_sharded(LlamaModel *m, const ParamInfo *p, uint64_t seed) {
     KBackend *kb = m->kb;
     size_t lo, len;
     llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
     const int whole = !llama_params_sharded(m);   /* --zero 1|2 under bf16: the whole bf16 copy (--zero 3: none) */
+    const KDtype sdt = llama_slice_dt(m, p);
     float *x16 = whole ? alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name) : NULL;
-    float *sl = alloc_tagged(kb, (len ? len : 1) * sizeof(float), "params/%s.shard", p->name);
+    float *sl = alloc_tagged(kb, (len ? len : 1) * KDT_SIZE(sdt), sdt == KDT_BF16 ? "params/%s.bf16.shard" : "params/%s.shard", p->name);
     if ((whole && !x16) || !sl) { kbuf_free(kb, x16); kbuf_free(kb, sl); return -1; }
     *llama_tensor(&m->w16, p) = x16;
     *llama_tensor(&m->wsh, p) = sl;
     if (m->cfg.no_init && !(m->cfg.task == LLAMA_TASK_CLASSIFY && p->which == W_LM_HEAD)) return 0;   /* the checkpoint fills them */
     float *x = alloc_tagged(kb, p->numel * sizeof(float), "workspace/init.%s", p->name);
-    int rc = !x || init_tensor(m, x, p, seed) || (x16 && narrow_buffer(kb, x16, x, p->numel)) || (len && copy_buffer(kb, sl, x + lo, len));
+    int rc = !x || init_tensor(m, x, p, seed) || (x16 && narrow_buffer(kb, x16, x, p->numel)) ||
+             (len && (sdt == KDT_BF16 ? narrow_buffer(kb, sl, x + lo, len) : copy_buffer(kb, sl, x + lo, len)));
     kbuf_free(kb, x);
     return rc ? -1 : 0;
 }
@@ -242,6 +253,7 @@ int llama_build_sharded(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int
     }
     for (int i = 0; i < m->n_params; i++) {
         ParamInfo *p = &m->params[i];
+        if (llama_held_sliced(m, p)) { if (init_sharded(m, p, seed) != 0) return -1; continue; }
         if (llama_bf16_only(m, p)) {   /* drawn in fp32 (the same values as an fp32 run's), kept rounded */
             float *x16 = alloc_tagged(kb, p->numel * KDT_SIZE(KDT_BF16), "params/%s.bf16", p->name);
             if (!x16) return -1;
@@ -253,7 +265,6 @@ int llama_build_sharded(LlamaModel *m, KBackend *kb, const LlamaConfig *cfg, int
             if (rc) return -1;
             continue;
         }
-        if (llama_master_sharded(m, p)) { if (init_sharded(m, p, seed) != 0) return -1; continue; }
         float *x = alloc_tagged(kb, p->numel * sizeof(float), "params/%s", p->name);
         if (!x || init_tensor(m, x, p, seed) != 0) return -1;
         *llama_tensor(&m->w, p) = x;

@@ -11,7 +11,8 @@
    sharded over the ranks, --zero: llama_master_sharded, is rounded slice by slice after its update
    instead, and the copies all-gathered: samples/llama/shard.h). A FROZEN GEMM
    weight (LoRA's base) needs no master: it is kept in bf16 alone (params/<name>.bf16, initialised
-   through a temporary fp32 buffer or loaded into it, never cast again), as PEFT keeps a bf16 base;
+   through a temporary fp32 buffer or loaded into it, never cast again; --zero 3: this rank's slice of
+   it, llama_base_sharded), as PEFT keeps a bf16 base;
    so is a frozen embedding table when C is even (its lookup gathers the bf16 rows as 32-bit words;
    tied, it is lm_head's GEMM operand too); frozen RMSNorm weights stay fp32 (C floats each). Activations
    and activation gradients are bf16 (2 bytes), including the residual stream. fp32: gradients
@@ -250,6 +251,15 @@ int  llama_master_sharded(const LlamaModel *m, const ParamInfo *p);
    (m->wsh); its slot in w (fp32, and the embedding's table) or w16 (a GEMM weight under bf16) is NULL but
    between the unit hooks' gather and release (LlamaUnitHooks): no whole copy between uses. */
 int  llama_params_sharded(const LlamaModel *m);
+/* --zero 3 with a frozen base (LoRA): a frozen GEMM weight (a linear layer, an untied lm_head) is held as
+   this rank's slice alone too, in m->wsh: of its bf16 values under bf16 (params/<name>.bf16.shard: the
+   slice of what llama_bf16_only keeps), of the fp32 weight under fp32 (params/<name>.shard); its slot in
+   w16 (bf16) or w (fp32) is NULL but between the unit hooks' gather and release, as a trainable one's. */
+int  llama_base_sharded(const LlamaModel *m, const ParamInfo *p);
+/* Whether tensor p is held as this rank's slice alone (llama_master_sharded or llama_base_sharded), and the
+   slice's element type (bf16 for a base kept in bf16 alone, else fp32). */
+int  llama_held_sliced(const LlamaModel *m, const ParamInfo *p);
+KDtype llama_slice_dt(const LlamaModel *m, const ParamInfo *p);
 /* llama_describe, then allocates parameters (initialised: normal(0, 0.02) for matrices, 1 for norm
    weights, from seed: see llama_init_stream; bf16: then their GEMM copies), gradients and optimizer state (`optimizer`: "adamw" allocates m, v; "sgd" none)
    and the token buffers. frozen: optional callback saying which tensors are frozen (LoRA).

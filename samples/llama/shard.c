@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* One piece of a round: positions [a, a + k) of tensor i's slices (of every rank; a shorter slice
    contributes what it has), at offset `at` of each rank's part of the bucket. */
@@ -69,13 +70,13 @@ int shard_init(TrainState *s) {
             return -1;
         if (fill_buffer(s->kb, h->m[i], 0.0f, h->len[i]) || fill_buffer(s->kb, h->v[i], 0.0f, h->len[i])) return -1;
     }
-    if (longest == 0) return 0;   /* nothing trainable in the model (LoRA): nothing to gather */
     size_t per_rank = bucket_cap_floats() / (size_t)h->world;
     if (per_rank < 1) per_rank = 1;
-    if (per_rank > longest) per_rank = longest;
     if (per_rank > (size_t)1 << 30) per_rank = (size_t)1 << 30;   /* MPI counts are int */
-    s->comm_bucket_n = per_rank * (size_t)h->world;
-    if (!(s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/shard_bucket"))) return -1;
+    if (longest) {   /* (nothing trainable in the model, LoRA: no gradient to reduce, no slice to update) */
+        s->comm_bucket_n = (per_rank < longest ? per_rank : longest) * (size_t)h->world;
+        if (!(s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/shard_bucket"))) return -1;
+    }
     if (!llama_params_sharded(m)) return 0;
     /* --zero 3: each tensor's gather in flight, the slices of the one being started */
     const char *e = getenv("DPMEM_ZERO3_PREFETCH");
@@ -225,16 +226,30 @@ static float **gathered_slot(LlamaModel *m, const ParamInfo *p) {
     return llama_tensor(gathered_dt(m, p) == KDT_BF16 ? &m->w16 : &m->w, p);
 }
 static int in_unit(const LlamaModel *m, int i, int u) {
-    return llama_master_sharded(m, &m->params[i]) && llama_grad_unit(m, i) == u;
+    return llama_held_sliced(m, &m->params[i]) && llama_grad_unit(m, i) == u;   /* (LoRA: its frozen base's) */
+}
+
+/* Tensor i's gather into x (numel elements of type dt) started: this rank's slice put in place (bf16 from an
+   fp32 slice: rounded, RNE as the forward's cast; a frozen base kept in bf16 alone: its bf16 slice as it is),
+   every rank's slice to every rank non-blocking (train.h: train_allgatherv_start, MPI or NCCL) into *req. */
+static int tensor_gather_start(TrainState *s, int i, float *x, KDtype dt, CommRequest *req) {
+    Shard *h = s->shard;
+    LlamaModel *m = &s->model;
+    const ParamInfo *p = &m->params[i];
+    const char *what = "the unit's weight gather";
+    for (int r = 0; r < h->world; r++) llama_slice(p->numel, h->world, r, &h->vlo[r], &h->vlen[r]);
+    const size_t lo = h->vlo[h->rank], n = h->vlen[h->rank];
+    const float *mine = *llama_tensor(&m->wsh, p);
+    if (n && (llama_slice_dt(m, p) == dt ? copy_ex(s->kb, dt, kact_at(x, lo, dt), mine, n) : narrow_buffer(s->kb, kact_at(x, lo, dt), mine, n)))
+        return -1;
+    return train_allgatherv_start(s, x, h->vlo, h->vlen, KDT_SIZE(dt), what, req);
 }
 
 /* Unit u's gathers started, straight into their destinations: each sharded tensor's comm/gathered/<name>
-   allocated, this rank's slice put in place (bf16: rounded from its fp32 slice, RNE as the forward's cast),
-   and every rank's slice to every rank started non-blocking (comm.h: comm_allgatherv_start). */
+   allocated and its gather started (tensor_gather_start). */
 static int gather_start(TrainState *s, int u) {
     Shard *h = s->shard;
     LlamaModel *m = &s->model;
-    const char *what = "the unit's weight gather";
     for (int i = 0; i < m->n_params; i++) {
         if (!in_unit(m, i, u)) continue;
         const ParamInfo *p = &m->params[i];
@@ -244,12 +259,7 @@ static int gather_start(TrainState *s, int u) {
         float *x = kbuf_alloc(s->kb, p->numel * KDT_SIZE(dt), tag);
         if (!x) return -1;
         *gathered_slot(m, p) = x;
-        if (!kbackend_computes(s->kb)) continue;
-        for (int r = 0; r < h->world; r++) llama_slice(p->numel, h->world, r, &h->vlo[r], &h->vlen[r]);
-        const size_t lo = h->vlo[h->rank], n = h->vlen[h->rank];
-        const float *mine = *llama_tensor(&m->wsh, p);
-        if (n && (dt == KDT_BF16 ? narrow_buffer(s->kb, kact_at(x, lo, dt), mine, n) : copy_buffer(s->kb, x + lo, mine, n))) return -1;
-        if (train_allgatherv_start(s, x, h->vlo, h->vlen, KDT_SIZE(dt), what, &h->req[i])) return -1;
+        if (kbackend_computes(s->kb) && tensor_gather_start(s, i, x, dt, &h->req[i])) return -1;
     }
     h->pf_unit = u;
     return 0;
@@ -323,11 +333,34 @@ int shard_release_unit(void *user, int u) {
 
 int shard_masters(const TrainState *s) {
     for (int i = 0; s->shard && i < s->model.n_params; i++)
-        if (llama_master_sharded(&s->model, &s->model.params[i])) return 1;
+        if (llama_held_sliced(&s->model, &s->model.params[i])) return 1;
     return 0;
 }
 
+float *shard_gather_tensor(TrainState *s, int i) {
+    const ParamInfo *p = &s->model.params[i];
+    const KDtype dt = llama_slice_dt(&s->model, p);
+    char tag[160];
+    snprintf(tag, sizeof tag, "comm/gathered/%s", p->name);
+    DPMEM_SCOPE("all_gather");
+    float *x = kbuf_alloc(s->kb, p->numel * KDT_SIZE(dt), tag);
+    CommRequest req;
+    memset(&req, 0, sizeof req);
+    if (x && kbackend_computes(s->kb) && (tensor_gather_start(s, i, x, dt, &req) || comm_request_wait(&g_comm, &req))) {
+        if (!comm_request_pending(&req)) kbuf_free(s->kb, x);   /* (one that cannot complete: MPI or NCCL may still write there) */
+        return NULL;
+    }
+    return x;
+}
+
 int shard_gather_master(TrainState *s, int i, float *host) {
+    if (llama_base_sharded(&s->model, &s->model.params[i])) {   /* its values in its slice type (bf16: 2 bytes each; plan: the buffer) */
+        const ParamInfo *p = &s->model.params[i];
+        float *x = shard_gather_tensor(s, i);
+        const int rc = !x || (host && kbuf_download(s->kb, host, x, p->numel * KDT_SIZE(llama_slice_dt(&s->model, p))));
+        kbuf_free(s->kb, x);
+        return rc ? -1 : 0;
+    }
     if (!kbackend_computes(s->kb)) return 0;
     DPMEM_SCOPE("all_gather");
     Shard *h = s->shard;
@@ -352,7 +385,21 @@ int shard_gather_master(TrainState *s, int i, float *host) {
     return 0;
 }
 
-static int gather_for_save(void *user, int i, float *host) { return shard_gather_master(user, i, host); }
+static int gather_for_save(void *user, int i, float *host) {
+    TrainState *s = user;
+    LlamaModel *m = &s->model;
+    const ParamInfo *p = &m->params[i];
+    if (!llama_base_sharded(m, p) || llama_slice_dt(m, p) != KDT_BF16) return shard_gather_master(s, i, host);
+    /* a base kept in bf16 alone: as checkpoint.c's ckpt_save, widened into fp32 with its unmerged adapter merged there
+       (plan: the two buffers) */
+    float *x = shard_gather_tensor(s, i), *wide = x ? kbuf_alloc(s->kb, p->numel * sizeof(float), "workspace/checkpoint.fp32") : NULL;
+    LoraAdapter *l = m->lora ? m->lora[i] : NULL;
+    const int rc = !wide || (kbackend_computes(s->kb) && (widen_buffer(s->kb, wide, x, p->numel) || (l && lora_merge(l, s->kb, wide, 1.0f)) ||
+                                                          (host && kbuf_download(s->kb, host, wide, p->numel * sizeof(float)))));
+    kbuf_free(s->kb, wide);
+    kbuf_free(s->kb, x);
+    return rc ? -1 : 0;
+}
 
 int shard_save(TrainState *s, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen) {
     const CkptGather g = { gather_for_save, s, g_comm.rank == 0 };

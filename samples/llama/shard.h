@@ -37,8 +37,13 @@
         (prefetched; one unit's with the prefetch off): tests/test_comm_zero measures them at rank 0's
         peak. On the CPU, OpenMPI progresses a gather in flight only inside its calls (no progress
         thread), so there the prefetch buys little time; on NCCL the communication stream runs beside the compute.
-        Not written for LoRA (its frozen base is not sharded) and --poisson (a rank with an empty
-        physical batch would skip the gathers the others run): one-line errors.
+        LoRA: the frozen base is what is sharded (llama.h's llama_base_sharded: each frozen GEMM weight
+        held as this rank's slice, params/<name>.bf16.shard of its bf16 values under bf16,
+        params/<name>.shard under fp32, gathered per unit as above, bf16 slices as they are); the
+        embedding, the norms and the adapters (with their m and v) stay whole; merged (fp32) LoRA's
+        re-merge runs on the weight gathered whole (shard_gather_tensor, dp_sgd.c), the same GEMMs as
+        unsharded, and keeps the slice. --poisson: a rank whose physical batch drew no row runs it on
+        padding rows of loss weight 0 (dp_sgd.c), so that its gathers and reduce-scatters are the others'.
    THE FP32 MASTERS (--precision bf16, both stages). Each trainable GEMM weight with a bf16 copy (the
    linear layers, an untied lm_head: llama.h's llama_master_sharded) keeps the fp32 master of this
    rank's slice only (params/<name>.shard, built by llama_build_sharded: drawn whole into a one-tensor
@@ -74,7 +79,7 @@
    shorter ranks' parts are padding that is summed or copied but never read.
    NOT HERE (this implementation): below --zero 3 the fp32 masters under fp32 precision and the fp32
    tensors the bf16 forward reads (above); LoRA's adapters and their optimizer
-   state stay replicated (the frozen base has no gradient and no optimizer state to shard); DP's
+   state stay replicated (the frozen base has no gradient and no optimizer state to shard; --zero 3 shards its weights); DP's
    one-sample shortcut (a physical batch of 1 clipped by scaling the whole gradient) is off under
    --zero 2 (the per-sample path runs instead). */
 #ifndef SHARD_H
@@ -120,10 +125,19 @@ int  shard_release_unit(void *user, int u);
    one: llama.c calls it after a unit's gather with the unit its pass gathers next); a no-op under
    DPMEM_ZERO3_PREFETCH=0, where shard_gather_unit starts and completes each gather at once. */
 int  shard_prefetch_unit(void *user, int u);
-/* Whether any fp32 master is sharded (--zero under bf16: llama.h's llama_master_sharded). */
+/* --zero 3, a frozen base's tensor i (llama.h's llama_base_sharded): gathered whole in its slice type (bf16 for a
+   base kept in bf16 alone, else fp32) into a backend buffer of this one tensor, comm/gathered/<name> (scope
+   "all_gather", started and completed at once; the caller frees it with kbuf_free): merged LoRA's re-merge
+   (dp_sgd.c), the hash, --save. Every rank calls it for the same i, with no unit's prefetch in flight.
+   NULL: kbackend_error. */
+float *shard_gather_tensor(struct TrainState *s, int i);
+/* Whether any tensor is held sliced (--zero under bf16: llama.h's llama_master_sharded; --zero 3:
+   llama_held_sliced, a frozen base's too): --save then gathers. */
 int  shard_masters(const struct TrainState *s);
 /* Tensor i's sharded fp32 master, gathered whole into host (numel floats; NULL: this rank only sends)
-   through the bucket, in rounds (scope "all_gather"). Every rank calls it for the same i. */
+   through the bucket, in rounds (scope "all_gather"); a frozen base's tensor held sliced (--zero 3:
+   llama_base_sharded) in its slice type (bf16: numel 2-byte values), through a backend buffer of the
+   tensor (shard_gather_tensor). Every rank calls it for the same i. */
 int  shard_gather_master(struct TrainState *s, int i, float *host);
 /* --save from a sharded run (every rank calls it): checkpoint.h's ckpt_save_gathered, rank 0 writing. */
 int  shard_save(struct TrainState *s, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen);

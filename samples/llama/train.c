@@ -63,7 +63,8 @@ int train_check_finite(TrainState *s, int grads, const char *phase) {
            after the checkpoint's load has checked it finite */
         const float *x = *llama_tensor(grads ? &m->dw : &m->w, p);
         size_t n = p->numel, lo = 0;
-        if (!grads && llama_master_sharded(m, p)) {   /* this rank's slice: the others check theirs */
+        /* this rank's slice: the others check theirs (a frozen base's in fp32: merged LoRA writes it; in bf16 never written) */
+        if (!grads && (llama_master_sharded(m, p) || (llama_base_sharded(m, p) && llama_slice_dt(m, p) == KDT_F32))) {
             x = *llama_tensor(&m->wsh, p);
             llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &n);
         }
@@ -486,12 +487,6 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         LlamaConfig mc = c->model;
         mc.grads_by_unit = c->zero >= 2;
         mc.params_by_unit = c->zero >= 3;
-        if (c->zero >= 3 && st->frozen) {   /* (shard.h: what --zero 3 does not cover) */
-            fprintf(stderr, "error: --zero 3 shards trainable weights only: LoRA's frozen base is not sharded in this version "
-                    "(use --zero 1 or 2)\n");
-            rc = 1;
-            goto out;
-        }
         if (llama_build_sharded(&s.model, &kb, &mc, c->batch_size, c->seq_len, c->zero ? "sgd" : c->optimizer,
                                 (unsigned long long)c->seed, st->frozen, st->user, c->zero ? g_comm.world : 0, g_comm.rank) != 0 ||
             shard_init(&s) != 0) goto fail;
