@@ -8,10 +8,13 @@
    row X (the last token) is NaN; the data: a token file where X is read by one row alone, row 5 of step 1,
    which rank 1 holds (each rank takes its consecutive share of the step's 8 rows: rank 1 rows 4..7).
    Checked: rank 1 logs one sample dropped and rank 0 none (dp.dropped_samples); the --zero 3 run
-   ends (DPMEM_COMM_TIMEOUT=20: before the fix its forward's gathers met nobody, and the job failed with the
-   timeout) with exit 0; its saved model is the unsharded 2 ranks' byte for byte (cmp: the rank without a
+   ends (DPMEM_COMM_TIMEOUT=20, timeout 120: no hang; before the fix rank 1's forward gathers met rank 0's
+   backward ones, of other sizes, and the job died in MPI: exit 134 or 139) with exit 0; its saved model is the unsharded 2 ranks' byte for byte (cmp: the rank without a
    drop ran the forward and a second backward with again = 0, the same bits as `again`'s); every weight is
    finite but row X of the embedding, which stays NaN (no gradient reaches it; its update keeps the NaN).
+   The same agreement where again_fits differs by rank (attention's backward scratch grows with the CPU threads,
+   which each rank sets): rank 0 with --threads 1 (`again`), rank 1 with 2 (a forward again), no NaN: --zero 3
+   ends with exit 0 and saves the unsharded run's file (before the fix the job died in mismatched gathers).
    SKIP (77) when mpirun is missing. Binaries through DPMEM_BUILD. */
 #include <math.h>
 #include <stdint.h>
@@ -28,7 +31,7 @@
 #define T 48   /* ghost's Grams (2·B·T² floats at B = 4) above attention's backward scratch (one thread): `again` fits */
 #define ROWS 24   /* 3 steps of 8 */
 #define X (V - 1)
-static const char *SHAPE = "--model tiny --vocab 1001 --dim 70 --heads 5 --kv-heads 5 --ffn 173 --seq-len 48 --threads 1";
+static const char *SHAPE = "--model tiny --vocab 1001 --dim 70 --heads 5 --kv-heads 5 --ffn 173 --seq-len 48";
 
 /* The first float of tensor `name` in a saved model (its data_offsets[0] / 4), or -1. */
 static long tensor_at(const Model *m, const char *name) {
@@ -92,7 +95,7 @@ int main(void) {
     const int begun = mpi_test_begin("test_comm_zero_drop", "--zero 3 with a sample dropped on one rank");
     if (begun) return begun;
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s/train_vanilla %s --steps 1 --lr 0 --quiet --save base", B, SHAPE);
+    snprintf(cmd, sizeof cmd, "%s/train_vanilla %s --threads 1 --steps 1 --lr 0 --quiet --save base", B, SHAPE);
     int rc = sh(cmd);
     CHECK(rc == 0, "the base checkpoint: exit %d\n%.2000s", rc, out);
     long row = -1;
@@ -104,8 +107,8 @@ int main(void) {
     const char *names[2] = { "r2", "z3" };
     int ok[2] = { 0, 0 };
     for (int z = 0; z < 2; z++) {
-        snprintf(cmd, sizeof cmd, "DPMEM_COMM_TIMEOUT=20 timeout 120 mpirun --oversubscribe -np 2 %s/train_ghost %s %s --zero %d --save %s "
-                 "--log %s.log", B, SHAPE, args, 3 * z, names[z], names[z]);
+        snprintf(cmd, sizeof cmd, "DPMEM_COMM_TIMEOUT=20 timeout 120 mpirun --oversubscribe -np 2 %s/train_ghost %s --threads 1 %s --zero %d "
+                 "--save %s --log %s.log", B, SHAPE, args, 3 * z, names[z], names[z]);
         rc = sh(cmd);
         CHECK(rc == 0, "ghost+twopass fp32, 2 ranks --zero %d, a NaN sample on rank 1: exit %d (want 0, no hang)\n%.3000s", 3 * z, rc, out);
         ok[z] = rc == 0;
@@ -133,6 +136,23 @@ int main(void) {
         }
         if (!failures) printf("ok   ghost+twopass fp32 2 ranks --zero 3, one NaN sample on rank 1 (dropped): no hang, = unsharded file for "
                               "file, every weight finite but the NaN embedding row\n");
+    }
+    /* again_fits is the rank's own (attention's backward scratch grows with the threads): rank 0 with one thread
+       keeps the activations (`again`), rank 1 with two runs the forward again; no NaN. --zero 3 = unsharded. */
+    const char *mixed = "--steps 2 --seed 5 --lr 1e-2 --batch-size 8 --quiet --clip twopass --noise-multiplier 1 --max-grad-norm 0.1 "
+                        "--noise-seed 11";
+    for (int z = 0; z < 2; z++) {
+        snprintf(cmd, sizeof cmd, "DPMEM_COMM_TIMEOUT=20 timeout 120 mpirun --oversubscribe -np 1 %s/train_ghost %s %s --threads 1 --zero %d "
+                 "--save t%d : -np 1 %s/train_ghost %s %s --threads 2 --zero %d --save t%d", B, SHAPE, mixed, 3 * z, z, B, SHAPE, mixed, 3 * z, z);
+        rc = sh(cmd);
+        CHECK(rc == 0, "ghost+twopass fp32, 2 ranks --zero %d, --threads 1 and 2: exit %d (want 0, no hang)\n%.3000s", 3 * z, rc, out);
+        ok[z] = rc == 0;
+    }
+    if (ok[0] && ok[1]) {
+        rc = sh("cmp t0/model.safetensors t1/model.safetensors");
+        CHECK(rc == 0, "--threads 1 and 2, --zero 3: model.safetensors differs from the unsharded run's: %s", out);
+        if (rc == 0) printf("ok   ghost+twopass fp32 2 ranks --zero 3, --threads 1 and 2 (again_fits differs): no hang, = unsharded file "
+                            "for file\n");
     }
     mpi_test_end();
     if (failures) { printf("test_comm_zero_drop: %d failures\n", failures); return 1; }
