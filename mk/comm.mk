@@ -20,6 +20,15 @@ $(BUILD)/tests/test_comm_zero: tests/test_comm_zero.c tests/test_dp_common.h tes
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_comm_zero.c $(LDFLAGS) $(LDLIBS)
 
+# --zero 3 with a sample dropped on one rank alone (ghost two-pass fp32): the ranks agree on the second pass's forward.
+$(BUILD)/tests/test_comm_zero_drop: tests/test_comm_zero_drop.c tests/test_dp_common.h tests/test_saved_model.h tests/test_mpi_launch.h \
+                                    $(addprefix $(BUILD)/,train_vanilla train_ghost dpmem-trace) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_comm_zero_drop.c $(LDFLAGS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_comm_zero_drop
+TESTS += $(BUILD)/tests/test_comm_zero_drop
+
 # comm_nccl.c's streams, events and requests against a fake CUDA runtime and NCCL (no GPU, no libnccl): wherever
 # the toolkit's nccl.h is.
 $(BUILD)/tests/test_comm_nccl_fake: tests/test_comm_nccl_fake.c samples/llama/comm_nccl.c samples/llama/comm.c samples/llama/comm.h dpmem.h \

@@ -967,6 +967,7 @@ static int collect_stats(DpSgd *d, int B) {
         for (int i = 0; i < n; i++) {
             d->norm_sum += sqrt(fmax(n2[i], 0));
             d->clipped_frac_sum += c[i] < 1.0f;
+            d->dropped_samples += c[i] == 0.0f;   /* a norm that is not finite: c_b = 0, the sample adds nothing */
             d->norm_count++;
         }
         if (d->s && first + b0 < d->cfg.log_sample_norms) log_sample_norms(d, first + b0, n2, c, n);
@@ -1122,8 +1123,8 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
     /* ghost two-pass (fp32, no checkpointing, no LoRA), where it costs no memory: the first backward
        leaves the activations (and lm_head's output gradient) in place, so the second is a backward
        again with no second forward (see again_fits) */
-    const int again = !bk && !d->clip_in_hooks && !d->ckpt && d->n_lora == 0 && !d->tied && d->cfg.norm == DP_NORM_GHOST &&
-                      again_fits(d, m);
+    const int may_again = !bk && !d->clip_in_hooks && !d->ckpt && d->n_lora == 0 && !d->tied && d->cfg.norm == DP_NORM_GHOST;
+    int again = may_again && again_fits(d, m);
     GradHooks h = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
                     .retain_saved = 0, .frozen_too = d->n_lora > 0, .dw_elsewhere = 1, .keep_activations = again };
     d->pass = 1;
@@ -1163,6 +1164,18 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
        by c_b would give 0 · NaN = NaN for it and for the sum; the clipped sums in the hooks skip it */
     int dropped = 0;
     for (int b = 0; !bk && d->computes && b < B; b++) dropped |= d->c_host[b] == 0.0f;
+    /* --zero 3 over several ranks: every forward gathers each unit's weights on every rank at once, so the ranks
+       agree on whether the second pass runs one. `again` runs none; a rank runs one where it has a drop (below) or
+       where again_fits says no (its scratch: the CPU's threads, the device's; --threads may differ by rank). One
+       all-reduce of both flags, where `again` may hold on some rank: on any rank either, and every rank runs its
+       forward again (a rank that had `again`: the second backward with again = 0, which gives `again`'s bits).
+       Otherwise that forward's gathers would meet the other ranks' backward ones (mismatched sizes: the job died
+       in MPI, or hung until DPMEM_COMM_TIMEOUT). Without may_again every rank runs the forward anyway. */
+    if (may_again && d->computes && llama_params_sharded(m) && g_comm.world > 1) {
+        double any[2] = { dropped, !again };
+        if (comm_allreduce_double(&g_comm, any, 2, "whether the second pass runs a forward (a dropped sample, again_fits)")) return -1;
+        if (any[0] > 0 || any[1] > 0) again = 0;
+    }
     d->pass2_sums = d->clip_in_hooks || dropped;
     if (!bk && d->pass2_sums) {
         /* two-pass under bf16 (or with a dropped sample): the second backward as the first (a forward
@@ -1180,7 +1193,8 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
            c_b. With `again` (ghost, where it costs no memory) the first backward left every activation
            and that gradient in place, so there is no second forward: one forward and two backwards, as
            Opacus's ghost clipping (retain_graph); otherwise (checkpointing, the other norms) the
-           forward runs again. Both give the same bits. The factors from the host (c_host). */
+           forward runs again. Both give the same bits (tests/test_comm_zero_drop: --zero 3 turns `again` off above
+           where another rank runs the forward, and saves the unsharded run's file). The factors from the host (c_host). */
         if (!again && train_forward(s)) return -1;
         GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL,
                          .loss_weights = d->cfg.poisson ? d->mask : NULL, .frozen_too = d->n_lora > 0 };
@@ -1305,6 +1319,7 @@ void dp_sgd_destroy(void *user, TrainState *s) {
         snprintf(buf, sizeof buf, "%.9g", eps); dpmem_meta("dp.epsilon", buf);
         snprintf(buf, sizeof buf, "%.9g", alpha); dpmem_meta("dp.best_alpha", buf);
         dpmem_meta("dp.epsilon_sampling", d->cfg.poisson ? "poisson" : "sequential");
+        dpmem_meta_int("dp.dropped_samples", d->dropped_samples);   /* this rank's */
         if (!d->cfg.poisson) {
             dpmem_meta_int("dp.row_uses", uses);
             snprintf(buf, sizeof buf, "%.9g", eps_p); dpmem_meta("dp.epsilon_if_poisson", buf);
@@ -1321,6 +1336,9 @@ void dp_sgd_destroy(void *user, TrainState *s) {
             if (d->norm_count)
                 printf("; mean per-sample norm %.4g, %.0f%% of samples clipped",
                        d->norm_sum / d->norm_count, 100.0 * d->clipped_frac_sum / d->norm_count);
+            if (d->dropped_samples)
+                printf("; %ld sample%s dropped%s (a per-sample norm not finite: it adds nothing)", d->dropped_samples,
+                       d->dropped_samples == 1 ? "" : "s", g_comm.world > 1 ? " on this rank" : "");
             if (d->io_step) {   /* in the binary units of every other size the trainers print */
                 const double b = (double)d->io_step;
                 if (b >= 1073741824.0) printf("; norm IO %.2f GiB/step", b / 1073741824.0);

@@ -116,6 +116,7 @@ typedef struct DpSgd {
     long truncated;              /* samples dropped because the step's capacity was exceeded */
     long sampled_total;
     long empty_batches;          /* physical batches this rank ran with no row drawn (dp.poisson_empty_batches) */
+    long dropped_samples;        /* samples of this rank whose clip factor was 0 (a norm not finite; dp.dropped_samples) */
     long backward_again;         /* physical batches whose second backward ran on the first's activations */
     Accountant acc;
     long steps_done;
