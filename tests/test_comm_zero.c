@@ -51,7 +51,7 @@
        bit for bit, at --zero 0 and 2; a tied lm_head; Poisson sampling (empty physical batches);
      - --zero 2 --ranks 1 without mpirun (a job of one rank, the prepared GPU script's NCCL check) = one
        process, bit for bit;
-     - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 4: one line naming
+     - bad input: --zero without mpirun outside a plan, ranks with different --zero, --zero 4, ranks with different DPMEM_COMM_BUCKET_MB, DPMEM_COMM_OVERLAP or DPMEM_ZERO3_PREFETCH: one line naming
        it, a non-zero exit, no hang;
      - a rank that dies: killed mid-run under --zero 2; killed inside --zero 3's weight gathers and inside
        --save's gathers (tests/mpi_die_at.c preloaded: SIGKILL at its Nth all-gather): a non-zero exit, the
@@ -624,12 +624,24 @@ int main(void) {
     rc = sh(cmd);
     CHECK(rc != 0 && rc != 124 && strstr(out, "disagree on --zero (this rank: 1)") && strstr(out, "disagree on --zero (this rank: 2)"),
           "ranks with --zero 1 and 2: exit %d, want both naming --zero:\n%.2000s", rc, out);
+    /* ranks whose collectives' settings differ (the bucket's size, the overlap, --zero 3's prefetch) would run
+       collectives of other sizes or in another order: stopped before the first step, naming the setting */
+    static const char *const envs[][2] = { { "DPMEM_COMM_BUCKET_MB=1", "DPMEM_COMM_BUCKET_MB (this rank: 1 MiB)" },
+                                           { "DPMEM_COMM_OVERLAP=0", "DPMEM_COMM_OVERLAP (this rank: 0)" },
+                                           { "DPMEM_ZERO3_PREFETCH=0", "DPMEM_ZERO3_PREFETCH (this rank: 0)" } };
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof cmd, "timeout 120 mpirun --oversubscribe -np 1 env %s %s/train_vanilla %s --steps 2 --threads 1 --batch-size 4 "
+                 "--zero 3 : -np 1 %s/train_vanilla %s --steps 2 --threads 1 --batch-size 4 --zero 3", envs[k][0], B, SHAPE, B, SHAPE);
+        rc = sh(cmd);
+        CHECK(rc != 0 && rc != 124 && strstr(out, envs[k][1]), "ranks with and without %s: exit %d, want one naming it:\n%.2000s",
+              envs[k][0], rc, out);
+    }
     /* a rank killed mid-run (a CPU-time limit: SIGKILL, in a collective or on its way there): the job ends */
     snprintf(cmd, sizeof cmd, "timeout 60 mpirun --oversubscribe -np 1 %s/train_vanilla %s --steps 100000 --threads 1 --quiet --zero 2 : "
              "-np 1 sh -c 'ulimit -t 2; exec %s/train_vanilla %s --steps 100000 --threads 1 --quiet --zero 2'", B, SHAPE, B, SHAPE);
     rc = sh(cmd);
     CHECK(rc != 0 && rc != 124, "a killed rank under --zero 2: exit %d, want non-zero without a hang:\n%.2000s", rc, out);
-    if (!failures) printf("ok   bad input: --zero without mpirun, --zero 4, ranks with different --zero, a killed rank\n");
+    if (!failures) printf("ok   bad input: --zero without mpirun, --zero 4, ranks with different --zero, bucket, overlap or prefetch, a killed rank\n");
     killed_in_gathers();
     failing_rank_in_flight();
 

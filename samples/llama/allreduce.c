@@ -16,11 +16,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t bucket_floats(void) {
+size_t train_comm_bucket_floats(void) {
     const char *e = getenv("DPMEM_COMM_BUCKET_MB");
     long mb = e && *e ? atol(e) : 16;
     if (mb < 1) mb = 1;
     return (size_t)mb * (1u << 20) / sizeof(float);
+}
+
+int train_comm_overlap(void) {
+    const char *e = getenv("DPMEM_COMM_OVERLAP");
+    return !(e && *e == '0');
+}
+
+int train_zero3_prefetch(void) {
+    const char *e = getenv("DPMEM_ZERO3_PREFETCH");
+    return !(e && *e == '0');
 }
 
 /* A device buffer's collective where no NCCL is linked: -1 with the error; else 0. */
@@ -91,7 +101,7 @@ int train_allreduce_prepare(TrainState *s) {
     size_t total = 0;
     for (int i = 0; i < s->model.n_params; i++) total += s->model.params[i].trainable ? s->model.params[i].numel : 0;
     if (total == 0) return 0;   /* LoRA: the adapters' sum allocates it when it first runs */
-    const size_t cap = bucket_floats();
+    const size_t cap = train_comm_bucket_floats();
     s->comm_bucket_n = total < cap ? total : cap;
     return (s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/allreduce_bucket")) ? 0 : -1;
 }
@@ -103,7 +113,7 @@ int train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int cou
     for (int i = 0; i < count; i++) total += bufs[i] ? ns[i] : 0;
     if (total == 0) return 0;
     if (!s->comm_bucket) {
-        const size_t cap = bucket_floats();
+        const size_t cap = train_comm_bucket_floats();
         s->comm_bucket_n = total < cap ? total : cap;
         if (!(s->comm_bucket = kbuf_alloc(s->kb, s->comm_bucket_n * sizeof(float), "comm/allreduce_bucket"))) return -1;
     }

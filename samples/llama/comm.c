@@ -414,7 +414,7 @@ int comm_check_fields(Comm *c, const char *const *names, const char *const *valu
         free(per);
         if (rc) return -1;
         if (i < n) fprintf(stderr, "error: rank %d: the ranks disagree on %s (this rank: %s): start every rank with the same "
-                           "flags\n", c->rank, names[i], values[i]);
+                           "%s\n", c->rank, names[i], values[i], strncmp(names[i], "DPMEM_", 6) ? "flags" : "environment setting");
         else fprintf(stderr, "error: rank %d: the ranks' configurations differ (a hash collision of fields?)\n", c->rank);
         return -1;
     }

@@ -56,11 +56,6 @@ typedef struct ShardGradQueue {
 
 static GradQueue *queue(const TrainState *s) { return s->shard ? s->shard->q : s->grad_queue; }
 
-static int env_overlap(void) {
-    const char *e = getenv("DPMEM_COMM_OVERLAP");
-    return !(e && *e == '0');
-}
-
 static void set_grad(LlamaModel *m, int i, float *g) {
     *llama_tensor(&m->dw, &m->params[i]) = g;
     if (m->cfg.tie_embeddings && m->params[i].which == W_EMBED_TOKENS) m->dw.lm_head = g;
@@ -237,7 +232,7 @@ static int unit_done(void *user, int u) {
 
 int train_grad_reduce_init(TrainState *s) {
     const int sharded = s->shard && s->shard->stage >= 2;
-    const int overlap = env_overlap();
+    const int overlap = train_comm_overlap();
     if (!sharded && !(g_comm.world > 1 && overlap && s->comm_bucket && !s->shard)) return 0;
     LlamaModel *m = &s->model;
     GradQueue *q = calloc(1, sizeof *q);

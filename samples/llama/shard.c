@@ -23,13 +23,6 @@ void train_grad_range(const TrainState *s, int i, size_t *lo, size_t *n) {
     *n = s->model.params[i].numel;
 }
 
-static size_t bucket_cap_floats(void) {   /* as allreduce.c's: DPMEM_COMM_BUCKET_MB, default 16 MiB */
-    const char *e = getenv("DPMEM_COMM_BUCKET_MB");
-    long mb = e && *e ? atol(e) : 16;
-    if (mb < 1) mb = 1;
-    return (size_t)mb * (1u << 20) / sizeof(float);
-}
-
 static float *alloc_named(KBackend *kb, size_t floats, const char *name, const char *suffix) {
     char tag[160];
     snprintf(tag, sizeof tag, "optimizer/%s%s", name, suffix);
@@ -70,7 +63,7 @@ int shard_init(TrainState *s) {
             return -1;
         if (fill_buffer(s->kb, h->m[i], 0.0f, h->len[i]) || fill_buffer(s->kb, h->v[i], 0.0f, h->len[i])) return -1;
     }
-    size_t per_rank = bucket_cap_floats() / (size_t)h->world;
+    size_t per_rank = train_comm_bucket_floats() / (size_t)h->world;
     if (per_rank < 1) per_rank = 1;
     if (per_rank > (size_t)1 << 30) per_rank = (size_t)1 << 30;   /* MPI counts are int */
     if (longest) {   /* (nothing trainable in the model, LoRA: no gradient to reduce, no slice to update) */
@@ -79,8 +72,7 @@ int shard_init(TrainState *s) {
     }
     if (!llama_params_sharded(m)) return 0;
     /* --zero 3: each tensor's gather in flight, the slices of the one being started */
-    const char *e = getenv("DPMEM_ZERO3_PREFETCH");
-    h->prefetch = !(e && *e == '0');
+    h->prefetch = train_zero3_prefetch();
     h->pf_unit = -1;
     h->req = calloc((size_t)m->n_params, sizeof *h->req);
     h->vlo = calloc((size_t)h->world, sizeof *h->vlo);

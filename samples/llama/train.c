@@ -383,6 +383,9 @@ static int ranks_agree(const TrainConfig *c, const TrainStrategy *st, const Trai
     config_field(f, "the method", "%s", st->name);
     config_field(f, "the backend", "%s", kb->kind == KB_PLAN ? "plan" : kb->ops->name);
     config_field(f, "the model's parameters (bytes)", "%zu", s->model.bytes_params);
+    config_field(f, "DPMEM_COMM_BUCKET_MB", "%zu MiB", train_comm_bucket_floats() * sizeof(float) >> 20);
+    config_field(f, "DPMEM_COMM_OVERLAP", "%d", train_comm_overlap());
+    config_field(f, "DPMEM_ZERO3_PREFETCH", "%d", train_zero3_prefetch());
     if (st->fields) st->fields(st->user, s, f);
     const char *names[CONFIG_FIELDS_MAX], *values[CONFIG_FIELDS_MAX];
     for (int i = 0; i < f->n; i++) { names[i] = f->name[i]; values[i] = f->value[i]; }

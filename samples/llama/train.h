@@ -139,6 +139,13 @@ int  train_collective(TrainState *s, CommOp op, void *buf, size_t count, const c
 /* --zero 3's gather of a whole tensor's unequal slices into buf, started (comm.h: comm_allgatherv_start, on a
    device comm_device_allgatherv_start), completed by comm_request_wait. 0, or -1 as train_collective. */
 int  train_allgatherv_start(TrainState *s, void *buf, const size_t *lo, const size_t *len, size_t elem, const char *what, CommRequest *r);
+/* The collectives' settings from the environment, read once where they are used and compared across the
+   ranks before the first step (ranks that differ would run collectives of other sizes, or in another order):
+   DPMEM_COMM_BUCKET_MB (the bucket's floats; default 16 MiB), DPMEM_COMM_OVERLAP (0: each unit's reduction
+   waited at once), DPMEM_ZERO3_PREFETCH (0: --zero 3 gathers each unit at its use). */
+size_t train_comm_bucket_floats(void);
+int    train_comm_overlap(void);
+int    train_zero3_prefetch(void);
 int  train_allreduce_grads(TrainState *s);
 int  train_allreduce_prepare(TrainState *s);   /* the bucket, with the model (scope model_creation) */
 void train_allreduce_free(TrainState *s);
