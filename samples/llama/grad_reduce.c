@@ -230,6 +230,14 @@ static int unit_done(void *user, int u) {
     return 0;
 }
 
+/* --zero 3 (the weights held sliced): each unit's weights gathered before its use, the next unit's prefetched */
+static void weight_gathers(LlamaModel *m) {
+    if (!llama_params_sharded(m)) return;
+    m->units.gather = shard_gather_unit;
+    m->units.release = shard_release_unit;
+    m->units.prefetch = shard_prefetch_unit;
+}
+
 int train_grad_reduce_init(TrainState *s) {
     const int sharded = s->shard && s->shard->stage >= 2;
     const int overlap = train_comm_overlap();
@@ -261,12 +269,8 @@ int train_grad_reduce_init(TrainState *s) {
         }
     }
     if (!s->comm_bucket) {   /* nothing trainable (LoRA): no unit has a gradient of the model to reduce */
-        if (llama_params_sharded(m)) {   /* its frozen base's gathers */
-            m->units = (LlamaUnitHooks){ .user = s };
-            m->units.gather = shard_gather_unit;
-            m->units.release = shard_release_unit;
-            m->units.prefetch = shard_prefetch_unit;
-        }
+        m->units = (LlamaUnitHooks){ .user = s };
+        weight_gathers(m);   /* (its frozen base's, under --zero 3) */
         return 0;
     }
     /* the loop's bucket, and for the overlap a second one of the largest round a unit needs (the
@@ -290,12 +294,8 @@ int train_grad_reduce_init(TrainState *s) {
         if (!(q->slot[k].buf = kbuf_alloc(s->kb, q->slot[k].cap * world * sizeof(float), "comm/overlap_bucket"))) return -1;
         q->slot[k].owned = 1;
     }
-    m->units = (LlamaUnitHooks){ s, unit_begin, unit_done, NULL, NULL, NULL };
-    if (llama_params_sharded(m)) {
-        m->units.gather = shard_gather_unit;
-        m->units.release = shard_release_unit;
-        m->units.prefetch = shard_prefetch_unit;
-    }
+    m->units = (LlamaUnitHooks){ .user = s, .begin = unit_begin, .done = unit_done };
+    weight_gathers(m);
     return 0;
 }
 
