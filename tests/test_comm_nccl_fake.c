@@ -193,10 +193,12 @@ int main(void) {
         CHECK(rc == 0 && !comm_request_pending(&r) && !strcmp(calls, "wait(compute on comm) "), "allgatherv's wait: rc %d, calls '%s'", rc, calls);
     }
 
-    /* the blocking form: a start and a wait (complete at once here) */
+    /* the blocking form (train_collective with no request): a start and a wait (complete at once here) */
     calls[0] = 0;
     collective_done = 1;
-    int rc = comm_device_reduce_scatter(&c, buf, 8, "blocking");
+    CommRequest rb;
+    int rc = comm_device_start(&c, COMM_REDUCE_SCATTER, buf, 8, "blocking", &rb);
+    rc = rc ? rc : comm_request_wait(&c, &rb);
     CHECK(rc == 0 && !strcmp(calls, "record(compute) wait(comm on compute) reduce_scatter(comm) record(comm) wait(compute on comm) "),
           "blocking reduce-scatter: rc %d, calls '%s'", rc, calls);
 

@@ -18,10 +18,6 @@
 #endif
 
 Comm g_comm = { 0, 1, 0, 0, 0, 600.0, "none" };
-int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *what) = NULL;
-int (*comm_device_reduce_scatter)(Comm *c, float *dev, size_t count, const char *what) = NULL;
-int (*comm_device_allgather)(Comm *c, float *dev, size_t count, const char *what) = NULL;
-int (*comm_device_allgather_bf16)(Comm *c, void *dev, size_t count, const char *what) = NULL;
 int (*comm_device_start)(Comm *c, CommOp op, void *dev, size_t count, const char *what, CommRequest *r) = NULL;
 int (*comm_device_test)(Comm *c, CommRequest *r, int *done) = NULL;
 int (*comm_device_wait)(Comm *c, CommRequest *r) = NULL;

@@ -87,18 +87,11 @@ static inline int comm_request_pending(const CommRequest *r) { return r->id != 0
 /* Root's bytes to every rank. */
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
 
-/* Sum over the ranks of a device buffer (NCCL), set by samples/llama/comm_nccl.c where it is linked; NULL
-   otherwise. 0, or -1 after a one-line error. */
-extern int (*comm_device_allreduce)(Comm *c, float *dev, size_t n, const char *what);
-/* The same for the sharded collectives on a device buffer (the layout of comm_reduce_scatter_float);
-   these run with one rank too (a 1-rank NCCL job goes through them). */
-extern int (*comm_device_reduce_scatter)(Comm *c, float *dev, size_t count, const char *what);
-extern int (*comm_device_allgather)(Comm *c, float *dev, size_t count, const char *what);
-extern int (*comm_device_allgather_bf16)(Comm *c, void *dev, size_t count, const char *what);   /* ncclBfloat16 */
-/* The collectives by kind, for the non-blocking device path below (and train.h's train_collective). */
+/* The collectives by kind, for the device path below (and train.h's train_collective). */
 typedef enum { COMM_ALLREDUCE, COMM_REDUCE_SCATTER, COMM_ALLGATHER, COMM_ALLGATHER_BF16 } CommOp;
-/* A device collective started without blocking the host (NCCL; NULL where comm_nccl.c is not linked): in
-   place on dev in the layout of the blocking ones above (count: an all-reduce's n, else a rank's part),
+/* A device collective started without blocking the host (NCCL, set by samples/llama/comm_nccl.c where it is
+   linked; NULL otherwise): in place on dev in the layout of the host ones above (count: an all-reduce's n,
+   else a rank's part; the sharded ones run with one rank too: a 1-rank NCCL job goes through them),
    enqueued on NCCL's own communication stream after what the compute stream (the legacy default stream, the
    CUDA backend's) has queued so far, so that the compute stream goes on meanwhile. Nothing on the compute
    stream may touch dev until comm_request_test finds it done or comm_request_wait returns: both make the

@@ -11,7 +11,7 @@
    another event: a test queries it and NCCL's async error; a wait polls both within DPMEM_COMM_TIMEOUT
    and aborts the communicator when a peer is gone or stuck; once complete the compute stream waits on
    the event, so that the kernels after it (the bucket's unpacking, its reuse) read the result.
-   The blocking collectives (comm_device_allreduce, ...) are a start and a wait. Every collective goes through
+   A blocking collective (train.h's train_collective with no request) is a start and a wait. Every collective goes through
    the same request machinery (request_begin, request_end; nccl_test, nccl_wait): comm_device_start's kinds
    (all-reduce, reduce-scatter, fp32 and bf16 all-gathers) and --zero 3's gathers of unequal slices
    (comm_device_allgatherv_start, prefetched while the previous unit computes). One communication stream for
@@ -201,19 +201,6 @@ static int nccl_allgatherv_start(Comm *c, void *dev, const size_t *lo, const siz
     return request_end(c, id, what, r);
 }
 
-static int run_blocking(Comm *c, CommOp op, void *dev, size_t count, const char *what) {
-    CommRequest r;
-    return nccl_start(c, op, dev, count, what, &r) || nccl_wait(c, &r) ? -1 : 0;
-}
-static int nccl_allreduce(Comm *c, float *dev, size_t n, const char *what) { return run_blocking(c, COMM_ALLREDUCE, dev, n, what); }
-static int nccl_reduce_scatter(Comm *c, float *dev, size_t count, const char *what) {
-    return run_blocking(c, COMM_REDUCE_SCATTER, dev, count, what);
-}
-static int nccl_allgather(Comm *c, float *dev, size_t count, const char *what) { return run_blocking(c, COMM_ALLGATHER, dev, count, what); }
-static int nccl_allgather_bf16(Comm *c, void *dev, size_t count, const char *what) {
-    return run_blocking(c, COMM_ALLGATHER_BF16, dev, count, what);
-}
-
 __attribute__((destructor)) static void comm_nccl_done(void) {
     if (g_nccl_ready) ncclCommDestroy(g_nccl);
     g_nccl_ready = 0;
@@ -224,10 +211,6 @@ __attribute__((destructor)) static void comm_nccl_done(void) {
 }
 
 __attribute__((constructor)) static void comm_nccl_register(void) {
-    comm_device_allreduce = nccl_allreduce;
-    comm_device_reduce_scatter = nccl_reduce_scatter;
-    comm_device_allgather = nccl_allgather;
-    comm_device_allgather_bf16 = nccl_allgather_bf16;
     comm_device_start = nccl_start;
     comm_device_test = nccl_test;
     comm_device_wait = nccl_wait;
