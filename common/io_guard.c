@@ -263,6 +263,8 @@ int io_dir_commit(const char *stage, const char *dir, char *err, size_t errlen) 
         return -1;
     }
     snprintf(old, sizeof old, "%s", stage);   /* after the swap the old directory is where the stage was */
+    struct stat here, there;   /* saving into the working directory ("--save ."): it follows the new one */
+    const int cwd = exists && stat(".", &here) == 0 && stat(target, &there) == 0 && here.st_dev == there.st_dev && here.st_ino == there.st_ino;
     if (!exists) {
         if (rename(stage, target) != 0) { snprintf(err, errlen, "%s: cannot rename %s to it: %s", target, stage, strerror(errno)); return -1; }
         old[0] = 0;
@@ -280,6 +282,7 @@ int io_dir_commit(const char *stage, const char *dir, char *err, size_t errlen) 
             return -1;
         }
     }
+    if (cwd && chdir(target) != 0) { snprintf(err, errlen, "%s: swapped in, but cannot enter it: %s", target, strerror(errno)); return -1; }
     snprintf(parent, sizeof parent, "%s", target);
     char *slash = strrchr(parent, '/');
     if (slash) *(slash == parent ? slash + 1 : slash) = 0;

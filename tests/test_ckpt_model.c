@@ -436,6 +436,12 @@ static void test_failed_save(const char *root) {
     CHECK(symlink("whole", link) == 0 && ckpt_save(&a, link, ST_F32, NULL, err, sizeof err) == 0, "a save through a symlink: %s", err);
     CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode) && ckpt_load(&back, dir, err, sizeof err) == 0 && same_params(&a, &back, 1),
           "a save through a symlink did not keep the link or write its target: %s", err);
+    /* into the working directory ("--save ."): the process stays in the directory that holds the checkpoint */
+    char here[1024], cwd[1024];
+    CHECK(getcwd(here, sizeof here) && chdir(dir) == 0 && ckpt_save(&b, ".", ST_F32, NULL, err, sizeof err) == 0, "--save .: %s", err);
+    CHECK(getcwd(cwd, sizeof cwd) && access("config.json", R_OK) == 0 && ckpt_read_config(".", &got, NULL, err, sizeof err) == 0 &&
+          got.ffn_dim == 64, "after --save . the working directory lost the checkpoint: %s", err);
+    CHECK(chdir(here) == 0, "test bug: chdir back");
     free(cfg0); free(w0);
     llama_free(&a); llama_free(&b); llama_free(&back);
     kbackend_destroy(&kb);
