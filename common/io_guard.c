@@ -192,14 +192,14 @@ static int each_entry(const char *path, int (*fn)(int, const char *, const struc
     return rc;
 }
 
-typedef struct { int to; const char *what; int err; } LinkInto;
+typedef struct { int to; char what[256]; int err; } LinkInto;
 
 static int link_kept(int from, const char *name, const struct stat *sb, void *user) {
     LinkInto *l = user;
     if (!S_ISREG(sb->st_mode) && !S_ISLNK(sb->st_mode)) return 0;   /* subdirectories move after the swap */
     if (linkat(from, name, l->to, name, 0) == 0) return 0;
     l->err = errno;
-    l->what = name;
+    snprintf(l->what, sizeof l->what, "%s", name);   /* (the entry's name is gone once the listing is closed) */
     return -1;
 }
 
@@ -207,22 +207,26 @@ int io_dir_stage(const char *dir, char *stage, size_t stagelen, char *err, size_
     char target[PATH_MAX];
     int exists;
     if (dir_target(dir, target, sizeof target, &exists, err, errlen)) return -1;
-    if ((size_t)snprintf(stage, stagelen, "%s.tmp.%ld", target, (long)getpid()) >= stagelen) {
-        snprintf(err, errlen, "%s: path too long", target);
-        return -1;
+    int made = -1;   /* a name nothing holds: dir.tmp.PID, else dir.tmp.PID.1, ... (never into what is there) */
+    for (int k = 0; made != 0 && k < 100; k++) {
+        int w = k ? snprintf(stage, stagelen, "%s.tmp.%ld.%d", target, (long)getpid(), k)
+                  : snprintf(stage, stagelen, "%s.tmp.%ld", target, (long)getpid());
+        if (w < 0 || (size_t)w >= stagelen) { snprintf(err, errlen, "%s: path too long", target); return -1; }
+        made = mkdir(stage, 0777);
+        if (made != 0 && errno != EEXIST) break;
     }
-    io_dir_abandon(stage);   /* (this process's own, left by a save it did not finish) */
     struct stat sb;
-    if (mkdir(stage, 0777) != 0 || (exists && (stat(target, &sb) != 0 || chmod(stage, sb.st_mode & 07777) != 0))) {
+    if (made != 0 || (exists && (stat(target, &sb) != 0 || chmod(stage, sb.st_mode & 07777) != 0))) {
         snprintf(err, errlen, "%s: cannot create %s to write it whole beside it: %s", target, stage, strerror(errno));
+        if (made == 0) rmdir(stage);
         return -1;
     }
     if (!exists) return 0;
-    LinkInto l = { open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC), NULL, 0 };
+    LinkInto l = { open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC), "", 0 };
     int rc = l.to < 0 ? -1 : each_entry(target, link_kept, &l);
     if (l.to >= 0) close(l.to);
     if (rc == 0) return 0;
-    if (l.what) snprintf(err, errlen, "%s/%s: cannot keep it in %s (a hard link): %s", target, l.what, stage, strerror(l.err));
+    if (l.what[0]) snprintf(err, errlen, "%s/%s: cannot keep it in %s (a hard link): %s", target, l.what, stage, strerror(l.err));
     else snprintf(err, errlen, "%s: cannot read it to keep its files: %s", target, strerror(errno));
     io_dir_abandon(stage);
     return -1;

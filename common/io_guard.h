@@ -56,7 +56,8 @@ int io_replace_file(const char *path, const void *data, size_t n, char *err, siz
    same file system; dir's symlinks resolved first) holding a hard link to each regular file and
    symlink of dir, so that what the caller does not rewrite is kept (its log, tokenizer files), with
    dir's permissions; the stage's path goes to stage. The caller writes its files there, each aside and
-   renamed over the link (never through it: the link is the old file). io_dir_commit makes the stage
+   renamed over the link (never through it: the link is the old file). (A name already there is left
+   alone: the stage is then dir.tmp.PID.1, .2, ...) io_dir_commit makes the stage
    durable (fsync of every file it wrote and of itself), swaps it with dir in one rename
    (renameat2's RENAME_EXCHANGE; where the file system has none, two renames, dir missing between
    them), then removes the old directory, its subdirectories moved into the new one first. A

@@ -415,8 +415,19 @@ static void test_failed_save(const char *root) {
         listing(root, have, sizeof have);
         CHECK(!strstr(have, ".tmp."), "%s: a stage left beside the directory: %s", how ? "a killed save" : "a failed save", have);
     }
-    /* the save that succeeds: the new checkpoint, the other files kept, the permissions too */
+    /* the save that succeeds: the new checkpoint, the other files kept, the permissions too; a directory that holds
+       the stage's first name already (someone's own) is left alone */
+    char taken[600];
+    snprintf(taken, sizeof taken, "%s.tmp.%ld", dir, (long)getpid());
+    mkdir(taken, 0777);
+    write_text(taken, "mine.txt", "not the saver's\n");
     CHECK(ckpt_save(&b, dir, ST_F32, NULL, err, sizeof err) == 0, "the save after the failed ones: %s", err);
+    size_t nm = 0;
+    char *mine = slurp(taken, "mine.txt", &nm);
+    CHECK(mine && nm == 16, "the save used (and emptied) a directory that held its stage's name");
+    free(mine);
+    snprintf(err, sizeof err, "rm -rf '%s'", taken);
+    CHECK(system(err) == 0, "test bug: %s", err);
     LlamaConfig got;
     memset(&got, 0, sizeof got);
     CHECK(ckpt_read_config(dir, &got, NULL, err, sizeof err) == 0 && got.ffn_dim == 64, "the new config: ffn %d %s", got.ffn_dim, err);
