@@ -81,7 +81,7 @@ float *dp_alloc_floats(DpSgd *d, size_t floats, const char *cat, const char *nam
 float *dp_alloc_act(DpSgd *d, size_t elems, const char *cat, const char *name, const char *suffix);
 float *dp_alloc_written(DpSgd *d, size_t bytes, const char *cat, const char *name, const char *suffix);
 
-/* --quiet or --quiet-dp: the strategy prints nothing (s NULL: the loop is gone, print). */
+/* --quiet, or DpConfig.quiet_dp (the benchmarks'): the strategy prints nothing (s NULL: no loop to ask, print). */
 static inline int dp_quiet(const DpSgd *d, const TrainState *s) {
     return s && (s->cfg->quiet || d->cfg.quiet_dp);
 }
