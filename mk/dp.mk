@@ -60,7 +60,7 @@ DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 # DP_HAVE_CUDA (its `_cuda` kernel calls). DP_CUDA_ON repeats TRAINER_CUDA_ON's condition because
 # prerequisites are expanded before trainer.mk is read (recipes are expanded later: they use its names).
 DP_CUDA_ON   := $(and $(filter 1,$(or $(TRAINER_CUDA),1)),$(KCUDA_LIB),$(filter-out 1,$(SAN)))
-DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h)
+DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h,$(BUILD)/obj/trainer/cuda_why.o)
 DP_CUDA_DEPS += $(if $(and $(DP_CUDA_ON),$(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so)),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o)
 
 # The DP strategy and kernels, compiled once for the four samples (dp_sgd.c with DP_HAVE_CUDA where they

@@ -34,6 +34,17 @@ want="make test: 2 passed, 0 failed, 0 skipped (the suite); 1 passed, 0 failed, 
 if [ $rc -ne 0 ] || [ "$last" != "$want" ]; then
     echo "FAIL: make test exited $rc, its last line is '$last', not '$want':"; cat "$tmp/out"; exit 1
 fi
+# a trainer linked without the CUDA backend says why at --device cuda (train.c prints the reason the
+# build writes into it): it said "no nvcc at build time" after make demo had printed "✓ nvcc found"
+why() { mk_clean --no-print-directory "$@" "$tmp/w/obj/trainer/cuda_why.c" >/dev/null 2>&1 && cat "$tmp/w/obj/trainer/cuda_why.c"; }
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+    w=$(why BUILD="$tmp/w" TRAINER_CUDA=0)
+    case $w in *"linked with TRAINER_CUDA=0"*"nvcc is there"*) ;; *) echo "FAIL: TRAINER_CUDA=0's reason: '$w'"; exit 1 ;; esac
+    w=$(why BUILD="$tmp/w" SAN=1)
+    case $w in *"sanitizer build (SAN=1)"*) ;; *) echo "FAIL: SAN=1's reason: '$w'"; exit 1 ;; esac
+fi
+w=$(why BUILD="$tmp/w" CUDA_HOME="$tmp/no-cuda")
+case $w in *"no nvcc at build time, none under CUDA_HOME=$tmp/no-cuda"*) ;; *) echo "FAIL: no nvcc's reason: '$w'"; exit 1 ;; esac
 # a failing test: make test fails, and its last lines name it
 echo 'exit 3' >"$tmp/c.sh"
 mk_clean --no-print-directory test BUILD="$tmp/b" PYENV="$tmp/venv" ALL= TESTS="$tmp/b.sh $tmp/c.sh" >"$tmp/out" 2>&1 \

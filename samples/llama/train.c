@@ -263,6 +263,9 @@ static void print_summary(const TrainState *s, int steps, double secs, double (*
     }
 }
 
+/* Why a trainer has no CUDA backend: the build's reason (mk/trainer.mk writes it into the trainers
+   linked without it); absent in other programs. */
+extern const char *const train_cuda_missing_why __attribute__((weak));
 /* Set by samples/llama/train_cuda.c in programs linked with the CUDA backend (see train.h). */
 int (*train_cuda_backend_init)(KBackend *b) = NULL;
 int (*train_cuda_available)(void) = NULL;
@@ -293,7 +296,8 @@ static int choose_backend(KBackend *kb, const TrainConfig *c) {
     if (!strcmp(dev, "auto")) dev = train_cuda_available && train_cuda_available() ? "cuda" : "cpu";
     if (!strcmp(dev, "cuda")) {
         if (!train_cuda_backend_init) {
-            fprintf(stderr, "error: this binary was built without the CUDA backend (no nvcc at build time); use --device cpu or --device plan --plan-for cuda\n");
+            fprintf(stderr, "error: this binary was built without the CUDA backend: %s. Use --device cpu or --device plan "
+                    "--plan-for cuda\n", &train_cuda_missing_why ? train_cuda_missing_why : "its link left it out");
             return -1;
         }
         if (train_cuda_backend_init(kb) != 0) { fprintf(stderr, "error: %s\n", kbackend_error(kb)); return -1; }
