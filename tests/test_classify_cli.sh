@@ -37,6 +37,15 @@ printf '3 5 6\n' >"$tmp/bad.txt"
 python3 tools/make_tokens.py --labels --ids "$tmp/bad.txt" --vocab 29 --num-labels 3 --pad-id 0 --out "$tmp/bad.bin" 2>"$tmp/err" \
     && no "label 3 of 3 accepted by make_tokens"
 grep -q "row 0 has label 3, outside 0..2" "$tmp/err" || no "make_tokens' label error: $(cat "$tmp/err")"
+# refused where written, nothing written (both were written, exit 0, and the trainer refused the file later):
+# --pad-id -1 (rows padded with -1) and a row of a label and no tokens
+python3 tools/make_tokens.py --labels --ids "$tmp/rows.txt" --vocab 29 --num-labels 3 --pad-id -1 --out "$tmp/bad.bin" 2>"$tmp/err" \
+    && no "make_tokens --labels --pad-id -1 accepted"
+grep -q "the pad id -1 is outside the vocabulary \[0, 29)" "$tmp/err" && [ ! -e "$tmp/bad.bin" ] || no "make_tokens --pad-id -1: $(cat "$tmp/err")"
+printf '2 5 6\n1\n' >"$tmp/empty.txt"
+python3 tools/make_tokens.py --labels --ids "$tmp/empty.txt" --vocab 29 --num-labels 3 --pad-id 0 --out "$tmp/bad.bin" 2>"$tmp/err" \
+    && no "make_tokens --labels wrote a row with no tokens"
+grep -q "row 1 has no tokens" "$tmp/err" && [ ! -e "$tmp/bad.bin" ] || no "make_tokens' empty row: $(cat "$tmp/err")"
 
 expect_fail "--task classify needs --num-labels K" --task classify
 expect_fail "--num-labels 3 is for --task classify" --num-labels 3

@@ -19,7 +19,10 @@ int llama_ffn_dim(int dim) {
 
 /* A preset's model; F = 0: LLaMA's FFN rule from C; NKV = 0: as NH. The Llama-3.2 presets are the
    published config.json of meta-llama/Llama-3.2-1B and -3B (tied embeddings, GQA with 8 KV heads,
-   llama3 RoPE scaling): 1,235,814,400 and 3,212,749,824 parameters. */
+   llama3 RoPE scaling): 1,235,814,400 and 3,212,749,824 parameters. The Llama-3 and 3.1 presets are
+   those of meta-llama/Meta-Llama-3-8B, -70B, Llama-3.1-8B and -70B (untied, GQA with 8 KV heads; 3.1
+   adds llama3 RoPE scaling to 128K positions): 8,030,261,248 and 70,553,706,496 parameters, the shapes
+   docs/SCALING.md plans (8b and 70b name the 3.1 ones). */
 typedef struct {
     const char *name; int V, C, L, NH, NKV, F, tie, T, B;
     float theta, eps, rope_factor, rope_low, rope_high; int rope_orig, max_pos;
@@ -32,16 +35,47 @@ static const Preset PRESETS[] = {
     { "3b",          32000, 3200, 26, 32, 0,   0, 0,  2048, 1, 10000.0f, 1e-6f, 0, 0, 0, 0, 0 },
     { "llama3.2-1b", 128256, 2048, 16, 32, 8, 8192, 1, 2048, 1, 500000.0f, 1e-5f, 32.0f, 1.0f, 4.0f, 8192, 131072 },
     { "llama3.2-3b", 128256, 3072, 28, 24, 8, 8192, 1, 2048, 1, 500000.0f, 1e-5f, 32.0f, 1.0f, 4.0f, 8192, 131072 },
+    { "llama3-8b",   128256, 4096, 32, 32, 8, 14336, 0, 2048, 1, 500000.0f, 1e-5f, 0, 0, 0, 0, 8192 },
+    { "llama3-70b",  128256, 8192, 80, 64, 8, 28672, 0, 2048, 1, 500000.0f, 1e-5f, 0, 0, 0, 0, 8192 },
+    { "llama3.1-8b", 128256, 4096, 32, 32, 8, 14336, 0, 2048, 1, 500000.0f, 1e-5f, 8.0f, 1.0f, 4.0f, 8192, 131072 },
+    { "llama3.1-70b", 128256, 8192, 80, 64, 8, 28672, 0, 2048, 1, 500000.0f, 1e-5f, 8.0f, 1.0f, 4.0f, 8192, 131072 },
 };
+/* Short names for the shapes people plan (bench/plan_scaling.sh's --models): the preset each stands for. */
+static const char *const ALIASES[][2] = { { "8b", "llama3.1-8b" }, { "70b", "llama3.1-70b" } };
 
-const char *config_preset_names(void) { return "tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b"; }
+const char *config_preset_names(void) {
+    return "tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b, llama3-8b, llama3-70b, llama3.1-8b (8b), llama3.1-70b (70b)";
+}
+
+/* The preset of a name or alias; NULL if none. */
+static const Preset *preset_named(const char *name) {
+    for (size_t i = 0; i < sizeof ALIASES / sizeof *ALIASES; i++)
+        if (!strcmp(name, ALIASES[i][0])) name = ALIASES[i][1];
+    for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)
+        if (!strcmp(PRESETS[i].name, name)) return &PRESETS[i];
+    return NULL;
+}
+
+/* A named preset whose shape flags changed it (--dim, --vocab, ...): "custom", the preset it started from
+   kept in preset_from (META config.model_from). The same shape given in flags keeps the name. */
+static void name_custom_shape(LlamaConfig *m) {
+    const Preset *p = preset_named(m->preset);
+    if (!p) return;   /* "hf" (--init-from's config.json) or a name set in code */
+    if (m->vocab_size == p->V && m->dim == p->C && m->n_layers == p->L && m->n_heads == p->NH &&
+        m->n_kv_heads == (p->NKV ? p->NKV : p->NH) && m->ffn_dim == (p->F ? p->F : llama_ffn_dim(p->C)) &&
+        m->tie_embeddings == p->tie) return;
+    snprintf(m->preset_from, sizeof m->preset_from, "%s", p->name);
+    snprintf(m->preset, sizeof m->preset, "custom");
+}
 
 int config_preset(TrainConfig *c, const char *name) {
-    for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++) {
+    const Preset *found = preset_named(name);
+    for (size_t i = 0; found && i < sizeof PRESETS / sizeof *PRESETS; i++) {
         const Preset *p = &PRESETS[i];
-        if (strcmp(p->name, name) != 0) continue;
+        if (p != found) continue;
         LlamaConfig *m = &c->model;
         snprintf(m->preset, sizeof m->preset, "%s", p->name);
+        m->preset_from[0] = 0;
         m->vocab_size = p->V; m->dim = p->C; m->n_layers = p->L;
         m->n_heads = p->NH; m->n_kv_heads = p->NKV ? p->NKV : p->NH; m->ffn_dim = p->F ? p->F : llama_ffn_dim(p->C);
         m->tie_embeddings = p->tie;
@@ -69,9 +103,11 @@ void config_defaults(TrainConfig *c) {
 
 void config_usage(const char *prog, const char *extra_usage) {
     printf("usage: %s [flags]\n"
-           "  --model tiny|small|medium|1b|3b|llama3.2-1b|llama3.2-3b  preset (tiny: V=1000 C=64 L=2 NH=4; llama3.2-*: the\n"
-           "                   published Llama-3.2 shapes, tied, GQA, llama3 RoPE); flags below override it\n"
-           "  --vocab N --dim N --layers N --heads N --kv-heads N --ffn N --tie-embeddings\n"
+           "  --model tiny|small|medium|1b|3b|llama3.2-1b|llama3.2-3b|llama3-8b|llama3-70b|llama3.1-8b|llama3.1-70b|8b|70b\n"
+           "                   preset (tiny: V=1000 C=64 L=2 NH=4; llama3*: the published Llama-3, 3.1 and 3.2 shapes, GQA;\n"
+           "                   8b, 70b: llama3.1-8b, -70b); flags below override it\n"
+           "  --vocab N --dim N --layers N --heads N --kv-heads N --ffn N --tie-embeddings (a shape they change is named\n"
+           "                   custom: the header and the log give its dimensions and the preset it started from)\n"
            "  --batch-size N  --seq-len N  --steps N  --warmup-steps N (learning rate)  --grad-accum N (physical batches per step)\n"
            "  --timing-warmup N (steps left out of the time statistics: 1; the log says how many)\n"
            "  --peak-tflops X (the device's dense peak in TFLOP/s for the MFU line; default: the GPU's from a table)\n"
@@ -270,6 +306,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
             return -1;
         }
     }
+    name_custom_shape(&c->model);
     if (config_validate(c)) return -1;
     return config_split_ranks(c);
 }
@@ -349,6 +386,7 @@ void config_log(const TrainConfig *c) {
     const LlamaConfig *m = &c->model;
     dpmem_meta("run", c->run_name);
     dpmem_meta("config.model", m->preset);
+    if (m->preset_from[0]) dpmem_meta("config.model_from", m->preset_from);
     if (c->init_from) dpmem_meta("config.init_from", c->init_from);
     dpmem_meta_int("config.vocab_size", m->vocab_size);
     dpmem_meta_int("config.dim", m->dim);

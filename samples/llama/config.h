@@ -6,7 +6,9 @@
 #define CONFIG_H
 
 typedef struct {
-    char preset[16];       /* tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b; "hf" from config.json */
+    char preset[16];       /* tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b, llama3-8b, llama3-70b, llama3.1-8b,
+                              llama3.1-70b; "hf" from config.json; "custom": a preset whose shape flags changed it */
+    char preset_from[16];  /* custom: the preset it started from ("" otherwise) */
     int vocab_size;        /* V */
     int dim;               /* C */
     int n_layers;          /* L */
