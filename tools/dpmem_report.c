@@ -215,7 +215,30 @@ static void print_oom(const RunStats *r, uint32_t k) {
    the job's size; not the per-layer (dp.layer.*, dp.io.*) or per-step (dp.sample_norms) ones. */
 static int settings_key(const char *k) {
     if (!strncmp(k, "dp.layer.", 9) || !strncmp(k, "dp.io.", 6) || !strcmp(k, "dp.sample_norms")) return 0;
-    return !strncmp(k, "dp.", 3) || !strncmp(k, "lora.", 5) || !strncmp(k, "timing.", 7) || !strcmp(k, "comm.world_size");
+    return !strncmp(k, "dp.", 3) || !strncmp(k, "lora.", 5) || !strncmp(k, "timing.", 7) || !strcmp(k, "comm.world_size") ||
+           !strncmp(k, "eval.", 5);
+}
+
+/* The run's held-out evaluations (samples/llama/eval.h: META eval.loss "S L", eval.accuracy or
+   eval.perplexity "S X"), each on one line, and whether they are outside ε. */
+static void print_evals(const DpmemLog *L) {
+    int any = 0;
+    for (uint32_t i = 0; i < L->n_meta; i++) {
+        const char *k = dpmem_log_string(L, L->meta[i].key), *v = dpmem_log_string(L, L->meta[i].value);
+        const int loss = !strcmp(k, "eval.loss"), acc = !strcmp(k, "eval.accuracy"), ppl = !strcmp(k, "eval.perplexity");
+        unsigned step;
+        double x;
+        if (!(loss || acc || ppl) || !v || sscanf(v, "%u %lf", &step, &x) != 2) continue;
+        if (!any++) {
+            const char *data = dpmem_log_meta(L, "eval.data"), *out = dpmem_log_meta(L, "eval.outside_epsilon");
+            printf("evaluation (META eval.*) on %s%s:", shown(data ? data : "?"),
+                   out && !strcmp(out, "1") ? ", outside ε (private unless that data is public)" : "");
+        }
+        if (loss) printf("%s after step %u: loss %.6f", any > 1 ? ";" : "", step, x);
+        else if (acc) printf(", accuracy %.2f %%", 100 * x);
+        else printf(", perplexity %.4f", x);
+    }
+    if (any) printf("\n");
 }
 
 /* The META keys of a log with a prefix test, each once (its last value), in the order first written. */
@@ -432,6 +455,7 @@ static void print_run(const RunStats *r, const Names *cats) {
         print_norms(r, &sl);
         steplog_free(&sl);
     }
+    print_evals(L);
     if (r->n_snaps) {
         /* Columns: the categories some snapshot lists, in the log's order; a snapshot's values
            scattered into a row of them (snapshots are sparse: the log may hold 10^5 categories). */

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "checkpoint.h"
 #include "comm.h"
+#include "data.h"
 #include "dpmem.h"
 #include "kernels.h"
 
@@ -121,7 +122,10 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --precision fp32|bf16 (bf16: mixed precision, fp32 master weights and optimizer state)\n"
            "  --checkpoint-activations (keep each block's input only; recompute the block in the backward)\n"
            "  --task lm|classify (classify: LlamaForSequenceClassification, a score head on each row's last non-pad token)\n"
-           "  --num-labels K (classify's labels, >= 2)  --pad-id P (classify's padding token; default: none, the last position)\n"
+           "  --num-labels K (classify's labels, >= 2)  --pad-id P (classify's padding token; default: none, the last position;\n"
+           "           a labelled --data file's header gives both: a flag that disagrees with it is refused)\n"
+           "  --eval-data FILE [--eval-every N] (held-out rows, read as --data: loss and accuracy (classify) or perplexity,\n"
+           "           after every N steps and the last; printed and in the log; under DP outside ε unless FILE is public)\n"
            "  --init-from DIR (Hugging Face LLaMA checkpoint: config.json + model.safetensors; sets the model)\n"
            "  --allow-nonfinite (load a checkpoint's NaN/inf values; by default they are an error naming the tensor)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
@@ -177,6 +181,29 @@ static int parse_choice(const char *flag, const char *v, const char *const *choi
     for (int i = 0; choices[i]; i++) fprintf(stderr, " %s", choices[i]);
     fprintf(stderr, ", got '%s'\n", v ? v : "");
     return -1;
+}
+
+/* --task classify on a labelled --data file: K and the pad id from its header (data.h) where the flags
+   (or --init-from's classifier) did not give them; a flag that disagrees with the file is refused. */
+static int labels_from_file(TrainConfig *c) {
+    int k = 0, pad = -1;
+    if (data_labelled_header(c->data_path, &k, &pad) <= 0) return 0;   /* not one (or unreadable): data_open says so */
+    LlamaConfig *m = &c->model;
+    if (c->num_labels_given && m->num_labels != k) {
+        fprintf(stderr, "error: --num-labels %d, but %s holds %d labels (its header): leave --num-labels out or give %d\n",
+                m->num_labels, c->data_path, k, k);
+        return -1;
+    }
+    if (c->pad_id_given && m->pad_id != pad) {
+        char with[32] = "no token";
+        if (pad >= 0) snprintf(with, sizeof with, "token %d", pad);
+        fprintf(stderr, "error: --pad-id %d, but %s pads with %s (its header): leave --pad-id out%s\n", m->pad_id, c->data_path,
+                with, pad < 0 ? " (its rows are of one length)" : " or give that token");
+        return -1;
+    }
+    if (!c->num_labels_given && (!c->init_from || m->num_labels < 2)) m->num_labels = k;
+    if (!c->pad_id_given && !c->init_from) m->pad_id = pad;
+    return 0;
 }
 
 int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, void *user, const char *extra_usage) {
@@ -270,9 +297,11 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
             char t[16];
             if (!(rc = parse_choice(a, v, tasks, t, sizeof t))) c->model.task = !strcmp(t, "classify") ? LLAMA_TASK_CLASSIFY : LLAMA_TASK_LM;
         }
-        else if (!strcmp(a, "--num-labels")) rc = parse_int_in(a, v, 2, HF_MAX_DIM, &c->model.num_labels);
-        else if (!strcmp(a, "--pad-id")) rc = parse_int_in(a, v, 0, HF_MAX_DIM, &c->model.pad_id);
+        else if (!strcmp(a, "--num-labels")) { rc = parse_int_in(a, v, 2, HF_MAX_DIM, &c->model.num_labels); c->num_labels_given = 1; }
+        else if (!strcmp(a, "--pad-id")) { rc = parse_int_in(a, v, 0, HF_MAX_DIM, &c->model.pad_id); c->pad_id_given = 1; }
         else if (!strcmp(a, "--data")) { if (!v || !*v) { fprintf(stderr, "error: --data needs a file name\n"); return -1; } c->data_path = v; }
+        else if (!strcmp(a, "--eval-data")) { if (!v || !*v) { fprintf(stderr, "error: --eval-data needs a file name\n"); return -1; } c->eval_path = v; }
+        else if (!strcmp(a, "--eval-every")) rc = parse_int(a, v, 1, &c->eval_every);
         else if (!strcmp(a, "--init-from")) rc = 0;
         else if (!strcmp(a, "--save")) {
             if (!v || !*v || !strcmp(v, "-")) { fprintf(stderr, "error: --save needs a directory%s\n", v && !strcmp(v, "-") ? " (a checkpoint is several files: not '-', standard output)" : ""); return -1; }
@@ -307,6 +336,7 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         }
     }
     name_custom_shape(&c->model);
+    if (c->model.task == LLAMA_TASK_CLASSIFY && c->data_path && labels_from_file(c) != 0) return -1;
     if (config_validate(c)) return -1;
     return config_split_ranks(c);
 }
@@ -356,7 +386,11 @@ int config_validate(const TrainConfig *c) {
     if (m->dim % m->n_heads) BAD("--heads %d does not divide --dim %d", m->n_heads, m->dim);
     if ((m->dim / m->n_heads) % 2) BAD("head size %d (dim %d / heads %d) must be even for RoPE", m->dim / m->n_heads, m->dim, m->n_heads);
     if (m->n_heads % m->n_kv_heads) BAD("--kv-heads %d does not divide --heads %d", m->n_kv_heads, m->n_heads);
-    if (m->task == LLAMA_TASK_CLASSIFY && m->num_labels < 2) BAD("--task classify needs --num-labels K (K >= 2)");
+    if (m->task == LLAMA_TASK_CLASSIFY && m->num_labels < 2)
+        BAD("--task classify needs --num-labels K (K >= 2), or a labelled --data file (its header has K)");
+    if (c->eval_every && !c->eval_path) BAD("--eval-every %d needs --eval-data FILE (the held-out rows)", c->eval_every);
+    if (c->eval_path && c->zero >= 3)
+        BAD("--eval-data with --zero 3: the evaluation's forward would gather the sharded weights outside a step (not supported)");
     if (m->task != LLAMA_TASK_CLASSIFY && m->num_labels) BAD("--num-labels %d is for --task classify", m->num_labels);
     if (m->task == LLAMA_TASK_CLASSIFY && m->pad_id >= m->vocab_size)
         BAD("--pad-id %d is not a token of the vocabulary (size %d)", m->pad_id, m->vocab_size);
@@ -413,6 +447,7 @@ void config_log(const TrainConfig *c) {
     dpmem_meta("config.device", c->device);
     if (!strcmp(c->device, "plan")) dpmem_meta("config.plan_for", c->plan_for);
     dpmem_meta("config.data", c->data_path ? c->data_path : "synthetic");
+    if (c->eval_path) { dpmem_meta("config.eval_data", c->eval_path); dpmem_meta_int("config.eval_every", c->eval_every); }
     dpmem_meta_int("config.check_finite", c->check_finite);
 }
 
