@@ -53,7 +53,7 @@ DP_STRATEGY_SRC := samples/dp/dp_sgd.c samples/dp/dp_norms.c samples/dp/dp_clip.
                    samples/dp/dp_device.c
 DP_LIB_SRC := $(DP_STRATEGY_SRC) samples/dp/dp_config.c samples/dp/accountant.c $(DP_KERNEL_SRC) kernels/cpu/dp_update.c
 # kernels_cuda.h: dp_norms.c sizes the GPU's flash and tied-gather scratch with its inline functions
-DP_LIB_HDR := samples/dp/dp_sgd.h samples/dp/dp_sgd_impl.h samples/dp/dp_config.h samples/dp/accountant.h kernels/noise.h kernels/dp_kernels.h \
+DP_LIB_HDR := samples/dp/dp_sgd.h samples/dp/dp_sgd_impl.h samples/dp/poisson_capacity.h samples/dp/dp_config.h samples/dp/accountant.h kernels/noise.h kernels/dp_kernels.h \
               kernels/cuda/kernels_cuda.h
 DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 
@@ -95,6 +95,13 @@ $(BUILD)/tests/test_dp_train: tests/test_dp_train.c tests/test_dp_rig.h $(DP_LIB
 
 ALL   += $(BUILD)/tests/test_dp_train
 TESTS += $(BUILD)/tests/test_dp_train
+
+# --poisson's room for a step's rows against the exact binomial tail (samples/dp/poisson_capacity.h)
+$(BUILD)/tests/test_dp_poisson: tests/test_dp_poisson.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+ALL   += $(BUILD)/tests/test_dp_poisson
+TESTS += $(BUILD)/tests/test_dp_poisson
 
 $(BUILD)/tests/test_dp_precision: tests/test_dp_precision.c tests/test_dp_rig.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
