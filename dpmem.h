@@ -36,7 +36,9 @@
    ENVIRONMENT
      DPMEM_LOG=path      open the log at the first event, close it at exit, with no code change. If
                          another process (or copy of the kit) is writing that file, this one writes
-                         path with ".<pid>" before the extension instead, and says so on stderr.
+                         path with ".<pid>" before the extension instead, and says so on stderr. A
+                         program that calls dpmem_open(other) logs there instead, saying so in one
+                         line (DPMEM_LOG's file is not created when dpmem_open is the first call).
 
    THE LOG
      An append-only, versioned binary file written through a shared mapping: after abort(), a segfault,
@@ -422,6 +424,8 @@ static struct {
     pthread_mutex_t log_mu;
     int      fd;
     char    *path;
+    int      log_from_env;      /* the open log is DPMEM_LOG's (dpmem_open then says it replaces it) */
+    int      explicit_first;    /* the first kit call is dpmem_open: DPMEM_LOG's log is not created at all */
     uint64_t next_chunk, mapped_chunks, populated;
     dpmem__segment seg[DPMEM__MAX_SEGMENTS]; int nseg;
     dpmem__retired retired[DPMEM__MAX_SEGMENTS]; int nretired; /* closed logs', now anonymous memory */
@@ -1093,7 +1097,7 @@ static void dpmem__init_once(void) {
     atexit(dpmem__atexit);
     DPMEM__STORE(&dpmem__G.ready, 1);
     const char *env = getenv("DPMEM_LOG");
-    if (env && *env) dpmem__open(env, 1);
+    if (env && *env && !DPMEM__LOAD(&dpmem__G.explicit_first)) dpmem__open(env, 1);
 }
 static inline void dpmem__init(void) {
     if (DPMEM__UNLIKELY(!DPMEM__LOAD(&dpmem__G.ready))) pthread_once(&dpmem__once, dpmem__init_once);
@@ -1178,6 +1182,7 @@ static int dpmem__open(const char *path, int from_env) {
     pthread_mutex_lock(&dpmem__G.log_mu);
     free(dpmem__G.path);
     dpmem__G.path = strdup(used);
+    dpmem__G.log_from_env = from_env;
     dpmem__G.fd = fd; dpmem__G.nseg = 0; dpmem__G.next_chunk = dpmem__G.mapped_chunks = dpmem__G.populated = 0;
     __atomic_store_n(&dpmem__G.start_ns, start_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&dpmem__G.dropped, 0, __ATOMIC_RELAXED);
@@ -1203,8 +1208,23 @@ static int dpmem__open(const char *path, int from_env) {
     return 0;
 }
 
+/* The program's own dpmem_open wins over DPMEM_LOG (its code asked for that file), and says so in one
+   line: one log, not DPMEM_LOG's file beside it with nothing but an open and a close. When DPMEM_LOG's
+   log already holds the program's earlier events, it ends there and keeps them. */
 DPMEM_DEF int dpmem_open(const char *path) {
+    const char *env = getenv("DPMEM_LOG");
+    if (!DPMEM__LOAD(&dpmem__G.ready)) DPMEM__STORE(&dpmem__G.explicit_first, 1);   /* (before init reads it) */
     dpmem__init();
+    const int env_open = dpmem__log_open() && dpmem__G.log_from_env;
+    const char *env_path = env_open ? dpmem__G.path : env;
+    if (env && *env && (env_open || DPMEM__LOAD(&dpmem__G.explicit_first)) && strcmp(path, env_path) != 0) {
+        if (env_open)
+            fprintf(stderr, "dpmem: the program opens its own log %s (dpmem_open): DPMEM_LOG's %s ends here, with the events "
+                    "before it\n", path, dpmem__G.path);
+        else
+            fprintf(stderr, "dpmem: DPMEM_LOG=%s is not used: the program opens its own log %s (dpmem_open)\n", env, path);
+    }
+    DPMEM__STORE(&dpmem__G.explicit_first, 0);   /* said once; a later dpmem_open is the program's own affair */
     return dpmem__open(path, 0);
 }
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # plan_scaling.sh — docs/SCALING.md's per-rank table: the planned peak of one GPU rank for every DP method
-# x ZeRO stage x sequence length, at the llama3.2-3b, Llama-3.1-8B and Llama-3.1-70B shapes, marking what
+# x ZeRO stage x sequence length, at the llama3.2-3b, llama3.1-8b and llama3.1-70b presets, marking what
 # an H100 80GB does not hold. Plans only (the plan backend, --plan-for cuda: exact, seconds a cell, no GPU):
 # `tools/run_experiments --plan --sweep seq-len=...` once per model and stage, its sweep.csv read back.
 #
@@ -34,8 +34,8 @@ echo "|---|---|---|$(echo "$ZEROS" | tr ',' '\n' | awk '{ printf "---|" }')"
 for model in $(echo "$MODELS" | tr ',' ' '); do
     case $model in
         3b) shape="--model llama3.2-3b"; name=llama3.2-3b ;;
-        8b) shape="--model tiny --vocab 128256 --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336"; name="Llama-3.1-8B shape" ;;
-        70b) shape="--model tiny --vocab 128256 --dim 8192 --layers 80 --heads 64 --kv-heads 8 --ffn 28672"; name="Llama-3.1-70B shape" ;;
+        8b) shape="--model llama3.1-8b"; name=llama3.1-8b ;;
+        70b) shape="--model llama3.1-70b"; name=llama3.1-70b ;;
         *) die "--models takes 3b, 8b, 70b, got '$model'" ;;
     esac
     for z in $(echo "$ZEROS" | tr ',' ' '); do

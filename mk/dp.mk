@@ -53,7 +53,7 @@ DP_STRATEGY_SRC := samples/dp/dp_sgd.c samples/dp/dp_norms.c samples/dp/dp_clip.
                    samples/dp/dp_device.c
 DP_LIB_SRC := $(DP_STRATEGY_SRC) samples/dp/dp_config.c samples/dp/accountant.c $(DP_KERNEL_SRC) kernels/cpu/dp_update.c
 # kernels_cuda.h: dp_norms.c sizes the GPU's flash and tied-gather scratch with its inline functions
-DP_LIB_HDR := samples/dp/dp_sgd.h samples/dp/dp_sgd_impl.h samples/dp/dp_config.h samples/dp/accountant.h kernels/noise.h kernels/dp_kernels.h \
+DP_LIB_HDR := samples/dp/dp_sgd.h samples/dp/dp_sgd_impl.h samples/dp/poisson_capacity.h samples/dp/dp_config.h samples/dp/accountant.h kernels/noise.h kernels/dp_kernels.h \
               kernels/cuda/kernels_cuda.h
 DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 
@@ -62,7 +62,7 @@ DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 # DP_HAVE_CUDA (its `_cuda` kernel calls). DP_CUDA_ON repeats TRAINER_CUDA_ON's condition because
 # prerequisites are expanded before trainer.mk is read (recipes are expanded later: they use its names).
 DP_CUDA_ON   := $(and $(filter 1,$(or $(TRAINER_CUDA),1)),$(KCUDA_LIB),$(filter-out 1,$(SAN)))
-DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h)
+DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h,$(BUILD)/obj/trainer/cuda_why.o)
 DP_CUDA_DEPS += $(if $(and $(DP_CUDA_ON),$(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so)),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o)
 
 # The DP strategy and kernels, compiled once for the four samples (samples/dp/dp_*.c with DP_HAVE_CUDA where they
@@ -95,6 +95,13 @@ $(BUILD)/tests/test_dp_train: tests/test_dp_train.c tests/test_dp_rig.h $(DP_LIB
 
 ALL   += $(BUILD)/tests/test_dp_train
 TESTS += $(BUILD)/tests/test_dp_train
+
+# --poisson's room for a step's rows against the exact binomial tail (samples/dp/poisson_capacity.h)
+$(BUILD)/tests/test_dp_poisson: tests/test_dp_poisson.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(DP_LIB_SRC) $(BUILD)/libtrainer.a $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+ALL   += $(BUILD)/tests/test_dp_poisson
+TESTS += $(BUILD)/tests/test_dp_poisson
 
 $(BUILD)/tests/test_dp_precision: tests/test_dp_precision.c tests/test_dp_rig.h $(DP_LIB_SRC) $(DP_LIB_HDR) $(DP_TRAINER_DEPS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

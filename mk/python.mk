@@ -4,8 +4,8 @@
 #
 # The virtual environment is .venv/ in the repository root (git-ignored), made by `make pyenv`, which
 # `make test` runs first; its stamp is .venv/.dpmem-pyenv-ok. torch comes from PyTorch's CPU-only
-# index when that index is reachable, else from PyPI (whose Linux wheel pulls the CUDA wheels: about
-# 5.7 GB; said before it starts, with pip's progress; PYENV_PYPI_TORCH=0 refuses it). When
+# index when that index is reachable, else from PyPI (whose Linux wheel pulls the CUDA wheels: a
+# 3.0 GB download, 5.2 GB installed: docs/PYTHON.md; said before it starts, with pip's progress; PYENV_PYPI_TORCH=0 refuses it). When
 # the environment cannot be made, the reason goes to .venv/.dpmem-pyenv-failed and the Python tests
 # that need torch SKIP with that line; `make test` stays green. Versions pinned to a set that works
 # together (opacus 1.6.0 needs torch >= 2.6; transformers 5.24 needs torch >= 2.6; peft 0.21.2 runs on
@@ -86,8 +86,8 @@ $(PYENV_STAMP): mk/python.mk
 	 else \
 	     echo "  PyTorch's CPU-only index did not give $(PY_TORCH): $$(grep -v '^ *$$' $(PYENV)/cpu-index.log | tail -n 1)"; \
 	     [ "$(PYENV_PYPI_TORCH)" != 0 ] || fail "PyTorch's CPU-only index is unreachable and PYENV_PYPI_TORCH=0: torch not installed"; \
-	     echo "  so $(PY_TORCH) comes from PyPI, whose Linux wheel brings NVIDIA's CUDA wheels: about 5.7 GB in $(PYENV)/"; \
-	     echo "  (measured: torch 1.2 GB, nvidia/ 3.0 GB); make test PYENV_PYPI_TORCH=0 leaves torch out (its tests SKIP)"; \
+	     echo "  so $(PY_TORCH) comes from PyPI, whose Linux wheel brings NVIDIA's CUDA wheels: a 3.0 GB download"; \
+	     echo "  (measured: torch 0.54 GB, nvidia 2.16 GB, triton 0.29 GB; 5.2 GB once installed in $(PYENV)/); make test PYENV_PYPI_TORCH=0 leaves torch out (its tests SKIP)"; \
 	     $(PYENV_PY) -m pip install --progress-bar on $(PY_TORCH) || fail "pip could not install $(PY_TORCH) (no network or no PyPI?)"; \
 	 fi; \
 	 $(PYENV_PY) -m pip install -q $(PY_OPACUS) $(PY_TRANSFORMERS) $(PY_PEFT) || fail "pip could not install $(PY_OPACUS) $(PY_TRANSFORMERS) $(PY_PEFT)"; \

@@ -13,7 +13,7 @@ TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/li
 TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/llama/*.h) dpmem.h common/io_guard.h common/utf8.h common/timestats.h
 TRAINER_SRC     := kernels/kernels.c kernels/init.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                    kernels/plan/backend_plan.c samples/llama/config.c samples/llama/data.c samples/llama/llama.c samples/llama/train.c samples/llama/classify.c samples/llama/train_gpu_time.c samples/llama/mfu.c \
-                   samples/llama/checkpoint.c samples/llama/safetensors.c samples/llama/hf_config.c common/io_guard.c common/timestats.c samples/llama/comm.c samples/llama/allreduce.c samples/llama/shard.c samples/llama/grad_reduce.c samples/llama/lora.c
+                   samples/llama/checkpoint.c samples/llama/safetensors.c samples/llama/hf_config.c common/io_guard.c common/timestats.c samples/llama/comm.c samples/llama/allreduce.c samples/llama/shard.c samples/llama/grad_reduce.c samples/llama/lora.c samples/llama/eval.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
 TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
 TRAINER_SRC     += $(TRAINER_CUDA_PLAN)
@@ -46,13 +46,28 @@ TRAINER_LINK_STAMP := $(BUILD)/obj/trainer/link-mode
 TRAINER_LINK_MODE  := $(if $(TRAINER_CUDA_ON),cuda,cpu)
 $(TRAINER_LINK_STAMP): FORCE
 	@mkdir -p $(@D); [ "$$(cat $@ 2>/dev/null)" = $(TRAINER_LINK_MODE) ] || echo $(TRAINER_LINK_MODE) > $@
+# A trainer linked without the backend says why at --device cuda (train.c: train_cuda_missing_why): its
+# real reason at build time, not always "no nvcc" (make demo leaves it out where it found no GPU). The
+# source is rewritten only when the reason changes, as the stamp above.
+WHY_SAN  := the sanitizer build (SAN=1) leaves it out, since the CUDA runtime does not run under AddressSanitizer
+WHY_OFF  := it was linked with TRAINER_CUDA=$(TRAINER_CUDA)$(if $(HAVE_GPU),,$(comma) as make demo links the trainers where nvidia-smi found no GPU at build time)
+WHY_OFF  := $(WHY_OFF); nvcc is there: make it again with TRAINER_CUDA=1$(comma) the default (e.g. make build/train_vanilla)
+WHY_NVCC := no nvcc at build time$(comma) none under CUDA_HOME=$(CUDA_HOME): install the CUDA toolkit or give CUDA_HOME$(comma) then make it again
+TRAINER_CUDA_WHY := $(if $(filter 1,$(SAN)),$(WHY_SAN),$(if $(KCUDA_LIB),$(if $(filter 1,$(TRAINER_CUDA)),,$(WHY_OFF)),$(WHY_NVCC)))
+TRAINER_WHY_C := $(BUILD)/obj/trainer/cuda_why.c
+TRAINER_WHY_O := $(BUILD)/obj/trainer/cuda_why.o
+$(TRAINER_WHY_C): FORCE
+	@mkdir -p $(@D); printf 'const char *const train_cuda_missing_why = "%s";\n' '$(subst ',,$(strip $(TRAINER_CUDA_WHY)))' > $@.new; \
+	    if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+$(TRAINER_WHY_O): $(TRAINER_WHY_C)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 .PHONY: FORCE
 FORCE:
 TRAINER_CUDA_LINK := $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) \
                      $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o -L$(NCCL_LIBDIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIBDIR) -lnccl) \
-                     -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudnn -lnvrtc -lcublas -lcudart -lstdc++)
+                     -L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudnn -lnvrtc -lcublas -lcudart -lstdc++,$(TRAINER_WHY_O))
 
-$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(TRAINER_LINK_STAMP) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB)) $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o) | $(DEPS_STAMP)
+$(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $(TRAINER_LINK_STAMP) $(if $(TRAINER_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB),$(TRAINER_WHY_O)) $(if $(TRAINER_NCCL_ON),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 

@@ -25,10 +25,12 @@
 #include "llama/classify.h"
 #include "noise.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int failures = 0, checks = 0;
@@ -162,6 +164,44 @@ static void test_model(void) {
     CHECK(fabs(loss_of(&m) - loss) > 1e-6, "a real token of row 1 changed and the loss did not");
     llama_free(&m);
     CHECK(kb.live == 0, "%zu bytes left allocated", kb.live);
+    kbackend_destroy(&kb);
+}
+
+/* The batch with the pad token where it is used: row 0 has it inside (a real token that is also the pad,
+   as --pad-id 0 on Llama-3), row 1 is all padding. */
+static void pad_inside_batch(int *tok, int *tgt) {
+    batch(tok, tgt);
+    tok[0 * T + 2] = PAD;
+    for (int t = 0; t < T; t++) tok[1 * T + t] = PAD;
+}
+
+/* The pad token's embedding row gets no gradient however the pad is used (transformers builds
+   nn.Embedding(padding_idx=pad_token_id); it got 1.976 of an embedding gradient of 5.43 here): exactly 0,
+   and every other embedding row is the loss's gradient (finite differences along the other rows). */
+static void test_pad_row(void) {
+    int tok[B * T], tgt[B * T];
+    pad_inside_batch(tok, tgt);
+    KBackend kb;
+    kbackend_cpu_init(&kb, 1);
+    LlamaModel m;
+    build(&m, &kb, tok, tgt, 1);
+    gradient(&m);
+    const size_t C = (size_t)CFG.dim, n = (size_t)CFG.vocab_size * C;
+    double pad_row = 0, gu = 0;
+    float *w = m.w.embed_tokens, *u = xcalloc(n, sizeof(float)), *w0 = xcalloc(n, sizeof(float));
+    for (size_t c = 0; c < C; c++) pad_row += fabs(m.dw.embed_tokens[(size_t)PAD * C + c]);
+    CHECK(pad_row == 0, "pad inside a row, and a row of padding: the pad token's embedding gradient is %.4g, want 0", pad_row);
+    memcpy(w0, w, n * sizeof(float));
+    for (size_t j = C; j < n; j++) { u[j] = urand() < 0.5 ? -1.0f : 1.0f; gu += (double)m.dw.embed_tokens[j] * u[j]; }   /* (row 0 = PAD: u 0) */
+    const double eps = 1e-3;
+    for (size_t j = 0; j < n; j++) w[j] = w0[j] + (float)eps * u[j];
+    double lp = loss_of(&m);
+    for (size_t j = 0; j < n; j++) w[j] = w0[j] - (float)eps * u[j];
+    double lm = loss_of(&m), d = (lp - lm) / (2 * eps);
+    memcpy(w, w0, n * sizeof(float));
+    CHECK(fabs(d - gu) <= 3e-3 + 2e-2 * fabs(d) && fabs(gu) > 1e-3, "the other embedding rows: finite difference %.6g, backward %.6g", d, gu);
+    free(u); free(w0);
+    llama_free(&m);
     kbackend_destroy(&kb);
 }
 
@@ -360,11 +400,11 @@ static int dump_dp(const char *dir, double C, DpNorm norm, DpClip clip, int lora
     return 0;
 }
 
-static int dump_all(const char *dir, double C, double C_lora) {
-    int tok[B * T], tgt[B * T];
-    batch(tok, tgt);
-    dump(dir, "tokens", tok, sizeof tok);
-    dump(dir, "targets", tgt, sizeof tgt);
+/* One batch's dump: its tokens and targets, the weights, the vanilla loss and gradients, and every DP method's
+   (full model; with_lora: LoRA's too). */
+static int dump_batch(const char *dir, const int *tok, const int *tgt, double C, double C_lora, int with_lora) {
+    dump(dir, "tokens", tok, sizeof(int) * B * T);
+    dump(dir, "targets", tgt, sizeof(int) * B * T);
     {   /* the weights, the vanilla loss (the batch mean) and its gradients */
         Rig r;
         rig_config(&r.cfg, &CFG, B, T, "sgd");
@@ -384,10 +424,24 @@ static int dump_all(const char *dir, double C, double C_lora) {
         rig_close(&r);
     }
     /* each DP method, full and LoRA: per-sample norms², the clipped sum, the noised step */
-    for (int lora = 0; lora < 2; lora++)
+    for (int lora = 0; lora <= with_lora; lora++)
         for (int norm = 0; norm < 4; norm++)
             for (int clip = 0; clip < 2; clip++)
                 if (dump_dp(dir, lora ? C_lora : C, (DpNorm)norm, (DpClip)clip, lora, tok, tgt)) return 1;
+    return 0;
+}
+
+/* The dump: the batch of right-padded rows in DIR, the batch with the pad inside a row and a row of padding
+   (pad_inside_batch) in DIR/pad_inside (its vanilla gradients and the full model's DP runs). */
+static int dump_all(const char *dir, double C, double C_lora) {
+    int tok[B * T], tgt[B * T];
+    batch(tok, tgt);
+    if (dump_batch(dir, tok, tgt, C, C_lora, 1)) return 1;
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/pad_inside", dir);
+    if (mkdir(sub, 0755) && errno != EEXIST) { printf("FAIL: cannot make %s\n", sub); return 1; }
+    pad_inside_batch(tok, tgt);
+    if (dump_batch(sub, tok, tgt, C, C_lora, 0)) return 1;
     FILE *f;
     char path[512];
     snprintf(path, sizeof path, "%s/config.txt", dir);
@@ -404,6 +458,7 @@ int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "--dump")) return dump_all(argv[2], atof(argv[3]), atof(argv[4]));
     test_positions();
     test_model();
+    test_pad_row();
     test_bf16();
     test_data();
     if (failures) { printf("%d of %d checks failed\n", failures, checks); return 1; }

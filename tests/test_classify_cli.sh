@@ -37,14 +37,57 @@ printf '3 5 6\n' >"$tmp/bad.txt"
 python3 tools/make_tokens.py --labels --ids "$tmp/bad.txt" --vocab 29 --num-labels 3 --pad-id 0 --out "$tmp/bad.bin" 2>"$tmp/err" \
     && no "label 3 of 3 accepted by make_tokens"
 grep -q "row 0 has label 3, outside 0..2" "$tmp/err" || no "make_tokens' label error: $(cat "$tmp/err")"
+# refused where written, nothing written (both were written, exit 0, and the trainer refused the file later):
+# --pad-id -1 (rows padded with -1) and a row of a label and no tokens
+python3 tools/make_tokens.py --labels --ids "$tmp/rows.txt" --vocab 29 --num-labels 3 --pad-id -1 --out "$tmp/bad.bin" 2>"$tmp/err" \
+    && no "make_tokens --labels --pad-id -1 accepted"
+grep -q "the pad id -1 is outside the vocabulary \[0, 29)" "$tmp/err" && [ ! -e "$tmp/bad.bin" ] || no "make_tokens --pad-id -1: $(cat "$tmp/err")"
+printf '2 5 6\n1\n' >"$tmp/empty.txt"
+python3 tools/make_tokens.py --labels --ids "$tmp/empty.txt" --vocab 29 --num-labels 3 --pad-id 0 --out "$tmp/bad.bin" 2>"$tmp/err" \
+    && no "make_tokens --labels wrote a row with no tokens"
+grep -q "row 1 has no tokens" "$tmp/err" && [ ! -e "$tmp/bad.bin" ] || no "make_tokens' empty row: $(cat "$tmp/err")"
 
-expect_fail "--task classify needs --num-labels K" --task classify
+expect_fail "--task classify needs --num-labels K (K >= 2), or a labelled --data file" --task classify
 expect_fail "--num-labels 3 is for --task classify" --num-labels 3
 expect_fail "--num-labels needs an integer in \[2," --task classify --num-labels 1
 expect_fail "--pad-id 29 is not a token of the vocabulary (size 29)" --task classify --num-labels 3 --pad-id 29
 expect_fail "--task must be one of" --task regress
-expect_fail "has 3 labels, the model 4 (--num-labels 3)" --task classify --num-labels 4 --pad-id 0 --data "$tmp/rows.bin" --seq-len 8
-expect_fail "pads with token 0, the model with -1 (--pad-id 0)" --task classify --num-labels 3 --data "$tmp/rows.bin" --seq-len 8
+# K and the pad id are the file's (its header): the flags may be left out; one that disagrees is refused
+expect_fail "--num-labels 4, but $tmp/rows.bin holds 3 labels (its header)" --task classify --num-labels 4 --pad-id 0 --data "$tmp/rows.bin" --seq-len 8
+expect_fail "--pad-id 5, but $tmp/rows.bin pads with token 0 (its header)" --task classify --pad-id 5 --data "$tmp/rows.bin" --seq-len 8
+expect_fail "--eval-every 2 needs --eval-data FILE" --eval-every 2
+"$T" $TINY --task classify --data "$tmp/rows.bin" --seq-len 8 --steps 1 --log "$tmp/hdr.log" >"$tmp/out" 2>"$tmp/err" \
+    || no "K and the pad id from the file's header: exit $?: $(cat "$tmp/err")"
+grep -aq "config.num_labels" "$tmp/hdr.log" && [ ! -s "$tmp/err" ] || no "the run with K and pad from the header: $(cat "$tmp/err")"
+# --seq-len below the rows' length: said once, with how many rows it cuts (rows of 3..6 tokens; 4 cut at 4)
+"$T" --quiet $TINY --task classify --data "$tmp/rows.bin" --seq-len 4 --steps 1 >"$tmp/out" 2>"$tmp/err" || no "--seq-len 4: exit $?"
+[ "$(grep -c "cuts 4 of the 6 rows of '$tmp/rows.bin'" "$tmp/err")" = 1 ] || no "--seq-len 4 did not say once how many rows it cuts: $(cat "$tmp/err")"
+# --eval-data: held-out loss and accuracy after every N steps and the last. With --lr 0 and the batch the
+# whole file, the evaluation after step 1 is that step's own loss (the mean over the same 6 rows, same weights)
+"$T" $TINY --task classify --data "$tmp/rows.bin" --seq-len 8 --batch-size 6 --steps 2 --lr 0 --eval-data "$tmp/rows.bin" \
+    --eval-every 1 --log "$tmp/eval.log" >"$tmp/out" 2>&1 || no "--eval-data: exit $?: $(tail -n 3 "$tmp/out")"
+l1=$(sed -n 's/^loss: \([0-9.]*\) (step 1).*/\1/p' "$tmp/out")
+e1=$(sed -n 's/^eval after step 1: loss \([0-9.]*\), accuracy [0-9.]* % ([0-6] of 6 rows of .*)$/\1/p' "$tmp/out")
+awk -v a="$l1" -v b="$e1" 'BEGIN { exit !(a > 0 && b > 0 && (a - b < 2e-6 * a) && (b - a < 2e-6 * a)) }' \
+    || no "--eval-data after step 1 (lr 0, the file as the batch): eval loss '$e1', the step's loss '$l1': $(grep -i "eval\|loss" "$tmp/out")"
+[ "$(grep -c "^eval after step" "$tmp/out")" = 2 ] || no "--eval-every 1 --steps 2: not two evaluations"
+for s in eval.loss eval.accuracy eval.rows; do grep -aq "$s" "$tmp/eval.log" || no "the log lacks '$s'"; done
+if [ -x "$B/dpmem-report" ]; then
+    "$B/dpmem-report" "$tmp/eval.log" 2>&1 | grep -q "^evaluation (META eval.\*) on $tmp/rows.bin: after step 1: loss .*, accuracy .*; after step 2: loss" \
+        || no "dpmem-report does not show the evaluations: $("$B/dpmem-report" "$tmp/eval.log" 2>&1 | grep -i eval)"
+fi
+# under DP: said once that the evaluation is outside ε; META eval.outside_epsilon
+if [ -x "$B/train_ghost" ]; then
+    "$B/train_ghost" $TINY --task classify --data "$tmp/rows.bin" --seq-len 8 --batch-size 6 --max-physical-batch-size 3 --steps 1 \
+        --eval-data "$tmp/rows.bin" --log "$tmp/eval-dp.log" >"$tmp/out" 2>&1 || no "--eval-data under DP: exit $?"
+    [ "$(grep -c "is outside DP-SGD's guarantee" "$tmp/out")" = 1 ] && grep -q "^eval after step 1: loss" "$tmp/out" \
+        && grep -aq "eval.outside_epsilon" "$tmp/eval-dp.log" || no "--eval-data under DP: $(grep -i eval "$tmp/out")"
+fi
+# a causal LM: loss and perplexity = exp(loss)
+python3 tools/make_tokens.py --ids "$tmp/rows.txt" --vocab 29 --out "$tmp/lm-eval.bin" >/dev/null
+"$T" --quiet $TINY --data "$tmp/lm-eval.bin" --seq-len 4 --steps 1 --eval-data "$tmp/lm-eval.bin" >"$tmp/out" 2>&1 || no "LM --eval-data: exit $?"
+sed -n 's/^eval after step 1: loss \([0-9.]*\), perplexity \([0-9.]*\) (8 rows of .*)$/\1 \2/p' "$tmp/out" \
+    | awk '{ d = exp($1) - $2; if (d < 0) d = -d; exit !(NF == 2 && d < 1e-3 * $2) }' || no "LM --eval-data: $(grep eval "$tmp/out")"
 expect_fail "is a labelled one (magic 20260335): give --task classify" --data "$tmp/rows.bin" --seq-len 4
 python3 tools/make_tokens.py --ids "$tmp/rows.txt" --vocab 29 --out "$tmp/lm.bin" >/dev/null
 expect_fail "reads a labelled token file" --task classify --num-labels 3 --data "$tmp/lm.bin" --seq-len 4

@@ -64,6 +64,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dp/poisson_capacity.h"
 #include "test_dp_common.h"
 #include "test_saved_model.h"
 #include "test_mpi_launch.h"
@@ -289,10 +290,8 @@ typedef struct { const char *prog, *args, *what, *env; int four, vocab, vs1, phy
    slices add the ranks' sums batch by batch where the unsharded ranks add the batches first and
    then the ranks, another order: equal to <= 1e-6, not bit for bit. */
 static int micro_of(const Case *k, int np) {
-    if (strstr(k->args, "--poisson")) {   /* dp_sgd.c: room for L + 6 sqrt(L) + 1 rows, in physical batches */
-        const double L8 = 8.0 / np;
-        return (int)ceil((L8 + 6.0 * sqrt(L8) + 1.0) / k->phys);
-    }
+    if (strstr(k->args, "--poisson"))   /* dp_sgd.c: room for a rank's rows of COMMON's 3 steps (poisson_capacity.h), in physical batches */
+        return (int)((dp_poisson_capacity(8.0 / np, 3, np) + k->phys - 1) / k->phys);
     return (k->accum ? k->accum : 1) * (k->phys ? 8 / np / k->phys : 1);
 }
 

@@ -17,6 +17,8 @@
                disk is not asked again on every event (each try under the lock: 1000x slower), the log
                ends with a CLOSE event and says how many were dropped, and when space comes back a WARN
                event says so and events are written again.
+   env_vs_open DPMEM_LOG=env.log on a program that calls dpmem_open(run.log): one log and one line (env.log
+               was left beside it with 2 events, silently), or, after events of its own, env.log keeps them.
    threads     5000 short-lived threads: the log stays small (a 64 KiB chunk each: 328 MB), in time
                order (a thread's first events looked "backwards"), every scope counted. */
 #include <stdint.h>
@@ -286,6 +288,49 @@ static int case_reopen(const char *log) {
     return 0;
 }
 
+/* DPMEM_LOG=env.log on a program that opens its own log: one log, and one line that says which. The
+   program's dpmem_open first: no env.log at all (it was left with 2 events, silently); after events
+   of its own: env.log keeps those and ends, said once. */
+static int case_env_vs_open(const char *log) {
+    char env_log[620], env[700], errf[2][620];
+    snprintf(env_log, sizeof env_log, "%s.env.log", log);
+    snprintf(env, sizeof env, "DPMEM_LOG='%s'", env_log);
+    const char *helpers[2] = { "program_open_first", "program_open_late" };
+    for (int k = 0; k < 2; k++) {
+        unlink(env_log);
+        snprintf(errf[k], sizeof errf[k], "%s.%s.err", log, helpers[k]);
+        int rc = run_self(env, helpers[k], log, errf[k]);
+        CHECK(rc == 0, "%s: exit %d", helpers[k], rc);
+        DpmemLog L;
+        if (read_log(log, &L) == 0) {
+            CHECK(L.closed && string_count(&L, "program") == 2, "%s: the program's log lacks its scope", helpers[k]);
+            dpmem_log_close(&L);
+        }
+        struct stat st;
+        if (k == 0) {
+            CHECK(stat(env_log, &st) != 0, "dpmem_open first: DPMEM_LOG's %s was created beside the program's log", env_log);
+            CHECK(stderr_lines(errf[k], "is not used: the program opens its own log") == 1, "dpmem_open first: not said once");
+        } else {
+            if (read_log(env_log, &L) == 0) {
+                CHECK(L.closed && string_count(&L, "early") == 2, "dpmem_open late: DPMEM_LOG's log lost the events before it");
+                dpmem_log_close(&L);
+            } else CHECK(0, "dpmem_open late: DPMEM_LOG's log is gone");
+            CHECK(stderr_lines(errf[k], "ends here, with the events before it") == 1, "dpmem_open late: not said once");
+        }
+    }
+    return 0;
+}
+static int case_program_open_first(const char *log) {
+    if (dpmem_open(log) != 0) return 1;
+    { DPMEM_SCOPE("program"); }
+    dpmem_close();
+    return 0;
+}
+static int case_program_open_late(const char *log) {
+    { DPMEM_SCOPE("early"); }
+    return case_program_open_first(log);
+}
+
 static long vm_size_kb(void) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
@@ -460,11 +505,14 @@ static const Case cases[] = {
     { "full_disk", case_full_disk, { "dpmem: cannot grow the log", "events could not be written to the log" } },
     { "threads", case_threads, { NULL, NULL } },
     { "skewed_clock", case_skewed_clock, { NULL, NULL } },
+    { "env_vs_open", case_env_vs_open, { NULL, NULL } },
     { "second_open", case_second_open, { NULL, NULL } },
     { "second_env", case_second_env, { NULL, NULL } },
     { "reopen", case_reopen, { NULL, NULL } },
+    { "program_open_first", case_program_open_first, { NULL, NULL } },
+    { "program_open_late", case_program_open_late, { NULL, NULL } },
 };
-enum { N_MAIN_CASES = 8 };
+enum { N_MAIN_CASES = 9 };
 
 int main(int argc, char **argv) {
     self_path = argv[0];

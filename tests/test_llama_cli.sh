@@ -94,5 +94,19 @@ if grep -q TRAIN_HAVE_CUDA_PLAN mk/trainer.mk 2>/dev/null && [ -f kernels/cuda/s
     ok_run --device plan --plan-for cuda --model 3b --seq-len 16384 --steps 1
     grep -q "^  params  *13769792000 " "$tmp/out" && grep -q "plan backend for cuda" "$tmp/out" || { echo "FAIL: plan for cuda"; cat "$tmp/out"; fail=1; }
 fi
+# the shapes docs/SCALING.md plans have names (--model 8b was refused; six shape flags each): the published
+# Llama-3/3.1 parameter counts, and 8b/70b the 3.1 presets
+for m in "llama3-8b 8030261248" "llama3.1-8b 8030261248" "8b 8030261248" "llama3-70b 70553706496" "70b 70553706496"; do
+    set -- $m
+    ok_run --print-params --model "$1"
+    grep -q "^total  *$2 " "$tmp/out" || { echo "FAIL: --model $1: $(grep '^total' "$tmp/out"), want $2 parameters"; fail=1; }
+done
+expect_fail 1 "unknown --model 'llama3-9b' (.*llama3.1-8b (8b)" --model llama3-9b
+# a shape the flags change is "custom" (it said tiny in the header, META, the tools' titles), with the preset it came from
+ok_run --device plan --model tiny --dim 128 --ffn 384 --steps 1 --log "$tmp/custom.log"
+grep -q "custom model (V=1000 C=128 L=2 NH=4 NKV=4 F=384)" "$tmp/out" || { echo "FAIL: the custom shape's header: $(grep model "$tmp/out")"; fail=1; }
+grep -aq "custom" "$tmp/custom.log" && grep -aq "config.model_from" "$tmp/custom.log" || { echo "FAIL: META config.model custom, model_from tiny"; fail=1; }
+ok_run --device plan --model llama3.2-1b --layers 16 --steps 1 --seq-len 8
+grep -q "^[^ ]*: llama3.2-1b model" "$tmp/out" || { echo "FAIL: a preset's own shape given in flags is still the preset: $(grep model "$tmp/out")"; fail=1; }
 [ $fail -eq 0 ] && echo "all CLI checks passed"
 exit $fail

@@ -8,7 +8,7 @@
 # docs/tools/ unless DOCS=1 asks (it rewrote five tracked files): their commands as `make -n` lists
 # them (nothing built or run).
 # `make pyenv` (which make test runs) says, before pip starts, that torch will come from PyPI with
-# about 5.7 GB of CUDA wheels when PyTorch's CPU-only index fails (with that index's error), shows
+# a 3.0 GB download with the CUDA wheels when PyTorch's CPU-only index fails (with that index's error), shows
 # pip's progress (no -q), and PYENV_PYPI_TORCH=0 refuses: against a stand-in python that records
 # what pip is asked and fails every install (no network used, nothing installed); the check for a
 # torch already there compares its version with 2.15.0 (it compared with "torch==2.15.0": never equal).
@@ -34,6 +34,17 @@ want="make test: 2 passed, 0 failed, 0 skipped (the suite); 1 passed, 0 failed, 
 if [ $rc -ne 0 ] || [ "$last" != "$want" ]; then
     echo "FAIL: make test exited $rc, its last line is '$last', not '$want':"; cat "$tmp/out"; exit 1
 fi
+# a trainer linked without the CUDA backend says why at --device cuda (train.c prints the reason the
+# build writes into it): it said "no nvcc at build time" after make demo had printed "✓ nvcc found"
+why() { mk_clean --no-print-directory "$@" "$tmp/w/obj/trainer/cuda_why.c" >/dev/null 2>&1 && cat "$tmp/w/obj/trainer/cuda_why.c"; }
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+    w=$(why BUILD="$tmp/w" TRAINER_CUDA=0)
+    case $w in *"linked with TRAINER_CUDA=0"*"nvcc is there"*) ;; *) echo "FAIL: TRAINER_CUDA=0's reason: '$w'"; exit 1 ;; esac
+    w=$(why BUILD="$tmp/w" SAN=1)
+    case $w in *"sanitizer build (SAN=1)"*) ;; *) echo "FAIL: SAN=1's reason: '$w'"; exit 1 ;; esac
+fi
+w=$(why BUILD="$tmp/w" CUDA_HOME="$tmp/no-cuda")
+case $w in *"no nvcc at build time, none under CUDA_HOME=$tmp/no-cuda"*) ;; *) echo "FAIL: no nvcc's reason: '$w'"; exit 1 ;; esac
 # a failing test: make test fails, and its last lines name it
 echo 'exit 3' >"$tmp/c.sh"
 mk_clean --no-print-directory test BUILD="$tmp/b" PYENV="$tmp/venv" ALL= TESTS="$tmp/b.sh $tmp/c.sh" >"$tmp/out" 2>&1 \
@@ -66,7 +77,7 @@ grep -q "PyTorch's CPU-only index did not give torch==2.15.0: ERROR: No matching
     || { echo "FAIL: make pyenv PYENV_PYPI_TORCH=0 with the CPU-only index failing:"; cat "$tmp/py0" "$tmp/pip.calls"; exit 1; }
 rm -f "$tmp/pip.calls"
 mk_clean --no-print-directory pyenv PYENV="$pv" >"$tmp/py1" 2>&1
-grep -q -- "^-m pip install --progress-bar on torch==2.15.0\$" "$tmp/pip.calls" && grep -q "about 5.7 GB" "$tmp/py1" \
+grep -q -- "^-m pip install --progress-bar on torch==2.15.0\$" "$tmp/pip.calls" && grep -q "a 3.0 GB download" "$tmp/py1" \
     && grep -q "split('+')\[0\] != '2.15.0')\$" "$tmp/pip.calls" \
     && grep -q "pip could not install torch==2.15.0" "$tmp/py1" \
     || { echo "FAIL: make pyenv does not say it downloads CUDA torch from PyPI, or hides pip's progress:"; cat "$tmp/py1" "$tmp/pip.calls"; exit 1; }

@@ -197,6 +197,8 @@ typedef struct {
     uint64_t act_mib;          /* activations/h; 0: 200 */
     const char *cuda_alloc;    /* META cuda.alloc (the CUDA backend's "pool" or "sync"); NULL: none */
     const char *task;          /* META config.task (with "classify": config.num_labels 3); NULL: none */
+    const char *model;         /* META config.model; NULL: "tiny" */
+    const char *shape[6];      /* META config.vocab_size, dim, n_layers, n_heads, n_kv_heads, ffn_dim; NULL: none */
 } KnownLog;
 
 static inline void tt_known_log(const char *path, KnownLog k) {
@@ -205,7 +207,11 @@ static inline void tt_known_log(const char *path, KnownLog k) {
     synth_thread(&S, 1, T0, 1111, "main");
     synth_meta(&S, 1, T0, "run", k.run ? k.run : "known");
     if (k.cuda_alloc) synth_meta(&S, 1, T0, "cuda.alloc", k.cuda_alloc);
-    synth_meta(&S, 1, T0, "config.model", "tiny");
+    synth_meta(&S, 1, T0, "config.model", k.model ? k.model : "tiny");
+    static const char *const shape_keys[6] = { "config.vocab_size", "config.dim", "config.n_layers", "config.n_heads",
+                                                "config.n_kv_heads", "config.ffn_dim" };
+    for (int i = 0; i < 6; i++)
+        if (k.shape[i]) synth_meta(&S, 1, T0, shape_keys[i], k.shape[i]);
     if (k.task) synth_meta(&S, 1, T0, "config.task", k.task);
     if (k.task && !strcmp(k.task, "classify")) synth_meta(&S, 1, T0, "config.num_labels", "3");
     synth_meta(&S, 1, T0, "config.seq_len", k.seq_len ? k.seq_len : "128");

@@ -731,6 +731,19 @@ static void check_task(void) {
     free(b);
 }
 
+/* A shape of the flags' own (META config.model "custom"): the title gives all its dimensions (it said
+   "tiny", the preset the flags started from) */
+static void check_custom_shape(void) {
+    const char *log = tt_path("custom.log"), *png = tt_path("custom.png");
+    tt_known_log(log, (KnownLog){ .model = "custom", .shape = { "128256", "4096", "32", "32", "8", "14336" } });
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
+    int rc = tt_run("dpmem-render", "'%s' -o '%s'", log, png);
+    unsetenv("DPMEM_LAYOUT");
+    CHECK(rc == 0, "custom shape: exit %d", rc);
+    check_texts(png, "known", "custom (V=128256 C=4096 L=32 NH=32 NKV=8 F=14336) \xC2\xB7 T=128 \xC2\xB7 2023-11-14 22:13 UTC", 1);
+}
+
 int main(void) {
     tt_mkdir("render");
     check_single();
@@ -743,6 +756,7 @@ int main(void) {
     check_plan();
     check_workers();
     check_task();
+    check_custom_shape();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("render: all checks passed\n");
     return 0;

@@ -221,7 +221,30 @@ static int layer_key(const char *k) { return !strncmp(k, "dp.layer.", 9) || !str
    sample_* columns) ones. */
 static int settings_key(const char *k) {
     if (layer_key(k) || !strcmp(k, "dp.sample_norms")) return 0;
-    return !strncmp(k, "dp.", 3) || !strncmp(k, "lora.", 5) || !strncmp(k, "timing.", 7) || !strcmp(k, "comm.world_size");
+    return !strncmp(k, "dp.", 3) || !strncmp(k, "lora.", 5) || !strncmp(k, "timing.", 7) || !strcmp(k, "comm.world_size") ||
+           !strncmp(k, "eval.", 5);
+}
+
+/* The run's held-out evaluations (samples/llama/eval.h: META eval.loss "S L", eval.accuracy or
+   eval.perplexity "S X"), each on one line, and whether they are outside ε. */
+static void print_evals(const DpmemLog *L) {
+    int any = 0;
+    for (uint32_t i = 0; i < L->n_meta; i++) {
+        const char *k = dpmem_log_string(L, L->meta[i].key), *v = dpmem_log_string(L, L->meta[i].value);
+        const int loss = !strcmp(k, "eval.loss"), acc = !strcmp(k, "eval.accuracy"), ppl = !strcmp(k, "eval.perplexity");
+        unsigned step;
+        double x;
+        if (!(loss || acc || ppl) || !v || sscanf(v, "%u %lf", &step, &x) != 2) continue;
+        if (!any++) {
+            const char *data = dpmem_log_meta(L, "eval.data"), *out = dpmem_log_meta(L, "eval.outside_epsilon");
+            printf("evaluation (META eval.*) on %s%s:", shown(data ? data : "?"),
+                   out && !strcmp(out, "1") ? ", outside ε (private unless that data is public)" : "");
+        }
+        if (loss) printf("%s after step %u: loss %.6f", any > 1 ? ";" : "", step, x);
+        else if (acc) printf(", accuracy %.2f %%", 100 * x);
+        else printf(", perplexity %.4f", x);
+    }
+    if (any) printf("\n");
 }
 
 /* The META keys of a log with a prefix test, each once (its last value), in the order first written. */
@@ -582,6 +605,7 @@ static void print_run(const RunStats *r, const Names *cats) {
         print_norms(r, &sl);
         steplog_free(&sl);
     }
+    print_evals(r->log);
     print_snapshots(r);
     if (r->n_top) {
         double bv[RS_TOP];

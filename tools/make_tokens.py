@@ -47,8 +47,11 @@ def write_labelled(path, rows, labels, vocab, num_labels, pad_id, max_len=None):
         sys.exit("error: no rows to write")
     if num_labels < 2:
         sys.exit("error: --num-labels must be at least 2 (got %d)" % num_labels)
-    if pad_id is not None and not -1 <= pad_id < vocab:
-        sys.exit("error: the pad id %d is outside the vocabulary [0, %d)" % (pad_id, vocab))
+    # the pad pads rows where written: a real token (-1 in the header means "none", and rows padded
+    # with -1 were written, to be refused by the trainer later); rows of equal length need none
+    if pad_id is not None and not 0 <= pad_id < vocab:
+        sys.exit("error: the pad id %d is outside the vocabulary [0, %d) (rows of one length need no --pad-id: leave it out)"
+                 % (pad_id, vocab))
     R = max_len or max(len(r) for r in rows)
     header = [0] * 256
     header[:6] = [MAGIC_LABELLED, 1, len(rows), R, num_labels, -1 if pad_id is None else pad_id]
@@ -56,6 +59,8 @@ def write_labelled(path, rows, labels, vocab, num_labels, pad_id, max_len=None):
     for i, (r, y) in enumerate(zip(rows, labels)):
         if not 0 <= y < num_labels:
             sys.exit("error: row %d has label %d, outside 0..%d" % (i, y, num_labels - 1))
+        if not r:
+            sys.exit("error: row %d has no tokens (a classify row needs at least one to pool)" % i)
         r = r[:R]
         for t in r:
             if not 0 <= t < vocab:

@@ -25,6 +25,7 @@
    lora.c), what is printed and logged (dp_report.c), where a kernel runs (dp_device.c): dp_sgd_impl.h;
    the kernels (kernels/cpu/dp_*.c, kernels/cuda), the loop (train.c). */
 #include "dp_sgd_impl.h"
+#include "poisson_capacity.h"
 #include "llama/comm.h"
 #include "dpmem.h"
 #include "noise.h"
@@ -71,7 +72,8 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     d->logical_batch = L * g_comm.world;   /* the sum is over every rank's samples: the noise and 1/L are the job's */
     d->physical_batch = P;
     cfg->batch_size = P;
-    cfg->grad_accum = dp->poisson ? (int)ceil((L + 6.0 * sqrt((double)L) + 1.0) / P) : L / P;
+    /* --poisson: room for the rows a step may draw, the odds of more below 1e-9 for the job (poisson_capacity.h) */
+    cfg->grad_accum = dp->poisson ? (int)((dp_poisson_capacity(L, cfg->steps, g_comm.world) + P - 1) / P) : L / P;
     st->name = d->method;   /* the method that runs, whatever the binary's name */
     st->user = d;
     st->init = dp_sgd_init;

@@ -35,8 +35,9 @@
    Poisson sampling (--poisson): each step includes every row of the dataset independently with
    probability q = L / rows (a Philox stream of (seed, step, row)), processed in physical batches of
    P with the last one padded by rows of loss weight 0 (they contribute exactly zero); the loop runs
-   ceil((L + 6√L + 1) / P) physical batches per step, so a step with more rows than that (probability
-   below 1e-9) is truncated, counted and logged (dp.poisson_truncated). The update is divided by the
+   ceil(K / P) physical batches per step, K the rows of poisson_capacity.h (the odds that any rank's step
+   draws more, for the whole job, below 1e-9 by the binomial tail); such a step is truncated, counted
+   and logged (dp.poisson_truncated). The update is divided by the
    expected batch size L, as Opacus does. A physical batch with no row drawn on this rank (the others may
    have some) is skipped, but for the collectives the others run: --zero 2's reduce-scatters (of zeros,
    train_grad_reduce_idle); under --zero 3 the whole forward and backward run on padding rows of loss

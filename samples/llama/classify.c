@@ -30,6 +30,19 @@ int classify_prepare(KBackend *kb, int *last, int *labels, int *host_stage, cons
     return kbuf_upload(kb, labels, tgt, (size_t)B * sizeof(int));
 }
 
+int classify_zero_pad_rows(KBackend *kb, KDtype dt, float *d, const int *tokens, int B, int T, int C, int pad_id) {
+    if (pad_id < 0) return 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T;) {
+            if (tokens[(size_t)b * T + t] != pad_id) { t++; continue; }
+            int end = t;
+            while (end < T && tokens[(size_t)b * T + end] == pad_id) end++;
+            if (zero_ex(kb, dt, kact_at(d, ((size_t)b * T + (size_t)t) * (size_t)C, dt), (size_t)(end - t) * (size_t)C)) return -1;
+            t = end;
+        }
+    return 0;
+}
+
 /* pooled[b] <-> logits[b, last[b]] */
 static int pool(KBackend *kb, float *pooled, float *logits, const int *last, int B, int T, int K, int to_logits) {
     for (int b = 0; b < B; b++) {

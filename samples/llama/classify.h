@@ -35,4 +35,11 @@ int classify_loss_forward(KBackend *kb, float *losses, float *pooled, const floa
 int classify_loss_backward(KBackend *kb, float *logits, float *pooled, const int *labels, const int *last,
                            float loss_scale, const float *sample_weight, int B, int T, int K);
 
+/* The pad token's embedding row learns nothing, as nn.Embedding(padding_idx=pad_id) in transformers'
+   LlamaModel: the rows of d (the embedding's output gradient, [B·T, C] of dtype dt) at the positions
+   whose token is pad_id are zeroed before the embedding's backward and its DP hook, so that neither the
+   gradient nor a per-sample gradient (its norm) has a pad position's part. tokens: host [B, T] (after
+   classify_prepare: its host_stage). Runs of pads are zeroed whole (right padding: one call a row). */
+int classify_zero_pad_rows(KBackend *kb, KDtype dt, float *d, const int *tokens, int B, int T, int C, int pad_id);
+
 #endif

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "checkpoint.h"
 #include "comm.h"
+#include "data.h"
 #include "dpmem.h"
 #include "kernels.h"
 
@@ -19,7 +20,10 @@ int llama_ffn_dim(int dim) {
 
 /* A preset's model; F = 0: LLaMA's FFN rule from C; NKV = 0: as NH. The Llama-3.2 presets are the
    published config.json of meta-llama/Llama-3.2-1B and -3B (tied embeddings, GQA with 8 KV heads,
-   llama3 RoPE scaling): 1,235,814,400 and 3,212,749,824 parameters. */
+   llama3 RoPE scaling): 1,235,814,400 and 3,212,749,824 parameters. The Llama-3 and 3.1 presets are
+   those of meta-llama/Meta-Llama-3-8B, -70B, Llama-3.1-8B and -70B (untied, GQA with 8 KV heads; 3.1
+   adds llama3 RoPE scaling to 128K positions): 8,030,261,248 and 70,553,706,496 parameters, the shapes
+   docs/SCALING.md plans (8b and 70b name the 3.1 ones). */
 typedef struct {
     const char *name; int V, C, L, NH, NKV, F, tie, T, B;
     float theta, eps, rope_factor, rope_low, rope_high; int rope_orig, max_pos;
@@ -32,16 +36,47 @@ static const Preset PRESETS[] = {
     { "3b",          32000, 3200, 26, 32, 0,   0, 0,  2048, 1, 10000.0f, 1e-6f, 0, 0, 0, 0, 0 },
     { "llama3.2-1b", 128256, 2048, 16, 32, 8, 8192, 1, 2048, 1, 500000.0f, 1e-5f, 32.0f, 1.0f, 4.0f, 8192, 131072 },
     { "llama3.2-3b", 128256, 3072, 28, 24, 8, 8192, 1, 2048, 1, 500000.0f, 1e-5f, 32.0f, 1.0f, 4.0f, 8192, 131072 },
+    { "llama3-8b",   128256, 4096, 32, 32, 8, 14336, 0, 2048, 1, 500000.0f, 1e-5f, 0, 0, 0, 0, 8192 },
+    { "llama3-70b",  128256, 8192, 80, 64, 8, 28672, 0, 2048, 1, 500000.0f, 1e-5f, 0, 0, 0, 0, 8192 },
+    { "llama3.1-8b", 128256, 4096, 32, 32, 8, 14336, 0, 2048, 1, 500000.0f, 1e-5f, 8.0f, 1.0f, 4.0f, 8192, 131072 },
+    { "llama3.1-70b", 128256, 8192, 80, 64, 8, 28672, 0, 2048, 1, 500000.0f, 1e-5f, 8.0f, 1.0f, 4.0f, 8192, 131072 },
 };
+/* Short names for the shapes people plan (bench/plan_scaling.sh's --models): the preset each stands for. */
+static const char *const ALIASES[][2] = { { "8b", "llama3.1-8b" }, { "70b", "llama3.1-70b" } };
 
-const char *config_preset_names(void) { return "tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b"; }
+const char *config_preset_names(void) {
+    return "tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b, llama3-8b, llama3-70b, llama3.1-8b (8b), llama3.1-70b (70b)";
+}
+
+/* The preset of a name or alias; NULL if none. */
+static const Preset *preset_named(const char *name) {
+    for (size_t i = 0; i < sizeof ALIASES / sizeof *ALIASES; i++)
+        if (!strcmp(name, ALIASES[i][0])) name = ALIASES[i][1];
+    for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++)
+        if (!strcmp(PRESETS[i].name, name)) return &PRESETS[i];
+    return NULL;
+}
+
+/* A named preset whose shape flags changed it (--dim, --vocab, ...): "custom", the preset it started from
+   kept in preset_from (META config.model_from). The same shape given in flags keeps the name. */
+static void name_custom_shape(LlamaConfig *m) {
+    const Preset *p = preset_named(m->preset);
+    if (!p) return;   /* "hf" (--init-from's config.json) or a name set in code */
+    if (m->vocab_size == p->V && m->dim == p->C && m->n_layers == p->L && m->n_heads == p->NH &&
+        m->n_kv_heads == (p->NKV ? p->NKV : p->NH) && m->ffn_dim == (p->F ? p->F : llama_ffn_dim(p->C)) &&
+        m->tie_embeddings == p->tie) return;
+    snprintf(m->preset_from, sizeof m->preset_from, "%s", p->name);
+    snprintf(m->preset, sizeof m->preset, "custom");
+}
 
 int config_preset(TrainConfig *c, const char *name) {
-    for (size_t i = 0; i < sizeof PRESETS / sizeof *PRESETS; i++) {
+    const Preset *found = preset_named(name);
+    for (size_t i = 0; found && i < sizeof PRESETS / sizeof *PRESETS; i++) {
         const Preset *p = &PRESETS[i];
-        if (strcmp(p->name, name) != 0) continue;
+        if (p != found) continue;
         LlamaConfig *m = &c->model;
         snprintf(m->preset, sizeof m->preset, "%s", p->name);
+        m->preset_from[0] = 0;
         m->vocab_size = p->V; m->dim = p->C; m->n_layers = p->L;
         m->n_heads = p->NH; m->n_kv_heads = p->NKV ? p->NKV : p->NH; m->ffn_dim = p->F ? p->F : llama_ffn_dim(p->C);
         m->tie_embeddings = p->tie;
@@ -69,9 +104,11 @@ void config_defaults(TrainConfig *c) {
 
 void config_usage(const char *prog, const char *extra_usage) {
     printf("usage: %s [flags]\n"
-           "  --model tiny|small|medium|1b|3b|llama3.2-1b|llama3.2-3b  preset (tiny: V=1000 C=64 L=2 NH=4; llama3.2-*: the\n"
-           "                   published Llama-3.2 shapes, tied, GQA, llama3 RoPE); flags below override it\n"
-           "  --vocab N --dim N --layers N --heads N --kv-heads N --ffn N --tie-embeddings\n"
+           "  --model tiny|small|medium|1b|3b|llama3.2-1b|llama3.2-3b|llama3-8b|llama3-70b|llama3.1-8b|llama3.1-70b|8b|70b\n"
+           "                   preset (tiny: V=1000 C=64 L=2 NH=4; llama3*: the published Llama-3, 3.1 and 3.2 shapes, GQA;\n"
+           "                   8b, 70b: llama3.1-8b, -70b); flags below override it\n"
+           "  --vocab N --dim N --layers N --heads N --kv-heads N --ffn N --tie-embeddings (a shape they change is named\n"
+           "                   custom: the header and the log give its dimensions and the preset it started from)\n"
            "  --batch-size N  --seq-len N  --steps N  --warmup-steps N (learning rate)  --grad-accum N (physical batches per step)\n"
            "  --timing-warmup N (steps left out of the time statistics: 1; the log says how many)\n"
            "  --peak-tflops X (the device's dense peak in TFLOP/s for the MFU line; default: the GPU's from a table)\n"
@@ -85,7 +122,10 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --precision fp32|bf16 (bf16: mixed precision, fp32 master weights and optimizer state)\n"
            "  --checkpoint-activations (keep each block's input only; recompute the block in the backward)\n"
            "  --task lm|classify (classify: LlamaForSequenceClassification, a score head on each row's last non-pad token)\n"
-           "  --num-labels K (classify's labels, >= 2)  --pad-id P (classify's padding token; default: none, the last position)\n"
+           "  --num-labels K (classify's labels, >= 2)  --pad-id P (classify's padding token; default: none, the last position;\n"
+           "           a labelled --data file's header gives both: a flag that disagrees with it is refused)\n"
+           "  --eval-data FILE [--eval-every N] (held-out rows, read as --data: loss and accuracy (classify) or perplexity,\n"
+           "           after every N steps and the last; printed and in the log; under DP outside ε unless FILE is public)\n"
            "  --init-from DIR (Hugging Face LLaMA checkpoint: config.json + model.safetensors; sets the model)\n"
            "  --allow-nonfinite (load a checkpoint's NaN/inf values; by default they are an error naming the tensor)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
@@ -141,6 +181,29 @@ static int parse_choice(const char *flag, const char *v, const char *const *choi
     for (int i = 0; choices[i]; i++) fprintf(stderr, " %s", choices[i]);
     fprintf(stderr, ", got '%s'\n", v ? v : "");
     return -1;
+}
+
+/* --task classify on a labelled --data file: K and the pad id from its header (data.h) where the flags
+   (or --init-from's classifier) did not give them; a flag that disagrees with the file is refused. */
+static int labels_from_file(TrainConfig *c) {
+    int k = 0, pad = -1;
+    if (data_labelled_header(c->data_path, &k, &pad) <= 0) return 0;   /* not one (or unreadable): data_open says so */
+    LlamaConfig *m = &c->model;
+    if (c->num_labels_given && m->num_labels != k) {
+        fprintf(stderr, "error: --num-labels %d, but %s holds %d labels (its header): leave --num-labels out or give %d\n",
+                m->num_labels, c->data_path, k, k);
+        return -1;
+    }
+    if (c->pad_id_given && m->pad_id != pad) {
+        char with[32] = "no token";
+        if (pad >= 0) snprintf(with, sizeof with, "token %d", pad);
+        fprintf(stderr, "error: --pad-id %d, but %s pads with %s (its header): leave --pad-id out%s\n", m->pad_id, c->data_path,
+                with, pad < 0 ? " (its rows are of one length)" : " or give that token");
+        return -1;
+    }
+    if (!c->num_labels_given && (!c->init_from || m->num_labels < 2)) m->num_labels = k;
+    if (!c->pad_id_given && !c->init_from) m->pad_id = pad;
+    return 0;
 }
 
 int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, void *user, const char *extra_usage) {
@@ -234,9 +297,11 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
             char t[16];
             if (!(rc = parse_choice(a, v, tasks, t, sizeof t))) c->model.task = !strcmp(t, "classify") ? LLAMA_TASK_CLASSIFY : LLAMA_TASK_LM;
         }
-        else if (!strcmp(a, "--num-labels")) rc = parse_int_in(a, v, 2, HF_MAX_DIM, &c->model.num_labels);
-        else if (!strcmp(a, "--pad-id")) rc = parse_int_in(a, v, 0, HF_MAX_DIM, &c->model.pad_id);
+        else if (!strcmp(a, "--num-labels")) { rc = parse_int_in(a, v, 2, HF_MAX_DIM, &c->model.num_labels); c->num_labels_given = 1; }
+        else if (!strcmp(a, "--pad-id")) { rc = parse_int_in(a, v, 0, HF_MAX_DIM, &c->model.pad_id); c->pad_id_given = 1; }
         else if (!strcmp(a, "--data")) { if (!v || !*v) { fprintf(stderr, "error: --data needs a file name\n"); return -1; } c->data_path = v; }
+        else if (!strcmp(a, "--eval-data")) { if (!v || !*v) { fprintf(stderr, "error: --eval-data needs a file name\n"); return -1; } c->eval_path = v; }
+        else if (!strcmp(a, "--eval-every")) rc = parse_int(a, v, 1, &c->eval_every);
         else if (!strcmp(a, "--init-from")) rc = 0;
         else if (!strcmp(a, "--save")) {
             if (!v || !*v || !strcmp(v, "-")) { fprintf(stderr, "error: --save needs a directory%s\n", v && !strcmp(v, "-") ? " (a checkpoint is several files: not '-', standard output)" : ""); return -1; }
@@ -270,6 +335,8 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
             return -1;
         }
     }
+    name_custom_shape(&c->model);
+    if (c->model.task == LLAMA_TASK_CLASSIFY && c->data_path && labels_from_file(c) != 0) return -1;
     if (config_validate(c)) return -1;
     return config_split_ranks(c);
 }
@@ -319,7 +386,11 @@ int config_validate(const TrainConfig *c) {
     if (m->dim % m->n_heads) BAD("--heads %d does not divide --dim %d", m->n_heads, m->dim);
     if ((m->dim / m->n_heads) % 2) BAD("head size %d (dim %d / heads %d) must be even for RoPE", m->dim / m->n_heads, m->dim, m->n_heads);
     if (m->n_heads % m->n_kv_heads) BAD("--kv-heads %d does not divide --heads %d", m->n_kv_heads, m->n_heads);
-    if (m->task == LLAMA_TASK_CLASSIFY && m->num_labels < 2) BAD("--task classify needs --num-labels K (K >= 2)");
+    if (m->task == LLAMA_TASK_CLASSIFY && m->num_labels < 2)
+        BAD("--task classify needs --num-labels K (K >= 2), or a labelled --data file (its header has K)");
+    if (c->eval_every && !c->eval_path) BAD("--eval-every %d needs --eval-data FILE (the held-out rows)", c->eval_every);
+    if (c->eval_path && c->zero >= 3)
+        BAD("--eval-data with --zero 3: the evaluation's forward would gather the sharded weights outside a step (not supported)");
     if (m->task != LLAMA_TASK_CLASSIFY && m->num_labels) BAD("--num-labels %d is for --task classify", m->num_labels);
     if (m->task == LLAMA_TASK_CLASSIFY && m->pad_id >= m->vocab_size)
         BAD("--pad-id %d is not a token of the vocabulary (size %d)", m->pad_id, m->vocab_size);
@@ -349,6 +420,7 @@ void config_log(const TrainConfig *c) {
     const LlamaConfig *m = &c->model;
     dpmem_meta("run", c->run_name);
     dpmem_meta("config.model", m->preset);
+    if (m->preset_from[0]) dpmem_meta("config.model_from", m->preset_from);
     if (c->init_from) dpmem_meta("config.init_from", c->init_from);
     dpmem_meta_int("config.vocab_size", m->vocab_size);
     dpmem_meta_int("config.dim", m->dim);
@@ -375,6 +447,7 @@ void config_log(const TrainConfig *c) {
     dpmem_meta("config.device", c->device);
     if (!strcmp(c->device, "plan")) dpmem_meta("config.plan_for", c->plan_for);
     dpmem_meta("config.data", c->data_path ? c->data_path : "synthetic");
+    if (c->eval_path) { dpmem_meta("config.eval_data", c->eval_path); dpmem_meta_int("config.eval_every", c->eval_every); }
     dpmem_meta_int("config.check_finite", c->check_finite);
 }
 

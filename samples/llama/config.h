@@ -6,7 +6,9 @@
 #define CONFIG_H
 
 typedef struct {
-    char preset[16];       /* tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b; "hf" from config.json */
+    char preset[16];       /* tiny, small, medium, 1b, 3b, llama3.2-1b, llama3.2-3b, llama3-8b, llama3-70b, llama3.1-8b,
+                              llama3.1-70b; "hf" from config.json; "custom": a preset whose shape flags changed it */
+    char preset_from[16];  /* custom: the preset it started from ("" otherwise) */
     int vocab_size;        /* V */
     int dim;               /* C */
     int n_layers;          /* L */
@@ -44,6 +46,9 @@ typedef struct {
     char device[8];        /* auto, cpu, cuda, plan */
     char plan_for[8];      /* cpu, cuda: the target a plan run predicts */
     const char *data_path; /* NULL: synthetic tokens */
+    const char *eval_path; /* --eval-data: held-out rows evaluated after every eval_every steps and the last (eval.h); NULL: none */
+    int eval_every;        /* --eval-every N (0: after the last step only) */
+    int num_labels_given, pad_id_given;  /* --num-labels, --pad-id given: a labelled --data file's header must agree */
     const char *log_path;  /* NULL: no log (unless DPMEM_LOG is set) */
     const char *init_from; /* Hugging Face checkpoint directory to start from (checkpoint.h); NULL: random init */
     const char *save_dir;  /* where to save the trained model as a Hugging Face checkpoint; NULL: not saved */

@@ -68,6 +68,20 @@ static int open_labelled(DataLoader *d, const char *path, const unsigned char *r
         }
     }
     d->n_rows = n; d->row_len = R; d->n_tokens = n * R;
+    /* --seq-len below the rows' length cuts the rows with a real token past it: said once, with how many */
+    size_t cut = 0;
+    for (size_t i = 0; (size_t)T < R && i < n; i++) {
+        size_t t = R;
+        while (t > (size_t)T && d->tokens[i * R + t - 1] == d->pad_id) t--;
+        cut += t > (size_t)T;
+    }
+    if (cut) {
+        fprintf(stderr, "note: --seq-len %d cuts %zu of the %zu rows of '%s' (rows of up to %zu tokens): their tokens past %d are "
+                "not read, and each is classified at its token %d\n", T, cut, n, path, R, T, T);
+        char v[160];
+        snprintf(v, sizeof v, "%zu of %zu rows of %.100s", cut, n, path);
+        dpmem_meta("data.rows_cut", v);
+    }
     DPMEM_TAG_ALLOC(d->tokens, n * R * sizeof *d->tokens, "input/token_file");
     DPMEM_TAG_ALLOC(d->labels, n * sizeof *d->labels, "input/labels_file");
     if (snprintf(d->desc, sizeof d->desc, "%.40s (labelled, %zu rows of %zu, %d labels)", path, n, R, d->num_labels) < 0)
@@ -156,6 +170,18 @@ int data_open_task(DataLoader *d, const char *path, int vocab, int T, uint64_t s
     DPMEM_TAG_ALLOC(d->tokens, n * sizeof *d->tokens, "input/token_file");
     snprintf(d->desc, sizeof d->desc, "%.48s (%s, %zu tokens)", path, kind, n);
     return 0;
+}
+
+int data_labelled_header(const char *path, int *num_labels, int *pad_id) {
+    char e[600];
+    int fd;
+    struct stat st;
+    if (io_open_input(path, &fd, &st, e, sizeof e)) return 0;   /* (a regular file only: a FIFO would block) */
+    int32_t h[6];
+    const int ok = read(fd, h, sizeof h) == (ssize_t)sizeof h && h[0] == DATA_LABELLED_MAGIC;
+    close(fd);
+    if (ok) { *num_labels = h[4]; *pad_id = h[5]; }
+    return ok;
 }
 
 size_t data_rows(const DataLoader *d, int T) {

@@ -18,7 +18,9 @@
    --labels writes it). Row i is record i: inputs its first T tokens (P after its R when T > R), every
    target its label. Synthetic classify rows: row i's tokens as above, every target
    (its stream's next draw) mod K, no padding. The file's K and P must be the model's (--num-labels,
-   --pad-id); a causal LM refuses a labelled file, classify any other.
+   --pad-id: config_parse takes them from the header where not given); a --seq-len below R cuts the rows
+   with a real token past it, said once (META data.rows_cut). A causal LM refuses a labelled file,
+   classify any other.
    Not here: tokenization, shuffling. */
 #ifndef DATA_H
 #define DATA_H
@@ -44,6 +46,9 @@ int  data_open(DataLoader *d, const char *path, int vocab, int T, uint64_t seed)
 /* data_open for a task: num_labels > 0 reads labelled rows (classify; pad_id the model's, -1 none). */
 int  data_open_task(DataLoader *d, const char *path, int vocab, int T, uint64_t seed, int num_labels, int pad_id);
 #define DATA_LABELLED_MAGIC 20260335
+/* A labelled file's K and pad id from its header: 1 (a labelled file), 0 (another file, or none to read:
+   data_open_task says why). */
+int  data_labelled_header(const char *path, int *num_labels, int *pad_id);
 /* The rows at sequence length T (see above; at least 1 once data_open succeeded). */
 size_t data_rows(const DataLoader *d, int T);
 /* Row i (taken mod data_rows): inputs and targets, T each. */

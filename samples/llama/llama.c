@@ -782,6 +782,9 @@ static int backward(LlamaModel *m, const GradHooks *h, float loss_scale, const f
     }
     {
         CK(unit_event(m, h, llama_unit_embed(m), 0));
+        /* classify: the pad token's row gets no gradient (nn.Embedding(padding_idx), classify.h) */
+        if (m->cfg.task == LLAMA_TASK_CLASSIFY && m->cfg.pad_id >= 0 && kbackend_computes(kb))
+            CK(classify_zero_pad_rows(kb, dt, d_resid, m->host_stage, B, T, C, m->cfg.pad_id));
         int r = hook(m, h, -1, W_EMBED_TOKENS, NULL, NULL, d_resid, C, C);
         if (r < 0) goto done;
         if (scale) CK(scale_samples(kb, d_resid, scale, B, (size_t)T * C));   /* its last use */

@@ -5,6 +5,7 @@
 #include "checkpoint.h"
 #include "comm.h"
 #include "shard.h"
+#include "eval.h"
 #include "dpmem.h"
 #include "common/io_guard.h"
 #include "mfu.h"
@@ -263,6 +264,9 @@ static void print_summary(const TrainState *s, int steps, double secs, double (*
     }
 }
 
+/* Why a trainer has no CUDA backend: the build's reason (mk/trainer.mk writes it into the trainers
+   linked without it); absent in other programs. */
+extern const char *const train_cuda_missing_why __attribute__((weak));
 /* Set by samples/llama/train_cuda.c in programs linked with the CUDA backend (see train.h). */
 int (*train_cuda_backend_init)(KBackend *b) = NULL;
 int (*train_cuda_available)(void) = NULL;
@@ -293,7 +297,8 @@ static int choose_backend(KBackend *kb, const TrainConfig *c) {
     if (!strcmp(dev, "auto")) dev = train_cuda_available && train_cuda_available() ? "cuda" : "cpu";
     if (!strcmp(dev, "cuda")) {
         if (!train_cuda_backend_init) {
-            fprintf(stderr, "error: this binary was built without the CUDA backend (no nvcc at build time); use --device cpu or --device plan --plan-for cuda\n");
+            fprintf(stderr, "error: this binary was built without the CUDA backend: %s. Use --device cpu or --device plan "
+                    "--plan-for cuda\n", &train_cuda_missing_why ? train_cuda_missing_why : "its link left it out");
             return -1;
         }
         if (train_cuda_backend_init(kb) != 0) { fprintf(stderr, "error: %s\n", kbackend_error(kb)); return -1; }
@@ -453,6 +458,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     int rc = 1, strategy_ready = 0, steps_done = 0, gpu_time = 0;
     TrainGpuTime gt;
     memset(&gt, 0, sizeof gt);
+    TrainEval ev = { 0 };   /* --eval-data (eval.h) */
     double first_loss = 0.0, last_loss = 0.0, secs = 0.0;
     /* timing: the first steps are warm-up (never all of them: one step is timed as it is) */
     const int warmup = c->steps > 0 ? (c->timing_warmup < c->steps ? c->timing_warmup : c->steps - 1) : 0;
@@ -475,6 +481,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         s.batch_host = malloc(2 * N * sizeof(int));
         if (!s.batch_host) { fprintf(stderr, "error: out of host memory for the batch\n"); goto out; }
         DPMEM_TAG_ALLOC(s.batch_host, 2 * N * sizeof(int), "input/batch_host");
+        if (train_eval_open(&ev, &s, strategy != NULL) != 0) goto out;
     }
     if (c->init_from && kbackend_computes(&kb) && !ckpt_has_weights(c->init_from)) {
         /* before building: a 1B model's buffers are tens of GB to allocate and zero for nothing */
@@ -564,6 +571,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         }
         if (s.step == 0) dpmem_snapshot("after_step_1");
         steps_done = s.step + 1;
+        if (train_eval_after_step(&ev, &s, steps_done) != 0) goto fail;
         uint64_t now = dpmem_now_ns();
         if (!c->quiet && now - last_print > 2000000000ull && steps_done < c->steps) {
             double el = (double)(now - t0) * 1e-9;
@@ -623,6 +631,7 @@ out:
     if (s.batch_host) { DPMEM_TAG_FREE(s.batch_host); free(s.batch_host); }
     free(row);
     data_close(&s.data);
+    train_eval_close(&ev);
     if (log_path) dpmem_close();
     return train_end(rc);
 }

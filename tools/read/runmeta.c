@@ -19,7 +19,12 @@ void runmeta_of(RunMeta *m, const DpmemLog *L) {
     memset(m, 0, sizeof *m);
     const char *model = dpmem_log_meta(L, "config.model");
     long dim = meta_long(L, "config.dim"), layers = meta_long(L, "config.n_layers");
-    if (model && dim && layers) snprintf(m->model, sizeof m->model, "%.40s (dim %ld, %ld layers)", model, dim, layers);
+    long vocab = meta_long(L, "config.vocab_size"), heads = meta_long(L, "config.n_heads");
+    long kv = meta_long(L, "config.n_kv_heads"), ffn = meta_long(L, "config.ffn_dim");
+    /* a shape of the flags' own (no preset's): all its dimensions */
+    if (model && !strcmp(model, "custom") && dim && layers && vocab && heads && kv && ffn)
+        snprintf(m->model, sizeof m->model, "custom (V=%ld C=%ld L=%ld NH=%ld NKV=%ld F=%ld)", vocab, dim, layers, heads, kv, ffn);
+    else if (model && dim && layers) snprintf(m->model, sizeof m->model, "%.40s (dim %ld, %ld layers)", model, dim, layers);
     else copy(m->model, sizeof m->model, model);
     const char *task = dpmem_log_meta(L, "config.task");
     if (task && strcmp(task, "lm")) {
