@@ -27,6 +27,7 @@
 #include "llama/shard.h"
 #include "dpmem.h"
 #include "noise.h"
+#include "plan/cost.h"
 #include "cuda/kernels_cuda.h"   /* plain C: the GPU twins' declarations and KCUDA_MAX_B */
 
 #include <math.h>
@@ -459,6 +460,9 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     DpNorm method = d->cfg.norm;
     if (method == DP_NORM_MIXED) method = dp_mixed_uses_gram(B, T, din, dout, 0, esize) ? DP_NORM_FLASH : DP_NORM_DIRECT;
     if (keep_psg) method = DP_NORM_DIRECT;
+    if (!run)   /* the plan: what the norms cost (kernels/plan/cost.h) */
+        kcost_dp_linear_norms(d->kb->cost, method == DP_NORM_DIRECT ? 0 : method == DP_NORM_GHOST ? 1 : 2, B, T, din, dout,
+                              d->gpu ? kcuda_flash_rows(B, T) : d->cfg.flash_tile, esize);
     Widen wd;
     if (widen_open(d, &wd, T, din, dout)) return -1;
     int rc = -1;
@@ -557,7 +561,7 @@ static int clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, 
     const size_t P = p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
                    : (size_t)V * p->d_out;
     if (p->psg_first || p->psg) {
-        if (!run) return 0;
+        if (!run) { kcost_dp_clipped_sum(d->kb->cost, B, P); return 0; }
         if (d->cuda) {
             if (p->psg_first) DP_GPU(dp_clipped_sum_first_cuda(dw, p->psg, d->c, B, P));
             else DP_GPU(dp_clipped_sum_cuda(dw, p->psg, d->c, B, P));
@@ -568,6 +572,7 @@ static int clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, 
     }
     if (!p->G) return 0;
     const int emb = p->kind == HOOK_EMBEDDING;
+    if (!run && !emb) kcost_dp_clipped_bk(d->kb->cost, B, T, p->d_in, p->d_out, (int)KDT_SIZE(dt));
     Widen wd;
     if (widen_open(d, &wd, T, emb ? 0 : p->d_in, p->d_out)) return -1;
     if (run && d->cuda) {
@@ -1250,7 +1255,7 @@ static int lora_step(DpSgd *d, TrainState *s) {
 
 /* g = (g + N(0, σ²C²)) / L with the noise stream of kernels/noise.h (the same values on both devices). */
 static void privatize(DpSgd *d, float *g, size_t n, uint64_t step, uint64_t offset) {
-    if (!d->computes) return;
+    if (!d->computes) { kcost_loop(d->kb->cost, 40.0 * (double)n, 8.0 * (double)n); return; }   /* Philox + Box-Muller */
     if (d->cuda) DP_GPU(noise_privatize_cuda(g, n, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, step, offset));
     else noise_privatize(g, n, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, step, offset);
 }

@@ -43,6 +43,7 @@ typedef struct {
     char optimizer[8];     /* adamw, sgd */
     char device[8];        /* auto, cpu, cuda, plan */
     char plan_for[8];      /* cpu, cuda: the target a plan run predicts */
+    char plan_profile[16]; /* --plan-profile: the device whose time a plan predicts (kernels/plan/cost.h); "": the target's default */
     const char *data_path; /* NULL: synthetic tokens */
     const char *log_path;  /* NULL: no log (unless DPMEM_LOG is set) */
     const char *init_from; /* Hugging Face checkpoint directory to start from (checkpoint.h); NULL: random init */

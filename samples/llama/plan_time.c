@@ -1,0 +1,140 @@
+/* plan_time.c — the plan's predicted step time (plan_time.h). */
+#include "plan_time.h"
+
+#include "plan/cost.h"
+
+#include "dpmem.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static KCostLedger g_ledger;
+static int g_on;
+
+void plan_time_begin(KBackend *kb) {
+    if (kb->kind != KB_PLAN) return;
+    kcost_ledger_init(&g_ledger);
+    kb->cost = &g_ledger;
+    g_on = 1;
+}
+
+void plan_time_end(KBackend *kb) {
+    if (!g_on) return;
+    kb->cost = NULL;
+    kcost_ledger_free(&g_ledger);
+    g_on = 0;
+}
+
+/* The collectives of one step, which a plan of one rank does not run (samples/llama/allreduce.c,
+   grad_reduce.c, shard.c): the trainable gradients' all-reduce (--zero 0, 1) or reduce-scatter
+   (--zero 2, 3) — inside the backward, overlapped, where the trainer does that (vanilla's units under
+   DPMEM_COMM_OVERLAP; a DP strategy's sums exist only after clipping) — and the updated weights'
+   all-gather (--zero 1..3), plus --zero 3's gathers of every weight for the forward and the backward. */
+static void add_collectives(const TrainState *s, int world, int in_backward) {
+    const TrainConfig *c = s->cfg;
+    const LlamaModel *m = &s->model;
+    double grads = 0, weights = 0;
+    const double wsize = c->model.precision ? 2 : 4;
+    for (int i = 0; i < m->n_params; i++) {
+        if (!m->params[i].trainable) continue;
+        grads += 4.0 * (double)m->params[i].numel;
+        weights += wsize * (double)m->params[i].numel;
+    }
+    const int steps = g_ledger.steps > 0 ? g_ledger.steps : 1;
+    const int red = c->zero >= 2 ? KC_REDUCE_SCATTER : KC_ALLREDUCE;
+    const int ph = in_backward && c->zero != 1 ? KC_PH_BACKWARD : KC_PH_ALLREDUCE;
+    for (int k = 0; k < steps; k++) {
+        kcost_comm(&g_ledger, ph, red, grads, world);
+        if (c->zero >= 1) kcost_comm(&g_ledger, KC_PH_ALLREDUCE, KC_ALLGATHER, weights, world);
+        if (c->zero >= 3) {
+            kcost_comm(&g_ledger, KC_PH_FORWARD, KC_ALLGATHER, weights * c->grad_accum, world);
+            kcost_comm(&g_ledger, KC_PH_BACKWARD, KC_ALLGATHER, weights * c->grad_accum, world);
+        }
+    }
+}
+
+/* The CPU profile's cache: $DPMEM_PLAN_PROFILE, else beside the program (build/), one per thread count. */
+static void cpu_profile_path(char *path, size_t n, int threads) {
+    const char *env = getenv("DPMEM_PLAN_PROFILE");
+    if (env && *env) { snprintf(path, n, "%s", env); return; }
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) { snprintf(path, n, "plan_profile_cpu_t%d.txt", threads); return; }
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    snprintf(path, n, "%s/plan_profile_cpu_t%d.txt", exe, threads);
+}
+
+/* The profile asked for: 0, or -1 having said why. *said: how it was found, for the output. */
+static int get_profile(const TrainState *s, KCostProfile *p, char *said, size_t n) {
+    const TrainConfig *c = s->cfg;
+    const char *name = c->plan_profile[0] ? c->plan_profile : !strcmp(c->plan_for, "cuda") ? "h100" : "cpu";
+    char err[160];
+    if (strcmp(name, "cpu") != 0) {
+        if (kcost_profile_preset(p, name, err, sizeof err)) { fprintf(stderr, "error: --plan-profile: %s\n", err); return -1; }
+        snprintf(said, n, "%s", name);
+        return 0;
+    }
+    char path[PATH_MAX + 64];
+    cpu_profile_path(path, sizeof path, s->kb->nthreads);
+    int fresh = 0;
+    if (kcost_profile_load(p, path) != 0) {
+        if (kcost_profile_cpu(p, s->kb->nthreads) != 0) { fprintf(stderr, "error: the CPU profile could not be measured (out of host memory)\n"); return -1; }
+        fresh = 1;
+    }
+    const int added = kcost_profile_measure(p, &g_ledger, s->kb->nthreads);
+    if ((fresh || added) && kcost_profile_save(p, path) != 0)
+        fprintf(stderr, "note: could not write the CPU profile to %s (it is measured again next time)\n", path);
+    snprintf(said, n, "cpu, %s %s%s%s", fresh ? "measured now," : "measured", p->measured, added ? " (+ new shapes now)" : "", "");
+    snprintf(p->source + strlen(p->source), sizeof p->source - strlen(p->source), "; cache %s", path);
+    return 0;
+}
+
+static void meta_double(const char *key, double v) {
+    char b[64];
+    snprintf(b, sizeof b, "%.6g", v);
+    dpmem_meta(key, b);
+}
+
+int plan_time_report(const TrainState *s, int steps) {
+    if (!g_on) return 0;
+    const TrainConfig *c = s->cfg;
+    g_ledger.steps = steps;
+    if (steps <= 0) return 0;
+    const int world = c->ranks > 1 ? c->ranks : 1;
+    int clips = 0;   /* a DP strategy: its sums are reduced after clipping, not inside the backward */
+    for (int i = 0; i < g_ledger.n; i++) clips |= g_ledger.e[i].phase == KC_PH_CLIP;
+    if (world > 1) add_collectives(s, world, !clips && train_comm_overlap());
+    KCostProfile p;
+    char said[200];
+    if (get_profile(s, &p, said, sizeof said) != 0) return -1;
+    double ph[KC_PH_N], fl[KC_PH_N], by[KC_PH_N];
+    const double total = kcost_predict(&p, &g_ledger, ph) / steps;
+    kcost_totals(&g_ledger, fl, by);
+    double flops = 0;
+    for (int i = 0; i < KC_PH_N; i++) flops += fl[i] / steps;
+    const double tokens = (double)c->batch_size * c->seq_len * c->grad_accum * world;
+    printf("predicted step: %.3f ms, %.0f tokens/s (profile %s; %.4g GFLOP a step; kernels/plan/cost.h)\n", total * 1e3,
+           tokens / total, said, flops * 1e-9);
+    printf("  phase:");
+    for (int i = 0; i < KC_PH_N; i++)
+        if (ph[i] > 0) printf(" %s %.3f", kcost_phase_names[i], ph[i] / steps * 1e3);
+    printf(" (ms)\n");
+    dpmem_meta("plan.profile", p.name);
+    dpmem_meta("plan.profile_source", p.source);
+    if (p.measured[0]) dpmem_meta("plan.profile_measured", p.measured);
+    meta_double("plan.predicted_step_ms", total * 1e3);
+    meta_double("plan.predicted_tokens_per_s", tokens / total);
+    meta_double("plan.flops_per_step", flops);
+    for (int i = 0; i < KC_PH_N; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "plan.predicted_ms.%s", kcost_phase_names[i]);
+        meta_double(key, ph[i] / steps * 1e3);
+    }
+    kcost_profile_free(&p);
+    return 0;
+}
