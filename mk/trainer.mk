@@ -56,7 +56,7 @@ $(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
-TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init test_blas_core
+TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init test_blas_core test_plan_cost
 $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
