@@ -1,9 +1,10 @@
 #!/bin/sh
 # plan_time.sh — the plan's predicted step time against the measured one (make bench; issue 47): each
 # configuration planned (--device plan, this machine's CPU profile: kernels/plan/profile.c, measured
-# once and cached under the build folder) and run (--device cpu), ROUNDS interleaved rounds (every
+# afresh at the start of each round, under the load of that moment) and run (--device cpu), ROUNDS rounds (every
 # configuration once a round, so that drift on the machine hits all alike), the measured figure the
-# median over the rounds of each run's median step (the warm-up left out). Prints, per configuration,
+# median over the rounds of each run's median step (the warm-up left out), the ratio the median over the rounds of
+# predicted / measured in the same round. Prints, per configuration,
 # predicted, measured (with min..max over the rounds), their ratio, flagged outside [0.8, 1.25]; then
 # every pair whose measured steps differ by more than 25 %, and whether the prediction orders it the
 # same way. Configurations: the demo's shapes (tiny, 128 wide, T=512, logical batch 8 in physical
@@ -46,45 +47,41 @@ for p in train_vanilla train_dpsgd train_lora; do
     [ -x "$B/$p" ] || { echo "plan_time: $B/$p is not built (make $B/$p): skipped"; exit 0; }
 done
 have_mpi=1; command -v mpirun >/dev/null 2>&1 || have_mpi=0
-echo "predicted (plan, this machine's CPU profile) vs measured step, $STEPS steps a run, $ROUNDS interleaved rounds, medians"
+echo "predicted (plan, this machine's CPU profile, measured afresh each round) vs measured step, $STEPS steps a run, $ROUNDS interleaved rounds, medians"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-# the plans first (a plan measures the GEMM and attention shapes it has not seen yet, once)
-while IFS='|' read -r name np prog flags; do
-    [ "$np" -le 1 ] || [ $have_mpi = 1 ] || continue
-    r=""; [ "$np" -le 1 ] || r="--ranks $np"
-    # shellcheck disable=SC2086
-    "$B/$prog" $flags $r --steps 2 --device plan --plan-for cpu >"$tmp/plan.out" 2>&1
-    pred=$(sed -n 's/^predicted step: \([0-9.]*\) ms.*/\1/p' "$tmp/plan.out")
-    prof=$(sed -n 's/^predicted step: [^(]*(profile \([^;]*\);.*/\1/p' "$tmp/plan.out")
-    echo "$name ${pred:-0}" >>"$tmp/pred"
-    [ -n "$prof" ] && echo "$prof" >"$tmp/profile"
-done <"$tmp/configs"
-[ -f "$tmp/profile" ] && echo "profile: $(cat "$tmp/profile")"
+# each round: a fresh profile (measured at its first plan, under the load of that moment), then each
+# configuration planned and run in turn
 for r in $(seq 1 "$ROUNDS"); do
+    mkdir -p "$tmp/prof$r"
     while IFS='|' read -r name np prog flags; do
         [ "$np" -le 1 ] || [ $have_mpi = 1 ] || continue
+        rk=""; [ "$np" -le 1 ] || rk="--ranks $np"
+        # shellcheck disable=SC2086
+        DPMEM_PLAN_PROFILE_DIR="$tmp/prof$r" "$B/$prog" $flags $rk --steps 2 --device plan --plan-for cpu </dev/null >"$tmp/plan.out" 2>&1
+        pred=$(sed -n 's/^predicted step: \([0-9.]*\) ms.*/\1/p' "$tmp/plan.out")
         if [ "$np" -gt 1 ]; then set -- mpirun --oversubscribe -np "$np" "$B/$prog"; else set -- "$B/$prog"; fi
         # shellcheck disable=SC2086
         "$@" $flags --steps "$STEPS" --device cpu </dev/null >"$tmp/run.out" 2>&1
         ms=$(sed -n 's/^done: .* median step \([0-9.]*\) ms.*/\1/p' "$tmp/run.out" | head -n 1)
-        echo "$name ${ms:-0}" >>"$tmp/meas"
+        echo "$name ${pred:-0} ${ms:-0}" >>"$tmp/rows"
     done <"$tmp/configs"
 done
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 [ $have_mpi = 1 ] || echo "(no mpirun: the 2-rank configurations skipped)"
-awk 'FNR == NR { pred[$1] = $2; order[++n] = $1; next }
-     { m[$1] = m[$1] " " $2 }
+cut -d'|' -f1 "$tmp/configs" >"$tmp/order"
+awk 'FNR == NR { order[++n] = $1; next }
+     { p[$1] = p[$1] " " $2; m[$1] = m[$1] " " $3; q[$1] = q[$1] " " ($3 > 0 ? $2 / $3 : 0) }
      function med(s,   a, k, i, j, t) { k = split(s, a, " "); for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j] < a[j-1]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
                                         lo = a[1]; hi = a[k]; return k % 2 ? a[(k+1)/2] : (a[k/2] + a[k/2+1]) / 2 }
      END {
-        printf "%-26s %12s %12s %19s %8s\n", "configuration", "predicted ms", "measured ms", "min..max", "ratio"
+        printf "%-26s %12s %12s %19s %8s %15s\n", "configuration", "predicted ms", "measured ms", "min..max", "ratio", "rounds min..max"
         for (i = 1; i <= n; i++) {
             c = order[i]; if (!(c in m)) continue
-            x = med(m[c]); meas[c] = x
-            ratio = x > 0 ? pred[c] / x : 0
+            x = med(m[c]); mlo = lo; mhi = hi; meas[c] = x; pred[c] = med(p[c])
+            ratio = med(q[c])
             flag = ratio >= 0.8 && ratio <= 1.25 ? "" : "  outside [0.8, 1.25]"
-            bad += flag != ""
-            printf "%-26s %12.2f %12.2f %9.1f..%-9.1f %8.3f%s\n", c, pred[c], x, lo, hi, ratio, flag
+            bad += flag != ""; shown++
+            printf "%-26s %12.2f %12.2f %9.1f..%-9.1f %8.3f %7.2f..%-7.2f%s\n", c, pred[c], x, mlo, mhi, ratio, lo, hi, flag
         }
         pairs = 0; wrong = 0
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) {
@@ -95,5 +92,6 @@ awk 'FNR == NR { pred[$1] = $2; order[++n] = $1; next }
             pairs++
             if ((meas[a] > meas[b]) != (pred[a] > pred[b])) { wrong++; printf "  order wrong: %s (%.1f ms measured, %.1f predicted) vs %s (%.1f, %.1f)\n", a, meas[a], pred[a], b, meas[b], pred[b] }
         }
-        printf "ratios outside [0.8, 1.25]: %d of %d; pairs measured > 25 %% apart: %d, ordered wrong by the prediction: %d\n", bad, n, pairs, wrong
-     }' "$tmp/pred" "$tmp/meas"
+        printf "ratio: the median over the rounds of predicted / measured in the same round\n"
+        printf "ratios outside [0.8, 1.25]: %d of %d; pairs measured > 25 %% apart: %d, ordered wrong by the prediction: %d\n", bad, shown, pairs, wrong
+     }' "$tmp/order" "$tmp/rows"

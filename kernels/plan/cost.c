@@ -175,15 +175,30 @@ void kcost_dp_clipped_sum(KCostLedger *l, int B, size_t P) {
 }
 
 /* ---- prediction -------------------------------------------------------------------------------- */
-static const KCostTimed *find_timed(const KCostProfile *p, const KCostEntry *e) {
-    for (int i = 0; i < p->n_timed; i++)
-        if (p->timed[i].kind == e->kind && !memcmp(p->timed[i].key, e->key, sizeof e->key)) return &p->timed[i];
-    return NULL;
+/* The measured time of one call of e's shape: exact, or scaled from a measured shape that differs in one
+   size alone where the time is linear in it (a GEMM's M, N, K or batch; attention's batch), the nearest
+   such; < 0 when there is none. */
+double kcost_timed_seconds(const KCostProfile *p, const KCostEntry *e) {
+    double best = -1, dist = 0;
+    for (int i = 0; i < p->n_timed; i++) {
+        const KCostTimed *t = &p->timed[i];
+        if (t->kind != e->kind) continue;
+        if (!memcmp(t->key, e->key, sizeof e->key)) return t->seconds;
+        int differ = -1, n = 0;
+        for (int k = 0; k < 8; k++)
+            if (t->key[k] != e->key[k]) { differ = k; n++; }
+        const int linear = e->kind == KC_GEMM ? differ >= 2 && differ <= 5 && !(e->key[7] && differ == 5)
+                         : (e->kind == KC_ATTN_F || e->kind == KC_ATTN_B) && differ == 0;
+        if (n != 1 || !linear || t->key[differ] <= 0) continue;
+        const double r = (double)e->key[differ] / t->key[differ], d = r > 1 ? r : 1 / r;
+        if (best < 0 || d < dist) { best = t->seconds * r; dist = d; }
+    }
+    return best;
 }
 
 double kcost_entry_seconds(const KCostProfile *p, const KCostEntry *e) {
-    const KCostTimed *t = find_timed(p, e);
-    if (t) return t->seconds * e->calls;
+    const double t = kcost_timed_seconds(p, e);
+    if (t >= 0) return t * e->calls;
     const int bf16 = (e->kind == KC_GEMM ? e->key[6] : e->key[5]) == 2;
     double rate = p->loop_rate, call = p->call_s;
     switch (e->kind) {

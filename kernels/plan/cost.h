@@ -117,8 +117,12 @@ typedef struct KCostProfile {
     KCostTimed *timed; int n_timed, cap_timed;   /* measured shapes (CPU) */
 } KCostProfile;
 
-/* Seconds of one entry (all its calls) on the profile: the measured shape when there is one, else the
-   roofline plus the overhead. */
+/* One call of e's shape as the profile measured it: that shape, or one that differs from it in a single
+   size in which the time is linear (a GEMM's M, N, K or batch; attention's batch), scaled, the nearest
+   such; < 0 when the profile has neither. */
+double kcost_timed_seconds(const KCostProfile *p, const KCostEntry *e);
+/* Seconds of one entry (all its calls) on the profile: the measured shape when there is one
+   (kcost_timed_seconds), else the roofline plus the overhead. */
 double kcost_entry_seconds(const KCostProfile *p, const KCostEntry *e);
 /* Seconds per phase (ph[KC_PH_N]) of the whole ledger (all steps), and the total. */
 double kcost_predict(const KCostProfile *p, const KCostLedger *l, double ph[KC_PH_N]);
@@ -133,8 +137,9 @@ void kcost_profile_free(KCostProfile *p);
 /* This machine's CPU backend on nthreads threads (<= 0: OpenMP's default), measured now: 0, or -1. */
 int  kcost_profile_cpu(KCostProfile *p, int nthreads);
 /* Times each GEMM and attention shape of the ledger the profile has not measured yet (up to a size
-   cap) on the CPU backend: the number added. */
-int  kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads);
+   cap) on the CPU backend: the number added. exact 0: not a shape that a measured one scales to
+   (kcost_timed_seconds; fewer measurements, for many plans of one model at many batch sizes). */
+int  kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads, int exact);
 /* The cache file: written aside and renamed into place; load: 0, or -1 (missing or not one). */
 int  kcost_profile_save(const KCostProfile *p, const char *path);
 int  kcost_profile_load(KCostProfile *p, const char *path);

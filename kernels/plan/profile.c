@@ -15,7 +15,8 @@
    backend's GEMM (512³, OpenBLAS under the backend's OpenMP split) and of a tiny one (its fixed cost),
    of its attention and of its cross-entropy loop; then kcost_profile_measure times each GEMM and
    attention shape a plan uses (up to a cap on its size) with the backend's own kernels. Both are
-   cached in one file per thread count (the caller names it: build/plan_profile_cpu_t<N>.txt), which
+   cached in one file per thread count (the caller names it: build/plan_profile_cpu_t<N>.txt, or
+   $DPMEM_PLAN_PROFILE_DIR/plan_profile_cpu_t<N>.txt), which
    says when it was measured; a later plan reuses it and measures only the shapes it has not seen.
 
    Not here: the ledger and the formulas (cost.c), the trainer's report (samples/llama/plan_time.c). */
@@ -113,7 +114,7 @@ static double time_call(RunFn fn, void *ctx) {
     return t[n / 2];
 }
 
-typedef struct { KBackend *b; int key[8]; float *x, *y, *z, *w, *o; void *scratch; size_t n; } Bench;
+typedef struct { KBackend *b; int key[8]; float *x, *y, *z, *w, *o, *dx, *dy, *dz; void *scratch; size_t n; } Bench;
 
 static void run_gemm(void *v) {
     Bench *c = v;
@@ -129,7 +130,7 @@ static void run_gemm(void *v) {
 static void run_attn(void *v) {
     Bench *c = v;
     const int B = c->key[0], T = c->key[1], NH = c->key[2], NKV = c->key[3], HS = c->key[4];
-    if (c->key[7]) c->b->ops->attention_backward(c->b, c->x, c->y, c->z, c->o, c->x, c->y, c->z, c->o, c->w, B, T, NH, NKV, HS, c->scratch);
+    if (c->key[7]) c->b->ops->attention_backward(c->b, c->dx, c->dy, c->dz, c->o, c->x, c->y, c->z, c->o, c->w, B, T, NH, NKV, HS, c->scratch);
     else c->b->ops->attention_forward(c->b, c->o, c->w, c->x, c->y, c->z, B, T, NH, NKV, HS, c->scratch);
 }
 
@@ -176,15 +177,16 @@ static double measure_shape(KBackend *b, int kind, const int *key) {
         const size_t q = (size_t)B * T * NH * HS, kv = (size_t)B * T * NKV * HS;
         KShape sh = { .B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS };
         const size_t scr = b->ops->scratch_bytes(b, kind == KC_ATTN_B ? KOP_ATTENTION_BACKWARD : KOP_ATTENTION_FORWARD, &sh);
-        c.x = filled(q > kv ? q : kv); c.y = filled(kv); c.z = filled(kv); c.o = filled(q); c.w = filled((size_t)B * NH * T);
+        c.x = filled(q); c.y = filled(kv); c.z = filled(kv); c.o = filled(q); c.w = filled((size_t)B * NH * T);
+        c.dx = filled(q); c.dy = filled(kv); c.dz = filled(kv);   /* the backward's outputs: apart from its inputs */
         c.scratch = scr ? malloc(scr) : NULL;
-        if (c.x && c.y && c.z && c.o && c.w && (!scr || c.scratch)) {
+        if (c.x && c.y && c.z && c.o && c.w && c.dx && c.dy && c.dz && (!scr || c.scratch)) {
             if (kind == KC_ATTN_B) { c.key[7] = 0; run_attn(&c); c.key[7] = 1; }   /* a real lse */
             s = time_call(run_attn, &c);
         }
         free(c.scratch);
     }
-    free(c.x); free(c.y); free(c.z); free(c.o); free(c.w);
+    free(c.x); free(c.y); free(c.z); free(c.o); free(c.w); free(c.dx); free(c.dy); free(c.dz);
     return s;
 }
 
@@ -204,15 +206,16 @@ static int add_timed(KCostProfile *p, int kind, const int *key, double s) {
 #define MEASURE_MAX_FLOPS 8e9
 #define MEASURE_MAX_BYTES (512.0 * 1024 * 1024)
 
-int kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads) {
+int kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads, int exact) {
     KBackend b;
     kbackend_cpu_init(&b, nthreads);
     int added = 0;
     for (int i = 0; i < l->n; i++) {
         const KCostEntry *e = &l->e[i];
         if (e->kind != KC_GEMM && e->kind != KC_ATTN_F && e->kind != KC_ATTN_B) continue;
-        int seen = 0;
-        for (int j = 0; j < p->n_timed && !seen; j++) seen = p->timed[j].kind == e->kind && !memcmp(p->timed[j].key, e->key, sizeof e->key);
+        int seen = 0;   /* measured (exact), or a measured shape that scales to it */
+        for (int j = 0; exact && j < p->n_timed && !seen; j++) seen = p->timed[j].kind == e->kind && !memcmp(p->timed[j].key, e->key, sizeof e->key);
+        if (!exact) seen = kcost_timed_seconds(p, e) >= 0;
         const double flops = e->kind == KC_GEMM && e->key[7] ? e->flops / e->key[5] : e->flops;
         if (seen || flops > MEASURE_MAX_FLOPS || e->bytes > MEASURE_MAX_BYTES) continue;
         const double s = measure_shape(&b, e->kind, e->key);

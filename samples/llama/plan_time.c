@@ -56,10 +56,10 @@ static void add_collectives(const TrainState *s, int world, int in_backward) {
     }
 }
 
-/* The CPU profile's cache: $DPMEM_PLAN_PROFILE, else beside the program (build/), one per thread count. */
+/* The CPU profile's cache, one per thread count: in $DPMEM_PLAN_PROFILE_DIR, else beside the program (build/). */
 static void cpu_profile_path(char *path, size_t n, int threads) {
-    const char *env = getenv("DPMEM_PLAN_PROFILE");
-    if (env && *env) { snprintf(path, n, "%s", env); return; }
+    const char *env = getenv("DPMEM_PLAN_PROFILE_DIR");
+    if (env && *env) { snprintf(path, n, "%s/plan_profile_cpu_t%d.txt", env, threads); return; }
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) { snprintf(path, n, "plan_profile_cpu_t%d.txt", threads); return; }
@@ -86,12 +86,35 @@ static int get_profile(const TrainState *s, KCostProfile *p, char *said, size_t 
         if (kcost_profile_cpu(p, s->kb->nthreads) != 0) { fprintf(stderr, "error: the CPU profile could not be measured (out of host memory)\n"); return -1; }
         fresh = 1;
     }
-    const int added = kcost_profile_measure(p, &g_ledger, s->kb->nthreads);
+    const char *how = getenv("DPMEM_PLAN_MEASURE");   /* "scale": measure no shape a measured one scales to */
+    const int added = kcost_profile_measure(p, &g_ledger, s->kb->nthreads, !(how && !strcmp(how, "scale")));
     if ((fresh || added) && kcost_profile_save(p, path) != 0)
         fprintf(stderr, "note: could not write the CPU profile to %s (it is measured again next time)\n", path);
     snprintf(said, n, "cpu, %s %s%s%s", fresh ? "measured now," : "measured", p->measured, added ? " (+ new shapes now)" : "", "");
     snprintf(p->source + strlen(p->source), sizeof p->source - strlen(p->source), "; cache %s", path);
     return 0;
+}
+
+/* DPMEM_PLAN_COST=N: the N costliest entries of the ledger on stderr (where the predicted time goes) */
+static void dump_top(const KCostProfile *p, int steps) {
+    const char *e = getenv("DPMEM_PLAN_COST");
+    const int top = e ? atoi(e) : 0;
+    static const char *const kinds[KC_KINDS] = { "gemm", "attn_f", "attn_b", "loop", "mem", "comm" };
+    char *shown = top > 0 ? calloc((size_t)g_ledger.n + 1, 1) : NULL;
+    for (int k = 0; shown && k < top && k < g_ledger.n; k++) {
+        int best = -1;
+        double bs = -1;
+        for (int i = 0; i < g_ledger.n; i++) {
+            const double sec = kcost_entry_seconds(p, &g_ledger.e[i]);
+            if (!shown[i] && sec > bs) { bs = sec; best = i; }
+        }
+        shown[best] = 1;
+        const KCostEntry *x = &g_ledger.e[best];
+        fprintf(stderr, "  %8.3f ms/step  %-14s %-6s x%-6g key %d %d %d %d %d %d %d %d  %.4g GFLOP %.4g MB a call\n", bs / steps * 1e3,
+                kcost_phase_names[x->phase], kinds[x->kind], x->calls / steps, x->key[0], x->key[1], x->key[2], x->key[3], x->key[4],
+                x->key[5], x->key[6], x->key[7], x->flops * 1e-9, x->bytes * 1e-6);
+    }
+    free(shown);
 }
 
 static void meta_double(const char *key, double v) {
@@ -135,6 +158,7 @@ int plan_time_report(const TrainState *s, int steps) {
         snprintf(key, sizeof key, "plan.predicted_ms.%s", kcost_phase_names[i]);
         meta_double(key, ph[i] / steps * 1e3);
     }
+    dump_top(&p, steps);
     kcost_profile_free(&p);
     return 0;
 }
