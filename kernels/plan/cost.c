@@ -10,7 +10,7 @@
 const char *const kcost_phase_names[KC_PH_N] = { "data", "forward", "loss", "backward", "clip", "noise",
                                                  "optimizer_step", "zero_grad", "allreduce", "other" };
 
-void kcost_ledger_init(KCostLedger *l) { memset(l, 0, sizeof *l); }
+void kcost_ledger_init(KCostLedger *l) { memset(l, 0, sizeof *l); l->last_n = -1; }
 
 void kcost_ledger_free(KCostLedger *l) {
     free(l->e);
@@ -29,16 +29,21 @@ static void intern_ids(KCostLedger *l) {
 
 int kcost_phase_now(KCostLedger *l) {
     if (!l->ids_ready) intern_ids(l);
-    uint32_t st[64];
-    const int n = dpmem_scope_stack(st, 64);
+    uint32_t st[KCOST_STACK];
+    const int n = dpmem_scope_stack(st, KCOST_STACK);
+    int same_stack = n == l->last_n;
+    for (int i = n - 1; same_stack && i >= 0; i--) same_stack = st[i] == l->last_stack[i];
+    if (same_stack) return l->last_phase;   /* as the last op's */
     int in_step = 0, ph = -1;
-    for (int i = 0; i < n; i++) {
-        if (st[i] == l->ids[15]) in_step = 1;
-        for (int k = 0; k < KC_PH_OTHER + 2; k++)
-            if (st[i] == l->ids[k]) ph = k >= KC_PH_OTHER ? KC_PH_ALLREDUCE : k;   /* the innermost wins */
+    for (int i = n - 1; i >= 0 && !in_step; i--) {   /* innermost first: the first phase scope wins */
+        in_step = st[i] == l->ids[15];
+        for (int k = 0; ph < 0 && k < KC_PH_OTHER + 2; k++)
+            if (st[i] == l->ids[k]) ph = k >= KC_PH_OTHER ? KC_PH_ALLREDUCE : k;
     }
-    if (!in_step) return -1;
-    return ph < 0 ? KC_PH_OTHER : ph;
+    l->last_n = n;
+    memcpy(l->last_stack, st, (size_t)n * sizeof *st);
+    l->last_phase = !in_step ? -1 : ph < 0 ? KC_PH_OTHER : ph;
+    return l->last_phase;
 }
 
 static unsigned long long hash_entry(int kind, int phase, const int *key, double flops, double bytes) {
@@ -46,11 +51,15 @@ static unsigned long long hash_entry(int kind, int phase, const int *key, double
     const unsigned long long v[4] = { (unsigned)kind, (unsigned)phase, (unsigned long long)flops, (unsigned long long)bytes };
     for (int i = 0; i < 4; i++) h = (h ^ v[i]) * 1099511628211ull;
     for (int i = 0; i < 8; i++) h = (h ^ (unsigned)key[i]) * 1099511628211ull;
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdull; h ^= h >> 33;   /* the slot takes the low bits: mix the high ones in */
     return h;
 }
 
 static int same(const KCostEntry *e, int kind, int phase, const int *key, double flops, double bytes) {
-    return e->kind == kind && e->phase == phase && e->flops == flops && e->bytes == bytes && !memcmp(e->key, key, sizeof e->key);
+    if (e->kind != kind || e->phase != phase || e->flops != flops || e->bytes != bytes) return 0;
+    for (int i = 0; i < 8; i++)   /* (a loop: memcmp's call costs more than the 8 ints) */
+        if (e->key[i] != key[i]) return 0;
+    return 1;
 }
 
 static int grow(KCostLedger *l) {

@@ -54,12 +54,14 @@ typedef struct {
     double calls;
 } KCostEntry;
 
+enum { KCOST_STACK = 64 };   /* scope depth looked at */
 typedef struct KCostLedger {
     KCostEntry *e;
     int n, cap;
     int *slot; int n_slot;   /* open-addressing index into e (n_slot a power of two) */
     unsigned ids[16];        /* dpmem_intern ids of the phase scopes, and of "step" (ids[15]) */
     int ids_ready;
+    unsigned last_stack[KCOST_STACK]; int last_n, last_phase;   /* the scope stack of the last record, its phase */
     int steps;               /* "step" scopes the plan ran (the caller sets it) */
 } KCostLedger;
 

@@ -208,8 +208,7 @@ static int add_timed(KCostProfile *p, int kind, const int *key, double s) {
 
 int kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads, int exact) {
     KBackend b;
-    kbackend_cpu_init(&b, nthreads);
-    int added = 0;
+    int added = 0, ready = 0;   /* the backend made only when a shape is to be measured */
     for (int i = 0; i < l->n; i++) {
         const KCostEntry *e = &l->e[i];
         if (e->kind != KC_GEMM && e->kind != KC_ATTN_F && e->kind != KC_ATTN_B) continue;
@@ -218,10 +217,11 @@ int kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads, i
         if (!exact) seen = kcost_timed_seconds(p, e) >= 0;
         const double flops = e->kind == KC_GEMM && e->key[7] ? e->flops / e->key[5] : e->flops;
         if (seen || flops > MEASURE_MAX_FLOPS || e->bytes > MEASURE_MAX_BYTES) continue;
+        if (!ready) { kbackend_cpu_init(&b, nthreads); ready = 1; }
         const double s = measure_shape(&b, e->kind, e->key);
         if (s >= 0 && add_timed(p, e->kind, e->key, s) == 0) added++;
     }
-    kbackend_destroy(&b);
+    if (ready) kbackend_destroy(&b);
     return added;
 }
 

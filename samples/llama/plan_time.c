@@ -15,7 +15,8 @@ static KCostLedger g_ledger;
 static int g_on;
 
 void plan_time_begin(KBackend *kb) {
-    if (kb->kind != KB_PLAN) return;
+    const char *off = getenv("DPMEM_PLAN_TIME");   /* 0: memory only, as before the prediction */
+    if (kb->kind != KB_PLAN || (off && !strcmp(off, "0"))) return;
     kcost_ledger_init(&g_ledger);
     kb->cost = &g_ledger;
     g_on = 1;

@@ -17,7 +17,7 @@
 
 #include "train.h"
 
-void plan_time_begin(KBackend *kb);   /* nothing unless kb is a plan backend */
+void plan_time_begin(KBackend *kb);   /* nothing unless kb is a plan backend (and DPMEM_PLAN_TIME is not 0) */
 /* steps: the planned steps. The gradients' reduction overlaps the backward where the trainer reduces
    unit by unit as the backward finishes them (no clip phase, DPMEM_COMM_OVERLAP). 0, or -1 (the CPU
    profile could not be measured: said on stderr). */
