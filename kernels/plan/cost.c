@@ -222,20 +222,22 @@ double kcost_entry_seconds(const KCostProfile *p, const KCostEntry *e) {
 }
 
 double kcost_predict(const KCostProfile *p, const KCostLedger *l, double ph[KC_PH_N]) {
-    double tmp[KC_PH_N], total = 0, comm_bw = 0;
+    double tmp[KC_PH_N], total = 0, comm[KC_PH_N] = { 0 };
     if (!ph) ph = tmp;
     for (int i = 0; i < KC_PH_N; i++) ph[i] = 0;
     for (int i = 0; i < l->n; i++) {
         const double s = kcost_entry_seconds(p, &l->e[i]);
-        if (l->e[i].kind == KC_COMM && l->e[i].phase == KC_PH_BACKWARD) comm_bw += s;
+        if (l->e[i].kind == KC_COMM) comm[l->e[i].phase] += s;
         ph[l->e[i].phase] += s;
     }
-    /* the backward's own collectives (buckets sent as the backward finishes them) run beside it: the
-       share comm_overlap of them is hidden, never more than the backward's compute */
-    if (comm_bw > 0) {
-        double hide = comm_bw * p->comm_overlap, compute = ph[KC_PH_BACKWARD] - comm_bw;
+    /* the collectives inside the forward and the backward (buckets sent as the backward finishes them,
+       --zero 3's prefetched gathers) run beside its compute: the share comm_overlap of them is hidden,
+       never more than that phase's compute */
+    for (int k = KC_PH_FORWARD; k <= KC_PH_BACKWARD; k++) {
+        if (k == KC_PH_LOSS || comm[k] <= 0) continue;
+        double hide = comm[k] * p->comm_overlap, compute = ph[k] - comm[k];
         if (hide > compute) hide = compute;
-        ph[KC_PH_BACKWARD] -= hide;
+        ph[k] -= hide;
     }
     for (int i = 0; i < KC_PH_N; i++) total += ph[i];
     return total;

@@ -116,6 +116,7 @@ typedef struct KCostProfile {
     double call_s;           /* any other call's fixed cost (a kernel launch, an OpenMP region) */
     double link_bw, link_s;  /* a collective: bytes/s per rank over the link, and each call's latency */
     double comm_overlap;     /* share of the backward's collectives hidden behind the backward (0..1) */
+    double peak[2];          /* the datasheet's dense peak flop/s, tf32 and bf16 (GPU presets: for the MFU; 0 on the CPU) */
     KCostTimed *timed; int n_timed, cap_timed;   /* measured shapes (CPU) */
 } KCostProfile;
 

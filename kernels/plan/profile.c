@@ -69,6 +69,7 @@ int kcost_profile_preset(KCostProfile *p, const char *name, char *err, size_t er
         snprintf(p->name, sizeof p->name, "%s", name);
         snprintf(p->source, sizeof p->source, "%s%s; efficiencies fitted on docs/CUDA_RESULTS_2026-11-27.md (kernels/plan/profile.c)",
                  GPUS[i].source, ib ? "; links: InfiniBand 400 Gb/s a GPU" : "");
+        p->peak[0] = GPUS[i].tf32 * 1e12; p->peak[1] = GPUS[i].bf16 * 1e12;
         p->gemm_rate[0] = GPUS[i].tf32 * 1e12 * E[GPU_GEMM];
         p->gemm_rate[1] = GPUS[i].bf16 * 1e12 * E[GPU_GEMM];
         p->attn_rate[0] = GPUS[i].tf32 * 1e12 * E[GPU_ATTN_F32];

@@ -1,6 +1,8 @@
 /* plan_time.c — the plan's predicted step time (plan_time.h). */
 #include "plan_time.h"
 
+#include "mfu.h"
+
 #include "plan/cost.h"
 
 #include "dpmem.h"
@@ -30,29 +32,41 @@ void plan_time_end(KBackend *kb) {
 }
 
 /* The collectives of one step, which a plan of one rank does not run (samples/llama/allreduce.c,
-   grad_reduce.c, shard.c): the trainable gradients' all-reduce (--zero 0, 1) or reduce-scatter
-   (--zero 2, 3) — inside the backward, overlapped, where the trainer does that (vanilla's units under
-   DPMEM_COMM_OVERLAP; a DP strategy's sums exist only after clipping) — and the updated weights'
-   all-gather (--zero 1..3), plus --zero 3's gathers of every weight for the forward and the backward. */
+   grad_reduce.c, shard.c; docs/SCALING.md's "Traffic per step"): the trainable gradients (fp32) summed
+   once (--zero 0, 1: an all-reduce) or reduce-scattered after each backward (--zero 2, 3) — inside
+   the backward, overlapped, where the trainer does that (vanilla's units under DPMEM_COMM_OVERLAP; a
+   DP strategy's sums exist only after clipping) — the updated slices all-gathered (--zero 1, 2: the
+   GEMM weights at 2 bytes under bf16, the rest at 4), and under --zero 3 the GEMM weights and an
+   untied embedding gathered for every forward, the GEMM weights for every backward (prefetched:
+   overlapped). The passes are counted from the ledger: its attention calls per step over the layers. */
 static void add_collectives(const TrainState *s, int world, int in_backward) {
     const TrainConfig *c = s->cfg;
     const LlamaModel *m = &s->model;
-    double grads = 0, weights = 0;
-    const double wsize = c->model.precision ? 2 : 4;
+    double grads = 0, gemm = 0, all_gemm = 0, other = 0, emb = 0, fwd = 0, bwd = 0;
     for (int i = 0; i < m->n_params; i++) {
-        if (!m->params[i].trainable) continue;
-        grads += 4.0 * (double)m->params[i].numel;
-        weights += wsize * (double)m->params[i].numel;
+        const ParamInfo *p = &m->params[i];
+        if (p->kind == HOOK_LINEAR) all_gemm += (double)p->numel;   /* --zero 3 shards a frozen base too */
+        if (!p->trainable) continue;
+        grads += 4.0 * (double)p->numel;
+        if (p->kind == HOOK_LINEAR) gemm += (double)p->numel;
+        else other += (double)p->numel;
+        if (p->kind == HOOK_EMBEDDING) emb += (double)p->numel;
     }
-    const int steps = g_ledger.steps > 0 ? g_ledger.steps : 1;
-    const int red = c->zero >= 2 ? KC_REDUCE_SCATTER : KC_ALLREDUCE;
-    const int ph = in_backward && c->zero != 1 ? KC_PH_BACKWARD : KC_PH_ALLREDUCE;
+    const double e = c->model.precision ? 2 : 4, weights = e * gemm + 4 * other;
+    const int steps = g_ledger.steps > 0 ? g_ledger.steps : 1, L = c->model.n_layers > 0 ? c->model.n_layers : 1;
+    for (int i = 0; i < g_ledger.n; i++) {
+        if (g_ledger.e[i].kind == KC_ATTN_F) fwd += g_ledger.e[i].calls;
+        if (g_ledger.e[i].kind == KC_ATTN_B) bwd += g_ledger.e[i].calls;
+    }
+    fwd /= (double)steps * L; bwd /= (double)steps * L;
+    const int ph = in_backward ? KC_PH_BACKWARD : KC_PH_ALLREDUCE;
     for (int k = 0; k < steps; k++) {
-        kcost_comm(&g_ledger, ph, red, grads, world);
-        if (c->zero >= 1) kcost_comm(&g_ledger, KC_PH_ALLREDUCE, KC_ALLGATHER, weights, world);
+        if (c->zero <= 1) kcost_comm(&g_ledger, c->zero == 1 ? KC_PH_ALLREDUCE : ph, KC_ALLREDUCE, grads, world);
+        else kcost_comm(&g_ledger, ph, KC_REDUCE_SCATTER, grads * (bwd > 0 ? bwd : 1), world);
+        if (c->zero == 1 || c->zero == 2) kcost_comm(&g_ledger, KC_PH_ALLREDUCE, KC_ALLGATHER, weights, world);
         if (c->zero >= 3) {
-            kcost_comm(&g_ledger, KC_PH_FORWARD, KC_ALLGATHER, weights * c->grad_accum, world);
-            kcost_comm(&g_ledger, KC_PH_BACKWARD, KC_ALLGATHER, weights * c->grad_accum, world);
+            kcost_comm(&g_ledger, KC_PH_FORWARD, KC_ALLGATHER, (e * all_gemm + 4 * emb) * fwd, world);
+            kcost_comm(&g_ledger, KC_PH_BACKWARD, KC_ALLGATHER, e * all_gemm * bwd, world);
         }
     }
 }
@@ -144,6 +158,10 @@ int plan_time_report(const TrainState *s, int steps) {
     const double tokens = (double)c->batch_size * c->seq_len * c->grad_accum * world;
     printf("predicted step: %.3f ms, %.0f tokens/s (profile %s; %.4g GFLOP a step; kernels/plan/cost.h)\n", total * 1e3,
            tokens / total, said, flops * 1e-9);
+    const double peak = p.peak[c->model.precision ? 1 : 0];   /* the MFU as samples/llama/mfu.h counts it */
+    const double mfu = peak > 0 ? mfu_flops_per_token(&c->model, c->seq_len) * tokens / total / (world * peak) : 0;
+    if (mfu > 0) printf("  MFU %.1f %% (mfu.h's FLOPs per token over %d x the %s peak of %.0f TFLOP/s)\n", 100 * mfu, world,
+                        c->model.precision ? "bf16" : "tf32", peak * 1e-12);
     printf("  phase:");
     for (int i = 0; i < KC_PH_N; i++)
         if (ph[i] > 0) printf(" %s %.3f", kcost_phase_names[i], ph[i] / steps * 1e3);
@@ -154,6 +172,7 @@ int plan_time_report(const TrainState *s, int steps) {
     meta_double("plan.predicted_step_ms", total * 1e3);
     meta_double("plan.predicted_tokens_per_s", tokens / total);
     meta_double("plan.flops_per_step", flops);
+    if (mfu > 0) meta_double("plan.predicted_mfu", mfu);
     for (int i = 0; i < KC_PH_N; i++) {
         char key[64];
         snprintf(key, sizeof key, "plan.predicted_ms.%s", kcost_phase_names[i]);
