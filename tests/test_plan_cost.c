@@ -8,7 +8,8 @@
       cost), a measured shape's time wins, the backward's collectives hide behind it by comm_overlap.
    4. The plan backend records a real forward: the GEMM FLOPs of tiny's forward at B×T tokens are
       2·B·T·N (samples/llama/mfu.h's N, written out here), all in phase "forward".
-   5. The profile cache: saved and loaded back field for field; a file that is not one is refused.
+   5. The profile cache: saved and loaded back field for field; a file that is not one is refused;
+      the CPU's measurement times each new shape once, and scales a shape from one differing in one size.
    Not here: how close a prediction comes to a measured step (bench/plan_time.sh: a benchmark). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
@@ -203,7 +204,33 @@ static void cache(void) {
     CHECK(kcost_profile_preset(&q, "v100", err, sizeof err) == -1 && strstr(err, "v100"));
 }
 
+/* The CPU's measurement: each new shape timed once (exact), a sibling scaled when asked to (scale). */
+static void measured(void) {
+    KCostLedger l;
+    kcost_ledger_init(&l);
+    {
+        DPMEM_SCOPE("step");
+        DPMEM_SCOPE("forward");
+        kcost_gemm(&l, 0, 1, 64, 32, 16, 1, 4, 4, 0);
+        kcost_attention(&l, 0, 1, 32, 2, 2, 16, 4);
+        kcost_attention(&l, 1, 1, 32, 2, 2, 16, 4);
+    }
+    KCostProfile p;
+    memset(&p, 0, sizeof p);
+    CHECK_EQ_U(kcost_profile_measure(&p, &l, 1, 1), 3);
+    CHECK(p.n_timed == 3 && p.timed[0].seconds > 0 && p.timed[1].seconds > 0 && p.timed[2].seconds > 0);
+    CHECK_EQ_U(kcost_profile_measure(&p, &l, 1, 1), 0);                    /* cached */
+    KCostEntry twice = l.e[0];
+    twice.key[2] = 128;                                                  /* M doubled: twice the measured time */
+    CHECK_NEAR(kcost_timed_seconds(&p, &twice), 2 * p.timed[0].seconds);
+    twice.key[3] = 64;                                                   /* two sizes differ: nothing to scale */
+    CHECK(kcost_timed_seconds(&p, &twice) < 0);
+    kcost_profile_free(&p);
+    kcost_ledger_free(&l);
+}
+
 int main(void) {
+    measured();
     formulas();
     phases_and_roofline();
     plan_forward();

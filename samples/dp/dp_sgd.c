@@ -572,7 +572,8 @@ static int clipped_sum(DpSgd *d, DpParamState *p, float *dw, const int *tokens, 
     }
     if (!p->G) return 0;
     const int emb = p->kind == HOOK_EMBEDDING;
-    if (!run && !emb) kcost_dp_clipped_bk(d->kb->cost, B, T, p->d_in, p->d_out, (int)KDT_SIZE(dt));
+    if (!run && emb) kcost_elementwise(d->kb->cost, (size_t)B * T * p->d_out, 2, 1, 4, 2);   /* the plan's time */
+    else if (!run) kcost_dp_clipped_bk(d->kb->cost, B, T, p->d_in, p->d_out, (int)KDT_SIZE(dt));
     Widen wd;
     if (widen_open(d, &wd, T, emb ? 0 : p->d_in, p->d_out)) return -1;
     if (run && d->cuda) {
@@ -799,6 +800,7 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
         if (run) rmsnorm_norms(d, d->norm2, p->psg, a, &wd);
         widen_close(d, &wd);
         p->io.read = (uint64_t)B * T * (2 * dout + 1) * 4; p->io.written = (uint64_t)B * (dout + 1) * 4;
+        if (!run) kcost_loop(d->kb->cost, 3.0 * B * T * dout, (double)(p->io.read + p->io.written));   /* the plan's time */
         p->used = DP_NORM_DIRECT;
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
         return GRAD_HOOK_SKIP_DW;
@@ -829,6 +831,7 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
             /* the CPU kernel writes only the tokens' rows; the GPU path fills the slices whole */
             p->io.read = (uint64_t)B * T * (dout + 1) * 4;
             p->io.written = d->cuda ? (uint64_t)B * V * dout * 4 : (uint64_t)B * T * dout * 4;
+            if (!run) kcost_loop(d->kb->cost, 3.0 * B * T * dout, (double)(p->io.read + p->io.written));
             p->used = DP_NORM_DIRECT;
             if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
             widen_close(d, &wd);
@@ -842,6 +845,7 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
             else if (run) dp_embedding_norms(d->norm2, a->tokens, a->G, B, T, dout, NULL);
             widen_close(d, &wd);
             p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * 4;
+            if (!run) kcost_loop(d->kb->cost, (double)B * T * T, (double)(p->io.read + p->io.written));   /* T² token compares */
             p->used = DP_NORM_GHOST;
             if (bk) {
                 if (!(p->G = alloc_written(d, (size_t)B * T * dout * KDT_SIZE(d->dt), "bk", a->name, ".G"))) return -1;
