@@ -56,6 +56,11 @@ $(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
+# The link a CPU plan's collectives run over, measured under mpirun (samples/llama/plan_time.c runs it).
+$(BUILD)/plan_comm_probe: samples/plan_comm_probe.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
 TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init test_blas_core test_plan_cost
 $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -90,7 +95,7 @@ trainer: $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(
 trainer-test: trainer
 	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) tests/test_llama_cli.sh
 
-ALL     += $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 $(BUILD)/bench/bench_trainer \
+ALL     += $(BUILD)/plan_comm_probe $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 $(BUILD)/bench/bench_trainer \
            $(BUILD)/tests/test_train_timing
 TESTS   += $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 tests/test_llama_cli.sh \
            $(BUILD)/tests/test_train_timing

@@ -129,7 +129,7 @@ static void phases_and_roofline(void) {
     p.timed = &t; p.n_timed = 1;
     CHECK_NEAR(kcost_entry_seconds(&p, &g), 1.5);                       /* the measured shape wins */
     p.timed = NULL; p.n_timed = 0;
-    kcost_comm(&l, KC_PH_BACKWARD, KC_ALLREDUCE, 1000, 2);              /* 1000 bytes on the ring, 1 s + 1 ms */
+    kcost_comm(&l, KC_PH_BACKWARD, KC_ALLREDUCE, 1000, 2, 1);           /* 1000 bytes on the ring, 1 s + 1 ms */
     double ph[KC_PH_N];
     const double total = kcost_predict(&p, &l, ph);
     const double comm = 1e-3 + 1000 / 1e3, own = 801e-6;

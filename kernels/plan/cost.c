@@ -145,10 +145,11 @@ double kcost_comm_bytes(int kind, double bytes, int ranks) {
     return kind == KC_ALLREDUCE ? 2 * f * bytes : f * bytes;
 }
 
-void kcost_comm(KCostLedger *l, int phase, int kind, double bytes, int ranks) {
+void kcost_comm(KCostLedger *l, int phase, int kind, double bytes, int ranks, int calls) {
     if (!l || ranks <= 1 || bytes <= 0) return;
+    if (calls < 1) calls = 1;
     const int key[8] = { kind, ranks, 0, 0, 0, 0, 0, 0 };
-    kcost_record_at(l, phase, KC_COMM, key, 0, kcost_comm_bytes(kind, bytes, ranks), 1);
+    kcost_record_at(l, phase, KC_COMM, key, 0, kcost_comm_bytes(kind, bytes / calls, ranks), calls);
 }
 
 /* ---- the DP kernels ---------------------------------------------------------------------------- */

@@ -88,7 +88,8 @@ void kcost_loop(KCostLedger *l, double flops, double bytes);
 /* a collective of `bytes` (each rank's buffer) over `ranks` ranks: ring traffic per rank
    2(N-1)/N·S for an all-reduce, (N-1)/N·S for a reduce-scatter or an all-gather of S in all */
 double kcost_comm_bytes(int kind, double bytes, int ranks);
-void kcost_comm(KCostLedger *l, int phase, int kind, double bytes, int ranks);
+/* ... in `calls` collectives of bytes/calls each (a bucket, a unit), at a phase */
+void kcost_comm(KCostLedger *l, int phase, int kind, double bytes, int ranks, int calls);
 
 /* ---- the DP kernels (kernels/dp_kernels.h), at their shapes --------------------------------- */
 /* per-sample norms of a linear layer: way 0 direct (the B per-sample GEMMs, then their squares),
@@ -117,6 +118,7 @@ typedef struct KCostProfile {
     double link_bw, link_s;  /* a collective: bytes/s per rank over the link, and each call's latency */
     double comm_overlap;     /* share of the backward's collectives hidden behind the backward (0..1) */
     double peak[2];          /* the datasheet's dense peak flop/s, tf32 and bf16 (GPU presets: for the MFU; 0 on the CPU) */
+    char link_source[128];   /* how link_bw and link_s were had (the CPU's: measured by plan_comm_probe under mpirun) */
     KCostTimed *timed; int n_timed, cap_timed;   /* measured shapes (CPU) */
 } KCostProfile;
 

@@ -80,6 +80,7 @@ int kcost_profile_preset(KCostProfile *p, const char *name, char *err, size_t er
         p->call_s = p->gemm_call_s = E[GPU_CALL];
         p->link_bw = (ib ? 50 : GPUS[i].link) * 1e9 * 0.8;   /* NCCL's ring reaches ~80 % of the link */
         p->link_s = 20e-6;
+        snprintf(p->link_source, sizeof p->link_source, "%s, 80 %% of it (NCCL's ring), 20 us a call", ib ? "InfiniBand 400 Gb/s a GPU" : "NVLink");
         p->comm_overlap = 0.9;
         return 0;
     }
@@ -286,6 +287,7 @@ int kcost_profile_save(const KCostProfile *p, const char *path) {
     if (!f) return -1;
     fprintf(f, "# dpmem plan profile (kernels/plan/profile.c); delete this file to measure again\n");
     fprintf(f, "name %s\nmeasured %s\nsource %s\n", p->name, p->measured, p->source);
+    if (p->link_source[0]) fprintf(f, "link_source %s\n", p->link_source);
     fprintf(f, "rates %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", p->gemm_rate[0], p->gemm_rate[1],
             p->gemm_call_s, p->attn_rate[0], p->attn_rate[1], p->loop_rate, p->mem_bw, p->call_s, p->link_bw, p->link_s,
             p->comm_overlap, 0.0);
@@ -313,6 +315,7 @@ int kcost_profile_load(KCostProfile *p, const char *path) {
         if (!strncmp(line, "name ", 5)) snprintf(p->name, sizeof p->name, "%.31s", line + 5);
         else if (!strncmp(line, "measured ", 9)) snprintf(p->measured, sizeof p->measured, "%.31s", line + 9);
         else if (!strncmp(line, "source ", 7)) snprintf(p->source, sizeof p->source, "%.319s", line + 7);
+        else if (!strncmp(line, "link_source ", 12)) snprintf(p->link_source, sizeof p->link_source, "%.127s", line + 12);
         else if (!strncmp(line, "rates ", 6))
             have_rates = sscanf(line + 6, "%lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &p->gemm_rate[0], &p->gemm_rate[1],
                                 &p->gemm_call_s, &p->attn_rate[0], &p->attn_rate[1], &p->loop_rate, &p->mem_bw, &p->call_s,

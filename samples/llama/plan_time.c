@@ -8,9 +8,11 @@
 #include "dpmem.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static KCostLedger g_ledger;
@@ -60,15 +62,51 @@ static void add_collectives(const TrainState *s, int world, int in_backward) {
     }
     fwd /= (double)steps * L; bwd /= (double)steps * L;
     const int ph = in_backward ? KC_PH_BACKWARD : KC_PH_ALLREDUCE;
+    /* calls: a unit's (blocks, the head, the embedding) at a time, or bucket by bucket */
+    const int units = L + 2;
+    const double bucket = 4.0 * (double)train_comm_bucket_floats();
+    const int by_bucket = bucket > 0 ? (int)ceil(grads / bucket) : 1, wb = bucket > 0 ? (int)ceil(weights / bucket) : 1;
+    const int nb = (int)(bwd > 0 ? bwd + 0.5 : 1), nf = (int)(fwd > 0 ? fwd + 0.5 : 1);
     for (int k = 0; k < steps; k++) {
-        if (c->zero <= 1) kcost_comm(&g_ledger, c->zero == 1 ? KC_PH_ALLREDUCE : ph, KC_ALLREDUCE, grads, world);
-        else kcost_comm(&g_ledger, ph, KC_REDUCE_SCATTER, grads * (bwd > 0 ? bwd : 1), world);
-        if (c->zero == 1 || c->zero == 2) kcost_comm(&g_ledger, KC_PH_ALLREDUCE, KC_ALLGATHER, weights, world);
+        if (c->zero <= 1) kcost_comm(&g_ledger, c->zero == 1 ? KC_PH_ALLREDUCE : ph, KC_ALLREDUCE, grads, world,
+                                     in_backward && c->zero == 0 && units > by_bucket ? units : by_bucket);
+        else kcost_comm(&g_ledger, ph, KC_REDUCE_SCATTER, grads * nb, world, units * nb);
+        if (c->zero == 1 || c->zero == 2) kcost_comm(&g_ledger, KC_PH_ALLREDUCE, KC_ALLGATHER, weights, world, wb);
         if (c->zero >= 3) {
-            kcost_comm(&g_ledger, KC_PH_FORWARD, KC_ALLGATHER, (e * all_gemm + 4 * emb) * fwd, world);
-            kcost_comm(&g_ledger, KC_PH_BACKWARD, KC_ALLGATHER, e * all_gemm * bwd, world);
+            kcost_comm(&g_ledger, KC_PH_FORWARD, KC_ALLGATHER, (e * all_gemm + 4 * emb) * nf, world, units * nf);
+            kcost_comm(&g_ledger, KC_PH_BACKWARD, KC_ALLGATHER, e * all_gemm * nb, world, units * nb);
         }
     }
+}
+
+/* The CPU's link: plan_comm_probe beside the program under `mpirun -np 2`, once (cached with the
+   profile); without mpirun or the probe, the estimate stays (a quarter of the copy bandwidth). */
+static int measure_link(KCostProfile *p) {
+    char exe[PATH_MAX], probe[PATH_MAX + 32], cmd[PATH_MAX + 160];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return 0;
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    snprintf(probe, sizeof probe, "%s/plan_comm_probe", exe);
+    if (access(probe, X_OK) != 0 || strchr(probe, '\'')) return 0;
+    snprintf(cmd, sizeof cmd, "mpirun --oversubscribe -np 2 %s '%s' 2>/dev/null", geteuid() == 0 ? "--allow-run-as-root" : "", probe);
+    FILE *f = popen(cmd, "r");
+    if (!f) return 0;
+    char line[256];
+    double bw = 0, lat = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "link %lf %lf", &bw, &lat) == 2) break;
+    const int rc = pclose(f);
+    if (rc != 0 || !(bw > 0) || lat < 0) return 0;
+    p->link_bw = bw; p->link_s = lat;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    snprintf(p->link_source, sizeof p->link_source, "MPI all-reduce on this machine, 2 ranks, measured %s", when);
+    return 1;
 }
 
 /* The CPU profile's cache, one per thread count: in $DPMEM_PLAN_PROFILE_DIR, else beside the program (build/). */
@@ -103,7 +141,8 @@ static int get_profile(const TrainState *s, KCostProfile *p, char *said, size_t 
     }
     const char *how = getenv("DPMEM_PLAN_MEASURE");   /* "scale": measure no shape a measured one scales to */
     const int added = kcost_profile_measure(p, &g_ledger, s->kb->nthreads, !(how && !strcmp(how, "scale")));
-    if ((fresh || added) && kcost_profile_save(p, path) != 0)
+    const int linked = s->cfg->ranks > 1 && !p->link_source[0] && measure_link(p);
+    if ((fresh || added || linked) && kcost_profile_save(p, path) != 0)
         fprintf(stderr, "note: could not write the CPU profile to %s (it is measured again next time)\n", path);
     snprintf(said, n, "cpu, %s %s%s%s", fresh ? "measured now," : "measured", p->measured, added ? " (+ new shapes now)" : "", "");
     snprintf(p->source + strlen(p->source), sizeof p->source - strlen(p->source), "; cache %s", path);
@@ -162,6 +201,9 @@ int plan_time_report(const TrainState *s, int steps) {
     const double mfu = peak > 0 ? mfu_flops_per_token(&c->model, c->seq_len) * tokens / total / (world * peak) : 0;
     if (mfu > 0) printf("  MFU %.1f %% (mfu.h's FLOPs per token over %d x the %s peak of %.0f TFLOP/s)\n", 100 * mfu, world,
                         c->model.precision ? "bf16" : "tf32", peak * 1e-12);
+    if (world > 1)
+        printf("  collectives over %s: %.3g GB/s a rank, %.3g ms a call%s\n", p.link_source[0] ? p.link_source : "an estimated link (a quarter of the copy bandwidth)",
+               p.link_bw * 1e-9, p.link_s * 1e3, p.comm_overlap > 0 ? "; inside forward and backward partly hidden" : "");
     printf("  phase:");
     for (int i = 0; i < KC_PH_N; i++)
         if (ph[i] > 0) printf(" %s %.3f", kcost_phase_names[i], ph[i] / steps * 1e3);
@@ -169,6 +211,7 @@ int plan_time_report(const TrainState *s, int steps) {
     dpmem_meta("plan.profile", p.name);
     dpmem_meta("plan.profile_source", p.source);
     if (p.measured[0]) dpmem_meta("plan.profile_measured", p.measured);
+    if (world > 1 && p.link_source[0]) dpmem_meta("plan.link", p.link_source);
     meta_double("plan.predicted_step_ms", total * 1e3);
     meta_double("plan.predicted_tokens_per_s", tokens / total);
     meta_double("plan.flops_per_step", flops);
