@@ -10,7 +10,7 @@
    others (T = 4096 mixed, flash, ghost; T = 1024 in batches of 8; docs/CUDA_RESULTS_2026-11-26.md):
    docs/SCALING.md gives the ratios.
 
-   THE CPU. kcost_profile_cpu measures, in about a second: the bandwidth of a streaming pass (the
+   THE CPU. Each figure is the fastest of 5-15 calls (time_call). kcost_profile_cpu measures, in about a second: the bandwidth of a streaming pass (the
    backend's copy of 32 MiB), the cost of a call (a 16-element fill), the sustained rate of the
    backend's GEMM (512³, OpenBLAS under the backend's OpenMP split) and of a tiny one (its fixed cost),
    of its attention and of its cross-entropy loop; then kcost_profile_measure times each GEMM and
