@@ -4,7 +4,7 @@
 # afresh at the start of each round, under the load of that moment) and run (--device cpu), ROUNDS rounds (every
 # configuration once a round, so that drift on the machine hits all alike), the measured figure the
 # median over the rounds of each run's median step (the warm-up left out), the ratio the median over the rounds of
-# predicted / measured in the same round. Prints, per configuration,
+# predicted / measured in the same round, and predicted over the fastest round. Prints, per configuration,
 # predicted, measured (with min..max over the rounds), their ratio, flagged outside [0.8, 1.25]; then
 # every pair whose measured steps differ by more than 25 %, and whether the prediction orders it the
 # same way. Configurations: the demo's shapes (tiny, 128 wide, T=512, logical batch 8 in physical
@@ -74,14 +74,15 @@ awk 'FNR == NR { order[++n] = $1; next }
      function med(s,   a, k, i, j, t) { k = split(s, a, " "); for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j] < a[j-1]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
                                         lo = a[1]; hi = a[k]; return k % 2 ? a[(k+1)/2] : (a[k/2] + a[k/2+1]) / 2 }
      END {
-        printf "%-26s %12s %12s %19s %8s %15s\n", "configuration", "predicted ms", "measured ms", "min..max", "ratio", "rounds min..max"
+        printf "%-26s %12s %12s %19s %8s %15s %12s\n", "configuration", "predicted ms", "measured ms", "min..max", "ratio", "rounds min..max", "vs fastest"
         for (i = 1; i <= n; i++) {
             c = order[i]; if (!(c in m)) continue
             x = med(m[c]); mlo = lo; mhi = hi; meas[c] = x; pred[c] = med(p[c])
             ratio = med(q[c])
             flag = ratio >= 0.8 && ratio <= 1.25 ? "" : "  outside [0.8, 1.25]"
             bad += flag != ""; shown++
-            printf "%-26s %12.2f %12.2f %9.1f..%-9.1f %8.3f %7.2f..%-7.2f%s\n", c, pred[c], x, mlo, mhi, ratio, lo, hi, flag
+            fast = mlo > 0 ? pred[c] / mlo : 0; badf += !(fast >= 0.8 && fast <= 1.25)
+            printf "%-26s %12.2f %12.2f %9.1f..%-9.1f %8.3f %7.2f..%-7.2f %12.3f%s\n", c, pred[c], x, mlo, mhi, ratio, lo, hi, fast, flag
         }
         pairs = 0; wrong = 0
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) {
@@ -92,6 +93,6 @@ awk 'FNR == NR { order[++n] = $1; next }
             pairs++
             if ((meas[a] > meas[b]) != (pred[a] > pred[b])) { wrong++; printf "  order wrong: %s (%.1f ms measured, %.1f predicted) vs %s (%.1f, %.1f)\n", a, meas[a], pred[a], b, meas[b], pred[b] }
         }
-        printf "ratio: the median over the rounds of predicted / measured in the same round\n"
+        printf "ratio: the median over the rounds of predicted / measured in the same round; vs fastest: predicted / the fastest\nround (the profile is what the machine gives uncontended: the fastest of its calls); outside [0.8, 1.25]: %d of %d\n", badf, shown
         printf "ratios outside [0.8, 1.25]: %d of %d; pairs measured > 25 %% apart: %d, ordered wrong by the prediction: %d\n", bad, shown, pairs, wrong
      }' "$tmp/order" "$tmp/rows"
