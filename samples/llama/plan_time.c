@@ -141,7 +141,8 @@ static int get_profile(const TrainState *s, KCostProfile *p, char *said, size_t 
     }
     const char *how = getenv("DPMEM_PLAN_MEASURE");   /* "scale": measure no shape a measured one scales to */
     const int added = kcost_profile_measure(p, &g_ledger, s->kb->nthreads, !(how && !strcmp(how, "scale")));
-    const int linked = s->cfg->ranks > 1 && !p->link_source[0] && measure_link(p);
+    /* (a plan of one rank without a launcher only: never an mpirun inside an MPI job) */
+    const int linked = s->cfg->ranks > 1 && g_comm.planned && !g_comm.mpi && !p->link_source[0] && measure_link(p);
     if ((fresh || added || linked) && kcost_profile_save(p, path) != 0)
         fprintf(stderr, "note: could not write the CPU profile to %s (it is measured again next time)\n", path);
     snprintf(said, n, "cpu, %s %s%s%s", fresh ? "measured now," : "measured", p->measured, added ? " (+ new shapes now)" : "", "");
