@@ -213,6 +213,7 @@ struct KBackend {
     KTraceFn trace; void *trace_user;
     void *priv;               /* the backend's own state (the CPU's cache of freed blocks) */
     void (*release)(KBackend *b);   /* kbackend_destroy: gives back what priv holds; NULL: nothing */
+    struct KCostLedger *cost; /* plan: each op's FLOPs and bytes go here when set (kernels/plan/cost.h) */
     int overwritten;          /* set during kbuf_alloc_overwritten: the CUDA backend skips its zero-fill */
     char err[256];
 };

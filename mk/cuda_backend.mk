@@ -41,7 +41,7 @@ $(KCUDA_PLAN_OBJ): kernels/cuda/scratch_cuda.c $(KCUDA_HDRS) | $(DEPS_STAMP)
 # The reference side of the CPU-vs-GPU tests, unsanitized (see above): kernels.c, the CPU backend,
 # the plan backend, the DP kernels, the noise.
 KCUDA_REF_SRC := kernels/kernels.c kernels/init.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
-                 kernels/plan/backend_plan.c kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kernels/cpu/dp_norms_tied.c \
+                 kernels/plan/backend_plan.c kernels/plan/cost.c kernels/cpu/dp_norms_direct.c kernels/cpu/dp_norms_ghost.c kernels/cpu/dp_norms_tied.c \
                  kernels/cpu/dp_norms_flash.c kernels/cpu/dp_norms_embedding.c kernels/cpu/dp_clip.c kernels/cpu/dp_mixed.c kernels/cpu/dp_update.c \
                  kernels/cuda/scratch_cuda.c
 KCUDA_REF_OBJ := $(patsubst %.c,$(BUILD)/obj/kcuda_ref/%.o,$(KCUDA_REF_SRC))

@@ -10,3 +10,6 @@ $(BUILD)/bench/profile_step: bench/profile_step.c $(DP_LIB_SRC) $(DP_LIB_HDR) $(
 
 ALL     += $(BUILD)/bench/profile_step
 BENCHES += bench/torch_baseline.py
+# The plan's predicted step time against measured steps (issue 47): this CPU (interleaved rounds) and
+# the recorded GPU rows (no GPU needed). Ratios, never timed tests.
+BENCHES += bench/plan_time.sh bench/plan_time_gpu.sh

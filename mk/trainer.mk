@@ -10,9 +10,9 @@ TRAINER_LDLIBS  := -fopenmp -lopenblas -lcjson
 MPI_PREFIX      := $(if $(DEPS),$(DEPS),/usr)/lib/x86_64-linux-gnu/openmpi
 TRAINER_CFLAGS  += -DHAVE_MPI -I$(MPI_PREFIX)/include -I$(MPI_PREFIX)/include/openmpi
 TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/lib -lmpi
-TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h samples/llama/*.h) dpmem.h common/io_guard.h common/utf8.h common/timestats.h
+TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h kernels/plan/*.h samples/llama/*.h) dpmem.h common/io_guard.h common/utf8.h common/timestats.h
 TRAINER_SRC     := kernels/kernels.c kernels/init.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
-                   kernels/plan/backend_plan.c samples/llama/config.c samples/llama/data.c samples/llama/llama.c samples/llama/train.c samples/llama/classify.c samples/llama/train_gpu_time.c samples/llama/mfu.c \
+                   kernels/plan/backend_plan.c kernels/plan/cost.c kernels/plan/profile.c samples/llama/config.c samples/llama/data.c samples/llama/llama.c samples/llama/train.c samples/llama/classify.c samples/llama/train_gpu_time.c samples/llama/mfu.c samples/llama/plan_time.c \
                    samples/llama/checkpoint.c samples/llama/safetensors.c samples/llama/hf_config.c common/io_guard.c common/timestats.c samples/llama/comm.c samples/llama/allreduce.c samples/llama/shard.c samples/llama/grad_reduce.c samples/llama/lora.c samples/llama/eval.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
 TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
@@ -71,7 +71,12 @@ $(BUILD)/train_vanilla: samples/train_vanilla.c $(TRAINER_LIB) $(TRAINER_HDRS) $
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_CUDA_LINK) $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
 
-TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init test_blas_core
+# The link a CPU plan's collectives run over, measured under mpirun (samples/llama/plan_time.c runs it).
+$(BUILD)/plan_comm_probe: samples/plan_comm_probe.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
+
+TRAINER_TESTS := test_kernels_cpu test_llama_grad test_llama_train test_llama_memory test_llama_precision test_llama_init test_blas_core test_plan_cost
 $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)): $(BUILD)/tests/%: tests/%.c $(TRAINER_LIB) $(TRAINER_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(TRAINER_CFLAGS) -o $@ $< $(TRAINER_LIB) $(LDFLAGS) $(TRAINER_LDLIBS) $(LDLIBS)
@@ -105,7 +110,7 @@ trainer: $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(
 trainer-test: trainer
 	@DPMEM_BUILD=$(BUILD) sh tests/run_tests.sh $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) tests/test_llama_cli.sh
 
-ALL     += $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 $(BUILD)/bench/bench_trainer \
+ALL     += $(BUILD)/plan_comm_probe $(BUILD)/train_vanilla $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 $(BUILD)/bench/bench_trainer \
            $(BUILD)/tests/test_train_timing
 TESTS   += $(addprefix $(BUILD)/tests/,$(TRAINER_TESTS)) $(BUILD)/tests/test_kernels_bf16 tests/test_llama_cli.sh \
            $(BUILD)/tests/test_train_timing

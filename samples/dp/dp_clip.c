@@ -4,6 +4,7 @@
    kept state's release. */
 #include "dp_sgd_impl.h"
 #include "dpmem.h"
+#include "plan/cost.h"
 
 #include <stdlib.h>
 
@@ -32,12 +33,15 @@ int dp_sum_clipped(DpSgd *d, DpParamState *p, float *dw, const int *tokens, int 
         k.per = p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
               : (size_t)V * p->d_out;
         if (d->computes) dp_run(d, NULL, &k);
+        else kcost_dp_clipped_sum(d->kb->cost, p->B, k.per);   /* the plan's time */
         return 0;
     }
     if (!p->G) return 0;
     k.op = emb ? DPK_SUM_BK_EMBEDDING : DPK_SUM_BK;
     k.A = emb ? NULL : p->A;
     k.G = p->G;
+    if (!d->computes && emb) kcost_elementwise(d->kb->cost, (size_t)p->B * p->T * p->d_out, 2, 1, 4, 2);   /* the plan's time */
+    else if (!d->computes) kcost_dp_clipped_bk(d->kb->cost, p->B, p->T, p->d_in, p->d_out, (int)KDT_SIZE(d->dt));
     Widen wd;
     if (dp_widen_open(d, &wd, p->T, emb ? 0 : p->d_in, p->d_out)) return -1;
     if (d->computes) dp_run(d, &wd, &k);

@@ -6,6 +6,7 @@
    clipped sums itself (dp_clip.c's). */
 #include "dp_sgd_impl.h"
 #include "dpmem.h"
+#include "plan/cost.h"
 #include "cuda/kernels_cuda.h"   /* plain C: the GPU twins' declarations, the GPU's flash and tied block rows */
 
 #include <stdio.h>
@@ -42,6 +43,9 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     DpNorm method = d->cfg.norm;
     if (method == DP_NORM_MIXED) method = dp_mixed_uses_gram(B, T, din, dout, 0, esize) ? DP_NORM_FLASH : DP_NORM_DIRECT;
     if (keep_psg) method = DP_NORM_DIRECT;
+    if (!run)   /* the plan: what the norms cost (kernels/plan/cost.h) */
+        kcost_dp_linear_norms(d->kb->cost, method == DP_NORM_DIRECT ? 0 : method == DP_NORM_GHOST ? 1 : 2, B, T, din, dout,
+                              d->gpu ? kcuda_flash_rows(B, T) : d->cfg.flash_tile, esize);
     Widen wd;
     if (dp_widen_open(d, &wd, T, din, dout)) return -1;
     DpKernel k = { .norm2 = d->norm2, .A = A, .G = G, .B = B, .T = T, .din = din, .dout = dout, .dt = dt, .io = &p->io };
@@ -215,6 +219,7 @@ static int embedding_norm(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     p->kind = a->kind; p->B = B; p->T = T; p->d_in = a->d_in; p->d_out = C;
     if (d->cfg.norm != DP_NORM_DIRECT) {
         p->io.read = (uint64_t)B * T * (C + 1) * 4; p->io.written = (uint64_t)B * 4;
+        if (!d->computes) kcost_loop(d->kb->cost, (double)B * T * T, (double)(p->io.read + p->io.written));   /* T² token compares */
         return embedding_equality(d, p, a, 0, NULL);
     }
     Widen wd;
@@ -226,6 +231,7 @@ static int embedding_norm(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     /* the CPU kernel writes only the tokens' rows; the GPU path fills the slices whole */
     p->io.read = (uint64_t)B * T * (C + 1) * 4;
     p->io.written = d->cuda ? (uint64_t)B * V * C * 4 : (uint64_t)B * T * C * 4;
+    if (!d->computes) kcost_loop(d->kb->cost, 3.0 * B * T * C, (double)(p->io.read + p->io.written));   /* the plan's time */
     p->used = DP_NORM_DIRECT;
     if (d->cfg.clip != DP_CLIP_BK) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
     dp_widen_close(d, &wd);
@@ -336,6 +342,7 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
         p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
         if (!(p->psg = rmsnorm_psg(d, a, d->norm2))) return -1;   /* kept for the clipped sum under bk */
         p->io.read = (uint64_t)B * T * (2 * dout + 1) * 4; p->io.written = (uint64_t)B * (dout + 1) * 4;
+        if (!d->computes) kcost_loop(d->kb->cost, 3.0 * B * T * dout, (double)(p->io.read + p->io.written));   /* the plan's time */
         p->used = DP_NORM_DIRECT;
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
         return GRAD_HOOK_SKIP_DW;

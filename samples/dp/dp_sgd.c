@@ -29,6 +29,7 @@
 #include "llama/comm.h"
 #include "dpmem.h"
 #include "noise.h"
+#include "plan/cost.h"
 #include "cuda/kernels_cuda.h"   /* plain C: the GPU twins' declarations and KCUDA_MAX_B */
 
 #include <math.h>
@@ -392,6 +393,7 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
 static void privatize(DpSgd *d, float *g, size_t n, uint64_t step, uint64_t offset) {
     const DpKernel k = { .op = DPK_NOISE, .dw = g, .per = n, .step = step, .offset = offset };
     if (d->computes) dp_run(d, NULL, &k);
+    else kcost_loop(d->kb->cost, 40.0 * (double)n, 8.0 * (double)n);   /* the plan's time: Philox + Box-Muller */
 }
 
 int dp_sgd_before_update(void *user, TrainState *s) {

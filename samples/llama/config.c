@@ -118,6 +118,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "           the GEMM weights, gathered unit by unit for each use; each rank updates its slice: samples/llama/shard.h)\n"
            "  --lr X  --weight-decay X  --optimizer adamw|sgd  --seed N  --threads N\n"
            "  --device auto|cpu|cuda|plan  --plan-for cpu|cuda  --mem-limit BYTES (e.g. 2G)\n"
+           "  --plan-profile cpu|h100|h200|a100 (-ib: InfiniBand links) the device a plan's predicted step time is for\n"
+           "           (default: this machine's CPU, measured once, for --plan-for cpu; h100 for cuda)\n"
            "  --data FILE (llm.c .bin of uint16/uint32 tokens, else the file's bytes as tokens; default synthetic)\n"
            "  --precision fp32|bf16 (bf16: mixed precision, fp32 master weights and optimizer state)\n"
            "  --checkpoint-activations (keep each block's input only; recompute the block in the backward)\n"
@@ -287,6 +289,10 @@ int config_parse(TrainConfig *c, int argc, char **argv, ConfigExtraFn extra, voi
         else if (!strcmp(a, "--optimizer")) rc = parse_choice(a, v, opts, c->optimizer, sizeof c->optimizer);
         else if (!strcmp(a, "--device")) rc = parse_choice(a, v, devs, c->device, sizeof c->device);
         else if (!strcmp(a, "--plan-for")) rc = parse_choice(a, v, targets, c->plan_for, sizeof c->plan_for);
+        else if (!strcmp(a, "--plan-profile")) {
+            static const char *const profiles[] = { "cpu", "h100", "h200", "a100", "h100-ib", "h200-ib", "a100-ib", NULL };
+            rc = parse_choice(a, v, profiles, c->plan_profile, sizeof c->plan_profile);
+        }
         else if (!strcmp(a, "--precision")) {
             static const char *const precs[] = { "fp32", "bf16", NULL };
             char p[8];
@@ -446,6 +452,7 @@ void config_log(const TrainConfig *c) {
     dpmem_meta("config.optimizer", c->optimizer);
     dpmem_meta("config.device", c->device);
     if (!strcmp(c->device, "plan")) dpmem_meta("config.plan_for", c->plan_for);
+    if (!strcmp(c->device, "plan") && c->plan_profile[0]) dpmem_meta("config.plan_profile", c->plan_profile);
     dpmem_meta("config.data", c->data_path ? c->data_path : "synthetic");
     if (c->eval_path) { dpmem_meta("config.eval_data", c->eval_path); dpmem_meta_int("config.eval_every", c->eval_every); }
     dpmem_meta_int("config.check_finite", c->check_finite);

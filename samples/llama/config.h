@@ -45,6 +45,7 @@ typedef struct {
     char optimizer[8];     /* adamw, sgd */
     char device[8];        /* auto, cpu, cuda, plan */
     char plan_for[8];      /* cpu, cuda: the target a plan run predicts */
+    char plan_profile[16]; /* --plan-profile: the device whose time a plan predicts (kernels/plan/cost.h); "": the target's default */
     const char *data_path; /* NULL: synthetic tokens */
     const char *eval_path; /* --eval-data: held-out rows evaluated after every eval_every steps and the last (eval.h); NULL: none */
     int eval_every;        /* --eval-every N (0: after the last step only) */

@@ -9,6 +9,7 @@
 #include "dpmem.h"
 #include "common/io_guard.h"
 #include "mfu.h"
+#include "plan_time.h"
 #include "common/timestats.h"
 #ifdef TRAIN_HAVE_CUDA_PLAN
 #include "cuda/kernels_cuda.h"
@@ -216,8 +217,10 @@ static void print_summary(const TrainState *s, int steps, double secs, double (*
     char range[96];
     if (timed == 1) snprintf(range, sizeof range, "step %d; %d warm-up step%s left out", warmup + 1, warmup, warmup == 1 ? "" : "s");
     else snprintf(range, sizeof range, "steps %d..%d; %d warm-up step%s left out", warmup + 1, n_rows, warmup, warmup == 1 ? "" : "s");
-    if (!kbackend_computes(s->kb))
-        printf("done: planned %d steps (plan backend for %s: nothing computed, so no loss and no time)\n", steps, s->kb->target->name);
+    if (!kbackend_computes(s->kb)) {
+        printf("done: planned %d steps (plan backend for %s: nothing computed, so no loss and no measured time)\n", steps, s->kb->target->name);
+        plan_time_report(s, steps);
+    }
     else if (v)
         printf("done: %d steps in %.2f s | median step %.2f ms%s (%s) | %.0f tokens/s at the median\n", steps, secs, st.median,
                gpu ? " of GPU time" : "", range, tokens_per_step / (st.median * 1e-3));
@@ -433,6 +436,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     if (log_path && dpmem_open(log_path) != 0) return train_end(1);
     KBackend kb;
     if (choose_backend(&kb, c) != 0) { dpmem_close(); return train_end(1); }
+    plan_time_begin(&kb);   /* a plan: each op's cost too (plan_time.h) */
     kb.trace = st->trace; kb.trace_user = st->trace_user;
     const size_t backend_own = kb.live;   /* what the backend allocated for itself (cuBLAS workspace) */
     config_log(c);
@@ -627,6 +631,7 @@ out:
         fprintf(stderr, "error: %zu bytes still allocated on the backend at exit (a leak in the trainer)\n", kb.live - backend_own);
         rc = 1;
     }
+    plan_time_end(&kb);
     kbackend_destroy(&kb);
     if (s.batch_host) { DPMEM_TAG_FREE(s.batch_host); free(s.batch_host); }
     free(row);

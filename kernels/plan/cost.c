@@ -1,0 +1,253 @@
+/* cost.c — the plan's time ledger: each op's FLOPs and bytes at its shapes, per phase (cost.h). */
+#include "cost.h"
+
+#include "dpmem.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const kcost_phase_names[KC_PH_N] = { "data", "forward", "loss", "backward", "clip", "noise",
+                                                 "optimizer_step", "zero_grad", "allreduce", "other" };
+
+void kcost_ledger_init(KCostLedger *l) { memset(l, 0, sizeof *l); l->last_n = -1; }
+
+void kcost_ledger_free(KCostLedger *l) {
+    free(l->e);
+    free(l->slot);
+    memset(l, 0, sizeof *l);
+}
+
+/* the scope names that are phases: the table's, then the collectives' own, "step" last */
+static void intern_ids(KCostLedger *l) {
+    static const char *const extra[] = { "reduce_scatter", "all_gather" };
+    for (int i = 0; i < KC_PH_OTHER; i++) l->ids[i] = dpmem_intern(kcost_phase_names[i]);
+    for (int i = 0; i < 2; i++) l->ids[KC_PH_OTHER + i] = dpmem_intern(extra[i]);
+    l->ids[15] = dpmem_intern("step");
+    l->ids_ready = 1;
+}
+
+int kcost_phase_now(KCostLedger *l) {
+    if (!l->ids_ready) intern_ids(l);
+    uint32_t st[KCOST_STACK];
+    const int n = dpmem_scope_stack(st, KCOST_STACK);
+    int same_stack = n == l->last_n;
+    for (int i = n - 1; same_stack && i >= 0; i--) same_stack = st[i] == l->last_stack[i];
+    if (same_stack) return l->last_phase;   /* as the last op's */
+    int in_step = 0, ph = -1;
+    for (int i = n - 1; i >= 0 && !in_step; i--) {   /* innermost first: the first phase scope wins */
+        in_step = st[i] == l->ids[15];
+        for (int k = 0; ph < 0 && k < KC_PH_OTHER + 2; k++)
+            if (st[i] == l->ids[k]) ph = k >= KC_PH_OTHER ? KC_PH_ALLREDUCE : k;
+    }
+    l->last_n = n;
+    memcpy(l->last_stack, st, (size_t)n * sizeof *st);
+    l->last_phase = !in_step ? -1 : ph < 0 ? KC_PH_OTHER : ph;
+    return l->last_phase;
+}
+
+static unsigned long long hash_entry(int kind, int phase, const int *key, double flops, double bytes) {
+    unsigned long long h = 1469598103934665603ull;
+    const unsigned long long v[4] = { (unsigned)kind, (unsigned)phase, (unsigned long long)flops, (unsigned long long)bytes };
+    for (int i = 0; i < 4; i++) h = (h ^ v[i]) * 1099511628211ull;
+    for (int i = 0; i < 8; i++) h = (h ^ (unsigned)key[i]) * 1099511628211ull;
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdull; h ^= h >> 33;   /* the slot takes the low bits: mix the high ones in */
+    return h;
+}
+
+static int same(const KCostEntry *e, int kind, int phase, const int *key, double flops, double bytes) {
+    if (e->kind != kind || e->phase != phase || e->flops != flops || e->bytes != bytes) return 0;
+    for (int i = 0; i < 8; i++)   /* (a loop: memcmp's call costs more than the 8 ints) */
+        if (e->key[i] != key[i]) return 0;
+    return 1;
+}
+
+static int grow(KCostLedger *l) {
+    const int cap = l->cap ? 2 * l->cap : 256;
+    KCostEntry *e = realloc(l->e, (size_t)cap * sizeof *e);
+    int *slot = malloc((size_t)cap * 2 * sizeof *slot);
+    if (!e || !slot) { if (e) l->e = e; free(slot); return -1; }
+    l->e = e; l->cap = cap;
+    free(l->slot);
+    l->slot = slot; l->n_slot = cap * 2;
+    for (int i = 0; i < l->n_slot; i++) slot[i] = -1;
+    for (int i = 0; i < l->n; i++) {
+        const KCostEntry *x = &l->e[i];
+        unsigned long long h = hash_entry(x->kind, x->phase, x->key, x->flops, x->bytes);
+        int s = (int)(h & (unsigned long long)(l->n_slot - 1));
+        while (slot[s] >= 0) s = (s + 1) & (l->n_slot - 1);
+        slot[s] = i;
+    }
+    return 0;
+}
+
+void kcost_record(KCostLedger *l, KCostKind kind, const int *key, double flops, double bytes, double n) {
+    if (!l || n <= 0) return;
+    const int phase = kcost_phase_now(l);
+    if (phase >= 0) kcost_record_at(l, phase, kind, key, flops, bytes, n);
+}
+
+void kcost_record_at(KCostLedger *l, int phase, KCostKind kind, const int *key, double flops, double bytes, double n) {
+    if (!l || n <= 0 || phase < 0 || phase >= KC_PH_N) return;
+    int k[8] = { 0 };
+    if (key) memcpy(k, key, sizeof k);
+    if (l->n >= l->cap && grow(l)) return;   /* (out of host memory: the entry is lost) */
+    unsigned long long h = hash_entry((int)kind, phase, k, flops, bytes);
+    int s = (int)(h & (unsigned long long)(l->n_slot - 1));
+    while (l->slot[s] >= 0) {
+        KCostEntry *e = &l->e[l->slot[s]];
+        if (same(e, (int)kind, phase, k, flops, bytes)) { e->calls += n; return; }
+        s = (s + 1) & (l->n_slot - 1);
+    }
+    KCostEntry *e = &l->e[l->n];
+    e->kind = (int)kind; e->phase = phase; memcpy(e->key, k, sizeof k);
+    e->flops = flops; e->bytes = bytes; e->calls = n;
+    l->slot[s] = l->n++;
+}
+
+/* ---- the formulas ------------------------------------------------------------------------------ */
+void kcost_gemm(KCostLedger *l, int ta, int tb, int M, int N, int K, int batch, int ab_size, int c_size, int beta_nonzero) {
+    if (!l || M <= 0 || N <= 0 || batch <= 0) return;
+    const double m = M, n = N, k = K > 0 ? K : 0, b = batch;
+    const int key[8] = { ta, tb, M, N, K, batch, ab_size, 0 };
+    kcost_record(l, KC_GEMM, key, 2 * m * n * k * b, ((m * k + k * n) * ab_size + m * n * c_size * (1 + (beta_nonzero != 0))) * b, 1);
+}
+
+void kcost_attention(KCostLedger *l, int backward, int B, int T, int NH, int NKV, int HS, int elem) {
+    if (!l || B <= 0 || T <= 0) return;
+    /* causal: T(T+1)/2 (query, key) pairs per head; forward QKᵀ and PV (2 GEMMs, 2·HS flops a pair each)
+       and the softmax's exp; backward recomputes S and P and runs 5 GEMMs (2.5 forwards) */
+    const double pairs = (double)B * NH * T * (T + 1) / 2.0;
+    const double flops = pairs * (backward ? 10.0 * HS + 3 : 4.0 * HS + 2);
+    const double q = (double)B * T * NH * HS, kv = (double)B * T * NKV * HS, lse = (double)B * NH * T * 4;
+    const double bytes = backward ? (3 * q + 2 * kv) * elem + (q + 2 * kv) * elem + lse   /* q, o, do, k, v; dq, dk, dv */
+                                  : (q + 2 * kv) * elem + q * elem + lse;                 /* q, k, v; o, lse */
+    const int key[8] = { B, T, NH, NKV, HS, elem, 0, 0 };
+    kcost_record(l, backward ? KC_ATTN_B : KC_ATTN_F, key, flops, bytes, 1);
+}
+
+void kcost_elementwise(KCostLedger *l, size_t n, int reads, int writes, int elem, double flops_per) {
+    if (!l || n == 0) return;
+    kcost_record(l, KC_MEM, NULL, flops_per * (double)n, (double)n * (reads + writes) * elem, 1);
+}
+
+void kcost_bytes(KCostLedger *l, double bytes) {
+    if (l) kcost_record(l, KC_MEM, NULL, 0, bytes, 1);
+}
+
+void kcost_loop(KCostLedger *l, double flops, double bytes) {
+    if (l) kcost_record(l, KC_LOOP, NULL, flops, bytes, 1);
+}
+
+double kcost_comm_bytes(int kind, double bytes, int ranks) {
+    if (ranks <= 1) return 0;
+    const double f = (double)(ranks - 1) / ranks;
+    return kind == KC_ALLREDUCE ? 2 * f * bytes : f * bytes;
+}
+
+void kcost_comm(KCostLedger *l, int phase, int kind, double bytes, int ranks, int calls) {
+    if (!l || ranks <= 1 || bytes <= 0) return;
+    if (calls < 1) calls = 1;
+    const int key[8] = { kind, ranks, 0, 0, 0, 0, 0, 0 };
+    kcost_record_at(l, phase, KC_COMM, key, 0, kcost_comm_bytes(kind, bytes / calls, ranks), calls);
+}
+
+/* ---- the DP kernels ---------------------------------------------------------------------------- */
+void kcost_dp_linear_norms(KCostLedger *l, int way, int B, int T, int IC, int OC, int R, int elem) {
+    if (!l || B <= 0 || T <= 0) return;
+    const double b = B, t = T, ic = IC, oc = OC;
+    if (way == 0) {   /* psg_b = G_bᵀ A_b [OC, IC], then Σ psg² */
+        kcost_gemm(l, 1, 0, OC, IC, T, B, elem, 4, 0);
+        kcost_elementwise(l, (size_t)B * IC * OC, 1, 0, 4, 2);
+        return;
+    }
+    if (way == 1) {   /* A_b A_bᵀ and G_b G_bᵀ (syrk: the lower half), then ⟨·,·⟩ over T×T */
+        const int ka[8] = { 0, 1, T, T, IC, B, elem, 1 }, kg[8] = { 0, 1, T, T, OC, B, elem, 1 };
+        kcost_record(l, KC_GEMM, ka, b * t * t * ic, (b * t * ic * elem) + b * t * t * 4, 1);
+        kcost_record(l, KC_GEMM, kg, b * t * t * oc, (b * t * oc * elem) + b * t * t * 4, 1);
+        kcost_elementwise(l, (size_t)B * T * T, 2, 0, 4, 2);
+        return;
+    }
+    /* flash: tile pairs j ≤ i of R rows (R ≥ T: one), each a_i a_jᵀ and g_i g_jᵀ and their dot, on chip */
+    const int r = R > 0 && R < T ? R : T;
+    const double nt = ceil(t / r), pairs = nt * (nt + 1) / 2;
+    const int key[8] = { 0, 1, r, r, IC + OC, (int)(b * pairs), elem, 2 };
+    kcost_record(l, KC_GEMM, key, b * pairs * (2.0 * r * r * (ic + oc) + 2.0 * r * r), b * t * (ic + oc) * elem * nt, 1);
+}
+
+void kcost_dp_clipped_bk(KCostLedger *l, int B, int T, int IC, int OC, int elem) {
+    kcost_gemm(l, 1, 0, OC, IC, T, B, elem, 4, 1);
+}
+
+void kcost_dp_clipped_sum(KCostLedger *l, int B, size_t P) {
+    if (!l) return;
+    kcost_record(l, KC_MEM, NULL, 2.0 * B * (double)P, ((double)B + 2) * (double)P * 4, 1);   /* psg read; dW read, written */
+}
+
+/* ---- prediction -------------------------------------------------------------------------------- */
+/* The measured time of one call of e's shape: exact, or scaled from a measured shape that differs in one
+   size alone where the time is linear in it (a GEMM's M, N, K or batch; attention's batch), the nearest
+   such; < 0 when there is none. */
+double kcost_timed_seconds(const KCostProfile *p, const KCostEntry *e) {
+    double best = -1, dist = 0;
+    for (int i = 0; i < p->n_timed; i++) {
+        const KCostTimed *t = &p->timed[i];
+        if (t->kind != e->kind) continue;
+        if (!memcmp(t->key, e->key, sizeof e->key)) return t->seconds;
+        int differ = -1, n = 0;
+        for (int k = 0; k < 8; k++)
+            if (t->key[k] != e->key[k]) { differ = k; n++; }
+        const int linear = e->kind == KC_GEMM ? differ >= 2 && differ <= 5 && !(e->key[7] && differ == 5)
+                         : (e->kind == KC_ATTN_F || e->kind == KC_ATTN_B) && differ == 0;
+        if (n != 1 || !linear || t->key[differ] <= 0) continue;
+        const double r = (double)e->key[differ] / t->key[differ], d = r > 1 ? r : 1 / r;
+        if (best < 0 || d < dist) { best = t->seconds * r; dist = d; }
+    }
+    return best;
+}
+
+double kcost_entry_seconds(const KCostProfile *p, const KCostEntry *e) {
+    const double t = kcost_timed_seconds(p, e);
+    if (t >= 0) return t * e->calls;
+    const int bf16 = (e->kind == KC_GEMM ? e->key[6] : e->key[5]) == 2;
+    double rate = p->loop_rate, call = p->call_s;
+    switch (e->kind) {
+        case KC_GEMM: rate = p->gemm_rate[bf16]; call = p->gemm_call_s; break;
+        case KC_ATTN_F: case KC_ATTN_B: rate = p->attn_rate[bf16]; break;
+        case KC_MEM: rate = 0; break;
+        case KC_COMM: return e->calls * (p->link_s + (p->link_bw > 0 ? e->bytes / p->link_bw : 0));
+        default: break;
+    }
+    const double compute = rate > 0 ? e->flops / rate : 0, memory = p->mem_bw > 0 ? e->bytes / p->mem_bw : 0;
+    return e->calls * ((compute > memory ? compute : memory) + call);
+}
+
+double kcost_predict(const KCostProfile *p, const KCostLedger *l, double ph[KC_PH_N]) {
+    double tmp[KC_PH_N], total = 0, comm[KC_PH_N] = { 0 };
+    if (!ph) ph = tmp;
+    for (int i = 0; i < KC_PH_N; i++) ph[i] = 0;
+    for (int i = 0; i < l->n; i++) {
+        const double s = kcost_entry_seconds(p, &l->e[i]);
+        if (l->e[i].kind == KC_COMM) comm[l->e[i].phase] += s;
+        ph[l->e[i].phase] += s;
+    }
+    /* the collectives inside the forward and the backward (buckets sent as the backward finishes them,
+       --zero 3's prefetched gathers) run beside its compute: the share comm_overlap of them is hidden,
+       never more than that phase's compute */
+    for (int k = KC_PH_FORWARD; k <= KC_PH_BACKWARD; k++) {
+        if (k == KC_PH_LOSS || comm[k] <= 0) continue;
+        double hide = comm[k] * p->comm_overlap, compute = ph[k] - comm[k];
+        if (hide > compute) hide = compute;
+        ph[k] -= hide;
+    }
+    for (int i = 0; i < KC_PH_N; i++) total += ph[i];
+    return total;
+}
+
+void kcost_totals(const KCostLedger *l, double flops[KC_PH_N], double bytes[KC_PH_N]) {
+    for (int i = 0; i < KC_PH_N; i++) { if (flops) flops[i] = 0; if (bytes) bytes[i] = 0; }
+    for (int i = 0; i < l->n; i++) {
+        if (flops) flops[l->e[i].phase] += l->e[i].flops * l->e[i].calls;
+        if (bytes) bytes[l->e[i].phase] += l->e[i].bytes * l->e[i].calls;
+    }
+}
