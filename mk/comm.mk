@@ -1,5 +1,5 @@
 # Data parallelism (issue 17): the trainers' MPI ranks and NCCL device sums are built with the trainer
-# library (mk/trainer.mk: samples/llama/comm.c, allreduce.c; comm_nccl.c with the CUDA backend). Here: the
+# library (mk/trainer.mk: samples/llama/comm.c, dist.c; comm_nccl.c with the CUDA backend). Here: the
 # end-to-end test, `mpirun -np 2` against one process.
 
 $(BUILD)/tests/test_comm_mpi: tests/test_comm_mpi.c tests/test_dp_common.h tests/test_saved_model.h tests/test_mpi_launch.h \

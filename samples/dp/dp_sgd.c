@@ -1082,7 +1082,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
             /* this step drew fewer rows: nothing to do (--zero 2: the units' reduce-scatters still run, of zeros, as on
                every rank); --zero 3 gathers each unit's weights at every forward and backward, on every rank at once:
                the whole physical batch runs on padding rows of weight 0 (exactly zero gradients), its loss left out */
-            if (s->cfg->zero < 3) return train_grad_reduce_idle(s);
+            if (s->cfg->zero < 3) return grad_reduce_idle(&s->dist);
             const double loss_sum = s->loss_sum;
             const long loss_n = s->loss_n;
             int rc = poisson_upload(d, s, first, 0) || physical_batch_rows(d, s, 0);
@@ -1103,7 +1103,7 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
     s->data_rows = real;                         /* the loss the loop logs is the data rows' */
     if (train_forward(s)) return -1;
     if (d->shortcut) {
-        /* the gradient is clipped after the backward: reduced after it (train_allreduce_grads), not unit by unit */
+        /* the gradient is clipped after the backward: reduced after it (grad_reduce_step), not unit by unit */
         const GradHooks plain = { .dw_elsewhere = 1 };
         if (train_backward_scaled(s, &plain, per_sample_scale)) return -1;
         const uint64_t t0 = dpmem_now_ns();
@@ -1238,7 +1238,7 @@ static int lora_step(DpSgd *d, TrainState *s) {
             if (lora_update(d, s, l, *llama_tensor(&m->w, p), adam)) return -1;
             continue;
         }
-        float *W = shard_gather_tensor(s, l->param_index);
+        float *W = shard_gather_tensor(&s->dist, l->param_index);
         size_t lo, len;
         llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
         const int rc = !W || lora_update(d, s, l, W, adam) || (len && copy_buffer(d->kb, *llama_tensor(&m->wsh, p), W + lo, len));
@@ -1266,7 +1266,7 @@ int dp_sgd_before_update(void *user, TrainState *s) {
             bufs[2 * k] = d->lora[k].dA; ns[2 * k] = (size_t)d->lora[k].r * d->lora[k].IC;
             bufs[2 * k + 1] = d->lora[k].dB; ns[2 * k + 1] = (size_t)d->lora[k].OC * d->lora[k].r;
         }
-        int rc = train_allreduce(s, bufs, ns, 2 * d->n_lora, "the LoRA gradient all-reduce");
+        int rc = dist_allreduce(&s->dist, bufs, ns, 2 * d->n_lora, "the LoRA gradient all-reduce");
         free(bufs); free(ns);
         if (rc) return -1;
     }
@@ -1278,10 +1278,8 @@ int dp_sgd_before_update(void *user, TrainState *s) {
         for (int i = 0; i < m->n_params; i++) {
             const ParamInfo *p = &m->params[i];
             if (!p->trainable) continue;
-            size_t lo, n;   /* --zero: only this rank's slice (its noise, from the same global indices) */
-            train_grad_range(s, i, &lo, &n);
-            float *g = train_grad_slice(s, i);
-            if (g) privatize(d, g, n, (uint64_t)s->step, offset + lo);
+            const ShardView v = shard_view(&s->dist, i);   /* --zero: only this rank's slice (its noise, from the same global indices) */
+            if (v.g) privatize(d, v.g, v.n, (uint64_t)s->step, offset + v.lo);
             offset += p->numel;
         }
         for (int k = 0; k < d->n_lora; k++) {
