@@ -1094,6 +1094,16 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     return physical_batch_rows(d, s, real);
 }
 
+/* The forward again on the same rows and weights (two-pass's second pass): the step's loss counts them once,
+   so that the job's loss weighs every rank by its rows whether or not it ran a forward again. */
+static int forward_again(TrainState *s) {
+    const double loss_sum = s->loss_sum;
+    const long loss_n = s->loss_n;
+    if (train_forward(s)) return -1;
+    s->loss_sum = loss_sum; s->loss_n = loss_n;
+    return 0;
+}
+
 /* The physical batch in the model (its first `real` rows data, the rest padding of loss weight 0): forward,
    per-sample norms, clipping, the clipped sum. */
 static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
@@ -1180,7 +1190,7 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
     if (!bk && d->pass2_sums) {
         /* two-pass under bf16 (or with a dropped sample): the second backward as the first (a forward
            again: it frees what `again` kept), the clipped sums in the hooks */
-        if (train_forward(s)) return -1;
+        if (forward_again(s)) return -1;
         GradHooks h2 = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
                          .retain_saved = 0, .frozen_too = d->n_lora > 0 };
         d->pass = 2;
@@ -1195,7 +1205,7 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
            Opacus's ghost clipping (retain_graph); otherwise (checkpointing, the other norms) the
            forward runs again. Both give the same bits (tests/test_comm_zero_drop: --zero 3 turns `again` off above
            where another rank runs the forward, and saves the unsharded run's file). The factors from the host (c_host). */
-        if (!again && train_forward(s)) return -1;
+        if (!again && forward_again(s)) return -1;
         GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL,
                          .loss_weights = d->cfg.poisson ? d->mask : NULL, .frozen_too = d->n_lora > 0 };
         d->pass = 2;
@@ -1257,6 +1267,12 @@ static void privatize(DpSgd *d, float *g, size_t n, uint64_t step, uint64_t offs
 
 int dp_sgd_before_update(void *user, TrainState *s) {
     DpSgd *d = user;
+    if (s->step == s->cfg->steps - 1 && d->computes) {
+        /* the summary's per-sample norm statistics are the job's: every rank's sums and counts, at the last step */
+        double v[3] = { d->norm_sum, d->clipped_frac_sum, (double)d->norm_count };
+        if (dist_sum_host(&s->dist, v, 3, "the per-sample norms' statistics")) return -1;
+        d->norm_sum = v[0]; d->clipped_frac_sum = v[1]; d->norm_count = (long)v[2];
+    }
     if (d->n_lora && g_comm.world > 1) {
         /* the adapters' clipped sums, added across ranks as the loop did for the model's gradients */
         float **bufs = malloc(2 * (size_t)d->n_lora * sizeof *bufs);

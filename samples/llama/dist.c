@@ -150,6 +150,14 @@ int dist_rounds(Dist *d, const DistRounds *sp) {
     return rc;
 }
 
+int dist_sum_host(Dist *d, double *v, int n, const char *what) {
+    if (g_comm.world <= 1 || !kbackend_computes(d->kb)) return 0;
+    const uint64_t t0 = dpmem_now_ns();
+    const int rc = comm_allreduce_double(&g_comm, v, (size_t)n, what);
+    dist_time(d, t0);
+    return rc;
+}
+
 /* ---- the bucketed list all-reduce ---------------------------------------------------------------------- */
 
 typedef struct { float *const *bufs; const size_t *ns; } List;

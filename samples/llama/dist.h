@@ -119,6 +119,11 @@ typedef struct DistRounds {
 } DistRounds;
 int dist_rounds(Dist *d, const DistRounds *spec);
 
+/* Job-wide sums of host numbers (a mean's numerator and its count, so that the job's mean weighs each rank by
+   its rows): v[0..n) summed over the ranks in place, timed into the sink. A no-op with one rank or on the plan
+   backend. 0, or -1 after a line on stderr. */
+int dist_sum_host(Dist *d, double *v, int n, const char *what);
+
 /* Sums over the ranks, in place, of `count` tensors of ns[i] floats on the backend (NULL ones skipped),
    through the bucket (comm/allreduce_bucket, allocated at the first call where there is none); scope
    "allreduce". A no-op with one rank. 0, or -1 with kbackend_error / a line on stderr. */

@@ -342,23 +342,22 @@ void grad_reduce_free(Dist *d) {
     d->queue = NULL;
 }
 
-/* The loss printed is the mean over the ranks. */
-static int loss_mean(Dist *d, double *loss) {
+/* The loss printed is the job's: the mean over every rank's rows, each rank's mean weighted by its rows (a Poisson
+   batch draws a different number on each rank; a rank that drew none adds nothing). */
+static int loss_mean(Dist *d, double *loss, long rows) {
     if (g_comm.world <= 1 || !kbackend_computes(d->kb)) return 0;
-    const uint64_t t0 = dpmem_now_ns();
-    double l = *loss;
-    int rc = comm_allreduce_double(&g_comm, &l, 1, "the loss all-reduce");
-    *loss = l / g_comm.world;
-    dist_time(d, t0);
-    return rc;
+    double v[2] = { *loss * (double)rows, (double)rows };
+    if (dist_sum_host(d, v, 2, "the loss all-reduce")) return -1;
+    if (v[1] > 0) *loss = v[0] / v[1];
+    return 0;
 }
 
-int grad_reduce_step(Dist *d, double *loss) {
+int grad_reduce_step(Dist *d, double *loss, long rows) {
     if (grad_reduce_active(d))   /* reduced unit by unit in the backward: the rest, and the waits */
-        return grad_reduce_finish(d) ? -1 : loss_mean(d, loss);
+        return grad_reduce_finish(d) ? -1 : loss_mean(d, loss, rows);
     if (d->shard && d->shard->stage >= 2) {   /* --zero 2 with nothing of the model trainable */
         if (shard_reduce_scatter_grads(d)) return -1;
-        return loss_mean(d, loss);
+        return loss_mean(d, loss, rows);
     }
     if (g_comm.world <= 1) return 0;
     LlamaModel *m = d->model;
@@ -371,5 +370,5 @@ int grad_reduce_step(Dist *d, double *loss) {
     }
     int rc = dist_allreduce(d, bufs, ns, m->n_params, "the gradient all-reduce");
     free(bufs); free(ns);
-    return rc ? rc : loss_mean(d, loss);
+    return rc ? rc : loss_mean(d, loss, rows);
 }

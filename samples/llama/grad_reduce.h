@@ -14,9 +14,10 @@
    (--zero 2), the second bucket (comm/overlap_bucket), the unit hooks. 0, or -1 (kbackend_error). */
 int  grad_reduce_init(Dist *d);
 /* The step's reduction: what the backward left (the rest of the units, the waits; or the whole bucketed
-   all-reduce, or --zero 2's reduce-scatter where no unit had a gradient), and *loss made the ranks' mean
-   (scope "allreduce"/"reduce_scatter"). A no-op with one rank. 0, or -1 (kbackend_error). */
-int  grad_reduce_step(Dist *d, double *loss);
+   all-reduce, or --zero 2's reduce-scatter where no unit had a gradient), and *loss (this rank's mean over its
+   `rows` rows) made the job's mean over all the ranks' rows (scope "allreduce"/"reduce_scatter"). A no-op with
+   one rank. 0, or -1 (kbackend_error). */
+int  grad_reduce_step(Dist *d, double *loss, long rows);
 /* What grad_reduce_step waits for, alone (--check-finite under --zero 2 reads the slices after the backward). */
 int  grad_reduce_finish(Dist *d);
 /* A physical batch that runs no backward (a Poisson batch with no rows) still reduces every unit of --zero 2

@@ -31,16 +31,19 @@ void train_phase_add(TrainState *s, TrainPhase ph, uint64_t t0) { s->phase_s[ph]
 #define TRAIN_MAX_TIMED_STEPS 100000
 
 /* The seconds since t0 into phase ph, less what the ranks' collectives inside it added to their own phase
-   (the reduction unit by unit in the backward): each second in one row of the table. */
+   (--zero 3's weight gathers in the forward, the reduction unit by unit in the backward): each second in
+   one row of the table. */
 static void phase_add_less_comm(TrainState *s, int ph, uint64_t t0, double comm0) {
     s->phase_s[ph] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_ALLREDUCE] - comm0);
 }
 
 int train_forward(TrainState *s) {
     uint64_t t0 = dpmem_now_ns();
+    double comm0 = s->phase_s[PH_ALLREDUCE];
     { DPMEM_SCOPE("forward"); TRY(llama_forward(&s->model)); }
-    phase_add(s, PH_FORWARD, t0);
+    phase_add_less_comm(s, PH_FORWARD, t0, comm0);
     t0 = dpmem_now_ns();
+    comm0 = s->phase_s[PH_ALLREDUCE];
     const int B = s->model.B, rows = s->data_rows > 0 && s->data_rows < B ? s->data_rows : B;
     {
         DPMEM_SCOPE("loss");
@@ -52,7 +55,7 @@ int train_forward(TrainState *s) {
             s->loss = sum / ((double)rows * per);
         }
     }
-    phase_add(s, PH_LOSS, t0);
+    phase_add_less_comm(s, PH_LOSS, t0, comm0);
     s->loss_sum += s->loss * rows;   /* the step's loss: the mean over all its rows */
     s->loss_n += rows;
     return 0;
@@ -198,6 +201,19 @@ static void print_mfu(const TrainState *s, double median_ms) {
     snprintf(v, sizeof v, "%.6g", peak);
     dpmem_meta("mfu.peak_tflops", v);
     dpmem_meta("mfu.peak_source", source);
+}
+
+/* Several ranks: the median of the phase "allreduce" over the timed steps, as the table prints it, into the log
+   (META timing.allreduce_ms: dpmem-report's ranks table shows this figure, not a scope's), by every rank. */
+static void log_comm_median(double (*row)[TRAIN_PH_N + 1], int n_rows, int warmup) {
+    const int timed = n_rows > warmup ? n_rows - warmup : 0;
+    double *v = timed && g_comm.world > 1 ? malloc((size_t)timed * sizeof *v) : NULL;
+    if (!v) return;
+    for (int k = 0; k < timed; k++) v[k] = row[warmup + k][TRAIN_PH_ALLREDUCE] * 1e3;
+    char ms[40];
+    snprintf(ms, sizeof ms, "%.9g", timestats_of(v, (size_t)timed).median);
+    dpmem_meta("timing.allreduce_ms", ms);
+    free(v);
 }
 
 /* The closing lines: steps and throughput at the median step, the loss (first and last, said what they
@@ -393,7 +409,7 @@ static int run_step(TrainState *s, const TrainStrategy *st) {
         else if (train_forward(s) != 0 || train_backward(s, NULL) != 0) return -1;
     }
     if (s->loss_n) s->loss = s->loss_sum / (double)s->loss_n;   /* the step's loss: the mean over its rows */
-    TRY(grad_reduce_step(&s->dist, &s->loss));   /* (several ranks: s->loss becomes the ranks' mean) */
+    TRY(grad_reduce_step(&s->dist, &s->loss, s->loss_n));   /* (several ranks: s->loss becomes the job's mean) */
     if (kbackend_computes(s->kb)) {
         char rec[64];
         snprintf(rec, sizeof rec, "%d %.17g", s->step + 1, s->loss);
@@ -444,8 +460,34 @@ static int save_model(TrainState *s, const TrainStrategy *st) {
     return 0;
 }
 
-/* The resolved configuration of this rank against the others' (comm_check_fields): 0 when they agree. */
-static int ranks_agree(const TrainConfig *c, const TrainStrategy *st, const TrainState *s, const KBackend *kb) {
+/* A hash of the --init-from checkpoint's weights, as 16 hex digits: every tensor's name, dtype, shape and bytes, by
+   name (not the files' layout or metadata), read from the mapping ckpt_check opened. Four lanes of
+   multiply-xor over 8-byte words keep it at memory speed (16 GB: seconds). */
+static void weights_hash(const CkptWeights *w, char hex[24]) {
+    uint64_t lane[4] = { 1469598103934665603ull, 2, 3, 4 };
+    const uint64_t P = 1099511628211ull;
+    for (size_t e = 0; e < w->n_index; e++) {
+        const SafeTensor *t = w->index[e].tensor;
+        for (const char *c = t->name; *c; c++) lane[0] = (lane[0] ^ (unsigned char)*c) * P;
+        lane[1] = (lane[1] ^ (uint64_t)t->dtype) * P;
+        for (int k = 0; k < t->ndim; k++) lane[2] = (lane[2] ^ (uint64_t)t->shape[k]) * P;
+        const unsigned char *b = t->data;
+        size_t i = 0;
+        for (; i + 32 <= t->nbytes; i += 32)
+            for (int k = 0; k < 4; k++) {
+                uint64_t x;
+                memcpy(&x, b + i + 8 * k, 8);
+                lane[k] = (lane[k] ^ x) * P;
+            }
+        for (; i < t->nbytes; i++) lane[3] = (lane[3] ^ b[i]) * P;
+    }
+    snprintf(hex, 24, "%016llx", (unsigned long long)(lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7)));
+}
+
+/* The resolved configuration of this rank against the others' (comm_check_fields): 0 when they agree. Beside the
+   settings, every option that makes a collective (--save where every rank gathers the model: shard.h) and the
+   starting weights (init_hash: --init-from's; a rank spliced from two checkpoints would train a model of neither). */
+static int ranks_agree(const TrainConfig *c, const TrainStrategy *st, const TrainState *s, const KBackend *kb, const char *init_hash) {
     ConfigFields *f = calloc(1, sizeof *f);
     if (!f) { fprintf(stderr, "error: out of host memory (the configuration check)\n"); return -1; }
     config_fields(c, f);
@@ -455,6 +497,9 @@ static int ranks_agree(const TrainConfig *c, const TrainStrategy *st, const Trai
     config_field(f, "DPMEM_COMM_BUCKET_MB", "%zu MiB", s->dist.set.bucket_floats * sizeof(float) >> 20);
     config_field(f, "DPMEM_COMM_OVERLAP", "%d", s->dist.set.overlap);
     config_field(f, "DPMEM_ZERO3_PREFETCH", "%d", s->dist.set.zero3_prefetch);
+    config_field(f, "--save", "%s", !shard_masters(&s->dist) ? "-" : c->save_dir ? "given (here every rank gathers the model)"
+                                                                                 : "not given (here every rank gathers the model)");
+    config_field(f, "--init-from's weights (hash)", "%s", init_hash);
     if (st->fields) st->fields(st->user, s, f);
     const char *names[CONFIG_FIELDS_MAX], *values[CONFIG_FIELDS_MAX];
     for (int i = 0; i < f->n; i++) { names[i] = f->name[i]; values[i] = f->value[i]; }
@@ -467,6 +512,10 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     static const TrainStrategy vanilla = { .name = "vanilla" };
     const TrainStrategy *st = strategy ? strategy : &vanilla;
     const TrainConfig *c = cfg;
+    if (g_comm.world > 1 && !g_comm.planned) {   /* --print-params on some ranks: the others would wait for them */
+        const char *name = "--print-params", *value = c->print_params ? "1" : "0";
+        if (comm_check_fields(&g_comm, &name, &value, 1)) return train_end(1);
+    }
     if (c->print_params) {
         LlamaModel m;
         if (llama_describe(&m, &c->model, c->batch_size, c->seq_len) != 0) return train_end(1);
@@ -480,9 +529,11 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
        inputs. */
     CkptWeights w;
     memset(&w, 0, sizeof w);
+    char init_hash[24] = "-";
     if (c->init_from && ckpt_has_weights(c->init_from)) {   /* (a plan may come from config.json alone) */
         char err[CKPT_ERR];
         if (ckpt_check(&c->model, c->init_from, &w, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); return train_end(1); }
+        if (g_comm.world > 1 && !g_comm.planned) weights_hash(&w, init_hash);
     }
     char rank_log[4096];
     const char *log_path = c->log_path;
@@ -559,7 +610,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         /* every rank must run the same configuration before the first step: shapes, precision,
            checkpointing, optimizer, seeds, the strategy's DP settings (a rank with other flags would
            sum gradients of another network; --heads 8 against 4 has the same size) */
-        if (g_comm.world > 1 && ranks_agree(c, st, &s, &kb)) { rc = 1; goto out; }
+        if (g_comm.world > 1 && ranks_agree(c, st, &s, &kb, init_hash)) { rc = 1; goto out; }
         if (dist_bucket_prepare(&s.dist) != 0 || grad_reduce_init(&s.dist) != 0) goto fail;
     }
     dpmem_snapshot("after_model_creation");
@@ -615,6 +666,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         const int use_gpu = gpu_time && gt.n >= shown;   /* (a step without its GPU time: the host's table) */
         if (gpu_time && !use_gpu)
             fprintf(stderr, "note: GPU times of %d of %d steps came back: the table shows host times\n", gt.n, shown);
+        if (kbackend_computes(&kb)) log_comm_median(use_gpu ? gt.rows : row, shown, warmup);
         if (c->quiet < 2) print_summary(&s, steps_done, secs, use_gpu ? gt.rows : row, shown, warmup, first_loss, last_loss, use_gpu);
     }
     if (save_model(&s, st) != 0) goto out;
