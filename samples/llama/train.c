@@ -484,6 +484,16 @@ static void weights_hash(const CkptWeights *w, char hex[24]) {
     snprintf(hex, 24, "%016llx", (unsigned long long)(lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7)));
 }
 
+/* --print-params: the model's parameter table (the strategy's frozen ones marked), nothing trained. 0, or 1. */
+static int print_params(const TrainConfig *c, const TrainStrategy *st) {
+    LlamaModel m;
+    if (llama_describe(&m, &c->model, c->batch_size, c->seq_len) != 0) return 1;
+    for (int i = 0; st->frozen && i < m.n_params; i++) m.params[i].trainable = !st->frozen(st->user, &m.params[i]);
+    llama_print_params(&m, stdout);
+    llama_free(&m);
+    return 0;
+}
+
 /* The resolved configuration of this rank against the others' (comm_check_fields): 0 when they agree. Beside the
    settings, every option that makes a collective (--save where every rank gathers the model: shard.h) and the
    starting weights (init_hash: --init-from's; a rank spliced from two checkpoints would train a model of neither). */
@@ -516,14 +526,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         const char *name = "--print-params", *value = c->print_params ? "1" : "0";
         if (comm_check_fields(&g_comm, &name, &value, 1)) return train_end(1);
     }
-    if (c->print_params) {
-        LlamaModel m;
-        if (llama_describe(&m, &c->model, c->batch_size, c->seq_len) != 0) return train_end(1);
-        for (int i = 0; st->frozen && i < m.n_params; i++) m.params[i].trainable = !st->frozen(st->user, &m.params[i]);
-        llama_print_params(&m, stdout);
-        llama_free(&m);
-        return train_end(0);
-    }
+    if (c->print_params) return train_end(print_params(c, st));
     /* Before anything is written or allocated: the checkpoint against the model (a config.json that
        lies about its shapes fails now, not after the model's gigabytes), and the outputs against the
        inputs. */
