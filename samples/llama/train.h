@@ -22,7 +22,8 @@
    "noise" are timed by train_phase_add, so the closing table has them as their own columns.
 
    WHAT THE LOOP PRINTS AND LOGS. Each step's loss (the mean over that step's batch, of the forward
-   before that step's update; with several physical batches, their mean) goes into the log at full
+   before that step's update; with several physical batches, their mean over their rows; with several ranks,
+   the job's: each rank's mean weighted by its rows, grad_reduce_step) goes into the log at full
    precision (META train.loss, "STEP LOSS"; tools/read/steplog.h); the summary prints the first and the
    last, and says so. Each step's time per phase is kept; the summary's table gives median, min,
    quartiles and max over the timed steps, the first --timing-warmup steps (1) left out (META
