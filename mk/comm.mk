@@ -1,5 +1,5 @@
 # Data parallelism (issue 17): the trainers' MPI ranks and NCCL device sums are built with the trainer
-# library (mk/trainer.mk: samples/llama/comm.c, allreduce.c; comm_nccl.c with the CUDA backend). Here: the
+# library (mk/trainer.mk: samples/llama/comm.c, dist.c; comm_nccl.c with the CUDA backend). Here: the
 # end-to-end test, `mpirun -np 2` against one process.
 
 $(BUILD)/tests/test_comm_mpi: tests/test_comm_mpi.c tests/test_dp_common.h tests/test_saved_model.h tests/test_mpi_launch.h \
@@ -28,6 +28,17 @@ $(BUILD)/tests/test_comm_zero_drop: tests/test_comm_zero_drop.c tests/test_dp_co
 
 ALL   += $(BUILD)/tests/test_comm_zero_drop
 TESTS += $(BUILD)/tests/test_comm_zero_drop
+
+# The numbers a 2-rank run prints are the job's (phase table, dpmem-report's allreduce, --poisson's loss and norms),
+# the suite's plan of a rank without --threads is exact, and ranks that differ in --save, --print-params or
+# --init-from's weights are refused before the first step.
+$(BUILD)/tests/test_comm_ranks: tests/test_comm_ranks.c tests/test_dp_common.h tests/test_mpi_launch.h \
+                                $(addprefix $(BUILD)/,train_vanilla train_flash dpmem-report dpmem-charts) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/test_comm_ranks.c $(LDFLAGS) $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_comm_ranks
+TESTS += $(BUILD)/tests/test_comm_ranks
 
 # comm_nccl.c's streams, events and requests against a fake CUDA runtime and NCCL (no GPU, no libnccl): wherever
 # the toolkit's nccl.h is.

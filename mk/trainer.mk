@@ -13,7 +13,7 @@ TRAINER_LDLIBS  += -L$(MPI_PREFIX)/lib -Wl$(comma)-rpath$(comma)$(MPI_PREFIX)/li
 TRAINER_HDRS    := $(wildcard kernels/*.h kernels/cpu/*.h kernels/plan/*.h samples/llama/*.h) dpmem.h common/io_guard.h common/utf8.h common/timestats.h
 TRAINER_SRC     := kernels/kernels.c kernels/init.c $(filter-out kernels/cpu/dp_%,$(wildcard kernels/cpu/*.c)) \
                    kernels/plan/backend_plan.c kernels/plan/cost.c kernels/plan/profile.c samples/llama/config.c samples/llama/data.c samples/llama/llama.c samples/llama/train.c samples/llama/classify.c samples/llama/train_gpu_time.c samples/llama/mfu.c samples/llama/plan_time.c \
-                   samples/llama/checkpoint.c samples/llama/safetensors.c samples/llama/hf_config.c common/io_guard.c common/timestats.c samples/llama/comm.c samples/llama/allreduce.c samples/llama/shard.c samples/llama/grad_reduce.c samples/llama/lora.c samples/llama/eval.c
+                   samples/llama/checkpoint.c samples/llama/safetensors.c samples/llama/hf_config.c common/io_guard.c common/timestats.c samples/llama/comm.c samples/llama/dist.c samples/llama/shard.c samples/llama/grad_reduce.c samples/llama/lora.c samples/llama/eval.c
 # --plan-for cuda: the CUDA target's scratch sizes are plain C (kernels/cuda/scratch_cuda.c).
 TRAINER_CUDA_PLAN := $(wildcard kernels/cuda/scratch_cuda.c)
 TRAINER_SRC     += $(TRAINER_CUDA_PLAN)

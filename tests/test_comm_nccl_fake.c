@@ -193,7 +193,7 @@ int main(void) {
         CHECK(rc == 0 && !comm_request_pending(&r) && !strcmp(calls, "wait(compute on comm) "), "allgatherv's wait: rc %d, calls '%s'", rc, calls);
     }
 
-    /* the blocking form (train_collective with no request): a start and a wait (complete at once here) */
+    /* the blocking form (dist.h's dist_collective with no request): a start and a wait (complete at once here) */
     calls[0] = 0;
     collective_done = 1;
     CommRequest rb;

@@ -28,6 +28,7 @@ static inline void rig_open(Rig *r, uint64_t seed, int (*frozen)(void *, const P
     kbackend_cpu_init(&r->kb, 1);
     memset(&r->s, 0, sizeof r->s);
     r->s.cfg = &r->cfg; r->s.kb = &r->kb;
+    dist_init(&r->s.dist, &r->kb, &r->s.model, 0, 1, &r->s.phase_s[TRAIN_PH_ALLREDUCE]);   /* (one rank: no collective) */
     r->s.data.synthetic = 1;
     if (llama_build(&r->s.model, &r->kb, &r->cfg.model, r->cfg.batch_size, r->cfg.seq_len, r->cfg.optimizer, seed,
                     frozen, NULL)) {

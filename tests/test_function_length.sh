@@ -17,7 +17,6 @@ SRC = (".c", ".h", ".cu", ".cuh", ".cpp")
 # Known exceptions, each to be split by the change named (remove the line when it lands).
 EXCEPTIONS = {
     ("tools/dpmem_report.c", "print_run"),    # issue 44: being split on another branch
-    ("samples/llama/train.c", "train_run"),   # issue 44: being split on another branch (the ranks layer)
 }
 
 def blank(src):

@@ -13,7 +13,9 @@
 # An include is resolved as the compilers do: beside the including file, then -I. -Ikernels -Isamples
 # -Itools (the Makefile's order) and -Ikernels/cuda (the CUDA backend's); one found nowhere is a
 # system or dependency header and is not judged. Also: the three DP samples stay one table
-# (samples/train_dp.c), not three mains. Run from the repository root; ROOT= to check another tree.
+# (samples/train_dp.c), not three mains. Inside samples/llama/ the ranks' stack depends one way too (LLAMA_ORDER:
+# comm < the model's files < dist < shard < grad_reduce < the loop), so that no loop between them can come back.
+# Run from the repository root; ROOT= to check another tree.
 set -u
 ROOT=${ROOT:-.}
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 0; }
@@ -45,6 +47,13 @@ def floor(p):
     return None
 NAMES = ["common", "kit", "kernels", "samples/llama", "samples/dp", "tools/read", "tools/charts|trace", "programs"]
 def folder(p): return os.path.dirname(p)
+# samples/llama/ by a file's stem: the transport, the model and its files, then the ranks' layers, the loop on top
+LLAMA_ORDER = [["comm", "comm_nccl"],
+               ["file_errors", "safetensors", "hf_config", "config", "data", "mfu", "lora", "classify", "llama", "checkpoint"],
+               ["dist"], ["shard"], ["grad_reduce"], ["train", "train_cuda", "train_gpu_time", "eval", "plan_time"]]
+LLAMA_LEVEL = {stem: k for k, stems in enumerate(LLAMA_ORDER) for stem in stems}
+def llama_level(p):
+    return LLAMA_LEVEL.get(os.path.splitext(os.path.basename(p))[0]) if p.startswith("samples/llama/") else None
 search = [".", "kernels", "samples", "tools", "kernels/cuda"]
 inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 bad, checked, unknown = [], 0, []
@@ -64,6 +73,12 @@ for f in files:
         if tf is None: unknown.append(target); continue
         if tf > ff:
             bad.append(f"{f}:{n}: includes {target} ({NAMES[tf]}, above {NAMES[ff]})")
+        elif tf == ff == 3:
+            lf, lt = llama_level(f), llama_level(target)
+            if lf is None: unknown.append(f + " (samples/llama/'s LLAMA_ORDER)")
+            elif lt is None: unknown.append(target + " (samples/llama/'s LLAMA_ORDER)")
+            elif lt > lf:
+                bad.append(f"{f}:{n}: includes {target} (above it in samples/llama/: {' < '.join('|'.join(x) for x in LLAMA_ORDER)})")
         elif tf == ff == 6 and folder(f) != folder(target):
             bad.append(f"{f}:{n}: includes {target} (tools/charts and tools/trace are siblings)")
 for b in bad: print("FAIL", b)

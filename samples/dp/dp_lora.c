@@ -80,7 +80,7 @@ int dp_lora_allreduce(DpSgd *d, TrainState *s) {
         bufs[2 * k] = d->lora[k].dA; ns[2 * k] = (size_t)d->lora[k].r * d->lora[k].IC;
         bufs[2 * k + 1] = d->lora[k].dB; ns[2 * k + 1] = (size_t)d->lora[k].OC * d->lora[k].r;
     }
-    int rc = train_allreduce(s, bufs, ns, 2 * d->n_lora, "the LoRA gradient all-reduce");
+    int rc = dist_allreduce(&s->dist, bufs, ns, 2 * d->n_lora, "the LoRA gradient all-reduce");
     free(bufs); free(ns);
     return rc ? -1 : 0;
 }
@@ -114,7 +114,7 @@ int dp_lora_step(DpSgd *d, TrainState *s) {
             if (lora_update(d, s, l, *llama_tensor(&m->w, p), adam)) return -1;
             continue;
         }
-        float *W = shard_gather_tensor(s, l->param_index);
+        float *W = shard_gather_tensor(&s->dist, l->param_index);
         size_t lo, len;
         llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
         const int rc = !W || lora_update(d, s, l, W, adam) || (len && copy_buffer(d->kb, *llama_tensor(&m->wsh, p), W + lo, len));

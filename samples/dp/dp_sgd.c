@@ -279,7 +279,7 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
             /* this step drew fewer rows: nothing to do (--zero 2: the units' reduce-scatters still run, of zeros, as on
                every rank); --zero 3 gathers each unit's weights at every forward and backward, on every rank at once:
                the whole physical batch runs on padding rows of weight 0 (exactly zero gradients), its loss left out */
-            if (s->cfg->zero < 3) return train_grad_reduce_idle(s);
+            if (s->cfg->zero < 3) return grad_reduce_idle(&s->dist);
             const double loss_sum = s->loss_sum;
             const long loss_n = s->loss_n;
             int rc = poisson_upload(d, s, first, 0) || physical_batch_rows(d, s, 0);
@@ -291,6 +291,16 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     return physical_batch_rows(d, s, real);
 }
 
+/* The forward again on the same rows and weights (two-pass's second pass): the step's loss counts them once,
+   so that the job's loss weighs every rank by its rows whether or not it ran a forward again. */
+static int forward_again(TrainState *s) {
+    const double loss_sum = s->loss_sum;
+    const long loss_n = s->loss_n;
+    if (train_forward(s)) return -1;
+    s->loss_sum = loss_sum; s->loss_n = loss_n;
+    return 0;
+}
+
 /* The physical batch in the model (its first `real` rows data, the rest padding of loss weight 0): forward,
    per-sample norms, clipping, the clipped sum. */
 static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
@@ -300,7 +310,7 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
     s->data_rows = real;                         /* the loss the loop logs is the data rows' */
     if (train_forward(s)) return -1;
     if (d->shortcut) {
-        /* the gradient is clipped after the backward: reduced after it (train_allreduce_grads), not unit by unit */
+        /* the gradient is clipped after the backward: reduced after it (grad_reduce_step), not unit by unit */
         const GradHooks plain = { .dw_elsewhere = 1 };
         if (train_backward_scaled(s, &plain, per_sample_scale)) return -1;
         const uint64_t t0 = dpmem_now_ns();
@@ -360,7 +370,7 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
     if (!bk && d->pass2_sums) {
         /* two-pass under bf16 (or with a dropped sample): the second backward as the first (a forward
            again: it frees what `again` kept), the clipped sums in the hooks */
-        if (train_forward(s)) return -1;
+        if (forward_again(s)) return -1;
         GradHooks h2 = { .user = d, .weight_grad = dp_sgd_weight_grad, .loss_weights = d->cfg.poisson ? d->mask : NULL,
                          .retain_saved = 0, .frozen_too = d->n_lora > 0 };
         d->pass = 2;
@@ -375,7 +385,7 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
            Opacus's ghost clipping (retain_graph); otherwise (checkpointing, the other norms) the
            forward runs again. Both give the same bits (tests/test_comm_zero_drop: --zero 3 turns `again` off above
            where another rank runs the forward, and saves the unsharded run's file). The factors from the host (c_host). */
-        if (!again && train_forward(s)) return -1;
+        if (!again && forward_again(s)) return -1;
         GradHooks h2 = { .user = d, .weight_grad = d->n_lora ? dp_sgd_weight_grad : NULL,
                          .loss_weights = d->cfg.poisson ? d->mask : NULL, .frozen_too = d->n_lora > 0 };
         d->pass = 2;
@@ -398,6 +408,12 @@ static void privatize(DpSgd *d, float *g, size_t n, uint64_t step, uint64_t offs
 
 int dp_sgd_before_update(void *user, TrainState *s) {
     DpSgd *d = user;
+    if (s->step == s->cfg->steps - 1 && d->computes) {
+        /* the summary's per-sample norm statistics are the job's: every rank's sums and counts, at the last step */
+        double v[3] = { d->norm_sum, d->clipped_frac_sum, (double)d->norm_count };
+        if (dist_sum_host(&s->dist, v, 3, "the per-sample norms' statistics")) return -1;
+        d->norm_sum = v[0]; d->clipped_frac_sum = v[1]; d->norm_count = (long)v[2];
+    }
     if (d->n_lora && g_comm.world > 1 && dp_lora_allreduce(d, s)) return -1;
     const uint64_t t_noise = dpmem_now_ns();
     {
@@ -407,10 +423,8 @@ int dp_sgd_before_update(void *user, TrainState *s) {
         for (int i = 0; i < m->n_params; i++) {
             const ParamInfo *p = &m->params[i];
             if (!p->trainable) continue;
-            size_t lo, n;   /* --zero: only this rank's slice (its noise, from the same global indices) */
-            train_grad_range(s, i, &lo, &n);
-            float *g = train_grad_slice(s, i);
-            if (g) privatize(d, g, n, (uint64_t)s->step, offset + lo);
+            const ShardView v = shard_view(&s->dist, i);   /* --zero: only this rank's slice (its noise, from the same global indices) */
+            if (v.g) privatize(d, v.g, v.n, (uint64_t)s->step, offset + v.lo);
             offset += p->numel;
         }
         for (int k = 0; k < d->n_lora; k++) {

@@ -40,7 +40,7 @@
    and logged (dp.poisson_truncated). The update is divided by the
    expected batch size L, as Opacus does. A physical batch with no row drawn on this rank (the others may
    have some) is skipped, but for the collectives the others run: --zero 2's reduce-scatters (of zeros,
-   train_grad_reduce_idle); under --zero 3 the whole forward and backward run on padding rows of loss
+   grad_reduce_idle); under --zero 3 the whole forward and backward run on padding rows of loss
    weight 0 (every unit's gathers in the others' order, whatever the method's passes), their loss left
    out of the step's.
 

@@ -87,7 +87,7 @@ static inline int comm_request_pending(const CommRequest *r) { return r->id != 0
 /* Root's bytes to every rank. */
 int comm_broadcast(Comm *c, void *buf, size_t n, int root, const char *what);
 
-/* The collectives by kind, for the device path below (and train.h's train_collective). */
+/* The collectives by kind, for the device path below (and dist.h's dist_collective). */
 typedef enum { COMM_ALLREDUCE, COMM_REDUCE_SCATTER, COMM_ALLGATHER, COMM_ALLGATHER_BF16 } CommOp;
 /* A device collective started without blocking the host (NCCL, set by samples/llama/comm_nccl.c where it is
    linked; NULL otherwise): in place on dev in the layout of the host ones above (count: an all-reduce's n,

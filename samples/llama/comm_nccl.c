@@ -11,7 +11,7 @@
    another event: a test queries it and NCCL's async error; a wait polls both within DPMEM_COMM_TIMEOUT
    and aborts the communicator when a peer is gone or stuck; once complete the compute stream waits on
    the event, so that the kernels after it (the bucket's unpacking, its reuse) read the result.
-   A blocking collective (train.h's train_collective with no request) is a start and a wait. Every collective goes through
+   A blocking collective (dist.h's dist_collective with no request) is a start and a wait. Every collective goes through
    the same request machinery (request_begin, request_end; nccl_test, nccl_wait): comm_device_start's kinds
    (all-reduce, reduce-scatter, fp32 and bf16 all-gathers) and --zero 3's gathers of unequal slices
    (comm_device_allgatherv_start, prefetched while the previous unit computes). One communication stream for

@@ -33,7 +33,7 @@ void plan_time_end(KBackend *kb) {
     g_on = 0;
 }
 
-/* The collectives of one step, which a plan of one rank does not run (samples/llama/allreduce.c,
+/* The collectives of one step, which a plan of one rank does not run (samples/llama/dist.c,
    grad_reduce.c, shard.c; docs/SCALING.md's "Traffic per step"): the trainable gradients (fp32) summed
    once (--zero 0, 1: an all-reduce) or reduce-scattered after each backward (--zero 2, 3) — inside
    the backward, overlapped, where the trainer does that (vanilla's units under DPMEM_COMM_OVERLAP; a
@@ -64,7 +64,7 @@ static void add_collectives(const TrainState *s, int world, int in_backward) {
     const int ph = in_backward ? KC_PH_BACKWARD : KC_PH_ALLREDUCE;
     /* calls: a unit's (blocks, the head, the embedding) at a time, or bucket by bucket */
     const int units = L + 2;
-    const double bucket = 4.0 * (double)train_comm_bucket_floats();
+    const double bucket = 4.0 * (double)s->dist.set.bucket_floats;
     const int by_bucket = bucket > 0 ? (int)ceil(grads / bucket) : 1, wb = bucket > 0 ? (int)ceil(weights / bucket) : 1;
     const int nb = (int)(bwd > 0 ? bwd + 0.5 : 1), nf = (int)(fwd > 0 ? fwd + 0.5 : 1);
     for (int k = 0; k < steps; k++) {
@@ -186,7 +186,7 @@ int plan_time_report(const TrainState *s, int steps) {
     const int world = c->ranks > 1 ? c->ranks : 1;
     int clips = 0;   /* a DP strategy: its sums are reduced after clipping, not inside the backward */
     for (int i = 0; i < g_ledger.n; i++) clips |= g_ledger.e[i].phase == KC_PH_CLIP;
-    if (world > 1) add_collectives(s, world, !clips && train_comm_overlap());
+    if (world > 1) add_collectives(s, world, !clips && s->dist.set.overlap);
     KCostProfile p;
     char said[200];
     if (get_profile(s, &p, said, sizeof said) != 0) return -1;

@@ -14,7 +14,7 @@
         tied matrix too, from the head's unit to the embedding's) — and book-keeping's kept
         per-sample gradients of layers with d_in <= T, which below --zero 2 keep their first sample in
         the layer's dW and here in the per-sample buffer (the same bytes, now per_sample_grads).
-        The noise, 1/L and the update read only the slice (train_grad_slice).
+        The noise, 1/L and the update read only the slice (shard_view's g).
      3: also the weights (cfg.params_by_unit): every tensor llama_master_sharded names — each linear
         layer, an untied lm_head, and here an untied embedding table — is held as this rank's fp32
         slice alone (params/<name>.shard, under fp32 precision too; no whole bf16 copy). A unit's
@@ -66,17 +66,16 @@
    need only a layer's activations and output gradients, local to the rank); the sum over the ranks
    of a coordinate is the same sum with or without sharding; the noise of coordinate i is
    z(seed, step, i) with i its index in the flat trainable vector, added once, by the rank whose slice
-   holds i (train_grad_range tells a strategy which range is its own: samples/dp/dp_sgd.c's noise);
+   holds i (shard_view tells a strategy which range is its own: samples/dp/dp_sgd.c's noise);
    the update of a coordinate is the same elementwise AdamW/SGD. So a sharded run computes bit for bit
    what the same ranks compute without sharding, wherever the reduce-scatter adds in the all-reduce's
    order and each rank runs one physical batch a step; with several, --zero 2 adds the ranks' sums
    batch by batch (Σ_batches Σ_ranks) where the unsharded ranks add Σ_ranks Σ_batches: the same sum
    in another order (<= 1e-6 relative in tests/test_comm_zero).
-   THE BUCKET. The collectives (but --zero 3's unit gathers: above) pack slices into one bucket (comm/shard_bucket, with the model;
-   DPMEM_COMM_BUCKET_MB caps it as the all-reduce's; the gradient all-reduce of --zero 1 and LoRA's
-   use it too), rank by rank at a fixed stride, in as many rounds as the slices need: NCCL's
-   collectives take equal counts per rank, so a round's count is rank 0's (the longest) and the
-   shorter ranks' parts are padding that is summed or copied but never read.
+   THE BUCKET. The collectives (but --zero 3's unit gathers: above) pack slices into the one bucket (dist.h:
+   comm/shard_bucket, with the model; DPMEM_COMM_BUCKET_MB caps it as the all-reduce's; the gradient
+   all-reduce of --zero 1 and LoRA's use it too), rank by rank at a fixed stride, in as many rounds as the
+   slices need (dist.h's dist_rounds).
    NOT HERE (this implementation): below --zero 3 the fp32 masters under fp32 precision and the fp32
    tensors the bf16 forward reads (above); LoRA's adapters and their optimizer
    state stay replicated (the frozen base has no gradient and no optimizer state to shard; --zero 3 shards its weights); DP's
@@ -87,18 +86,16 @@
 
 #include <stddef.h>
 
-#include "comm.h"
+#include "dist.h"
 #include "safetensors.h"
-
-struct TrainState;
 
 typedef struct Shard {
     int stage, world, rank;
     int n;                 /* the model's tensors (LlamaModel.params) */
     size_t *lo, *len;      /* this rank's slice of each trainable tensor (len 0 where frozen) */
     float **m, **v;        /* AdamW's state of the slice (NULL: SGD, frozen) */
-    float **g;             /* --zero 2: the slice's summed gradient, grads/<name>.shard (shard_grads.c); NULL below 2 */
-    struct ShardGradQueue *q; /* --zero 2: the reductions in flight (shard_grads.c) */
+    float **g;             /* --zero 2: the slice's summed gradient, grads/<name>.shard (allocated and reduced into by
+                              grad_reduce.c); NULL below 2 */
     int prefetch;          /* --zero 3: the next unit's gather started while this one computes (DPMEM_ZERO3_PREFETCH, default 1) */
     int pf_unit;           /* --zero 3: the unit whose gathers are in flight (-1: none) */
     CommRequest *req;      /* --zero 3: [n] each tensor's gather in flight */
@@ -106,18 +103,25 @@ typedef struct Shard {
 } Shard;
 
 /* With the model (scope model_creation, after llama_build with no optimizer state of its own): the
-   slices and, for AdamW, their m and v (zeroed). No-op when cfg->zero is 0. 0, or -1 (kbackend_error). */
-int  shard_init(struct TrainState *s);
-void shard_free(struct TrainState *s);
+   slices, for AdamW (adam 1) their m and v (zeroed), and the bucket comm/shard_bucket. No-op when d->zero
+   is 0. 0, or -1 (kbackend_error). */
+int  shard_init(Dist *d, int adam);
+void shard_free(Dist *d);
+/* This rank's part of trainable tensor i: positions [lo, lo + n) (under --zero its slice, else all of it),
+   where its summed gradient's first float is (g: --zero 2 the slice grads/<name>.shard, else the gradient
+   buffer at lo; NULL: none), and its AdamW state (m, v: the slice's under --zero, else the model's; NULL:
+   SGD). The noise, 1/L and the update read and write there. */
+typedef struct ShardView { size_t lo, n; float *g, *m, *v; } ShardView;
+ShardView shard_view(const Dist *d, int i);
 /* The trainable gradients' full-size buffers reduce-scattered at once (scope "reduce_scatter"): each
    rank's slice of them holds the sum over the ranks. (--zero 2 reduces unit by unit into the slices
    instead, grad_reduce.c; the loop calls this only where no unit has a gradient: a no-op.) */
-int  shard_reduce_scatter_grads(struct TrainState *s);
+int  shard_reduce_scatter_grads(Dist *d);
 /* After the update of the slices: every rank's slices to every rank (scope "all_gather"): the whole
    fp32 parameters in fp32, a sharded master's bf16 copy in bf16 (its fp32 slice stays this rank's). */
-int  shard_allgather_params(struct TrainState *s);
-/* --zero 3 (llama.h's LlamaUnitHooks.gather/release, installed by train_grad_reduce_init): unit u's sharded
-   GEMM weights gathered whole into comm/gathered/<name> (bf16 under bf16, fp32 under fp32; scope
+int  shard_allgather_params(Dist *d);
+/* --zero 3 (llama.h's LlamaUnitHooks.gather/release, user = the Dist; installed by grad_reduce_init): unit u's
+   sharded GEMM weights gathered whole into comm/gathered/<name> (bf16 under bf16, fp32 under fp32; scope
    "all_gather"), and freed. Every rank calls them at the same points. 0, or -1 (kbackend_error). */
 int  shard_gather_unit(void *user, int u);
 int  shard_release_unit(void *user, int u);
@@ -130,16 +134,21 @@ int  shard_prefetch_unit(void *user, int u);
    "all_gather", started and completed at once; the caller frees it with kbuf_free): merged LoRA's re-merge
    (dp_sgd.c), the hash, --save. Every rank calls it for the same i, with no unit's prefetch in flight.
    NULL: kbackend_error. */
-float *shard_gather_tensor(struct TrainState *s, int i);
+float *shard_gather_tensor(Dist *d, int i);
 /* Whether any tensor is held sliced (--zero under bf16: llama.h's llama_master_sharded; --zero 3:
    llama_held_sliced, a frozen base's too): --save then gathers. */
-int  shard_masters(const struct TrainState *s);
+int  shard_masters(const Dist *d);
 /* Tensor i's sharded fp32 master, gathered whole into host (numel floats; NULL: this rank only sends)
    through the bucket, in rounds (scope "all_gather"); a frozen base's tensor held sliced (--zero 3:
    llama_base_sharded) in its slice type (bf16: numel 2-byte values), through a backend buffer of the
    tensor (shard_gather_tensor). Every rank calls it for the same i. */
-int  shard_gather_master(struct TrainState *s, int i, float *host);
+int  shard_gather_master(Dist *d, int i, float *host);
 /* --save from a sharded run (every rank calls it): checkpoint.h's ckpt_save_gathered, rank 0 writing. */
-int  shard_save(struct TrainState *s, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen);
+int  shard_save(Dist *d, const char *dir, SafeTensorsDtype dtype, const char *base, char *err, size_t errlen);
+/* Several ranks: every rank must hold bit-identical parameters after training (DP-SGD adds the same
+   noise on every rank, so no broadcast is needed); a hash of them (the gathered model where it is held
+   sliced) is compared (META comm.params_hash) and, unless quiet, printed. 0, or -1 with an error naming the
+   disagreement. */
+int  shard_check_ranks_agree(Dist *d, int quiet);
 
 #endif

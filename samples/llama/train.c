@@ -3,8 +3,6 @@
    and the closing summary. Not here: the model (llama.c) or any per-sample DP logic. */
 #include "train.h"
 #include "checkpoint.h"
-#include "comm.h"
-#include "shard.h"
 #include "eval.h"
 #include "dpmem.h"
 #include "common/io_guard.h"
@@ -34,11 +32,20 @@ void train_phase_add(TrainState *s, TrainPhase ph, uint64_t t0) { s->phase_s[ph]
 /* Per-step times are kept for the summary's statistics: at most this many steps (the first ones). */
 #define TRAIN_MAX_TIMED_STEPS 100000
 
+/* The seconds since t0 into phase ph, less what the ranks' collectives inside it added to their own phase
+   (--zero 3's weight gathers in the forward, the reduction unit by unit in the backward): each second in
+   one row of the table. */
+static void phase_add_less_comm(TrainState *s, int ph, uint64_t t0, double comm0) {
+    s->phase_s[ph] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_ALLREDUCE] - comm0);
+}
+
 int train_forward(TrainState *s) {
     uint64_t t0 = dpmem_now_ns();
+    double comm0 = s->phase_s[PH_ALLREDUCE];
     { DPMEM_SCOPE("forward"); TRY(llama_forward(&s->model)); }
-    phase_add(s, PH_FORWARD, t0);
+    phase_add_less_comm(s, PH_FORWARD, t0, comm0);
     t0 = dpmem_now_ns();
+    comm0 = s->phase_s[PH_ALLREDUCE];
     const int B = s->model.B, rows = s->data_rows > 0 && s->data_rows < B ? s->data_rows : B;
     {
         DPMEM_SCOPE("loss");
@@ -50,7 +57,7 @@ int train_forward(TrainState *s) {
             s->loss = sum / ((double)rows * per);
         }
     }
-    phase_add(s, PH_LOSS, t0);
+    phase_add_less_comm(s, PH_LOSS, t0, comm0);
     s->loss_sum += s->loss * rows;   /* the step's loss: the mean over all its rows */
     s->loss_n += rows;
     return 0;
@@ -70,10 +77,11 @@ int train_check_finite(TrainState *s, int grads, const char *phase) {
             x = *llama_tensor(&m->wsh, p);
             llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &n);
         }
-        if (grads && train_grad_reduce_active(s) == 2) {   /* --zero 2: the slices (the full-size buffers are gone) */
-            TRY(train_grad_reduce_finish(s));
-            x = s->shard->g[i];
-            n = s->shard->len[i];
+        if (grads && grad_reduce_active(&s->dist) == 2) {   /* --zero 2: the slices (the full-size buffers are gone) */
+            TRY(grad_reduce_finish(&s->dist));
+            const ShardView v = shard_view(&s->dist, i);
+            x = v.g;
+            n = v.n;
         }
         if (!x || n == 0) continue;
         size_t bad = 0;
@@ -96,7 +104,7 @@ int train_backward_scaled(TrainState *s, const GradHooks *hooks, float loss_scal
     /* a DP hook's per-sample norms run inside: they count as clip; the reduction unit by unit, as allreduce */
     const double clip0 = s->phase_s[PH_CLIP] + s->phase_s[PH_ALLREDUCE];
     { DPMEM_SCOPE("backward"); TRY(llama_backward(&s->model, hooks, loss_scale)); }
-    s->phase_s[PH_BACKWARD] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_CLIP] + s->phase_s[PH_ALLREDUCE] - clip0);
+    phase_add_less_comm(s, PH_BACKWARD, t0, clip0 - s->phase_s[PH_CLIP]);
     return train_check_finite(s, 1, "backward");
 }
 
@@ -106,7 +114,7 @@ int train_backward_rescaled(TrainState *s, const GradHooks *hooks, float loss_sc
     uint64_t t0 = dpmem_now_ns();
     const double clip0 = s->phase_s[PH_CLIP] + s->phase_s[PH_ALLREDUCE];   /* as in train_backward_scaled */
     { DPMEM_SCOPE("backward"); TRY(llama_backward_rescaled(&s->model, hooks, loss_scale, sample_scale, again)); }
-    s->phase_s[PH_BACKWARD] += (double)(dpmem_now_ns() - t0) * 1e-9 - (s->phase_s[PH_CLIP] + s->phase_s[PH_ALLREDUCE] - clip0);
+    phase_add_less_comm(s, PH_BACKWARD, t0, clip0 - s->phase_s[PH_CLIP]);
     return train_check_finite(s, 1, "backward");
 }
 
@@ -126,15 +134,14 @@ static int optimizer_step(TrainState *s) {
         const ParamInfo *p = &m->params[i];
         if (!p->trainable) continue;
         float wd = p->rows > 1 ? c->weight_decay : 0.0f;   /* no decay on norm weights */
-        size_t lo, n;   /* --zero: this rank's slice, with its own m and v (samples/llama/shard.h) */
-        train_grad_range(s, i, &lo, &n);
+        const ShardView v = shard_view(&s->dist, i);   /* --zero: this rank's slice, with its own m and v (shard.h) */
+        const size_t lo = v.lo, n = v.n;
         if (n == 0) continue;
         /* a sharded master (llama.h: llama_master_sharded) is the slice itself */
         const int sliced = llama_master_sharded(m, p);
-        float *w = sliced ? *llama_tensor(&m->wsh, p) : *llama_tensor(&m->w, p) + lo, *g = train_grad_slice(s, i);
-        float *mm = s->shard ? s->shard->m[i] : *llama_tensor(&m->m, p), *vv = s->shard ? s->shard->v[i] : *llama_tensor(&m->v, p);
-        if (adam) TRY(adamw_update(s->kb, w, g, mm, vv, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
-        else TRY(sgd_update(s->kb, w, g, n, s->lr, wd));
+        float *w = sliced ? *llama_tensor(&m->wsh, p) : *llama_tensor(&m->w, p) + lo;
+        if (adam) TRY(adamw_update(s->kb, w, v.g, v.m, v.v, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
+        else TRY(sgd_update(s->kb, w, v.g, n, s->lr, wd));
         /* its bf16 copy's slice rounded from it here (the forward rounds whole masters only), the same RNE */
         if (sliced && *llama_tensor(&m->w16, p)) TRY(narrow_buffer(s->kb, kact_at(*llama_tensor(&m->w16, p), lo, KDT_BF16), w, n));
         /* (--zero 3 keeps no whole copy: each gather rounds the slices afresh, shard.c) */
@@ -196,6 +203,19 @@ static void print_mfu(const TrainState *s, double median_ms) {
     snprintf(v, sizeof v, "%.6g", peak);
     dpmem_meta("mfu.peak_tflops", v);
     dpmem_meta("mfu.peak_source", source);
+}
+
+/* Several ranks: the median of the phase "allreduce" over the timed steps, as the table prints it, into the log
+   (META timing.allreduce_ms: dpmem-report's ranks table shows this figure, not a scope's), by every rank. */
+static void log_comm_median(double (*row)[TRAIN_PH_N + 1], int n_rows, int warmup) {
+    const int timed = n_rows > warmup ? n_rows - warmup : 0;
+    double *v = timed && g_comm.world > 1 ? malloc((size_t)timed * sizeof *v) : NULL;
+    if (!v) return;
+    for (int k = 0; k < timed; k++) v[k] = row[warmup + k][TRAIN_PH_ALLREDUCE] * 1e3;
+    char ms[40];
+    snprintf(ms, sizeof ms, "%.9g", timestats_of(v, (size_t)timed).median);
+    dpmem_meta("timing.allreduce_ms", ms);
+    free(v);
 }
 
 /* The closing lines: steps and throughput at the median step, the loss (first and last, said what they
@@ -383,17 +403,121 @@ static int train_end(int rc) {
     return rc;
 }
 
-/* The resolved configuration of this rank against the others' (comm_check_fields): 0 when they agree. */
-static int ranks_agree(const TrainConfig *c, const TrainStrategy *st, const TrainState *s, const KBackend *kb) {
+/* One optimizer step (scope "step", train.h): the physical batches, the reduction over the ranks (s->loss
+   becomes the job's), the strategy's before_update, the update (and --zero's gathers), zero_grad. 0, or -1. */
+static int run_step(TrainState *s, const TrainStrategy *st) {
+    const TrainConfig *c = s->cfg;
+    DPMEM_SCOPE("step");
+    s->lr = lr_at(c, s->step);
+    s->loss_sum = 0; s->loss_n = 0;
+    for (s->micro = 0; s->micro < c->grad_accum; s->micro++) {
+        s->dist.micro = s->micro;
+        TRY(next_batch(s));
+        if (st->physical_batch) TRY(st->physical_batch(st->user, s));
+        else if (train_forward(s) != 0 || train_backward(s, NULL) != 0) return -1;
+    }
+    if (s->loss_n) s->loss = s->loss_sum / (double)s->loss_n;   /* the step's loss: the mean over its rows */
+    TRY(grad_reduce_step(&s->dist, &s->loss, s->loss_n));   /* (several ranks: s->loss becomes the job's mean) */
+    if (kbackend_computes(s->kb)) {
+        char rec[64];
+        snprintf(rec, sizeof rec, "%d %.17g", s->step + 1, s->loss);
+        dpmem_meta("train.loss", rec);
+    }
+    if (st->before_update) TRY(st->before_update(st->user, s));
+    uint64_t tp = dpmem_now_ns();
+    { DPMEM_SCOPE("optimizer_step"); TRY(optimizer_step(s)); }
+    phase_add(s, PH_OPTIMIZER, tp);
+    TRY(shard_allgather_params(&s->dist));   /* --zero: every rank's updated slices to every rank */
+    TRY(train_check_finite(s, 0, "optimizer_step"));
+    tp = dpmem_now_ns();
+    { DPMEM_SCOPE("zero_grad"); TRY(llama_zero_grad(&s->model)); TRY(grad_reduce_zero(&s->dist)); }
+    phase_add(s, PH_ZERO_GRAD, tp);
+    return 0;
+}
+
+/* The run's META header (after config_log): the memory limit, the ranks, the method, the backend, the BLAS core. */
+static void log_header(const TrainConfig *c, const TrainStrategy *st, const KBackend *kb, const char *blas_from) {
+    dpmem_meta_int("config.mem_limit", (long long)kb->mem_limit);   /* in force: the flag's, or the default's */
+    dpmem_meta("config.mem_limit_from", c->mem_limit ? "--mem-limit" : kb->mem_limit ? "90% of MemAvailable" : "none");
+    dpmem_meta_int("comm.rank", g_comm.rank);
+    dpmem_meta_int("comm.world_size", g_comm.world);
+    dpmem_meta("comm.backend", g_comm.planned ? "planned" : g_comm.world > 1 && kb->space != 0 ? "nccl" : g_comm.backend);
+    dpmem_meta("config.method", st->name);
+    dpmem_meta("config.backend", kb->kind == KB_PLAN ? "plan" : kb->ops->name);
+    dpmem_meta_int("config.threads", kb->nthreads);
+    dpmem_meta("blas.core", blas_core_name());
+    dpmem_meta("blas.core_from", blas_from);
+}
+
+/* --save (scope "checkpoint_save"): every rank holds the same model, but for sharded masters (shard.h): every
+   rank sends its slices, tensor by tensor, rank 0 writes. 0, or -1 after a line on stderr. */
+static int save_model(TrainState *s, const TrainStrategy *st) {
+    const TrainConfig *c = s->cfg;
+    const int gathered = shard_masters(&s->dist);
+    if (!c->save_dir || (g_comm.rank != 0 && !gathered)) return 0;
+    char err[CKPT_ERR];
+    SafeTensorsDtype dt = !strcmp(c->save_dtype, "bf16") ? ST_BF16 : !strcmp(c->save_dtype, "f16") ? ST_F16 : ST_F32;
+    if ((gathered ? shard_save(&s->dist, c->save_dir, dt, c->init_from, err, sizeof err)
+                  : ckpt_save(&s->model, c->save_dir, dt, c->init_from, err, sizeof err)) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return -1;
+    }
+    if (g_comm.rank == 0 && !c->quiet && kbackend_computes(s->kb))
+        printf("saved: %s/config.json, %s/model.safetensors (%s)\n", c->save_dir, c->save_dir, c->save_dtype);
+    if (g_comm.rank == 0 && st->save && st->save(st->user, s, c->save_dir) != 0) return -1;
+    return 0;
+}
+
+/* A hash of the --init-from checkpoint's weights, as 16 hex digits: every tensor's name, dtype, shape and bytes, by
+   name (not the files' layout or metadata), read from the mapping ckpt_check opened. Four lanes of
+   multiply-xor over 8-byte words keep it at memory speed (16 GB: seconds). */
+static void weights_hash(const CkptWeights *w, char hex[24]) {
+    uint64_t lane[4] = { 1469598103934665603ull, 2, 3, 4 };
+    const uint64_t P = 1099511628211ull;
+    for (size_t e = 0; e < w->n_index; e++) {
+        const SafeTensor *t = w->index[e].tensor;
+        for (const char *c = t->name; *c; c++) lane[0] = (lane[0] ^ (unsigned char)*c) * P;
+        lane[1] = (lane[1] ^ (uint64_t)t->dtype) * P;
+        for (int k = 0; k < t->ndim; k++) lane[2] = (lane[2] ^ (uint64_t)t->shape[k]) * P;
+        const unsigned char *b = t->data;
+        size_t i = 0;
+        for (; i + 32 <= t->nbytes; i += 32)
+            for (int k = 0; k < 4; k++) {
+                uint64_t x;
+                memcpy(&x, b + i + 8 * k, 8);
+                lane[k] = (lane[k] ^ x) * P;
+            }
+        for (; i < t->nbytes; i++) lane[3] = (lane[3] ^ b[i]) * P;
+    }
+    snprintf(hex, 24, "%016llx", (unsigned long long)(lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7)));
+}
+
+/* --print-params: the model's parameter table (the strategy's frozen ones marked), nothing trained. 0, or 1. */
+static int print_params(const TrainConfig *c, const TrainStrategy *st) {
+    LlamaModel m;
+    if (llama_describe(&m, &c->model, c->batch_size, c->seq_len) != 0) return 1;
+    for (int i = 0; st->frozen && i < m.n_params; i++) m.params[i].trainable = !st->frozen(st->user, &m.params[i]);
+    llama_print_params(&m, stdout);
+    llama_free(&m);
+    return 0;
+}
+
+/* The resolved configuration of this rank against the others' (comm_check_fields): 0 when they agree. Beside the
+   settings, every option that makes a collective (--save where every rank gathers the model: shard.h) and the
+   starting weights (init_hash: --init-from's; a rank spliced from two checkpoints would train a model of neither). */
+static int ranks_agree(const TrainConfig *c, const TrainStrategy *st, const TrainState *s, const KBackend *kb, const char *init_hash) {
     ConfigFields *f = calloc(1, sizeof *f);
     if (!f) { fprintf(stderr, "error: out of host memory (the configuration check)\n"); return -1; }
     config_fields(c, f);
     config_field(f, "the method", "%s", st->name);
     config_field(f, "the backend", "%s", kb->kind == KB_PLAN ? "plan" : kb->ops->name);
     config_field(f, "the model's parameters (bytes)", "%zu", s->model.bytes_params);
-    config_field(f, "DPMEM_COMM_BUCKET_MB", "%zu MiB", train_comm_bucket_floats() * sizeof(float) >> 20);
-    config_field(f, "DPMEM_COMM_OVERLAP", "%d", train_comm_overlap());
-    config_field(f, "DPMEM_ZERO3_PREFETCH", "%d", train_zero3_prefetch());
+    config_field(f, "DPMEM_COMM_BUCKET_MB", "%zu MiB", s->dist.set.bucket_floats * sizeof(float) >> 20);
+    config_field(f, "DPMEM_COMM_OVERLAP", "%d", s->dist.set.overlap);
+    config_field(f, "DPMEM_ZERO3_PREFETCH", "%d", s->dist.set.zero3_prefetch);
+    config_field(f, "--save", "%s", !shard_masters(&s->dist) ? "-" : c->save_dir ? "given (here every rank gathers the model)"
+                                                                                 : "not given (here every rank gathers the model)");
+    config_field(f, "--init-from's weights (hash)", "%s", init_hash);
     if (st->fields) st->fields(st->user, s, f);
     const char *names[CONFIG_FIELDS_MAX], *values[CONFIG_FIELDS_MAX];
     for (int i = 0; i < f->n; i++) { names[i] = f->name[i]; values[i] = f->value[i]; }
@@ -406,22 +530,21 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     static const TrainStrategy vanilla = { .name = "vanilla" };
     const TrainStrategy *st = strategy ? strategy : &vanilla;
     const TrainConfig *c = cfg;
-    if (c->print_params) {
-        LlamaModel m;
-        if (llama_describe(&m, &c->model, c->batch_size, c->seq_len) != 0) return train_end(1);
-        for (int i = 0; st->frozen && i < m.n_params; i++) m.params[i].trainable = !st->frozen(st->user, &m.params[i]);
-        llama_print_params(&m, stdout);
-        llama_free(&m);
-        return train_end(0);
+    if (g_comm.world > 1 && !g_comm.planned) {   /* --print-params on some ranks: the others would wait for them */
+        const char *name = "--print-params", *value = c->print_params ? "1" : "0";
+        if (comm_check_fields(&g_comm, &name, &value, 1)) return train_end(1);
     }
+    if (c->print_params) return train_end(print_params(c, st));
     /* Before anything is written or allocated: the checkpoint against the model (a config.json that
        lies about its shapes fails now, not after the model's gigabytes), and the outputs against the
        inputs. */
     CkptWeights w;
     memset(&w, 0, sizeof w);
+    char init_hash[24] = "-";
     if (c->init_from && ckpt_has_weights(c->init_from)) {   /* (a plan may come from config.json alone) */
         char err[CKPT_ERR];
         if (ckpt_check(&c->model, c->init_from, &w, err, sizeof err) != 0) { fprintf(stderr, "error: %s\n", err); return train_end(1); }
+        if (g_comm.world > 1 && !g_comm.planned) weights_hash(&w, init_hash);
     }
     char rank_log[4096];
     const char *log_path = c->log_path;
@@ -440,22 +563,14 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     kb.trace = st->trace; kb.trace_user = st->trace_user;
     const size_t backend_own = kb.live;   /* what the backend allocated for itself (cuBLAS workspace) */
     config_log(c);
-    dpmem_meta_int("config.mem_limit", (long long)kb.mem_limit);   /* in force: the flag's, or the default's */
-    dpmem_meta("config.mem_limit_from", c->mem_limit ? "--mem-limit" : kb.mem_limit ? "90% of MemAvailable" : "none");
-    dpmem_meta_int("comm.rank", g_comm.rank);
-    dpmem_meta_int("comm.world_size", g_comm.world);
-    dpmem_meta("comm.backend", g_comm.planned ? "planned" : g_comm.world > 1 && kb.space != 0 ? "nccl" : g_comm.backend);
-    dpmem_meta("config.method", st->name);
-    dpmem_meta("config.backend", kb.kind == KB_PLAN ? "plan" : kb.ops->name);
-    dpmem_meta_int("config.threads", kb.nthreads);
     char blas_from[160];
     blas_core_source(blas_from, sizeof blas_from);
-    dpmem_meta("blas.core", blas_core_name());
-    dpmem_meta("blas.core_from", blas_from);
+    log_header(c, st, &kb, blas_from);
 
     TrainState s;
     memset(&s, 0, sizeof s);
     s.cfg = c; s.kb = &kb;
+    dist_init(&s.dist, &kb, &s.model, c->zero, c->grad_accum, &s.phase_s[TRAIN_PH_ALLREDUCE]);
     /* the mean over the job's batch: each rank's share, summed over the ranks by the all-reduce */
     const float positions = c->model.task == LLAMA_TASK_CLASSIFY ? 1.0f : (float)c->seq_len;   /* llama_loss_positions */
     s.loss_scale = 1.0f / ((float)c->batch_size * positions * (float)c->grad_accum * (float)g_comm.world);
@@ -503,14 +618,14 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         mc.params_by_unit = c->zero >= 3;
         if (llama_build_sharded(&s.model, &kb, &mc, c->batch_size, c->seq_len, c->zero ? "sgd" : c->optimizer,
                                 (unsigned long long)c->seed, st->frozen, st->user, c->zero ? g_comm.world : 0, g_comm.rank) != 0 ||
-            shard_init(&s) != 0) goto fail;
+            shard_init(&s.dist, !strcmp(c->optimizer, "adamw")) != 0) goto fail;
         if (st->init && st->init(st->user, &s) != 0) goto fail;
         strategy_ready = 1;
         /* every rank must run the same configuration before the first step: shapes, precision,
            checkpointing, optimizer, seeds, the strategy's DP settings (a rank with other flags would
            sum gradients of another network; --heads 8 against 4 has the same size) */
-        if (g_comm.world > 1 && ranks_agree(c, st, &s, &kb)) { rc = 1; goto out; }
-        if (train_allreduce_prepare(&s) != 0 || train_grad_reduce_init(&s) != 0) goto fail;
+        if (g_comm.world > 1 && ranks_agree(c, st, &s, &kb, init_hash)) { rc = 1; goto out; }
+        if (dist_bucket_prepare(&s.dist) != 0 || grad_reduce_init(&s.dist) != 0) goto fail;
     }
     dpmem_snapshot("after_model_creation");
     if (c->init_from) { /* its own phase, scope "checkpoint_load" */
@@ -537,38 +652,9 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         uint64_t t_step = dpmem_now_ns();
         double ph0[TRAIN_PH_N];
         memcpy(ph0, s.phase_s, sizeof ph0);
-        {
-        DPMEM_SCOPE("step");
-        s.lr = lr_at(c, s.step);
-        s.loss_sum = 0; s.loss_n = 0;
-        for (s.micro = 0; s.micro < c->grad_accum; s.micro++) {
-            if (next_batch(&s) != 0) goto fail;
-            if (st->physical_batch) { if (st->physical_batch(st->user, &s) != 0) goto fail; }
-            else if (train_forward(&s) != 0 || train_backward(&s, NULL) != 0) goto fail;
-        }
-        if (s.loss_n) s.loss = s.loss_sum / (double)s.loss_n;   /* the step's loss: the mean over its rows */
-        uint64_t ta = dpmem_now_ns();
-        if (train_allreduce_grads(&s) != 0) goto fail;   /* (several ranks: s.loss becomes the ranks' mean) */
-        phase_add(&s, PH_ALLREDUCE, ta);
+        if (run_step(&s, st) != 0) goto fail;
         if (s.step == 0) first_loss = s.loss;
         last_loss = s.loss;
-        if (kbackend_computes(&kb)) {
-            char rec[64];
-            snprintf(rec, sizeof rec, "%d %.17g", s.step + 1, s.loss);
-            dpmem_meta("train.loss", rec);
-        }
-        if (st->before_update && st->before_update(st->user, &s) != 0) goto fail;
-        uint64_t tp = dpmem_now_ns();
-        { DPMEM_SCOPE("optimizer_step"); if (optimizer_step(&s) != 0) goto fail; }
-        phase_add(&s, PH_OPTIMIZER, tp);
-        tp = dpmem_now_ns();   /* --zero: every rank's updated slices to every rank */
-        if (shard_allgather_params(&s) != 0) goto fail;
-        if (s.shard) phase_add(&s, PH_ALLREDUCE, tp);
-        if (train_check_finite(&s, 0, "optimizer_step") != 0) goto fail;
-        tp = dpmem_now_ns();
-        { DPMEM_SCOPE("zero_grad"); if (llama_zero_grad(&s.model) != 0 || train_grad_reduce_zero(&s) != 0) goto fail; }
-        phase_add(&s, PH_ZERO_GRAD, tp);
-        }
         if (s.step < n_rows) {
             for (int ph = 0; ph < TRAIN_PH_N; ph++) row[s.step][ph] = s.phase_s[ph] - ph0[ph];
             row[s.step][TRAIN_PH_N] = (double)(dpmem_now_ns() - t_step) * 1e-9;
@@ -589,26 +675,16 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     secs = (double)(dpmem_now_ns() - t0) * 1e-9;
     dpmem_snapshot("end");
     /* (sharded masters: the hash of the gathered model, shard.h) */
-    if (train_check_ranks_agree(&s) != 0) goto fail;
+    if (shard_check_ranks_agree(&s.dist, c->quiet) != 0) goto fail;
     {
         const int shown = steps_done < n_rows ? steps_done : n_rows;
         const int use_gpu = gpu_time && gt.n >= shown;   /* (a step without its GPU time: the host's table) */
         if (gpu_time && !use_gpu)
             fprintf(stderr, "note: GPU times of %d of %d steps came back: the table shows host times\n", gt.n, shown);
+        if (kbackend_computes(&kb)) log_comm_median(use_gpu ? gt.rows : row, shown, warmup);
         if (c->quiet < 2) print_summary(&s, steps_done, secs, use_gpu ? gt.rows : row, shown, warmup, first_loss, last_loss, use_gpu);
     }
-    /* scope "checkpoint_save"; every rank holds the same model, but for sharded masters (shard.h): every
-       rank sends its slices, tensor by tensor, rank 0 writes */
-    const int gathered = shard_masters(&s);
-    if (c->save_dir && (g_comm.rank == 0 || gathered)) {
-        char err[CKPT_ERR];
-        SafeTensorsDtype dt = !strcmp(c->save_dtype, "bf16") ? ST_BF16 : !strcmp(c->save_dtype, "f16") ? ST_F16 : ST_F32;
-        if ((gathered ? shard_save(&s, c->save_dir, dt, c->init_from, err, sizeof err)
-                      : ckpt_save(&s.model, c->save_dir, dt, c->init_from, err, sizeof err)) != 0) { fprintf(stderr, "error: %s\n", err); goto out; }
-        if (g_comm.rank == 0 && !c->quiet && kbackend_computes(&kb))
-            printf("saved: %s/config.json, %s/model.safetensors (%s)\n", c->save_dir, c->save_dir, c->save_dtype);
-        if (g_comm.rank == 0 && st->save && st->save(st->user, &s, c->save_dir) != 0) goto out;
-    }
+    if (save_model(&s, st) != 0) goto out;
     rc = 0;
     goto out;
 fail:
@@ -623,9 +699,9 @@ out:
         train_gpu_time_free(&gt);
     }
     if (strategy_ready && st->destroy) st->destroy(st->user, &s);
-    train_grad_reduce_free(&s);
-    train_allreduce_free(&s);
-    shard_free(&s);
+    grad_reduce_free(&s.dist);
+    dist_bucket_free(&s.dist);
+    shard_free(&s.dist);
     llama_free(&s.model);
     if (rc == 0 && kb.live != backend_own) {
         fprintf(stderr, "error: %zu bytes still allocated on the backend at exit (a leak in the trainer)\n", kb.live - backend_own);

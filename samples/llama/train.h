@@ -6,11 +6,11 @@
        for each of grad_accum physical batches:
            scope "data"      next batch of tokens, uploaded to the backend
            strategy->physical_batch(user, s)       default: train_forward(s); train_backward(s, NULL)
-       scope "allreduce"   several ranks (mpirun): the gradients summed over them (train_allreduce_grads);
-                           under --zero 0 and 2 the sums start inside the backward, unit by unit as it
-                           finishes them (grad_reduce.c: scopes "allreduce" / "reduce_scatter" inside
-                           "backward"), and here the loop waits for the last (--zero 2: each rank its
-                           slice's sum, shard.h; --zero 1: the serial all-reduce here)
+       scope "allreduce"   several ranks (mpirun): the gradients summed over them (grad_reduce.h's
+                           grad_reduce_step); under --zero 0 and 2 the sums start inside the backward,
+                           unit by unit as it finishes them (grad_reduce.c: scopes "allreduce" /
+                           "reduce_scatter" inside "backward"), and here the loop waits for the last
+                           (--zero 2: each rank its slice's sum, shard.h; --zero 1: the serial all-reduce here)
        strategy->before_update(user, s)            e.g. add noise, divide by the logical batch
        scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
                            (--zero 1|2: this rank's slices; then scope "all_gather", the parameters;
@@ -22,7 +22,8 @@
    "noise" are timed by train_phase_add, so the closing table has them as their own columns.
 
    WHAT THE LOOP PRINTS AND LOGS. Each step's loss (the mean over that step's batch, of the forward
-   before that step's update; with several physical batches, their mean) goes into the log at full
+   before that step's update; with several physical batches, their mean over their rows; with several ranks,
+   the job's: each rank's mean weighted by its rows, grad_reduce_step) goes into the log at full
    precision (META train.loss, "STEP LOSS"; tools/read/steplog.h); the summary prints the first and the
    last, and says so. Each step's time per phase is kept; the summary's table gives median, min,
    quartiles and max over the timed steps, the first --timing-warmup steps (1) left out (META
@@ -61,9 +62,9 @@
 #ifndef TRAIN_H
 #define TRAIN_H
 
-#include "comm.h"
 #include "config.h"
 #include "data.h"
+#include "grad_reduce.h"
 #include "llama.h"
 
 typedef struct TrainState {
@@ -83,10 +84,8 @@ typedef struct TrainState {
     long loss_n;
     int data_rows;          /* rows of this physical batch that are data (Poisson sampling pads the rest with
                                rows that count for nothing): s->loss is theirs; 0: every row */
-    float *comm_bucket;     /* several ranks: the collectives' bucket (samples/llama/allreduce.c, shard.c) */
-    size_t comm_bucket_n;
-    struct Shard *shard;    /* --zero >= 1: this rank's slices and their optimizer state (samples/llama/shard.h) */
-    struct ShardGradQueue *grad_queue; /* --zero 0, several ranks: the all-reduce unit by unit (grad_reduce.c) */
+    Dist dist;              /* the ranks (samples/llama/dist.h): the bucket, the slices (shard.h), the reduction in
+                               flight (grad_reduce.h); its time sink is phase_s[TRAIN_PH_ALLREDUCE], its micro is ours */
 } TrainState;
 
 typedef struct TrainStrategy {
@@ -124,55 +123,6 @@ void train_prefer_passive_omp(char **argv);
    0 ok, 1 bad input or internal error, 3 out of memory (--mem-limit or the device), 4 non-finite
    values under --check-finite. Errors are one line on stderr. */
 int train_run(const TrainConfig *cfg, const TrainStrategy *strategy);
-
-/* Data parallelism (samples/llama/comm.h, allreduce.c): sums over the ranks, in place, of `count` tensors of
-   ns[i] floats on the backend (NULL ones skipped), through the bucket comm/allreduce_bucket; scope
-   "allreduce". No-ops with one rank. train_allreduce_grads sums the trainable gradients (and makes
-   s->loss the ranks' mean); the loop calls it after the last physical batch, before before_update, so
-   a DP strategy's noise is added once, to the sum. 0, or -1 with kbackend_error / a line on stderr. */
-int  train_allreduce(TrainState *s, float *const *bufs, const size_t *ns, int count, const char *what);
-/* One collective (comm.h's CommOp) in place on a buffer of the backend: over MPI on host buffers, over NCCL
-   on device buffers (a program linked without NCCL: kbackend_error says so). r NULL: run to completion;
-   else started (the host: the all-reduce and the reduce-scatter; a device: every op) and completed by
-   comm_request_test / comm_request_wait. 0, or -1 with kbackend_error / a line on stderr. */
-int  train_collective(TrainState *s, CommOp op, void *buf, size_t count, const char *what, CommRequest *r);
-/* --zero 3's gather of a whole tensor's unequal slices into buf, started (comm.h: comm_allgatherv_start, on a
-   device comm_device_allgatherv_start), completed by comm_request_wait. 0, or -1 as train_collective. */
-int  train_allgatherv_start(TrainState *s, void *buf, const size_t *lo, const size_t *len, size_t elem, const char *what, CommRequest *r);
-/* The collectives' settings from the environment, read once where they are used and compared across the
-   ranks before the first step (ranks that differ would run collectives of other sizes, or in another order):
-   DPMEM_COMM_BUCKET_MB (the bucket's floats; default 16 MiB), DPMEM_COMM_OVERLAP (0: each unit's reduction
-   waited at once), DPMEM_ZERO3_PREFETCH (0: --zero 3 gathers each unit at its use). */
-size_t train_comm_bucket_floats(void);
-int    train_comm_overlap(void);
-int    train_zero3_prefetch(void);
-int  train_allreduce_grads(TrainState *s);
-int  train_allreduce_prepare(TrainState *s);   /* the bucket, with the model (scope model_creation) */
-void train_allreduce_free(TrainState *s);
-/* The part of trainable tensor `param_index`'s gradient this rank finishes (noise, 1/L, the update):
-   under --zero its slice (samples/llama/shard.h), else all of it. *lo, *n in floats. */
-void train_grad_range(const TrainState *s, int param_index, size_t *lo, size_t *n);
-/* The gradient reduction unit by unit inside the backward (samples/llama/grad_reduce.c): --zero 2's
-   reduce-scatter into the slices at every physical batch, and the all-reduce of --zero 0 on several
-   ranks at the last one, overlapped with the backward unless DPMEM_COMM_OVERLAP=0. init: with the
-   model (the slices, the second bucket, the model's unit hooks); finish: before the update (the loop's
-   train_allreduce_grads calls it); idle: a physical batch that runs no backward (a Poisson batch
-   with no rows) still reduces every unit of --zero 2 (zeros: every rank runs the same collectives);
-   zero: the slices := 0 (zero_grad); active: 2 (--zero 2), 1 (--zero 0 by units) or 0. */
-int  train_grad_reduce_init(TrainState *s);
-int  train_grad_reduce_finish(TrainState *s);
-int  train_grad_reduce_idle(TrainState *s);
-int  train_grad_reduce_zero(TrainState *s);
-int  train_grad_reduce_active(const TrainState *s);
-void train_grad_reduce_free(TrainState *s);
-/* Where this rank's range (train_grad_range) of trainable tensor i's summed gradient lives: its first
-   float (--zero 2: the slice grads/<name>.shard; else the gradient buffer at lo); the noise, 1/L and
-   the update read it there. */
-float *train_grad_slice(TrainState *s, int param_index);
-/* Several ranks: every rank must hold bit-identical parameters after training (DP-SGD adds the same
-   noise on every rank, so no broadcast is needed); a hash of them is compared (META comm.params_hash).
-   0, or -1 with an error naming the disagreement. */
-int  train_check_ranks_agree(TrainState *s);
 
 /* The phases of a step, as the summary's table shows them. */
 typedef enum { TRAIN_PH_DATA, TRAIN_PH_FORWARD, TRAIN_PH_LOSS, TRAIN_PH_BACKWARD, TRAIN_PH_CLIP, TRAIN_PH_NOISE,
