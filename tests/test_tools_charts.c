@@ -363,8 +363,10 @@ static void check_folders(void) {
         CHECK(tt_text_overlaps(b1, n1, p) == 0, "%s: labels overlap at %s (above)", p, paper[c].size);
         free(b1);
     }
-    rc = charts(d1, "--only sweep,breakdown -o /nonexistent", &b1, &n1);
-    CHECK(rc == 2, "--only with -o a missing folder: exit %d, want 2", rc);
+    char bad_out[700];   /* a folder that cannot be made: under a file */
+    snprintf(bad_out, sizeof bad_out, "--only sweep,breakdown -o '%s/results.csv/x'", d1);
+    rc = charts(d1, bad_out, &b1, &n1);
+    CHECK(rc == 2, "--only with -o a folder that cannot be made: exit %d, want 2", rc);
     free(b1);
 }
 
@@ -586,7 +588,7 @@ static void check_bad_input(void) {
         { "'%s/empty'", "empty/results.csv: No such file" },
         { "'%s/nolog'", "the log of vanilla is not in" },
         { "'%s/r1/vanilla.log'", "no output folder: give -o DIR" },
-        { "'%s/r1' -o '%s/none'", "-o: not a directory" },
+        { "'%s/r1' -o '%s/r1/vanilla.log'", "r1/vanilla.log: not a directory" },
         { "'%s/r1' --size 0x3in", "bad --size" },
         { "'%s/r1' --bogus", "unknown option" }, { "'%s/r1' --only colours", "bad --only" },
         { "'%s/r1' --baseline nobody", "--baseline: no run of that name completed" },
@@ -598,6 +600,12 @@ static void check_bad_input(void) {
     snprintf(cmd, sizeof cmd, "cp '%s/r1/vanilla.log' '%s/clash/breakdown.png'", tt_dir, tt_dir);
     CHECK(system(cmd) == 0, "cp");
     tt_expect_error("dpmem-charts", "'%s/clash/breakdown.png' -o '%s/clash'", "same file");
+    /* -o DIR that is not there yet is made, with the folders above it (issue 49), as run_experiments
+       makes --out */
+    int rc = tt_run("dpmem-charts", "'%s/r1/vanilla.log' -o '%s/made/by/charts' -q", tt_dir, tt_dir);
+    struct stat st;
+    CHECK(rc == 0 && stat(tt_path("made/by/charts/breakdown.png"), &st) == 0 && st.st_size > 0,
+          "charts of a log into a new folder -o made/by/charts: exit %d, or no breakdown.png there", rc);
 }
 
 /* A paper's sizes (issue 38): a results folder of the demo's eight methods written whole at a page's
