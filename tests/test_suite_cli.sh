@@ -77,6 +77,11 @@ expect_usage "train_vanilla not found" --build "$tmp/nowhere"
 expect_usage "must be paths without spaces" --out "$tmp/a b"
 mkdir -p "$tmp/full" && : >"$tmp/full/x"
 expect_usage "is not empty" --out "$tmp/full"
+# ... and says what to do, naming an earlier run's results as such (issue 49: the README's block run twice)
+expect_usage "the results folder '$tmp/full' is not empty (it holds files): give another --out, remove it first (rm -r $tmp/full), or leave out --out" --out "$tmp/full"
+: >"$tmp/full/summary.txt"
+expect_usage "is not empty (it holds an earlier run's results): give another --out" --out "$tmp/full"
+expect_usage "is not empty (it holds an earlier run's results): give another --out" --matrix opacus-small --out "$tmp/full"
 # environment variables are checked like flags
 rm -rf "$tmp/out"
 EXP_STEPS=zero sh "$S" --build "$B" --out "$tmp/out" >/dev/null 2>"$tmp/err"; rc=$?
