@@ -143,6 +143,20 @@ for row in "vanilla train_vanilla 0" "ghost train_ghost 1"; do
 done
 grep -q "a rank's, of 2, ZeRO-3" "$dr/fit.txt" || bad "--fit --ranks 2 --zero 3: fit.txt does not say the batch is a rank's"
 
+# ---- --fit: a batch that memory does not limit is marked and its limit said (issue 49) -----------------
+# flash on a token file of 10 rows: the trainer refuses a batch of 11 (more than its dataset) while 6.5
+# MiB would hold more; fit.txt marks 10 with '!' under every lever and says the trainer's reason, not
+# a memory limit (it showed 10 as the memory-largest batch)
+python3 -c "import struct; open('$tmp/tok10.bin', 'wb').write(struct.pack('<256i', *([20240520, 1, 81] + [0] * 253)) + struct.pack('<81H', *[i % 97 for i in range(81)]))"
+dd=$tmp/fit-data
+sh "$S" --build "$B" --out "$dd" --model tiny --seq-len 8 --plan --fit 6656K flash -- --data "$tmp/tok10.bin" >"$tmp/fit-data.stdout" 2>&1 \
+    || { bad "--fit with --data failed"; tail -n 5 "$tmp/fit-data.stdout"; }
+if [ "$(awk '$1 == "flash" { print $2, $3, $4, $5 }' "$dd/fit.txt")" = '10! 10! 10! 10!' ] &&
+   grep -q "^!: the trainer refuses the next batch (not a memory limit):" "$dd/fit.txt" &&
+   grep -q "^  flash: the plan at 11 fails: the dataset has 10 rows (sequences of 9 tokens, one every 8), fewer than the batch 11; at the batch shown its plans peak at [0-9.]* MiB (fp32), [0-9.]* MiB (bf16), [0-9.]* MiB (ckpt), [0-9.]* MiB (both) of 6.50 MiB$" "$dd/fit.txt"
+then echo "ok   --fit 6656K flash on 10 rows: 10! under every lever, the trainer's limit said"
+else bad "--fit 6656K flash on 10 rows: the limit not marked or not said:"; sed -n '/^experiment/,/^largest/p' "$dd/fit.txt"; fi
+
 # ---- --fit's search: the largest batch a plan at every batch gives, in O(log P) plans ---------------
 # Brute force on ghost in 16M (above): a plan at every physical batch 1..10, in fp32 and with both
 # levers: the peak never falls as the batch grows (the search's premise) and the largest batch that
