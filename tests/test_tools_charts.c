@@ -18,6 +18,7 @@
      "· classify (K=3) ·" in every chart; runs of both tasks in one chart name both; LM runs nothing;
    - bad input: an unknown format, a folder without results.csv, a log missing. */
 #include "test_tools_png.h"
+#include "charts/axes.h"
 
 #include <math.h>
 
@@ -37,6 +38,7 @@ typedef struct {
     double mem_limit_mib;
     const char *device;        /* config.device; NULL: "cpu" (config.backend is always cpu) */
     const char *task;          /* config.task ("classify": with config.num_labels 3); NULL: none (an older log) */
+    const char *method;        /* config.method (as the trainers write it); NULL: none (a program of one's own) */
 } RunLog;
 
 static void run_log(const char *path, RunLog r) {
@@ -49,6 +51,7 @@ static void run_log(const char *path, RunLog r) {
     synth_meta(&S, 1, T0, "config.dim", "64");
     synth_meta(&S, 1, T0, "config.n_layers", "2");
     if (r.task) synth_meta(&S, 1, T0, "config.task", r.task);
+    if (r.method) synth_meta(&S, 1, T0, "config.method", r.method);
     if (r.task && !strcmp(r.task, "classify")) synth_meta(&S, 1, T0, "config.num_labels", "3");
     synth_meta(&S, 1, T0, "config.seq_len", r.seq ? r.seq : "64");
     synth_meta(&S, 1, T0, "config.batch_size", "2");
@@ -199,13 +202,54 @@ static void check_palette(void) {
     CHECK(same(method_style("ghost+twopass").colour, g.colour) && same(method_style("direct+bk").colour, method_style("dpsgd").colour),
           "the combinations that are the suite's methods do not look like them");
     CHECK(same(u1.colour, u2.colour) && u1.marker == u2.marker && !u1.known, "an unknown method's style is not stable");
+}
+
+/* A program of one's own (issue 49, the README's example): its log named "ghost-T1024" has no
+   config.method, so it is not the DP method ghost (its name is not read as one: not ghost's colour and
+   marker); a trainer's log says its method (config.method ghost+twopass: ghost's style, whatever its
+   name). From that one log the tradeoff's axes run from zero to the point, not a hair's breadth around
+   it (19.9995..20.0015 MiB, 0..1.5 ms for a 0.0003 ms step). */
+static void check_own_program(void) {
+    const char *d = tt_path("own");
+    mkdir_p(d);
+    char own[600], mine[600];
+    snprintf(own, sizeof own, "%s/ghost-T1024.log", d);
+    snprintf(mine, sizeof mine, "%s/mine.log", d);
+    run_log(own, (RunLog){ .run = "ghost-T1024", .act_mib = 16, .step_ms = 10, .oom_at_step = -1 });
+    run_log(mine, (RunLog){ .run = "mine", .method = "ghost+twopass", .act_mib = 16, .step_ms = 10, .oom_at_step = -1 });
     char m[64];
-    struct { const char *run, *method; } runs[] = { { "ghost-seq-len64", "ghost" }, { "flash+twopass-lora-rank8", "flash+twopass" },
-                                                    { "mixed.rank0", "mixed" }, { "ghostly", "ghostly" }, { "vanilla", "vanilla" } };
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        method_of_run(runs[i].run, m, sizeof m);
-        CHECK(!strcmp(m, runs[i].method), "method of run %s: %s, want %s", runs[i].run, m, runs[i].method);
-    }
+    DpmemLog L;
+    char e[256];
+    if (dpmem_log_open(&L, own, e, sizeof e) == 0) {
+        method_of_log(&L, "ghost-T1024", m, sizeof m);
+        CHECK(!strcmp(m, "ghost-T1024") && !method_style(m).known, "ghost-T1024 without config.method is styled as method '%s'", m);
+        dpmem_log_close(&L);
+    } else CHECK(0, "%s", e);
+    if (dpmem_log_open(&L, mine, e, sizeof e) == 0) {
+        method_of_log(&L, "mine", m, sizeof m);
+        CHECK(!strcmp(m, "ghost"), "a log with config.method ghost+twopass is styled as '%s', want ghost", m);
+        dpmem_log_close(&L);
+    } else CHECK(0, "%s", e);
+    char out[700];
+    snprintf(out, sizeof out, "'%s' -o '%s/charts' --only tradeoff", own, d);
+    TtBox *b;
+    int n, rc;
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
+    rc = tt_run("dpmem-charts", "%s", out);
+    unsetenv("DPMEM_LAYOUT");
+    n = tt_layout_load(tt_path("layout.txt"), &b);
+    char png[700];
+    snprintf(png, sizeof png, "%s/charts/tradeoff.png", d);
+    CHECK(rc == 0 && tt_layout_find(b, n, png, 'm', "ghost-T1024") && !tt_layout_find(b, n, png, 'm', "ghost"),
+          "tradeoff of ghost-T1024: exit %d, or its point is not its own (a ghost marker)", rc);
+    free(b);
+    Scale s;
+    scale_auto(&s, VAL_BYTES, 20.0 * MiB, 20.0 * MiB, 10, 0);
+    CHECK(s.lo == 0 && s.hi >= 20.0 * MiB * 1.04 && s.hi <= 30.0 * MiB, "one value, 20 MiB: the axis runs %.6g..%.6g MiB, want 0 to just above 20",
+          s.lo / MiB, s.hi / MiB);
+    scale_auto(&s, VAL_TIME, 300, 300, 10, 0);   /* 0.0003 ms, in ns */
+    CHECK(s.lo == 0 && s.hi >= 300 * 1.04 && s.hi <= 450, "one value, 300 ns: the axis runs %.6g..%.6g ns, want 0 to just above 300", s.lo, s.hi);
 }
 
 /* ---- a results folder ---------------------------------------------------------------------------- */
@@ -769,6 +813,7 @@ static void check_task(void) {
 int main(void) {
     tt_mkdir("charts");
     check_palette();
+    check_own_program();
     check_folders();
     check_no_time();
     check_sweep();

@@ -80,7 +80,7 @@ static const struct { const char *name; Rgb c; MarkerShape m; } methods[] = {
 /* names that are the same method as one above */
 static const struct { const char *alias, *name; } aliases[] = {
     { "ghost+twopass", "ghost" }, { "direct+bk", "dpsgd" }, { "flash+bk", "flash" }, { "mixed+bk", "mixed" },
-    { "dpsgd+bk", "dpsgd" }, { "dpsgd+twopass", "direct+twopass" }, { "direct", "dpsgd" },
+    { "dpsgd+bk", "dpsgd" }, { "dpsgd+twopass", "direct+twopass" }, { "direct", "dpsgd" }, { "lora+mixed+bk", "lora" },
 };
 static const Rgb fallback_colour[] = { { 0, 0, 0 }, { 0, 68, 136 }, { 238, 119, 51 }, { 204, 51, 17 }, { 85, 85, 85 } };
 static const MarkerShape fallback_marker[] = { MK_CROSS, MK_PLUS, MK_STAR, MK_PENTAGON, MK_TRI_LEFT, MK_TRI_RIGHT, MK_SQUARE };
@@ -94,16 +94,10 @@ MethodStyle method_style(const char *method) {
     return (MethodStyle){ fallback_colour[h % 5], fallback_marker[(h / 5) % 7], 0 };
 }
 
-void method_of_run(const char *run, char *out, size_t n) {
-    size_t best = 0;
-    const char *found = NULL;
-    for (int pass = 0; pass < 2; pass++) {
-        size_t count = pass ? sizeof aliases / sizeof aliases[0] : sizeof methods / sizeof methods[0];
-        for (size_t i = 0; i < count; i++) {
-            const char *m = pass ? aliases[i].alias : methods[i].name;
-            size_t len = strlen(m);   /* equal first len bytes: run is at least len long */
-            if (len > best && !strncmp(run, m, len) && (run[len] == 0 || run[len] == '-' || run[len] == '.' || run[len] == ' ')) { best = len; found = m; }
-        }
-    }
-    snprintf(out, n, "%s", found ? found : run);
+void method_of_log(const DpmemLog *L, const char *run, char *out, size_t n) {
+    const char *m = dpmem_log_meta(L, "config.method");
+    if (!m || !*m) { snprintf(out, n, "%s", run); return; }   /* not a method: keyed by the whole name */
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(m, aliases[i].alias)) { m = aliases[i].name; break; }
+    snprintf(out, n, "%s", m);
 }
