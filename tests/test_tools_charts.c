@@ -157,11 +157,96 @@ static double delta_e(Rgb a, Rgb b, int mode) {   /* mode 0: normal vision, 1..3
     return sqrt((lx[0] - ly[0]) * (lx[0] - ly[0]) + (lx[1] - ly[1]) * (lx[1] - ly[1]) + (lx[2] - ly[2]) * (lx[2] - ly[2]));
 }
 
+/* CIEDE2000 (Sharma, Wu and Dalal 2005) between two colours, under normal vision (mode 0) or a simulation. */
+static double de2000(Rgb a, Rgb b, int mode) {
+    double x[3] = { a.r, a.g, a.b }, y[3] = { b.r, b.g, b.b }, p[3], q[3];
+    if (mode) {
+        double l1[3] = { lin(x[0]), lin(x[1]), lin(x[2]) }, l2[3] = { lin(y[0]), lin(y[1]), lin(y[2]) };
+        for (int i = 0; i < 3; i++) {
+            const double *m = cvd[mode - 1][i];
+            x[i] = unlin(m[0] * l1[0] + m[1] * l1[1] + m[2] * l1[2]);
+            y[i] = unlin(m[0] * l2[0] + m[1] * l2[1] + m[2] * l2[2]);
+        }
+    }
+    lab(x, p); lab(y, q);
+    const double rad = M_PI / 180, c7 = pow(25, 7);
+    double C1 = hypot(p[1], p[2]), C2 = hypot(q[1], q[2]), Cb = (C1 + C2) / 2;
+    double G = 0.5 * (1 - sqrt(pow(Cb, 7) / (pow(Cb, 7) + c7)));
+    double a1 = (1 + G) * p[1], a2 = (1 + G) * q[1], C1p = hypot(a1, p[2]), C2p = hypot(a2, q[2]);
+    double h1 = C1p ? fmod(atan2(p[2], a1) / rad + 360, 360) : 0, h2 = C2p ? fmod(atan2(q[2], a2) / rad + 360, 360) : 0;
+    double dL = q[0] - p[0], dC = C2p - C1p, dh = 0;
+    if (C1p > 0 && C2p > 0) { dh = h2 - h1; if (dh > 180) dh -= 360; else if (dh < -180) dh += 360; }
+    double dH = 2 * sqrt(C1p * C2p) * sin(dh / 2 * rad), Lb = (p[0] + q[0]) / 2, Cbp = (C1p + C2p) / 2, hb = h1 + h2;
+    if (C1p > 0 && C2p > 0) hb = fabs(h1 - h2) <= 180 ? (h1 + h2) / 2 : (h1 + h2 < 360 ? (h1 + h2 + 360) / 2 : (h1 + h2 - 360) / 2);
+    double T = 1 - 0.17 * cos((hb - 30) * rad) + 0.24 * cos(2 * hb * rad) + 0.32 * cos((3 * hb + 6) * rad) - 0.20 * cos((4 * hb - 63) * rad);
+    double dth = 30 * exp(-pow((hb - 275) / 25, 2)), RC = 2 * sqrt(pow(Cbp, 7) / (pow(Cbp, 7) + c7));
+    double SL = 1 + 0.015 * pow(Lb - 50, 2) / sqrt(20 + pow(Lb - 50, 2)), SC = 1 + 0.045 * Cbp, SH = 1 + 0.015 * Cbp * T;
+    double RT = -sin(2 * dth * rad) * RC;
+    return sqrt(pow(dL / SL, 2) + pow(dC / SC, 2) + pow(dH / SH, 2) + RT * (dC / SC) * (dH / SH));
+}
+
+/* Every two colours that can meet in one figure are told apart (issue 49: comm and workspace were
+   near-identical teals, step and zero_grad one beige, clip, checkpoint_save and dp_setup close greens):
+   the categories (comm too, which --zero 3 plots stack beside workspace) and the phases each at least
+   10 CIEDE2000 from each other under normal vision; those that touch in a picture (categories stacked
+   one on the other, comm and workspace; step and every phase inside it, phases one after the other)
+   at least 5 also under simulated deuteranopia and protanopia; every phase 15 CIE76 from every category. */
+static void check_palette_pairs(void) {
+    static const char *const cats[] = { "params", "grads", "optimizer", "activations", "per_sample_grads", "norms", "ghost", "bk",
+                                        "lora", "noise", "workspace", "input", "untracked", "comm" };
+    static const char *const ph[] = { "step", "data", "forward", "loss", "backward", "clip", "per_sample_norms", "second_backward", "noise",
+                                      "optimizer_step", "zero_grad", "model_creation", "dp_setup", "checkpoint_load", "checkpoint_save",
+                                      "recompute", "allreduce", "all_gather", "reduce_scatter", "eval" };
+    const int nc = (int)(sizeof cats / sizeof cats[0]), np = (int)(sizeof ph / sizeof ph[0]);
+    for (int i = 0; i < nc; i++)
+        for (int j = i + 1; j < nc; j++) {
+            double d = de2000(category_colour(cats[i]), category_colour(cats[j]), 0);
+            CHECK(d >= 10, "categories %s and %s are %.1f CIEDE2000 apart; want >= 10", cats[i], cats[j], d);
+        }
+    for (int i = 0; i < np; i++)
+        for (int j = i + 1; j < np; j++) {
+            double d = de2000(scope_colour(ph[i]), scope_colour(ph[j]), 0);
+            CHECK(d >= 10, "phases %s and %s are %.1f CIEDE2000 apart; want >= 10", ph[i], ph[j], d);
+        }
+    static const char *const touch_c[][2] = { { "params", "grads" }, { "grads", "optimizer" }, { "optimizer", "activations" },
+        { "activations", "per_sample_grads" }, { "per_sample_grads", "norms" }, { "norms", "ghost" }, { "ghost", "bk" }, { "bk", "lora" },
+        { "lora", "noise" }, { "noise", "workspace" }, { "workspace", "input" }, { "input", "untracked" }, { "workspace", "comm" },
+        { "input", "comm" }, { "untracked", "comm" } };
+    static const char *const touch_p[][2] = { { "data", "forward" }, { "forward", "loss" }, { "loss", "backward" }, { "backward", "clip" },
+        { "clip", "noise" }, { "noise", "optimizer_step" }, { "optimizer_step", "zero_grad" }, { "backward", "second_backward" },
+        { "clip", "second_backward" }, { "clip", "per_sample_norms" }, { "backward", "per_sample_norms" }, { "forward", "recompute" },
+        { "backward", "recompute" }, { "model_creation", "dp_setup" }, { "dp_setup", "step" }, { "step", "checkpoint_save" },
+        { "checkpoint_load", "model_creation" }, { "backward", "reduce_scatter" }, { "forward", "all_gather" }, { "backward", "all_gather" },
+        { "backward", "allreduce" }, { "allreduce", "optimizer_step" }, { "step", "eval" }, { "clip", "checkpoint_save" },
+        { "clip", "dp_setup" }, { "checkpoint_save", "dp_setup" } };
+    for (int mode = 1; mode <= 2; mode++) {
+        for (size_t k = 0; k < sizeof touch_c / sizeof touch_c[0]; k++) {
+            double d = de2000(category_colour(touch_c[k][0]), category_colour(touch_c[k][1]), mode);
+            CHECK(d >= 5, "categories %s and %s (stacked together) are %.1f CIEDE2000 apart under simulated %s; want >= 5", touch_c[k][0],
+                  touch_c[k][1], d, mode == 1 ? "deuteranopia" : "protanopia");
+        }
+        for (size_t k = 0; k < sizeof touch_p / sizeof touch_p[0]; k++) {
+            double d = de2000(scope_colour(touch_p[k][0]), scope_colour(touch_p[k][1]), mode);
+            CHECK(d >= 5, "phases %s and %s (side by side) are %.1f CIEDE2000 apart under simulated %s; want >= 5", touch_p[k][0],
+                  touch_p[k][1], d, mode == 1 ? "deuteranopia" : "protanopia");
+        }
+        for (int i = 1; i < np; i++) {   /* step's band lies over every phase's */
+            double d = de2000(scope_colour("step"), scope_colour(ph[i]), mode);
+            CHECK(d >= 5, "step and %s are %.1f CIEDE2000 apart under simulated %s; want >= 5", ph[i], d, mode == 1 ? "deuteranopia" : "protanopia");
+        }
+    }
+    for (int i = 0; i < np; i++)
+        for (int c = 0; c < nc; c++) {
+            double d = delta_e(scope_colour(ph[i]), category_colour(cats[c]), 0);
+            CHECK(d >= 15, "phase %s comes within %.1f CIE76 of category %s; want >= 15", ph[i], d, cats[c]);
+        }
+}
+
 static void check_palette(void) {
     static const char *const six[] = { "vanilla", "dpsgd", "ghost", "flash", "mixed", "lora" };
     static const char *const more[] = { "ghost+bk", "flash+twopass", "direct+twopass", "mixed+twopass" };
     static const char *const cats[] = { "params", "grads", "optimizer", "activations", "per_sample_grads", "norms", "ghost", "bk",
-                                        "lora", "noise", "workspace", "input", "untracked" };
+                                        "lora", "noise", "workspace", "input", "untracked", "comm" };
     double worst6 = 1e9, worst_cat = 1e9;
     for (int mode = 0; mode < 4; mode++) {
         for (int i = 0; i < 6; i++)
@@ -170,7 +255,7 @@ static void check_palette(void) {
                 if (d < worst6) worst6 = d;
             }
         for (int i = 0; i < 10; i++)
-            for (int c = 0; c < 13; c++) {
+            for (int c = 0; c < 14; c++) {
                 double d = delta_e(method_style(i < 6 ? six[i] : more[i - 6]).colour, category_colour(cats[c]), mode);
                 if (d < worst_cat) worst_cat = d;
             }
@@ -182,7 +267,7 @@ static void check_palette(void) {
                                           "eval", "model_creation", "loss" };
     double worst_phase = 1e9, worst_pp = 1e9;
     for (int i = 0; i < 11; i++) {
-        for (int c = 0; c < 13; c++) {
+        for (int c = 0; c < 14; c++) {
             double d = delta_e(scope_colour(phases[i]), category_colour(cats[c]), 0);
             if (d < worst_phase) worst_phase = d;
         }
@@ -813,6 +898,7 @@ static void check_task(void) {
 int main(void) {
     tt_mkdir("charts");
     check_palette();
+    check_palette_pairs();
     check_own_program();
     check_folders();
     check_no_time();

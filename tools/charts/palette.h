@@ -2,8 +2,9 @@
    results folder:
 
    - categories (params, grads, activations, ...): light tints (CIE L* >= 70), a fixed table in the
-     categories' fixed order, a stable colour from a hash of the name for the others; stacked areas
-     and bars are drawn in them;
+     categories' fixed order (and comm), a stable colour from a hash of the name for the others;
+     stacked areas and bars are drawn in them; every two fixed ones distinguishable (palette.c says
+     how far apart, under normal and simulated colour-blind vision);
    - methods (vanilla, dpsgd, ghost, flash, mixed, lora and the norm+clip combinations such as
      ghost+bk or flash+twopass), keyed by the method's NAME, never by a run's position: darker
      colours from the Okabe-Ito and Paul Tol colour-blind-safe sets, each with its own marker shape.
