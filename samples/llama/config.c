@@ -90,7 +90,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --allow-nonfinite (load a checkpoint's NaN/inf values; by default they are an error naming the tensor)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
            "  --log FILE (dpmem log)  --run-name NAME (the run's name in the log and charts)\n"
-           "  --print-params  --check-finite  --quiet  --verbose (per-layer lines)  --help\n%s",
+           "  --print-params  --check-finite  --verbose (per-layer lines)  --help\n"
+           "  --quiet (only what the run is for: the loss, a DP run's epsilon, the peak; no header, progress or tables)\n%s",
            prog, extra_usage ? extra_usage : "");
 }
 
