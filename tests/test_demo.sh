@@ -5,10 +5,11 @@
 # every category that holds >= 2% of some run's peak; summary.txt, results.csv and results.json carry
 # the same peak, ratio and epsilon for every experiment, and those equal what the trainer itself
 # printed; every DP run has epsilon at delta (and vanilla none); the JSON parses. The times: the
-# median of the rounds' medians with their min..max, each ratio the median of the rounds' ratios
-# with the spread of every timed step over every timed step of vanilla in the same round (recomputed
-# here from runs.csv), and its verdict (time ratio) recomputed from them: DP<vanilla for a DP method
-# (not lora) below 1, spread>B% when that spread's largest ratio over its smallest exceeds 1 + B/100;
+# median of the rounds' medians with their min..max, each ratio the median of the rounds' paired
+# ratios (over the geometric mean of the vanilla runs before and after the round, the last one closing
+# the rounds) with their quartiles as its spread (recomputed here from runs.csv), and its verdict
+# (time ratio) recomputed from them: DP<vanilla for a DP method (not lora) below 1, spread>B% when q3
+# over q1 exceeds 1 + B/100;
 # tradeoff.png rings exactly the flagged points, its labels cover no spread bar,
 # and its subtitle says the rounds. summary.txt's command is the run's, with every setting.
 # EXP_TRUST_SPREAD=0 flags every spread. Exits 0 on pass, 1 on failure.
@@ -89,8 +90,7 @@ for e in $EXPS; do
     set -- $row   # experiment status bytes MiB x +MiB ms (min..max) x (spread) epsilon delta time-ratio
     s_status=$2; s_peak=$3; s_ratio=$5; s_ms=$7; s_msq=$8; s_x=$9; s_xs=${10}; s_eps=${11}; s_delta=${12}; s_trust=${13}
     # the times, from runs.csv (one row per process): the median of the 2 rounds' medians, their
-    # min..max, the median of the rounds' ratios to vanilla's (same round), min..max of every timed
-    # step over every timed step of vanilla in the same round, the verdict
+    # min..max, the median of the rounds' paired ratios to vanilla's, their quartiles, the verdict
     want=$(python3 -c 'import csv, re, sys
 e, B = sys.argv[2], 25
 m, st = {}, {}
@@ -99,9 +99,9 @@ for r in csv.DictReader(open(sys.argv[1])):
     m[x, k] = float(r["step_median_ms"])
     st[x, k] = [float(v) for v in r["step_ms"].split()][int(r["warmup_steps"]):]
 a, b = m[e, "1"], m[e, "2"]
-ra, rb = a / m["vanilla", "1"], b / m["vanilla", "2"]
-pairs = [s / v for k in "12" for s in st[e, k] for v in st["vanilla", k]]
-lo, hi = min(pairs), max(pairs)
+v1, v2, v3 = m["vanilla", "1"], m["vanilla", "2"], m["vanilla", "3"]   # (3: the closing run)
+ra, rb = (1, 1) if e == "vanilla" else (a / (v1 * v2) ** 0.5, b / (v2 * v3) ** 0.5)
+lo, hi = min(ra, rb) + 0.25 * abs(ra - rb), min(ra, rb) + 0.75 * abs(ra - rb)   # the quartiles of the two
 t = "-"
 if e != "vanilla":
     t = ",".join(([] if e.startswith("lora") or (ra + rb) / 2 >= 1 else ["DP<vanilla"]) + (["spread>%d%%" % B] if hi / lo > 1 + B / 100 else [])) or "ok"

@@ -65,7 +65,8 @@ cat <<'EOF'
 1 | --layers needs an integer in [1, 4096], got '2147483647' | $T --layers 2147483647 --device plan
 1 | --dim 16777216 gives an FFN width of 8/3 x 16777216 | $T --dim 16777216 --heads 16 --kv-heads 16 --device plan
 1 | more than 1 EiB: --dim 16777216 --ffn 16777216 --layers 4096 | $T --dim 16777216 --ffn 16777216 --layers 4096 --heads 16 --kv-heads 16 --device plan
-1 | batch-size x seq-len is too large | $T --batch-size 65536 --seq-len 65536 --device plan
+1 | --batch-size 65536 x --seq-len 65536 is 4294967296 tokens, more than the kernels' limit of 536870911 (INT_MAX/4 | $T --batch-size 65536 --seq-len 65536 --device plan
+1 | --vocab 16777216 x --dim 16777216 is 281474976710656, more than the kernels' limit of 17179869176 | $T --vocab 16777216 --dim 16777216 --heads 2 --kv-heads 2 --ffn 2 --device plan
 1 | direct norms keep about 3.23e+19 bytes of per-sample gradients (1048576 samples x 7696615276544 parameters), more than 1 EiB | $B/train_dpsgd --device plan --norm direct --dim 65536 --heads 512 --kv-heads 512 --layers 256 --vocab 2 --ffn 65536 --batch-size 1048576 --seq-len 1 --max-physical-batch-size 1048576 --dataset-size 2097152
 1 | --threads needs an integer in [1, 4096], got '100000' | $T --threads 100000 --steps 1
 1 | --print-params is a switch and takes no value (got '0') | $T --print-params=0

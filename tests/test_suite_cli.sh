@@ -90,6 +90,11 @@ for how in "--out -" "--out -x" "EXP_OUT=-" "--matrix opacus-small --out -"; do
     rm -rf "$tmp/cwd" && mkdir -p "$tmp/cwd"
 done
 
+# ... and says what to do, naming an earlier run's results as such (issue 49: the README's block run twice)
+expect_usage "the results folder '$tmp/full' is not empty (it holds files): give another --out, remove it first (rm -r $tmp/full), or leave out --out" --out "$tmp/full"
+: >"$tmp/full/summary.txt"
+expect_usage "is not empty (it holds an earlier run's results): give another --out" --out "$tmp/full"
+expect_usage "is not empty (it holds an earlier run's results): give another --out" --matrix opacus-small --out "$tmp/full"
 # environment variables are checked like flags
 rm -rf "$tmp/out"
 EXP_STEPS=zero sh "$S" --build "$B" --out "$tmp/out" >/dev/null 2>"$tmp/err"; rc=$?

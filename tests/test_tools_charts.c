@@ -18,6 +18,7 @@
      "· classify (K=3) ·" in every chart; runs of both tasks in one chart name both; LM runs nothing;
    - bad input: an unknown format, a folder without results.csv, a log missing. */
 #include "test_tools_png.h"
+#include "charts/axes.h"
 
 #include <math.h>
 
@@ -37,6 +38,7 @@ typedef struct {
     double mem_limit_mib;
     const char *device;        /* config.device; NULL: "cpu" (config.backend is always cpu) */
     const char *task;          /* config.task ("classify": with config.num_labels 3); NULL: none (an older log) */
+    const char *method;        /* config.method (as the trainers write it); NULL: none (a program of one's own) */
 } RunLog;
 
 static void run_log(const char *path, RunLog r) {
@@ -49,6 +51,7 @@ static void run_log(const char *path, RunLog r) {
     synth_meta(&S, 1, T0, "config.dim", "64");
     synth_meta(&S, 1, T0, "config.n_layers", "2");
     if (r.task) synth_meta(&S, 1, T0, "config.task", r.task);
+    if (r.method) synth_meta(&S, 1, T0, "config.method", r.method);
     if (r.task && !strcmp(r.task, "classify")) synth_meta(&S, 1, T0, "config.num_labels", "3");
     synth_meta(&S, 1, T0, "config.seq_len", r.seq ? r.seq : "64");
     synth_meta(&S, 1, T0, "config.batch_size", "2");
@@ -154,11 +157,96 @@ static double delta_e(Rgb a, Rgb b, int mode) {   /* mode 0: normal vision, 1..3
     return sqrt((lx[0] - ly[0]) * (lx[0] - ly[0]) + (lx[1] - ly[1]) * (lx[1] - ly[1]) + (lx[2] - ly[2]) * (lx[2] - ly[2]));
 }
 
+/* CIEDE2000 (Sharma, Wu and Dalal 2005) between two colours, under normal vision (mode 0) or a simulation. */
+static double de2000(Rgb a, Rgb b, int mode) {
+    double x[3] = { a.r, a.g, a.b }, y[3] = { b.r, b.g, b.b }, p[3], q[3];
+    if (mode) {
+        double l1[3] = { lin(x[0]), lin(x[1]), lin(x[2]) }, l2[3] = { lin(y[0]), lin(y[1]), lin(y[2]) };
+        for (int i = 0; i < 3; i++) {
+            const double *m = cvd[mode - 1][i];
+            x[i] = unlin(m[0] * l1[0] + m[1] * l1[1] + m[2] * l1[2]);
+            y[i] = unlin(m[0] * l2[0] + m[1] * l2[1] + m[2] * l2[2]);
+        }
+    }
+    lab(x, p); lab(y, q);
+    const double rad = M_PI / 180, c7 = pow(25, 7);
+    double C1 = hypot(p[1], p[2]), C2 = hypot(q[1], q[2]), Cb = (C1 + C2) / 2;
+    double G = 0.5 * (1 - sqrt(pow(Cb, 7) / (pow(Cb, 7) + c7)));
+    double a1 = (1 + G) * p[1], a2 = (1 + G) * q[1], C1p = hypot(a1, p[2]), C2p = hypot(a2, q[2]);
+    double h1 = C1p ? fmod(atan2(p[2], a1) / rad + 360, 360) : 0, h2 = C2p ? fmod(atan2(q[2], a2) / rad + 360, 360) : 0;
+    double dL = q[0] - p[0], dC = C2p - C1p, dh = 0;
+    if (C1p > 0 && C2p > 0) { dh = h2 - h1; if (dh > 180) dh -= 360; else if (dh < -180) dh += 360; }
+    double dH = 2 * sqrt(C1p * C2p) * sin(dh / 2 * rad), Lb = (p[0] + q[0]) / 2, Cbp = (C1p + C2p) / 2, hb = h1 + h2;
+    if (C1p > 0 && C2p > 0) hb = fabs(h1 - h2) <= 180 ? (h1 + h2) / 2 : (h1 + h2 < 360 ? (h1 + h2 + 360) / 2 : (h1 + h2 - 360) / 2);
+    double T = 1 - 0.17 * cos((hb - 30) * rad) + 0.24 * cos(2 * hb * rad) + 0.32 * cos((3 * hb + 6) * rad) - 0.20 * cos((4 * hb - 63) * rad);
+    double dth = 30 * exp(-pow((hb - 275) / 25, 2)), RC = 2 * sqrt(pow(Cbp, 7) / (pow(Cbp, 7) + c7));
+    double SL = 1 + 0.015 * pow(Lb - 50, 2) / sqrt(20 + pow(Lb - 50, 2)), SC = 1 + 0.045 * Cbp, SH = 1 + 0.015 * Cbp * T;
+    double RT = -sin(2 * dth * rad) * RC;
+    return sqrt(pow(dL / SL, 2) + pow(dC / SC, 2) + pow(dH / SH, 2) + RT * (dC / SC) * (dH / SH));
+}
+
+/* Every two colours that can meet in one figure are told apart (issue 49: comm and workspace were
+   near-identical teals, step and zero_grad one beige, clip, checkpoint_save and dp_setup close greens):
+   the categories (comm too, which --zero 3 plots stack beside workspace) and the phases each at least
+   10 CIEDE2000 from each other under normal vision; those that touch in a picture (categories stacked
+   one on the other, comm and workspace; step and every phase inside it, phases one after the other)
+   at least 5 also under simulated deuteranopia and protanopia; every phase 15 CIE76 from every category. */
+static void check_palette_pairs(void) {
+    static const char *const cats[] = { "params", "grads", "optimizer", "activations", "per_sample_grads", "norms", "ghost", "bk",
+                                        "lora", "noise", "workspace", "input", "untracked", "comm" };
+    static const char *const ph[] = { "step", "data", "forward", "loss", "backward", "clip", "per_sample_norms", "second_backward", "noise",
+                                      "optimizer_step", "zero_grad", "model_creation", "dp_setup", "checkpoint_load", "checkpoint_save",
+                                      "recompute", "allreduce", "all_gather", "reduce_scatter", "eval" };
+    const int nc = (int)(sizeof cats / sizeof cats[0]), np = (int)(sizeof ph / sizeof ph[0]);
+    for (int i = 0; i < nc; i++)
+        for (int j = i + 1; j < nc; j++) {
+            double d = de2000(category_colour(cats[i]), category_colour(cats[j]), 0);
+            CHECK(d >= 10, "categories %s and %s are %.1f CIEDE2000 apart; want >= 10", cats[i], cats[j], d);
+        }
+    for (int i = 0; i < np; i++)
+        for (int j = i + 1; j < np; j++) {
+            double d = de2000(scope_colour(ph[i]), scope_colour(ph[j]), 0);
+            CHECK(d >= 10, "phases %s and %s are %.1f CIEDE2000 apart; want >= 10", ph[i], ph[j], d);
+        }
+    static const char *const touch_c[][2] = { { "params", "grads" }, { "grads", "optimizer" }, { "optimizer", "activations" },
+        { "activations", "per_sample_grads" }, { "per_sample_grads", "norms" }, { "norms", "ghost" }, { "ghost", "bk" }, { "bk", "lora" },
+        { "lora", "noise" }, { "noise", "workspace" }, { "workspace", "input" }, { "input", "untracked" }, { "workspace", "comm" },
+        { "input", "comm" }, { "untracked", "comm" } };
+    static const char *const touch_p[][2] = { { "data", "forward" }, { "forward", "loss" }, { "loss", "backward" }, { "backward", "clip" },
+        { "clip", "noise" }, { "noise", "optimizer_step" }, { "optimizer_step", "zero_grad" }, { "backward", "second_backward" },
+        { "clip", "second_backward" }, { "clip", "per_sample_norms" }, { "backward", "per_sample_norms" }, { "forward", "recompute" },
+        { "backward", "recompute" }, { "model_creation", "dp_setup" }, { "dp_setup", "step" }, { "step", "checkpoint_save" },
+        { "checkpoint_load", "model_creation" }, { "backward", "reduce_scatter" }, { "forward", "all_gather" }, { "backward", "all_gather" },
+        { "backward", "allreduce" }, { "allreduce", "optimizer_step" }, { "step", "eval" }, { "clip", "checkpoint_save" },
+        { "clip", "dp_setup" }, { "checkpoint_save", "dp_setup" } };
+    for (int mode = 1; mode <= 2; mode++) {
+        for (size_t k = 0; k < sizeof touch_c / sizeof touch_c[0]; k++) {
+            double d = de2000(category_colour(touch_c[k][0]), category_colour(touch_c[k][1]), mode);
+            CHECK(d >= 5, "categories %s and %s (stacked together) are %.1f CIEDE2000 apart under simulated %s; want >= 5", touch_c[k][0],
+                  touch_c[k][1], d, mode == 1 ? "deuteranopia" : "protanopia");
+        }
+        for (size_t k = 0; k < sizeof touch_p / sizeof touch_p[0]; k++) {
+            double d = de2000(scope_colour(touch_p[k][0]), scope_colour(touch_p[k][1]), mode);
+            CHECK(d >= 5, "phases %s and %s (side by side) are %.1f CIEDE2000 apart under simulated %s; want >= 5", touch_p[k][0],
+                  touch_p[k][1], d, mode == 1 ? "deuteranopia" : "protanopia");
+        }
+        for (int i = 1; i < np; i++) {   /* step's band lies over every phase's */
+            double d = de2000(scope_colour("step"), scope_colour(ph[i]), mode);
+            CHECK(d >= 5, "step and %s are %.1f CIEDE2000 apart under simulated %s; want >= 5", ph[i], d, mode == 1 ? "deuteranopia" : "protanopia");
+        }
+    }
+    for (int i = 0; i < np; i++)
+        for (int c = 0; c < nc; c++) {
+            double d = delta_e(scope_colour(ph[i]), category_colour(cats[c]), 0);
+            CHECK(d >= 15, "phase %s comes within %.1f CIE76 of category %s; want >= 15", ph[i], d, cats[c]);
+        }
+}
+
 static void check_palette(void) {
     static const char *const six[] = { "vanilla", "dpsgd", "ghost", "flash", "mixed", "lora" };
     static const char *const more[] = { "ghost+bk", "flash+twopass", "direct+twopass", "mixed+twopass" };
     static const char *const cats[] = { "params", "grads", "optimizer", "activations", "per_sample_grads", "norms", "ghost", "bk",
-                                        "lora", "noise", "workspace", "input", "untracked" };
+                                        "lora", "noise", "workspace", "input", "untracked", "comm" };
     double worst6 = 1e9, worst_cat = 1e9;
     for (int mode = 0; mode < 4; mode++) {
         for (int i = 0; i < 6; i++)
@@ -167,7 +255,7 @@ static void check_palette(void) {
                 if (d < worst6) worst6 = d;
             }
         for (int i = 0; i < 10; i++)
-            for (int c = 0; c < 13; c++) {
+            for (int c = 0; c < 14; c++) {
                 double d = delta_e(method_style(i < 6 ? six[i] : more[i - 6]).colour, category_colour(cats[c]), mode);
                 if (d < worst_cat) worst_cat = d;
             }
@@ -179,7 +267,7 @@ static void check_palette(void) {
                                           "eval", "model_creation", "loss" };
     double worst_phase = 1e9, worst_pp = 1e9;
     for (int i = 0; i < 11; i++) {
-        for (int c = 0; c < 13; c++) {
+        for (int c = 0; c < 14; c++) {
             double d = delta_e(scope_colour(phases[i]), category_colour(cats[c]), 0);
             if (d < worst_phase) worst_phase = d;
         }
@@ -199,13 +287,54 @@ static void check_palette(void) {
     CHECK(same(method_style("ghost+twopass").colour, g.colour) && same(method_style("direct+bk").colour, method_style("dpsgd").colour),
           "the combinations that are the suite's methods do not look like them");
     CHECK(same(u1.colour, u2.colour) && u1.marker == u2.marker && !u1.known, "an unknown method's style is not stable");
+}
+
+/* A program of one's own (issue 49, the README's example): its log named "ghost-T1024" has no
+   config.method, so it is not the DP method ghost (its name is not read as one: not ghost's colour and
+   marker); a trainer's log says its method (config.method ghost+twopass: ghost's style, whatever its
+   name). From that one log the tradeoff's axes run from zero to the point, not a hair's breadth around
+   it (19.9995..20.0015 MiB, 0..1.5 ms for a 0.0003 ms step). */
+static void check_own_program(void) {
+    const char *d = tt_path("own");
+    mkdir_p(d);
+    char own[600], mine[600];
+    snprintf(own, sizeof own, "%s/ghost-T1024.log", d);
+    snprintf(mine, sizeof mine, "%s/mine.log", d);
+    run_log(own, (RunLog){ .run = "ghost-T1024", .act_mib = 16, .step_ms = 10, .oom_at_step = -1 });
+    run_log(mine, (RunLog){ .run = "mine", .method = "ghost+twopass", .act_mib = 16, .step_ms = 10, .oom_at_step = -1 });
     char m[64];
-    struct { const char *run, *method; } runs[] = { { "ghost-seq-len64", "ghost" }, { "flash+twopass-lora-rank8", "flash+twopass" },
-                                                    { "mixed.rank0", "mixed" }, { "ghostly", "ghostly" }, { "vanilla", "vanilla" } };
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        method_of_run(runs[i].run, m, sizeof m);
-        CHECK(!strcmp(m, runs[i].method), "method of run %s: %s, want %s", runs[i].run, m, runs[i].method);
-    }
+    DpmemLog L;
+    char e[256];
+    if (dpmem_log_open(&L, own, e, sizeof e) == 0) {
+        method_of_log(&L, "ghost-T1024", m, sizeof m);
+        CHECK(!strcmp(m, "ghost-T1024") && !method_style(m).known, "ghost-T1024 without config.method is styled as method '%s'", m);
+        dpmem_log_close(&L);
+    } else CHECK(0, "%s", e);
+    if (dpmem_log_open(&L, mine, e, sizeof e) == 0) {
+        method_of_log(&L, "mine", m, sizeof m);
+        CHECK(!strcmp(m, "ghost"), "a log with config.method ghost+twopass is styled as '%s', want ghost", m);
+        dpmem_log_close(&L);
+    } else CHECK(0, "%s", e);
+    char out[700];
+    snprintf(out, sizeof out, "'%s' -o '%s/charts' --only tradeoff", own, d);
+    TtBox *b;
+    int n, rc;
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
+    rc = tt_run("dpmem-charts", "%s", out);
+    unsetenv("DPMEM_LAYOUT");
+    n = tt_layout_load(tt_path("layout.txt"), &b);
+    char png[700];
+    snprintf(png, sizeof png, "%s/charts/tradeoff.png", d);
+    CHECK(rc == 0 && tt_layout_find(b, n, png, 'm', "ghost-T1024") && !tt_layout_find(b, n, png, 'm', "ghost"),
+          "tradeoff of ghost-T1024: exit %d, or its point is not its own (a ghost marker)", rc);
+    free(b);
+    Scale s;
+    scale_auto(&s, VAL_BYTES, 20.0 * MiB, 20.0 * MiB, 10, 0);
+    CHECK(s.lo == 0 && s.hi >= 20.0 * MiB * 1.04 && s.hi <= 30.0 * MiB, "one value, 20 MiB: the axis runs %.6g..%.6g MiB, want 0 to just above 20",
+          s.lo / MiB, s.hi / MiB);
+    scale_auto(&s, VAL_TIME, 300, 300, 10, 0);   /* 0.0003 ms, in ns */
+    CHECK(s.lo == 0 && s.hi >= 300 * 1.04 && s.hi <= 450, "one value, 300 ns: the axis runs %.6g..%.6g ns, want 0 to just above 300", s.lo, s.hi);
 }
 
 /* ---- a results folder ---------------------------------------------------------------------------- */
@@ -363,8 +492,10 @@ static void check_folders(void) {
         CHECK(tt_text_overlaps(b1, n1, p) == 0, "%s: labels overlap at %s (above)", p, paper[c].size);
         free(b1);
     }
-    rc = charts(d1, "--only sweep,breakdown -o /nonexistent", &b1, &n1);
-    CHECK(rc == 2, "--only with -o a missing folder: exit %d, want 2", rc);
+    char bad_out[700];   /* a folder that cannot be made: under a file */
+    snprintf(bad_out, sizeof bad_out, "--only sweep,breakdown -o '%s/results.csv/x'", d1);
+    rc = charts(d1, bad_out, &b1, &n1);
+    CHECK(rc == 2, "--only with -o a folder that cannot be made: exit %d, want 2", rc);
     free(b1);
 }
 
@@ -586,7 +717,7 @@ static void check_bad_input(void) {
         { "'%s/empty'", "empty/results.csv: No such file" },
         { "'%s/nolog'", "the log of vanilla is not in" },
         { "'%s/r1/vanilla.log'", "no output folder: give -o DIR" },
-        { "'%s/r1' -o '%s/none'", "-o: not a directory" },
+        { "'%s/r1' -o '%s/r1/vanilla.log'", "r1/vanilla.log: not a directory" },
         { "'%s/r1' --size 0x3in", "bad --size" },
         { "'%s/r1' --bogus", "unknown option" }, { "'%s/r1' --only colours", "bad --only" },
         { "'%s/r1' --baseline nobody", "--baseline: no run of that name completed" },
@@ -598,6 +729,12 @@ static void check_bad_input(void) {
     snprintf(cmd, sizeof cmd, "cp '%s/r1/vanilla.log' '%s/clash/breakdown.png'", tt_dir, tt_dir);
     CHECK(system(cmd) == 0, "cp");
     tt_expect_error("dpmem-charts", "'%s/clash/breakdown.png' -o '%s/clash'", "same file");
+    /* -o DIR that is not there yet is made, with the folders above it (issue 49), as run_experiments
+       makes --out */
+    int rc = tt_run("dpmem-charts", "'%s/r1/vanilla.log' -o '%s/made/by/charts' -q", tt_dir, tt_dir);
+    struct stat st;
+    CHECK(rc == 0 && stat(tt_path("made/by/charts/breakdown.png"), &st) == 0 && st.st_size > 0,
+          "charts of a log into a new folder -o made/by/charts: exit %d, or no breakdown.png there", rc);
 }
 
 /* A paper's sizes (issue 38): a results folder of the demo's eight methods written whole at a page's
@@ -761,6 +898,8 @@ static void check_task(void) {
 int main(void) {
     tt_mkdir("charts");
     check_palette();
+    check_palette_pairs();
+    check_own_program();
     check_folders();
     check_no_time();
     check_sweep();

@@ -77,6 +77,7 @@ static void check_single(void) {
     if (load(&P, png)) { CHECK(0, "cannot decode %s", png); return; }
     CHECK(P.w == 1400 && P.h == 600, "size %dx%d, want the default 1400x600", P.w, P.h);
     CHECK(L.peak == 450 * MiB, "peak %llu, want 450 MiB", L.peak);
+    CHECK(L.from == 0, "the known log's axis starts at %.3f ms, want 0 (its first event 1 ms in: no lead-in to leave out)", L.from / MS);
     CHECK(L.ymax >= 450.0 * MiB * 1.04 && L.ymax <= 600.0 * MiB, "y axis top %.0f not just above the peak", L.ymax);
     /* The peak column: params, grads, activations, per_sample_grads stacked in that order. */
     int x = L.x0 + L.peak_col;
@@ -500,7 +501,7 @@ static void check_bad_input(void) {
         { "'%s/known.log' -o x.png --by colour", "bad --by" }, { "'%s/known.log'", "no output" },
         { "'%s/known.log' -o x.png --from 5ms --to 2ms", "empty time window" },
         { "'%s/known.log' -o x.png --size 50x50", "too small" }, { "'%s/known.log' '%s/known.log' -o x.png", "--compare" },
-        { "'%s/known.log' -o /nonexistent-dir/x.png", "cannot write" },
+        { "'%s/known.log' -o '%s/known.log/x.png'", "known.log: not a directory" },   /* (a missing folder is made) */
         { "'%s/known.log' -o x.jpg", "x.jpg: unknown output format '.jpg' (.png, .svg or .pdf)" },
         { "'%s/known.log' -o x", "x: no extension to choose the format by" },
         { "'%s/known.log' -o x.png --format gif", "unknown format 'gif'" },
@@ -744,6 +745,40 @@ static void check_custom_shape(void) {
     check_texts(png, "known", "custom (V=128256 C=4096 L=32 NH=32 NKV=8 F=14336) \xC2\xB7 T=128 \xC2\xB7 2023-11-14 22:13 UTC", 1);
 }
 
+/* A program of one's own (issue 49, the README's example): the log opens (META at T0), then 90 ms pass
+   before the first allocation, and its steps take 10 ms: the time axis starts at that first
+   allocation (all activity sat in the last tenth of it), still counted from the log's opening; its
+   name "ghost-T1024" without config.method puts no ghost marker in the title. The known log, whose
+   first event comes 1 ms after its opening (3% of its span), keeps its axis from 0 (check_single). */
+static void check_lead_in(void) {
+    const char *log = tt_path("own.log"), *png = tt_path("own.png");
+    SynthLog S;
+    synth_init(&S, 65536, T0);
+    synth_thread(&S, 1, T0, 1111, "main");
+    synth_meta(&S, 1, T0, "run", "ghost-T1024");
+    synth_alloc(&S, 1, T0 + 90 * MS, "params/w", 0, 0x1000, 4 * MiB);
+    synth_begin(&S, 1, T0 + 91 * MS, "step");
+    synth_alloc(&S, 1, T0 + 92 * MS, "activations/h", 0, 0x2000, 16 * MiB);
+    synth_free(&S, 1, T0 + 95 * MS, "activations/h", 0, 0x2000, 16 * MiB);
+    synth_end(&S, 1, T0 + 99 * MS, "step");
+    synth_free(&S, 1, T0 + 100 * MS, "params/w", 0, 0x1000, 4 * MiB);
+    synth_close(&S, 1, T0 + 100 * MS);
+    synth_save(&S, log);
+    synth_release(&S);
+    remove(tt_path("layout.txt"));
+    setenv("DPMEM_LAYOUT", tt_path("layout.txt"), 1);
+    int rc = tt_run("dpmem-render", "'%s' -o '%s' -v", log, png);
+    unsetenv("DPMEM_LAYOUT");
+    Layout L;
+    Lane lanes[8] = { 0 };
+    CHECK(rc == 0 && read_layout(tt_path("out.txt"), 0, &L, lanes, 8) == 0 && L.from == 90.0 * MS && L.to > 100.0 * MS && L.to < 101.0 * MS,
+          "a 90 ms lead-in before the first allocation: exit %d, the axis runs %.3f..%.3f ms, want 90..100", rc, L.from / MS, L.to / MS);
+    TtBox *b;
+    int n = tt_layout_load(tt_path("layout.txt"), &b);
+    CHECK(n > 0 && !tt_layout_find(b, n, png, 'm', "ghost"), "ghost-T1024 (no config.method) has ghost's marker in its title");
+    free(b);
+}
+
 int main(void) {
     tt_mkdir("render");
     check_single();
@@ -757,6 +792,7 @@ int main(void) {
     check_workers();
     check_task();
     check_custom_shape();
+    check_lead_in();
     if (tt_failures) { fprintf(stderr, "%d check(s) failed\n", tt_failures); return 1; }
     printf("render: all checks passed\n");
     return 0;

@@ -82,6 +82,14 @@ PY
 "$B/train_vanilla" --model tiny --seq-len 16 --steps 2 --timing-warmup 9 --quiet >"$tmp/w.out" 2>&1 || bad "--timing-warmup 9 with 2 steps"
 grep -q "median step .*(step 2; 1 warm-up step left out)" "$tmp/w.out" || bad "--timing-warmup beyond the steps: one step must stay timed: $(head -n 1 "$tmp/w.out")"
 
+# ---- --quiet: what a run is for (the loss, epsilon, the peak), no header, progress or tables (issue 49) --
+"$B/train_flash" --model tiny --seq-len 16 --steps 2 --quiet >"$tmp/q.out" 2>&1 || bad "train_flash --quiet"
+qlines=$(sed 's/:.*//' "$tmp/q.out" | tr '\n' '|')
+[ "$qlines" = "done|loss|peak tagged memory|DP-SGD|" ] && grep -q "^DP-SGD: epsilon = [0-9.]* at delta = 1e-05 after 2 steps" "$tmp/q.out" \
+    && grep -q "^peak tagged memory: [0-9]* bytes ([0-9.]* MiB)$" "$tmp/q.out" || bad "--quiet prints: $(cat "$tmp/q.out")"
+"$B/train_flash" --help | grep -q -- "--quiet (only what the run is for: the loss, a DP run's epsilon, the peak; no header, progress or tables)" \
+    || bad "--help does not say what --quiet does"
+
 # ---- LoRA: the method and its settings -----------------------------------------------------------
 "$B/train_lora" --model tiny --seq-len 16 --steps 1 --batch-size 2 --lora-rank 4 --lora-targets q,down --log "$tmp/l.log" --quiet >/dev/null 2>&1 || bad "train_lora"
 "$B/dpmem-report" "$tmp/l.log" --json - | python3 -c '

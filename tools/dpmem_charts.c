@@ -11,6 +11,7 @@
 
 #include "read/shown.h"
 #include "read/args.h"
+#include "read/outpath.h"
 #include "charts/chartdata.h"
 #include "charts/charts.h"
 #include "charts/figure.h"
@@ -22,7 +23,7 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: dpmem-charts RESULTS_DIR [options]      (a results folder of tools/run_experiments)\n"
         "       dpmem-charts a.log b.log ... -o DIR [options]\n"
-        "  -o DIR             where the charts go (default: RESULTS_DIR itself)\n"
+        "  -o DIR             where the charts go, made when missing (default: RESULTS_DIR itself)\n"
         "  --format LIST      png, svg, pdf or a comma list of them (default: png)\n"
         "  --size WxH         every chart's size, the timeline's included (its panels share the height): pixels at the dpi,\n"
         "                     or 7x3in, 17x8cm, 180x80mm, 504x216pt (default: each chart's own, at 144 dpi)\n"
@@ -92,11 +93,13 @@ int main(int argc, char **argv) {
         if (!out) return fail("no output folder: give -o DIR", NULL);
     }
     if (!out) out = paths[0];
-    if (!is_dir(out)) return fail("-o: not a directory", out);
 
     ChartSet cs;
     int rc = results ? chartset_from_results(&cs, paths[0], e, sizeof e) : chartset_from_logs(&cs, paths, n, e, sizeof e);
     if (rc) { fprintf(stderr, "dpmem-charts: %s\n", shown(e)); return 1; }
+    /* -o DIR is made when missing (with the folders above it), as run_experiments makes --out: once
+       the logs have been read, so that a bad log leaves no empty folder behind */
+    if (outpath_mkdirs(out, e, sizeof e)) { chartset_free(&cs); return fail("-o", e); }
     if (baseline) {
         cs.base = -1;
         for (int i = 0; i < cs.n && cs.base < 0; i++)

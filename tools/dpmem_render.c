@@ -9,6 +9,7 @@
 
 #include "read/shown.h"
 #include "read/args.h"
+#include "read/outpath.h"
 #include "read/dpmem_read.h"
 #include "charts/figure.h"
 #include "common/io_guard.h"
@@ -129,7 +130,9 @@ int main(int argc, char **argv) {
         }
         dpmem_log_warn(&logs[i], "dpmem-render");
     }
-    int rc = timeline_render(logs, n, &o, out, err, sizeof err);
+    /* the folder of -o is made when missing, as dpmem-charts -o and run_experiments --out make theirs */
+    int rc = outpath_mkdirs_for(out, err, sizeof err);
+    if (rc == 0) rc = timeline_render(logs, n, &o, out, err, sizeof err);
     if (rc) fprintf(stderr, "dpmem-render: %s\n", shown(err));
     for (int i = 0; i < n; i++) dpmem_log_close(&logs[i]);
     return rc ? 1 : 0;

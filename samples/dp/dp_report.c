@@ -1,7 +1,8 @@
 /* dp_report.c — what the DP-SGD strategy prints and logs (dp_sgd_impl.h): the banner and META dp.* of
    its settings, each layer's method and norm IO, the per-sample statistics (--log-sample-norms), ε
-   by the run's sampling, and the summary. The figures printed are logged too (META dp.*); --quiet (and
-   DpConfig.quiet_dp, the benchmarks') silence the printing only. */
+   by the run's sampling, and the summary. The figures printed are logged too (META dp.*); --quiet silences
+   the banner and per-layer lines (ε stays: what the run is for), DpConfig.quiet_dp (the benchmarks')
+   all of it; the printing only. */
 #include "dp_sgd_impl.h"
 #include "llama/comm.h"
 #include "dpmem.h"
@@ -185,7 +186,7 @@ void dp_report_summary(DpSgd *d, const TrainState *s) {
             snprintf(buf, sizeof buf, "%.9g", eps_p); dpmem_meta("dp.epsilon_if_poisson", buf);
         }
         dpmem_meta_int("dp.steps", d->steps_done);
-        if (!dp_quiet(d, s)) {
+        if (!dp_quiet_result(d, s)) {
             if (d->cfg.poisson)
                 printf("DP-SGD: epsilon = %.4f at delta = %g after %ld steps (Poisson sampling; sigma %.4g, sample rate %.4g, RDP order %g)",
                        eps, d->cfg.delta, d->steps_done, d->sigma, d->sample_rate, alpha);
@@ -211,7 +212,7 @@ void dp_report_summary(DpSgd *d, const TrainState *s) {
     if (d->cfg.poisson) {
         dpmem_meta_int("dp.poisson_truncated", d->truncated);
         dpmem_meta_int("dp.poisson_empty_batches", d->empty_batches);
-        if (d->truncated && (!dp_quiet(d, s)))
+        if (d->truncated && !dp_quiet_result(d, s))
             printf("DP-SGD: Poisson sampling drew more rows than a step holds %ld times (dropped)\n", d->truncated);
     }
 }

@@ -85,6 +85,11 @@ float *dp_alloc_written(DpSgd *d, size_t bytes, const char *cat, const char *nam
 static inline int dp_quiet(const DpSgd *d, const TrainState *s) {
     return s && (s->cfg->quiet || d->cfg.quiet_dp);
 }
+/* What a run is for stays under --quiet (ε, what was dropped): silent only for the benchmarks
+   (quiet_dp) and on ranks other than 0 (quiet 2). */
+static inline int dp_quiet_result(const DpSgd *d, const TrainState *s) {
+    return s && (s->cfg->quiet >= 2 || d->cfg.quiet_dp);
+}
 
 /* ---- dp_report.c --------------------------------------------------------------------------------- */
 

@@ -132,7 +132,8 @@ void config_usage(const char *prog, const char *extra_usage) {
            "  --allow-nonfinite (load a checkpoint's NaN/inf values; by default they are an error naming the tensor)\n"
            "  --save DIR (write the trained model as a Hugging Face checkpoint)  --save-dtype f32|bf16|f16\n"
            "  --log FILE (dpmem log)  --run-name NAME (the run's name in the log and charts)\n"
-           "  --print-params  --check-finite  --quiet  --verbose (per-layer lines)  --help\n%s",
+           "  --print-params  --check-finite  --verbose (per-layer lines)  --help\n"
+           "  --quiet (only what the run is for: the loss, a DP run's epsilon, the peak; no header, progress or tables)\n%s",
            prog, extra_usage ? extra_usage : "");
 }
 
@@ -405,8 +406,12 @@ int config_validate(const TrainConfig *c) {
     if (c->grad_accum < 1) BAD("--grad-accum must be at least 1");
     if (!(c->lr >= 0)) BAD("--lr must be non-negative");
     /* Sizes must fit the int shapes the kernels take. */
-    if ((long long)c->batch_size * c->seq_len > INT_MAX / 4) BAD("batch-size x seq-len is too large");
-    if ((long long)m->vocab_size * m->dim > (long long)INT_MAX * 8) BAD("vocab x dim is too large");
+    if ((long long)c->batch_size * c->seq_len > INT_MAX / 4)
+        BAD("--batch-size %d x --seq-len %d is %lld tokens, more than the kernels' limit of %d (INT_MAX/4: a batch's "
+            "tokens are counted in int)", c->batch_size, c->seq_len, (long long)c->batch_size * c->seq_len, INT_MAX / 4);
+    if ((long long)m->vocab_size * m->dim > (long long)INT_MAX * 8)
+        BAD("--vocab %d x --dim %d is %lld, more than the kernels' limit of %lld (8 x INT_MAX)", m->vocab_size, m->dim,
+            (long long)m->vocab_size * m->dim, (long long)INT_MAX * 8);
     /* And every byte count the model and the plan sum must fit 64 bits with room to spare: the whole
        run's memory (weights, gradients, Adam, bf16 copies, every layer's activations, the logits),
        counted in floating point so that the count itself cannot overflow, must stay under 1 EiB. */

@@ -249,7 +249,7 @@ static void print_summary(const TrainState *s, int steps, double secs, double (*
     if (kbackend_computes(s->kb) && steps > 0)
         printf("loss: %.6f (step 1) -> %.6f (step %d): each the mean over that step's batch, before that step's update "
                "(every step's, at full precision: META train.loss in the log)\n", first_loss, last_loss, steps);
-    if (v && kbackend_computes(s->kb)) {
+    if (v && kbackend_computes(s->kb) && !c->quiet) {   /* --quiet: the run's results, no tables */
         if (gpu) printf("GPU time per step (ms; CUDA events around each scope, dpmem_cuda.h) over %s (--timing-warmup); backward "
                         "without the per-sample norm work inside it (in clip):\n", range);
         else if (s->kb->space != DPMEM_HOST)
@@ -272,14 +272,14 @@ static void print_summary(const TrainState *s, int steps, double secs, double (*
                                                            : "  (the strategy's own work outside these phases, checks)");
         }
     }
-    if (v && kbackend_computes(s->kb)) print_mfu(s, st.median);
+    if (v && kbackend_computes(s->kb) && !c->quiet) print_mfu(s, st.median);
     free(v);
     size_t peak = dpmem_peak_bytes(NULL);
     human_bytes(hb, sizeof hb, (double)peak);
     if (g_comm.world > 1) printf("rank 0 of %d%s (each rank's memory is its own; every rank logs to its own file):\n",
                                  g_comm.world, g_comm.planned ? ", planned" : "");
-    printf("peak tagged memory: %zu bytes (%s); at the peak:\n", peak, hb);
-    for (int i = 0; i < dpmem_category_count(); i++) {
+    printf("peak tagged memory: %zu bytes (%s)%s\n", peak, hb, c->quiet ? "" : "; at the peak:");
+    for (int i = 0; !c->quiet && i < dpmem_category_count(); i++) {
         const char *cat = dpmem_category_name(i);
         size_t at = dpmem_bytes_at_peak(cat);
         human_bytes(hb, sizeof hb, (double)at);

@@ -20,6 +20,8 @@ void scale_linear(Scale *s, ValueKind k, double min, double max, int ticks, int 
     memset(s, 0, sizeof *s);
     s->kind = k;
     if (!isfinite(min) || !isfinite(max)) min = max = 0;
+    /* one value (a single run, or runs alike): from zero to it, not a hair's breadth around it */
+    if (!(max > min) && max > 0) { min = 0; from_zero = 1; }
     if (from_zero || min < 0) min = min < 0 ? min : 0;
     if (!(max > min)) max = min + (k == VAL_BYTES ? 1024 : k == VAL_TIME ? 1e6 : 1);
     s->u = unit_of(k, fabs(max) > fabs(min) ? fabs(max) : fabs(min));

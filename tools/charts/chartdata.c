@@ -89,7 +89,7 @@ int chartset_from_stats(ChartSet *cs, RunStats **runs, int n, char *err, size_t 
     for (int i = 0; i < n; i++) {
         ChartRun *r = &cs->run[i];
         snprintf(r->name, sizeof r->name, "%s", runs[i]->name);
-        method_of_run(r->name, r->method, sizeof r->method);
+        method_of_log(runs[i]->log, r->name, r->method, sizeof r->method);
         if (i == 0) snprintf(common, sizeof common, "%s", r->method);
         else if (strcmp(common, r->method)) snprintf(common, sizeof common, "runs");
         r->status = runs[i]->n_oom ? RUN_OOM : RUN_OK;

@@ -7,13 +7,18 @@
 #include "read/dpmem_read.h"
 
 /* params, grads, optimizer, activations, per_sample_grads, norms, ghost, bk, lora, noise, workspace,
-   input, untracked: the Tableau hues the tools always used (blue params, orange grads, red
-   activations...), mixed 42% towards white so that no method colour can be read as a category. */
+   input, untracked: light tints of the hues the tools always used (blue params, orange grads, green
+   optimizer, red activations...), moved (issue 49) until every two of them, comm included, are at
+   least 10 CIEDE2000 apart, and those stacked next to each other (and comm, workspace) at least 5
+   under simulated deuteranopia and protanopia (Machado et al. 2009), none read as a method's colour
+   (14 CIE76 under normal vision and each simulation): tests/test_tools_charts.c checks it all. */
 static const Rgb category_table[] = {
-    { 152, 177, 204 }, { 247, 189, 132 }, { 159, 200, 153 }, { 238, 158, 159 }, { 209, 178, 200 },
-    { 176, 213, 210 }, { 245, 224, 149 }, { 255, 198, 204 }, { 198, 175, 162 }, { 193, 167, 217 },
-    { 120, 217, 227 }, { 216, 217, 127 }, { 194, 194, 194 },
+    { 120, 181, 253 }, { 217, 164, 109 }, { 123, 202, 167 }, { 255, 150, 160 }, { 210, 158, 180 },
+    { 173, 204, 213 }, { 255, 211, 143 }, { 250, 203, 234 }, { 204, 174, 165 }, { 207, 154, 232 },
+    { 128, 249, 234 }, { 223, 215, 125 }, { 194, 194, 194 },
 };
+/* categories the kit does not fix but the trainers use: comm (the --zero 3 gathers and buckets) */
+static const struct { const char *name; Rgb c; } category_more[] = { { "comm", { 59, 225, 254 } } };
 
 static uint32_t fnv1a(const char *s) {
     uint32_t h = 2166136261u;
@@ -37,7 +42,10 @@ static Rgb hashed_light(uint32_t h) {
 
 Rgb category_colour(const char *name) {
     int k = dpmem_known_category(name);
-    return k >= 0 ? category_table[k] : hashed_light(fnv1a(name));
+    if (k >= 0) return category_table[k];
+    for (size_t i = 0; i < sizeof category_more / sizeof category_more[0]; i++)
+        if (!strcmp(name, category_more[i].name)) return category_more[i].c;
+    return hashed_light(fnv1a(name));
 }
 
 Rgb buffer_colour(int i) {
@@ -48,17 +56,21 @@ Rgb buffer_colour(int i) {
     return i < 12 ? t[i] : hashed_light((uint32_t)i * 2654435761u);
 }
 
-/* Scopes: the DP-SGD phases get fixed, light colours (the lane sits above the stacked areas and should
-   not compete with them), each at least 15 CIE76 from every category's colour and 12 from each other
+/* Scopes: every phase the trainers and dpmem.torch open gets a fixed, light colour (the lane sits above
+   the stacked areas and should not compete with them): every two at least 10 CIEDE2000 apart, those
+   that touch in a timeline (step and each phase inside it, phases one after the other) at least 5
+   under simulated deuteranopia and protanopia, each at least 15 CIE76 from every category's colour
    (a forward band must not read as params, nor noise as activations); anything else is hashed. */
 Rgb scope_colour(const char *name) {
     static const struct { const char *name; Rgb c; } fixed[] = {
-        { "step", { 240, 225, 210 } },     { "forward", { 165, 210, 255 } },
-        { "backward", { 240, 195, 165 } }, { "clip", { 150, 240, 165 } },
-        { "per_sample_norms", { 240, 180, 255 } }, { "noise", { 255, 180, 225 } },
-        { "optimizer_step", { 225, 210, 165 } }, { "data", { 255, 210, 255 } },
-        { "eval", { 240, 225, 240 } }, { "model_creation", { 210, 225, 255 } },
-        { "loss", { 210, 240, 165 } },
+        { "step", { 249, 219, 219 } }, { "data", { 233, 233, 255 } }, { "forward", { 85, 202, 253 } },
+        { "loss", { 203, 232, 157 } }, { "backward", { 252, 167, 137 } }, { "clip", { 139, 255, 178 } },
+        { "per_sample_norms", { 255, 192, 255 } }, { "second_backward", { 115, 206, 207 } },
+        { "noise", { 253, 159, 199 } }, { "optimizer_step", { 196, 189, 134 } }, { "zero_grad", { 250, 208, 176 } },
+        { "model_creation", { 190, 182, 213 } }, { "dp_setup", { 231, 255, 224 } },
+        { "checkpoint_load", { 249, 241, 219 } }, { "checkpoint_save", { 180, 202, 173 } },
+        { "recompute", { 194, 255, 250 } }, { "allreduce", { 180, 180, 255 } }, { "all_gather", { 255, 186, 187 } },
+        { "reduce_scatter", { 177, 214, 255 } }, { "eval", { 234, 249, 250 } },
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (strcmp(name, fixed[i].name) == 0) return fixed[i].c;
@@ -80,7 +92,7 @@ static const struct { const char *name; Rgb c; MarkerShape m; } methods[] = {
 /* names that are the same method as one above */
 static const struct { const char *alias, *name; } aliases[] = {
     { "ghost+twopass", "ghost" }, { "direct+bk", "dpsgd" }, { "flash+bk", "flash" }, { "mixed+bk", "mixed" },
-    { "dpsgd+bk", "dpsgd" }, { "dpsgd+twopass", "direct+twopass" }, { "direct", "dpsgd" },
+    { "dpsgd+bk", "dpsgd" }, { "dpsgd+twopass", "direct+twopass" }, { "direct", "dpsgd" }, { "lora+mixed+bk", "lora" },
 };
 static const Rgb fallback_colour[] = { { 0, 0, 0 }, { 0, 68, 136 }, { 238, 119, 51 }, { 204, 51, 17 }, { 85, 85, 85 } };
 static const MarkerShape fallback_marker[] = { MK_CROSS, MK_PLUS, MK_STAR, MK_PENTAGON, MK_TRI_LEFT, MK_TRI_RIGHT, MK_SQUARE };
@@ -94,16 +106,10 @@ MethodStyle method_style(const char *method) {
     return (MethodStyle){ fallback_colour[h % 5], fallback_marker[(h / 5) % 7], 0 };
 }
 
-void method_of_run(const char *run, char *out, size_t n) {
-    size_t best = 0;
-    const char *found = NULL;
-    for (int pass = 0; pass < 2; pass++) {
-        size_t count = pass ? sizeof aliases / sizeof aliases[0] : sizeof methods / sizeof methods[0];
-        for (size_t i = 0; i < count; i++) {
-            const char *m = pass ? aliases[i].alias : methods[i].name;
-            size_t len = strlen(m);   /* equal first len bytes: run is at least len long */
-            if (len > best && !strncmp(run, m, len) && (run[len] == 0 || run[len] == '-' || run[len] == '.' || run[len] == ' ')) { best = len; found = m; }
-        }
-    }
-    snprintf(out, n, "%s", found ? found : run);
+void method_of_log(const DpmemLog *L, const char *run, char *out, size_t n) {
+    const char *m = dpmem_log_meta(L, "config.method");
+    if (!m || !*m) { snprintf(out, n, "%s", run); return; }   /* not a method: keyed by the whole name */
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(m, aliases[i].alias)) { m = aliases[i].name; break; }
+    snprintf(out, n, "%s", m);
 }

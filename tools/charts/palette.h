@@ -2,8 +2,9 @@
    results folder:
 
    - categories (params, grads, activations, ...): light tints (CIE L* >= 70), a fixed table in the
-     categories' fixed order, a stable colour from a hash of the name for the others; stacked areas
-     and bars are drawn in them;
+     categories' fixed order (and comm), a stable colour from a hash of the name for the others;
+     stacked areas and bars are drawn in them; every two fixed ones distinguishable (palette.c says
+     how far apart, under normal and simulated colour-blind vision);
    - methods (vanilla, dpsgd, ghost, flash, mixed, lora and the norm+clip combinations such as
      ghost+bk or flash+twopass), keyed by the method's NAME, never by a run's position: darker
      colours from the Okabe-Ito and Paul Tol colour-blind-safe sets, each with its own marker shape.
@@ -21,6 +22,7 @@
 #include <stddef.h>
 
 #include "figure.h"
+#include "read/dpmem_read.h"
 
 Rgb category_colour(const char *name);
 Rgb scope_colour(const char *name);
@@ -32,10 +34,11 @@ typedef struct { Rgb colour; MarkerShape marker; int known; } MethodStyle;
 /* The style of a method by name: "ghost+twopass" is "ghost" (the same method), "direct+bk" is
    "dpsgd", "flash+bk" is "flash", "mixed+bk" is "mixed". */
 MethodStyle method_style(const char *method);
-/* The method a run name stands for: the longest known method name that the run name starts with,
-   followed by its end, '-', '.' or a space ("ghost-seq-len64" -> "ghost", "flash+twopass.rank0" ->
-   "flash+twopass", "ghost (synthetic)" -> "ghost"); else the run name itself. */
-void method_of_run(const char *run, char *out, size_t n);
+/* The method a log ran, as the palette names it: its META config.method (the trainers write it:
+   "ghost+twopass" is "ghost", "lora+mixed+bk" "lora"), never read from its run name (a program's
+   "ghost-T1024" is not the DP method ghost); without config.method the run name itself, which is a
+   method only when it is exactly one. */
+void method_of_log(const DpmemLog *L, const char *run, char *out, size_t n);
 
 #define COLOUR_BG      RGB(255, 255, 255)
 #define COLOUR_AXIS    RGB(60, 60, 60)

@@ -66,7 +66,7 @@ static void draw_title(const Layout *ly, const DpmemLog *L, const Panel *p, doub
     Figure *f = ly->f;
     char buf[128], method[64], sum[640];
     const char *name = dpmem_log_run_name(L, buf, sizeof buf);
-    method_of_run(name, method, sizeof method);
+    method_of_log(L, name, method, sizeof method);
     title_summary(L, p, sum, sizeof sum);
     double x = ly->x0 + fig_pt(f, 6), th = fig_text_h(f, FS_TITLE);
     MethodStyle st = method_style(method);
@@ -494,6 +494,13 @@ static int windows(const DpmemLog *logs, int n, const TimelineOptions *o, int W,
             return -1;
         }
         from[i] = events[i] ? 0 : o->from_ns;
+        /* no window asked: a lead-in of more than 5% of the span with nothing to draw (a program's
+           start-up between opening the log and its first allocation) is left out; the axis still
+           counts from the log's opening */
+        if (!events[i] && !explicit_window && !o->shared_time) {
+            double lead = panel_lead_in(&logs[i]);
+            if (lead > 0.05 * span && lead < span) from[i] = lead;
+        }
         if (!events[i] && o->to_ns > o->from_ns) to[i] = o->to_ns;
         else {
             double end = !events[i] && o->shared_time ? longest : span;

@@ -24,6 +24,22 @@ double panel_span(const DpmemLog *L, int events) {
     return L->t_last > L->t0 && L->t_last != 0 ? (double)(L->t_last - L->t0) : 0;
 }
 
+double panel_lead_in(const DpmemLog *L) {
+    DpmemIter it;
+    DpmemEvent e;
+    double lead = 0;
+    if (dpmem_iter_begin(&it, L) != 0) return 0;
+    while (dpmem_iter_next(&it, &e)) {   /* in timestamp order: the first one drawn ends the search */
+        if (e.type == DPMEM_EV_BEGIN || e.type == DPMEM_EV_ALLOC || e.type == DPMEM_EV_FREE || e.type == DPMEM_EV_SNAPSHOT ||
+            e.type == DPMEM_EV_OOM || e.type == DPMEM_EV_DEVICE) {
+            lead = e.ts > L->t0 ? (double)(e.ts - L->t0) : 0;
+            break;
+        }
+    }
+    dpmem_iter_end(&it);
+    return lead;
+}
+
 static int col_of(const Ctx *c, uint64_t rel) {
     double v = ((double)rel - c->from) * c->p->W / (c->to - c->from);
     if (!(v >= 0)) return 0;   /* also NaN */

@@ -54,6 +54,10 @@ typedef struct {
 
 /* The span of a log on its x axis: ns from t0 to the last event, or its ALLOC + FREE count. */
 double panel_span(const DpmemLog *L, int events);
+/* ns from t0 to the first event a timeline draws (a scope, an allocation or release, a snapshot, an
+   OOM, a device sample), 0 when there is none: what passed between opening the log and that (the
+   program's own start-up, its META) has nothing to draw. */
+double panel_lead_in(const DpmemLog *L);
 /* Builds the panel of L over [from, to) in W columns. 0, or -1 (out of memory, or the log could not
    be read to its end: dpmem_log_error says why). */
 int  panel_build(Panel *p, const DpmemLog *L, int by_name, int top_n, int device_line, int events, double from,
