@@ -69,14 +69,19 @@ NOISE_INLINE double secure_noise_uniform128(uint32_t w0, uint32_t w1, uint32_t w
     return hi + lo;
 }
 
+/* Box-Muller of u from the four words w0..w3 and θ from wt: √(−2 ln u) (cos θ, sin θ). */
+NOISE_INLINE void secure_noise_box_muller(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, uint32_t wt, double *zc, double *zs) {
+    const double rad = sqrt(-2.0 * noise_log_poly(secure_noise_uniform128(w0, w1, w2, w3)));
+    double c, s;
+    noise_cos_sin_by(wt, &c, &s, 1);
+    *zc = rad * c;
+    *zs = rad * s;
+}
+
 /* The two standard normal values of pair p (0..2) of a block's words. */
 NOISE_INLINE void secure_noise_pair(const uint32_t w[16], int p, double *zc, double *zs) {
     const uint32_t *v = w + 5 * p;
-    const double rad = sqrt(-2.0 * noise_log_poly(secure_noise_uniform128(v[0], v[1], v[2], v[3])));
-    double c, s;
-    noise_cos_sin_by(v[4], &c, &s, 1);
-    *zc = rad * c;
-    *zs = rad * s;
+    secure_noise_box_muller(v[0], v[1], v[2], v[3], v[4], zc, zs);
 }
 
 /* z(key, step, index): the secure stream's standard normal value of one coordinate. THE definition. */

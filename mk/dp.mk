@@ -181,3 +181,13 @@ $(BUILD)/tests/test_secure_noise: tests/test_secure_noise.c kernels/cpu/secure_n
 
 ALL   += $(BUILD)/tests/test_secure_noise
 TESTS += $(BUILD)/tests/test_secure_noise
+
+# The CPU noise pass per coordinate: Philox against the secure stream (--secure-noise), the ratio per round.
+$(BUILD)/bench/bench_noise: bench/bench_noise.c kernels/cpu/noise.c kernels/cpu/secure_noise.c kernels/noise.h kernels/secure_noise.h \
+                            kernels/chacha20.h kernels/cpu/vmath.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fopenmp -fno-math-errno -o $@ bench/bench_noise.c kernels/cpu/noise.c kernels/cpu/secure_noise.c \
+	    $(LDFLAGS) -fopenmp $(LDLIBS)
+
+ALL     += $(BUILD)/bench/bench_noise
+BENCHES += $(BUILD)/bench/bench_noise
