@@ -49,21 +49,23 @@ TESTS += $(BUILD)/tests/test_dp_config
 # read after this file, so its variables are empty in prerequisite lists here: name its files.
 DP_TRAINER_DEPS := $(BUILD)/libtrainer.a kernels/kernels.h samples/llama/config.h samples/llama/data.h samples/llama/llama.h samples/llama/train.h dpmem.h
 # (the noise, kernels/cpu/noise.c, is in the trainer library: the weights' initialisation draws from it too)
-DP_LIB_SRC := samples/dp/dp_sgd.c samples/dp/dp_config.c samples/dp/accountant.c $(DP_KERNEL_SRC) kernels/cpu/dp_update.c
-# kernels_cuda.h: dp_sgd.c sizes the GPU's flash and tied-gather scratch with its inline functions
-DP_LIB_HDR := samples/dp/dp_sgd.h samples/dp/dp_config.h samples/dp/accountant.h kernels/noise.h kernels/dp_kernels.h \
+DP_STRATEGY_SRC := samples/dp/dp_sgd.c samples/dp/dp_norms.c samples/dp/dp_clip.c samples/dp/dp_lora.c samples/dp/dp_report.c \
+                   samples/dp/dp_device.c
+DP_LIB_SRC := $(DP_STRATEGY_SRC) samples/dp/dp_config.c samples/dp/accountant.c $(DP_KERNEL_SRC) kernels/cpu/dp_update.c
+# kernels_cuda.h: dp_norms.c sizes the GPU's flash and tied-gather scratch with its inline functions
+DP_LIB_HDR := samples/dp/dp_sgd.h samples/dp/dp_sgd_impl.h samples/dp/dp_config.h samples/dp/accountant.h kernels/noise.h kernels/dp_kernels.h \
               kernels/cuda/kernels_cuda.h
 DP_SAMPLES := train_dpsgd train_ghost train_flash train_lora
 
 # The DP samples link the CUDA backend exactly as train_vanilla does (mk/trainer.mk's TRAINER_CUDA_LINK:
-# where nvcc exists, not under SAN=1, not with TRAINER_CUDA=0), and then dp_sgd.c is built with
+# where nvcc exists, not under SAN=1, not with TRAINER_CUDA=0), and then samples/dp/dp_*.c are built with
 # DP_HAVE_CUDA (its `_cuda` kernel calls). DP_CUDA_ON repeats TRAINER_CUDA_ON's condition because
 # prerequisites are expanded before trainer.mk is read (recipes are expanded later: they use its names).
 DP_CUDA_ON   := $(and $(filter 1,$(or $(TRAINER_CUDA),1)),$(KCUDA_LIB),$(filter-out 1,$(SAN)))
 DP_CUDA_DEPS := $(if $(DP_CUDA_ON),$(BUILD)/obj/trainer/samples/llama/train_cuda.o $(KCUDA_LIB) kernels/cuda/kernels_cuda.h)
 DP_CUDA_DEPS += $(if $(and $(DP_CUDA_ON),$(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/lib/libnccl.so $(CUDA_HOME)/lib64/libnccl.so)),$(BUILD)/obj/trainer/samples/llama/comm_nccl.o)
 
-# The DP strategy and kernels, compiled once for the four samples (dp_sgd.c with DP_HAVE_CUDA where they
+# The DP strategy and kernels, compiled once for the four samples (samples/dp/dp_*.c with DP_HAVE_CUDA where they
 # link the CUDA backend: the objects follow the trainers' link mode, mk/trainer.mk's stamp).
 DP_LIB     := $(BUILD)/libdp.a
 DP_LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/dp/%.o,$(DP_LIB_SRC))

@@ -1,0 +1,89 @@
+/* dp_sgd_impl.h — what the files of the DP-SGD strategy share, not its interface (that is dp_sgd.h).
+   The files, each calling only those above it in this list:
+     dp_device.c  where a DP kernel runs (the CUDA twin, the CPU's fp32 kernel, the CPU on bf16
+                  activations widened one sample at a time) and the strategy's tagged buffers
+     dp_report.c  what the strategy prints and logs: the banner, META dp.*, the per-layer choice,
+                  the per-sample statistics, ε and the summary
+     dp_clip.c    clip factors, the clipped sums Σ_b c_b g_b (book-keeping's unit loop), the kept state
+     dp_norms.c   the weight-gradient hook: per-sample norms of linear layers, RMSNorm, the embedding,
+                  a tied lm_head, LoRA's adapters
+     dp_lora.c    LoRA's adapters: built, merged, their optimizer step, saved
+     dp_sgd.c     the TrainStrategy: prepare, init, one physical batch, the noise, destroy */
+#ifndef DP_SGD_IMPL_H
+#define DP_SGD_IMPL_H
+
+#include "dp_sgd.h"
+
+#include <stddef.h>
+
+/* ---- dp_device.c --------------------------------------------------------------------------------- */
+
+/* A one-line error into the backend's err (fmt with one %s); -1. */
+int dp_fail(DpSgd *d, const char *fmt, const char *what);
+
+/* DP_GPU(call): a call to a `_cuda` kernel, compiled only where the program links them. Reached only
+   when d->cuda is set, which needs a CUDA backend, which needs the same link. */
+#ifdef DP_HAVE_CUDA
+#define DP_GPU(call) (call)
+#else
+#define DP_GPU(call) dp_no_gpu_kernels()
+void dp_no_gpu_kernels(void);
+#endif
+
+/* CPU with bf16 activations: the fp32 kernels of kernels/cpu see one sample at a time, its rows of A
+   and G widened (exactly) into two workspace buffers, T·d_in and T·d_out floats
+   (workspace/dp_widen.A, .G). Only on the CPU target: the GPU kernels read bf16 themselves.
+   w->g is NULL where nothing is widened (fp32, or the GPU). */
+typedef struct { float *a, *g; } Widen;
+int  dp_widen_open(DpSgd *d, Widen *w, int T, int din, int dout);
+void dp_widen_close(DpSgd *d, Widen *w);
+/* Sample b's rows of A [B,T,din] (if given) and G [B,T,dout] into w. */
+void dp_widen_sample(DpSgd *d, Widen *w, const float *A, const float *G, int b, int T, int din, int dout);
+
+/* Tagged "<cat>/<name><suffix>" buffers of the backend: `floats` fp32 values (zeroed); `elems` of the
+   activations' type; `bytes` that the next kernel writes before anything reads them (no zero-fill
+   on the GPU: kbuf_alloc_overwritten). NULL after the backend's error. */
+float *dp_alloc_floats(DpSgd *d, size_t floats, const char *cat, const char *name, const char *suffix);
+float *dp_alloc_act(DpSgd *d, size_t elems, const char *cat, const char *name, const char *suffix);
+float *dp_alloc_written(DpSgd *d, size_t bytes, const char *cat, const char *name, const char *suffix);
+
+/* --quiet or --quiet-dp: the strategy prints nothing (s NULL: the loop is gone, print). */
+static inline int dp_quiet(const DpSgd *d, const TrainState *s) {
+    return s && (s->cfg->quiet || d->cfg.quiet_dp);
+}
+
+/* ---- dp_report.c --------------------------------------------------------------------------------- */
+
+/* The banner (unless quiet) and the run's META dp.*, once the settings are resolved. */
+void dp_report_setup(DpSgd *d, TrainState *s);
+/* Each layer's method and norm IO (META dp.layer.*, dp.io.*; printed per the flags), after the first
+   physical batch. */
+void dp_report_choice(DpSgd *d);
+/* The summary's statistics from norm2 (on the GPU: read back, in chunks) and c_host; --log-sample-norms. */
+int  dp_collect_stats(DpSgd *d, int B);
+/* At the end: ε, the statistics, the Poisson counts (META dp.*; printed unless quiet). */
+void dp_report_summary(DpSgd *d, const TrainState *s);
+
+/* ---- dp_clip.c ----------------------------------------------------------------------------------- */
+
+/* c_b from norm2 (d->c), then read back to the host (d->c_host). */
+void dp_compute_factors(DpSgd *d, int B);
+int  dp_read_factors(DpSgd *d, int B);
+/* dW += Σ_b c_b g_b of one tensor from what its hook kept (per-sample gradients, or A and G). */
+int  dp_sum_clipped(DpSgd *d, DpParamState *p, float *dw, const int *tokens, int V);
+/* Book-keeping: every tensor's clipped sum, unit by unit in the backward's order. */
+int  dp_clip_units(DpSgd *d);
+/* A physical batch of one sequence: its gradient is its per-sample gradient; the clip is one scale. */
+int  dp_shortcut_clip(DpSgd *d, TrainState *s);
+/* Frees what the hooks kept for the clipped sums (not what they borrowed). */
+void dp_free_kept(DpSgd *d);
+
+/* ---- dp_lora.c ----------------------------------------------------------------------------------- */
+
+int  dp_lora_setup(DpSgd *d, TrainState *s);
+/* The adapters' clipped sums added across ranks (several ranks only). */
+int  dp_lora_allreduce(DpSgd *d, TrainState *s);
+/* The adapters' optimizer step (scope "optimizer_step"). */
+int  dp_lora_step(DpSgd *d, TrainState *s);
+
+#endif
