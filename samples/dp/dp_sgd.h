@@ -3,8 +3,10 @@
    hooks, the clipped sum Σ_b c_b g_b by --clip (twopass: a second backward with loss weights c_b,
    for ghost without a second forward where that costs no memory;
    bk: book-keeping, Gᵀdiag(c)A per layer from the one backward; direct norms: the sum of the clipped
-   materialized per-sample gradients), Gaussian noise once per logical batch (kernels/noise.h), the
-   RDP accountant (samples/dp/accountant.h), printed and logged as META dp.*.
+   materialized per-sample gradients), Gaussian noise once per logical batch (kernels/noise.h's Philox;
+   --secure-noise: kernels/secure_noise.h's ChaCha20 on a grid, also for Poisson's draws), the RDP
+   accountant (samples/dp/accountant.h) under the adjacency each printed ε names, printed and logged as
+   META dp.*.
 
    Usage (the whole of a DP sample's main):
        TrainConfig cfg; DpConfig dp; DpSgd d; TrainStrategy st;
