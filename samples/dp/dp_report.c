@@ -46,10 +46,13 @@ void dp_report_setup(DpSgd *d, TrainState *s) {
                    d->cfg.poisson ? "Poisson: rank r draws the rows i with i mod N = r" : "rank r: its consecutive share of each step's rows",
                    s->cfg->zero ? "which the rank holding each coordinate's slice adds once (--zero)"
                                 : "which every rank adds alike (one Philox stream)");
+        char from[96] = "";
+        if (d->cfg.target_epsilon > 0)
+            snprintf(from, sizeof from, " (from --target-epsilon under %s adjacency)", accountant_adjacency_name(dp_sgd_adjacency(d)));
         printf("DP-SGD: %s norms, %s clipping, C=%g, sigma=%.6g%s, delta=%g, logical batch %d (physical %d x %d), "
                "sample rate %.6g (%ld rows)%s\n",
                dp_norm_name(d->cfg.norm), d->cfg.norm == DP_NORM_DIRECT && d->cfg.clip == DP_CLIP_BK ? "per-sample-sum" : dp_clip_name(d->cfg.clip),
-               d->cfg.max_grad_norm, d->sigma, d->cfg.target_epsilon > 0 ? " (from --target-epsilon)" : "",
+               d->cfg.max_grad_norm, d->sigma, from,
                d->cfg.delta, d->logical_batch, B, s->cfg->grad_accum, d->sample_rate, rows,
                d->cfg.poisson ? ", Poisson sampling" : "");
         if (d->tied)
