@@ -366,7 +366,7 @@ int main(void) {
         printf("| DP update 2^28 params: fused (dp_noisy_adamw_cuda) | %.3f | %.0f | %.2fx the separate path |\n", fused,
                7.0 * P * 4 / fused / 1e6, fused / sep);
         /* --secure-noise: ChaCha20 on the grid (secure_noise.cu) beside Philox, separate and fused; the extra
-           time per 2^30 coordinates (a 1b model has 1.24e9) is what a 1b step pays for it */
+           time per 2^30 coordinates (a 1b model has 1.16e9) is what a 1b step pays for it */
         const uint32_t key[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
         float philox_p, secure_p, secure_f;
         TIME_MS(philox_p, noise_privatize_cuda(g, P, nz.sigma, nz.max_grad_norm, nz.logical_batch, nz.seed, nz.step, 0));

@@ -26,8 +26,8 @@
    rounded to the grid, so Λ(q + k) = Λ·rint((Λq + σC·Z)/Λ) is a rounding of the Gaussian mechanism's
    output on Λq: as private as that mechanism with sensitivity S + Λ√d (S = C, or 2C for replace-one):
    the accountant is run at σ·C / (S + Λ√d) (secure_noise_sigma_for_accountant). Every grid point
-   within 11.9σ of q is a possible output (z's resolution, ≤ 2⁻³⁰ in the tails from the 128-bit u, is
-   finer than a grid cell, 2⁻²⁸ of σ), whatever g: no output rules a neighbour out.
+   within 11.9σ of q is a possible output (z's resolution from the 128-bit u stays finer than a grid
+   cell, 2⁻²⁸σ, out to there), whatever g: no output rules a neighbour out.
    What is not exact: k's law is that of rint(σC·Z/Λ) to within the rounding of z (a few ulp against a
    cell of 2⁻²⁸σ: a relative error of about 2⁻¹⁸·|z| in a cell's probability); an exact integer
    sampler (Canonne, Kamath & Steinke 2020's discrete Gaussian) would remove it, at the price of
