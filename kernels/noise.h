@@ -30,7 +30,9 @@
    and every figure quoted from them, stay the same.
    Not here: the clipping, the sum over samples, or a cryptographically secure generator; Philox is
    a statistical generator, whose output is unpredictable only while its seed is secret: the DP
-   samples draw the seed from getrandom() (noise_secure_seed) unless --noise-seed gives one. */
+   samples draw the seed from getrandom() (noise_secure_seed) unless --noise-seed gives one. The
+   cryptographic alternative (--secure-noise: ChaCha20, the gradient and the noise on a grid) is
+   kernels/secure_noise.h, which uses this file's polynomial ln, sin and cos on both devices. */
 #ifndef NOISE_H
 #define NOISE_H
 
