@@ -68,6 +68,8 @@ $(DEPS_STAMP):
 	@echo "$(if $(HAVE_GPU),✓ GPU found ($(CUDA_ARCH)),✗ no GPU: tests that need one will SKIP)"
 	@mkdir -p $(@D) && touch $@
 TESTS += tests/test_include_floors.sh tests/test_check_deps.sh tests/test_make_targets.sh tests/test_outputs_words.sh tests/test_bench_plan.sh
+# no function of samples/ or tools/ over 200 lines
+TESTS += tests/test_function_length.sh
 
 include $(sort $(wildcard mk/*.mk))
 

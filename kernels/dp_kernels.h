@@ -26,7 +26,7 @@
    outputs, C width, V vocabulary, R tile size. Row-major fp32; sums of squares accumulate in double.
    bf16 activations (--precision bf16): the GPU twins read them (the `_dt` entries of
    kernels/cuda/kernels_cuda.h); on the CPU the trainer widens one sample's A and G at a time and
-   calls these fp32 kernels with B = 1 (samples/dp/dp_sgd.c). Either way the products and sums are fp32
+   calls these fp32 kernels with B = 1 (samples/dp/dp_device.c). Either way the products and sums are fp32
    or double over exactly the bf16 values, and the per-sample gradients, norms, factors and clipped
    sums stay fp32.
    Not here: the second backward of two-pass clipping and the noise (kernels/noise.h), GPU versions

@@ -15,7 +15,7 @@
                     Where direct would be kept, the Gram path must copy G instead (2·B·T·OC elements).
    So at physical batch 1 under book-keeping direct wins unless T is small against the width (its
    cost does not grow with T); without keeping, the Gram path wins where T² (IC+OC) < T·IC·OC, i.e.
-   T well below the layer's width. Not here: what may be kept (the memory rule, samples/dp/dp_sgd.c). */
+   T well below the layer's width. Not here: what may be kept (the memory rule, samples/dp/dp_norms.c). */
 #include "dp_kernels.h"
 
 DpCost dp_linear_cost(DpWay way, int B, int T, int IC, int OC, int elem_bytes) {

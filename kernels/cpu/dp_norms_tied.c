@@ -14,7 +14,7 @@
    D is gathered in R×R tiles (one per thread, as the flash norms); R ≥ T gathers it whole, as the
    ghost method materializes its T×T matrices. Rows of U (sample, time block) are the units of work,
    each written by one thread in a fixed order of column blocks: the result does not depend on nt.
-   Not here: the direct route (the two per-sample gradients summed before the norm: samples/dp/dp_sgd.c
+   Not here: the direct route (the two per-sample gradients summed before the norm: samples/dp/dp_norms.c
    with embedding_backward_ex and dp_psg_norms), the GPU twins (kernels/cuda/dp_norms.cu). */
 #include "dp_kernels.h"
 #include "cpu/vmath.h"

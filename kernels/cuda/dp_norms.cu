@@ -33,7 +33,7 @@
    let a clipped per-sample gradient exceed C by that much (docs/CUDA_BACKEND.md, "Precision of
    the DP kernels"). With fp32 activations flash's Grams are plain fp32 GEMMs (CUDA cores).
 
-   Not here: the choice of method per layer (samples/dp/dp_sgd.c, dp_mixed_uses_gram), the choice of
+   Not here: the choice of method per layer (samples/dp/dp_norms.c, dp_mixed_uses_gram), the choice of
    R (kernels_cuda.h, a pure function of the shapes: the plan for cuda uses it too), a fused
    CUTLASS kernel that would keep the Gram blocks on chip, more than KCUDA_MAX_B samples per call. */
 #include "cuda_common.cuh"

@@ -50,7 +50,7 @@ extern "C" {
 #define KCUDA_MAX_B            4096         /* samples per call of the per-sample norm kernels        */
 
 /* Flash norms' and the tied cross term's scratch on the GPU: pure functions of the shapes, shared by
-   the CUDA path and the plan for cuda (samples/dp/dp_sgd.c allocates them as ghost/<param>.tile and
+   the CUDA path and the plan for cuda (samples/dp/dp_norms.c allocates them as ghost/<param>.tile and
    ghost/<param>.tied.tile). R: the largest multiple of KCUDA_FLASH_QUANTUM whose block rows (both
    Gram blocks of every sample, B·R·T floats each) fit KCUDA_FLASH_BUDGET, at least one quantum, and
    T itself where all of T fits. */

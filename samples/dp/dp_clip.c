@@ -4,7 +4,6 @@
    kept state's release. */
 #include "dp_sgd_impl.h"
 #include "dpmem.h"
-#include "cuda/kernels_cuda.h"   /* plain C: the GPU twins' declarations */
 
 #include <stdlib.h>
 
@@ -17,51 +16,31 @@ int dp_read_factors(DpSgd *d, int B) {
 /* Under bf16 the factors keep a margin (DP_BF16_CLIP_MARGIN, dp_kernels.h): c_b·‖g_b‖ ≤ C also when
    the measured norm is a little low. fp32 keeps Opacus's factor, bit for bit as before. */
 void dp_compute_factors(DpSgd *d, int B) {
-    if (!d->computes) return;
-    const float C = (float)d->cfg.max_grad_norm;
-    if (d->dt == KDT_BF16) {
-        if (d->cuda) DP_GPU(dp_clip_factors_safe_cuda(d->c, d->norm2, B, C, DP_BF16_CLIP_MARGIN));
-        else dp_clip_factors_safe(d->c, d->norm2, B, C, DP_BF16_CLIP_MARGIN);
-    } else if (d->cuda) DP_GPU(dp_clip_factors_cuda(d->c, d->norm2, B, C));
-    else dp_clip_factors(d->c, d->norm2, B, C);
+    const DpKernel k = { .op = DPK_FACTORS, .norm2 = d->norm2, .B = B };
+    if (d->computes) dp_run(d, NULL, &k);
 }
 
 /* dW += Σ_b c_b g_b of one tensor from what its hook kept (per-sample gradients, or A and G). */
 int dp_sum_clipped(DpSgd *d, DpParamState *p, float *dw, const int *tokens, int V) {
-    const int B = p->B, T = p->T, run = d->computes;
-    const KDtype dt = d->dt;
-    (void)dt;
     if (!dw) return 0;
-    const size_t P = p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
-                   : (size_t)V * p->d_out;
+    const int emb = p->kind == HOOK_EMBEDDING;
+    DpKernel k = { .dw = dw, .tokens = tokens, .c = d->c, .B = p->B, .T = p->T, .din = p->d_in, .dout = p->d_out, .V = V,
+                   .dt = d->dt };
     if (p->psg_first || p->psg) {
-        if (!run) return 0;
-        if (d->cuda) {
-            if (p->psg_first) DP_GPU(dp_clipped_sum_first_cuda(dw, p->psg, d->c, B, P));
-            else DP_GPU(dp_clipped_sum_cuda(dw, p->psg, d->c, B, P));
-        } else if (p->psg_first) dp_clipped_sum_first(dw, p->psg, d->c, B, P);
-        else if (p->kind == HOOK_EMBEDDING) dp_embedding_clipped_sum_direct(dw, p->psg, tokens, d->c, B, T, p->d_out, V);
-        else dp_clipped_sum(dw, p->psg, d->c, B, P);
+        k.op = p->psg_first ? DPK_SUM_PSG_FIRST : emb ? DPK_SUM_PSG_EMBEDDING : DPK_SUM_PSG;
+        k.psg = p->psg;
+        k.per = p->kind == HOOK_LINEAR ? (size_t)p->d_in * p->d_out : p->kind == HOOK_RMSNORM ? (size_t)p->d_out
+              : (size_t)V * p->d_out;
+        if (d->computes) dp_run(d, NULL, &k);
         return 0;
     }
     if (!p->G) return 0;
-    const int emb = p->kind == HOOK_EMBEDDING;
+    k.op = emb ? DPK_SUM_BK_EMBEDDING : DPK_SUM_BK;
+    k.A = emb ? NULL : p->A;
+    k.G = p->G;
     Widen wd;
-    if (dp_widen_open(d, &wd, T, emb ? 0 : p->d_in, p->d_out)) return -1;
-    if (run && d->cuda) {
-        if (emb) DP_GPU(dp_embedding_clipped_grad_bk_cuda_dt(dw, tokens, p->G, d->c, B, T, p->d_out, V, dt));
-        else DP_GPU(dp_linear_clipped_grad_bk_hostc_cuda_dt(dw, p->A, p->G, d->c_host, B, T, p->d_in, p->d_out, dt));
-    } else if (run && wd.g) {
-        for (int b = 0; b < B; b++) {
-            if (d->c[b] == 0.0f) continue;       /* dropped (the kernels skip it too): nothing to widen */
-            dp_widen_sample(d, &wd, emb ? NULL : p->A, p->G, b, T, p->d_in, p->d_out);
-            if (emb) dp_embedding_clipped_grad_bk(dw, tokens + (size_t)b * T, wd.g, d->c + b, 1, T, p->d_out);
-            else dp_linear_clipped_grad_bk(dw, wd.a, wd.g, d->c + b, 1, T, p->d_in, p->d_out);
-        }
-    } else if (run) {
-        if (emb) dp_embedding_clipped_grad_bk(dw, tokens, p->G, d->c, B, T, p->d_out);
-        else dp_linear_clipped_grad_bk(dw, p->A, p->G, d->c, B, T, p->d_in, p->d_out);
-    }
+    if (dp_widen_open(d, &wd, p->T, emb ? 0 : p->d_in, p->d_out)) return -1;
+    if (d->computes) dp_run(d, &wd, &k);
     dp_widen_close(d, &wd);
     return 0;
 }

@@ -10,27 +10,6 @@
 
 #include <stdio.h>
 
-/* Every sample's gradient G_bᵀA_b, sample 0's at `first` and the others at `rest`, and their norms. */
-static void direct_norms(DpSgd *d, float *norm2, float *first, float *rest, const float *A, const float *G,
-                         int B, int T, int din, int dout, Widen *wd, DpIO *io) {
-    const size_t per = (size_t)din * dout;
-    const KDtype dt = d->dt;
-    (void)dt;                                    /* only the GPU calls read it */
-    if (wd->g) {
-        for (int b = 0; b < B; b++) {
-            dp_widen_sample(d, wd, A, G, b, T, din, dout);
-            dp_linear_norms_direct_split(norm2 + b, b == 0 ? first : rest + (size_t)(b - 1) * per, NULL, wd->a, wd->g,
-                                         1, T, din, dout, io);
-        }
-        return;
-    }
-    if (!d->cuda) { dp_linear_norms_direct_split(norm2, first, rest, A, G, B, T, din, dout, io); return; }
-    if (rest == first + per) { DP_GPU(dp_linear_norms_direct_cuda_dt(norm2, first, A, G, B, T, din, dout, dt, io)); return; }
-    DP_GPU(dp_linear_norms_direct_cuda_dt(norm2, first, A, G, 1, T, din, dout, dt, io));
-    if (B > 1) DP_GPU(dp_linear_norms_direct_cuda_dt(norm2 + 1, rest, kact_at(A, (size_t)T * din, dt), kact_at(G, (size_t)T * dout, dt),
-                                                     B - 1, T, din, dout, dt, io));
-}
-
 /* Per-sample norms of one linear layer (or adapter) by the configured method, adding into norm2.
    Under bk it also keeps what the clipped sum needs, whichever is smaller: the per-sample gradients
    (B·IC·OC, when IC ≤ T) or the output gradient G (B·T·OC) and the input A. lm_head's G is the
@@ -65,6 +44,7 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
     if (keep_psg) method = DP_NORM_DIRECT;
     Widen wd;
     if (dp_widen_open(d, &wd, T, din, dout)) return -1;
+    DpKernel k = { .norm2 = d->norm2, .A = A, .G = G, .B = B, .T = T, .din = din, .dout = dout, .dt = dt, .io = &p->io };
     int rc = -1;
     if (method == DP_NORM_DIRECT && (d->cfg.norm == DP_NORM_DIRECT || keep_psg)) {
         /* every sample's gradient at once; kept under bk */
@@ -76,38 +56,34 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
             goto out;
         p->psg_first = first;
         /* the tied lm_head: h_b is measured with e_b added, at the embedding's hook (tied_embedding) */
-        float *n2 = d->tied_head ? d->scratch_norm2 : d->norm2;
-        if (run) direct_norms(d, n2, first ? first : p->psg, first ? p->psg : p->psg + per, A, G, B, T, din, dout, &wd, &p->io);
+        k.op = DPK_LINEAR_DIRECT;
+        k.norm2 = d->tied_head ? d->scratch_norm2 : d->norm2;
+        k.psg = first ? first : p->psg;            /* sample 0's */
+        k.psg_rest = first ? p->psg : p->psg + per;
+        if (run) dp_run(d, &wd, &k);
         if (!bk && !d->tied_head) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
     } else if (method == DP_NORM_DIRECT) {
         /* mixed: nt samples' gradients at a time (one per thread), squared and thrown away */
         const int chunk = B < nt ? B : nt;
         float *some = dp_alloc_written(d, dp_linear_direct_floats(chunk, din, dout) * sizeof(float), "per_sample_grads", name, ".stream");
         if (!some) goto out;
-        if (run)
-            for (int b = 0; b < B; b += chunk) {
-                const int n = B - b < chunk ? B - b : chunk;
-                const float *Ab = kact_at(A, (size_t)b * T * din, dt), *Gb = kact_at(G, (size_t)b * T * dout, dt);
-                if (d->cuda) DP_GPU(dp_linear_norms_direct_cuda_dt(d->norm2 + b, some, Ab, Gb, n, T, din, dout, dt, &p->io));
-                else if (wd.g)
-                    for (int j = 0; j < n; j++) {
-                        dp_widen_sample(d, &wd, A, G, b + j, T, din, dout);
-                        dp_linear_norms_direct(d->norm2 + b + j, some, wd.a, wd.g, 1, T, din, dout, &p->io);
-                    }
-                else dp_linear_norms_direct(d->norm2 + b, some, Ab, Gb, n, T, din, dout, &p->io);
-            }
+        k.op = DPK_LINEAR_STREAMED;
+        k.scratch = some;
+        for (int b = 0; run && b < B; b += chunk) {   /* samples b .. b+n-1 */
+            k.norm2 = d->norm2 + b;
+            k.A = kact_at(A, (size_t)b * T * din, dt);
+            k.G = kact_at(G, (size_t)b * T * dout, dt);
+            k.B = B - b < chunk ? B - b : chunk;
+            dp_run(d, &wd, &k);
+        }
         kbuf_free(d->kb, some);
         method = DP_NORM_MIXED;                  /* recorded as "direct-streamed" */
     } else if (method == DP_NORM_GHOST) {
         float *gram = dp_alloc_written(d, dp_linear_ghost_floats(B, T) * sizeof(float), "ghost", name, ".gram");
         if (!gram) goto out;
-        if (run && d->cuda) DP_GPU(dp_linear_norms_ghost_cuda_dt(d->norm2, gram, A, G, B, T, din, dout, dt, &p->io));
-        else if (run && wd.g)
-            for (int b = 0; b < B; b++) {        /* sample b's two Gram matrices in its own part of the buffer */
-                dp_widen_sample(d, &wd, A, G, b, T, din, dout);
-                dp_linear_norms_ghost(d->norm2 + b, gram + 2 * (size_t)b * T * T, wd.a, wd.g, 1, T, din, dout, &p->io);
-            }
-        else if (run) dp_linear_norms_ghost(d->norm2, gram, A, G, B, T, din, dout, &p->io);
+        k.op = DPK_LINEAR_GHOST;
+        k.scratch = gram;
+        if (run) dp_run(d, &wd, &k);
         kbuf_free(d->kb, gram);
     } else if (d->gpu) {
         /* the GPU's Gram blocks [2, B, R, T] and partial sums: R from a fixed budget (kcuda_flash_rows),
@@ -115,18 +91,15 @@ static int linear_norm(DpSgd *d, DpParamState *p, const char *name, const float 
         const int R = kcuda_flash_rows(B, T);
         float *tile = dp_alloc_written(d, kcuda_flash_floats(B, T, R) * sizeof(float), "ghost", name, ".tile");
         if (!tile) goto out;
-        if (run) DP_GPU(dp_linear_norms_flash_cuda_dt(d->norm2, tile, A, G, B, T, din, dout, R, dt, &p->io));
+        k.op = DPK_LINEAR_FLASH; k.scratch = tile; k.R = R;
+        if (run) dp_run(d, &wd, &k);
         kbuf_free(d->kb, tile);
     } else {
         /* one tile pair per thread, and the row sums */
         float *tile = dp_alloc_floats(d, dp_linear_flash_floats(B, T, d->cfg.flash_tile, nt), "ghost", name, ".tile");
         if (!tile) goto out;
-        if (run && wd.g)
-            for (int b = 0; b < B; b++) {
-                dp_widen_sample(d, &wd, A, G, b, T, din, dout);
-                dp_linear_norms_flash(d->norm2 + b, tile, wd.a, wd.g, 1, T, din, dout, d->cfg.flash_tile, nt, &p->io);
-            }
-        else if (run) dp_linear_norms_flash(d->norm2, tile, A, G, B, T, din, dout, d->cfg.flash_tile, nt, &p->io);
+        k.op = DPK_LINEAR_FLASH; k.scratch = tile; k.R = d->cfg.flash_tile; k.nt = nt;
+        if (run) dp_run(d, &wd, &k);
         kbuf_free(d->kb, tile);
     }
     p->used = (int)method;
@@ -152,16 +125,17 @@ out:
     return 0;
 }
 
-/* RMSNorm weight: psg [B, C] = Σ_t dout·inp·rstd, its norms into norm2. */
-static void rmsnorm_norms(DpSgd *d, float *norm2, float *psg, const GradHookArgs *a, Widen *wd) {
-    const int B = a->B, T = a->T, C = a->d_out;
-    if (d->cuda) DP_GPU(dp_rmsnorm_norms_direct_cuda_dt(norm2, psg, a->G, a->A, a->rstd, B, T, C, a->dt));
-    else if (wd->g)
-        for (int b = 0; b < B; b++) {
-            dp_widen_sample(d, wd, a->A, a->G, b, T, C, C);
-            dp_rmsnorm_norms_direct(norm2 + b, psg + (size_t)b * C, wd->g, wd->a, a->rstd + (size_t)b * T, 1, T, C);
-        }
-    else dp_rmsnorm_norms_direct(norm2, psg, a->G, a->A, a->rstd, B, T, C);
+/* RMSNorm weight: its per-sample gradients psg [B, C] = Σ_t dout·inp·rstd (per_sample_grads/<name>),
+   their norms added into norm2. B x C is small: always direct. NULL after the backend's error. */
+static float *rmsnorm_psg(DpSgd *d, const GradHookArgs *a, float *norm2) {
+    Widen wd;
+    if (dp_widen_open(d, &wd, a->T, a->d_in, a->d_out)) return NULL;
+    float *psg = dp_alloc_floats(d, (size_t)a->B * a->d_out, "per_sample_grads", a->name, "");
+    const DpKernel k = { .op = DPK_RMSNORM, .norm2 = norm2, .psg = psg, .A = a->A, .G = a->G, .rstd = a->rstd,
+                         .B = a->B, .T = a->T, .din = a->d_out, .dout = a->d_out, .dt = a->dt };
+    if (psg && d->computes) dp_run(d, &wd, &k);
+    dp_widen_close(d, &wd);
+    return psg;
 }
 
 /* Two-pass under bf16: the second backward runs with the first one's loss weights, so its
@@ -172,12 +146,7 @@ static void rmsnorm_norms(DpSgd *d, float *norm2, float *psg, const GradHookArgs
 static int pass2_clipped(DpSgd *d, const GradHookArgs *a) {
     DpParamState t = { .kind = a->kind, .B = a->B, .T = a->T, .d_in = a->d_in, .d_out = a->d_out, .used = -1 };
     if (a->kind == HOOK_RMSNORM) {
-        Widen wd;
-        if (dp_widen_open(d, &wd, a->T, a->d_in, a->d_out)) return -1;
-        t.psg = dp_alloc_floats(d, (size_t)a->B * a->d_out, "per_sample_grads", a->name, "");
-        if (t.psg && d->computes) rmsnorm_norms(d, d->scratch_norm2, t.psg, a, &wd);
-        dp_widen_close(d, &wd);
-        if (!t.psg) return -1;
+        if (!(t.psg = rmsnorm_psg(d, a, d->scratch_norm2))) return -1;
         int rc = dp_sum_clipped(d, &t, a->dW, NULL, 0);
         kbuf_free(d->kb, t.psg);
         return rc;
@@ -221,6 +190,48 @@ static int lora_hook(DpSgd *d, int k, const GradHookArgs *a) {
     return 0;
 }
 
+/* The embedding's norms by token equality (tied: with the cross term from d->tied_u, then freed), and
+   under bk a copy of its G. io: where the kernels count their traffic (NULL: not counted). */
+static int embedding_equality(DpSgd *d, DpParamState *p, const GradHookArgs *a, int tied, DpIO *io) {
+    const int B = a->B, T = a->T, C = a->d_out;
+    Widen wd;
+    if (dp_widen_open(d, &wd, T, 0, C)) return -1;
+    const DpKernel k = { .op = DPK_EMBEDDING, .norm2 = d->norm2, .tokens = a->tokens, .G = a->G, .u = tied ? d->tied_u : NULL,
+                         .B = B, .T = T, .dout = C, .dt = a->dt, .io = io };
+    if (d->computes) dp_run(d, &wd, &k);
+    dp_widen_close(d, &wd);
+    if (tied) { kbuf_free(d->kb, d->tied_u); d->tied_u = NULL; }
+    p->used = DP_NORM_GHOST;
+    if (d->cfg.clip == DP_CLIP_BK) {
+        if (!(p->G = dp_alloc_written(d, (size_t)B * T * C * KDT_SIZE(d->dt), "bk", a->name, ".G"))) return -1;
+        if (copy_ex(d->kb, a->dt, p->G, a->G, (size_t)B * T * C)) return -1;
+    }
+    return 0;
+}
+
+/* The embedding (not tied): direct (its scattered per-sample gradients, kept under bk) or by token equality. */
+static int embedding_norm(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
+    const int B = a->B, T = a->T, C = a->d_out, V = d->s->model.V;
+    p->kind = a->kind; p->B = B; p->T = T; p->d_in = a->d_in; p->d_out = C;
+    if (d->cfg.norm != DP_NORM_DIRECT) {
+        p->io.read = (uint64_t)B * T * (C + 1) * 4; p->io.written = (uint64_t)B * 4;
+        return embedding_equality(d, p, a, 0, NULL);
+    }
+    Widen wd;
+    if (dp_widen_open(d, &wd, T, 0, C)) return -1;
+    if (!(p->psg = dp_alloc_floats(d, (size_t)B * V * C, "per_sample_grads", a->name, ""))) { dp_widen_close(d, &wd); return -1; }
+    const DpKernel k = { .op = DPK_EMBEDDING_DIRECT, .norm2 = d->norm2, .psg = p->psg, .tokens = a->tokens, .G = a->G,
+                         .B = B, .T = T, .dout = C, .V = V, .dt = a->dt };
+    if (d->computes && dp_run(d, &wd, &k)) { dp_widen_close(d, &wd); return -1; }
+    /* the CPU kernel writes only the tokens' rows; the GPU path fills the slices whole */
+    p->io.read = (uint64_t)B * T * (C + 1) * 4;
+    p->io.written = d->cuda ? (uint64_t)B * V * C * 4 : (uint64_t)B * T * C * 4;
+    p->used = DP_NORM_DIRECT;
+    if (d->cfg.clip != DP_CLIP_BK) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
+    dp_widen_close(d, &wd);
+    return 0;
+}
+
 /* ---- tied embeddings (lm_head = embed_tokens) -----------------------------------------------------
    The tied matrix's per-sample gradient is e_b + h_b (embedding and lm_head parts), so its norm has
    a cross term: ‖e_b + h_b‖² = ‖e_b‖² + ‖h_b‖² + 2⟨e_b, h_b⟩ (kernels/cpu/dp_norms_tied.c). lm_head's
@@ -241,29 +252,24 @@ static int tied_head(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
     d->tied_head = 0;
     if (rc || d->cfg.norm == DP_NORM_DIRECT) return rc;
     if (!(d->tied_u = dp_alloc_floats(d, (size_t)B * T * C, "ghost", a->name, ".tied_u"))) return -1;
+    DpKernel k = { .op = DPK_TIED_U, .u = d->tied_u, .tokens = d->s->model.tokens, .A = a->A, .G = a->G,
+                   .B = B, .T = T, .din = C, .dout = V, .dt = d->dt, .io = &p->io };
     if (d->gpu) {                                /* D's block rows, of dlogits' type (kcuda_tied_rows) */
-        const int R = kcuda_tied_rows(B, T, d->dt);
-        float *rows = dp_alloc_floats(d, kcuda_tied_cross_floats(B, T, R, d->dt), "ghost", a->name, ".tied.tile");
-        if (!rows) return -1;
-        if (d->cuda && d->computes)
-            DP_GPU(dp_tied_cross_u_cuda_dt(d->tied_u, rows, d->s->model.tokens, a->G, a->A, B, T, C, V, R, d->dt, &p->io));
-        kbuf_free(d->kb, rows);
+        k.R = kcuda_tied_rows(B, T, d->dt);
+        if (!(k.scratch = dp_alloc_floats(d, kcuda_tied_cross_floats(B, T, k.R, d->dt), "ghost", a->name, ".tied.tile")))
+            return -1;
+        if (d->cuda && d->computes) dp_run(d, NULL, &k);
+        kbuf_free(d->kb, k.scratch);
         return 0;
     }
-    const int nt = d->kb->nthreads < 1 ? 1 : d->kb->nthreads;
-    const int R = d->cfg.norm == DP_NORM_GHOST ? T : d->cfg.flash_tile;
-    float *gather = dp_alloc_floats(d, dp_tied_cross_floats(T, R, nt), "ghost", a->name, ".tied.tile");
+    k.nt = d->kb->nthreads < 1 ? 1 : d->kb->nthreads;
+    k.R = d->cfg.norm == DP_NORM_GHOST ? T : d->cfg.flash_tile;
+    k.scratch = dp_alloc_floats(d, dp_tied_cross_floats(T, k.R, k.nt), "ghost", a->name, ".tied.tile");
     Widen wd;
-    if (!gather || dp_widen_open(d, &wd, T, C, V)) { kbuf_free(d->kb, gather); return -1; }
-    if (d->computes && wd.g)
-        for (int b = 0; b < B; b++) {
-            dp_widen_sample(d, &wd, a->A, a->G, b, T, C, V);
-            dp_tied_cross_u(d->tied_u + (size_t)b * T * C, gather, d->s->model.tokens + (size_t)b * T, wd.g, wd.a,
-                            1, T, C, V, R, nt, &p->io);
-        }
-    else if (d->computes) dp_tied_cross_u(d->tied_u, gather, d->s->model.tokens, a->G, a->A, B, T, C, V, R, nt, &p->io);
+    if (!k.scratch || dp_widen_open(d, &wd, T, C, V)) { kbuf_free(d->kb, k.scratch); return -1; }
+    if (d->computes) dp_run(d, &wd, &k);
     dp_widen_close(d, &wd);
-    kbuf_free(d->kb, gather);
+    kbuf_free(d->kb, k.scratch);
     return 0;
 }
 
@@ -279,37 +285,15 @@ static int tied_embedding(DpSgd *d, DpParamState *p, const GradHookArgs *a) {
             for (int b = 0; b < B; b++)
                 if (embedding_backward_ex(d->kb, dt, h->psg + (size_t)b * V * C, a->tokens + (size_t)b * T,
                                           kact_at(a->G, (size_t)b * T * C, dt), T, C, V)) return -1;
-            if (d->cuda) DP_GPU(dp_psg_norms_cuda(d->norm2, h->psg, B, (size_t)V * C));
-            else dp_psg_norms(d->norm2, h->psg, B, (size_t)V * C);
+            const DpKernel k = { .op = DPK_PSG_NORMS, .norm2 = d->norm2, .psg = h->psg, .B = B, .per = (size_t)V * C };
+            dp_run(d, NULL, &k);
         }
         p->io.read = (uint64_t)B * T * (C + 1) * 4 + (uint64_t)B * V * C * 8; p->io.written = (uint64_t)B * V * C * 4;
         p->used = DP_NORM_DIRECT;
         if (d->cfg.clip != DP_CLIP_BK) { kbuf_free(d->kb, h->psg); h->psg = NULL; }
         return 0;
     }
-    Widen wd;
-    if (dp_widen_open(d, &wd, T, 0, C)) return -1;
-    if (d->computes && d->cuda) {
-        DP_GPU(dp_embedding_norms_cuda_dt(d->norm2, a->tokens, a->G, B, T, C, dt, &p->io));
-        DP_GPU(dp_tied_cross_dot_cuda_dt(d->norm2, a->G, d->tied_u, B, T, C, dt, &p->io));
-    } else if (d->computes && wd.g)
-        for (int b = 0; b < B; b++) {
-            dp_widen_sample(d, &wd, NULL, a->G, b, T, 0, C);
-            dp_embedding_norms(d->norm2 + b, a->tokens + (size_t)b * T, wd.g, 1, T, C, &p->io);
-            dp_tied_cross_dot(d->norm2 + b, wd.g, d->tied_u + (size_t)b * T * C, 1, T, C, &p->io);
-        }
-    else if (d->computes) {
-        dp_embedding_norms(d->norm2, a->tokens, a->G, B, T, C, &p->io);
-        dp_tied_cross_dot(d->norm2, a->G, d->tied_u, B, T, C, &p->io);
-    }
-    dp_widen_close(d, &wd);
-    kbuf_free(d->kb, d->tied_u); d->tied_u = NULL;
-    p->used = DP_NORM_GHOST;
-    if (d->cfg.clip == DP_CLIP_BK) {
-        if (!(p->G = dp_alloc_written(d, (size_t)B * T * C * KDT_SIZE(d->dt), "bk", a->name, ".G"))) return -1;
-        if (copy_ex(d->kb, dt, p->G, a->G, (size_t)B * T * C)) return -1;
-    }
-    return 0;
+    return embedding_equality(d, p, a, 1, &p->io);
 }
 
 static int weight_grad(DpSgd *d, const GradHookArgs *a);
@@ -348,67 +332,15 @@ static int weight_grad(DpSgd *d, const GradHookArgs *a) {
         return tied_embedding(d, p, a) ? -1 : GRAD_HOOK_SKIP_DW;
     }
     const int B = a->B, T = a->T, din = a->d_in, dout = a->d_out, bk = d->cfg.clip == DP_CLIP_BK;
-    const int run = d->computes;
     if (a->kind == HOOK_RMSNORM) {
         p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
-        /* B x C is small: always direct (kept for the clipped sum under bk) */
-        Widen wd;
-        if (dp_widen_open(d, &wd, T, din, dout)) return -1;
-        if (!(p->psg = dp_alloc_floats(d, (size_t)B * dout, "per_sample_grads", a->name, ""))) { dp_widen_close(d, &wd); return -1; }
-        if (run) rmsnorm_norms(d, d->norm2, p->psg, a, &wd);
-        dp_widen_close(d, &wd);
+        if (!(p->psg = rmsnorm_psg(d, a, d->norm2))) return -1;   /* kept for the clipped sum under bk */
         p->io.read = (uint64_t)B * T * (2 * dout + 1) * 4; p->io.written = (uint64_t)B * (dout + 1) * 4;
         p->used = DP_NORM_DIRECT;
         if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
         return GRAD_HOOK_SKIP_DW;
     }
-    if (a->kind == HOOK_EMBEDDING) {
-        const int V = d->s->model.V;
-        const KDtype dt = a->dt;
-        p->kind = a->kind; p->B = B; p->T = T; p->d_in = din; p->d_out = dout;
-        Widen wd;
-        if (dp_widen_open(d, &wd, T, 0, dout)) return -1;
-        if (d->cfg.norm == DP_NORM_DIRECT) {
-            if (!(p->psg = dp_alloc_floats(d, (size_t)B * V * dout, "per_sample_grads", a->name, ""))) { dp_widen_close(d, &wd); return -1; }
-            if (run && d->cuda) {
-                /* no scatter-into-psg twin on the GPU: each sample's rows by the backend's embedding
-                   backward (its scratch, if any, is the target's and so in the plan), the norms by
-                   token equality (the same sum: ‖scatter(g_b)‖² = Σ_{t,s} [tok_t = tok_s] g_t·g_s) */
-                if (fill_buffer(d->kb, p->psg, 0.0f, (size_t)B * V * dout)) return -1;
-                for (int b = 0; b < B; b++)
-                    if (embedding_backward_ex(d->kb, dt, p->psg + (size_t)b * V * dout, a->tokens + (size_t)b * T,
-                                              kact_at(a->G, (size_t)b * T * dout, dt), T, dout, V)) return -1;
-                DP_GPU(dp_embedding_norms_cuda_dt(d->norm2, a->tokens, a->G, B, T, dout, dt, NULL));
-            } else if (run && wd.g)
-                for (int b = 0; b < B; b++) {
-                    dp_widen_sample(d, &wd, NULL, a->G, b, T, 0, dout);
-                    dp_embedding_norms_direct(d->norm2 + b, p->psg + (size_t)b * V * dout, a->tokens + (size_t)b * T, wd.g, 1, T, dout, V);
-                }
-            else if (run) dp_embedding_norms_direct(d->norm2, p->psg, a->tokens, a->G, B, T, dout, V);
-            /* the CPU kernel writes only the tokens' rows; the GPU path fills the slices whole */
-            p->io.read = (uint64_t)B * T * (dout + 1) * 4;
-            p->io.written = d->cuda ? (uint64_t)B * V * dout * 4 : (uint64_t)B * T * dout * 4;
-            p->used = DP_NORM_DIRECT;
-            if (!bk) { kbuf_free(d->kb, p->psg); p->psg = NULL; }
-            dp_widen_close(d, &wd);
-        } else {
-            if (run && d->cuda) DP_GPU(dp_embedding_norms_cuda_dt(d->norm2, a->tokens, a->G, B, T, dout, dt, NULL));
-            else if (run && wd.g)
-                for (int b = 0; b < B; b++) {
-                    dp_widen_sample(d, &wd, NULL, a->G, b, T, 0, dout);
-                    dp_embedding_norms(d->norm2 + b, a->tokens + (size_t)b * T, wd.g, 1, T, dout, NULL);
-                }
-            else if (run) dp_embedding_norms(d->norm2, a->tokens, a->G, B, T, dout, NULL);
-            dp_widen_close(d, &wd);
-            p->io.read = (uint64_t)B * T * (dout + 1) * 4; p->io.written = (uint64_t)B * 4;
-            p->used = DP_NORM_GHOST;
-            if (bk) {
-                if (!(p->G = dp_alloc_written(d, (size_t)B * T * dout * KDT_SIZE(d->dt), "bk", a->name, ".G"))) return -1;
-                if (copy_ex(d->kb, dt, p->G, a->G, (size_t)B * T * dout)) return -1;
-            }
-        }
-        return GRAD_HOOK_SKIP_DW;
-    }
+    if (a->kind == HOOK_EMBEDDING) return embedding_norm(d, p, a) ? -1 : GRAD_HOOK_SKIP_DW;
     d->keep_bits = 0;
     if (linear_norm(d, p, a->name, a->A, a->G, B, T, din, dout, NULL, NULL, a->dW)) return -1;
     return GRAD_HOOK_SKIP_DW | d->keep_bits;

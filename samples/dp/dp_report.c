@@ -1,7 +1,7 @@
 /* dp_report.c — what the DP-SGD strategy prints and logs (dp_sgd_impl.h): the banner and META dp.* of
    its settings, each layer's method and norm IO, the per-sample statistics (--log-sample-norms), ε
-   by the run's sampling, and the summary. Everything printed is also in the log (META dp.*); --quiet
-   and --quiet-dp silence the printing only. */
+   by the run's sampling, and the summary. The figures printed are logged too (META dp.*); --quiet (and
+   DpConfig.quiet_dp, the benchmarks') silence the printing only. */
 #include "dp_sgd_impl.h"
 #include "llama/comm.h"
 #include "dpmem.h"

@@ -14,8 +14,8 @@
    Physical batch of 1 with no accumulation: the per-sample gradient is the ordinary gradient, so
    the norm is that of dW and clipping one scale, whatever --norm says (printed once).
    On the CUDA backend every DP kernel call goes to its `_cuda` twin (kernels/cuda/kernels_cuda.h) on
-   device pointers; the host reads back only B floats per physical batch (the norms and clip factors,
-   for the summary's statistics). A plan for the CUDA target allocates what that path allocates: the
+   device pointers (dp_device.c's dp_run: the one place that chooses); the host reads back only B
+   floats per physical batch (the norms and clip factors, for the summary's statistics). A plan for the CUDA target allocates what that path allocates: the
    same tags and sizes (flash's ghost/<param>.tile and the tied gather's .tied.tile sized by the GPU's
    block rows, kcuda_flash_rows and kcuda_tied_rows, where the CPU's come from --flash-tile).
    Built with DP_HAVE_CUDA where the program links the CUDA backend (mk/dp.mk); without it a CUDA
@@ -427,16 +427,11 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
 
 /* ---- once per logical batch ---------------------------------------------------------------------- */
 
-/* g = (g + N(0, σ²C²)) / L with the noise stream of kernels/noise.h (the same values on both devices). */
+/* g = (g + N(0, σ²C²)) / L with the noise stream of kernels/noise.h, or --secure-noise's of
+   kernels/secure_noise.h (dp_device.c; the same values on both devices). */
 static void privatize(DpSgd *d, float *g, size_t n, uint64_t step, uint64_t offset) {
-    if (!d->computes) return;
-    if (d->cfg.secure_noise) {   /* ChaCha20 on the grid (kernels/secure_noise.h) */
-        if (d->cuda) DP_GPU(secure_noise_privatize_cuda(g, n, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->key.k, step, offset));
-        else secure_noise_privatize(g, n, d->sigma, d->cfg.max_grad_norm, d->logical_batch, &d->key, step, offset);
-        return;
-    }
-    if (d->cuda) DP_GPU(noise_privatize_cuda(g, n, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, step, offset));
-    else noise_privatize(g, n, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, step, offset);
+    const DpKernel k = { .op = DPK_NOISE, .dw = g, .per = n, .step = step, .offset = offset };
+    if (d->computes) dp_run(d, NULL, &k);
 }
 
 int dp_sgd_before_update(void *user, TrainState *s) {

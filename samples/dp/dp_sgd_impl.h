@@ -1,6 +1,6 @@
 /* dp_sgd_impl.h — what the files of the DP-SGD strategy share, not its interface (that is dp_sgd.h).
    The files, each calling only those above it in this list:
-     dp_device.c  where a DP kernel runs (the CUDA twin, the CPU's fp32 kernel, the CPU on bf16
+     dp_device.c  where a DP kernel runs (dp_run: the CUDA twin, the CPU's fp32 kernel, the CPU on bf16
                   activations widened one sample at a time) and the strategy's tagged buffers
      dp_report.c  what the strategy prints and logs: the banner, META dp.*, the per-layer choice,
                   the per-sample statistics, ε and the summary
@@ -15,20 +15,12 @@
 #include "dp_sgd.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- dp_device.c --------------------------------------------------------------------------------- */
 
 /* A one-line error into the backend's err (fmt with one %s); -1. */
 int dp_fail(DpSgd *d, const char *fmt, const char *what);
-
-/* DP_GPU(call): a call to a `_cuda` kernel, compiled only where the program links them. Reached only
-   when d->cuda is set, which needs a CUDA backend, which needs the same link. */
-#ifdef DP_HAVE_CUDA
-#define DP_GPU(call) (call)
-#else
-#define DP_GPU(call) dp_no_gpu_kernels()
-void dp_no_gpu_kernels(void);
-#endif
 
 /* CPU with bf16 activations: the fp32 kernels of kernels/cpu see one sample at a time, its rows of A
    and G widened (exactly) into two workspace buffers, T·d_in and T·d_out floats
@@ -40,6 +32,48 @@ void dp_widen_close(DpSgd *d, Widen *w);
 /* Sample b's rows of A [B,T,din] (if given) and G [B,T,dout] into w. */
 void dp_widen_sample(DpSgd *d, Widen *w, const float *A, const float *G, int b, int T, int din, int dout);
 
+/* The DP kernels, each run where the backend is: its `_cuda` twin on device pointers (the GPU reads
+   bf16 itself), the fp32 kernel of kernels/cpu over the whole batch, or, on the CPU with bf16
+   activations, that kernel once per sample on its rows widened (w->g set: dp_widen_open). */
+typedef enum {
+    DPK_LINEAR_DIRECT,      /* every sample's G_bᵀA_b (sample 0's at psg, the others at psg_rest) and its norm */
+    DPK_LINEAR_STREAMED,    /* the same, B at a time into scratch, kept only for the norm (mixed) */
+    DPK_LINEAR_GHOST,       /* the two Gram matrices of each sample in scratch [B, 2, T, T] */
+    DPK_LINEAR_FLASH,       /* Gram tiles in scratch: R rows (the GPU's block rows, or --flash-tile), nt threads */
+    DPK_RMSNORM,            /* psg [B, C] = Σ_t dout·inp·rstd, and its norms */
+    DPK_EMBEDDING,          /* by token equality; with u, a tied matrix's cross term 2⟨e_b, h_b⟩ too */
+    DPK_EMBEDDING_DIRECT,   /* the scattered per-sample gradients psg [B, V, C], and their norms */
+    DPK_TIED_U,             /* a tied lm_head's u [B, T, C] (scratch: the T×T gather, R rows, nt threads) */
+    DPK_PSG_NORMS,          /* norms of psg [B, per] */
+    DPK_SUM_PSG,            /* dw += Σ_b c_b psg_b */
+    DPK_SUM_PSG_FIRST,      /* dw (sample 0's gradient) = c_0 dw + Σ_{b≥1} c_b psg_b */
+    DPK_SUM_PSG_EMBEDDING,  /* the embedding's: the CPU adds the tokens' rows only */
+    DPK_SUM_BK,             /* dw += Gᵀdiag(c)A (c from the host on the GPU: c_host) */
+    DPK_SUM_BK_EMBEDDING,   /* dw += the tokens' rows of diag(c)G */
+    DPK_FACTORS,            /* c = min(1, C/(‖g_b‖+1e-6)) from norm2; under bf16 with the margin */
+    DPK_NOISE,              /* dw = (dw + N(0, σ²C²)) / L: n coordinates at offset, the step's stream */
+} DpOp;
+
+typedef struct {
+    DpOp op;
+    float *norm2;             /* [B] squared norms, added into (DPK_FACTORS: read) */
+    const float *A, *G;       /* the hook's input [B,T,din] and output gradient [B,T,dout], of type dt */
+    const float *rstd;        /* RMSNorm's [B,T] */
+    const int *tokens;        /* [B,T] */
+    float *psg, *psg_rest;    /* per-sample gradients */
+    float *scratch;           /* Gram matrices, tiles, the tied gather */
+    float *u;                 /* a tied lm_head's u */
+    float *dw;                /* the clipped sum, or the gradient the noise goes into */
+    const float *c;           /* [B] clip factors (backend) */
+    int B, T, din, dout, V, R, nt;
+    size_t per;               /* DPK_PSG_NORMS, DPK_SUM_PSG*: floats per sample; DPK_NOISE: coordinates */
+    uint64_t step, offset;    /* DPK_NOISE */
+    KDtype dt;
+    DpIO *io;
+} DpKernel;
+/* w: the widening buffers (NULL where the op reads no activations). 0, or -1 after the backend's error. */
+int dp_run(DpSgd *d, Widen *w, const DpKernel *k);
+
 /* Tagged "<cat>/<name><suffix>" buffers of the backend: `floats` fp32 values (zeroed); `elems` of the
    activations' type; `bytes` that the next kernel writes before anything reads them (no zero-fill
    on the GPU: kbuf_alloc_overwritten). NULL after the backend's error. */
@@ -47,7 +81,7 @@ float *dp_alloc_floats(DpSgd *d, size_t floats, const char *cat, const char *nam
 float *dp_alloc_act(DpSgd *d, size_t elems, const char *cat, const char *name, const char *suffix);
 float *dp_alloc_written(DpSgd *d, size_t bytes, const char *cat, const char *name, const char *suffix);
 
-/* --quiet or --quiet-dp: the strategy prints nothing (s NULL: the loop is gone, print). */
+/* --quiet, or DpConfig.quiet_dp (the benchmarks'): the strategy prints nothing (s NULL: no loop to ask, print). */
 static inline int dp_quiet(const DpSgd *d, const TrainState *s) {
     return s && (s->cfg->quiet || d->cfg.quiet_dp);
 }

@@ -278,7 +278,114 @@ static cJSON *parse_piece(const char *t, size_t n, char **buf, size_t *cap, long
    in under 1 KB; metadata is string pairs. Past these a header is forged (or not a header). */
 enum { TENSOR_MAX_VALUES = 64, TENSOR_MAX_BYTES = 64 << 10, METADATA_MAX_VALUES = 1 << 17 };
 
+/* The 8-byte length and what a header must be before it is parsed: within the file and the limit,
+   an object, no NUL byte, valid UTF-8. 0 with *hlen, or -1 after the error. */
+static int check_header(const unsigned char *p, size_t file_bytes, const char *label, uint64_t *hlen, char *err,
+                        size_t errlen) {
+    if (file_bytes < 8)
+        return fail(err, errlen, "%s: truncated: %zu bytes, not even the 8-byte header length", label, file_bytes);
+    uint64_t h = 0;
+    for (int i = 7; i >= 0; i--) h = h << 8 | p[i];
+    if (h > SAFETENSORS_MAX_HEADER)
+        return fail(err, errlen, "%s: header length %llu exceeds the 100 MB limit (not a safetensors file?)", label,
+                    (unsigned long long)h);
+    if (h > file_bytes - 8)
+        return fail(err, errlen, "%s: truncated: header of %llu bytes but only %zu bytes follow the length", label,
+                    (unsigned long long)h, file_bytes - 8);
+    if (h < 2 || p[8] != '{') return fail(err, errlen, "%s: header does not start with '{'", label);
+    if (memchr(p + 8, 0, h)) return fail(err, errlen, "%s: header contains a NUL byte", label);
+    size_t bad_at;
+    if (!utf8_valid(p + 8, (size_t)h, &bad_at))   /* the reference refuses it (from_utf8) */
+        return fail(err, errlen, "%s: header is not valid UTF-8 (byte 0x%02x at header byte %zu)", label,
+                    p[8 + bad_at], bad_at);
+    *hlen = h;
+    return 0;
+}
+
+/* __metadata__: string pairs, each key once (readers would disagree on a repeated key's value, as on a
+   tensor's field). 0, or -1 after the error. */
+static int store_metadata(SafeTensors *st, const cJSON *val, const char *label, char *err, size_t errlen) {
+    if (!cJSON_IsObject(val)) return fail(err, errlen, "%s: __metadata__ is not an object", label);
+    int nm = cJSON_GetArraySize(val);
+    st->meta_keys = calloc((size_t)nm + 1, sizeof(char *));
+    st->meta_values = calloc((size_t)nm + 1, sizeof(char *));
+    if (!st->meta_keys || !st->meta_values) return fail(err, errlen, "%s: out of memory", label);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, val) {
+        if (!cJSON_IsString(m) || !m->string)
+            return fail(err, errlen, "%s: __metadata__ value of '%s' is not a string", label, show(m->string ? m->string : "?").s);
+        st->meta_keys[st->n_meta] = strdup(m->string);
+        st->meta_values[st->n_meta] = strdup(m->valuestring);
+        st->n_meta++;
+        if (!st->meta_keys[st->n_meta - 1] || !st->meta_values[st->n_meta - 1]) return fail(err, errlen, "%s: out of memory", label);
+    }
+    char **keys = malloc(((size_t)st->n_meta + 1) * sizeof *keys);
+    if (!keys) return fail(err, errlen, "%s: out of memory", label);
+    memcpy(keys, st->meta_keys, (size_t)st->n_meta * sizeof *keys);
+    qsort(keys, (size_t)st->n_meta, sizeof *keys, cmp_str_ptr);
+    for (int i = 1; i < st->n_meta; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) {
+            fail(err, errlen, "%s: __metadata__ key '%s' appears twice", label, show(keys[i]).s);
+            free(keys);
+            return -1;
+        }
+    free(keys);
+    return 0;
+}
+
+/* Tensor `name` from its header entry val, appended to st->tensors (*cap: their room). 0, or -1 after the error. */
+static int add_tensor(SafeTensors *st, int *cap, const char *name, const cJSON *val, const char *label, char *err,
+                      size_t errlen) {
+    if (st->n == *cap) {
+        int nc = *cap ? 2 * *cap : 64;
+        SafeTensor *t = realloc(st->tensors, (size_t)nc * sizeof *t);
+        if (!t) return fail(err, errlen, "%s: out of memory", label);
+        st->tensors = t; *cap = nc;
+    }
+    SafeTensor *t = &st->tensors[st->n];
+    memset(t, 0, sizeof *t);
+    t->name = strdup(name);
+    if (!t->name) return fail(err, errlen, "%s: out of memory", label);
+    st->n++;
+    return parse_entry(val, t, label, err, errlen);
+}
+
 static int cmp_name_idx(const void *a, const void *b, void *arg);
+
+/* Names: sorted (an index for safetensors_find), and unique; the ranges, sorted, tile [0, data_bytes)
+   exactly: no hole, no overlap, nothing past the end. Each tensor's data pointer set. 0, or -1 after the error. */
+static int index_tensors(SafeTensors *st, const unsigned char *data, size_t data_bytes, const char *label, char *err,
+                         size_t errlen) {
+    if (st->n) qsort(st->tensors, (size_t)st->n, sizeof *st->tensors, cmp_begin);
+    st->by_name = malloc(((size_t)st->n + 1) * sizeof *st->by_name);
+    if (!st->by_name) return fail(err, errlen, "%s: out of memory", label);
+    for (int i = 0; i < st->n; i++) st->by_name[i] = i;
+    if (st->n) qsort_r(st->by_name, (size_t)st->n, sizeof *st->by_name, cmp_name_idx, st);
+    for (int i = 1; i < st->n; i++)
+        if (strcmp(st->tensors[st->by_name[i - 1]].name, st->tensors[st->by_name[i]].name) == 0)
+            return fail(err, errlen, "%s: tensor '%s' appears twice in the header", label, show(st->tensors[st->by_name[i]].name).s);
+    uint64_t expect = 0;
+    for (int i = 0; i < st->n; i++) {
+        SafeTensor *t = &st->tensors[i];
+        if (t->begin < expect)
+            return fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] overlap the previous tensor's data",
+                        label, show(t->name).s, (unsigned long long)t->begin, (unsigned long long)t->end);
+        if (t->begin > expect)
+            return fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] leave a hole after byte %llu", label,
+                        show(t->name).s, (unsigned long long)t->begin, (unsigned long long)t->end,
+                        (unsigned long long)expect);
+        if (t->end > data_bytes)
+            return fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] run past the end of the file "
+                        "(%zu data bytes): truncated?", label, show(t->name).s, (unsigned long long)t->begin,
+                        (unsigned long long)t->end, data_bytes);
+        t->data = data + t->begin;
+        expect = t->end;
+    }
+    if (expect != data_bytes)
+        return fail(err, errlen, "%s: %llu bytes after the last tensor's data are not covered by any tensor", label,
+                    (unsigned long long)(data_bytes - expect));
+    return 0;
+}
 
 int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, const char *label, char *err,
                       size_t errlen) {
@@ -286,22 +393,8 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
     ShownPath shown_label = show_path(label);   /* a shard's path holds a name from the index file */
     label = shown_label.s;
     memset(st, 0, sizeof *st);
-    if (file_bytes < 8)
-        return fail(err, errlen, "%s: truncated: %zu bytes, not even the 8-byte header length", label, file_bytes);
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | p[i];
-    if (hlen > SAFETENSORS_MAX_HEADER)
-        return fail(err, errlen, "%s: header length %llu exceeds the 100 MB limit (not a safetensors file?)", label,
-                    (unsigned long long)hlen);
-    if (hlen > file_bytes - 8)
-        return fail(err, errlen, "%s: truncated: header of %llu bytes but only %zu bytes follow the length", label,
-                    (unsigned long long)hlen, file_bytes - 8);
-    if (hlen < 2 || p[8] != '{') return fail(err, errlen, "%s: header does not start with '{'", label);
-    if (memchr(p + 8, 0, hlen)) return fail(err, errlen, "%s: header contains a NUL byte", label);
-    size_t bad_at;
-    if (!utf8_valid(p + 8, (size_t)hlen, &bad_at))   /* the reference refuses it (from_utf8) */
-        return fail(err, errlen, "%s: header is not valid UTF-8 (byte 0x%02x at header byte %zu)", label,
-                    p[8 + bad_at], bad_at);
+    if (check_header(p, file_bytes, label, &hlen, err, errlen)) return -1;
     size_t data_bytes = file_bytes - 8 - hlen;
     const unsigned char *data = p + 8 + hlen;
 
@@ -347,54 +440,9 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
                  show(bad).s);
             goto done;
         }
-        if (is_meta) {
-            if (seen_meta++) { fail(err, errlen, "%s: __metadata__ appears twice", label); goto done; }
-            if (!cJSON_IsObject(val)) { fail(err, errlen, "%s: __metadata__ is not an object", label); goto done; }
-            int nm = cJSON_GetArraySize(val);
-            st->meta_keys = calloc((size_t)nm + 1, sizeof(char *));
-            st->meta_values = calloc((size_t)nm + 1, sizeof(char *));
-            if (!st->meta_keys || !st->meta_values) { fail(err, errlen, "%s: out of memory", label); goto done; }
-            const cJSON *m;
-            cJSON_ArrayForEach(m, val) {
-                if (!cJSON_IsString(m) || !m->string) {
-                    fail(err, errlen, "%s: __metadata__ value of '%s' is not a string", label,
-                         show(m->string ? m->string : "?").s);
-                    goto done;
-                }
-                st->meta_keys[st->n_meta] = strdup(m->string);
-                st->meta_values[st->n_meta] = strdup(m->valuestring);
-                st->n_meta++;
-                if (!st->meta_keys[st->n_meta - 1] || !st->meta_values[st->n_meta - 1]) {
-                    fail(err, errlen, "%s: out of memory", label);
-                    goto done;
-                }
-            }
-            /* a key given twice: readers would disagree on its value (as a tensor's field, below) */
-            char **keys = malloc(((size_t)st->n_meta + 1) * sizeof *keys);
-            if (!keys) { fail(err, errlen, "%s: out of memory", label); goto done; }
-            memcpy(keys, st->meta_keys, (size_t)st->n_meta * sizeof *keys);
-            qsort(keys, (size_t)st->n_meta, sizeof *keys, cmp_str_ptr);
-            for (int i = 1; i < st->n_meta; i++)
-                if (strcmp(keys[i - 1], keys[i]) == 0) {
-                    fail(err, errlen, "%s: __metadata__ key '%s' appears twice", label, show(keys[i]).s);
-                    free(keys);
-                    goto done;
-                }
-            free(keys);
-        } else {
-            if (st->n == cap_tensors) {
-                int nc = cap_tensors ? 2 * cap_tensors : 64;
-                SafeTensor *t = realloc(st->tensors, (size_t)nc * sizeof *t);
-                if (!t) { fail(err, errlen, "%s: out of memory", label); goto done; }
-                st->tensors = t; cap_tensors = nc;
-            }
-            SafeTensor *t = &st->tensors[st->n];
-            memset(t, 0, sizeof *t);
-            t->name = strdup(name);
-            if (!t->name) { fail(err, errlen, "%s: out of memory", label); goto done; }
-            st->n++;
-            if (parse_entry(val, t, label, err, errlen)) goto done;
-        }
+        if (is_meta && seen_meta++) { fail(err, errlen, "%s: __metadata__ appears twice", label); goto done; }
+        if (is_meta ? store_metadata(st, val, label, err, errlen) : add_tensor(st, &cap_tensors, name, val, label, err, errlen))
+            goto done;
         cJSON_Delete(key); cJSON_Delete(val);
         key = val = NULL;
         scan_ws(&sc);
@@ -405,47 +453,7 @@ int safetensors_parse(SafeTensors *st, const void *file, size_t file_bytes, cons
     }
     scan_ws(&sc);
     if (sc.i != sc.n) { at = (long)sc.i; goto bad_json; }
-
-    /* Names: sorted (an index for safetensors_find), and unique. */
-    if (st->n) qsort(st->tensors, (size_t)st->n, sizeof *st->tensors, cmp_begin);
-    st->by_name = malloc(((size_t)st->n + 1) * sizeof *st->by_name);
-    if (!st->by_name) { fail(err, errlen, "%s: out of memory", label); goto done; }
-    for (int i = 0; i < st->n; i++) st->by_name[i] = i;
-    if (st->n) qsort_r(st->by_name, (size_t)st->n, sizeof *st->by_name, cmp_name_idx, st);
-    for (int i = 1; i < st->n; i++)
-        if (strcmp(st->tensors[st->by_name[i - 1]].name, st->tensors[st->by_name[i]].name) == 0) {
-            fail(err, errlen, "%s: tensor '%s' appears twice in the header", label, show(st->tensors[st->by_name[i]].name).s);
-            goto done;
-        }
-    /* The ranges, sorted, must tile [0, data_bytes) exactly: no hole, no overlap, nothing past the end. */
-    uint64_t expect = 0;
-    for (int i = 0; i < st->n; i++) {
-        SafeTensor *t = &st->tensors[i];
-        if (t->begin != expect) {
-            if (t->begin < expect)
-                fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] overlap the previous tensor's data",
-                     label, show(t->name).s, (unsigned long long)t->begin, (unsigned long long)t->end);
-            else
-                fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] leave a hole after byte %llu", label,
-                     show(t->name).s, (unsigned long long)t->begin, (unsigned long long)t->end,
-                     (unsigned long long)expect);
-            goto done;
-        }
-        if (t->end > data_bytes) {
-            fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] run past the end of the file "
-                 "(%zu data bytes): truncated?", label, show(t->name).s, (unsigned long long)t->begin,
-                 (unsigned long long)t->end, data_bytes);
-            goto done;
-        }
-        t->data = data + t->begin;
-        expect = t->end;
-    }
-    if (expect != data_bytes) {
-        fail(err, errlen, "%s: %llu bytes after the last tensor's data are not covered by any tensor", label,
-             (unsigned long long)(data_bytes - expect));
-        goto done;
-    }
-    rc = 0;
+    rc = index_tensors(st, data, data_bytes, label, err, errlen);
     goto done;
 bad_json:
     fail(err, errlen, "%s: header is not valid JSON (near byte %ld)", label, at);

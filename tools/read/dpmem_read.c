@@ -255,17 +255,178 @@ static void mark_cut(DpmemLog *L, uint64_t off, const char *why) {
 
 enum { BACKWARDS_SLACK_NS = 1000 };
 
+/* The scan's state: per thread slot, its last chunk, its clock and its name; the window; the room of
+   the arrays it grows. */
+typedef struct {
+    DpmemLog *L;
+    StrRef **strs;
+    uint32_t *n_strs;
+    IdSet *tags, *catids;
+    uint32_t cap_str, cap_meta, cap_thr, cap_chk;
+    uint32_t *last_chunk;         /* per thread slot */
+    uint64_t *last_ts;            /* per thread slot */
+    int64_t *name_off;            /* per thread slot: its name in the arena (-1: none) */
+    IdSet slots;                  /* thread index -> slot */
+    Window w;
+    int oom;
+} ScanState;
+
+/* The slot of thread tidx, a new one at its first chunk; -1 when memory ran out. */
+static int64_t thread_slot(ScanState *X, uint32_t tidx) {
+    DpmemLog *L = X->L;
+    int added;
+    int64_t h = idset_find(&X->slots, tidx, 1, 1, &added);
+    if (h < 0) return -1;
+    if (!added) return X->slots.val[h];
+    uint32_t had = X->cap_thr;
+    if (grow((void **)&L->threads, L->n_threads, &X->cap_thr, sizeof *L->threads)) return -1;
+    if (X->cap_thr != had) {   /* the per-slot arrays grow with it (only then: a realloc may copy) */
+        uint32_t *lc = realloc(X->last_chunk, (size_t)X->cap_thr * sizeof *lc);
+        if (lc) X->last_chunk = lc;
+        uint64_t *lt = realloc(X->last_ts, (size_t)X->cap_thr * sizeof *lt);
+        if (lt) X->last_ts = lt;
+        int64_t *no = realloc(X->name_off, (size_t)X->cap_thr * sizeof *no);
+        if (no) X->name_off = no;
+        if (!lc || !lt || !no) return -1;
+    }
+    X->slots.val[h] = L->n_threads;
+    L->threads[L->n_threads] = (DpmemThread){ .index = tidx, .name = "", .first_chunk = L->n_chunks };
+    X->last_chunk[L->n_threads] = UINT32_MAX;
+    X->last_ts[L->n_threads] = 0;
+    X->name_off[L->n_threads] = -1;
+    L->n_threads++;
+    return X->slots.val[h];
+}
+
+/* What one event adds to the index: a string, a thread's name, a META, the tags and categories it
+   names, the CLOSE record. -1 when memory ran out. */
+static int index_event(ScanState *X, uint32_t type, uint32_t id, const uint8_t *p) {
+    DpmemLog *L = X->L;
+    struct DpmemLogSource *S = L->src;
+    switch (type) {
+    case DPMEM_EV_STRING: {
+        int64_t a = arena_add(S, (const char *)p, strlen((const char *)p));
+        if (a < 0 || grow((void **)X->strs, *X->n_strs, &X->cap_str, sizeof **X->strs)) return -1;
+        (*X->strs)[(*X->n_strs)++] = (StrRef){ id, (uint64_t)a };
+        return 0;
+    }
+    case DPMEM_EV_THREAD: {
+        int64_t t = idset_find(&X->slots, id, 0, 1, NULL);
+        if (t < 0) return 0;   /* a thread with no chunk (yet): nothing to name */
+        uint32_t ts_slot = X->slots.val[t];
+        int64_t a = arena_add(S, (const char *)p + 8, strlen((const char *)p + 8));
+        if (a < 0) return -1;
+        L->threads[ts_slot].os_tid = rd64(p);
+        X->name_off[ts_slot] = a;
+        return 0;
+    }
+    case DPMEM_EV_META:
+        if (grow((void **)&L->meta, L->n_meta, &X->cap_meta, sizeof *L->meta)) return -1;
+        L->meta[L->n_meta++] = (DpmemMeta){ id, rd32(p) };
+        return 0;
+    case DPMEM_EV_ALLOC: case DPMEM_EV_FREE:
+        return idset_add(X->tags, id) ? -1 : 0;
+    case DPMEM_EV_SNAPSHOT:
+        for (uint32_t i = 0, nc = rd32(p + 24); i < nc; i++)
+            if (idset_add(X->catids, rd32(p + 32 + 16 * (uint64_t)i))) return -1;
+        return 0;
+    case DPMEM_EV_OOM: {
+        uint64_t ns = rd32(p + 24), nc = rd32(p + 28), nt = rd32(p + 32);
+        const uint8_t *q = p + 40 + (ns * 4 + 7) / 8 * 8;
+        if (idset_add(X->tags, id)) return -1;
+        for (uint64_t i = 0; i < nc; i++)
+            if (idset_add(X->catids, rd32(q + 16 * i))) return -1;
+        for (uint64_t i = 0; i < nt; i++)
+            if (idset_add(X->tags, rd32(q + 16 * nc + 16 * i))) return -1;
+        return 0;
+    }
+    case DPMEM_EV_CLOSE:
+        L->closed = 1;
+        L->close_written = rd64(p);
+        L->close_dropped = rd64(p + 8);
+        return 0;
+    default: return 0;
+    }
+}
+
+/* The events of chunk ci (avail bytes at off, of thread `slot`), up to the first zero head or invalid
+   byte (marked), and a cut in its last few bytes. -1 when memory ran out. */
+static int scan_chunk_events(ScanState *X, uint64_t off, uint64_t avail, uint32_t ci, uint32_t slot) {
+    DpmemLog *L = X->L;
+    const uint64_t cb = L->chunk_bytes, limit = off + avail;
+    uint64_t pos = 32;
+    while (pos + 8 <= avail) {
+        const uint8_t *c = window_get(L, &X->w, off + pos, 8, limit, &X->oom);
+        if (!c) { if (X->oom) return -1; mark_cut(L, off + pos, "the file shrank while being read"); break; }
+        uint32_t head_word = rd32(c);
+        if (head_word == 0) break;
+        uint32_t type = head_word & 0xff;
+        uint64_t bytes = (uint64_t)(head_word >> 16) * 8;
+        if (bytes < 16) { mark_bad(L, off + pos, "event shorter than 2 words"); break; }
+        if (pos + bytes > cb) { mark_bad(L, off + pos, "event runs past its chunk"); break; }
+        if (pos + bytes > avail) { mark_cut(L, off + pos, "cut in the middle of an event"); break; }
+        c = window_get(L, &X->w, off + pos, (size_t)bytes, limit, &X->oom);
+        if (!c) { if (X->oom) return -1; mark_cut(L, off + pos, "the file shrank while being read"); break; }
+        const uint8_t *p = c + 16;
+        uint64_t n = bytes - 16;
+        uint32_t id = rd32(c + 4);
+        uint64_t ts = rd64(c + 8);
+        if (!payload_ok(type, p, n)) { mark_bad(L, off + pos, "event payload too short for its type"); break; }
+        L->n_events++;
+        if (type < DPMEM_EV_TYPES) L->count[type]++;
+        if (ts < L->t_first) L->t_first = ts;
+        if (ts > L->t_last) L->t_last = ts;
+        /* A thread's clock never steps back; the kit's ALLOC/FREE stamps may run a nanosecond
+           or so ahead of it (they are made unique across threads), hence the slack. STRING and
+           THREAD events carry no time of their own (kits before the thread-order fix stamped
+           them after the event they precede). */
+        if (type != DPMEM_EV_STRING && type != DPMEM_EV_THREAD) {
+            if (ts + BACKWARDS_SLACK_NS < X->last_ts[slot] && L->backwards++ == 0) L->backwards_offset = off + pos;
+            X->last_ts[slot] = ts;
+        }
+        if (pos == 32) L->chunks[ci].first_ts = ts;
+        if (index_event(X, type, id, p)) return -1;
+        pos += bytes;
+        L->chunks[ci].end = (uint32_t)pos;
+    }
+    if (!L->corrupt && !L->bad_offset && pos < avail && pos + 8 > avail) {   /* fewer than 8 bytes left */
+        const uint8_t *c = window_get(L, &X->w, off + pos, (size_t)(avail - pos), limit, &X->oom);
+        if (!c && X->oom) return -1;
+        int tail_nonzero = 0;
+        for (uint64_t i = 0; c && i < avail - pos; i++) tail_nonzero |= c[i];
+        if (!c) mark_cut(L, off + pos, "the file shrank while being read");
+        else if (tail_nonzero && avail < cb) mark_cut(L, off + pos, "cut in the middle of an event");
+    }
+    return 0;
+}
+
+/* The checksum of what was found valid in chunk ci, read back from the window in pieces of at most
+   its read-ahead (a 64 KiB chunk: no read at all). -1 when memory ran out. */
+static int chunk_checksum(ScanState *X, uint64_t off, uint32_t ci) {
+    DpmemLog *L = X->L;
+    ChunkSum cs = { { 0 }, { 0 } };
+    for (uint64_t q = 0, end = L->chunks[ci].end; q < end;) {
+        size_t piece = end - q < WINDOW_AHEAD ? (size_t)(end - q) : WINDOW_AHEAD;
+        const uint8_t *c = window_get(L, &X->w, off + q, piece, off + end, &X->oom);
+        if (!c) {
+            if (X->oom) return -1;
+            mark_cut(L, off + q, "the file shrank while being read");   /* (a chunk seen whole a moment ago) */
+            L->chunks[ci].end = (uint32_t)q;
+            break;
+        }
+        sum_words(&cs, c, piece);
+        q += piece;
+    }
+    L->chunks[ci].sum = sum_value(&cs);
+    return 0;
+}
+
 /* One pass over the chunks in file order; stops at the first invalid byte. */
 static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet *catids) {
     struct DpmemLogSource *S = L->src;
-    uint32_t cap_str = 0, cap_meta = 0, cap_thr = 0, cap_chk = 0;
-    uint32_t *last_chunk = NULL;  /* per thread slot */
-    uint64_t *last_ts = NULL;     /* per thread slot */
-    int64_t *name_off = NULL;     /* per thread slot: its name in the arena (-1: none) */
-    IdSet slots = { 0 };          /* thread index -> slot */
-    Window w = { 0 };
+    ScanState X = { .L = L, .strs = strs, .n_strs = n_strs, .tags = tags, .catids = catids };
     uint64_t hb = L->header_bytes, cb = L->chunk_bytes;
-    int rc = 0, oom = 0, zero_run = 0;
+    int rc = 0, zero_run = 0;
     uint8_t head_buf[32];
     for (uint64_t k = 0; hb + k * cb < L->size && !L->corrupt; k++) {
         uint64_t off = hb + k * cb;
@@ -274,8 +435,8 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
         /* The chunk in one read, header and events; but after a zero chunk only its 32-byte header,
            until a used one comes (a sparse log of dead chunks costs a tiny read each, not 64 KiB). */
         const uint8_t *head = zero_run ? (read_at(L, off, head_buf, hn) == hn ? head_buf : NULL)
-                                       : window_get(L, &w, off, hn, off + avail, &oom);
-        if (!head) { if (oom) { rc = -1; goto done; } mark_cut(L, off, "the file shrank while being read"); break; }
+                                       : window_get(L, &X.w, off, hn, off + avail, &X.oom);
+        if (!head) { if (X.oom) { rc = -1; goto done; } mark_cut(L, off, "the file shrank while being read"); break; }
         if (avail < 32 || rd32(head) == 0) {
             if (avail < 32 && (avail < 4 || rd32(head) != 0)) { mark_cut(L, off, "cut inside a chunk header"); break; }
             zero_run = 1;
@@ -293,145 +454,21 @@ static int scan(DpmemLog *L, StrRef **strs, uint32_t *n_strs, IdSet *tags, IdSet
         if (rd64(head + 8) != k) { mark_bad(L, off + 8, "chunk sequence number does not match its place"); break; }
         uint32_t tidx = rd32(head + 4);
         if (tidx == 0) { mark_bad(L, off + 4, "chunk of thread 0"); break; }
-        int added;
-        int64_t h = idset_find(&slots, tidx, 1, 1, &added);
-        if (h < 0) { rc = -1; goto done; }
-        if (added) {
-            uint32_t had = cap_thr;
-            if (grow((void **)&L->threads, L->n_threads, &cap_thr, sizeof *L->threads)) { rc = -1; goto done; }
-            if (cap_thr != had) {   /* the per-slot arrays grow with it (only then: a realloc may copy) */
-                uint32_t *lc = realloc(last_chunk, (size_t)cap_thr * sizeof *lc);
-                if (lc) last_chunk = lc;
-                uint64_t *lt = realloc(last_ts, (size_t)cap_thr * sizeof *lt);
-                if (lt) last_ts = lt;
-                int64_t *no = realloc(name_off, (size_t)cap_thr * sizeof *no);
-                if (no) name_off = no;
-                if (!lc || !lt || !no) { rc = -1; goto done; }
-            }
-            slots.val[h] = L->n_threads;
-            L->threads[L->n_threads] = (DpmemThread){ .index = tidx, .name = "", .first_chunk = L->n_chunks };
-            last_chunk[L->n_threads] = UINT32_MAX;
-            last_ts[L->n_threads] = 0;
-            name_off[L->n_threads] = -1;
-            L->n_threads++;
-        }
-        uint32_t slot = slots.val[h];
-        if (grow((void **)&L->chunks, L->n_chunks, &cap_chk, sizeof *L->chunks)) { rc = -1; goto done; }
+        int64_t slot = thread_slot(&X, tidx);
+        if (slot < 0) { rc = -1; goto done; }
+        if (grow((void **)&L->chunks, L->n_chunks, &X.cap_chk, sizeof *L->chunks)) { rc = -1; goto done; }
         uint32_t ci = L->n_chunks++;
-        L->chunks[ci] = (DpmemChunk){ .offset = off, .thread = slot, .next = UINT32_MAX, .end = 32 };
-        if (last_chunk[slot] != UINT32_MAX) L->chunks[last_chunk[slot]].next = ci;
-        last_chunk[slot] = ci;
-
-        uint64_t pos = 32, limit = off + avail;
-        while (pos + 8 <= avail) {
-            const uint8_t *c = window_get(L, &w, off + pos, 8, limit, &oom);
-            if (!c) { if (oom) { rc = -1; goto done; } mark_cut(L, off + pos, "the file shrank while being read"); break; }
-            uint32_t head_word = rd32(c);
-            if (head_word == 0) break;
-            uint32_t type = head_word & 0xff;
-            uint64_t bytes = (uint64_t)(head_word >> 16) * 8;
-            if (bytes < 16) { mark_bad(L, off + pos, "event shorter than 2 words"); break; }
-            if (pos + bytes > cb) { mark_bad(L, off + pos, "event runs past its chunk"); break; }
-            if (pos + bytes > avail) { mark_cut(L, off + pos, "cut in the middle of an event"); break; }
-            c = window_get(L, &w, off + pos, (size_t)bytes, limit, &oom);
-            if (!c) { if (oom) { rc = -1; goto done; } mark_cut(L, off + pos, "the file shrank while being read"); break; }
-            const uint8_t *p = c + 16;
-            uint64_t n = bytes - 16;
-            uint32_t id = rd32(c + 4);
-            uint64_t ts = rd64(c + 8);
-            if (!payload_ok(type, p, n)) { mark_bad(L, off + pos, "event payload too short for its type"); break; }
-            L->n_events++;
-            if (type < DPMEM_EV_TYPES) L->count[type]++;
-            if (ts < L->t_first) L->t_first = ts;
-            if (ts > L->t_last) L->t_last = ts;
-            /* A thread's clock never steps back; the kit's ALLOC/FREE stamps may run a nanosecond
-               or so ahead of it (they are made unique across threads), hence the slack. STRING and
-               THREAD events carry no time of their own (kits before the thread-order fix stamped
-               them after the event they precede). */
-            if (type != DPMEM_EV_STRING && type != DPMEM_EV_THREAD) {
-                if (ts + BACKWARDS_SLACK_NS < last_ts[slot] && L->backwards++ == 0) L->backwards_offset = off + pos;
-                last_ts[slot] = ts;
-            }
-            if (pos == 32) L->chunks[ci].first_ts = ts;
-            switch (type) {
-            case DPMEM_EV_STRING: {
-                int64_t a = arena_add(S, (const char *)p, strlen((const char *)p));
-                if (a < 0 || grow((void **)strs, *n_strs, &cap_str, sizeof **strs)) { rc = -1; goto done; }
-                (*strs)[(*n_strs)++] = (StrRef){ id, (uint64_t)a };
-                break;
-            }
-            case DPMEM_EV_THREAD: {
-                int64_t t = idset_find(&slots, id, 0, 1, NULL);
-                if (t < 0) break;   /* a thread with no chunk (yet): nothing to name */
-                uint32_t ts_slot = slots.val[t];
-                int64_t a = arena_add(S, (const char *)p + 8, strlen((const char *)p + 8));
-                if (a < 0) { rc = -1; goto done; }
-                L->threads[ts_slot].os_tid = rd64(p);
-                name_off[ts_slot] = a;
-                break;
-            }
-            case DPMEM_EV_META:
-                if (grow((void **)&L->meta, L->n_meta, &cap_meta, sizeof *L->meta)) { rc = -1; goto done; }
-                L->meta[L->n_meta++] = (DpmemMeta){ id, rd32(p) };
-                break;
-            case DPMEM_EV_ALLOC: case DPMEM_EV_FREE:
-                if (idset_add(tags, id)) { rc = -1; goto done; }
-                break;
-            case DPMEM_EV_SNAPSHOT:
-                for (uint32_t i = 0, nc = rd32(p + 24); i < nc; i++)
-                    if (idset_add(catids, rd32(p + 32 + 16 * (uint64_t)i))) { rc = -1; goto done; }
-                break;
-            case DPMEM_EV_OOM: {
-                uint64_t ns = rd32(p + 24), nc = rd32(p + 28), nt = rd32(p + 32);
-                const uint8_t *q = p + 40 + (ns * 4 + 7) / 8 * 8;
-                if (idset_add(tags, id)) { rc = -1; goto done; }
-                for (uint64_t i = 0; i < nc; i++)
-                    if (idset_add(catids, rd32(q + 16 * i))) { rc = -1; goto done; }
-                for (uint64_t i = 0; i < nt; i++)
-                    if (idset_add(tags, rd32(q + 16 * nc + 16 * i))) { rc = -1; goto done; }
-                break;
-            }
-            case DPMEM_EV_CLOSE:
-                L->closed = 1;
-                L->close_written = rd64(p);
-                L->close_dropped = rd64(p + 8);
-                break;
-            default: break;
-            }
-            pos += bytes;
-            L->chunks[ci].end = (uint32_t)pos;
-        }
-        if (!L->corrupt && !L->bad_offset && pos < avail && pos + 8 > avail) {   /* fewer than 8 bytes left */
-            const uint8_t *c = window_get(L, &w, off + pos, (size_t)(avail - pos), limit, &oom);
-            if (!c && oom) { rc = -1; goto done; }
-            int tail_nonzero = 0;
-            for (uint64_t i = 0; c && i < avail - pos; i++) tail_nonzero |= c[i];
-            if (!c) mark_cut(L, off + pos, "the file shrank while being read");
-            else if (tail_nonzero && avail < cb) mark_cut(L, off + pos, "cut in the middle of an event");
-        }
-        /* The checksum of what was found valid, read back from the window in pieces of at most its
-           read-ahead (a 64 KiB chunk: no read at all). */
-        ChunkSum cs = { { 0 }, { 0 } };
-        for (uint64_t q = 0, end = L->chunks[ci].end; q < end;) {
-            size_t piece = end - q < WINDOW_AHEAD ? (size_t)(end - q) : WINDOW_AHEAD;
-            const uint8_t *c = window_get(L, &w, off + q, piece, off + end, &oom);
-            if (!c) {
-                if (oom) { rc = -1; goto done; }
-                mark_cut(L, off + q, "the file shrank while being read");   /* (a chunk seen whole a moment ago) */
-                L->chunks[ci].end = (uint32_t)q;
-                break;
-            }
-            sum_words(&cs, c, piece);
-            q += piece;
-        }
-        L->chunks[ci].sum = sum_value(&cs);
+        L->chunks[ci] = (DpmemChunk){ .offset = off, .thread = (uint32_t)slot, .next = UINT32_MAX, .end = 32 };
+        if (X.last_chunk[slot] != UINT32_MAX) L->chunks[X.last_chunk[slot]].next = ci;
+        X.last_chunk[slot] = ci;
+        if (scan_chunk_events(&X, off, avail, ci, (uint32_t)slot) || chunk_checksum(&X, off, ci)) { rc = -1; goto done; }
         if (L->bad_offset) break;
     }
     /* The names, now that the arena no longer moves. */
     for (uint32_t t = 0; t < L->n_threads; t++)
-        if (name_off[t] >= 0) L->threads[t].name = S->arena + name_off[t];
+        if (X.name_off[t] >= 0) L->threads[t].name = S->arena + X.name_off[t];
 done:
-    free(last_chunk); free(last_ts); free(name_off); free(slots.slot); free(slots.val); free(w.buf);
+    free(X.last_chunk); free(X.last_ts); free(X.name_off); free(X.slots.slot); free(X.slots.val); free(X.w.buf);
     return rc;
 }
 

@@ -31,13 +31,197 @@ static const char *track_name(const Track *k, char *buf, size_t n) {
     return buf;
 }
 
+/* One log's process as it is written (write_process): the tracks of its threads, the live bytes for the
+   counters, the open scopes. A thread index is one OS thread at a time: a thread that exits hands its
+   index (and chunk) to the next new one, which announces itself by a THREAD event. Each OS thread gets
+   its own track: the first keeps the index as its tid, each later one a fresh tid above every index. */
+typedef struct {
+    const DpmemLog *L;
+    FILE *f;
+    uint64_t pid, origin;
+    uint64_t *live, total;           /* per category (n_cats: untagged), and their sum */
+    ScopeStacks st;                  /* per thread: the name ids of its open scopes */
+    uint32_t *tid, next_tid;         /* per thread slot: the tid of its current track */
+    uint32_t *track, n_tracks, cap_tracks;   /* per thread slot: its current track */
+    Track *tracks;
+    uint64_t *os_tid;                /* per thread slot: its OS thread, once named */
+    uint8_t *named;                  /* per thread slot: a THREAD event came */
+    int gpu_named[64];               /* a GPU track of that thread index has events */
+    int oom;
+} Proc;
+
+static void proc_free(Proc *P) {
+    free(P->live); free(P->tid); free(P->track); free(P->tracks); free(P->os_tid); free(P->named);
+    scopestacks_free(&P->st);
+}
+
+/* 0, or -1 (everything freed) when memory ran out. */
+static int proc_init(Proc *P, const DpmemLog *L, FILE *f, uint64_t pid, uint64_t origin) {
+    memset(P, 0, sizeof *P);
+    P->L = L; P->f = f; P->pid = pid; P->origin = origin;
+    P->live = calloc(L->n_cats + 1, sizeof *P->live);
+    if (!P->live || scopestacks_init(&P->st, L->n_threads, sizeof(uint32_t), MAX_DEPTH)) { proc_free(P); return -1; }
+    P->next_tid = 1;
+    P->tid = malloc((L->n_threads + 1) * sizeof *P->tid);
+    P->track = malloc((L->n_threads + 1) * sizeof *P->track);
+    P->n_tracks = L->n_threads; P->cap_tracks = L->n_threads + 1;
+    P->tracks = calloc(P->cap_tracks, sizeof *P->tracks);
+    P->os_tid = calloc(L->n_threads + 1, sizeof *P->os_tid);
+    P->named = calloc(L->n_threads + 1, 1);
+    if (!P->tid || !P->track || !P->tracks || !P->os_tid || !P->named) { proc_free(P); return -1; }
+    for (uint32_t t = 0; t < L->n_threads; t++) {
+        P->tid[t] = L->threads[t].index;
+        P->track[t] = t;
+        P->tracks[t].tid = P->tid[t];
+        if (L->threads[t].index >= P->next_tid) P->next_tid = L->threads[t].index + 1;
+    }
+    return 0;
+}
+
+/* THREAD: a new OS thread on this index gets a new track; the name (a later one replaces an earlier
+   one; none keeps it) is written with the tracks at the end. */
+static void on_thread(Proc *P, const DpmemEvent *e) {
+    uint64_t os = dpmem_ev_u64(e, 0);
+    if (P->named[e->slot] && os != P->os_tid[e->slot] && P->next_tid < GPU_TID_BASE) {
+        if (P->n_tracks == P->cap_tracks) {
+            Track *g = realloc(P->tracks, 2 * P->cap_tracks * sizeof *g);
+            if (!g) { P->oom = 1; return; }
+            P->tracks = g;
+            P->cap_tracks *= 2;
+        }
+        P->tid[e->slot] = P->next_tid++;
+        P->tracks[P->n_tracks] = (Track){ .tid = P->tid[e->slot] };
+        P->track[e->slot] = P->n_tracks++;
+    }
+    const char *nm = (const char *)e->p + 8;
+    if (*nm) snprintf(P->tracks[P->track[e->slot]].name, sizeof P->tracks[0].name, "%.*s", (int)(e->n > 8 ? e->n - 8 : 0), nm);
+    P->named[e->slot] = 1;
+    P->os_tid[e->slot] = os;
+}
+
+static void write_scope(Proc *P, const DpmemEvent *e, uint64_t rel) {
+    FILE *f = P->f;
+    if (e->type == DPMEM_EV_BEGIN) {
+        uint32_t *o = scopestack_push(&P->st, e->slot, &P->oom);
+        if (o) *o = e->id;
+    } else {
+        void *o;
+        if (!scopestack_pop(&P->st, e->slot, &o)) return;   /* an END without its BEGIN (cut at the start): skip */
+    }
+    fprintf(f, ",\n{\"ph\":\"%s\",\"name\":", e->type == DPMEM_EV_BEGIN ? "B" : "E");
+    json_write_string(f, dpmem_log_string(P->L, e->id));
+    fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", P->pid, P->tid[e->slot]);
+    us(f, rel);
+    fputc('}', f);
+}
+
+/* ALLOC, FREE: an instant event (unless --no-allocs) and the counters of its category and the total. */
+static void write_memory(Proc *P, const DpmemEvent *e, uint64_t rel, const TraceOptions *o) {
+    FILE *f = P->f;
+    const DpmemLog *L = P->L;
+    uint64_t bytes = dpmem_ev_u64(e, 8);
+    int32_t c = dpmem_log_category(L, e->id);
+    uint32_t ci = c < 0 ? L->n_cats : (uint32_t)c;
+    if (e->type == DPMEM_EV_ALLOC) { P->live[ci] += bytes; P->total += bytes; }
+    else { uint64_t d = bytes < P->live[ci] ? bytes : P->live[ci]; P->live[ci] -= d; P->total -= d; }
+    if (!o->no_allocs) {
+        fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s ", e->type == DPMEM_EV_ALLOC ? "alloc" : "free");
+        json_write_escaped(f, dpmem_log_string(L, e->id));
+        fprintf(f, "\",\"cat\":\"memory\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", P->pid, P->tid[e->slot]);
+        us(f, rel);
+        fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 ",\"address\":\"0x%" PRIx64 "\",\"space\":\"%s\"}}", bytes, dpmem_ev_u64(e, 0), dpmem_space_name(e->aux));
+    }
+    fprintf(f, ",\n{\"ph\":\"C\",\"name\":");
+    char cn[300];
+    snprintf(cn, sizeof cn, "live %s", c < 0 ? "?" : L->cats[c]);
+    json_write_string(f, cn);
+    fprintf(f, ",\"pid\":%" PRIu64 ",\"ts\":", P->pid);
+    us(f, rel);
+    fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 "}},\n{\"ph\":\"C\",\"name\":\"live total\",\"pid\":%" PRIu64 ",\"ts\":", P->live[ci], P->pid);
+    us(f, rel);
+    fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 "}}", P->total);
+}
+
+static void write_gpu_time(Proc *P, const DpmemEvent *e) {
+    FILE *f = P->f;
+    uint32_t thread = dpmem_ev_u32(e, 0);
+    uint64_t b = dpmem_ev_u64(e, 8), g = dpmem_ev_u64(e, 16);
+    uint64_t brel = b >= P->origin ? b - P->origin : 0;
+    if (thread < 64) P->gpu_named[thread] = 1;
+    fprintf(f, ",\n{\"ph\":\"X\",\"name\":");
+    json_write_string(f, dpmem_log_string(P->L, e->id));
+    fprintf(f, ",\"cat\":\"gpu\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", P->pid, GPU_TID_BASE + (thread % GPU_TID_BASE));
+    us(f, brel);
+    fputs(",\"dur\":", f);
+    us(f, g);
+    fputc('}', f);
+}
+
+static void write_snapshot(Proc *P, const DpmemEvent *e, uint64_t rel) {
+    FILE *f = P->f;
+    fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"g\",\"name\":");
+    char sn[300];
+    snprintf(sn, sizeof sn, "snapshot %s", dpmem_log_string(P->L, e->id));
+    json_write_string(f, sn);
+    fprintf(f, ",\"cat\":\"snapshot\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", P->pid, P->tid[e->slot]);
+    us(f, rel);
+    fprintf(f, ",\"args\":{\"device_used\":%" PRIu64 ",\"device_total\":%" PRIu64 ",\"device_tracked\":%" PRIu64, dpmem_ev_u64(e, 0),
+            dpmem_ev_u64(e, 8), dpmem_ev_u64(e, 16));
+    for (uint32_t i = 0, n = dpmem_ev_u32(e, 24); i < n; i++) {
+        char k[300];
+        snprintf(k, sizeof k, "live %s", dpmem_log_string(P->L, dpmem_ev_u32(e, 32 + 16 * i)));
+        fputc(',', f);
+        json_write_string(f, k);
+        fprintf(f, ":%" PRIu64, dpmem_ev_u64(e, 32 + 16 * i + 8));
+    }
+    fputs("}}", f);
+}
+
+/* WARN, OOM: an instant event of the process. */
+static void write_health(Proc *P, const DpmemEvent *e, uint64_t rel) {
+    FILE *f = P->f;
+    fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"p\",\"name\":");
+    char wn[300];
+    snprintf(wn, sizeof wn, "%s %s", e->type == DPMEM_EV_WARN ? "warning:" : "OOM:", dpmem_log_string(P->L, e->id));
+    json_write_string(f, wn);
+    fprintf(f, ",\"cat\":\"health\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", P->pid, P->tid[e->slot]);
+    us(f, rel);
+    if (e->type == DPMEM_EV_WARN) fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", dpmem_ev_u64(e, 0));
+    else fprintf(f, ",\"args\":{\"requested\":%" PRIu64 ",\"device_used\":%" PRIu64 ",\"device_total\":%" PRIu64 ",\"space\":\"%s\"}}",
+                 dpmem_ev_u64(e, 0), dpmem_ev_u64(e, 8), dpmem_ev_u64(e, 16), dpmem_space_name(e->aux));
+}
+
+/* Scopes open at a cut end at the last event (last), so that every B has its E; then one name per
+   track, now that every THREAD event has been read, and a GPU track after its thread. */
+static void finish_tracks(Proc *P, uint64_t last) {
+    FILE *f = P->f;
+    const DpmemLog *L = P->L;
+    for (uint32_t t = 0; t < L->n_threads; t++)
+        for (uint32_t d = scopestack_depth(&P->st, t); d-- > 0;) {
+            fprintf(f, ",\n{\"ph\":\"E\",\"name\":");
+            json_write_string(f, d < MAX_DEPTH ? dpmem_log_string(L, *(const uint32_t *)scopestack_at(&P->st, t, d)) : "?");
+            fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", P->pid, P->tid[t]);
+            us(f, last);
+            fputs(",\"args\":{\"cut\":true}}", f);
+        }
+    char buf[260], gn[280];
+    for (uint32_t k = 0; k < P->n_tracks; k++) thread_name(f, P->pid, P->tracks[k].tid, track_name(&P->tracks[k], buf, sizeof buf));
+    for (uint32_t g = 0; g < 64; g++) {
+        if (!P->gpu_named[g]) continue;
+        const char *who = NULL;
+        for (uint32_t k = 0; k < P->n_tracks && !who; k++)
+            if (P->tracks[k].tid == g) who = track_name(&P->tracks[k], buf, sizeof buf);
+        if (!who) { snprintf(buf, sizeof buf, "thread %u", g); who = buf; }
+        snprintf(gn, sizeof gn, "GPU (%s)", who);
+        thread_name(f, P->pid, GPU_TID_BASE + g, gn);
+    }
+}
+
 /* One log's process: its name, its threads' names and every event, as pid, with times from origin.
    first: the first process of the file (no separator before it). */
 static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint64_t pid, uint64_t origin, int first) {
-    uint32_t nc = L->n_cats;
-    uint64_t *live = calloc(nc + 1, sizeof *live), total = 0;
-    ScopeStacks st = { 0 };   /* per thread: the name ids of its open scopes */
-    if (!live || scopestacks_init(&st, L->n_threads, sizeof(uint32_t), MAX_DEPTH)) { free(live); scopestacks_free(&st); return -1; }
+    Proc P;
+    if (proc_init(&P, L, f, pid, origin)) return -1;
     char name[128];
     const char *run = dpmem_log_run_name(L, name, sizeof name);
     fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"args\":{\"name\":", first ? "" : ",\n", pid);
@@ -45,136 +229,20 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
     snprintf(pname, sizeof pname, "dpmem: %s", run);
     json_write_string(f, pname);
     fputs("}}", f);
-    /* A thread index is one OS thread at a time: a thread that exits hands its index (and chunk) to
-       the next new one, which announces itself by a THREAD event. Each OS thread gets its own track:
-       the first keeps the index as its tid, each later one a fresh tid above every index. Threads
-       without a THREAD event are named here; the others at their THREAD event. */
-    uint32_t *tid = malloc((L->n_threads + 1) * sizeof *tid), next_tid = 1;
-    uint32_t *track = malloc((L->n_threads + 1) * sizeof *track), n_tracks = L->n_threads, cap_tracks = L->n_threads + 1;
-    Track *tracks = calloc(cap_tracks, sizeof *tracks);
-    uint64_t *os_tid = calloc(L->n_threads + 1, sizeof *os_tid);
-    uint8_t *named = calloc(L->n_threads + 1, 1);
-#define TRACE_FREE() do { free(live); free(tid); free(track); free(tracks); free(os_tid); free(named); scopestacks_free(&st); } while (0)
-    if (!tid || !track || !tracks || !os_tid || !named) { TRACE_FREE(); return -1; }
-    for (uint32_t t = 0; t < L->n_threads; t++) {
-        tid[t] = L->threads[t].index;
-        track[t] = t;
-        tracks[t].tid = tid[t];
-        if (L->threads[t].index >= next_tid) next_tid = L->threads[t].index + 1;
-    }
     DpmemIter it;
-    if (dpmem_iter_begin(&it, L)) { TRACE_FREE(); return -1; }
-    int oom = 0;
+    if (dpmem_iter_begin(&it, L)) { proc_free(&P); return -1; }
     DpmemEvent e;
     uint64_t last = 0;
-    int gpu_named[64] = { 0 };
     while (dpmem_iter_next(&it, &e)) {
         uint64_t rel = e.ts >= origin ? e.ts - origin : 0;
         last = rel;
         switch (e.type) {
-        case DPMEM_EV_THREAD: {
-            uint64_t os = dpmem_ev_u64(&e, 0);
-            if (named[e.slot] && os != os_tid[e.slot] && next_tid < GPU_TID_BASE) {   /* a new OS thread on this index: a new track */
-                if (n_tracks == cap_tracks) {
-                    Track *g = realloc(tracks, 2 * cap_tracks * sizeof *g);
-                    if (!g) { oom = 1; break; }
-                    tracks = g;
-                    cap_tracks *= 2;
-                }
-                tid[e.slot] = next_tid++;
-                tracks[n_tracks] = (Track){ .tid = tid[e.slot] };
-                track[e.slot] = n_tracks++;
-            }
-            const char *nm = (const char *)e.p + 8;   /* a later name replaces an earlier one; none keeps it */
-            if (*nm) snprintf(tracks[track[e.slot]].name, sizeof tracks[0].name, "%.*s", (int)(e.n > 8 ? e.n - 8 : 0), nm);
-            named[e.slot] = 1;
-            os_tid[e.slot] = os;
-            break;
-        }
-        case DPMEM_EV_BEGIN: case DPMEM_EV_END: {
-            if (e.type == DPMEM_EV_BEGIN) {
-                uint32_t *o = scopestack_push(&st, e.slot, &oom);
-                if (o) *o = e.id;
-            } else {
-                void *o;
-                if (!scopestack_pop(&st, e.slot, &o)) break;   /* an END without its BEGIN (cut at the start): skip */
-            }
-            fprintf(f, ",\n{\"ph\":\"%s\",\"name\":", e.type == DPMEM_EV_BEGIN ? "B" : "E");
-            json_write_string(f, dpmem_log_string(L, e.id));
-            fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[e.slot]);
-            us(f, rel);
-            fputc('}', f);
-            break;
-        }
-        case DPMEM_EV_ALLOC: case DPMEM_EV_FREE: {
-            uint64_t bytes = dpmem_ev_u64(&e, 8);
-            int32_t c = dpmem_log_category(L, e.id);
-            uint32_t ci = c < 0 ? nc : (uint32_t)c;
-            if (e.type == DPMEM_EV_ALLOC) { live[ci] += bytes; total += bytes; }
-            else { uint64_t d = bytes < live[ci] ? bytes : live[ci]; live[ci] -= d; total -= d; }
-            if (!o->no_allocs) {
-                fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s ", e.type == DPMEM_EV_ALLOC ? "alloc" : "free");
-                json_write_escaped(f, dpmem_log_string(L, e.id));
-                fprintf(f, "\",\"cat\":\"memory\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[e.slot]);
-                us(f, rel);
-                fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 ",\"address\":\"0x%" PRIx64 "\",\"space\":\"%s\"}}", bytes, dpmem_ev_u64(&e, 0), dpmem_space_name(e.aux));
-            }
-            fprintf(f, ",\n{\"ph\":\"C\",\"name\":");
-            char cn[300];
-            snprintf(cn, sizeof cn, "live %s", c < 0 ? "?" : L->cats[c]);
-            json_write_string(f, cn);
-            fprintf(f, ",\"pid\":%" PRIu64 ",\"ts\":", pid);
-            us(f, rel);
-            fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 "}},\n{\"ph\":\"C\",\"name\":\"live total\",\"pid\":%" PRIu64 ",\"ts\":", live[ci], pid);
-            us(f, rel);
-            fprintf(f, ",\"args\":{\"bytes\":%" PRIu64 "}}", total);
-            break;
-        }
-        case DPMEM_EV_GPU_TIME: {
-            uint32_t thread = dpmem_ev_u32(&e, 0);
-            uint64_t b = dpmem_ev_u64(&e, 8), g = dpmem_ev_u64(&e, 16);
-            uint64_t brel = b >= origin ? b - origin : 0;
-            if (thread < 64) gpu_named[thread] = 1;
-            fprintf(f, ",\n{\"ph\":\"X\",\"name\":");
-            json_write_string(f, dpmem_log_string(L, e.id));
-            fprintf(f, ",\"cat\":\"gpu\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, GPU_TID_BASE + (thread % GPU_TID_BASE));
-            us(f, brel);
-            fputs(",\"dur\":", f);
-            us(f, g);
-            fputc('}', f);
-            break;
-        }
-        case DPMEM_EV_SNAPSHOT: {
-            fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"g\",\"name\":");
-            char sn[300];
-            snprintf(sn, sizeof sn, "snapshot %s", dpmem_log_string(L, e.id));
-            json_write_string(f, sn);
-            fprintf(f, ",\"cat\":\"snapshot\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[e.slot]);
-            us(f, rel);
-            fprintf(f, ",\"args\":{\"device_used\":%" PRIu64 ",\"device_total\":%" PRIu64 ",\"device_tracked\":%" PRIu64, dpmem_ev_u64(&e, 0),
-                    dpmem_ev_u64(&e, 8), dpmem_ev_u64(&e, 16));
-            for (uint32_t i = 0, n = dpmem_ev_u32(&e, 24); i < n; i++) {
-                char k[300];
-                snprintf(k, sizeof k, "live %s", dpmem_log_string(L, dpmem_ev_u32(&e, 32 + 16 * i)));
-                fputc(',', f);
-                json_write_string(f, k);
-                fprintf(f, ":%" PRIu64, dpmem_ev_u64(&e, 32 + 16 * i + 8));
-            }
-            fputs("}}", f);
-            break;
-        }
-        case DPMEM_EV_WARN: case DPMEM_EV_OOM: {
-            fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"p\",\"name\":");
-            char wn[300];
-            snprintf(wn, sizeof wn, "%s %s", e.type == DPMEM_EV_WARN ? "warning:" : "OOM:", dpmem_log_string(L, e.id));
-            json_write_string(f, wn);
-            fprintf(f, ",\"cat\":\"health\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[e.slot]);
-            us(f, rel);
-            if (e.type == DPMEM_EV_WARN) fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", dpmem_ev_u64(&e, 0));
-            else fprintf(f, ",\"args\":{\"requested\":%" PRIu64 ",\"device_used\":%" PRIu64 ",\"device_total\":%" PRIu64 ",\"space\":\"%s\"}}",
-                         dpmem_ev_u64(&e, 0), dpmem_ev_u64(&e, 8), dpmem_ev_u64(&e, 16), dpmem_space_name(e.aux));
-            break;
-        }
+        case DPMEM_EV_THREAD: on_thread(&P, &e); break;
+        case DPMEM_EV_BEGIN: case DPMEM_EV_END: write_scope(&P, &e, rel); break;
+        case DPMEM_EV_ALLOC: case DPMEM_EV_FREE: write_memory(&P, &e, rel, o); break;
+        case DPMEM_EV_GPU_TIME: write_gpu_time(&P, &e); break;
+        case DPMEM_EV_SNAPSHOT: write_snapshot(&P, &e, rel); break;
+        case DPMEM_EV_WARN: case DPMEM_EV_OOM: write_health(&P, &e, rel); break;
         case DPMEM_EV_DEVICE:
             fprintf(f, ",\n{\"ph\":\"C\",\"name\":\"device used\",\"pid\":%" PRIu64 ",\"ts\":", pid);
             us(f, rel);
@@ -184,29 +252,9 @@ static int write_process(const DpmemLog *L, FILE *f, const TraceOptions *o, uint
         }
     }
     dpmem_iter_end(&it);
-    /* Scopes open at a cut end at the last event, so that every B has its E. */
-    for (uint32_t t = 0; t < L->n_threads; t++)
-        for (uint32_t d = scopestack_depth(&st, t); d-- > 0;) {
-            fprintf(f, ",\n{\"ph\":\"E\",\"name\":");
-            json_write_string(f, d < MAX_DEPTH ? dpmem_log_string(L, *(const uint32_t *)scopestack_at(&st, t, d)) : "?");
-            fprintf(f, ",\"cat\":\"scope\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", pid, tid[t]);
-            us(f, last);
-            fputs(",\"args\":{\"cut\":true}}", f);
-        }
-    /* One name per track, now that every THREAD event has been read; a GPU track after its thread. */
-    char buf[260], gn[280];
-    for (uint32_t k = 0; k < n_tracks; k++) thread_name(f, pid, tracks[k].tid, track_name(&tracks[k], buf, sizeof buf));
-    for (uint32_t g = 0; g < 64; g++) {
-        if (!gpu_named[g]) continue;
-        const char *who = NULL;
-        for (uint32_t k = 0; k < n_tracks && !who; k++)
-            if (tracks[k].tid == g) who = track_name(&tracks[k], buf, sizeof buf);
-        if (!who) { snprintf(buf, sizeof buf, "thread %u", g); who = buf; }
-        snprintf(gn, sizeof gn, "GPU (%s)", who);
-        thread_name(f, pid, GPU_TID_BASE + g, gn);
-    }
-    TRACE_FREE();
-#undef TRACE_FREE
+    finish_tracks(&P, last);
+    const int oom = P.oom;
+    proc_free(&P);
     return ferror(f) || oom || dpmem_log_error(L) ? -1 : 0;
 }
 
