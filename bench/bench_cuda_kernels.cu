@@ -365,6 +365,18 @@ int main(void) {
         TIME_MS(fused, dp_noisy_adamw_cuda(p, g, m, vv, P, 0, &nz, &opt, 0));
         printf("| DP update 2^28 params: fused (dp_noisy_adamw_cuda) | %.3f | %.0f | %.2fx the separate path |\n", fused,
                7.0 * P * 4 / fused / 1e6, fused / sep);
+        /* --secure-noise: ChaCha20 on the grid (secure_noise.cu) beside Philox, separate and fused; the extra
+           time per 2^30 coordinates (a 1b model has 1.16e9) is what a 1b step pays for it */
+        const uint32_t key[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+        float philox_p, secure_p, secure_f;
+        TIME_MS(philox_p, noise_privatize_cuda(g, P, nz.sigma, nz.max_grad_norm, nz.logical_batch, nz.seed, nz.step, 0));
+        TIME_MS(secure_p, secure_noise_privatize_cuda(g, P, nz.sigma, nz.max_grad_norm, nz.logical_batch, key, nz.step, 0));
+        printf("| privatize 2^28 coords: Philox | %.3f | %.0f | |\n", philox_p, 3.0 * P * 4 / philox_p / 1e6);
+        printf("| privatize 2^28 coords: secure (ChaCha20, grid) | %.3f | %.0f | %.2fx Philox's; +%.2f ms per 2^30 coords |\n", secure_p,
+               2.0 * P * 4 / secure_p / 1e6, secure_p / philox_p, 4.0 * (secure_p - philox_p));
+        TIME_MS(secure_f, secure_noisy_adamw_cuda(p, g, m, vv, P, 0, &nz, key, &opt));
+        printf("| DP update 2^28 params: fused, secure noise (secure_noisy_adamw_cuda) | %.3f | %.0f | %.2fx the Philox fused; +%.2f ms per 2^30 params |\n",
+               secure_f, 7.0 * P * 4 / secure_f / 1e6, secure_f / fused, 4.0 * (secure_f - fused));
     }
     kbackend_destroy(&gpu);
     return 0;

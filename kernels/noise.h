@@ -30,7 +30,9 @@
    and every figure quoted from them, stay the same.
    Not here: the clipping, the sum over samples, or a cryptographically secure generator; Philox is
    a statistical generator, whose output is unpredictable only while its seed is secret: the DP
-   samples draw the seed from getrandom() (noise_secure_seed) unless --noise-seed gives one. */
+   samples draw the seed from getrandom() (noise_secure_seed) unless --noise-seed gives one. The
+   cryptographic alternative (--secure-noise: ChaCha20, the gradient and the noise on a grid) is
+   kernels/secure_noise.h, which uses this file's polynomial ln, sin and cos on both devices. */
 #ifndef NOISE_H
 #define NOISE_H
 
@@ -61,12 +63,11 @@ NOISE_INLINE double noise_select(uint32_t cond, double a, double b) {
     return a;
 }
 
-/* ln x for a positive normal x (Box-Muller's u: in [2^-65, 1]). CPU: fdlibm's e_log.c without its
-   special cases, both of its final formulas computed and one chosen; within an ulp. */
-NOISE_INLINE double noise_log(double x) {
-#ifdef __CUDA_ARCH__
-    return log(x);
-#else
+/* ln x for a positive normal x (Box-Muller's u: in [2^-65, 1]; the secure stream's: [2^-129, 1]):
+   fdlibm's e_log.c without its special cases, both of its final formulas computed and one chosen;
+   within an ulp. Plain double arithmetic: the same bits wherever products and sums are rounded one
+   by one (the host's ISO C; on the device, code built with -fmad=false: kernels/cuda/secure_noise.cu). */
+NOISE_INLINE double noise_log_poly(double x) {
     const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10,
                  Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01, Lg3 = 2.857142874366239149e-01,
                  Lg4 = 2.222219843214978396e-01, Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01,
@@ -87,14 +88,19 @@ NOISE_INLINE double noise_log(double x) {
     const double a = dk * ln2_hi - ((hfsq - (s * (hfsq + R) + dk * ln2_lo)) - f);
     const double b = dk * ln2_hi - ((s * (f - R) - dk * ln2_lo) - f);
     return noise_select(((hx - 0x6147a) | (0x6b851 - hx)) > 0, a, b);
+}
+
+/* ln x as the Philox streams take it: noise_log_poly on the CPU, CUDA's log on the device. */
+NOISE_INLINE double noise_log(double x) {
+#ifdef __CUDA_ARCH__
+    return log(x);
+#else
+    return noise_log_poly(x);
 #endif
 }
 
-/* sin x and cos x for 0 <= x <= π/4. CPU: fdlibm's k_sin.c and k_cos.c (no tail); within an ulp. */
-NOISE_INLINE void noise_sincos_pi4(double x, double *s, double *c) {
-#ifdef __CUDA_ARCH__
-    *s = sin(x); *c = cos(x);
-#else
+/* sin x and cos x for 0 <= x <= π/4: fdlibm's k_sin.c and k_cos.c (no tail); within an ulp. */
+NOISE_INLINE void noise_sincos_pi4_poly(double x, double *s, double *c) {
     const double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03, S3 = -1.98412698298579493134e-04,
                  S4 = 2.75573137070700676789e-06, S5 = -2.50507602534068634195e-08, S6 = 1.58969099521155010221e-10;
     const double C1 = 4.16666666666666019037e-02, C2 = -1.38888888888741095749e-03, C3 = 2.48015872894767294178e-05,
@@ -105,19 +111,29 @@ NOISE_INLINE void noise_sincos_pi4(double x, double *s, double *c) {
     const double rc = z * (C1 + z * (C2 + z * C3)) + w * w * (C4 + z * (C5 + z * C6));
     const double hz = 0.5 * z, one_hz = 1.0 - hz;
     *c = one_hz + (((1.0 - one_hz) - hz) + z * rc);
+}
+
+/* sin x and cos x on [0, π/4] as the Philox streams take them: the polynomials on the CPU, CUDA's on the device. */
+NOISE_INLINE void noise_sincos_pi4(double x, double *s, double *c) {
+#ifdef __CUDA_ARCH__
+    *s = sin(x); *c = cos(x);
+#else
+    noise_sincos_pi4_poly(x, s, c);
 #endif
 }
 
 /* cos and sin of θ = 2π·r/2³². The octant k = r / 2²⁹ is taken on the integer (exact), so that
    sin and cos are only ever needed on [0, π/4] (where their polynomials hold; on random angles a
    plain libm sincos cost 2.3× as much here). Odd octants measure from the octant's end:
-   ψ = 2π·(2²⁹ − f)/2³² = π/4 − φ. */
-NOISE_INLINE void noise_cos_sin(uint32_t r, double *c, double *s) {
+   ψ = 2π·(2²⁹ − f)/2³² = π/4 − φ. poly: the polynomials on the device too (a constant: the branch
+   folds away). */
+NOISE_INLINE void noise_cos_sin_by(uint32_t r, double *c, double *s, int poly) {
     const uint32_t k = r >> 29, f = r & 0x1FFFFFFFu;
     const uint32_t odd = 0u - (k & 1), g = (f & ~odd) | ((0x20000000u - f) & odd);   /* odd k: 2^29 - f */
     const double x = (6.283185307179586476925286766559 / 4294967296.0) * (double)g;
     double sx, cx;
-    noise_sincos_pi4(x, &sx, &cx);
+    if (poly) noise_sincos_pi4_poly(x, &sx, &cx);
+    else noise_sincos_pi4(x, &sx, &cx);
     /* θ = kπ/4 + x (k even) or (k+1)π/4 − x (k odd): rotate (cx, sx) by the octant, the signs by
        flipping the sign bit */
     const uint32_t swap = (k + 1) & 2;
@@ -130,6 +146,8 @@ NOISE_INLINE void noise_cos_sin(uint32_t r, double *c, double *s) {
     memcpy(c, &cb, sizeof cb);
     memcpy(s, &sb, sizeof sb);
 }
+
+NOISE_INLINE void noise_cos_sin(uint32_t r, double *c, double *s) { noise_cos_sin_by(r, c, s, 0); }
 
 /* Box-Muller of one pair of Philox words, u from 32 bits (the initial weights' stream):
    √(−2 ln u(ru)) (cos θ(rt), sin θ(rt)). */

@@ -11,7 +11,7 @@
 KCUDA_SRC_CU := $(wildcard kernels/cuda/*.cu)
 KCUDA_HDRS   := kernels/cuda/kernels_cuda.h kernels/cuda/ops_cuda.h kernels/cuda/cuda_common.cuh kernels/cuda/cuda_no_device.h \
                 kernels/cuda/storage.cuh kernels/cuda/embedding_walk.h kernels/kernels.h kernels/dp_kernels.h kernels/noise.h dpmem.h \
-                kernels/adamw_element.h
+                kernels/adamw_element.h kernels/secure_noise.h kernels/chacha20.h
 
 # cuDNN's C++ frontend (headers only, for the fused attention of attention_cudnn.cpp): PyPI's
 # nvidia-cudnn-frontend wheel, pinned, its include/ unpacked under .deps/ (git-ignored) on first use.
@@ -81,6 +81,10 @@ $(BUILD)/obj/kcuda/attention_cudnn.o: kernels/cuda/attention_cudnn.cpp $(KCUDA_H
 $(BUILD)/obj/kcuda/%.o: kernels/cuda/%.cu $(KCUDA_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(NVCC) $(KCUDA_NVCCFLAGS) $(CPPFLAGS) -c -o $@ $<
+
+# The secure noise must round every double product and sum on its own, as the host does (its values are
+# the CPU's bit for bit): no fused multiply-add in that file.
+$(BUILD)/obj/kcuda/secure_noise.o: KCUDA_NVCCFLAGS += -fmad=false
 
 $(BUILD)/obj/kcuda/scratch_cuda_nosan.o: kernels/cuda/scratch_cuda.c $(KCUDA_HDRS) | $(DEPS_STAMP)
 	@mkdir -p $(@D)

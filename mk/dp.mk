@@ -172,3 +172,24 @@ $(BUILD)/tests/test_classify: tests/test_classify.c tests/test_dp_rig.h $(DP_LIB
 
 ALL   += $(BUILD)/tests/test_classify
 TESTS += $(BUILD)/tests/test_classify tests/test_classify_cli.sh
+
+# The cryptographic noise stream (--secure-noise): RFC 8439's vectors, the sampler, the grid; noise.c for
+# the Philox path it is compared with. -fopenmp -fno-math-errno as the trainers build it.
+$(BUILD)/tests/test_secure_noise: tests/test_secure_noise.c kernels/cpu/secure_noise.c kernels/cpu/noise.c kernels/secure_noise.h \
+                                  kernels/chacha20.h kernels/noise.h kernels/cpu/vmath.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fopenmp -fno-math-errno -o $@ tests/test_secure_noise.c kernels/cpu/secure_noise.c kernels/cpu/noise.c \
+	    $(LDFLAGS) -fopenmp $(LDLIBS)
+
+ALL   += $(BUILD)/tests/test_secure_noise
+TESTS += $(BUILD)/tests/test_secure_noise
+
+# The CPU noise pass per coordinate: Philox against the secure stream (--secure-noise), the ratio per round.
+$(BUILD)/bench/bench_noise: bench/bench_noise.c kernels/cpu/noise.c kernels/cpu/secure_noise.c kernels/noise.h kernels/secure_noise.h \
+                            kernels/chacha20.h kernels/cpu/vmath.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fopenmp -fno-math-errno -o $@ bench/bench_noise.c kernels/cpu/noise.c kernels/cpu/secure_noise.c \
+	    $(LDFLAGS) -fopenmp $(LDLIBS)
+
+ALL     += $(BUILD)/bench/bench_noise
+BENCHES += $(BUILD)/bench/bench_noise

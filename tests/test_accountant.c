@@ -6,7 +6,9 @@
    whose ε is within 0.01 of (and not above) the target and is minimal; ε never falls as σ shrinks
    down to the smallest subnormal and is +inf (said in words by the command) where the RDP leaves
    floating point, never NaN or -inf; the command prints the same
-   numbers and rejects bad input with a one-line error and a non-zero exit. */
+   numbers and rejects bad input with a one-line error and a non-zero exit; every line names its
+   adjacency, replace-one (q = 1 only) is the accountant at σ/2 (10.7255 for one use at σ = 1, where
+   zero-out's is 4.7285) and --epsilon under it returns twice the mechanism's σ. */
 #include "dp/accountant.h"
 
 #include <float.h>
@@ -144,11 +146,35 @@ int main(void) {
     rc = run("--sigma 4.9406564584124654e-324 --sample-rate 0.5 --steps 1", line, sizeof line);
     CHECK(rc == 0 && strncmp(line, "epsilon inf (no privacy guarantee", 33) == 0,
           "dp-accountant --sigma 5e-324: rc %d, '%s'", rc, line);
+    /* Adjacency (issue 45): every line names it; add/remove (the default) and zero-out are the figure at σ,
+       replace-one (sensitivity 2C, only at q = 1) the Gaussian mechanism at σ/2: issue 37's sequential run,
+       one use of each row at σ = 1, is 4.7285 under zero-out and 10.7255 under replace-one. */
+    rc = run("--sigma 1.5 --sample-rate 0.04 --steps 2250", line, sizeof line);
+    CHECK(rc == 0 && strstr(line, "(add/remove adjacency, one row added or removed, sensitivity C;"),
+          "the default line must name add/remove adjacency: '%s'", line);
+    rc = run("--sigma 1 --sample-rate 1 --steps 1 --adjacency zero-out", line, sizeof line);
+    CHECK(rc == 0 && sscanf(line, "epsilon %lf", &eps) == 1 && fabs(eps - accountant_epsilon_for(1.0, 1.0, 1, 1e-5, NULL)) < 1e-9 &&
+          fabs(eps - 4.7285070672) < 1e-9 && strstr(line, "(zero-out adjacency, one row replaced by one that contributes nothing"),
+          "zero-out at sigma 1, one step: '%s'", line);
+    rc = run("--sigma 1 --sample-rate 1 --steps 1 --adjacency replace-one", line, sizeof line);
+    CHECK(rc == 0 && sscanf(line, "epsilon %lf", &eps) == 1 && fabs(eps - accountant_epsilon_for(0.5, 1.0, 1, 1e-5, NULL)) < 1e-8 &&
+          fabs(eps - 10.725509696) < 1e-8 && strstr(line, "(replace-one adjacency, one row's contents replaced by any other, sensitivity 2C"),
+          "replace-one at sigma 1 must be the accountant at sigma 0.5 (10.7255): '%s'", line);
+    rc = run("--sigma 1.2 --sample-rate 1 --steps 7 --adjacency replace-one", line, sizeof line);
+    CHECK(rc == 0 && sscanf(line, "epsilon %lf", &eps) == 1 && fabs(eps - accountant_epsilon_for(0.6, 1.0, 7, 1e-5, NULL)) < 1e-8 && eps > 20,
+          "replace-one, 7 uses at sigma 1.2 = the accountant at 0.6: '%s'", line);
+    rc = run("--epsilon 4 --sample-rate 1 --steps 3 --adjacency replace-one", line, sizeof line);
+    CHECK(rc == 0 && sscanf(line, "sigma %lf", &s) == 1 && fabs(accountant_epsilon_for(s / 2, 1.0, 3, 1e-5, NULL) - 4) < 0.01 &&
+          accountant_epsilon_for(s / 2, 1.0, 3, 1e-5, NULL) <= 4 && strstr(line, "replace-one adjacency"),
+          "--epsilon under replace-one: sigma/2 must reach it: '%s'", line);
+    CHECK(accountant_adjacency_sigma(1.0, ACCOUNTANT_REPLACE_ONE) == 0.5 && accountant_adjacency_sigma(1.0, ACCOUNTANT_ZERO_OUT) == 1.0 &&
+          accountant_adjacency_sigma(1.0, ACCOUNTANT_ADD_REMOVE) == 1.0, "adjacency sigmas");
     const char *bad[] = { "--sigma 1 --steps 10", "--sigma x --sample-rate 0.1 --steps 10",
                           "--sigma 1 --sample-rate 1.5 --steps 10", "--sigma 1 --epsilon 2 --sample-rate 0.1 --steps 10",
                           "--sigma 1 --sample-rate 0.1 --steps 2.5", "--bogus", "--sigma 1 --sample-rate 0.1 --steps 10 --delta 0",
-                          "--sigma" };
-    for (int i = 0; i < 8; i++) {
+                          "--sigma", "--sigma 1 --sample-rate 0.5 --steps 10 --adjacency replace-one",
+                          "--sigma 1 --sample-rate 1 --steps 10 --adjacency swap" };
+    for (int i = 0; i < 10; i++) {
         rc = run(bad[i], line, sizeof line);
         CHECK(rc != 0 && strncmp(line, "dp-accountant: ", 15) == 0,
               "bad input '%s' must fail with one line: rc %d, '%s'", bad[i], rc, line);

@@ -5,7 +5,8 @@
    absolute plus a relative error whose size is justified next to each call. Then the DP kernels
    (per-sample norms by every method against the CPU and against each other, clipping, book-keeping,
    the DP step with sigma = 0 and a huge clip norm against the plain gradient), the noise stream
-   against kernels/cpu/noise.c bit for bit, the weights' initialisation (init_normal) against the CPU's,
+   against kernels/cpu/noise.c bit for bit, the secure noise (ChaCha20 on the grid: group "secure")
+   against kernels/cpu/secure_noise.c bit for bit, the weights' initialisation (init_normal) against the CPU's,
    a plan run for CUDA against a real run (same tagged allocations, same order), and mixed precision:
    the bf16 conversions bit for bit, gemm_ex with bf16 operands, the DP kernels on bf16 activations
    against the fp32 CPU kernels (test_bf16).
@@ -25,6 +26,7 @@
 extern "C" {                 /* C headers without linkage guards */
 #include "cpu/kernels_cpu.h"
 #include "noise.h"
+#include "secure_noise.h"
 }
 #include "check.h"
 #include "cuda_no_device.h"
@@ -936,6 +938,55 @@ static void test_noisy_adamw(void) {
     free(p); free(g); free(m); free(v);
 }
 
+/* The secure noise (--secure-noise, secure_noise.cu, built with -fmad=false) against the CPU's
+   (kernels/cpu/secure_noise.c): the privatized values bit for bit, at an offset inside a ChaCha20 block
+   and a length that ends inside one, σ > 0 and σ = 0; both use noise.h's polynomial ln, sin and cos and
+   round every product on its own, so nothing may differ (unlike the Philox stream's CUDA libm). The fused
+   update with it against the GPU's separate path (secure privatize, then adamw_update) bit for bit, and
+   against the CPU's privatize + AdamW with the AdamW tolerances of test_noisy_adamw. */
+static void test_secure_noise(void) {
+    const size_t n = 100001;
+    const uint64_t offset = 1000003, step = 17;
+    SecureKey key;
+    for (int i = 0; i < 8; i++) key.k[i] = 0x9E3779B9u * (uint32_t)(i + 1);
+    for (int sg = 0; sg < 2; sg++) {
+        const double sigma = sg ? 1.1 : 0.0;
+        float *x = rand_host(n, 3), *hx = (float *)malloc(n * 4);
+        memcpy(hx, x, n * 4);
+        secure_noise_privatize(hx, n, sigma, 0.5, 8.0, &key, step, offset);
+        float *d = on_gpu(x, n);
+        secure_noise_privatize_cuda(d, n, sigma, 0.5, 8.0, key.k, step, offset);
+        validate_result(d, hx, sg ? "secure noise privatize, CPU = GPU bit for bit" : "secure privatize, sigma 0 (bit for bit)", n, 0, 0);
+        kbuf_free(&gpu, d);
+        free(x); free(hx);
+    }
+    float *p = rand_host(n, 1), *g = rand_host(n, 4), *m = rand_host(n, 0.1f), *v = rand_host(n, 0.01f);
+    for (size_t i = 0; i < n; i++) v[i] = v[i] * v[i];
+    const DpNoise nz = { 1.1, 0.75, 6.0, 0, step };
+    const DpAdamW opt = { 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4 };
+    float *sp = on_gpu(p, n), *sg_ = on_gpu(g, n), *sm = on_gpu(m, n), *sv = on_gpu(v, n);   /* separate */
+    float *fp = on_gpu(p, n), *fg = on_gpu(g, n), *fm = on_gpu(m, n), *fv = on_gpu(v, n);   /* fused */
+    secure_noise_privatize_cuda(sg_, n, nz.sigma, nz.max_grad_norm, nz.logical_batch, key.k, step, offset);
+    adamw_update(&gpu, sp, sg_, sm, sv, n, opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.t);
+    secure_noisy_adamw_cuda(fp, fg, fm, fv, n, offset, &nz, key.k, &opt);
+    float *h[3] = { from_gpu(sp, n), from_gpu(sm, n), from_gpu(sv, n) };
+    validate_result(fp, h[0], "fused secure noise+adamw p (bit for bit)", n, 0, 0);
+    validate_result(fm, h[1], "fused secure noise+adamw m (bit for bit)", n, 0, 0);
+    validate_result(fv, h[2], "fused secure noise+adamw v (bit for bit)", n, 0, 0);
+    float *cp = (float *)malloc(4 * n * sizeof *cp), *cg = cp + n, *cm = cg + n, *cv = cm + n;
+    memcpy(cp, p, n * 4); memcpy(cg, g, n * 4); memcpy(cm, m, n * 4); memcpy(cv, v, n * 4);
+    secure_noise_privatize(cg, n, nz.sigma, nz.max_grad_norm, nz.logical_batch, &key, step, offset);
+    adamw_update(&cpu, cp, cg, cm, cv, n, opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.t);
+    validate_result(fp, cp, "fused secure noise+adamw p vs the CPU", n, 1e-7f, 1e-6f);
+    validate_result(fm, cm, "fused secure noise+adamw m vs the CPU", n, 1e-9f, 1e-6f);
+    validate_result(fv, cv, "fused secure noise+adamw v vs the CPU", n, 1e-12f, 1e-5f);
+    for (int k = 0; k < 3; k++) free(h[k]);
+    free(cp);
+    float *bufs[8] = { sp, sg_, sm, sv, fp, fg, fm, fv };
+    for (int k = 0; k < 8; k++) kbuf_free(&gpu, bufs[k]);
+    free(p); free(g); free(m); free(v);
+}
+
 /* Weights drawn on the GPU (init_normal, kernels/cuda/init.cu) against the CPU's (kernels/cpu/init.c)
    for tensors of a few sizes, streams and std: a CPU run and a GPU run start from the same weights.
    Tolerance, as test_noise's and for the same reason: both twins compute z by noise.h's noise_normal4,
@@ -1071,13 +1122,13 @@ static int want(int argc, char **argv, const char *group) {
 }
 
 int main(int argc, char **argv) {
-    static const char *const groups[] = { "plan", "gemm", "elementwise", "norms", "rope", "attention", "dp", "noise", "init",
+    static const char *const groups[] = { "plan", "gemm", "elementwise", "norms", "rope", "attention", "dp", "noise", "secure", "init",
                                          "bf16", "bf16ops", "cudnn" };
     for (int i = 1; i < argc; i++) {
         int ok = 0;
         for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) ok |= !strcmp(argv[i], groups[g]);
         if (!ok) {
-            fprintf(stderr, "test_cuda_kernels: unknown group '%s' (plan gemm elementwise norms rope attention dp noise init bf16 bf16ops cudnn)\n", argv[i]);
+            fprintf(stderr, "test_cuda_kernels: unknown group '%s' (plan gemm elementwise norms rope attention dp noise secure init bf16 bf16ops cudnn)\n", argv[i]);
             return 2;
         }
     }
@@ -1112,6 +1163,7 @@ int main(int argc, char **argv) {
     }
     if (want(argc, argv, "dp")) test_dp();
     if (want(argc, argv, "noise")) { test_noise(); test_noisy_adamw(); }
+    if (want(argc, argv, "secure")) test_secure_noise();
     if (want(argc, argv, "init")) test_init();
     if (want(argc, argv, "bf16")) test_bf16();
     if (want(argc, argv, "bf16ops")) test_bf16_ops();

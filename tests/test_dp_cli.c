@@ -7,7 +7,10 @@
    getrandom() by default (two runs save different weights) and --noise-seed makes it reproducible
    (the same weights, and a line saying ε holds only while the seed is secret); σ from
    --target-epsilon reaches the target within 0.01; --print-params of train_lora shows the base
-   frozen and the adapters; bad flags and impossible configurations give a one-line error and a
+   frozen and the adapters; every ε names its adjacency (issue 45: zero-out and replace-one, the
+   accountant at σ and σ/2, for runs in order; add/remove for --poisson) and --adjacency picks the
+   headline and --target-epsilon's; --secure-noise is named, logged, reproducible with --noise-seed and
+   accounted for its grid; bad flags and impossible configurations give a one-line error and a
    non-zero exit. Binaries are found through DPMEM_BUILD (default "build"). */
 #include "dp/accountant.h"
 
@@ -128,6 +131,86 @@ int main(void) {
         snprintf(line, sizeof line, "epsilon = %.4f at", accountant_epsilon_for(1.0, 1.0, 3, 1e-5, NULL));
         CHECK(rc == 0 && strstr(out, line) && strstr(out, "each row in at most 3 of them"), "25 steps of 8 over 80 rows: want '%s':\n%s", line, out);
     }
+    /* issue 45: every ε names its adjacency. Issue 37's command in order: zero-out (sensitivity C, the
+       accountant at σ = 1: 4.7285) first, replace-one (2C: at σ/2, 10.7255) beside it, both logged; with
+       --adjacency replace-one the headline is replace-one's, also for 3 uses of each row; --poisson's
+       figure is add/remove; --target-epsilon under replace-one finds twice zero-out's σ */
+    {
+        const char *cmd = "--model tiny --seq-len 4 --batch-size 8 --dataset-size 800 --steps 100 --noise-multiplier 1 --threads 1";
+        const double z1 = accountant_epsilon_for(1.0, 1.0, 1, 1e-5, NULL), r1 = accountant_epsilon_for(0.5, 1.0, 1, 1e-5, NULL);
+        char line[160], line_r[160], want_r[64];
+        remove(log);
+        snprintf(args, sizeof args, "%s --log %s", cmd, log);
+        rc = run("train_flash", args, out, sizeof out);
+        snprintf(line, sizeof line, "epsilon = %.4f at delta = 1e-05 after 100 steps under zero-out adjacency (", z1);
+        snprintf(line_r, sizeof line_r, "; replace-one adjacency (one row's contents replaced by any other, sensitivity 2C): epsilon %.4f (", r1);
+        snprintf(want_r, sizeof want_r, "%.9g", r1);
+        CHECK(rc == 0 && fabs(z1 - 4.7285) < 5e-5 && fabs(r1 - 10.7255) < 5e-5 && strstr(out, line) && strstr(out, line_r),
+              "train_flash %s: want '%s' and '%s':\n%s", cmd, line, line_r, out);
+        CHECK(file_has_string(log, "dp.adjacency") && file_has_string(log, "zero-out") && file_has_string(log, "dp.epsilon_replace_one") &&
+              file_has_string(log, want_r) && file_has_string(log, "dp.epsilon_zero_out"),
+              "the log must hold dp.adjacency zero-out and dp.epsilon_replace_one = %s", want_r);
+        snprintf(args, sizeof args, "%s --adjacency replace-one", cmd);
+        rc = run("train_flash", args, out, sizeof out);
+        snprintf(line, sizeof line, "epsilon = %.4f at delta = 1e-05 after 100 steps under replace-one adjacency (", r1);
+        snprintf(line_r, sizeof line_r, "; zero-out adjacency (one row replaced by one that contributes nothing, sensitivity C): epsilon %.4f (", z1);
+        CHECK(rc == 0 && strstr(out, line) && strstr(out, line_r), "train_flash %s: want '%s' and '%s':\n%s", args, line, line_r, out);
+        rc = run("train_flash", "--model tiny --seq-len 4 --batch-size 8 --dataset-size 80 --steps 25 --noise-multiplier 1 --threads 1 "
+                 "--adjacency replace-one", out, sizeof out);
+        snprintf(line, sizeof line, "epsilon = %.4f at", accountant_epsilon_for(0.5, 1.0, 3, 1e-5, NULL));
+        CHECK(rc == 0 && strstr(out, line) && strstr(out, "under replace-one adjacency"), "replace-one, 3 uses: want '%s':\n%s", line, out);
+        snprintf(args, sizeof args, "%s --poisson", cmd);
+        rc = run("train_flash", args, out, sizeof out);
+        CHECK(rc == 0 && strstr(out, "epsilon = 1.2141 at delta = 1e-05 after 100 steps under add/remove adjacency (one row added or removed, "
+                                     "sensitivity C"), "--poisson's epsilon must say add/remove:\n%s", out);
+        double sig[2] = { 0, 0 };
+        for (int k = 0; k < 2; k++) {
+            rc = run("train_flash", k ? "--model tiny --seq-len 16 --steps 3 --batch-size 4 --target-epsilon 3 --dataset-size 50 --adjacency replace-one"
+                                      : "--model tiny --seq-len 16 --steps 3 --batch-size 4 --target-epsilon 3 --dataset-size 50", out, sizeof out);
+            const char *sg = strstr(out, "sigma=");
+            const char *ep = strstr(out, "epsilon = ");
+            sig[k] = sg ? atof(sg + 6) : -1;
+            CHECK(rc == 0 && ep && atof(ep + 10) <= 3.0 && atof(ep + 10) > 2.99 && strstr(out, k ? "under replace-one" : "under zero-out"),
+                  "--target-epsilon 3 (%s): rc %d\n%s", k ? "replace-one" : "zero-out", rc, out);
+        }
+        CHECK(sig[0] > 0 && fabs(sig[1] - 2 * sig[0]) <= 1e-4 * sig[1], "--target-epsilon under replace-one: sigma %g, want twice %g", sig[1], sig[0]);
+    }
+    /* --secure-noise: named on the configuration line and the epsilon line (Philox's runs name theirs), META dp.noise;
+       reproducible with --noise-seed, different without, and not Philox's noise; its ε is the accountant's at
+       σC / (C + Λ√d) (the grid's rounding): just above Philox's figure, by less than 1e-4 relative at tiny's size */
+    {
+        static char o[4][1 << 16];
+        char file[4][512], cmd[1024];
+        const char *b = build_dir();
+        for (int k = 0; k < 4; k++) {
+            snprintf(file[k], sizeof file[k], "%.200s/test-out/dp_cli_secure%d/model.safetensors", b, k);
+            remove(file[k]);
+            remove(log);
+            snprintf(cmd, sizeof cmd, "--model tiny --seq-len 16 --steps 2 --batch-size 4 --noise-multiplier 5 --optimizer sgd --lr 0.05 "
+                     "--seed 7 --dataset-size 100 %s %s --save %.200s/test-out/dp_cli_secure%d --log %.250s",
+                     k == 3 ? "" : "--secure-noise", k >= 1 ? "--noise-seed 99" : "", b, k, log);
+            rc = run("train_flash", cmd, o[k], sizeof o[k]);
+            CHECK(rc == 0 && strstr(o[k], k == 3 ? "noise: Philox4x32-10 (a statistical generator; --secure-noise: ChaCha20 on a grid)"
+                                                  : "noise: ChaCha20 (256-bit key) on a grid of 2^-28 sigma*C (--secure-noise)"),
+                  "train_flash %s: rc %d, the noise must be named:\n%s", cmd, rc, o[k]);
+            CHECK(file_has_string(log, "dp.noise") && file_has_string(log, k == 3 ? "philox" : "chacha20-grid"), "%s: META dp.noise", cmd);
+            if (k == 1) {
+                /* tiny has 259392 trainable parameters; σC = 5: Λ = 2^(2 - 28); the accountant at 5 / (1 + Λ√d), one use */
+                const double e_secure = accountant_epsilon_for(5.0 / (1.0 + 0x1p-26 * sqrt(259392.0)), 1.0, 1, 1e-5, NULL),
+                             e_philox = accountant_epsilon_for(5.0, 1.0, 1, 1e-5, NULL);
+                char want[64];
+                snprintf(want, sizeof want, "%.9g", e_secure);
+                CHECK(file_has_string(log, want) && e_secure > e_philox && e_secure < e_philox * (1 + 1e-4),
+                      "--secure-noise: the log's dp.epsilon must be %s (Philox's %.9g)", want, e_philox);
+            }
+        }
+        CHECK(!same_file(file[0], file[1]), "--secure-noise: a drawn key and --noise-seed 99 saved the same weights");
+        CHECK(same_file(file[1], file[2]), "--secure-noise --noise-seed 99 twice must save the same weights");
+        CHECK(!same_file(file[2], file[3]), "--secure-noise and Philox with one --noise-seed must add different noise");
+        snprintf(args, sizeof args, "--model tiny --seq-len 16 --steps 2 --batch-size 4 --poisson --dataset-size 64 --secure-noise --log %s", log);
+        rc = run("train_flash", args, out, sizeof out);
+        CHECK(rc == 0 && strstr(out, "under add/remove adjacency") && strstr(out, "ChaCha20"), "--secure-noise --poisson: rc %d\n%s", rc, out);
+    }
     /* σ from the target ε */
     rc = run("train_flash", "--model tiny --seq-len 16 --steps 3 --batch-size 4 --target-epsilon 2 --dataset-size 50",
                  out, sizeof out);
@@ -179,6 +262,8 @@ int main(void) {
         /* above the data's rows (issue 37): rows past the end would be real rows again */
         { "train_flash", "--model tiny --steps 1 --batch-size 4 --dataset-size 65537", "above the data's 65536 rows" },
         { "train_flash", "--noise-seed 3 --secure-seed", "not both" },
+        { "train_flash", "--adjacency replace-one --poisson", "--adjacency replace-one" },
+        { "train_flash", "--adjacency add-remove", "--adjacency" },
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         rc = run(bad[k].prog, bad[k].args, out, sizeof out);

@@ -43,7 +43,12 @@ int main(void) {
     r = parse(&c, "");
     CHECK(r == 0 && c.max_grad_norm == 1.0 && c.noise_multiplier == 1.0 && c.delta == 1e-5 &&
           c.lora_targets == (LORA_Q | LORA_V) && c.flash_tile == 128, "defaults");
-    const char *bad[] = { "--norm fast", "--clip", "--max-grad-norm 0", "--max-grad-norm 1x", "--delta 1",
+    r = parse(&c, "--adjacency replace-one --secure-noise");
+    CHECK(r == 0 && c.replace_one && c.secure_noise, "--adjacency replace-one --secure-noise");
+    r = parse(&c, "--adjacency zero-out --poisson");
+    CHECK(r == 0 && !c.replace_one && !c.secure_noise && c.poisson, "--adjacency zero-out with --poisson; defaults: Philox, zero-out");
+    const char *bad[] = { "--adjacency replace-one --poisson", "--adjacency add-remove", "--adjacency",
+                          "--norm fast", "--clip", "--max-grad-norm 0", "--max-grad-norm 1x", "--delta 1",
                           "--delta 0", "--max-physical-batch-size 0", "--max-physical-batch-size 2.5", "--noise-seed -1",
                           "--lora-targets q,x", "--lora-targets q,", "--lora-rank -1", "--noise-multiplier -1",
                           "--noise-multiplier 1 --target-epsilon 2", "--lora-alpha 8", "--flash-tile 0",

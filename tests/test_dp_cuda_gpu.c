@@ -9,7 +9,8 @@
        clipped, so each per-sample norm sets its sample's weight in the update): max|w_gpu − w_cpu|
        ≤ 1e-3·u, and the printed mean per-sample norm and clipped share agree (the norms themselves);
      - σ = 0, C = 1e6 (nothing clipped): DP on the GPU equals train_vanilla on the GPU (≤ 1e-3·u);
-     - σ = 1, same --noise-seed: the GPU's noise is the CPU's (≤ 1e-3·u, where different noise is ~u);
+     - σ = 1, same --noise-seed: the GPU's noise is the CPU's (≤ 1e-3·u, where different noise is ~u), for
+       Philox and for --secure-noise (ChaCha20 on the grid, with Poisson's draws);
      - a sample with a NaN embedding row (--allow-nonfinite) adds exactly nothing, every norm × clip
        and the batch-1 shortcut (nonfinite);
      - the levers: --checkpoint-activations on the GPU against the CPU's plain run (≤ 1e-3·u), and
@@ -227,6 +228,10 @@ int main(void) {
     /* the noise: σ 1, the same seed on both devices */
     compare("train_dpsgd", "ghost bk, sigma 1", "--norm ghost --clip bk --noise-multiplier 1 --max-grad-norm 0.01", 1);
     compare("train_lora", "LoRA, sigma 1", "--norm direct --clip bk --noise-multiplier 1 --max-grad-norm 0.01 --lora-rank 4", 0);
+    /* --secure-noise (ChaCha20 on the grid; its Poisson draws too): the device's values are the CPU's bit for bit */
+    compare("train_dpsgd", "ghost bk, sigma 1, --secure-noise", "--norm ghost --clip bk --noise-multiplier 1 --max-grad-norm 0.01 --secure-noise", 1);
+    compare("train_flash", "--poisson --secure-noise", "--noise-multiplier 1 --max-grad-norm 0.01 --poisson --secure-noise --batch-size 8 "
+            "--max-physical-batch-size 4", 1);
     nonfinite(norms, clips);
     if (vp) unload(vp);
     unload(&w0); unload(&w0_tied);
@@ -235,6 +240,6 @@ done:;
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
     if (failures) { printf("test_dp_cuda_gpu: %d failures (device %s)\n", failures, dev); return 1; }
-    printf("test_dp_cuda_gpu: OK (device %s vs cpu: 8 norm x clip, Poisson, LoRA; vanilla at C huge; the same noise; a NaN sample dropped)\n", dev);
+    printf("test_dp_cuda_gpu: OK (device %s vs cpu: 8 norm x clip, Poisson, LoRA; vanilla at C huge; the same noise, Philox and secure; a NaN sample dropped)\n", dev);
     return 0;
 }

@@ -80,6 +80,12 @@ static void reference(const LlamaConfig *mc, int T, int rows, const int *tok, co
 static long again_batches;
 /* >= 0: dp_run makes this row of the embedding NaN (a sample that reads it has a NaN norm) */
 static int poison_token = -1;
+/* Work counted through the backend's table (test_shortcut_work): the scale and fill calls of the physical batches. */
+static int count_ops;
+static long batch_ops, scale_calls, fill_calls;
+static KOps counting_ops;
+static void counting_scale(KBackend *b, float *x, float s, size_t n) { scale_calls++; kops_cpu.scale(b, x, s, n); }
+static void counting_fill(KBackend *b, float *x, float v, size_t n) { fill_calls++; kops_cpu.fill(b, x, v, n); }
 
 /* One DP logical step over `rows` rows in physical batches of P_phys; returns the final gradient
    (after before_update) in out, the last physical batch's norms in norm2 (if non-NULL), and the
@@ -97,15 +103,23 @@ static void dp_run(const LlamaConfig *mc, int T, int rows, int P_phys, const int
     if (dp_sgd_prepare(&d, &st, &dp, &r.cfg, "test")) { printf("FAIL: dp_sgd_prepare\n"); exit(1); }
     rig_open(&r, seed, NULL);
     if (poison_token >= 0) r.s.model.w.embed_tokens[(size_t)poison_token * mc->dim] = NAN;
+    if (count_ops) {
+        counting_ops = kops_cpu;
+        counting_ops.scale = counting_scale;
+        counting_ops.fill = counting_fill;
+        r.kb.ops = &counting_ops;
+    }
     if (dp_sgd_init(&d, &r.s)) { printf("FAIL: dp_sgd_init: %s\n", kbackend_error(&r.kb)); exit(1); }
     llama_zero_grad(&r.s.model);
     dpmem_reset_peak();
+    scale_calls = fill_calls = 0;
     size_t psg0 = dpmem_live_bytes("per_sample_grads"), gh0 = dpmem_live_bytes("ghost"), bk0 = dpmem_live_bytes("bk");
     for (int p = 0; p < rows / P_phys; p++) {
         r.s.micro = p;
         rig_rows(&r, tok, tgt, p * P_phys);
         if (dp_sgd_physical_batch(&d, &r.s)) { printf("FAIL: physical batch: %s\n", kbackend_error(&r.kb)); exit(1); }
     }
+    batch_ops = scale_calls + fill_calls;
     if (peak_psg) *peak_psg = dpmem_peak_bytes("per_sample_grads") - psg0;
     if (peak_ghost) *peak_ghost = dpmem_peak_bytes("ghost") - gh0;
     if (peak_bk) *peak_bk = dpmem_peak_bytes("bk") - bk0;
@@ -430,6 +444,32 @@ static void test_nonfinite(const LlamaConfig *mc, int T, uint64_t seed) {
     free(tok); free(tgt); free(g); free(rn); free(want); free(out); free(pre);
 }
 
+/* Timing (issue 45): the batch-1 shortcut clips the ordinary gradient by one scale; it skipped that pass
+   where the factor was 1 (the sample not clipped), so the step's duration told whether the one sample's
+   norm exceeded C. Now the same work runs either way: the physical batch's scale and fill calls through
+   the backend's table are as many for an unclipped sample (C huge) as for a clipped one, and for a
+   dropped one (c = 0: a fill instead of a scale). */
+static void test_shortcut_work(const LlamaConfig *mc, int T, uint64_t seed) {
+    int *tok = xcalloc((size_t)T + 1, sizeof(int)), *tgt = xcalloc((size_t)T + 1, sizeof(int));
+    for (int t = 0; t < T; t++) { tok[t] = (7 * t + 3) % mc->vocab_size; tgt[t] = (5 * t + 1) % mc->vocab_size; }
+    const size_t P = llama_param_count(mc);
+    double *clipped = xcalloc(P, sizeof(double)), *plain = xcalloc(P, sizeof(double));
+    count_ops = 1;
+    dp_run(mc, T, 1, 1, tok, tgt, seed, DP_NORM_GHOST, DP_CLIP_TWOPASS, 1e-4, 8, clipped, NULL, NULL, NULL, NULL, NULL);
+    const long ops_clipped = batch_ops;
+    dp_run(mc, T, 1, 1, tok, tgt, seed, DP_NORM_GHOST, DP_CLIP_TWOPASS, 1e9, 8, plain, NULL, NULL, NULL, NULL, NULL);
+    const long ops_plain = batch_ops;
+    poison_token = tok[0];
+    dp_run(mc, T, 1, 1, tok, tgt, seed, DP_NORM_GHOST, DP_CLIP_TWOPASS, 1.0, 8, clipped, NULL, NULL, NULL, NULL, NULL);
+    const long ops_dropped = batch_ops;
+    poison_token = -1;
+    count_ops = 0;
+    CHECK(ops_plain == ops_clipped && ops_dropped == ops_clipped && ops_clipped > 0,
+          "batch-1 shortcut: %ld scale/fill calls for an unclipped sample, %ld for a clipped one, %ld for a dropped one: "
+          "the step's work (and duration) must not say which", ops_plain, ops_clipped, ops_dropped);
+    free(tok); free(tgt); free(clipped); free(plain);
+}
+
 int main(void) {
     LlamaConfig a = { .preset = "test", .vocab_size = 61, .dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
                       .ffn_dim = 48, .tie_embeddings = 0, .rope_theta = 10000.0f, .norm_eps = 1e-6f };
@@ -448,6 +488,7 @@ int main(void) {
         test_poisson(&a, 17, seed);
     }
     test_nonfinite(&a, 17, 1);
+    test_shortcut_work(&a, 17, 3);
     /* sequence classification (LlamaForSequenceClassification): the score head (K x C) on each row's last
        non-pad token, one loss term per sample; padded rows, and the tied preset's layout (score untied) */
     LlamaConfig ca = a, cb = tb;

@@ -26,6 +26,11 @@
 #   dp8       the same rows at 1b T=1024, 16 samples in physical batches of 8 (T below the width)
 #   fused     the DP step's fused noise + AdamW (dp_update.cu) against the separate path, bit for bit,
 #             and against the CPU (test_cuda_kernels noise: also the noise stream itself)
+#   secure    --secure-noise (ChaCha20 on the grid, kernels/secure_noise.h): test_cuda_kernels secure (the privatized
+#             values and the fused update, CPU = GPU bit for bit), then 1b T=4096, 2 samples in physical batches of 1,
+#             bf16, flash+bk with Philox and with --secure-noise: step times, their ratio, and the noise phase's GPU time
+#             (dpmem-report); the decision of issue 45: --secure-noise becomes the default if it adds < 1 % to the step
+#             (bench_cuda_kernels, stage bench, has its per-coordinate cost beside Philox's, separate and fused)
 #   nsys      where Nsight Systems is installed: a DP step (1b T=4096 mixed+bk, bf16) under
 #             nsys profile -t cuda,nvtx --cuda-memory-usage=true; nvtx_sum and nvtx_gpu_proj_sum into
 #             OUT/nsys.log (the report itself stays in /tmp: a lent machine returns at most 8 files);
@@ -204,6 +209,16 @@ for stage in $STAGES; do
     dp_rows dp8 "1b T=1024, 16 samples (physical 8), bf16" 16384 1024 8 2 ;;
   fused)  # the fused noise + AdamW (and the noise stream it draws from) against the separate path and the CPU
     step tests 120 "fused: test_cuda_kernels noise (noise+AdamW bit for bit)" "$B/tests/test_cuda_kernels" noise ;;   # into tests.log: OUT holds at most 8 files
+  secure)  # the cryptographic noise: bits against the CPU, then its cost in a 1b DP step beside Philox's
+    step secure 150 "test_cuda_kernels secure: ChaCha20 noise, CPU = GPU bit for bit" "$B/tests/test_cuda_kernels" secure
+    echo "" >>"$TAB"; echo "| 1b T=4096, 2 samples (physical 1), bf16, flash+bk | ms/step | tokens/s | peak B | plan |" >>"$TAB"
+    echo "|---|---|---|---|---|" >>"$TAB"
+    a="--model 1b --seq-len 4096 --steps 5 --precision bf16 --quiet --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk"
+    train secure "Philox noise (default)" 8192 train_flash $a; p_ms=$ROW_MS
+    grep -h '^ *noise ' "$OUT/secure.log" | tail -n 1 | sed 's/^/secure: Philox noise phase: /' | tee -a "$SUM"
+    train secure "--secure-noise (ChaCha20, grid)" 8192 train_flash $a --secure-noise; s_ms=$ROW_MS
+    grep -h '^ *noise ' "$OUT/secure.log" | tail -n 1 | sed 's/^/secure: secure noise phase: /' | tee -a "$SUM"
+    say "secure: --secure-noise's step is $(ratio "$s_ms" "$p_ms" %.4f)x Philox's (issue 45: default if below 1.01x)" ;;
   nsys)
     if ! command -v nsys >/dev/null 2>&1; then say "nsys: not installed on this machine (nothing profiled)"; continue; fi
     say "nsys: $(nsys --version 2>&1 | head -1)"
@@ -284,7 +299,7 @@ for stage in $STAGES; do
         --max-physical-batch-size 1 --lora-rank 16 --precision bf16 --steps 4 --quiet ;;
   sanitize)   # memcheck, racecheck, synccheck of test_cuda_kernels and a planted race / out-of-bounds write
     step sanitize 200 "test_cuda_ops_sanitize.sh" env DPMEM_BUILD="$B" sh tests/test_cuda_ops_sanitize.sh ;;
-  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp dp8 fused nsys long train kit sanitize classify zero lorabf16)" ;;
+  *) say "gpu_session: unknown stage '$stage' (tests bench speed bf16 dp dp8 fused secure nsys long train kit sanitize classify zero lorabf16)" ;;
   esac
 done
 rm -f "$OUT/run.log.tmp" "$OUT/run.out.tmp"

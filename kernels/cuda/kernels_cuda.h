@@ -13,6 +13,7 @@
      embedding.cu  rmsnorm.cu  rope.cu  attention.cu  crossentropy.cu  optimizer.cu
      dp_norms.cu       per-sample norms (direct, ghost, flash), clipping, book-keeping
      noise.cu          Philox noise, the same stream as kernels/cpu/noise.c
+     secure_noise.cu   ChaCha20 noise on the grid (--secure-noise), kernels/cpu/secure_noise.c's bits
    Every op is checked against its kernels/cpu twin by tests/test_cuda_kernels.cu.
 
    One CUDA backend at a time (the cuBLAS handle is process state, created by the init and destroyed
@@ -206,6 +207,14 @@ void dp_noisy_adamw_cuda(float *p, float *g, float *m, float *v, size_t n, uint6
 void noise_add_gaussian_cuda(float *x, size_t n, double std, uint64_t seed, uint64_t step, uint64_t offset);
 void noise_privatize_cuda(float *g, size_t n, double sigma, double max_grad_norm, double logical_batch,
                           uint64_t seed, uint64_t step, uint64_t offset);
+
+/* ---- the secure noise (--secure-noise: kernels/secure_noise.h, ChaCha20 with a 256-bit key) ------- */
+/* secure_noise_privatize's twin (secure_noise.cu): the CPU's bits. key: the 8 words of a SecureKey. */
+void secure_noise_privatize_cuda(float *g, size_t n, double sigma, double max_grad_norm, double logical_batch,
+                                 const uint32_t key[8], uint64_t step, uint64_t offset);
+/* The fused update with it (noise->seed unused): secure_noise_privatize_cuda followed by adamw_update. */
+void secure_noisy_adamw_cuda(float *p, float *g, float *m, float *v, size_t n, uint64_t offset, const DpNoise *noise,
+                             const uint32_t key[8], const DpAdamW *opt);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,20 @@
 #include <math.h>
 #include <stdio.h>
 
+const char *accountant_adjacency_name(AccountantAdjacency a) {
+    return a == ACCOUNTANT_REPLACE_ONE ? "replace-one" : a == ACCOUNTANT_ZERO_OUT ? "zero-out" : "add/remove";
+}
+
+const char *accountant_adjacency_words(AccountantAdjacency a) {
+    return a == ACCOUNTANT_REPLACE_ONE ? "one row's contents replaced by any other, sensitivity 2C"
+         : a == ACCOUNTANT_ZERO_OUT    ? "one row replaced by one that contributes nothing, sensitivity C"
+                                       : "one row added or removed, sensitivity C";
+}
+
+double accountant_adjacency_factor(AccountantAdjacency a) { return a == ACCOUNTANT_REPLACE_ONE ? 2.0 : 1.0; }
+
+double accountant_adjacency_sigma(double sigma, AccountantAdjacency a) { return sigma / accountant_adjacency_factor(a); }
+
 int accountant_default_orders(double *orders) {
     int n = 0;
     for (int x = 1; x < 100; x++) orders[n++] = 1.0 + x / 10.0;   /* 1.1 … 10.9, as Opacus builds them */

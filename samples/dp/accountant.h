@@ -7,6 +7,13 @@
        ε = min_α [ rdp(α) − (log δ + log α)/(α − 1) + log((α − 1)/α) ].
    Default orders are Opacus's: 1.1, 1.2, …, 10.9 and 12, 13, …, 63.
 
+   Adjacency (what "neighbouring datasets" means, and so what ε protects): the subsampled Gaussian
+   here is Opacus's add/remove figure (one row added or removed; the Gaussian mechanism's sensitivity
+   is C); the same figure holds under zero-out (one row replaced by one that contributes nothing, its
+   place kept). Replace-one (one row's contents changed to anything) moves a clipped sum by up to 2C:
+   at q = 1 that is the Gaussian mechanism at σ/2 (accountant_adjacency_sigma); under Poisson
+   sampling it is not accounted here.
+
    Not here: other accountants (PRV, GDP), heterogeneous steps beyond a list of (σ, q, steps)
    groups, or any training. tools/dp_accountant.c is the command-line front end. */
 #ifndef ACCOUNTANT_H
@@ -14,6 +21,16 @@
 
 #define ACCOUNTANT_MAX_ORDERS 160
 #define ACCOUNTANT_MAX_GROUPS 32
+
+typedef enum { ACCOUNTANT_ADD_REMOVE = 0, ACCOUNTANT_ZERO_OUT, ACCOUNTANT_REPLACE_ONE } AccountantAdjacency;
+
+/* "add/remove", "zero-out", "replace-one"; and what the neighbour is, in words. */
+const char *accountant_adjacency_name(AccountantAdjacency a);
+const char *accountant_adjacency_words(AccountantAdjacency a);
+/* The sensitivity in units of C: 1 (add/remove, zero-out) or 2 (replace-one). */
+double accountant_adjacency_factor(AccountantAdjacency a);
+/* The noise multiplier the Gaussian mechanism has under an adjacency: σ / factor. */
+double accountant_adjacency_sigma(double sigma, AccountantAdjacency a);
 
 /* A run: groups of steps that share a noise multiplier σ and a sample rate q. */
 typedef struct {

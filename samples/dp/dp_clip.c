@@ -105,8 +105,9 @@ int dp_shortcut_clip(DpSgd *d, TrainState *s) {
     d->c_host[0] = c0;
     for (int i = 0; i < m->n_params; i++) {
         float *g = *llama_tensor(&m->dw, &m->params[i]);
-        if (!g || !d->computes || c0 == 1.0f) continue;
-        /* c = 0 (a norm that is not finite): exactly zero, not 0 · NaN */
+        if (!g || !d->computes) continue;
+        /* scaled whatever c (× 1 is exact): skipping c = 1 made the step's time say whether the sample was
+           clipped (docs/DP_METHODS.md, Timing); c = 0 (a norm that is not finite): exactly zero, not 0 · NaN */
         if (c0 == 0.0f ? fill_buffer(d->kb, g, 0.0f, m->params[i].numel) : scale_inplace(d->kb, g, c0, m->params[i].numel)) return -1;
     }
     return dp_collect_stats(d, 1);

@@ -42,6 +42,13 @@ const char DP_CONFIG_USAGE[] =
     "  --noise-seed N                    noise and Poisson seed, reproducible: the epsilon printed holds only while\n"
     "                                    N is secret (default: 64 bits from getrandom(), never printed or logged;\n"
     "                                    --secure-seed says so explicitly)\n"
+    "  --secure-noise                    the noise and Poisson's draws from ChaCha20 (256-bit key from getrandom()),\n"
+    "                                    the gradient and the noise on one grid of 2^-28 sigma*C (no floating-point\n"
+    "                                    attack); default: Philox (statistical, 64-bit key)\n"
+    "  --adjacency zero-out|replace-one  the adjacency of the epsilon printed first and of --target-epsilon, batches in\n"
+    "                                    order: zero-out (a row replaced by one that adds nothing, sensitivity C; the\n"
+    "                                    default) or replace-one (a row's contents changed, 2C); both are printed.\n"
+    "                                    --poisson: add/remove (Opacus's), replace-one is refused\n"
     "  --flash-tile R                    time block of flash norms (128)\n"
     "  --lora-rank r --lora-alpha a      LoRA adapters (rank 0: off; alpha default 2r)\n"
     "  --lora-targets q,k,v,o,gate,up,down  projections with adapters (q,v)\n";
@@ -103,12 +110,14 @@ int dp_config_flag(DpConfig *c, int argc, char **argv, int *i) {
     const char *f = argv[*i];
     if (!strcmp(f, "--poisson")) { c->poisson = 1; return 1; }
     if (!strcmp(f, "--secure-seed")) { c->secure_seed = 1; return 1; }
+    if (!strcmp(f, "--secure-noise")) { c->secure_noise = 1; return 1; }
     static const char *valued[] = { "--norm", "--clip", "--max-grad-norm", "--noise-multiplier", "--target-epsilon",
                                     "--delta", "--max-physical-batch-size", "--noise-seed", "--flash-tile", "--lora-rank",
-                                    "--lora-alpha", "--lora-targets", "--dataset-size", "--log-sample-norms" };
+                                    "--lora-alpha", "--lora-targets", "--dataset-size", "--log-sample-norms", "--adjacency" };
+    static const char *ADJ[] = { "zero-out", "replace-one" };
     int k;
-    for (k = 0; k < 14; k++) if (!strcmp(f, valued[k])) break;
-    if (k == 14) return 0;
+    for (k = 0; k < 15; k++) if (!strcmp(f, valued[k])) break;
+    if (k == 15) return 0;
     if (*i + 1 >= argc) { fprintf(stderr, "error: %s needs a value\n", f); return -1; }
     const char *v = argv[++*i];
     double x;
@@ -136,6 +145,7 @@ int dp_config_flag(DpConfig *c, int argc, char **argv, int *i) {
     case 11: if (targets(v, &c->lora_targets)) return -1; break;
     case 12: if (whole(f, v, 1, 1e15, &x)) return -1; c->dataset_size = (long)x; break;
     case 13: if (whole(f, v, 0, DP_MAX_LOGGED_NORMS, &x)) return -1; c->log_sample_norms = (int)x; break;
+    case 14: if ((r = pick(f, v, ADJ, 2)) < 0) return -1; c->replace_one = r; break;
     }
     c->enabled = 1;
     return 1;
@@ -155,6 +165,10 @@ int dp_config_check(const DpConfig *c) {
     }
     if (c->secure_seed && c->seed_given) {
         fprintf(stderr, "error: give --noise-seed or --secure-seed, not both\n");
+        return -1;
+    }
+    if (c->replace_one && c->poisson) {
+        fprintf(stderr, "error: --adjacency replace-one is accounted only for batches in order; --poisson's epsilon is add/remove\n");
         return -1;
     }
     if (c->lora_alpha > 0 && c->lora_rank == 0) {

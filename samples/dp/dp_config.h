@@ -12,6 +12,10 @@
      --dataset-size N                     rows for the sample rate  [data rows (data.h); synthetic 65536]
      --log-sample-norms N                 log the first N per-sample norms and clip factors of each step [0]
      --noise-seed N / --secure-seed       noise and Poisson seed, reproducible / from getrandom() [getrandom()]
+     --secure-noise                       the noise and Poisson draws from ChaCha20 (256-bit key), on a grid
+                                          (kernels/secure_noise.h)                    [Philox]
+     --adjacency zero-out|replace-one     the adjacency of the headline ε and of --target-epsilon, batches
+                                          in order (--poisson: add/remove)            [zero-out]
      --flash-tile R                       time block of the flash norms               [64]
      --lora-rank r, --lora-alpha a        LoRA adapters of rank r (0: off), scale a/r [0, 2r]
      --lora-targets q,k,v,o,gate,up,down  projections that get adapters               [q,v]
@@ -43,6 +47,8 @@ typedef struct {
     uint64_t seed;                   /* --noise-seed (without it: drawn from getrandom() by dp_sgd_init) */
     int    seed_given;
     int    secure_seed;              /* --secure-seed: the default (getrandom()), said explicitly */
+    int    secure_noise;             /* --secure-noise: ChaCha20 noise on the grid (kernels/secure_noise.h) */
+    int    replace_one;              /* --adjacency replace-one: the headline ε and --target-epsilon under it */
     int    flash_tile;
     int    lora_rank;                /* 0: no LoRA */
     double lora_alpha;               /* 0: not given (2·rank) */

@@ -120,7 +120,9 @@ static int run_gpu(DpSgd *d, const DpKernel *k) {
         else DP_GPU(dp_clip_factors_cuda(d->c, k->norm2, B, (float)d->cfg.max_grad_norm));
         break;
     case DPK_NOISE:
-        DP_GPU(noise_privatize_cuda(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, k->step, k->offset));
+        if (d->cfg.secure_noise)   /* ChaCha20 on the grid (kernels/secure_noise.h) */
+            DP_GPU(secure_noise_privatize_cuda(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->key.k, k->step, k->offset));
+        else DP_GPU(noise_privatize_cuda(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, k->step, k->offset));
         break;
     }
     return 0;
@@ -167,7 +169,8 @@ static void run_cpu(DpSgd *d, const DpKernel *k, int widened, int b, int n, cons
         break;
     }
     case DPK_NOISE:
-        noise_privatize(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, k->step, k->offset);
+        if (d->cfg.secure_noise) secure_noise_privatize(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, &d->key, k->step, k->offset);
+        else noise_privatize(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, k->step, k->offset);
         break;
     }
 }

@@ -14,10 +14,19 @@ long dp_sgd_row_uses(const DpSgd *d, long steps) {
     return (long)ceill(used / d->dataset_size);
 }
 
+AccountantAdjacency dp_sgd_adjacency(const DpSgd *d) {
+    return d->cfg.poisson ? ACCOUNTANT_ADD_REMOVE : d->cfg.replace_one ? ACCOUNTANT_REPLACE_ONE : ACCOUNTANT_ZERO_OUT;
+}
+
+double dp_sgd_epsilon_under(const DpSgd *d, int replace_one, double *alpha) {
+    if (d->steps_done == 0) { if (alpha) *alpha = 0; return 0; }
+    return accountant_epsilon_for(d->sigma_acc[replace_one != 0], 1.0, dp_sgd_row_uses(d, d->steps_done), d->cfg.delta, alpha);
+}
+
 double dp_sgd_epsilon(const DpSgd *d, double *alpha) {
     if (d->steps_done == 0) { if (alpha) *alpha = 0; return 0; }
-    if (d->cfg.poisson) return accountant_epsilon(&d->acc, d->cfg.delta, alpha);
-    return accountant_epsilon_for(d->sigma, 1.0, dp_sgd_row_uses(d, d->steps_done), d->cfg.delta, alpha);
+    if (d->cfg.poisson) return accountant_epsilon(&d->acc, d->cfg.delta, alpha);   /* the steps at sigma_acc[0] */
+    return dp_sgd_epsilon_under(d, d->cfg.replace_one, alpha);
 }
 
 double dp_sgd_epsilon_if_poisson(const DpSgd *d, double *alpha) {
@@ -37,10 +46,13 @@ void dp_report_setup(DpSgd *d, TrainState *s) {
                    d->cfg.poisson ? "Poisson: rank r draws the rows i with i mod N = r" : "rank r: its consecutive share of each step's rows",
                    s->cfg->zero ? "which the rank holding each coordinate's slice adds once (--zero)"
                                 : "which every rank adds alike (one Philox stream)");
+        char from[96] = "";
+        if (d->cfg.target_epsilon > 0)
+            snprintf(from, sizeof from, " (from --target-epsilon under %s adjacency)", accountant_adjacency_name(dp_sgd_adjacency(d)));
         printf("DP-SGD: %s norms, %s clipping, C=%g, sigma=%.6g%s, delta=%g, logical batch %d (physical %d x %d), "
                "sample rate %.6g (%ld rows)%s\n",
                dp_norm_name(d->cfg.norm), d->cfg.norm == DP_NORM_DIRECT && d->cfg.clip == DP_CLIP_BK ? "per-sample-sum" : dp_clip_name(d->cfg.clip),
-               d->cfg.max_grad_norm, d->sigma, d->cfg.target_epsilon > 0 ? " (from --target-epsilon)" : "",
+               d->cfg.max_grad_norm, d->sigma, from,
                d->cfg.delta, d->logical_batch, B, s->cfg->grad_accum, d->sample_rate, rows,
                d->cfg.poisson ? ", Poisson sampling" : "");
         if (d->tied)
@@ -52,8 +64,11 @@ void dp_report_setup(DpSgd *d, TrainState *s) {
         if (d->cfg.seed_given)
             printf("DP-SGD: --noise-seed given: the noise%s can be regenerated from it; the epsilon printed holds only while "
                    "that seed is secret\n", d->cfg.poisson ? " and the Poisson batches" : "");
+        printf("DP-SGD: noise: %s\n", d->cfg.secure_noise ? "ChaCha20 (256-bit key) on a grid of 2^-28 sigma*C (--secure-noise)"
+                                                         : "Philox4x32-10 (a statistical generator; --secure-noise: ChaCha20 on a grid)");
         printf("DP-SGD: not covered by epsilon (computed on the private data without noise): the training loss, the "
-               "per-sample norms' mean and share clipped%s\n", d->cfg.log_sample_norms ? ", the logged per-sample norms" : "");
+               "per-sample norms' mean and share clipped, the count of samples dropped%s, the step times (docs/DP_METHODS.md, "
+               "Timing)\n", d->cfg.log_sample_norms ? ", the logged per-sample norms" : "");
     }
     char buf[64];
     dpmem_meta("dp.norm", dp_norm_name(d->cfg.norm));
@@ -68,6 +83,7 @@ void dp_report_setup(DpSgd *d, TrainState *s) {
     if (d->cfg.target_epsilon > 0) { snprintf(buf, sizeof buf, "%.9g", d->cfg.target_epsilon); dpmem_meta("dp.target_epsilon", buf); }
     dpmem_meta_int("dp.poisson", d->cfg.poisson);
     dpmem_meta("dp.noise_seed", d->cfg.seed_given ? "given" : "getrandom");   /* never the seed itself */
+    dpmem_meta("dp.noise", d->cfg.secure_noise ? "chacha20-grid" : "philox");
     dpmem_meta_int("dp.shortcut_batch1", d->shortcut);
     dpmem_meta_int("dp.tied_embeddings", d->tied);
 }
@@ -176,23 +192,33 @@ void dp_report_summary(DpSgd *d, const TrainState *s) {
         char buf[64];
         const long uses = dp_sgd_row_uses(d, d->steps_done);
         double alpha_p, eps_p = d->cfg.poisson ? eps : dp_sgd_epsilon_if_poisson(d, &alpha_p);
+        /* runs in order: the other adjacency's figure, printed and logged beside the headline */
+        const AccountantAdjacency adj = dp_sgd_adjacency(d),
+                                  other = d->cfg.replace_one ? ACCOUNTANT_ZERO_OUT : ACCOUNTANT_REPLACE_ONE;
+        const double eps_other = d->cfg.poisson ? 0 : dp_sgd_epsilon_under(d, !d->cfg.replace_one, NULL);
         snprintf(buf, sizeof buf, "%.9g", eps); dpmem_meta("dp.epsilon", buf);
+        dpmem_meta("dp.adjacency", accountant_adjacency_name(adj));
         snprintf(buf, sizeof buf, "%.9g", alpha); dpmem_meta("dp.best_alpha", buf);
         dpmem_meta("dp.epsilon_sampling", d->cfg.poisson ? "poisson" : "sequential");
         dpmem_meta_int("dp.dropped_samples", d->dropped_samples);   /* this rank's */
         if (!d->cfg.poisson) {
             dpmem_meta_int("dp.row_uses", uses);
+            snprintf(buf, sizeof buf, "%.9g", d->cfg.replace_one ? eps_other : eps); dpmem_meta("dp.epsilon_zero_out", buf);
+            snprintf(buf, sizeof buf, "%.9g", d->cfg.replace_one ? eps : eps_other); dpmem_meta("dp.epsilon_replace_one", buf);
             snprintf(buf, sizeof buf, "%.9g", eps_p); dpmem_meta("dp.epsilon_if_poisson", buf);
         }
         dpmem_meta_int("dp.steps", d->steps_done);
         if (!dp_quiet(d, s)) {
+            printf("DP-SGD: epsilon = %.4f at delta = %g after %ld steps under %s adjacency (%s)", eps, d->cfg.delta, d->steps_done,
+                   accountant_adjacency_name(adj), accountant_adjacency_words(adj));
             if (d->cfg.poisson)
-                printf("DP-SGD: epsilon = %.4f at delta = %g after %ld steps (Poisson sampling; sigma %.4g, sample rate %.4g, RDP order %g)",
-                       eps, d->cfg.delta, d->steps_done, d->sigma, d->sample_rate, alpha);
+                printf(" (Poisson sampling; sigma %.4g, sample rate %.4g, RDP order %g)", d->sigma, d->sample_rate, alpha);
             else
-                printf("DP-SGD: epsilon = %.4f at delta = %g after %ld steps (batches in order: each row in at most %ld of them, "
-                       "no sampling amplification; sigma %.4g, RDP order %g; with --poisson, sample rate %.4g: %.4f)",
-                       eps, d->cfg.delta, d->steps_done, uses, d->sigma, alpha, d->sample_rate, eps_p);
+                printf("; %s adjacency (%s): epsilon %.4f (batches in order: each row in at most %ld of them, no sampling "
+                       "amplification; sigma %.4g, RDP order %g; add/remove under Poisson sampling, with --poisson, sample rate %.4g: %.4f)",
+                       accountant_adjacency_name(other), accountant_adjacency_words(other), eps_other, uses, d->sigma, alpha,
+                       d->sample_rate, eps_p);
+            printf("; noise %s", d->cfg.secure_noise ? "ChaCha20 on a grid (--secure-noise)" : "Philox (statistical; --secure-noise: ChaCha20)");
             if (d->norm_count)
                 printf("; mean per-sample norm %.4g, %.0f%% of samples clipped",
                        d->norm_sum / d->norm_count, 100.0 * d->clipped_frac_sum / d->norm_count);

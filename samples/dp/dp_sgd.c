@@ -35,6 +35,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The accountant's noise multipliers (d->sigma_acc): σ / factor of each adjacency; with --secure-noise the
+   gradient's rounding to the grid adds Λ√d to the sensitivity (kernels/secure_noise.h), d the noised
+   coordinates, and a σ from --target-epsilon is raised so that the accountant's still meets the target:
+   σ_acc(σ) ≥ σ / (a + σ·2⁻²⁸√d) (Λ ≤ σC·2⁻²⁸), which equals the mechanism's σ_m at σ = a·σ_m / (1 − σ_m·2⁻²⁸√d). */
+static int sigma_for_accountant(DpSgd *d, TrainState *s) {
+    double a[2] = { 1.0, 2.0 };
+    if (!d->cfg.secure_noise) {
+        for (int k = 0; k < 2; k++) d->sigma_acc[k] = d->sigma / a[k];
+        return 0;
+    }
+    double n = (double)dp_sgd_lora_params(d);
+    for (int i = 0; i < s->model.n_params; i++) n += s->model.params[i].trainable ? (double)s->model.params[i].numel : 0.0;
+    if (d->cfg.target_epsilon > 0) {
+        const double f = accountant_adjacency_factor(dp_sgd_adjacency(d)), sm = d->sigma / f, x = sm * 0x1p-28 * sqrt(n);
+        if (!(x < 0.5)) {
+            snprintf(d->kb->err, sizeof d->kb->err, "--secure-noise: the grid of %d parameters needs too much noise for --target-epsilon %g",
+                     (int)n, d->cfg.target_epsilon);
+            return -1;
+        }
+        d->sigma = f * sm / (1 - x);
+    }
+    for (int k = 0; k < 2; k++) d->sigma_acc[k] = secure_noise_sigma_for_accountant(d->sigma, d->cfg.max_grad_norm, a[k], n);
+    return 0;
+}
+
 int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig *cfg, const char *name) {
     memset(d, 0, sizeof *d);
     memset(st, 0, sizeof *st);
@@ -98,6 +123,8 @@ void dp_sgd_fields(void *user, const TrainState *s, ConfigFields *f) {
     config_field(f, "the logical batch", "%d", d->logical_batch);
     config_field(f, "--max-physical-batch-size", "%d", d->physical_batch);
     config_field(f, "--poisson", "%d", d->cfg.poisson);
+    config_field(f, "--secure-noise", "%d", d->cfg.secure_noise);
+    config_field(f, "--adjacency", "%s", d->cfg.replace_one ? "replace-one" : "zero-out");
     config_field(f, "--dataset-size", "%ld", d->dataset_size);
     /* the seed itself only when given (--noise-seed); a drawn one is secret (rank 0's, broadcast at the first batch) */
     config_field(f, "--noise-seed", "%llu", d->cfg.seed_given ? (unsigned long long)d->seed : 0ull);
@@ -179,6 +206,8 @@ static int init_inner(DpSgd *d, TrainState *s) {
         d->sigma = d->cfg.poisson ? accountant_sigma_for_epsilon(d->cfg.target_epsilon, d->sample_rate, s->cfg->steps, d->cfg.delta, err)
                                   : accountant_sigma_for_epsilon(d->cfg.target_epsilon, 1.0, dp_sgd_row_uses(d, s->cfg->steps), d->cfg.delta, err);
         if (d->sigma < 0) { snprintf(d->kb->err, sizeof d->kb->err, "%s", err); return -1; }
+        /* that is the mechanism's multiplier: under replace-one (sensitivity 2C) the noise's is twice it */
+        d->sigma *= accountant_adjacency_factor(dp_sgd_adjacency(d));
     }
     /* The noise's (and Poisson's) seed: a given one (--noise-seed, reproducible: the ε holds only while
        it is secret), else 64 bits from getrandom() that nothing prints or logs (noise.h: whoever
@@ -189,8 +218,13 @@ static int init_inner(DpSgd *d, TrainState *s) {
         d->seed = noise_secure_seed(&ok);
         if (!ok) return dp_fail(d, "%s", "the noise seed: getrandom() failed (give --noise-seed N to run with a known seed)");
     }
+    /* --secure-noise: ChaCha20's 256-bit key (kernels/secure_noise.h), drawn, or the given seed's */
+    if (d->cfg.secure_noise && d->cfg.seed_given) secure_noise_key_from_seed(&d->key, d->cfg.seed);
+    else if (d->cfg.secure_noise && !secure_noise_key_random(&d->key))
+        return dp_fail(d, "%s", "the secure noise's key: getrandom() failed (give --noise-seed N to run with a known key)");
     accountant_init(&d->acc);
     if (d->cfg.lora_rank > 0 && dp_lora_setup(d, s)) return -1;
+    if (sigma_for_accountant(d, s)) return -1;
     /* (not under --zero 2: the shortcut scales the whole gradient after the backward, which --zero 2 never holds) */
     d->shortcut = (B == 1 && s->cfg->grad_accum == 1 && d->n_lora == 0 && !d->cfg.poisson && s->cfg->zero < 2);
     if (d->cfg.poisson) {
@@ -210,12 +244,17 @@ static int init_inner(DpSgd *d, TrainState *s) {
    rank's share of them. */
 static void poisson_draw(DpSgd *d, TrainState *s) {
     const uint32_t q32 = (uint32_t)fmin(4294967295.0, d->sample_rate * 4294967296.0);
+    const uint64_t q64 = secure_noise_q64(d->sample_rate);
     d->n_rows = 0;
     /* with several ranks, rank r draws the rows i = r mod world: together they draw what one process would */
     for (long i = g_comm.rank; i < d->dataset_size; i += g_comm.world) {
-        philox4x32_ctr_t c = {{ (uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)s->step, 0x504F4953u /* "POIS" */ }};
-        philox4x32_key_t k = {{ (uint32_t)d->seed, (uint32_t)(d->seed >> 32) }};
-        if (philox4x32(c, k).v[0] >= q32) continue;
+        if (d->cfg.secure_noise) {   /* ChaCha20's "POIS" stream, 64-bit threshold */
+            if (!secure_noise_poisson_take(&d->key, (uint64_t)s->step, (uint64_t)i, q64)) continue;
+        } else {
+            philox4x32_ctr_t c = {{ (uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)s->step, 0x504F4953u /* "POIS" */ }};
+            philox4x32_key_t k = {{ (uint32_t)d->seed, (uint32_t)(d->seed >> 32) }};
+            if (philox4x32(c, k).v[0] >= q32) continue;
+        }
         if (d->n_rows == d->cap_rows) { d->truncated++; continue; }
         d->rows[d->n_rows++] = i;
     }
@@ -265,6 +304,8 @@ int dp_sgd_physical_batch(void *user, TrainState *s) {
     if (!d->cfg.seed_given && !d->seed_shared) {  /* one noise stream for the job: rank 0's drawn seed (no rank has
                                                      --noise-seed: train.c compared the configurations) */
         if (g_comm.world > 1 && comm_broadcast(&g_comm, &d->seed, sizeof d->seed, 0, "the noise seed's broadcast")) return -1;
+        if (g_comm.world > 1 && d->cfg.secure_noise && comm_broadcast(&g_comm, &d->key, sizeof d->key, 0, "the secure noise key's broadcast"))
+            return -1;
         d->seed_shared = 1;
     }
     if (d->cfg.poisson) {
@@ -420,7 +461,7 @@ int dp_sgd_before_update(void *user, TrainState *s) {
     const uint64_t t_opt = dpmem_now_ns();   /* the adapters' update: the optimizer's phase */
     if (d->n_lora && dp_lora_step(d, s)) return -1;
     if (d->n_lora) train_phase_add(s, TRAIN_PH_OPTIMIZER, t_opt);
-    if (accountant_step(&d->acc, d->sigma, d->sample_rate)) return dp_fail(d, "%s", "accountant: too many (sigma, q) groups");
+    if (accountant_step(&d->acc, d->sigma_acc[0], d->sample_rate)) return dp_fail(d, "%s", "accountant: too many (sigma, q) groups");
     d->steps_done++;
     return 0;
 }

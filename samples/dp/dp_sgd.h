@@ -3,8 +3,10 @@
    hooks, the clipped sum Σ_b c_b g_b by --clip (twopass: a second backward with loss weights c_b,
    for ghost without a second forward where that costs no memory;
    bk: book-keeping, Gᵀdiag(c)A per layer from the one backward; direct norms: the sum of the clipped
-   materialized per-sample gradients), Gaussian noise once per logical batch (kernels/noise.h), the
-   RDP accountant (samples/dp/accountant.h), printed and logged as META dp.*.
+   materialized per-sample gradients), Gaussian noise once per logical batch (kernels/noise.h's Philox;
+   --secure-noise: kernels/secure_noise.h's ChaCha20 on a grid, also for Poisson's draws), the RDP
+   accountant (samples/dp/accountant.h) under the adjacency each printed ε names, printed and logged as
+   META dp.*.
 
    Usage (the whole of a DP sample's main):
        TrainConfig cfg; DpConfig dp; DpSgd d; TrainStrategy st;
@@ -66,6 +68,7 @@
 #include "accountant.h"
 #include "dp_config.h"
 #include "dp_kernels.h"
+#include "secure_noise.h"
 #include "llama/lora.h"
 #include "llama/train.h"
 
@@ -92,7 +95,10 @@ typedef struct DpSgd {
     long dataset_size;           /* rows, for the sample rate */
     double sample_rate;          /* q = logical batch / dataset size */
     double sigma;                /* resolved noise multiplier */
+    double sigma_acc[2];         /* the accountant's: [0] zero-out and add/remove (sensitivity C), [1] replace-one (2C);
+                                    σ and σ/2, or with --secure-noise σC / (S + Λ√d) (the grid's rounding) */
     uint64_t seed;
+    SecureKey key;               /* --secure-noise: ChaCha20's key (getrandom(); --noise-seed: the seed's 64 bits) */
     int seed_shared;             /* --secure-seed with several ranks: rank 0's seed was broadcast */
     TrainState *s;
     KBackend *kb;
@@ -161,10 +167,15 @@ int  dp_sgd_frozen(void *user, const ParamInfo *p);
 size_t dp_sgd_lora_params(const DpSgd *d);
 
 /* ε of the steps done so far at cfg.delta (best order in *alpha if non-NULL), as the run's sampling
-   supports it: --poisson, the subsampled Gaussian at q = L / rows per step (Opacus's figure); batches
-   in order, no amplification: each row is in at most dp_sgd_row_uses(steps) = ⌈steps·L / rows⌉ of
-   them, each a Gaussian mechanism on it, so the accountant at q = 1 for that many steps. */
+   supports it, under the adjacency of --adjacency: --poisson, the subsampled Gaussian at q = L / rows
+   per step (Opacus's figure, add/remove); batches in order, no amplification: each row is in at most
+   dp_sgd_row_uses(steps) = ⌈steps·L / rows⌉ of them, each a Gaussian mechanism on it, so the
+   accountant at q = 1 for that many steps, at σ (zero-out: sensitivity C) or σ/2 (replace-one: 2C).
+   dp_sgd_epsilon_under: the same for a given adjacency (replace_one 0 or 1; runs in order). */
 double dp_sgd_epsilon(const DpSgd *d, double *alpha);
+double dp_sgd_epsilon_under(const DpSgd *d, int replace_one, double *alpha);
+/* The adjacency of dp_sgd_epsilon. */
+AccountantAdjacency dp_sgd_adjacency(const DpSgd *d);
 long   dp_sgd_row_uses(const DpSgd *d, long steps);
 /* The subsampled figure whatever the sampling: what the same run would account with --poisson
    (printed, labelled so, beside the true one of a run without it). */
