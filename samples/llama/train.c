@@ -116,7 +116,7 @@ static float lr_at(const TrainConfig *c, int step) {
     return c->lr * (0.1f + 0.9f * 0.5f * (1.0f + cosf((float)M_PI * frac)));
 }
 
-static int optimizer_step(TrainState *s) {
+static int optimizer_step(TrainState *s, const TrainStrategy *st) {
     const TrainConfig *c = s->cfg;
     LlamaModel *m = &s->model;
     int adam = strcmp(c->optimizer, "adamw") == 0;
@@ -131,8 +131,10 @@ static int optimizer_step(TrainState *s) {
         const int sliced = llama_master_sharded(m, p);
         float *w = sliced ? *llama_tensor(&m->wsh, p) : *llama_tensor(&m->w, p) + lo, *g = train_grad_slice(s, i);
         float *mm = s->shard ? s->shard->m[i] : *llama_tensor(&m->m, p), *vv = s->shard ? s->shard->v[i] : *llama_tensor(&m->v, p);
-        if (adam) TRY(adamw_update(s->kb, w, g, mm, vv, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
-        else TRY(sgd_update(s->kb, w, g, n, s->lr, wd));
+        const int done = st->update ? st->update(st->user, s, i, w, g, mm, vv, n, wd) : 0;   /* DP: noise + AdamW */
+        if (done < 0) return -1;
+        if (!done && adam) TRY(adamw_update(s->kb, w, g, mm, vv, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
+        else if (!done) TRY(sgd_update(s->kb, w, g, n, s->lr, wd));
         /* its bf16 copy's slice rounded from it here (the forward rounds whole masters only), the same RNE */
         if (sliced && *llama_tensor(&m->w16, p)) TRY(narrow_buffer(s->kb, kact_at(*llama_tensor(&m->w16, p), lo, KDT_BF16), w, n));
         /* (--zero 3 keeps no whole copy: each gather rounds the slices afresh, shard.c) */
@@ -548,7 +550,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
         }
         if (st->before_update && st->before_update(st->user, &s) != 0) goto fail;
         uint64_t tp = dpmem_now_ns();
-        { DPMEM_SCOPE("optimizer_step"); if (optimizer_step(&s) != 0) goto fail; }
+        { DPMEM_SCOPE("optimizer_step"); if (optimizer_step(&s, st) != 0) goto fail; }
         phase_add(&s, PH_OPTIMIZER, tp);
         tp = dpmem_now_ns();   /* --zero: every rank's updated slices to every rank */
         if (shard_allgather_params(&s) != 0) goto fail;

@@ -12,7 +12,8 @@
                            "backward"), and here the loop waits for the last (--zero 2: each rank its
                            slice's sum, shard.h; --zero 1: the serial all-reduce here)
        strategy->before_update(user, s)            e.g. add noise, divide by the logical batch
-       scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
+       scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%),
+                           or strategy->update where it fuses its work into the pass (DP's noise)
                            (--zero 1|2: this rank's slices; then scope "all_gather", the parameters;
                            bf16: a sharded master's slice, rounded into its bf16 copy, which is gathered)
        scope "zero_grad"       gradients := 0
@@ -95,6 +96,10 @@ typedef struct TrainStrategy {
     int  (*init)(void *user, TrainState *s);           /* after model_creation; may be NULL */
     int  (*physical_batch)(void *user, TrainState *s); /* NULL: forward, loss, plain backward */
     int  (*before_update)(void *user, TrainState *s);  /* NULL: nothing */
+    /* The optimizer step of trainable tensor i's range (train_grad_range: n floats; w, g, m, v there, m and v NULL
+       under SGD; wd its weight decay), run by the strategy where it fuses its own work into the pass (DP: the
+       noise, samples/dp/dp_fused.c): 1 it ran it, 0 the loop's update runs, -1 error. NULL: never. */
+    int  (*update)(void *user, TrainState *s, int i, float *w, float *g, float *m, float *v, size_t n, float wd);
     void (*destroy)(void *user, TrainState *s);        /* may be NULL */
     int  (*frozen)(void *user, const ParamInfo *p);    /* NULL: all trainable */
     int  (*save)(void *user, TrainState *s, const char *dir); /* after --save wrote the model (LoRA: the adapters); may be NULL */
