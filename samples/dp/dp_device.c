@@ -135,6 +135,7 @@ static int run_gpu(DpSgd *d, const DpKernel *k) {
         const DpNoise nz = dp_noise_of(d, k->step);
         if (d->cfg.secure_noise) DP_GPU(secure_noisy_adamw_cuda(k->p, k->dw, k->m, k->v, k->per, k->offset, &nz, d->key.k, k->opt));
         else DP_GPU(dp_noisy_adamw_cuda(k->p, k->dw, k->m, k->v, k->per, k->offset, &nz, k->opt, 0));
+        (void)nz;   /* (without DP_HAVE_CUDA the calls are not compiled) */
         break;
     }
     }

@@ -24,7 +24,8 @@ int dp_fused_setup(DpSgd *d, TrainState *s) {
     if (env && strcmp(env, "0") && strcmp(env, "1"))
         return dp_fail(d, "DPMEM_FUSED_UPDATE='%s': give 0 (noise and AdamW in two passes) or 1 (one pass, the default)", env);
     const int adam = !strcmp(s->cfg->optimizer, "adamw");
-    d->fused = adam && d->computes && !(env && !strcmp(env, "0")) && (!d->cfg.secure_noise || d->cuda);
+    /* (s->calls_update: a test or a wrapper that drives the strategy without the loop gets the noise from before_update) */
+    d->fused = adam && d->computes && s->calls_update && !(env && !strcmp(env, "0")) && (!d->cfg.secure_noise || d->cuda);
     LlamaModel *m = &s->model;
     if (!(d->flat = calloc((size_t)m->n_params + (size_t)d->n_lora + 1, sizeof *d->flat)))
         return dp_fail(d, "%s", "out of host memory (the noise's offsets)");

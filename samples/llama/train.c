@@ -449,6 +449,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     TrainState s;
     memset(&s, 0, sizeof s);
     s.cfg = c; s.kb = &kb;
+    s.calls_update = st->update != NULL;   /* (before init: a strategy fuses its work into the update only when asked) */
     /* the mean over the job's batch: each rank's share, summed over the ranks by the all-reduce */
     const float positions = c->model.task == LLAMA_TASK_CLASSIFY ? 1.0f : (float)c->seq_len;   /* llama_loss_positions */
     s.loss_scale = 1.0f / ((float)c->batch_size * positions * (float)c->grad_accum * (float)g_comm.world);

@@ -88,6 +88,8 @@ typedef struct TrainState {
     size_t comm_bucket_n;
     struct Shard *shard;    /* --zero >= 1: this rank's slices and their optimizer state (samples/llama/shard.h) */
     struct ShardGradQueue *grad_queue; /* --zero 0, several ranks: the all-reduce unit by unit (grad_reduce.c) */
+    int calls_update;       /* the loop calls strategy->update at each tensor's optimizer step (train_run sets it before
+                               init; 0 where a test or a wrapper drives the strategy: it must then do its work itself) */
 } TrainState;
 
 typedef struct TrainStrategy {
