@@ -50,7 +50,9 @@
        kernels or widen them (dp_sgd.c widens one sample at a time on the CPU).
        After the backward, with c_b known, form dW += Gᵀdiag(c)A per layer yourself, then call
        llama_release_saved(&s->model).
-     - Noise: before_update, once per optimizer step after all grad_accum physical batches.
+     - Noise: before_update, once per optimizer step after all grad_accum physical batches; or inside
+       the optimizer's pass through `update` (the loop asks it for each tensor, s->calls_update says it
+       will: samples/dp/dp_fused.c runs noise and AdamW in one pass).
        The loss is scaled by s->loss_scale = 1/(B·T·grad_accum) in the default path (a mean over the
        logical batch); a strategy that clips per sample will usually pass its own scale (1/T: per-
        sample mean loss) to train_backward_scaled and divide by the logical batch size itself.
