@@ -3,7 +3,8 @@
 # loads back and saves again byte for byte (F32), --print-params shows the checkpoint's names, BF16
 # saves are half the size, and bad checkpoints or flags end with exit 1 and one line naming the
 # problem (missing directory, non-LLaMA config, truncated weights, a shape flag that contradicts
-# the checkpoint, an unknown --save-dtype); a save from a Hugging Face layout keeps token ids, max
+# the checkpoint, an unknown --save-dtype); a save that fails (EFBIG, or killed) leaves the checkpoint
+# there whole; a save from a Hugging Face layout keeps token ids (a list as a list), max
 # positions and rope scaling and copies the tokenizer files (also when saving over the base); a LoRA run's --save matches PEFT (tests/test_ckpt_peft.py);
 # the plan backend plans from a config.json without weights (Llama-3.2-1B's, as published).
 B=${DPMEM_BUILD:-build}
@@ -35,6 +36,19 @@ a=$(wc -c <"$d/a/model.safetensors"); c=$(wc -c <"$d/c/model.safetensors")
 [ $((a - c)) -gt $((a / 2 - 2048)) ] || no "bf16 file is $c bytes, f32 is $a: not about half"
 grep -q '"torch_dtype":[[:space:]]*"bfloat16"' "$d/c/config.json" || no "bf16 save's config.json does not say bfloat16"
 
+# A --save over a checkpoint that fails (a file-size limit: EFBIG, or the trainer killed by SIGXFSZ) leaves that
+# checkpoint whole: it replaced config.json first, and the old weights beside the new config no longer loaded.
+cp "$d/a/config.json" "$d/a.config" && cp "$d/a/model.safetensors" "$d/a.weights"
+for how in efbig killed; do
+  ( [ $how = efbig ] && trap '' XFSZ; ulimit -f 16; exec "$T" --steps 1 --quiet --kv-heads 4 --save "$d/a" ) >/dev/null 2>"$d/err"; rc=$?
+  [ $rc -ne 0 ] || no "$how: a save over the file-size limit exited 0"
+  [ $how = killed ] || grep -q "model.safetensors: write failed: File too large" "$d/err" || no "$how: no write error: $(cat "$d/err")"
+  cmp -s "$d/a.config" "$d/a/config.json" && cmp -s "$d/a.weights" "$d/a/model.safetensors" \
+    || no "$how: a failed --save replaced the checkpoint there (config.json or model.safetensors changed)"
+  "$T" --init-from "$d/a" --steps 0 --quiet >/dev/null 2>"$d/err" || no "$how: the checkpoint no longer loads: $(cat "$d/err")"
+  rm -rf "$d"/a.tmp.*   # (what a killed writer leaves: its unfinished copy, beside the directory)
+done
+
 # From a Hugging Face layout checkpoint: the saved directory keeps the token ids, max positions and
 # llama3 scaling of the base, and gets its tokenizer files.
 if command -v python3 >/dev/null 2>&1; then
@@ -57,6 +71,13 @@ if command -v python3 >/dev/null 2>&1; then
   done
   "$T" --init-from "$d/hf2" --steps 0 --quiet --seq-len 8 --save "$d/hf2" >/dev/null 2>"$d/err" || no "saving over the --init-from directory failed: $(cat "$d/err")"
   cmp -s "$d/hf/tokenizer.json" "$d/hf2/tokenizer.json" || no "saving over the base damaged tokenizer.json"
+  # a list-valued eos_token_id (Llama 3.x Instruct's stop tokens) is saved as the list, not cut to its first
+  mkdir -p "$d/hf3" && cp "$d/hf/model.safetensors" "$d/hf3/" &&
+    sed 's/"eos_token_id":[[:space:]]*2,/"eos_token_id": [6, 7],/' "$d/hf/config.json" >"$d/hf3/config.json"
+  grep -q '"eos_token_id": \[6, 7\]' "$d/hf3/config.json" || no "test bug: the eos list was not written into hf3"
+  "$T" --init-from "$d/hf3" --steps 0 --quiet --seq-len 8 --save "$d/hf4" >/dev/null 2>"$d/err" || no "saving from hf3 failed: $(cat "$d/err")"
+  python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(c["eos_token_id"] != [6, 7] or c["bos_token_id"] != 1)' \
+    "$d/hf4/config.json" || no "eos_token_id [6, 7] was not saved as the list (bos as 1): $(grep _token_id "$d/hf4/config.json")"
 fi
 
 expect_error "missing directory" "config.json" -- "$T" --init-from "$d/none" --steps 1

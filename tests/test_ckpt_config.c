@@ -14,6 +14,7 @@
 #include "llama/hf_config.h"
 #include "kernels.h" /* krope_inv_freq: what the rope kernels use */
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,8 @@ int main(void) {
     CHECK(hf_config_read(&b, path, err, sizeof err) == 0, "read back: %s", err);
     CHECK(memcmp(&a, &b, sizeof a) == 0, "write -> read changed the config");
     a.rope_llama3 = 0; a.tie_word_embeddings = 0; a.bos_token_id = a.eos_token_id = -1;
+    memset(a.bos_token_json, 0, sizeof a.bos_token_json);
+    memset(a.eos_token_json, 0, sizeof a.eos_token_json);
     a.rope_factor = a.rope_low_freq_factor = a.rope_high_freq_factor = 0; a.rope_original_max_position_embeddings = 0;
     CHECK(hf_config_write(&a, path, err, sizeof err) == 0 && hf_config_read(&b, path, err, sizeof err) == 0 &&
           memcmp(&a, &b, sizeof a) == 0, "round trip without scaling: %s", err);
@@ -160,6 +163,24 @@ int main(void) {
         CHECK(strstr(text, "\"rope_parameters\"") && !strstr(text, "\"rope_scaling\"") && strstr(text, "\"rope_theta\"") &&
               strstr(text, "\"rope_theta\"") > strstr(text, "\"rope_parameters\"") && strstr(text, "\"llama3\""),
               "a v5 config written in another form:\n%s", text);
+    }
+    {   /* A list-valued eos_token_id (Llama 3.x Instruct's stop tokens) is written back as the list, not cut to its
+           first; an integer stays an integer. */
+        char text[4096] = "";
+        CHECK(parse(&a, variant("\"eos_token_id\": 128001", "\"eos_token_id\": [6, 7]"), err, sizeof err) == 0 &&
+              a.eos_token_id == 6 && a.bos_token_id == 128000, "eos [6, 7]: eos %d bos %d %s", a.eos_token_id, a.bos_token_id, err);
+        CHECK(hf_config_write(&a, path, err, sizeof err) == 0 && hf_config_read(&b, path, err, sizeof err) == 0 &&
+              memcmp(&a, &b, sizeof a) == 0, "eos [6, 7] round trip: %s", err);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        text[n] = 0;
+        if (f) fclose(f);
+        cJSON *o = cJSON_Parse(text);
+        const cJSON *eos = cJSON_GetObjectItemCaseSensitive(o, "eos_token_id"), *bos = cJSON_GetObjectItemCaseSensitive(o, "bos_token_id");
+        CHECK(cJSON_IsArray(eos) && cJSON_GetArraySize(eos) == 2 && cJSON_GetArrayItem(eos, 0)->valuedouble == 6 &&
+              cJSON_GetArrayItem(eos, 1)->valuedouble == 7 && cJSON_IsNumber(bos) && bos->valuedouble == 128000,
+              "eos [6, 7] written as another value (want the list; bos the integer):\n%s", text);
+        cJSON_Delete(o);
     }
     {   /* A write that fails (a file-size limit: the same as a full disk) leaves the old config.json whole
            (written aside and renamed; it was truncated in place), and nothing beside it. */

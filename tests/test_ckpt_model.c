@@ -10,6 +10,8 @@
      and nothing of it stays live afterwards.
    - LoRA: adapter_model.safetensors has PEFT's names, shapes and the adapters' values, and
      adapter_config.json says LORA, r, lora_alpha and the target modules.
+   - A save that fails (EFBIG) or whose writer is killed leaves the checkpoint that was there whole; one that
+     succeeds keeps the directory's other files, its permissions, a symlink to it.
    - Bad checkpoints, each refused with one line naming the file and the tensor: no config.json, no
      weights, a config that does not match the model, a missing tensor (also an untied lm_head), a
      wrong shape, a tensor the model does not have, an integer dtype, a truncated file, an index
@@ -30,7 +32,9 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int failures = 0;
@@ -318,6 +322,142 @@ static void write_text(const char *dir, const char *file, const char *text) {
     if (f) { fputs(text, f); fclose(f); }
 }
 
+/* A file's bytes (malloc'ed, *n set), or NULL. */
+static char *slurp(const char *dir, const char *file, size_t *n) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long k = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = k >= 0 ? malloc((size_t)k + 1) : NULL;
+    *n = b ? fread(b, 1, (size_t)k, f) : 0;
+    fclose(f);
+    return b;
+}
+
+/* The names in dir, sorted, space-separated ("" for none). */
+static void listing(const char *dir, char *out, size_t n) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' 2>/dev/null | tr '\\n' ' '", dir);
+    FILE *p = popen(cmd, "r");
+    size_t k = p ? fread(out, 1, n - 1, p) : 0;
+    out[k] = 0;
+    if (p) pclose(p);
+}
+
+/* issue 44: a save that fails replaced config.json first, so the old weights were left beside a new config and
+   the checkpoint there no longer loaded. Every file of a save is now written into a stage beside the directory
+   and swapped in whole: a write that fails (EFBIG under a file-size limit) or a writer killed in the middle (by
+   SIGXFSZ) leaves the old checkpoint byte for byte, the files it had beside it, and no stage; a save that
+   succeeds keeps those files (a log, a subdirectory) and the directory's permissions. */
+static void test_failed_save(const char *root) {
+    char dir[512], err[CKPT_ERR], have[1024], want[1024];
+    snprintf(dir, sizeof dir, "%s/whole", root);
+    LlamaConfig c = tiny_config(0, 0), other = tiny_config(0, 0);
+    other.ffn_dim = 64;   /* a save whose config does not describe the old weights */
+    KBackend kb;
+    kbackend_cpu_init(&kb, 1);
+    LlamaModel a, b, back;
+    if (build(&a, &kb, &c, 21) || build(&b, &kb, &other, 22) || build(&back, &kb, &c, 23)) return;
+    CHECK(ckpt_save(&a, dir, ST_F32, NULL, err, sizeof err) == 0, "save: %s", err);
+    write_text(dir, "run.log", "the log beside the checkpoint\n");
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/adapter", dir);
+    mkdir(sub, 0777);
+    write_text(sub, "adapter_config.json", "{}\n");
+    chmod(dir, 0750);
+    size_t nc0, nw0;
+    char *cfg0 = slurp(dir, "config.json", &nc0), *w0 = slurp(dir, "model.safetensors", &nw0);
+    CHECK(cfg0 && w0 && nw0 > 20000, "test bug: the first save wrote %zu bytes of weights", w0 ? nw0 : 0);
+    listing(dir, want, sizeof want);
+    for (int how = 0; cfg0 && w0 && how < 2; how++) {
+        /* 0: the write fails with EFBIG (SIGXFSZ ignored); 1: a child is killed by SIGXFSZ in the middle of it */
+        struct rlimit old_lim, lim;
+        getrlimit(RLIMIT_FSIZE, &old_lim);
+        lim = old_lim;
+        lim.rlim_cur = (rlim_t)(nw0 / 2);   /* config.json fits, the weights do not */
+        int rc;
+        if (how == 0) {
+            void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);
+            setrlimit(RLIMIT_FSIZE, &lim);
+            rc = ckpt_save(&b, dir, ST_F32, NULL, err, sizeof err);
+            setrlimit(RLIMIT_FSIZE, &old_lim);
+            signal(SIGXFSZ, old_sig);
+            CHECK(rc == -1 && strstr(err, "model.safetensors: write failed: File too large") && !strchr(err, '\n'),
+                  "a save over the file-size limit: rc %d, %s", rc, err);
+        } else {
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid == 0) {
+                signal(SIGXFSZ, SIG_DFL);
+                setrlimit(RLIMIT_FSIZE, &lim);
+                ckpt_save(&b, dir, ST_F32, NULL, err, sizeof err);
+                _exit(0);
+            }
+            int st = 0;
+            waitpid(pid, &st, 0);
+            CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ, "the child saving over the limit was not killed by SIGXFSZ (status %d)", st);
+            snprintf(err, sizeof err, "rm -rf '%s'.tmp.*", dir);   /* what a killed writer leaves: its stage, beside */
+            CHECK(system(err) == 0, "test bug: %s", err);
+        }
+        size_t nc1 = 0, nw1 = 0;
+        char *cfg1 = slurp(dir, "config.json", &nc1), *w1 = slurp(dir, "model.safetensors", &nw1);
+        CHECK(cfg1 && nc1 == nc0 && memcmp(cfg0, cfg1, nc0) == 0, "%s: config.json is no longer the old one (%zu bytes, was %zu):\n%.400s",
+              how ? "a killed save" : "a failed save", nc1, nc0, cfg1 ? cfg1 : "(none)");
+        CHECK(w1 && nw1 == nw0 && memcmp(w0, w1, nw0) == 0, "%s: model.safetensors is no longer the old one", how ? "a killed save" : "a failed save");
+        free(cfg1); free(w1);
+        CHECK(ckpt_load(&back, dir, err, sizeof err) == 0 && same_params(&a, &back, 1), "%s: the old checkpoint does not load back: %s",
+              how ? "a killed save" : "a failed save", err);
+        listing(dir, have, sizeof have);
+        CHECK(!strcmp(have, want), "%s: the directory holds '%s', want '%s'", how ? "a killed save" : "a failed save", have, want);
+        listing(root, have, sizeof have);
+        CHECK(!strstr(have, ".tmp."), "%s: a stage left beside the directory: %s", how ? "a killed save" : "a failed save", have);
+    }
+    /* the save that succeeds: the new checkpoint, the other files kept, the permissions too; a directory that holds
+       the stage's first name already (someone's own) is left alone */
+    char taken[600];
+    snprintf(taken, sizeof taken, "%s.tmp.%ld", dir, (long)getpid());
+    mkdir(taken, 0777);
+    write_text(taken, "mine.txt", "not the saver's\n");
+    CHECK(ckpt_save(&b, dir, ST_F32, NULL, err, sizeof err) == 0, "the save after the failed ones: %s", err);
+    size_t nm = 0;
+    char *mine = slurp(taken, "mine.txt", &nm);
+    CHECK(mine && nm == 16, "the save used (and emptied) a directory that held its stage's name");
+    free(mine);
+    snprintf(err, sizeof err, "rm -rf '%s'", taken);
+    CHECK(system(err) == 0, "test bug: %s", err);
+    LlamaConfig got;
+    memset(&got, 0, sizeof got);
+    CHECK(ckpt_read_config(dir, &got, NULL, err, sizeof err) == 0 && got.ffn_dim == 64, "the new config: ffn %d %s", got.ffn_dim, err);
+    listing(dir, have, sizeof have);
+    CHECK(!strcmp(have, want), "a save over the directory: it holds '%s', want '%s'", have, want);
+    size_t nl = 0, na = 0;
+    char *log = slurp(dir, "run.log", &nl), *ad = slurp(sub, "adapter_config.json", &na);
+    CHECK(log && nl == 30 && ad && na == 3, "the files beside the checkpoint were not kept (run.log %zu bytes, adapter/ %zu)", nl, na);
+    free(log); free(ad);
+    struct stat sb;
+    CHECK(stat(dir, &sb) == 0 && (sb.st_mode & 07777) == 0750, "the directory's mode is %o, was 750", (unsigned)(sb.st_mode & 07777));
+    listing(root, have, sizeof have);
+    CHECK(!strstr(have, ".tmp.") && !strstr(have, ".old."), "a save left something beside the directory: %s", have);
+    /* through a symlink: the link stays a link, its target gets the checkpoint */
+    char link[600];
+    snprintf(link, sizeof link, "%s/via", root);
+    CHECK(symlink("whole", link) == 0 && ckpt_save(&a, link, ST_F32, NULL, err, sizeof err) == 0, "a save through a symlink: %s", err);
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode) && ckpt_load(&back, dir, err, sizeof err) == 0 && same_params(&a, &back, 1),
+          "a save through a symlink did not keep the link or write its target: %s", err);
+    /* into the working directory ("--save ."): the process stays in the directory that holds the checkpoint */
+    char here[1024], cwd[1024];
+    CHECK(getcwd(here, sizeof here) && chdir(dir) == 0 && ckpt_save(&b, ".", ST_F32, NULL, err, sizeof err) == 0, "--save .: %s", err);
+    CHECK(getcwd(cwd, sizeof cwd) && access("config.json", R_OK) == 0 && ckpt_read_config(".", &got, NULL, err, sizeof err) == 0 &&
+          got.ffn_dim == 64, "after --save . the working directory lost the checkpoint: %s", err);
+    CHECK(chdir(here) == 0, "test bug: chdir back");
+    free(cfg0); free(w0);
+    llama_free(&a); llama_free(&b); llama_free(&back);
+    kbackend_destroy(&kb);
+}
+
 static void test_bad(const char *root) {
     char dir[512], path[600], err[CKPT_ERR];
     snprintf(dir, sizeof dir, "%s/bad", root);
@@ -568,6 +708,7 @@ int main(int argc, char **argv) {
     test_round_trip(root, 1, 1);
     test_memory(root);
     test_lora(root);
+    test_failed_save(root);
     test_bad(root);
     rm_rf(root);
     if (failures) { printf("%d check(s) failed\n", failures); return 1; }

@@ -457,8 +457,9 @@ static void check_case(const Case *k) {
    MPI_Iallgather): --zero 3's weight gathers during the first step, and --save's gathers of the sharded tensors
    (the last all-gathers of the run). Each: a non-zero exit within the timeout (no hang: 124 is timeout's), a
    line naming the dead rank (mpirun's, or rank 0's own when it sees the failure first), and for the save
-   nothing written half: the checkpoint saved there before is intact (model.safetensors byte for byte) and no
-   model.safetensors.tmp is left (the writer names its file only once it is whole). */
+   nothing written half: the checkpoint saved there before is intact (config.json and model.safetensors byte
+   for byte: the killed save is of bf16 weights, whose config.json says so, and it once replaced the config
+   before the gathers) and no model.safetensors.tmp is left (the writer names its file only once it is whole). */
 static void killed_in_gathers(void) {
     const char *shim = "ASAN_OPTIONS=verify_asan_link_order=0 LD_PRELOAD=%s/tests/libmpi_die_at.so";
     char pre[1200], args[1024], cmd[4096];
@@ -466,7 +467,8 @@ static void killed_in_gathers(void) {
     snprintf(args, sizeof args, "%s --seq-len 16 --steps 2 --threads 1 --batch-size 4 --zero 3 --quiet --save-dtype f32 --save kill_save", SHAPE);
     /* the run whole, rank 1 counting its all-gathers; its checkpoint is the one the killed save must not spoil */
     snprintf(cmd, sizeof cmd, "(timeout 120 mpirun --oversubscribe -np 1 %s/train_vanilla %s : -np 1 env DPMEM_TEST_COUNT_GATHERS=1 %s "
-             "%s/train_vanilla %s && cp kill_save/model.safetensors kill_saved.safetensors)", B, args, pre, B, args);
+             "%s/train_vanilla %s && cp kill_save/model.safetensors kill_saved.safetensors && cp kill_save/config.json kill_saved.json)",
+             B, args, pre, B, args);
     int rc = sh(cmd);
     const char *n = strstr(out, "mpi_die_at: ");
     const long gathers = n ? atol(n + 12) : 0;
@@ -476,6 +478,7 @@ static void killed_in_gathers(void) {
     if (rc != 0 || gathers < 40) return;
     const long at[2] = { 20, gathers - 2 };   /* step 1's backward; the save's second-to-last tensor */
     const char *where[2] = { "--zero 3's weight gathers", "--save's gathers" };
+    snprintf(args, sizeof args, "%s --seq-len 16 --steps 2 --threads 1 --batch-size 4 --zero 3 --quiet --save-dtype bf16 --save kill_save", SHAPE);
     for (int k = 0; k < 2; k++) {
         snprintf(cmd, sizeof cmd, "timeout 60 mpirun --oversubscribe -np 1 %s/train_vanilla %s : -np 1 env DPMEM_TEST_DIE_AT_GATHER=%ld %s "
                  "%s/train_vanilla %s", B, args, at[k], pre, B, args);
@@ -484,9 +487,9 @@ static void killed_in_gathers(void) {
         CHECK(rc != 0 && rc != 124 && strstr(out, "killing this rank at all-gather") && named, "rank 1 killed in %s (all-gather %ld): "
               "exit %d, want non-zero, no hang, a line naming the dead rank:\n%.2000s", where[k], at[k], rc, out);
         if (k == 1) {
-            rc = sh("(cmp kill_save/model.safetensors kill_saved.safetensors && ls kill_save)");
+            rc = sh("(cmp kill_save/model.safetensors kill_saved.safetensors && cmp kill_save/config.json kill_saved.json && ls kill_save)");
             CHECK(rc == 0 && !strstr(out, ".tmp"), "rank 1 killed in --save's gathers: the checkpoint there was spoilt or a half file "
-                  "left (want the earlier model.safetensors intact, no .tmp): %s", out);
+                  "left (want the earlier config.json and model.safetensors intact, no .tmp): %s", out);
         }
     }
     if (!failures) printf("ok   a rank killed in --zero 3's gathers and in --save's: non-zero exit, the dead rank named, no hang; the "

@@ -117,11 +117,25 @@ check([n for ph, n in main_events if ph == "B"] == ["step", "forward", "backward
 # ---- 2. misuse: warnings in the log, never a crash or a wrong total -------------------------------
 log2 = os.path.join(TMP, "misuse.log")
 dpmem.open(log2)
-dpmem.tag(0x5000, 100, "params/a")
-dpmem.tag(0x5000, 300, "params/a")                 # tagged twice: the second replaces the first
-check(dpmem.live_bytes("params") == 300, "tagged twice: live params %d (want 300)" % dpmem.live_bytes("params"))
-check(dpmem.untag(0xdead) == 0, "untag of an unknown address returns 0")
-check(dpmem.live_bytes() == 300, "untag of an unknown address changes nothing")
+with warnings.catch_warnings(record=True) as raised:   # each misuse of a tag: a RuntimeWarning, as PYTHON.md says
+    warnings.simplefilter("always")
+    dpmem.tag(0x5000, 100, "params/a")
+    check(not raised, "a first tag warned: %s" % [str(w.message) for w in raised])
+    dpmem.tag(0x5000, 300, "params/a")             # tagged twice: the second replaces the first
+    check(dpmem.live_bytes("params") == 300, "tagged twice: live params %d (want 300)" % dpmem.live_bytes("params"))
+    check(dpmem.untag(0xdead) == 0, "untag of an unknown address returns 0")
+    check(dpmem.live_bytes() == 300, "untag of an unknown address changes nothing")
+    got = [(w.category, str(w.message)) for w in raised]
+    check(got == [(RuntimeWarning, "dpmem: address 0x5000 tagged again without an untag: the new tag replaces the old"),
+                  (RuntimeWarning, "dpmem: untag of an unknown or already untagged address 0xdead")],
+          "RuntimeWarnings of a second tag and an unknown untag: %s" % got)
+    check(all(w.filename == os.path.abspath(__file__) or w.filename == __file__ for w in raised),
+          "the warnings point at the caller: %s" % [w.filename for w in raised])
+    del raised[:]
+    dpmem.tag(0x5100, 0, "params/empty")          # a tag of 0 bytes is live: its untag is no misuse
+    dpmem.untag(0x5100)
+    dpmem.untag(0)                                 # free(NULL): nothing
+    check(not raised, "a 0-byte tag's untag or untag(0) warned: %s" % [str(w.message) for w in raised])
 
 s = dpmem.scope("twice")
 s.__enter__()

@@ -12,7 +12,9 @@
 # appear in that block's standard output, its lines contiguous and in order (trailing blanks aside),
 # so a table shown as a command's output cannot go stale. One that cannot be checked (it holds times)
 # is marked `<!-- dated -->` instead, and the text line just above the marker says when it was made
-# (a YYYY-MM-DD date); an output block with neither marker fails the test.
+# (a YYYY-MM-DD date); an output block with neither marker fails the test. The same holds after a
+# ```sh block that is not marked runnable (too long, or needing what the suite lacks: a GPU, torch):
+# the output shown after it cannot be checked, so it must be marked dated.
 B=${DPMEM_BUILD:-build}
 repo=$(pwd)
 case $B in /*) build=$B ;; *) build=$repo/$B ;; esac
@@ -35,8 +37,11 @@ for f in README.md docs/*.md; do
             if (prev !~ /20[0-9][0-9]-[0-1][0-9]-[0-3][0-9]/) print f ":" NR ": a <!-- dated --> output block without a date (YYYY-MM-DD) on the line above the marker" >> (dir "/problems")
             next
         }
-        /^```sh[ \t]*$/ && marked == NR - 1 { k++; out = dir "/" k ".sh"; print f ":" NR + 1 > (dir "/" k ".where"); inblock = 1; after = 0; next }
-        /^```/ && inblock { inblock = 0; close(out); after = 1; want = ""; next }
+        /^```sh[ \t]*$/ && marked == NR - 1 { k++; out = dir "/" k ".sh"; print f ":" NR + 1 > (dir "/" k ".where"); inblock = 1; after = 0; unrun = 0; next }
+        /^```sh[ \t]*$/ && !inblock && !inexp && !skip { unrunblock = 1; after = 0; next }   # shown, not run
+        /^```/ && unrunblock { unrunblock = 0; after = 1; unrun = 1; want = ""; next }
+        unrunblock { next }
+        /^```/ && inblock { inblock = 0; close(out); after = 1; want = ""; unrun = 0; next }
         inblock {
             if ($0 ~ /^[ \t]*make[ \t]+(demo|test)([ \t]|$)/) { print "echo \"(skipped: " $0 ")\"" > out; next }
             print > out
@@ -45,8 +50,10 @@ for f in README.md docs/*.md; do
         /^```/ && inexp { inexp = 0; close(ef); after = 0; next }
         inexp { print > ef; next }
         /^```(text|console)?[ \t]*$/ && after {
-            if (want == "expect") { ef = dir "/" k ".expect"; printf "" > ef; print f ":" NR + 1 > (dir "/" k ".expwhere"); inexp = 1; next }
-            if (want != "dated") print f ":" NR ": the output shown after a run block is neither checked (<!-- output -->) nor dated (<!-- dated -->)" >> (dir "/problems")
+            if (want == "expect" && !unrun) { ef = dir "/" k ".expect"; printf "" > ef; print f ":" NR + 1 > (dir "/" k ".expwhere"); inexp = 1; next }
+            if (want == "expect") print f ":" NR ": output marked <!-- output --> after a block not marked <!-- run -->: nothing runs it to check" >> (dir "/problems")
+            else if (want != "dated" && unrun) print f ":" NR ": the output shown after a ```sh block that does not run (no <!-- run -->) is not dated (<!-- dated -->)" >> (dir "/problems")
+            else if (want != "dated") print f ":" NR ": the output shown after a run block is neither checked (<!-- output -->) nor dated (<!-- dated -->)" >> (dir "/problems")
             after = 0; skip = 1; next
         }
         /^```/ && skip { skip = 0; next }

@@ -77,6 +77,19 @@ expect_usage "train_vanilla not found" --build "$tmp/nowhere"
 expect_usage "must be paths without spaces" --out "$tmp/a b"
 mkdir -p "$tmp/full" && : >"$tmp/full/x"
 expect_usage "is not empty" --out "$tmp/full"
+# --out - (and any name beginning with '-'; EXP_OUT too; --matrix's own): one line, exit 2, nothing created (it made a
+# folder named '-' and printed a screen of sed errors)
+mkdir -p "$tmp/cwd"
+for how in "--out -" "--out -x" "EXP_OUT=-" "--matrix opacus-small --out -"; do
+    case $how in EXP_OUT=*) set -- env "$how" sh "$PWD/$S" --build "$PWD/$B" --steps 1 vanilla ;;
+                 *) set -- sh "$PWD/$S" --build "$PWD/$B" $how --plan --steps 1 ;; esac
+    (cd "$tmp/cwd" && "$@") >"$tmp/stdout" 2>"$tmp/err"; rc=$?
+    if [ $rc -eq 2 ] && [ "$(grep -c . "$tmp/err")" -eq 1 ] && grep -q "the results are a folder of files, not a stream" "$tmp/err" &&
+       [ -z "$(ls -A "$tmp/cwd")" ] && [ ! -s "$tmp/stdout" ]; then echo "ok   [$how] -> $(cat "$tmp/err")"
+    else echo "FAIL [$how]: exit $rc, want 2, one line, nothing created ($(ls -A "$tmp/cwd" | tr '\n' ' ')):"; head -5 "$tmp/err"; fail=1; fi
+    rm -rf "$tmp/cwd" && mkdir -p "$tmp/cwd"
+done
+
 # environment variables are checked like flags
 rm -rf "$tmp/out"
 EXP_STEPS=zero sh "$S" --build "$B" --out "$tmp/out" >/dev/null 2>"$tmp/err"; rc=$?

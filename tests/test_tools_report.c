@@ -308,8 +308,26 @@ static void check_times_and_records(void) {
         "assert o['batch_logical'] == 8 and o['batch_physical'] == 4 and o['warnings'] == 3\n"
         "assert o['first_warning'] == 'free of an unknown pointer'\n"
         "assert o['sample_norms'] == 3 and o['sample_norm_median'] == 2.0 and abs(o['sample_clipped_fraction'] - 2 / 3) < 1e-6\n"
+        "assert not any(k.startswith('dp.io.') or k in ('sample_step', 'sample_norm', 'sample_clip') for k in o)\n"
         "print('ok')\n";
     CHECK(tt_python("stdout.py", script, tt_path("stdout.csv"), tt_path("stdout.json")) == 0, "--csv - / --json -: see above");
+    /* --dp-detail: the per-layer META (dp.layer.<param>, dp.io.<param>) and every logged sample's step, norm and clip
+       factor (dp.sample_norms) in the CSV and the JSON alike; without it neither (the schema's default) */
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' timed.log --dp-detail --csv detail.csv --json detail.json -q", tt_dir, bin);
+    CHECK(system(cmd) == 0, "%s failed", cmd);
+    static const char detail_script[] =
+        "import csv, json, sys\n"
+        "r = list(csv.DictReader(open(sys.argv[1])))[0]\n"
+        "o = json.load(open(sys.argv[2]))[0]\n"
+        "assert o['dp.layer.lm_head'] == 'flash' and r['dp.layer.lm_head'] == 'flash', (o.get('dp.layer.lm_head'), r.get('dp.layer.lm_head'))\n"
+        "assert o['sample_step'] == [1, 1, 2] and r['sample_step'] == '1 1 2', (o['sample_step'], r['sample_step'])\n"
+        "assert o['sample_norm'] == [0.5, 2.0, 4.0] and r['sample_norm'] == '0.5 2 4', (o['sample_norm'], r['sample_norm'])\n"
+        "assert o['sample_clip'] == [1.0, 0.5, 0.25] and r['sample_clip'] == '1 0.5 0.25', (o['sample_clip'], r['sample_clip'])\n"
+        "assert list(o) == list(r), 'CSV and JSON keys differ'\n"
+        "assert 'dp.sample_norms' not in o and o['sample_norms'] == 3\n"
+        "print('ok')\n";
+    CHECK(tt_python("detail.py", detail_script, tt_path("detail.csv"), tt_path("detail.json")) == 0, "--dp-detail: see above");
+    tt_expect_error("dpmem-report", "'%s/timed.log' --dp-detail", "--dp-detail adds columns to the CSV/JSON: give --csv F or --json F");
     tt_expect_error("dpmem-report", "'%s/timed.log' --csv - --json -", "only one output can be standard output");
     tt_expect_error("dpmem-report", "'%s/timed.log' --charts -", "--charts needs a directory");
     tt_expect_error("dpmem-report", "'%s/timed.log' --warmup x", "--warmup needs a number");

@@ -38,9 +38,11 @@ static int fail(const char *msg, const char *arg) {
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: dpmem-report a.log [b.log ...] [--baseline NAME] [--csv F] [--json F] [--charts DIR] [--warmup N]\n"
+        "usage: dpmem-report a.log [b.log ...] [--baseline NAME] [--csv F] [--json F] [--dp-detail] [--charts DIR] [--warmup N]\n"
         "  --baseline NAME  the run the others are compared with (its run name or file; default: the first)\n"
         "  --csv F, --json F  one row / object per run (schema: docs/TOOLS.md); F = - writes to stdout\n"
+        "  --dp-detail      the CSV/JSON also carry the per-layer and per-sample DP records: dp.layer.<param>,\n"
+        "                   dp.io.<param>, and sample_step, sample_norm, sample_clip (every logged per-sample norm)\n"
         "  --charts DIR     breakdown.png, tradeoff.png, timeline.png (and sweep.png) into DIR\n"
         "  --warmup N       steps left out of every time statistic (default: the log's META\n"
         "                   timing.warmup_steps, which the trainers write; else 1)\n"
@@ -211,10 +213,14 @@ static void print_oom(const RunStats *r, uint32_t k) {
     printf("\n");
 }
 
+/* A per-layer DP record: dp.layer.<param> (the norm method of that parameter), dp.io.<param> (its norm IO bytes). */
+static int layer_key(const char *k) { return !strncmp(k, "dp.layer.", 9) || !strncmp(k, "dp.io.", 6); }
+
 /* A META key the tables carry besides config.*: the DP settings and results, LoRA's, the timing's,
-   the job's size; not the per-layer (dp.layer.*, dp.io.*) or per-step (dp.sample_norms) ones. */
+   the job's size; not the per-layer (layer_key: with --dp-detail) or per-step (dp.sample_norms: the
+   sample_* columns) ones. */
 static int settings_key(const char *k) {
-    if (!strncmp(k, "dp.layer.", 9) || !strncmp(k, "dp.io.", 6) || !strcmp(k, "dp.sample_norms")) return 0;
+    if (layer_key(k) || !strcmp(k, "dp.sample_norms")) return 0;
     return !strncmp(k, "dp.", 3) || !strncmp(k, "lora.", 5) || !strncmp(k, "timing.", 7) || !strcmp(k, "comm.world_size");
 }
 
@@ -288,9 +294,10 @@ static void print_norms(const RunStats *r, const StepLog *sl) {
     }
 }
 
-static void print_run(const RunStats *r, const Names *cats) {
+/* The run's header: its name, settings, events and peak. */
+static void print_run_head(const RunStats *r) {
     const DpmemLog *L = r->log;
-    char b1[32], b2[32];
+    char b1[32];
     printf("== run: %s  (%s)\n", shown(r->name), shown(L->path));
     print_meta_line(L, "   config: ", config_key, 7);
     print_meta_line(L, "   settings: ", settings_key, 0);
@@ -304,29 +311,36 @@ static void print_run(const RunStats *r, const Names *cats) {
     if (r->no_time) printf("peak total: %s (%llu bytes)\n", fmt_bytes(b1, sizeof b1, (double)r->peak), (unsigned long long)r->peak);
     else printf("peak total: %s (%llu bytes) at %.3f ms\n", fmt_bytes(b1, sizeof b1, (double)r->peak), (unsigned long long)r->peak,
                 ms((double)r->peak_ts));
-    {   /* the rows: the categories with bytes at some time, then tags whose STRING the log lacks (their bytes
-           are in the peak all the same); each column in the unit its values read best in */
-        int n = 0;
-        double *at = malloc((size_t)(cats->n + 1) * 2 * sizeof *at), *own = at ? at + cats->n + 1 : NULL;
-        int32_t *idx = malloc((size_t)(cats->n + 1) * 2 * sizeof *idx), *ci = idx ? idx + cats->n + 1 : NULL;
-        for (int c = 0; at && idx && c <= cats->n; c++) {
-            int32_t i = c == cats->n ? (int32_t)L->n_cats : dpmem_log_category_index(L, cats->v[c]);
-            if (i < 0 || !r->cat_peak[i]) continue;
-            at[n] = (double)r->at_peak[i]; own[n] = (double)r->cat_peak[i]; ci[n] = i; idx[n++] = c;
-        }
-        Unit ua = byte_unit_col(at, (size_t)n), uo = byte_unit_col(own, (size_t)n);
-        printf("breakdown at the peak:\n  %-22s", "category");
-        head("bytes", "", 14); head("", ua.name, 12); head("share", "", 7); head("own peak", uo.name, 14);
-        printf("\n");
-        for (int k = 0; k < n; k++) {
-            char a[32], o[32];
-            printf("  %-22s %14llu %12s %6.1f%% %14s\n", idx[k] == cats->n ? "? (tag unknown)" : shown(cats->v[idx[k]]),
-                   (unsigned long long)r->at_peak[ci[k]],
-                   fmt_in_unit(a, sizeof a, at[k], ua, 1), r->peak ? 100.0 * at[k] / (double)r->peak : 0.0, fmt_in_unit(o, sizeof o, own[k], uo, 1));
-        }
-        free(at); free(idx);
+}
+
+/* The breakdown at the peak: the categories with bytes at some time, then tags whose STRING the log lacks
+   (their bytes are in the peak all the same); each column in the unit its values read best in. */
+static void print_breakdown(const RunStats *r, const Names *cats) {
+    const DpmemLog *L = r->log;
+    int n = 0;
+    double *at = malloc((size_t)(cats->n + 1) * 2 * sizeof *at), *own = at ? at + cats->n + 1 : NULL;
+    int32_t *idx = malloc((size_t)(cats->n + 1) * 2 * sizeof *idx), *ci = idx ? idx + cats->n + 1 : NULL;
+    for (int c = 0; at && idx && c <= cats->n; c++) {
+        int32_t i = c == cats->n ? (int32_t)L->n_cats : dpmem_log_category_index(L, cats->v[c]);
+        if (i < 0 || !r->cat_peak[i]) continue;
+        at[n] = (double)r->at_peak[i]; own[n] = (double)r->cat_peak[i]; ci[n] = i; idx[n++] = c;
     }
-    const int timed = !r->no_time && !L->backwards;   /* backwards clocks: the times are wrong, the health check says why */
+    Unit ua = byte_unit_col(at, (size_t)n), uo = byte_unit_col(own, (size_t)n);
+    printf("breakdown at the peak:\n  %-22s", "category");
+    head("bytes", "", 14); head("", ua.name, 12); head("share", "", 7); head("own peak", uo.name, 14);
+    printf("\n");
+    for (int k = 0; k < n; k++) {
+        char a[32], o[32];
+        printf("  %-22s %14llu %12s %6.1f%% %14s\n", idx[k] == cats->n ? "? (tag unknown)" : shown(cats->v[idx[k]]),
+               (unsigned long long)r->at_peak[ci[k]],
+               fmt_in_unit(a, sizeof a, at[k], ua, 1), r->peak ? 100.0 * at[k] / (double)r->peak : 0.0, fmt_in_unit(o, sizeof o, own[k], uo, 1));
+    }
+    free(at); free(idx);
+}
+
+/* The step time over the timed steps, and each thread's when several ran steps. */
+static void print_step_times(const RunStats *r, int timed) {
+    const DpmemLog *L = r->log;
     char phrase[160] = "";
     if (r->step.n) timed_steps_phrase(phrase, sizeof phrase, r);
     ThreadSteps ts = { 0 };   /* several threads ran steps: each its own (the line above pools them) */
@@ -364,6 +378,11 @@ static void print_run(const RunStats *r, const Names *cats) {
         }
     }
     threadsteps_free(&ts);
+}
+
+/* Every scope's count, times and memory. */
+static void print_scopes(const RunStats *r, int timed) {
+    const DpmemLog *L = r->log;
     if (timed)
         printf("scopes (each time column in its own unit; inside '%s': the scope's time in each step, over the timed steps; elsewhere: each "
                "instance; a scope's time includes the scopes nested in it):\n", r->step_scope ? shown(r->step_scope) : "step");
@@ -424,90 +443,80 @@ static void print_run(const RunStats *r, const Names *cats) {
     free(cv); free(known); free(ss);
     free(sc.v);
     namemap_free(&sc.seen);
-    StepLog sl;
-    if (steplog_read(&sl, L) == 0) {
-        if (sl.n_loss)
-            printf("loss (META train.loss: each step's mean over its batch, before that step's update): step %u %.9g -> step %u %.9g (%zu steps logged)\n",
-                   sl.step[0], sl.loss[0], sl.step[sl.n_loss - 1], sl.loss[sl.n_loss - 1], sl.n_loss);
-        print_norms(r, &sl);
-        steplog_free(&sl);
-    }
-    if (r->n_snaps) {
-        /* Columns: the categories some snapshot lists, in the log's order; a snapshot's values
-           scattered into a row of them (snapshots are sparse: the log may hold 10^5 categories). */
-        uint32_t *col = calloc(L->n_cats + 1, sizeof *col), n_col = 0;   /* category -> column + 1 */
-        for (uint32_t i = 0; col && i < r->n_snaps; i++)
-            for (uint32_t k = 0; k < r->snaps[i].n; k++) col[r->snaps[i].cat[k]] = 1;
-        uint32_t *cat_at = malloc((L->n_cats + 1) * sizeof *cat_at);
-        for (uint32_t c = 0; col && cat_at && c < L->n_cats; c++)
-            if (col[c]) { cat_at[n_col] = c; col[c] = ++n_col; }
-        uint64_t *row = calloc(2 * (size_t)n_col + 2, sizeof *row), *prev = row ? row + n_col + 1 : NULL;
-        if (!col || !cat_at || !row) { printf("snapshots: out of memory\n"); n_col = 0; }
-        /* one unit for every byte of the table (its rows are read across and down), one for its times */
-        double *bv = malloc(((size_t)r->n_snaps * (n_col + 2) + 1) * sizeof *bv), *tv = malloc(((size_t)r->n_snaps + 1) * sizeof *tv);
-        size_t nb = 0;
-        for (uint32_t i = 0; bv && tv && i < r->n_snaps; i++) {
-            const SnapStats *s = &r->snaps[i];
-            tv[i] = (double)s->ts;
-            for (uint32_t k = 0; k < s->n; k++) bv[nb++] = (double)s->live[k];
-            if (s->device_total) {
-                bv[nb++] = (double)(s->device_used > s->device_tracked ? s->device_used - s->device_tracked : 0);
-                bv[nb++] = (double)s->device_used;
-            }
-        }
-        Unit ub = byte_unit_col(bv, bv ? nb : 0), ut = time_unit_col(tv, tv ? r->n_snaps : 0);
-        free(bv); free(tv);
-        char tu[16];
-        snprintf(tu, sizeof tu, "t %s", ut.name);
-        printf("snapshots (%s):\n  %-20s ", ub.name, "label");
-        rjust(tu, 10);
-        for (uint32_t c = 0; c < n_col; c++) printf(" %12.12s", shown(L->cats[cat_at[c]]));
-        if (r->has_device) printf(" %12s %12s", "untracked", "dev used");
-        printf("   change vs previous\n");
-        for (uint32_t i = 0; row && i < r->n_snaps; i++) {
-            const SnapStats *s = &r->snaps[i];
-            memcpy(prev, row, n_col * sizeof *row);
-            memset(row, 0, n_col * sizeof *row);
-            for (uint32_t k = 0; k < s->n; k++) row[col[s->cat[k]] - 1] = s->live[k];
-            char c1[48], c2[48];
-            printf("  %-20.20s %10s", shown(s->label), fmt_in_unit(c1, sizeof c1, (double)s->ts, ut, 0));
-            for (uint32_t c = 0; c < n_col; c++) printf(" %12s", fmt_in_unit(c1, sizeof c1, (double)row[c], ub, 1));
-            uint64_t u = s->device_used > s->device_tracked ? s->device_used - s->device_tracked : 0;
-            if (r->has_device) {
-                if (s->device_total) printf(" %12s %12s", fmt_in_unit(c1, sizeof c1, (double)u, ub, 1), fmt_in_unit(c2, sizeof c2, (double)s->device_used, ub, 1));
-                else printf(" %12s %12s", "-", "-");
-            }
-            printf("  ");
-            if (i == 0) printf(" -");
-            else {
-                int changed = 0;
-                for (uint32_t c = 0; c < n_col; c++) {
-                    double d = ((double)row[c] - (double)prev[c]) / ub.div;
-                    if (d != 0) { printf(ub.div == 1 ? " %s %+.0f" : " %s %+.2f", shown(L->cats[cat_at[c]]), d); changed = 1; }
-                }
-                const SnapStats *p = &r->snaps[i - 1];
-                if (s->device_total && p->device_total) {
-                    uint64_t pu = p->device_used > p->device_tracked ? p->device_used - p->device_tracked : 0;
-                    if (u != pu) { printf(ub.div == 1 ? " untracked %+.0f" : " untracked %+.2f", ((double)u - (double)pu) / ub.div); changed = 1; }
-                }
-                if (!changed) printf(" none");
-            }
-            printf("\n");
-        }
-        free(col); free(cat_at); free(row);
-    }
-    if (r->n_top) {
-        double bv[RS_TOP];
-        for (uint32_t i = 0; i < r->n_top; i++) bv[i] = (double)r->top[i].bytes;
-        Unit ub = byte_unit_col(bv, r->n_top);
-        printf("largest buffers (top %u by their largest allocation):\n  %-40s %14s %10s %8s %8s\n", r->n_top, "tag", "bytes", ub.name, "space", "allocs");
-        for (uint32_t i = 0; i < r->n_top; i++) {
-            char c[48];
-            printf("  %-40s %14llu %10s %8s %8llu\n", shown(L->strings[r->top[i].tag]), (unsigned long long)r->top[i].bytes,
-                   fmt_in_unit(c, sizeof c, bv[i], ub, 1), dpmem_space_name(r->top[i].space), (unsigned long long)r->top[i].allocs);
+}
+
+/* The snapshots: a row each, its categories' live bytes and the change from the one before. */
+static void print_snapshots(const RunStats *r) {
+    const DpmemLog *L = r->log;
+    if (!r->n_snaps) return;
+    /* Columns: the categories some snapshot lists, in the log's order; a snapshot's values
+       scattered into a row of them (snapshots are sparse: the log may hold 10^5 categories). */
+    uint32_t *col = calloc(L->n_cats + 1, sizeof *col), n_col = 0;   /* category -> column + 1 */
+    for (uint32_t i = 0; col && i < r->n_snaps; i++)
+        for (uint32_t k = 0; k < r->snaps[i].n; k++) col[r->snaps[i].cat[k]] = 1;
+    uint32_t *cat_at = malloc((L->n_cats + 1) * sizeof *cat_at);
+    for (uint32_t c = 0; col && cat_at && c < L->n_cats; c++)
+        if (col[c]) { cat_at[n_col] = c; col[c] = ++n_col; }
+    uint64_t *row = calloc(2 * (size_t)n_col + 2, sizeof *row), *prev = row ? row + n_col + 1 : NULL;
+    if (!col || !cat_at || !row) { printf("snapshots: out of memory\n"); n_col = 0; }
+    /* one unit for every byte of the table (its rows are read across and down), one for its times */
+    double *bv = malloc(((size_t)r->n_snaps * (n_col + 2) + 1) * sizeof *bv), *tv = malloc(((size_t)r->n_snaps + 1) * sizeof *tv);
+    size_t nb = 0;
+    for (uint32_t i = 0; bv && tv && i < r->n_snaps; i++) {
+        const SnapStats *s = &r->snaps[i];
+        tv[i] = (double)s->ts;
+        for (uint32_t k = 0; k < s->n; k++) bv[nb++] = (double)s->live[k];
+        if (s->device_total) {
+            bv[nb++] = (double)(s->device_used > s->device_tracked ? s->device_used - s->device_tracked : 0);
+            bv[nb++] = (double)s->device_used;
         }
     }
-    for (uint32_t i = 0; i < r->n_oom && i < 4; i++) print_oom(r, i);
+    Unit ub = byte_unit_col(bv, bv ? nb : 0), ut = time_unit_col(tv, tv ? r->n_snaps : 0);
+    free(bv); free(tv);
+    char tu[16];
+    snprintf(tu, sizeof tu, "t %s", ut.name);
+    printf("snapshots (%s):\n  %-20s ", ub.name, "label");
+    rjust(tu, 10);
+    for (uint32_t c = 0; c < n_col; c++) printf(" %12.12s", shown(L->cats[cat_at[c]]));
+    if (r->has_device) printf(" %12s %12s", "untracked", "dev used");
+    printf("   change vs previous\n");
+    for (uint32_t i = 0; row && i < r->n_snaps; i++) {
+        const SnapStats *s = &r->snaps[i];
+        memcpy(prev, row, n_col * sizeof *row);
+        memset(row, 0, n_col * sizeof *row);
+        for (uint32_t k = 0; k < s->n; k++) row[col[s->cat[k]] - 1] = s->live[k];
+        char c1[48], c2[48];
+        printf("  %-20.20s %10s", shown(s->label), fmt_in_unit(c1, sizeof c1, (double)s->ts, ut, 0));
+        for (uint32_t c = 0; c < n_col; c++) printf(" %12s", fmt_in_unit(c1, sizeof c1, (double)row[c], ub, 1));
+        uint64_t u = s->device_used > s->device_tracked ? s->device_used - s->device_tracked : 0;
+        if (r->has_device) {
+            if (s->device_total) printf(" %12s %12s", fmt_in_unit(c1, sizeof c1, (double)u, ub, 1), fmt_in_unit(c2, sizeof c2, (double)s->device_used, ub, 1));
+            else printf(" %12s %12s", "-", "-");
+        }
+        printf("  ");
+        if (i == 0) printf(" -");
+        else {
+            int changed = 0;
+            for (uint32_t c = 0; c < n_col; c++) {
+                double d = ((double)row[c] - (double)prev[c]) / ub.div;
+                if (d != 0) { printf(ub.div == 1 ? " %s %+.0f" : " %s %+.2f", shown(L->cats[cat_at[c]]), d); changed = 1; }
+            }
+            const SnapStats *p = &r->snaps[i - 1];
+            if (s->device_total && p->device_total) {
+                uint64_t pu = p->device_used > p->device_tracked ? p->device_used - p->device_tracked : 0;
+                if (u != pu) { printf(ub.div == 1 ? " untracked %+.0f" : " untracked %+.2f", ((double)u - (double)pu) / ub.div); changed = 1; }
+            }
+            if (!changed) printf(" none");
+        }
+        printf("\n");
+    }
+    free(col); free(cat_at); free(row);
+}
+
+/* The health checks: clocks, lost strings, the leak check, untracked device memory, WARN and OOM events. */
+static void print_health(const RunStats *r) {
+    const DpmemLog *L = r->log;
+    char b1[32], b2[32];
     printf("health:\n");
     if (L->backwards)   /* the merged order and every duration are then wrong: say so, print none */
         printf("  ERROR: timestamps go backwards %llu times (first at byte %llu): scope times and the leak check are left out\n",
@@ -557,6 +566,36 @@ static void print_run(const RunStats *r, const Names *cats) {
     }
     if (r->unbalanced_frees) printf("  WARNING: %llu frees of more bytes than were live in their category\n", (unsigned long long)r->unbalanced_frees);
     if (r->n_oom) printf("  WARNING: %llu out-of-memory event(s)\n", (unsigned long long)r->n_oom);
+}
+
+static void print_run(const RunStats *r, const Names *cats) {
+    const int timed = !r->no_time && !r->log->backwards;   /* backwards clocks: the times are wrong, the health check says why */
+    print_run_head(r);
+    print_breakdown(r, cats);
+    print_step_times(r, timed);
+    print_scopes(r, timed);
+    StepLog sl;
+    if (steplog_read(&sl, r->log) == 0) {
+        if (sl.n_loss)
+            printf("loss (META train.loss: each step's mean over its batch, before that step's update): step %u %.9g -> step %u %.9g (%zu steps logged)\n",
+                   sl.step[0], sl.loss[0], sl.step[sl.n_loss - 1], sl.loss[sl.n_loss - 1], sl.n_loss);
+        print_norms(r, &sl);
+        steplog_free(&sl);
+    }
+    print_snapshots(r);
+    if (r->n_top) {
+        double bv[RS_TOP];
+        for (uint32_t i = 0; i < r->n_top; i++) bv[i] = (double)r->top[i].bytes;
+        Unit ub = byte_unit_col(bv, r->n_top);
+        printf("largest buffers (top %u by their largest allocation):\n  %-40s %14s %10s %8s %8s\n", r->n_top, "tag", "bytes", ub.name, "space", "allocs");
+        for (uint32_t i = 0; i < r->n_top; i++) {
+            char c[48];
+            printf("  %-40s %14llu %10s %8s %8llu\n", shown(r->log->strings[r->top[i].tag]), (unsigned long long)r->top[i].bytes,
+                   fmt_in_unit(c, sizeof c, bv[i], ub, 1), dpmem_space_name(r->top[i].space), (unsigned long long)r->top[i].allocs);
+        }
+    }
+    for (uint32_t i = 0; i < r->n_oom && i < 4; i++) print_oom(r, i);
+    print_health(r);
     printf("\n");
 }
 
@@ -659,7 +698,20 @@ static void put_times(Table *t, int row, const char *prefix, const TimeStats *ts
     }
 }
 
-static void fill_row(Table *t, int row, const RunStats *r, const RunStats *b, const Names *cats, const Names *scopes) {
+/* --dp-detail's per-sample columns: every logged sample's step, norm and clip factor, in the log's order. */
+static void put_samples(Table *t, int row, const StepLog *sl) {
+    double *steps = sl->n_norms ? malloc(sl->n_norms * sizeof *steps) : NULL;
+    for (size_t i = 0; steps && i < sl->n_norms; i++) steps[i] = sl->norm_step[i];
+    if (steps) put_list(t, row, "sample_step", steps, sl->n_norms, 1.0, "%.0f");
+    else col_index(t, "sample_step");
+    if (steps) put_list(t, row, "sample_norm", sl->norm, sl->n_norms, 1.0, "%.17g");
+    else col_index(t, "sample_norm");
+    if (steps) put_list(t, row, "sample_clip", sl->clip, sl->n_norms, 1.0, "%.17g");
+    else col_index(t, "sample_clip");
+    free(steps);
+}
+
+static void fill_row(Table *t, int row, const RunStats *r, const RunStats *b, const Names *cats, const Names *scopes, int detail) {
     const DpmemLog *L = r->log;
     const int timed = !r->no_time && !L->backwards;
     char col[300];
@@ -791,6 +843,7 @@ static void fill_row(Table *t, int row, const RunStats *r, const RunStats *b, co
         put(t, row, "sample_norm_median", 0, "%.9g", ns.median);
         put(t, row, "sample_clipped_fraction", 0, "%.6f", (double)clipped / (double)sl.n_norms);
     } else { col_index(t, "sample_norms"); col_index(t, "sample_norm_median"); col_index(t, "sample_clipped_fraction"); }
+    if (detail) put_samples(t, row, have_sl ? &sl : &(StepLog){ 0 });
     if (have_sl) steplog_free(&sl);
     for (uint32_t i = 0; i < L->n_meta; i++) {
         const char *k = dpmem_log_string(L, L->meta[i].key);
@@ -798,13 +851,13 @@ static void fill_row(Table *t, int row, const RunStats *r, const RunStats *b, co
     }
     for (uint32_t i = 0; i < L->n_meta; i++) {
         const char *k = dpmem_log_string(L, L->meta[i].key);
-        if (settings_key(k)) put_meta(t, row, k, dpmem_log_meta(L, k));
+        if (settings_key(k) || (detail && layer_key(k))) put_meta(t, row, k, dpmem_log_meta(L, k));
     }
 }
 
 int main(int argc, char **argv) {
     const char *paths[MAX_RUNS], *baseline = NULL, *csv = NULL, *json = NULL, *charts = NULL;
-    int n = 0, quiet = 0, warmup = -1;
+    int n = 0, quiet = 0, warmup = -1, detail = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -820,6 +873,7 @@ int main(int argc, char **argv) {
             warmup = (int)v; i++;
         }
         else if (!strcmp(a, "-q")) quiet = 1;
+        else if (!strcmp(a, "--dp-detail")) detail = 1;
         else if (a[0] == '-' && a[1]) return fail("unknown option", a);
         else {
             if (n == MAX_RUNS) return fail("too many logs (at most 1024)", NULL);
@@ -827,6 +881,7 @@ int main(int argc, char **argv) {
         }
     }
     if (n == 0) { usage(stderr); return 2; }
+    if (detail && !csv && !json) return fail("--dp-detail adds columns to the CSV/JSON: give --csv F or --json F", NULL);
     if (outpath_is_stdout(charts)) return fail("--charts needs a directory: standard output ('-') cannot hold several PNGs", NULL);
     if (outpath_is_stdout(csv) && outpath_is_stdout(json)) return fail("--csv - and --json -: only one output can be standard output", NULL);
     if (outpath_is_stdout(csv) || outpath_is_stdout(json)) quiet = 1;   /* stdout carries that table alone */
@@ -891,7 +946,7 @@ int main(int argc, char **argv) {
             t.cols = calloc((size_t)t.cap_cols, sizeof *t.cols);
             t.cells = calloc((size_t)t.cap_cols * n, sizeof *t.cells);
             if (!t.cols || !t.cells) { fprintf(stderr, "dpmem-report: out of memory\n"); rc = 1; }
-            for (int i = 0; rc == 0 && i < n; i++) fill_row(&t, i, runs[i], runs[base], &cats, &scopes);
+            for (int i = 0; rc == 0 && i < n; i++) fill_row(&t, i, runs[i], runs[base], &cats, &scopes, detail);
             t.n_rows = n;
             if (rc == 0 && csv && write_csv(&t, csv)) { fprintf(stderr, "dpmem-report: %s: cannot write\n", shown(csv)); rc = 1; }
             if (rc == 0 && json && write_json(&t, json)) { fprintf(stderr, "dpmem-report: %s: cannot write\n", shown(json)); rc = 1; }

@@ -225,15 +225,24 @@ def tag(obj, nbytes=None, tag="untagged", space=HOST):  # noqa: A002 (the kit's 
         nbytes = n
     if nbytes is None:
         raise TypeError("dpmem.tag: nbytes is required for a bare address")
+    again = _lib.dpmem_py_tagged(ctypes.c_void_p(addr))
     _lib.dpmem_tag_alloc_space(ctypes.c_void_p(addr), _size(nbytes, "dpmem.tag: nbytes"), _b(tag, "dpmem.tag: the tag"),
                                int(space))
+    if again:   # the kit replaced the record and logged a WARN
+        warnings.warn("dpmem: address %#x tagged again without an untag: the new tag replaces the old" % addr,
+                      RuntimeWarning, stacklevel=2)
     return True
 
 
 def untag(obj):
-    """Records the release of what tag() recorded; returns its bytes (0 and a WARN event when the
-    address is not tagged)."""
-    return _lib.dpmem_tag_free(ctypes.c_void_p(_address(obj, "dpmem.untag")[0]))
+    """Records the release of what tag() recorded; returns its bytes (0, a WARN event and a
+    RuntimeWarning when the address is not tagged)."""
+    addr = _address(obj, "dpmem.untag")[0]
+    known = addr == 0 or _lib.dpmem_py_tagged(ctypes.c_void_p(addr))   # (untag(0) is free(NULL): nothing)
+    n = _lib.dpmem_tag_free(ctypes.c_void_p(addr))
+    if not known:
+        warnings.warn("dpmem: untag of an unknown or already untagged address %#x" % addr, RuntimeWarning, stacklevel=2)
+    return n
 
 
 def tag_bytes(obj):

@@ -35,7 +35,7 @@ def _declare(lib):
         "dpmem_bytes_at_peak": (sz, [s]), "dpmem_live_bytes_in": (sz, [i]),
         "dpmem_category_count": (i, []), "dpmem_category_name": (s, [i]), "dpmem_tag_bytes": (sz, [p]),
         "dpmem_reset_peak": (v, []), "dpmem_oom": (v, [sz, s, i, sz, sz]), "dpmem_now_ns": (u64, []),
-        "dpmem_thread_name": (v, [s]), "dpmem_warn": (v, [s, u64]), "dpmem_py_has_nvtx": (i, []),
+        "dpmem_thread_name": (v, [s]), "dpmem_warn": (v, [s, u64]), "dpmem_py_has_nvtx": (i, []), "dpmem_py_tagged": (i, [p]),
         "dpmem_scope_stack": (i, [c.POINTER(u32), i]), "dpmem_string": (s, [u32]),
     }
     for name, (res, args) in sigs.items():

@@ -183,7 +183,8 @@ static void run_cpu(DpSgd *d, const DpKernel *k, int widened, int b, int n, cons
         break;
     }
     case DPK_NOISE:
-        if (d->cfg.secure_noise) secure_noise_privatize(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, &d->key, k->step, k->offset);
+        if (d->cfg.secure_noise)   /* ChaCha20 on the grid (kernels/secure_noise.h) */
+            secure_noise_privatize(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, &d->key, k->step, k->offset);
         else noise_privatize(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, k->step, k->offset);
         break;
     case DPK_NOISY_ADAMW: {   /* Philox only: the CPU has no secure twin (dp_fused_setup keeps the two passes there) */

@@ -429,7 +429,8 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
 
 /* ---- once per logical batch ---------------------------------------------------------------------- */
 
-/* g = (g + N(0, σ²C²)) / L with the noise stream of kernels/noise.h (the same values on both devices). */
+/* g = (g + N(0, σ²C²)) / L with the noise stream of kernels/noise.h, or --secure-noise's of
+   kernels/secure_noise.h (dp_device.c; the same values on both devices). */
 static void privatize(DpSgd *d, float *g, size_t n, uint64_t step, uint64_t offset) {
     const DpKernel k = { .op = DPK_NOISE, .dw = g, .per = n, .step = step, .offset = offset };
     if (d->computes) dp_run(d, NULL, &k);

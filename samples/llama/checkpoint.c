@@ -504,10 +504,9 @@ static int plan_save(const LlamaModel *m, size_t staging, const CkptGather *g, c
     return rc;
 }
 
-/* DIR and DIR/config.json (and the base's tokenizer files) for --save. */
-static int save_config(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, char *err,
-                       size_t errlen) {
-    if (make_dir(dir, err, errlen)) return -1;
+/* config.json (and the base's tokenizer files) for --save into DIR, written to DIR's stage (io_dir_stage). */
+static int save_config(const LlamaModel *m, const char *stage, const char *dir, SafeTensorsDtype dtype, const char *base,
+                       char *err, size_t errlen) {
     HFConfig hf;
     ckpt_hf_config_from(&m->cfg, m->cfg.max_pos > 0 ? m->cfg.max_pos : (m->T > 2048 ? m->T : 2048), &hf);
     snprintf(hf.torch_dtype, sizeof hf.torch_dtype, "%s", torch_dtype_of(dtype));
@@ -518,6 +517,8 @@ static int save_config(const LlamaModel *m, const char *dir, SafeTensorsDtype dt
         if (hf_config_read(&b, bpath, err, errlen)) return -1;
         hf.bos_token_id = b.bos_token_id;
         hf.eos_token_id = b.eos_token_id;
+        memcpy(hf.bos_token_json, b.bos_token_json, sizeof hf.bos_token_json);   /* a list kept a list */
+        memcpy(hf.eos_token_json, b.eos_token_json, sizeof hf.eos_token_json);
         hf.rope_parameters = b.rope_parameters;   /* the RoPE fields in the form they were read */
         /* a value the model holds as a float: the base's own decimal when it is the same float */
         double *mine[5] = { &hf.rms_norm_eps, &hf.rope_theta, &hf.rope_factor, &hf.rope_low_freq_factor, &hf.rope_high_freq_factor };
@@ -527,12 +528,20 @@ static int save_config(const LlamaModel *m, const char *dir, SafeTensorsDtype dt
         int same = realpath(base, rb) && realpath(dir, rd) && strcmp(rb, rd) == 0; /* saving over the base */
         static const char *const files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                             "tokenizer.model", "generation_config.json"};
-        for (size_t i = 0; !same && i < sizeof files / sizeof files[0]; i++)
-            if (copy_if_present(base, dir, files[i], err, errlen)) return -1;
+        for (size_t i = 0; !same && i < sizeof files / sizeof files[0]; i++)   /* (saving over the base: kept by the stage) */
+            if (copy_if_present(base, stage, files[i], err, errlen)) return -1;
     }
-    char path[4096];
-    join(path, sizeof path, dir, "config.json");
+    char path[4160];
+    join(path, sizeof path, stage, "config.json");
     return hf_config_write(&hf, path, err, errlen);
+}
+
+/* The end of --save's writing into stage: on success DIR is swapped for it whole; on failure DIR is as
+   it was and the stage is removed. Returns rc, or -1 when the swap fails. */
+static int save_finish(int rc, const char *stage, const char *dir, char *err, size_t errlen) {
+    if (rc == 0 && io_dir_commit(stage, dir, err, errlen) == 0) return 0;
+    io_dir_abandon(stage);
+    return -1;
 }
 
 static void tensor_shape(SafeTensorsWrite *t, const ParamInfo *p, SafeTensorsDtype dtype) {
@@ -552,12 +561,14 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
     /* a host backend's tensors are written from where they are, but for those kept in bf16 alone */
     int direct = m->kb->space == DPMEM_HOST && !any_bf16_only, rc = -1;
     if (!kbackend_computes(m->kb)) return plan_save(m, direct ? 0 : m->bytes_params, NULL, err, errlen);   /* no values to save */
-    if (save_config(m, dir, dtype, base, err, errlen)) return -1;
-    char path[4096];
-
+    /* every file into a stage beside DIR, swapped in whole at the end: a save that fails (a full disk, a
+       killed process) leaves the checkpoint that was there, never its weights beside a new config */
+    char path[4160], stage[4096];
+    if (io_dir_stage(dir, stage, sizeof stage, err, errlen)) return -1;
     SafeTensorsWrite *t = calloc((size_t)m->n_params, sizeof *t);
-    if (!t) return fail(err, errlen, "%s: out of memory", dir);
     float *staging = NULL, *widened = NULL;
+    if (!t) { fail(err, errlen, "%s: out of memory", dir); goto done; }
+    if (save_config(m, stage, dir, dtype, base, err, errlen)) goto done;
     if (!direct) { /* a device backend: the whole model through one host buffer */
         staging = malloc(m->bytes_params);
         if (!staging) { fail(err, errlen, "%s: out of host memory for a %zu-byte staging buffer", dir, m->bytes_params); goto done; }
@@ -590,13 +601,13 @@ int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, cons
         t[i].data = src;
     }
     const char *mk[] = {"format"}, *mv[] = {"pt"};
-    join(path, sizeof path, dir, "model.safetensors");
+    join(path, sizeof path, stage, "model.safetensors");
     rc = safetensors_write(path, t, m->n_params, mk, mv, 1, err, errlen);
 done:
     kbuf_free(m->kb, widened);
     if (staging) { DPMEM_TAG_FREE(staging); free(staging); }
     free(t);
-    return rc;
+    return save_finish(rc, stage, dir, err, errlen);
 }
 
 /* ckpt_save_gathered's writer: tensor i's fp32 values into the one-tensor host staging buffer. */
@@ -645,22 +656,23 @@ int ckpt_save_gathered(const LlamaModel *m, const char *dir, SafeTensorsDtype dt
                 return fail(err, errlen, "%s: gathering '%s' failed", dir, m->params[i].hf_name);
         return 0;
     }
-    if (save_config(m, dir, dtype, base, err, errlen)) return -1;
+    char path[4160], stage[4096];   /* written whole beside DIR, as ckpt_save: a rank killed in the gathers costs nothing */
+    if (io_dir_stage(dir, stage, sizeof stage, err, errlen)) return -1;
     SafeTensorsWrite *t = calloc((size_t)m->n_params, sizeof *t);
     Fetch f = { m, g, malloc(largest * sizeof(float)), err, errlen };
     int rc = -1;
     if (!t || !f.staging) { fail(err, errlen, "%s: out of host memory for a %zu-byte staging buffer", dir, largest * 4); goto done; }
+    if (save_config(m, stage, dir, dtype, base, err, errlen)) goto done;
     dpmem_tag_alloc_space(f.staging, largest * sizeof(float), "checkpoint/staging", DPMEM_HOST);
     for (int i = 0; i < m->n_params; i++) tensor_shape(&t[i], &m->params[i], dtype);   /* every one fetched */
     const char *mk[] = {"format"}, *mv[] = {"pt"};
-    char path[4096];
-    join(path, sizeof path, dir, "model.safetensors");
+    join(path, sizeof path, stage, "model.safetensors");
     rc = safetensors_write_fetched(path, t, m->n_params, mk, mv, 1, fetch_tensor, &f, err, errlen);
     DPMEM_TAG_FREE(f.staging);
 done:
     free(f.staging);
     free(t);
-    return rc;
+    return save_finish(rc, stage, dir, err, errlen);
 }
 
 int ckpt_save_lora_adapters(const LoraAdapter *ads, int n, const CkptLoraHead *head, KBackend *kb, const char *base_model,

@@ -79,7 +79,9 @@ int ckpt_has_weights(const char *dir);
    (they are the model). base: the --init-from directory or NULL; from it the config keeps
    bos/eos_token_id and max_position_embeddings, and the tokenizer files (tokenizer.json,
    tokenizer_config.json, special_tokens_map.json, tokenizer.model, generation_config.json) are
-   copied, so that DIR is a complete model directory for AutoTokenizer and AutoModelForCausalLM. */
+   copied, so that DIR is a complete model directory for AutoTokenizer and AutoModelForCausalLM.
+   Written whole beside DIR and swapped in (io_guard.h's io_dir_stage): whatever fails, DIR holds the
+   checkpoint it held (config and weights) or the new one, never one's config beside the other's weights. */
 int ckpt_save(const LlamaModel *m, const char *dir, SafeTensorsDtype dtype, const char *base, char *err,
               size_t errlen);
 

@@ -69,12 +69,29 @@ static int get_bool(const cJSON *o, const char *key, int def, int *out, const ch
     return 0;
 }
 
-/* bos/eos: an integer, or a list of them (Llama 3 instruct models); we keep the first. */
-static int get_token_id(const cJSON *o, const char *key) {
-    const cJSON *j = item(o, key);
-    if (cJSON_IsArray(j)) j = cJSON_GetArrayItem(j, 0);
-    if (!cJSON_IsNumber(j) || j->valuedouble < 0 || j->valuedouble > 2147483647.0) return -1;
-    return (int)j->valuedouble;
+static int is_token_id(const cJSON *j) {
+    return cJSON_IsNumber(j) && j->valuedouble >= 0 && j->valuedouble <= 2147483647.0;
+}
+
+/* bos/eos/pad: an integer, or a list of them (Llama 3.x Instruct models): the first is returned (-1: none),
+   and, given json, the value as it was (the whole list) for writing back. */
+static int get_token_id(const cJSON *o, const char *key, char *json, size_t jsonlen) {
+    const cJSON *j = item(o, key), *first = cJSON_IsArray(j) ? cJSON_GetArrayItem(j, 0) : j, *e;
+    if (json) json[0] = 0;
+    if (!is_token_id(first)) return -1;
+    int whole = 1;
+    if (cJSON_IsArray(j)) cJSON_ArrayForEach(e, j) whole &= is_token_id(e);
+    char *text = whole && json ? cJSON_PrintUnformatted(j) : NULL;
+    if (text && strlen(text) < jsonlen) memcpy(json, text, strlen(text) + 1);
+    free(text);
+    return (int)first->valuedouble;
+}
+
+/* bos/eos into o: as they were read (a list stays a list), else the integer. */
+static void put_token_id(cJSON *o, const char *key, int id, const char *json) {
+    if (id < 0) return;
+    cJSON *v = json[0] ? cJSON_Parse(json) : NULL;
+    cJSON_AddItemToObject(o, key, v ? v : cJSON_CreateNumber(id));
 }
 
 /* The rope scaling object (rope_scaling, or rope_parameters in transformers v5). */
@@ -211,9 +228,9 @@ int hf_config_parse(HFConfig *c, const char *json, size_t len, const char *label
     const cJSON *td = item(o, "torch_dtype");
     if (!td) td = item(o, "dtype");
     if (cJSON_IsString(td)) snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", td->valuestring);
-    c->bos_token_id = get_token_id(o, "bos_token_id");
-    c->eos_token_id = get_token_id(o, "eos_token_id");
-    c->pad_token_id = get_token_id(o, "pad_token_id");
+    c->bos_token_id = get_token_id(o, "bos_token_id", c->bos_token_json, sizeof c->bos_token_json);
+    c->eos_token_id = get_token_id(o, "eos_token_id", c->eos_token_json, sizeof c->eos_token_json);
+    c->pad_token_id = get_token_id(o, "pad_token_id", NULL, 0);
     if (c->classify) {   /* transformers: num_labels is len(id2label) when that is given, 2 by default */
         const cJSON *ids = item(o, "id2label");
         if (cJSON_IsObject(ids)) c->num_labels = cJSON_GetArraySize(ids);
@@ -246,8 +263,8 @@ int hf_config_write(const HFConfig *c, const char *path, char *err, size_t errle
     cJSON_AddItemToArray(arch, cJSON_CreateString(c->classify ? "LlamaForSequenceClassification" : "LlamaForCausalLM"));
     cJSON_AddBoolToObject(o, "attention_bias", 0);
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
-    if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", c->bos_token_id);
-    if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", c->eos_token_id);
+    put_token_id(o, "bos_token_id", c->bos_token_id, c->bos_token_json);
+    put_token_id(o, "eos_token_id", c->eos_token_id, c->eos_token_json);
     cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddNumberToObject(o, "hidden_size", c->hidden_size);

@@ -38,7 +38,11 @@ typedef struct {
     int rope_original_max_position_embeddings;
     int rope_parameters;          /* read from transformers v5's "rope_parameters" (theta inside it): written back so */
     char torch_dtype[16];         /* "bfloat16", "float32", "float16" ("" if absent) */
-    int bos_token_id, eos_token_id; /* -1 if absent */
+    int bos_token_id, eos_token_id; /* -1 if absent; of a list, its first */
+    /* bos/eos as given, an integer or a list of them (Llama 3.x Instruct's eos_token_id [128001, 128008,
+       128009]: its stop tokens), written back as it was ("" if absent, malformed or over 255 characters:
+       then the integer above is) */
+    char bos_token_json[256], eos_token_json[256];
     int pad_token_id;             /* -1 if absent */
     int classify;                 /* architectures: LlamaForSequenceClassification (else LlamaForCausalLM) */
     int num_labels;               /* classify: the entries of id2label (transformers' num_labels), else num_labels, else 2 */

@@ -31,8 +31,8 @@ static int next_number(const char **s, double *x) {
 
 int steplog_read(StepLog *s, const DpmemLog *L) {
     memset(s, 0, sizeof *s);
-    size_t cap_loss = 0, cap_step = 0, cap_norm = 0, cap_clip = 0, n_step = 0, n_clip = 0;
-    double *steps = NULL;   /* as doubles while reading */
+    size_t cap_loss = 0, cap_step = 0, cap_norm = 0, cap_clip = 0, cap_ns = 0, n_step = 0, n_clip = 0, n_ns = 0;
+    double *steps = NULL, *norm_steps = NULL;   /* as doubles while reading */
     uint32_t last_norm_step = 0;
     for (uint32_t i = 0; i < L->n_meta; i++) {
         const char *k = dpmem_log_string(L, L->meta[i].key);
@@ -50,7 +50,8 @@ int steplog_read(StepLog *s, const DpmemLog *L) {
         int any = 0;
         while (next_number(&v, &n)) {
             if (!next_number(&v, &c)) { s->bad++; break; }
-            if (push(&s->norm, &s->n_norms, &cap_norm, n) || push(&s->clip, &n_clip, &cap_clip, c)) goto oom;
+            if (push(&s->norm, &s->n_norms, &cap_norm, n) || push(&s->clip, &n_clip, &cap_clip, c) ||
+                push(&norm_steps, &n_ns, &cap_ns, a)) goto oom;
             any = 1;
         }
         if (any && (uint32_t)a != last_norm_step) { s->norm_steps++; last_norm_step = (uint32_t)a; }
@@ -59,15 +60,19 @@ int steplog_read(StepLog *s, const DpmemLog *L) {
         if (!(s->step = malloc(n_step * sizeof *s->step))) goto oom;
         for (size_t i = 0; i < n_step; i++) s->step[i] = (uint32_t)steps[i];
     }
-    free(steps);
+    if (n_ns) {
+        if (!(s->norm_step = malloc(n_ns * sizeof *s->norm_step))) goto oom;
+        for (size_t i = 0; i < n_ns; i++) s->norm_step[i] = (uint32_t)norm_steps[i];
+    }
+    free(steps); free(norm_steps);
     return 0;
 oom:
-    free(steps);
+    free(steps); free(norm_steps);
     steplog_free(s);
     return -1;
 }
 
 void steplog_free(StepLog *s) {
-    free(s->loss); free(s->step); free(s->norm); free(s->clip);
+    free(s->loss); free(s->step); free(s->norm); free(s->clip); free(s->norm_step);
     memset(s, 0, sizeof *s);
 }

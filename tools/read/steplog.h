@@ -20,6 +20,7 @@ typedef struct {
     uint32_t *step;
     size_t n_loss;
     double *norm, *clip;      /* every logged sample's norm and clip factor */
+    uint32_t *norm_step;      /* and the step it was logged at */
     size_t n_norms;
     uint32_t norm_steps;      /* distinct steps they come from */
     size_t bad;               /* records that did not parse */

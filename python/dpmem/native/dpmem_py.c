@@ -12,3 +12,14 @@ int dpmem_py_has_nvtx(void) {
     return 1;
 #endif
 }
+
+/* 1 when ptr has a live tag: dpmem.tag() and untag() ask first, so that a second tag of a live address or
+   an untag of an unknown one raises Python's RuntimeWarning beside the kit's WARN event (a tag of 0 bytes
+   is live too, which dpmem_tag_bytes cannot say). */
+int dpmem_py_tagged(const void *ptr) {
+    dpmem__init();
+    dpmem__lock();
+    const int live = ptr && dpmem__rec_find_locked((uint64_t)(uintptr_t)ptr) != NULL;
+    dpmem__unlock();
+    return live;
+}
