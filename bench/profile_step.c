@@ -350,7 +350,7 @@ int main(int argc, char **argv) {
     INNER.name = "vanilla";
     if (method > 0 && dp_sgd_prepare(&d, &INNER, &dp, &cfg, methods[method]) != 0) return 1;
     TrainStrategy st = { .name = INNER.name, .init = p_init, .physical_batch = p_batch, .before_update = p_before,
-                         .destroy = p_destroy, .frozen = INNER.frozen, .user = INNER.user };
+                         .update = INNER.update, .destroy = p_destroy, .frozen = INNER.frozen, .user = INNER.user };
     /* the limits first, on a quiet process: a big square product and the model's largest GEMM class */
     const int N = cfg.batch_size * cfg.seq_len;
     double peak1 = 0, peak = 0, shape = 0, bw = 0;

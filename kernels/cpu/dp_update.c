@@ -9,6 +9,7 @@
 #include "dp_kernels.h"
 #include "noise.h"
 #include "adamw_element.h"
+#include "vmath.h"   /* KCPU_CLONES: AdamW's loop in AVX-512 / AVX2 lanes, as adamw_cpu's (the same IEEE operations: the same bits) */
 
 #include <string.h>
 
@@ -16,6 +17,7 @@
    splits a batch it could fill */
 enum { DP_UPDATE_BLOCK = 4096 };
 
+KCPU_CLONES
 void dp_noisy_adamw(float *p, float *g, float *m, float *v, size_t n, uint64_t offset, const DpNoise *noise,
                     const DpAdamW *opt, int keep_noised, int nthreads) {
     const float bc1 = 1.0f - powf(opt->beta1, (float)opt->t), bc2 = 1.0f - powf(opt->beta2, (float)opt->t);

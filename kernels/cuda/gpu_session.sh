@@ -25,7 +25,12 @@
 #             direct+bk and mixed+bk <= 1.10x, flash+bk <= 1.20x, ghost+twopass <= 1.8x, peaks <= 1.02x)
 #   dp8       the same rows at 1b T=1024, 16 samples in physical batches of 8 (T below the width)
 #   fused     the DP step's fused noise + AdamW (dp_update.cu) against the separate path, bit for bit,
-#             and against the CPU (test_cuda_kernels noise: also the noise stream itself)
+#             and against the CPU (test_cuda_kernels noise: also the noise stream itself); then the loop's
+#             fused update (samples/dp/dp_fused.c) on tiny: each run saved (f32) with it and with the two passes
+#             (DPMEM_FUSED_UPDATE=0), the files byte for byte, its log saying it ran (META dp.update = fused):
+#             flash+bk, ghost+twopass bf16, LoRA bf16, --secure-noise, --zero 2 --ranks 1 (NCCL); then 1b T=4096,
+#             2 samples in physical batches of 1, bf16, flash+bk: step times fused and separate, their ratio,
+#             and the optimizer_step and noise rows (fused: the noise is inside optimizer_step, its row ~0)
 #   secure    --secure-noise (ChaCha20 on the grid, kernels/secure_noise.h): test_cuda_kernels secure (the privatized
 #             values and the fused update, CPU = GPU bit for bit), then 1b T=4096, 2 samples in physical batches of 1,
 #             bf16, flash+bk with Philox and with --secure-noise: step times, their ratio, and the noise phase's GPU time
@@ -157,6 +162,23 @@ dp_rows() {
   done
 }
 
+# fused_same NAME WANT PROGRAM ARGS...: a DP run saved (f32) with the loop's fused update (DPMEM_FUSED_UPDATE=1; its log
+# says META dp.update = WANT) and with the two passes (DPMEM_FUSED_UPDATE=0): every saved file byte for byte (LoRA: the
+# adapter's folder too). Into tests.log. Dry run: on the CPU.
+fused_same() {
+  fn=$1 want=$2 prog=$3; shift 3   # (not `name`: step sets it)
+  dev=cuda; [ $dry = 1 ] && dev=cpu
+  d0=$OUT/saved0.tmp d1=$OUT/saved1.tmp log=$OUT/saved1.log.tmp
+  rm -rf "$d0" "$d1" "$log"
+  step tests 120 "fused: $fn, fused update, saved ($dev)" env DPMEM_FUSED_UPDATE=1 "$B/$prog" "$@" --device $dev --save "$d1" --save-dtype f32 --log "$log"
+  step tests 120 "fused: $fn, two passes, saved ($dev)" env DPMEM_FUSED_UPDATE=0 "$B/$prog" "$@" --device $dev --save "$d0" --save-dtype f32
+  step tests 30 "fused: $fn, fused = two passes, byte for byte" \
+      sh -c 'cd "$1" && n=0 && for f in $(find . -type f); do cmp "$f" "$2/$f" || exit 1; n=$((n + 1)); done; [ $n -gt 0 ]' - "$d0" "$d1"
+  step tests 30 "fused: $fn: META dp.update = $want" \
+      sh -c "\"$B/dpmem-trace\" \"$log\" -o - | grep -o '\"dp.update\":\"[a-z]*\"' | tee /dev/stderr | grep -q '\"$want\"'"
+  rm -rf "$d0" "$d1" "$log"
+}
+
 # saved_same STAGE PROGRAM "ARGS" "SHARDED" [NOTE]: the run of ARGS unsharded and with the SHARDED flags, each saved
 # (f32) on the GPU: the two model.safetensors byte for byte, and the sharded run's log says NCCL ran (META
 # comm.backend = nccl: a job of one rank sets it when its communicator is made). Dry run: the same steps on the
@@ -208,16 +230,32 @@ for stage in $STAGES; do
   dp8)
     dp_rows dp8 "1b T=1024, 16 samples (physical 8), bf16" 16384 1024 8 2 ;;
   fused)  # the fused noise + AdamW (and the noise stream it draws from) against the separate path and the CPU
-    step tests 120 "fused: test_cuda_kernels noise (noise+AdamW bit for bit)" "$B/tests/test_cuda_kernels" noise ;;   # into tests.log: OUT holds at most 8 files
+    step tests 120 "fused: test_cuda_kernels noise (noise+AdamW bit for bit)" "$B/tests/test_cuda_kernels" noise   # into tests.log: OUT holds at most 8 files
+    a="--steps 3 --batch-size 4 --max-physical-batch-size 2 --noise-seed 7 --noise-multiplier 1 --quiet"
+    fused_same "flash+bk" fused train_flash $a --norm flash --clip bk
+    fused_same "ghost+twopass bf16" fused train_ghost $a --clip twopass --precision bf16
+    fused_same "LoRA r2 bf16" fused train_lora $a --lora-rank 2 --precision bf16
+    fused_same "--secure-noise" $([ $dry = 1 ] && echo separate || echo fused) train_flash $a --secure-noise   # (the CPU: no fused twin)
+    fused_same "--zero 2 --ranks 1" fused train_flash $a --zero 2 --ranks 1
+    echo "" >>"$TAB"; echo "| 1b T=4096, 2 samples (physical 1), bf16, flash+bk | ms/step | tokens/s | peak B | plan |" >>"$TAB"
+    echo "|---|---|---|---|---|" >>"$TAB"
+    a="--model 1b --seq-len 4096 --steps 5 --precision bf16 --quiet --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk"
+    train tests "fused noise + AdamW (default)" 8192 train_flash $a; f_ms=$ROW_MS
+    grep -h '^ *\(noise\|optimizer_step\) ' "$OUT/tests.log" | tail -n 2 | sed 's/^/fused: fused update, phase: /' | tee -a "$SUM"
+    export DPMEM_FUSED_UPDATE=0
+    train tests "noise, then AdamW (DPMEM_FUSED_UPDATE=0)" 8192 train_flash $a; s_ms=$ROW_MS
+    unset DPMEM_FUSED_UPDATE
+    grep -h '^ *\(noise\|optimizer_step\) ' "$OUT/tests.log" | tail -n 2 | sed 's/^/fused: two passes, phase: /' | tee -a "$SUM"
+    say "fused: the fused update's step is $(ratio "$f_ms" "$s_ms" %.4f)x the two passes'" ;;
   secure)  # the cryptographic noise: bits against the CPU, then its cost in a 1b DP step beside Philox's
     step secure 150 "test_cuda_kernels secure: ChaCha20 noise, CPU = GPU bit for bit" "$B/tests/test_cuda_kernels" secure
     echo "" >>"$TAB"; echo "| 1b T=4096, 2 samples (physical 1), bf16, flash+bk | ms/step | tokens/s | peak B | plan |" >>"$TAB"
     echo "|---|---|---|---|---|" >>"$TAB"
     a="--model 1b --seq-len 4096 --steps 5 --precision bf16 --quiet --batch-size 2 --max-physical-batch-size 1 --norm flash --clip bk"
     train secure "Philox noise (default)" 8192 train_flash $a; p_ms=$ROW_MS
-    grep -h '^ *noise ' "$OUT/secure.log" | tail -n 1 | sed 's/^/secure: Philox noise phase: /' | tee -a "$SUM"
+    grep -h '^ *\(noise\|optimizer_step\) ' "$OUT/secure.log" | tail -n 2 | sed 's/^/secure: Philox noise phase (fused: in optimizer_step): /' | tee -a "$SUM"
     train secure "--secure-noise (ChaCha20, grid)" 8192 train_flash $a --secure-noise; s_ms=$ROW_MS
-    grep -h '^ *noise ' "$OUT/secure.log" | tail -n 1 | sed 's/^/secure: secure noise phase: /' | tee -a "$SUM"
+    grep -h '^ *\(noise\|optimizer_step\) ' "$OUT/secure.log" | tail -n 2 | sed 's/^/secure: secure noise phase (fused: in optimizer_step): /' | tee -a "$SUM"
     say "secure: --secure-noise's step is $(ratio "$s_ms" "$p_ms" %.4f)x Philox's (issue 45: default if below 1.01x)" ;;
   nsys)
     if ! command -v nsys >/dev/null 2>&1; then say "nsys: not installed on this machine (nothing profiled)"; continue; fi

@@ -28,6 +28,13 @@ static void dp_no_gpu_kernels(void) {
 }
 #endif
 
+/* The noise's parameters at a step (the fused update's: kernels/dp_kernels.h's DpNoise). */
+static DpNoise dp_noise_of(const DpSgd *d, uint64_t step) {
+    const DpNoise nz = { .sigma = d->sigma, .max_grad_norm = d->cfg.max_grad_norm, .logical_batch = d->logical_batch,
+                         .seed = d->seed, .step = step };
+    return nz;
+}
+
 int dp_widen_open(DpSgd *d, Widen *w, int T, int din, int dout) {
     w->a = w->g = NULL;
     if (d->dt != KDT_BF16 || d->gpu) return 0;
@@ -124,6 +131,13 @@ static int run_gpu(DpSgd *d, const DpKernel *k) {
             DP_GPU(secure_noise_privatize_cuda(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->key.k, k->step, k->offset));
         else DP_GPU(noise_privatize_cuda(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, k->step, k->offset));
         break;
+    case DPK_NOISY_ADAMW: {
+        const DpNoise nz = dp_noise_of(d, k->step);
+        if (d->cfg.secure_noise) DP_GPU(secure_noisy_adamw_cuda(k->p, k->dw, k->m, k->v, k->per, k->offset, &nz, d->key.k, k->opt));
+        else DP_GPU(dp_noisy_adamw_cuda(k->p, k->dw, k->m, k->v, k->per, k->offset, &nz, k->opt, 0));
+        (void)nz;   /* (without DP_HAVE_CUDA the calls are not compiled) */
+        break;
+    }
     }
     return 0;
 }
@@ -173,6 +187,11 @@ static void run_cpu(DpSgd *d, const DpKernel *k, int widened, int b, int n, cons
             secure_noise_privatize(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, &d->key, k->step, k->offset);
         else noise_privatize(k->dw, k->per, d->sigma, d->cfg.max_grad_norm, d->logical_batch, d->seed, k->step, k->offset);
         break;
+    case DPK_NOISY_ADAMW: {   /* Philox only: the CPU has no secure twin (dp_fused_setup keeps the two passes there) */
+        const DpNoise nz = dp_noise_of(d, k->step);
+        dp_noisy_adamw(k->p, k->dw, k->m, k->v, k->per, k->offset, &nz, k->opt, 0, d->kb->nthreads);
+        break;
+    }
     }
 }
 

@@ -86,11 +86,16 @@ int dp_lora_allreduce(DpSgd *d, TrainState *s) {
 }
 
 /* One adapter's step: unmerge from W (merged form; unmerged: W unused), update, re-merge, its gradients zeroed. */
-static int lora_update(DpSgd *d, TrainState *s, LoraAdapter *l, float *W, int adam) {
+static int lora_update(DpSgd *d, TrainState *s, LoraAdapter *l, int k, float *W, int adam) {
     const TrainConfig *c = s->cfg;
     const size_t na = (size_t)l->r * l->IC, nb = (size_t)l->OC * l->r;
     if (!d->unmerged && lora_merge(l, d->kb, W, -1.0f)) return -1;
-    if (adam) {
+    if (d->fused) {   /* the noise in AdamW's pass (dp_fused.c), at the adapter's flat indices */
+        const uint64_t at = d->flat[s->model.n_params + k];
+        if (dp_fused_adamw(d, s, l->A, l->dA, l->mA, l->vA, na, at, c->weight_decay) ||
+            dp_fused_adamw(d, s, l->B, l->dB, l->mB, l->vB, nb, at + na, c->weight_decay))
+            return -1;
+    } else if (adam) {
         if (adamw_update(d->kb, l->A, l->dA, l->mA, l->vA, na, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1) ||
             adamw_update(d->kb, l->B, l->dB, l->mB, l->vB, nb, s->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, s->step + 1))
             return -1;
@@ -111,13 +116,13 @@ int dp_lora_step(DpSgd *d, TrainState *s) {
         LoraAdapter *l = &d->lora[k];
         const ParamInfo *p = &m->params[l->param_index];
         if (d->unmerged || !llama_base_sharded(m, p)) {
-            if (lora_update(d, s, l, *llama_tensor(&m->w, p), adam)) return -1;
+            if (lora_update(d, s, l, k, *llama_tensor(&m->w, p), adam)) return -1;
             continue;
         }
         float *W = shard_gather_tensor(&s->dist, l->param_index);
         size_t lo, len;
         llama_slice(p->numel, m->shard_world, m->shard_rank, &lo, &len);
-        const int rc = !W || lora_update(d, s, l, W, adam) || (len && copy_buffer(d->kb, *llama_tensor(&m->wsh, p), W + lo, len));
+        const int rc = !W || lora_update(d, s, l, k, W, adam) || (len && copy_buffer(d->kb, *llama_tensor(&m->wsh, p), W + lo, len));
         kbuf_free(d->kb, W);
         if (rc) return -1;
     }

@@ -85,6 +85,7 @@ void dp_report_setup(DpSgd *d, TrainState *s) {
     dpmem_meta_int("dp.poisson", d->cfg.poisson);
     dpmem_meta("dp.noise_seed", d->cfg.seed_given ? "given" : "getrandom");   /* never the seed itself */
     dpmem_meta("dp.noise", d->cfg.secure_noise ? "chacha20-grid" : "philox");
+    dpmem_meta("dp.update", d->fused ? "fused" : "separate");   /* noise inside AdamW's pass, or a pass of its own (dp_fused.c) */
     dpmem_meta_int("dp.shortcut_batch1", d->shortcut);
     dpmem_meta_int("dp.tied_embeddings", d->tied);
 }

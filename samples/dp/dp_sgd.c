@@ -105,6 +105,7 @@ int dp_sgd_prepare(DpSgd *d, TrainStrategy *st, const DpConfig *dp, TrainConfig 
     st->init = dp_sgd_init;
     st->physical_batch = dp_sgd_physical_batch;
     st->before_update = dp_sgd_before_update;
+    st->update = dp_sgd_update;
     st->destroy = dp_sgd_destroy;
     if (dp->lora_rank > 0) { st->frozen = dp_sgd_frozen; st->save = dp_sgd_save_adapters; }
     st->fields = dp_sgd_fields;
@@ -228,6 +229,7 @@ static int init_inner(DpSgd *d, TrainState *s) {
     accountant_init(&d->acc);
     if (d->cfg.lora_rank > 0 && dp_lora_setup(d, s)) return -1;
     if (sigma_for_accountant(d, s)) return -1;
+    if (dp_fused_setup(d, s)) return -1;
     /* (not under --zero 2: the shortcut scales the whole gradient after the backward, which --zero 2 never holds) */
     d->shortcut = (B == 1 && s->cfg->grad_accum == 1 && d->n_lora == 0 && !d->cfg.poisson && s->cfg->zero < 2);
     if (d->cfg.poisson) {
@@ -461,19 +463,17 @@ int dp_sgd_before_update(void *user, TrainState *s) {
     {
         DPMEM_SCOPE("noise");
         LlamaModel *m = &s->model;
-        uint64_t offset = 0;
-        for (int i = 0; i < m->n_params; i++) {
-            const ParamInfo *p = &m->params[i];
-            if (!p->trainable) continue;
+        /* d->fused: the optimizer's pass adds it (dp_fused.c), tensor by tensor; the noise row keeps this loop only */
+        for (int i = 0; !d->fused && i < m->n_params; i++) {
+            if (!m->params[i].trainable) continue;
             const ShardView v = shard_view(&s->dist, i);   /* --zero: only this rank's slice (its noise, from the same global indices) */
-            if (v.g) privatize(d, v.g, v.n, (uint64_t)s->step, offset + v.lo);
-            offset += p->numel;
+            if (v.g) privatize(d, v.g, v.n, (uint64_t)s->step, d->flat[i] + v.lo);
         }
-        for (int k = 0; k < d->n_lora; k++) {
+        for (int k = 0; !d->fused && k < d->n_lora; k++) {
             LoraAdapter *l = &d->lora[k];
+            const uint64_t offset = d->flat[m->n_params + k];
             privatize(d, l->dA, (size_t)l->r * l->IC, (uint64_t)s->step, offset);
             privatize(d, l->dB, (size_t)l->OC * l->r, (uint64_t)s->step, offset + (size_t)l->r * l->IC);
-            offset += lora_param_count(l);
         }
     }
     train_phase_add(s, TRAIN_PH_NOISE, t_noise);
@@ -499,6 +499,7 @@ void dp_sgd_destroy(void *user, TrainState *s) {
     free(d->rows); d->rows = NULL;
     free(d->host_batch); d->host_batch = NULL;
     free(d->ps); d->ps = NULL;
+    free(d->flat); d->flat = NULL;
     free(d->c_host); d->c_host = NULL;
     free(d->lps); d->lps = NULL;
     if (d->unmerged && s && s->model.lora == d->unmerged) s->model.lora = NULL;

@@ -125,6 +125,9 @@ typedef struct DpSgd {
     long empty_batches;          /* physical batches this rank ran with no row drawn (dp.poisson_empty_batches) */
     long dropped_samples;        /* samples of this rank whose clip factor was 0 (a norm not finite; dp.dropped_samples) */
     long backward_again;         /* physical batches whose second backward ran on the first's activations */
+    int fused;                   /* the noise runs inside AdamW's pass (dp_fused.c: DPMEM_FUSED_UPDATE, AdamW, a twin) */
+    uint64_t *flat;              /* [n_params + n_lora]: each trainable tensor's (adapter's) first index in the flat
+                                    trainable vector, the noise's coordinate numbering */
     Accountant acc;
     long steps_done;
     int printed_choice, shortcut, computes;
@@ -156,6 +159,8 @@ int  dp_sgd_init(void *user, TrainState *s);
 void dp_sgd_fields(void *user, const TrainState *s, ConfigFields *f);
 int  dp_sgd_physical_batch(void *user, TrainState *s);
 int  dp_sgd_before_update(void *user, TrainState *s);
+/* TrainStrategy.update (dp_fused.c): the noise and AdamW of one tensor's range in one pass, where d->fused. */
+int  dp_sgd_update(void *user, TrainState *s, int i, float *w, float *g, float *m, float *v, size_t n, float wd);
 void dp_sgd_destroy(void *user, TrainState *s);
 int  dp_sgd_save_adapters(void *user, TrainState *s, const char *dir);
 

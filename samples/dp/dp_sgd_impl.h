@@ -52,6 +52,7 @@ typedef enum {
     DPK_SUM_BK_EMBEDDING,   /* dw += the tokens' rows of diag(c)G */
     DPK_FACTORS,            /* c = min(1, C/(‖g_b‖+1e-6)) from norm2; under bf16 with the margin */
     DPK_NOISE,              /* dw = (dw + N(0, σ²C²)) / L: n coordinates at offset, the step's stream */
+    DPK_NOISY_ADAMW,        /* DPK_NOISE's dw, then AdamW of p, m, v with it, in one pass (dw keeps the clipped sum) */
 } DpOp;
 
 typedef struct {
@@ -67,7 +68,9 @@ typedef struct {
     const float *c;           /* [B] clip factors (backend) */
     int B, T, din, dout, V, R, nt;
     size_t per;               /* DPK_PSG_NORMS, DPK_SUM_PSG*: floats per sample; DPK_NOISE: coordinates */
-    uint64_t step, offset;    /* DPK_NOISE */
+    uint64_t step, offset;    /* DPK_NOISE, DPK_NOISY_ADAMW */
+    float *p, *m, *v;         /* DPK_NOISY_ADAMW: the parameters and AdamW's state */
+    const DpAdamW *opt;       /* DPK_NOISY_ADAMW */
     KDtype dt;
     DpIO *io;
 } DpKernel;
@@ -116,6 +119,14 @@ int  dp_clip_units(DpSgd *d);
 int  dp_shortcut_clip(DpSgd *d, TrainState *s);
 /* Frees what the hooks kept for the clipped sums (not what they borrowed). */
 void dp_free_kept(DpSgd *d);
+
+/* ---- dp_fused.c ---------------------------------------------------------------------------------- */
+
+/* At init, after the adapters: d->fused (DPMEM_FUSED_UPDATE, the optimizer, the noise's twin) and d->flat.
+   0, or -1 after a one-line error (a DPMEM_FUSED_UPDATE other than 0 or 1). */
+int  dp_fused_setup(DpSgd *d, TrainState *s);
+/* The noise and AdamW of n coordinates at flat index `offset` in one pass (wd: the weight decay). 0, or -1. */
+int  dp_fused_adamw(DpSgd *d, TrainState *s, float *w, float *g, float *m, float *v, size_t n, uint64_t offset, float wd);
 
 /* ---- dp_lora.c ----------------------------------------------------------------------------------- */
 

@@ -126,7 +126,7 @@ static float lr_at(const TrainConfig *c, int step) {
     return c->lr * (0.1f + 0.9f * 0.5f * (1.0f + cosf((float)M_PI * frac)));
 }
 
-static int optimizer_step(TrainState *s) {
+static int optimizer_step(TrainState *s, const TrainStrategy *st) {
     const TrainConfig *c = s->cfg;
     LlamaModel *m = &s->model;
     int adam = strcmp(c->optimizer, "adamw") == 0;
@@ -140,8 +140,10 @@ static int optimizer_step(TrainState *s) {
         /* a sharded master (llama.h: llama_master_sharded) is the slice itself */
         const int sliced = llama_master_sharded(m, p);
         float *w = sliced ? *llama_tensor(&m->wsh, p) : *llama_tensor(&m->w, p) + lo;
-        if (adam) TRY(adamw_update(s->kb, w, v.g, v.m, v.v, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
-        else TRY(sgd_update(s->kb, w, v.g, n, s->lr, wd));
+        const int done = st->update ? st->update(st->user, s, i, w, v.g, v.m, v.v, n, wd) : 0;   /* DP: noise + AdamW */
+        if (done < 0) return -1;
+        if (!done && adam) TRY(adamw_update(s->kb, w, v.g, v.m, v.v, n, s->lr, c->beta1, c->beta2, c->adam_eps, wd, s->step + 1));
+        else if (!done) TRY(sgd_update(s->kb, w, v.g, n, s->lr, wd));
         /* its bf16 copy's slice rounded from it here (the forward rounds whole masters only), the same RNE */
         if (sliced && *llama_tensor(&m->w16, p)) TRY(narrow_buffer(s->kb, kact_at(*llama_tensor(&m->w16, p), lo, KDT_BF16), w, n));
         /* (--zero 3 keeps no whole copy: each gather rounds the slices afresh, shard.c) */
@@ -425,7 +427,7 @@ static int run_step(TrainState *s, const TrainStrategy *st) {
     }
     if (st->before_update) TRY(st->before_update(st->user, s));
     uint64_t tp = dpmem_now_ns();
-    { DPMEM_SCOPE("optimizer_step"); TRY(optimizer_step(s)); }
+    { DPMEM_SCOPE("optimizer_step"); TRY(optimizer_step(s, st)); }
     phase_add(s, PH_OPTIMIZER, tp);
     TRY(shard_allgather_params(&s->dist));   /* --zero: every rank's updated slices to every rank */
     TRY(train_check_finite(s, 0, "optimizer_step"));
@@ -571,6 +573,7 @@ int train_run(const TrainConfig *cfg, const TrainStrategy *strategy) {
     memset(&s, 0, sizeof s);
     s.cfg = c; s.kb = &kb;
     dist_init(&s.dist, &kb, &s.model, c->zero, c->grad_accum, &s.phase_s[TRAIN_PH_ALLREDUCE]);
+    s.calls_update = st->update != NULL;   /* (before init: a strategy fuses its work into the update only when asked) */
     /* the mean over the job's batch: each rank's share, summed over the ranks by the all-reduce */
     const float positions = c->model.task == LLAMA_TASK_CLASSIFY ? 1.0f : (float)c->seq_len;   /* llama_loss_positions */
     s.loss_scale = 1.0f / ((float)c->batch_size * positions * (float)c->grad_accum * (float)g_comm.world);

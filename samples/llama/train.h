@@ -12,7 +12,8 @@
                            "reduce_scatter" inside "backward"), and here the loop waits for the last
                            (--zero 2: each rank its slice's sum, shard.h; --zero 1: the serial all-reduce here)
        strategy->before_update(user, s)            e.g. add noise, divide by the logical batch
-       scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%)
+       scope "optimizer_step"  AdamW/SGD on every trainable tensor (lr: linear warmup, cosine to 10%),
+                           or strategy->update where it fuses its work into the pass (DP's noise)
                            (--zero 1|2: this rank's slices; then scope "all_gather", the parameters;
                            bf16: a sharded master's slice, rounded into its bf16 copy, which is gathered)
        scope "zero_grad"       gradients := 0
@@ -50,7 +51,9 @@
        kernels or widen them (dp_sgd.c widens one sample at a time on the CPU).
        After the backward, with c_b known, form dW += Gᵀdiag(c)A per layer yourself, then call
        llama_release_saved(&s->model).
-     - Noise: before_update, once per optimizer step after all grad_accum physical batches.
+     - Noise: before_update, once per optimizer step after all grad_accum physical batches; or inside
+       the optimizer's pass through `update` (the loop asks it for each tensor, s->calls_update says it
+       will: samples/dp/dp_fused.c runs noise and AdamW in one pass).
        The loss is scaled by s->loss_scale = 1/(B·T·grad_accum) in the default path (a mean over the
        logical batch); a strategy that clips per sample will usually pass its own scale (1/T: per-
        sample mean loss) to train_backward_scaled and divide by the logical batch size itself.
@@ -86,6 +89,8 @@ typedef struct TrainState {
                                rows that count for nothing): s->loss is theirs; 0: every row */
     Dist dist;              /* the ranks (samples/llama/dist.h): the bucket, the slices (shard.h), the reduction in
                                flight (grad_reduce.h); its time sink is phase_s[TRAIN_PH_ALLREDUCE], its micro is ours */
+    int calls_update;       /* the loop calls strategy->update at each tensor's optimizer step (train_run sets it before
+                               init; 0 where a test or a wrapper drives the strategy: it must then do its work itself) */
 } TrainState;
 
 typedef struct TrainStrategy {
@@ -94,6 +99,10 @@ typedef struct TrainStrategy {
     int  (*init)(void *user, TrainState *s);           /* after model_creation; may be NULL */
     int  (*physical_batch)(void *user, TrainState *s); /* NULL: forward, loss, plain backward */
     int  (*before_update)(void *user, TrainState *s);  /* NULL: nothing */
+    /* The optimizer step of trainable tensor i's range (shard_view: n floats; w, g, m, v there, m and v NULL
+       under SGD; wd its weight decay), run by the strategy where it fuses its own work into the pass (DP: the
+       noise, samples/dp/dp_fused.c): 1 it ran it, 0 the loop's update runs, -1 error. NULL: never. */
+    int  (*update)(void *user, TrainState *s, int i, float *w, float *g, float *m, float *v, size_t n, float wd);
     void (*destroy)(void *user, TrainState *s);        /* may be NULL */
     int  (*frozen)(void *user, const ParamInfo *p);    /* NULL: all trainable */
     int  (*save)(void *user, TrainState *s, const char *dir); /* after --save wrote the model (LoRA: the adapters); may be NULL */
