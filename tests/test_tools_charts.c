@@ -143,8 +143,9 @@ static const double cvd[3][3][3] = {
     { { 0.152286, 1.052583, -0.204868 }, { 0.114503, 0.786281, 0.099216 }, { -0.003882, -0.048116, 1.051998 } },
     { { 1.255528, -0.076749, -0.178779 }, { -0.078411, 0.930809, 0.147602 }, { 0.004733, 0.691367, 0.303900 } },
 };
-static double delta_e(Rgb a, Rgb b, int mode) {   /* mode 0: normal vision, 1..3: the simulations */
-    double x[3] = { a.r, a.g, a.b }, y[3] = { b.r, b.g, b.b }, lx[3], ly[3];
+/* a and b in CIELAB as seen under normal vision (mode 0) or one of the simulations (1..3) */
+static void seen_lab(Rgb a, Rgb b, int mode, double la[3], double lb[3]) {
+    double x[3] = { a.r, a.g, a.b }, y[3] = { b.r, b.g, b.b };
     if (mode) {
         double l1[3] = { lin(x[0]), lin(x[1]), lin(x[2]) }, l2[3] = { lin(y[0]), lin(y[1]), lin(y[2]) };
         for (int i = 0; i < 3; i++) {
@@ -153,22 +154,18 @@ static double delta_e(Rgb a, Rgb b, int mode) {   /* mode 0: normal vision, 1..3
             y[i] = unlin(m[0] * l2[0] + m[1] * l2[1] + m[2] * l2[2]);
         }
     }
-    lab(x, lx); lab(y, ly);
+    lab(x, la); lab(y, lb);
+}
+static double delta_e(Rgb a, Rgb b, int mode) {   /* mode 0: normal vision, 1..3: the simulations */
+    double lx[3], ly[3];
+    seen_lab(a, b, mode, lx, ly);
     return sqrt((lx[0] - ly[0]) * (lx[0] - ly[0]) + (lx[1] - ly[1]) * (lx[1] - ly[1]) + (lx[2] - ly[2]) * (lx[2] - ly[2]));
 }
 
 /* CIEDE2000 (Sharma, Wu and Dalal 2005) between two colours, under normal vision (mode 0) or a simulation. */
 static double de2000(Rgb a, Rgb b, int mode) {
-    double x[3] = { a.r, a.g, a.b }, y[3] = { b.r, b.g, b.b }, p[3], q[3];
-    if (mode) {
-        double l1[3] = { lin(x[0]), lin(x[1]), lin(x[2]) }, l2[3] = { lin(y[0]), lin(y[1]), lin(y[2]) };
-        for (int i = 0; i < 3; i++) {
-            const double *m = cvd[mode - 1][i];
-            x[i] = unlin(m[0] * l1[0] + m[1] * l1[1] + m[2] * l1[2]);
-            y[i] = unlin(m[0] * l2[0] + m[1] * l2[1] + m[2] * l2[2]);
-        }
-    }
-    lab(x, p); lab(y, q);
+    double p[3], q[3];
+    seen_lab(a, b, mode, p, q);
     const double rad = M_PI / 180, c7 = pow(25, 7);
     double C1 = hypot(p[1], p[2]), C2 = hypot(q[1], q[2]), Cb = (C1 + C2) / 2;
     double G = 0.5 * (1 - sqrt(pow(Cb, 7) / (pow(Cb, 7) + c7)));

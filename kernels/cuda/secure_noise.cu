@@ -12,20 +12,23 @@
 #include "secure_noise.h"
 #include "adamw_element.h"
 
+/* The SECURE_NOISE_PER_BLOCK standard normal values of block j: z(key, step, 6j + c) in z[c] (secure_noise_z's). */
+__device__ __forceinline__ void block_z(const SecureKey *key, uint64_t step, uint64_t j, double z[SECURE_NOISE_PER_BLOCK]) {
+    uint32_t w[16];
+    secure_noise_block(key, SECURE_NOISE_DOMAIN_DP, step, j, w);
+    for (int p = 0; p < SECURE_NOISE_PER_BLOCK / 2; p++) secure_noise_pair(w, p, &z[2 * p], &z[2 * p + 1]);
+}
+
 /* g[i] for the coordinates of block j that fall in [offset, offset + n): secure_noise_apply with z. */
 __global__ void secure_privatize_kernel(float *g, size_t n, uint64_t offset, SecureKey key, SecureGrid gr, float inv,
                                         uint64_t step, uint64_t j_first, uint64_t nblocks) {
     for (uint64_t q = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; q < nblocks; q += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t j = j_first + q;
-        uint32_t w[16];
-        secure_noise_block(&key, SECURE_NOISE_DOMAIN_DP, step, j, w);
-        for (int p = 0; p < 3; p++) {
-            double z[2];
-            secure_noise_pair(w, p, &z[0], &z[1]);
-            for (int k = 0; k < 2; k++) {
-                const uint64_t idx = SECURE_NOISE_PER_BLOCK * j + (uint64_t)(2 * p + k);
-                if (idx >= offset && idx < offset + n) g[idx - offset] = secure_noise_apply(g[idx - offset], z[k], gr, inv);
-            }
+        double z[SECURE_NOISE_PER_BLOCK];
+        block_z(&key, step, j, z);
+        for (int c = 0; c < SECURE_NOISE_PER_BLOCK; c++) {
+            const uint64_t idx = SECURE_NOISE_PER_BLOCK * j + (uint64_t)c;
+            if (idx >= offset && idx < offset + n) g[idx - offset] = secure_noise_apply(g[idx - offset], z[c], gr, inv);
         }
     }
 }
@@ -53,19 +56,15 @@ __global__ void secure_noisy_adamw_kernel(float *p, float *g, float *m, float *v
                                           float weight_decay, float bc1, float bc2, uint64_t j_first, uint64_t nblocks) {
     for (uint64_t q = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; q < nblocks; q += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t j = j_first + q;
-        uint32_t w[16];
-        secure_noise_block(&key, SECURE_NOISE_DOMAIN_DP, step, j, w);
-        for (int pr = 0; pr < 3; pr++) {
-            double z[2];
-            secure_noise_pair(w, pr, &z[0], &z[1]);
-            for (int k = 0; k < 2; k++) {
-                const uint64_t idx = SECURE_NOISE_PER_BLOCK * j + (uint64_t)(2 * pr + k);
-                if (idx < offset || idx >= offset + n) continue;
-                const size_t i = (size_t)(idx - offset);
-                float pi = p[i], mi = m[i], vi = v[i];
-                adamw_element(&pi, &mi, &vi, secure_noise_apply(g[i], z[k], gr, inv), lr, beta1, beta2, eps, weight_decay, bc1, bc2);
-                p[i] = pi; m[i] = mi; v[i] = vi;
-            }
+        double z[SECURE_NOISE_PER_BLOCK];
+        block_z(&key, step, j, z);
+        for (int c = 0; c < SECURE_NOISE_PER_BLOCK; c++) {
+            const uint64_t idx = SECURE_NOISE_PER_BLOCK * j + (uint64_t)c;
+            if (idx < offset || idx >= offset + n) continue;
+            const size_t i = (size_t)(idx - offset);
+            float pi = p[i], mi = m[i], vi = v[i];
+            adamw_element(&pi, &mi, &vi, secure_noise_apply(g[i], z[c], gr, inv), lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+            p[i] = pi; m[i] = mi; v[i] = vi;
         }
     }
 }
