@@ -75,8 +75,10 @@ static char last_hash[64];   /* rank 0's comm.params_hash of the last train() of
 #define F 173
 #define L 2
 static const char *SHAPE = "--model tiny --vocab 1001 --dim 70 --heads 5 --kv-heads 5 --ffn 173";
-static const char *COMMON = "--seq-len 16 --steps 3 --threads 1 --seed 5 --optimizer adamw --weight-decay 0.1 --warmup-steps 0 "
-                            "--quiet --batch-size 8";
+#define COMMON_FLAGS "--seq-len 16 --steps 3 --threads 1 --seed 5 --optimizer adamw --weight-decay 0.1 --warmup-steps 0 --batch-size 8"
+static const char *COMMON = COMMON_FLAGS " --quiet";
+/* a plan's breakdown at the peak is read from its output: not --quiet, which keeps the peak's total only */
+static const char *PLAN_COMMON = COMMON_FLAGS;
 
 static long long peak_of(const char *text) {
     const char *p = strstr(text, "peak tagged memory: ");
@@ -173,7 +175,7 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
     char cmd[4096];
     /* planned with --save as the runs were (its buffers come after the summary: the plan's log has them) */
     snprintf(cmd, sizeof cmd, "%s %s/%s %s %s %s --device plan --ranks %d --zero %d --save planned --log planned.log", env, B, prog, SHAPE,
-             COMMON, args, np, z);
+             PLAN_COMMON, args, np, z);
     int rc = sh(cmd);
     const long long shown = peak_of(out), opt = category_at_peak(out, "optimizer");
     CHECK(rc == 0 && shown > 0, "%s: plan np %d zero %d: exit %d\n%.2000s", what, np, z, rc, out);
@@ -205,7 +207,7 @@ static void plan_matches(const char *prog, const char *args, int np, int z, cons
     }
     if (vocab) {   /* the params category against the same ranks' unsharded plan */
         const long long params = category_at_peak(out, "params");
-        snprintf(cmd, sizeof cmd, "%s %s/%s %s %s %s --device plan --ranks %d", env, B, prog, SHAPE, COMMON, args, np);
+        snprintf(cmd, sizeof cmd, "%s %s/%s %s %s %s --device plan --ranks %d", env, B, prog, SHAPE, PLAN_COMMON, args, np);
         int rc0 = sh(cmd);
         const long long params0 = category_at_peak(out, "params");
         const long long state0 = params0 + category_at_peak(out, "grads") + category_at_peak(out, "optimizer");

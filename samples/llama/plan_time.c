@@ -200,15 +200,18 @@ int plan_time_report(const TrainState *s, int steps) {
            tokens / total, said, flops * 1e-9);
     const double peak = p.peak[c->model.precision ? 1 : 0];   /* the MFU as samples/llama/mfu.h counts it */
     const double mfu = peak > 0 ? mfu_flops_per_token(&c->model, c->seq_len) * tokens / total / (world * peak) : 0;
-    if (mfu > 0) printf("  MFU %.1f %% (mfu.h's FLOPs per token over %d x the %s peak of %.0f TFLOP/s)\n", 100 * mfu, world,
+    const int detail = !c->quiet;   /* --quiet: the predicted step alone, as the peak's total alone */
+    if (detail && mfu > 0) printf("  MFU %.1f %% (mfu.h's FLOPs per token over %d x the %s peak of %.0f TFLOP/s)\n", 100 * mfu, world,
                         c->model.precision ? "bf16" : "tf32", peak * 1e-12);
-    if (world > 1)
+    if (detail && world > 1)
         printf("  collectives over %s: %.3g GB/s a rank, %.3g ms a call%s\n", p.link_source[0] ? p.link_source : "an estimated link (a quarter of the copy bandwidth)",
                p.link_bw * 1e-9, p.link_s * 1e3, p.comm_overlap > 0 ? "; inside forward and backward partly hidden" : "");
-    printf("  phase:");
-    for (int i = 0; i < KC_PH_N; i++)
-        if (ph[i] > 0) printf(" %s %.3f", kcost_phase_names[i], ph[i] / steps * 1e3);
-    printf(" (ms)\n");
+    if (detail) {
+        printf("  phase:");
+        for (int i = 0; i < KC_PH_N; i++)
+            if (ph[i] > 0) printf(" %s %.3f", kcost_phase_names[i], ph[i] / steps * 1e3);
+        printf(" (ms)\n");
+    }
     dpmem_meta("plan.profile", p.name);
     dpmem_meta("plan.profile_source", p.source);
     if (p.measured[0]) dpmem_meta("plan.profile_measured", p.measured);
