@@ -50,7 +50,7 @@ TESTS += $(BUILD)/tests/test_dp_config
 DP_TRAINER_DEPS := $(BUILD)/libtrainer.a kernels/kernels.h samples/llama/config.h samples/llama/data.h samples/llama/llama.h samples/llama/train.h dpmem.h
 # (the noise, kernels/cpu/noise.c, is in the trainer library: the weights' initialisation draws from it too)
 DP_STRATEGY_SRC := samples/dp/dp_sgd.c samples/dp/dp_norms.c samples/dp/dp_clip.c samples/dp/dp_lora.c samples/dp/dp_report.c \
-                   samples/dp/dp_device.c samples/dp/dp_fused.c
+                   samples/dp/dp_device.c samples/dp/dp_fused.c samples/dp/dp_plan_bench.c
 DP_LIB_SRC := $(DP_STRATEGY_SRC) samples/dp/dp_config.c samples/dp/accountant.c $(DP_KERNEL_SRC) kernels/cpu/dp_update.c
 # kernels_cuda.h: dp_norms.c sizes the GPU's flash and tied-gather scratch with its inline functions
 DP_LIB_HDR := samples/dp/dp_sgd.h samples/dp/dp_sgd_impl.h samples/dp/poisson_capacity.h samples/dp/dp_config.h samples/dp/accountant.h kernels/noise.h kernels/dp_kernels.h \

@@ -5,7 +5,8 @@
 # bf16: the adapters' update), --zero 1, 2 and 3 over two ranks (each rank's slices at their flat offsets;
 # SKIP line where mpirun is missing). Each run's log says which path ran (META dp.update: fused, separate);
 # SGD and --secure-noise on the CPU (no fused twin there) keep the two passes; a DPMEM_FUSED_UPDATE other
-# than 0 or 1 ends with exit 1 and one line naming it.
+# than 0 or 1 ends with exit 1 and one line naming it. A plan takes the path its target would (its
+# predicted phases say so) at the same peak.
 B=${DPMEM_BUILD:-build}
 for t in train_flash train_ghost train_dpsgd train_lora dpmem-trace; do
   [ -x "$B/$t" ] || { echo "FAIL: $B/$t not built"; exit 1; }
@@ -61,6 +62,23 @@ if command -v mpirun >/dev/null 2>&1; then
 else
   echo "SKIP (part) test_dp_fused: no mpirun: --zero 1, 2, 3 over two ranks not checked"
 fi
+
+# a plan takes the path its target would, for its predicted time: the fused pass is optimizer_step's (no noise
+# phase), the two passes have a noise phase; the same peak either way (the two allocate alike); --secure-noise
+# fuses where the target has the twin (CUDA), not on the CPU
+plan() {   # plan NAME FUSED ARGS...: phase line and peak of a plan
+  pn=$1; pf=$2; shift 2
+  DPMEM_FUSED_UPDATE=$pf "$B/train_flash" --steps 2 --batch-size 4 --max-physical-batch-size 2 --device plan --plan-profile h100 \
+    "$@" --log "$d/$pn.log" >"$d/$pn.out" 2>&1 || no "plan $pn failed: $(tail -2 "$d/$pn.out")"
+}
+plan p1 1 --plan-for cpu; plan p0 0 --plan-for cpu; plan ps 1 --plan-for cpu --secure-noise; plan pg 1 --plan-for cuda --secure-noise
+grep -q '^  phase:.* noise' "$d/p1.out" && no "fused plan: a noise phase: $(grep phase: "$d/p1.out")"
+grep -q '^  phase:.* noise [0-9]' "$d/p0.out" || no "two-pass plan (DPMEM_FUSED_UPDATE=0): no noise phase: $(grep phase: "$d/p0.out")"
+grep -q '^  phase:.* noise [0-9]' "$d/ps.out" || no "--secure-noise plan for the CPU: no noise phase (no fused twin there)"
+grep -q '^  phase:.* noise' "$d/pg.out" && no "--secure-noise plan for CUDA: a noise phase (the GPU fuses it)"
+[ "$(update_of "$d/p1.log")" = fused ] && [ "$(update_of "$d/p0.log")" = separate ] || no "plans' META dp.update: $(update_of "$d/p1.log") / $(update_of "$d/p0.log")"
+[ "$(grep '^peak tagged' "$d/p1.out")" = "$(grep '^peak tagged' "$d/p0.out")" ] && grep -q '^peak tagged' "$d/p1.out" \
+  || no "fused and two-pass plans' peaks differ: $(grep '^peak tagged' "$d/p1.out" "$d/p0.out")"
 
 DPMEM_FUSED_UPDATE=yes "$B/train_flash" $COMMON >"$d/out" 2>"$d/err"; rc=$?
 [ $rc -eq 1 ] || no "DPMEM_FUSED_UPDATE=yes: exit $rc, want 1"

@@ -72,22 +72,69 @@ static void formulas(void) {
         DPMEM_SCOPE("backward");
         DPMEM_SCOPE("clip");
         kcost_dp_linear_norms(&l, 0, 2, 8, 4, 6, 0, 4);   /* direct: the per-sample GEMMs, then Σ psg² */
-        CHECK_EQ_U(l.n, 2);
-        CHECK_NEAR(l.e[0].flops, 2.0 * 2 * 8 * 4 * 6);
-        CHECK_NEAR(l.e[1].bytes, 2.0 * 4 * 6 * 4);
+        CHECK_EQ_U(l.n, 1);
+        CHECK_EQ_U(l.e[0].kind, KC_DP);
+        CHECK(l.e[0].key[0] == KCD_DIRECT && l.e[0].key[1] == 2 && l.e[0].key[2] == 8 && l.e[0].key[3] == 4 && l.e[0].key[4] == 6);
+        CHECK_NEAR(l.e[0].flops, 2.0 * 2 * 8 * 4 * 6 + 2.0 * 2 * 4 * 6);
+        CHECK_NEAR(l.e[0].bytes, 2 * ((6.0 * 8 + 8 * 4) * 4 + 6.0 * 4 * 4) + 2.0 * 4 * 6 * 4);
         CHECK_EQ_U(l.e[0].phase, KC_PH_CLIP);
         kcost_dp_linear_norms(&l, 1, 2, 8, 4, 6, 0, 4);   /* ghost: syrk of A and of G (T²·K each), the dot */
-        CHECK_EQ_U(l.n, 5);
-        CHECK_NEAR(l.e[2].flops, 2.0 * 8 * 8 * 4);
-        CHECK_NEAR(l.e[3].flops, 2.0 * 8 * 8 * 6);
-        CHECK_NEAR(l.e[4].bytes, 2.0 * 8 * 8 * 2 * 4);
+        CHECK_EQ_U(l.n, 2);
+        CHECK_NEAR(l.e[1].flops, 2.0 * 8 * 8 * 4 + 2.0 * 8 * 8 * 6 + 2 * 2.0 * 8 * 8);
+        CHECK_NEAR(l.e[1].bytes, (2.0 * 8 * 4 * 4 + 2.0 * 8 * 8 * 4) + (2.0 * 8 * 6 * 4 + 2.0 * 8 * 8 * 4) + 2.0 * 8 * 8 * 2 * 4);
         kcost_dp_linear_norms(&l, 2, 2, 8, 4, 6, 4, 4);   /* flash, R=4: 2 tiles, 3 pairs j ≤ i */
-        CHECK_EQ_U(l.n, 6);
-        CHECK_NEAR(l.e[5].flops, 2.0 * 3 * (2.0 * 4 * 4 * 10 + 2.0 * 4 * 4));
-        CHECK_NEAR(l.e[5].bytes, 2.0 * 8 * 10 * 4 * 2);
+        CHECK_EQ_U(l.n, 3);
+        CHECK_EQ_U(l.e[2].key[5], 4);
+        CHECK_NEAR(l.e[2].flops, 2.0 * 3 * (2.0 * 4 * 4 * 10 + 2.0 * 4 * 4));
+        CHECK_NEAR(l.e[2].bytes, 2.0 * 8 * 10 * 4 * 2);
         kcost_dp_clipped_bk(&l, 2, 8, 4, 6, 2);          /* Σ_b c_b G_bᵀA_b, bf16 A and G, dW read and written */
-        CHECK_NEAR(l.e[6].flops, 2.0 * 2 * 8 * 4 * 6);
-        CHECK_NEAR(l.e[6].bytes, 2 * ((6.0 * 8 + 8 * 4) * 2 + 6.0 * 4 * 4 * 2));
+        CHECK_EQ_U(l.e[3].key[6], 2);
+        CHECK_NEAR(l.e[3].flops, 2.0 * 2 * 8 * 4 * 6);
+        CHECK_NEAR(l.e[3].bytes, 2 * ((6.0 * 8 + 8 * 4) * 2 + 6.0 * 4 * 4 * 2));
+        /* without a measured time (a GPU profile): each part by its roofline, the GEMM's call and the pass's */
+        KCostProfile p;
+        memset(&p, 0, sizeof p);
+        p.gemm_rate[0] = 1e6; p.gemm_rate[1] = 1e9; p.mem_bw = 1e3; p.call_s = 1e-3; p.gemm_call_s = 2e-3;
+        const double gemm_f = 2.0 * 2 * 8 * 4 * 6, gemm_b = 2 * ((6.0 * 8 + 8 * 4) * 4 + 6.0 * 4 * 4), pass_b = 2.0 * 4 * 6 * 4;
+        CHECK_NEAR(kcost_entry_seconds(&p, &l.e[0]), (gemm_f / 1e6 > gemm_b / 1e3 ? gemm_f / 1e6 : gemm_b / 1e3) + 2e-3 + pass_b / 1e3 + 1e-3);
+        /* a measured call wins, and scales with the samples */
+        KCostTimed t = { KC_DP, { KCD_DIRECT, 1, 8, 4, 6, 0, 4, 0 }, 0.25 };
+        p.timed = &t; p.n_timed = 1;
+        CHECK_NEAR(kcost_entry_seconds(&p, &l.e[0]), 0.5);
+    }
+    kcost_ledger_free(&l);
+
+    /* the named ops: each one's traffic and flops an element from kcost_op_info, at fp32 or bf16 storage */
+    kcost_ledger_init(&l);
+    {
+        DPMEM_SCOPE("step");
+        DPMEM_SCOPE("forward");
+        kcost_op(&l, KCO_RMS_F, 4, 16, 128, 0);             /* 16 rows of 128: 8 bytes, 4 flops an element */
+        CHECK_EQ_U(l.n, 1);
+        CHECK(l.e[0].kind == KC_MEM && l.e[0].key[0] == KCO_RMS_F && l.e[0].key[2] == 16 && l.e[0].key[3] == 128);
+        CHECK_NEAR(l.e[0].bytes, 16.0 * 128 * 8);
+        CHECK_NEAR(l.e[0].flops, 16.0 * 128 * 4);
+        CHECK_NEAR(kcost_op_elements(&l.e[0]), 16.0 * 128);
+        kcost_op(&l, KCO_RMS_F, 2, 16, 128, 0);             /* bf16 storage: half the bytes */
+        CHECK_NEAR(l.e[1].bytes, 16.0 * 128 * 4);
+        CHECK_NEAR(kcost_op_elements(&l.e[1]), 16.0 * 128);
+        kcost_op(&l, KCO_WIDEN, 4, 1000, 1, 0);             /* 2 bytes read, 4 written */
+        CHECK_NEAR(l.e[2].bytes, 6000.0);
+        kcost_op(&l, KCO_CE_F, 4, 3, 50, 0);                /* a loop: one logit an element */
+        CHECK(l.e[3].kind == KC_LOOP && l.e[3].flops == 3.0 * 150 && l.e[3].bytes == 4.0 * 150);
+        kcost_op(&l, KCO_NOISY_ADAMW, 4, ((size_t)1 << 32) + 6, 1, 0);   /* rows past INT_MAX: the key says so, the bytes are exact */
+        CHECK(l.e[4].key[2] == 2147483647 && kcost_op_elements(&l.e[4]) == 4294967302.0);
+        CHECK_EQ_U(kcost_op_elements(&(KCostEntry){ .kind = KC_GEMM, .bytes = 8 }) == 0, 1);
+        /* the CPU profile: a timed size wins (scaled by the elements from the nearest rows), else op_s an element */
+        KCostProfile p;
+        memset(&p, 0, sizeof p);
+        p.mem_bw = 1e9; p.call_s = 1e-6; p.op_s[KCO_RMS_F] = 1e-9;
+        CHECK_NEAR(kcost_entry_seconds(&p, &l.e[0]), 1e-6 + 2048e-9);
+        KCostTimed t = { KC_MEM, { KCO_RMS_F, 4, 8, 128, 0, 0, 0, 0 }, 0.125 };
+        p.timed = &t; p.n_timed = 1;
+        CHECK_NEAR(kcost_entry_seconds(&p, &l.e[0]), 0.25);     /* 16 rows from 8 */
+        t.key[3] = 64;                                           /* another row length: not this op's shape */
+        CHECK_NEAR(kcost_entry_seconds(&p, &l.e[0]), 1e-6 + 2048e-9);
     }
     kcost_ledger_free(&l);
     CHECK_NEAR(kcost_comm_bytes(KC_ALLREDUCE, 800, 8), 2.0 * 7 / 8 * 800);
@@ -185,6 +232,7 @@ static void cache(void) {
     snprintf(p.source, sizeof p.source, "a test");
     p.gemm_rate[0] = 1.5e10; p.gemm_rate[1] = 2.5e10; p.gemm_call_s = 1e-6; p.attn_rate[0] = 3e9; p.attn_rate[1] = 4e9;
     p.loop_rate = 5e8; p.mem_bw = 6e9; p.call_s = 7e-7; p.link_bw = 8e8; p.link_s = 2e-5; p.comm_overlap = 0.25;
+    for (int i = 0; i < KCO_N; i++) p.op_s[i] = 1e-10 * (i + 1);
     KCostTimed t[2] = { { KC_GEMM, { 0, 1, 2048, 128, 128, 1, 4, 0 }, 6e-4 }, { KC_ATTN_B, { 4, 512, 4, 4, 32, 4, 0, 0 }, 0.031 } };
     p.timed = t; p.n_timed = 2;
     CHECK(kcost_profile_save(&p, path) == 0);
@@ -192,9 +240,22 @@ static void cache(void) {
     CHECK(!strcmp(q.name, "cpu") && !strcmp(q.measured, p.measured) && !strcmp(q.source, "a test"));
     CHECK(q.gemm_rate[1] == 2.5e10 && q.mem_bw == 6e9 && q.link_s == 2e-5 && q.comm_overlap == 0.25);
     CHECK_EQ_U(q.n_timed, 2);
+    CHECK(q.op_s[KCO_ADAMW] == 1e-10 * (KCO_ADAMW + 1) && q.op_s[KCO_N - 1] == 1e-10 * KCO_N);
     CHECK(q.n_timed == 2 && q.timed[1].kind == KC_ATTN_B && q.timed[1].key[1] == 512 && q.timed[1].seconds == 0.031);
     kcost_profile_free(&q);
-    FILE *f = fopen(path, "w");
+    /* a file of the first version (GEMMs timed on warm operands, no named ops): measured again */
+    char text[4096] = "";
+    FILE *f = fopen(path, "r");
+    size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[got] = 0;
+    char *v = strstr(text, "version 2\n");
+    CHECK(v != NULL);
+    if (v) v[8] = '1';
+    f = fopen(path, "w");
+    if (f) { fputs(text, f); fclose(f); }
+    CHECK(kcost_profile_load(&q, path) == -1);
+    f = fopen(path, "w");
     if (f) { fputs("name cpu\nthis is not a profile\n", f); fclose(f); }
     CHECK(kcost_profile_load(&q, path) == -1);
     remove(path);
@@ -204,7 +265,16 @@ static void cache(void) {
     CHECK(kcost_profile_preset(&q, "v100", err, sizeof err) == -1 && strstr(err, "v100"));
 }
 
-/* The CPU's measurement: each new shape timed once (exact), a sibling scaled when asked to (scale). */
+/* a DP layer's bench (KCostLedger.bench_dp): counts its calls */
+static int bench_calls;
+static double fake_bench(const KCostEntry *e, int nthreads) {
+    (void)nthreads;
+    bench_calls++;
+    return e->kind == KC_DP ? 1e-3 * e->key[1] : -1;
+}
+
+/* The CPU's measurement: each new shape timed once (exact), a sibling scaled when asked to (scale); the
+   named ops timed too, the DP kernels by the ledger's bench. */
 static void measured(void) {
     KCostLedger l;
     kcost_ledger_init(&l);
@@ -214,12 +284,21 @@ static void measured(void) {
         kcost_gemm(&l, 0, 1, 64, 32, 16, 1, 4, 4, 0);
         kcost_attention(&l, 0, 1, 32, 2, 2, 16, 4);
         kcost_attention(&l, 1, 1, 32, 2, 2, 16, 4);
+        kcost_op(&l, KCO_ADAMW, 4, 5000, 1, 0);
+        kcost_op(&l, KCO_RMS_B, 4, 64, 32, 0);
+        kcost_dp_linear_norms(&l, 2, 3, 32, 16, 8, 8, 4);
     }
     KCostProfile p;
     memset(&p, 0, sizeof p);
-    CHECK_EQ_U(kcost_profile_measure(&p, &l, 1, 1), 3);
-    CHECK(p.n_timed == 3 && p.timed[0].seconds > 0 && p.timed[1].seconds > 0 && p.timed[2].seconds > 0);
+    CHECK_EQ_U(kcost_profile_measure(&p, &l, 1, 1), 5);                    /* no bench: the DP entry untimed */
+    CHECK(p.n_timed == 5 && p.timed[0].seconds > 0 && p.timed[1].seconds > 0 && p.timed[2].seconds > 0);
+    CHECK(p.timed[3].kind == KC_MEM && p.timed[3].key[0] == KCO_ADAMW && p.timed[3].seconds > 0 && p.timed[4].seconds > 0);
+    l.bench_dp = fake_bench;
+    CHECK_EQ_U(kcost_profile_measure(&p, &l, 1, 1), 1);                    /* the DP entry, by the bench, once */
+    CHECK_EQ_U(bench_calls, 1);
+    CHECK_NEAR(kcost_entry_seconds(&p, &l.e[5]), 3e-3);
     CHECK_EQ_U(kcost_profile_measure(&p, &l, 1, 1), 0);                    /* cached */
+    CHECK_EQ_U(bench_calls, 1);
     KCostEntry twice = l.e[0];
     twice.key[2] = 128;                                                  /* M doubled: twice the measured time */
     CHECK_NEAR(kcost_timed_seconds(&p, &twice), 2 * p.timed[0].seconds);

@@ -21,32 +21,32 @@ static void plan_gemm(KBackend *b, int ta, int tb, int M, int N, int K, float al
     (void)alpha; (void)A; (void)lda; (void)sa; (void)B; (void)ldb; (void)sb; (void)C; (void)ldc; (void)sc;
     kcost_gemm(b->cost, ta, tb, M, N, K, batch, 4, 4, beta != 0.0f);
 }
-static void plan_fill(KBackend *b, float *x, float v, size_t n) { (void)x; (void)v; kcost_elementwise(b->cost, n, 0, 1, 4, 0); }
-static void plan_copy(KBackend *b, float *d, const float *s, size_t n) { (void)d; (void)s; kcost_elementwise(b->cost, n, 1, 1, 4, 0); }
-static void plan_add(KBackend *b, float *y, const float *x, size_t n) { (void)y; (void)x; kcost_elementwise(b->cost, n, 2, 1, 4, 1); }
-static void plan_scale(KBackend *b, float *x, float s, size_t n) { (void)x; (void)s; kcost_elementwise(b->cost, n, 1, 1, 4, 1); }
-static double plan_reduce(KBackend *b, const float *x, size_t n, void *w) { (void)x; (void)w; kcost_elementwise(b->cost, n, 1, 0, 4, 2); return 0.0; }
-static size_t plan_count(KBackend *b, const float *x, size_t n, void *w) { (void)x; (void)w; kcost_elementwise(b->cost, n, 1, 0, 4, 1); return 0; }
+static void plan_fill(KBackend *b, float *x, float v, size_t n) { (void)x; (void)v; kcost_op(b->cost, KCO_FILL, 4, n, 1, 0); }
+static void plan_copy(KBackend *b, float *d, const float *s, size_t n) { (void)d; (void)s; kcost_op(b->cost, KCO_COPY, 4, n, 1, 0); }
+static void plan_add(KBackend *b, float *y, const float *x, size_t n) { (void)y; (void)x; kcost_op(b->cost, KCO_ADD, 4, n, 1, 0); }
+static void plan_scale(KBackend *b, float *x, float s, size_t n) { (void)x; (void)s; kcost_op(b->cost, KCO_SCALE, 4, n, 1, 0); }
+static double plan_reduce(KBackend *b, const float *x, size_t n, void *w) { (void)x; (void)w; kcost_op(b->cost, KCO_REDUCE, 4, n, 1, 0); return 0.0; }
+static size_t plan_count(KBackend *b, const float *x, size_t n, void *w) { (void)x; (void)w; kcost_op(b->cost, KCO_REDUCE, 4, n, 1, 0); return 0; }
 static void plan_emb_f(KBackend *b, float *o, const int *t, const float *w, int N, int C) {
     (void)o; (void)t; (void)w;
-    kcost_elementwise(b->cost, (size_t)N * C, 1, 1, 4, 0);
+    kcost_op(b->cost, KCO_EMB_F, 4, (size_t)N, C, 0);
 }
 static void plan_emb_b(KBackend *b, float *dw, const int *t, const float *d, int N, int C, int V, void *s) {
     (void)dw; (void)t; (void)d; (void)V; (void)s;
-    kcost_elementwise(b->cost, (size_t)N * C, 2, 1, 4, 1);
+    kcost_op(b->cost, KCO_EMB_B, 4, (size_t)N, C, 0);
 }
 static void plan_rms_f(KBackend *b, float *o, float *r, const float *x, const float *w, int N, int C, float e) {
     (void)o; (void)r; (void)x; (void)w; (void)e;
-    kcost_elementwise(b->cost, (size_t)N * C, 1, 1, 4, 4);
+    kcost_op(b->cost, KCO_RMS_F, 4, (size_t)N, C, 0);
 }
 static void plan_rms_b(KBackend *b, float *dx, float *dw, const float *dy, const float *x, const float *w,
                        const float *r, int N, int C, void *s) {
     (void)dx; (void)dw; (void)dy; (void)x; (void)w; (void)r; (void)s;
-    kcost_elementwise(b->cost, (size_t)N * C, 3, 1, 4, 8);
+    kcost_op(b->cost, KCO_RMS_B, 4, (size_t)N, C, 0);
 }
 static void plan_rope(KBackend *b, float *x, int B, int T, int NH, int HS, KRope r) {
     (void)x; (void)r;
-    kcost_elementwise(b->cost, (size_t)B * T * NH * HS, 1, 1, 4, 3);
+    kcost_op(b->cost, KCO_ROPE, 4, (size_t)B * T, NH * HS, HS);
 }
 static void plan_attn_f(KBackend *b, float *o, float *l, const float *q, const float *k, const float *v,
                         int B, int T, int NH, int NKV, int HS, void *s) {
@@ -62,28 +62,28 @@ static void plan_attn_b(KBackend *b, float *dq, float *dk, float *dv, const floa
 }
 static void plan_swi_f(KBackend *b, float *h, const float *g, const float *u, size_t n) {
     (void)h; (void)g; (void)u;
-    kcost_elementwise(b->cost, n, 2, 1, 4, 5);
+    kcost_op(b->cost, KCO_SWI_F, 4, n, 1, 0);
 }
 static void plan_swi_b(KBackend *b, float *dg, float *du, const float *dh, const float *g, const float *u, size_t n) {
     (void)dg; (void)du; (void)dh; (void)g; (void)u;
-    kcost_elementwise(b->cost, n, 3, 2, 4, 10);
+    kcost_op(b->cost, KCO_SWI_B, 4, n, 1, 0);
 }
 static void plan_ce_f(KBackend *b, float *l, const float *x, const int *t, int N, int V, void *s) {
     (void)l; (void)x; (void)t; (void)s;
-    kcost_loop(b->cost, 3.0 * N * V, 4.0 * N * V);
+    kcost_op(b->cost, KCO_CE_F, 4, (size_t)N, V, 0);
 }
 static void plan_ce_b(KBackend *b, float *x, const int *t, float sc, const float *w, int B, int T, int V, void *s) {
     (void)x; (void)t; (void)sc; (void)w; (void)s;
-    kcost_loop(b->cost, 4.0 * B * T * V, 8.0 * B * T * V);
+    kcost_op(b->cost, KCO_CE_B, 4, (size_t)B * T, V, 0);
 }
 static void plan_adamw(KBackend *b, float *p, const float *g, float *m, float *v, size_t n, float lr,
                        float b1, float b2, float eps, float wd, int t) {
     (void)p; (void)g; (void)m; (void)v; (void)lr; (void)b1; (void)b2; (void)eps; (void)wd; (void)t;
-    kcost_elementwise(b->cost, n, 4, 3, 4, 15);
+    kcost_op(b->cost, KCO_ADAMW, 4, n, 1, 0);
 }
 static void plan_sgd(KBackend *b, float *p, const float *g, size_t n, float lr, float wd) {
     (void)p; (void)g; (void)lr; (void)wd;
-    kcost_elementwise(b->cost, n, 2, 1, 4, 3);
+    kcost_op(b->cost, KCO_SGD, 4, n, 1, 0);
 }
 
 static void plan_gemm_ex(KBackend *b, int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda,
@@ -94,9 +94,9 @@ static void plan_gemm_ex(KBackend *b, int ta, int tb, int M, int N, int K, float
     kcost_gemm(b->cost, ta, tb, M, N, K, batch, (int)KDT_SIZE(ab), (int)KDT_SIZE(c), beta != 0.0f);
 }
 /* bf16 <-> fp32: 2 bytes read and 4 written an element, or the reverse */
-static void plan_widen(KBackend *b, float *d, const void *s, size_t n) { (void)d; (void)s; kcost_bytes(b->cost, 6.0 * (double)n); }
-static void plan_narrow(KBackend *b, void *d, const float *s, size_t n) { (void)d; (void)s; kcost_bytes(b->cost, 6.0 * (double)n); }
-static void plan_narrow_inplace(KBackend *b, void *x, size_t n) { (void)x; kcost_bytes(b->cost, 6.0 * (double)n); }
+static void plan_widen(KBackend *b, float *d, const void *s, size_t n) { (void)d; (void)s; kcost_op(b->cost, KCO_WIDEN, 4, n, 1, 0); }
+static void plan_narrow(KBackend *b, void *d, const float *s, size_t n) { (void)d; (void)s; kcost_op(b->cost, KCO_NARROW, 4, n, 1, 0); }
+static void plan_narrow_inplace(KBackend *b, void *x, size_t n) { (void)x; kcost_op(b->cost, KCO_NARROW, 4, n, 1, 0); }
 static void plan_copy_bytes(KBackend *b, void *d, const void *s, size_t n) { (void)d; (void)s; kcost_bytes(b->cost, 2.0 * (double)n); }
 static void plan_zero_bytes(KBackend *b, void *x, size_t n) { (void)x; kcost_bytes(b->cost, (double)n); }
 static void plan_init_normal(KBackend *b, float *x, size_t n, double sd, uint64_t seed, uint64_t stream) {
@@ -106,24 +106,24 @@ static void plan_init_normal(KBackend *b, float *x, size_t n, double sd, uint64_
 /* the native bf16 entries (kernels.h): a plan for a target that has them calls these */
 static void plan_emb_f16(KBackend *b, void *o, const int *t, const float *w, int N, int C) {
     (void)o; (void)t; (void)w;
-    kcost_elementwise(b->cost, (size_t)N * C, 1, 1, 2, 0);
+    kcost_op(b->cost, KCO_EMB_F, 2, (size_t)N, C, 0);
 }
 static void plan_emb_b16(KBackend *b, float *dw, const int *t, const void *d, int N, int C, int V, void *s) {
     (void)dw; (void)t; (void)d; (void)V; (void)s;
-    kcost_elementwise(b->cost, (size_t)N * C, 2, 1, 2, 1);
+    kcost_op(b->cost, KCO_EMB_B, 2, (size_t)N, C, 0);
 }
 static void plan_rms_f16(KBackend *b, void *o, float *r, const void *x, const float *w, int N, int C, float e) {
     (void)o; (void)r; (void)x; (void)w; (void)e;
-    kcost_elementwise(b->cost, (size_t)N * C, 1, 1, 2, 4);
+    kcost_op(b->cost, KCO_RMS_F, 2, (size_t)N, C, 0);
 }
 static void plan_rms_b16(KBackend *b, void *dx, float *dw, const void *dy, const void *x, const float *w,
                          const float *r, int N, int C, void *s) {
     (void)dx; (void)dw; (void)dy; (void)x; (void)w; (void)r; (void)s;
-    kcost_elementwise(b->cost, (size_t)N * C, 3, 1, 2, 8);
+    kcost_op(b->cost, KCO_RMS_B, 2, (size_t)N, C, 0);
 }
 static void plan_rope16(KBackend *b, void *x, int B, int T, int NH, int HS, KRope r) {
     (void)x; (void)r;
-    kcost_elementwise(b->cost, (size_t)B * T * NH * HS, 1, 1, 2, 3);
+    kcost_op(b->cost, KCO_ROPE, 2, (size_t)B * T, NH * HS, HS);
 }
 static void plan_attn_f16(KBackend *b, void *o, float *l, const void *q, const void *k, const void *v,
                           int B, int T, int NH, int NKV, int HS, void *s) {
@@ -139,11 +139,11 @@ static void plan_attn_b16(KBackend *b, void *dq, void *dk, void *dv, const void 
 }
 static void plan_swi_f16(KBackend *b, void *h, const void *g, const void *u, size_t n) {
     (void)h; (void)g; (void)u;
-    kcost_elementwise(b->cost, n, 2, 1, 2, 5);
+    kcost_op(b->cost, KCO_SWI_F, 2, n, 1, 0);
 }
 static void plan_swi_b16(KBackend *b, void *dg, void *du, const void *dh, const void *g, const void *u, size_t n) {
     (void)dg; (void)du; (void)dh; (void)g; (void)u;
-    kcost_elementwise(b->cost, n, 3, 2, 2, 10);
+    kcost_op(b->cost, KCO_SWI_B, 2, n, 1, 0);
 }
 
 const KOps kops_plan = {

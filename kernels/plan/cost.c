@@ -3,6 +3,7 @@
 
 #include "dpmem.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,42 @@ void kcost_loop(KCostLedger *l, double flops, double bytes) {
     if (l) kcost_record(l, KC_LOOP, NULL, flops, bytes, 1);
 }
 
+/* what each named op moves and computes an element, at fp32: the formulas the plan backend used inline */
+const KCostOpInfo kcost_op_info[KCO_N] = {
+    [KCO_OTHER] = { "other", KC_MEM, 0, 0 },
+    [KCO_FILL] = { "fill", KC_MEM, 4, 0 },            [KCO_COPY] = { "copy", KC_MEM, 8, 0 },
+    [KCO_ADD] = { "add", KC_MEM, 12, 1 },             [KCO_SCALE] = { "scale", KC_MEM, 8, 1 },
+    [KCO_REDUCE] = { "reduce", KC_MEM, 4, 2 },        /* sum, sumsq, count_nonfinite */
+    [KCO_EMB_F] = { "embedding_forward", KC_MEM, 8, 0 }, [KCO_EMB_B] = { "embedding_backward", KC_MEM, 12, 1 },
+    [KCO_RMS_F] = { "rmsnorm_forward", KC_MEM, 8, 4 }, [KCO_RMS_B] = { "rmsnorm_backward", KC_MEM, 16, 8 },
+    [KCO_ROPE] = { "rope", KC_MEM, 8, 3 },            /* forward and backward alike */
+    [KCO_SWI_F] = { "swiglu_forward", KC_MEM, 12, 5 }, [KCO_SWI_B] = { "swiglu_backward", KC_MEM, 20, 10 },
+    [KCO_CE_F] = { "crossentropy_forward", KC_LOOP, 4, 3 },   /* an element: one logit */
+    [KCO_CE_B] = { "crossentropy_backward", KC_LOOP, 8, 4 },
+    [KCO_ADAMW] = { "adamw", KC_MEM, 28, 15 },        [KCO_SGD] = { "sgd", KC_MEM, 12, 3 },
+    [KCO_WIDEN] = { "widen", KC_MEM, 6, 0 },          [KCO_NARROW] = { "narrow", KC_MEM, 6, 0 },   /* bf16 <-> fp32 */
+    [KCO_NOISE] = { "noise", KC_LOOP, 8, 40 },        /* Philox + Box-Muller, g read and written */
+    [KCO_NOISY_ADAMW] = { "noisy_adamw", KC_LOOP, 28, 55 },   /* the fused update: the noise inside AdamW's pass */
+};
+
+static double op_elem_bytes(int op, int elem) {
+    const double b = kcost_op_info[op].bytes;
+    return op == KCO_WIDEN || op == KCO_NARROW || elem >= 4 ? b : b * elem / 4.0;
+}
+
+void kcost_op(KCostLedger *l, KCostOp op, int elem, size_t rows, int inner, int extra) {
+    if (!l || rows == 0 || inner <= 0 || op <= KCO_OTHER || op >= KCO_N) return;
+    const int key[8] = { (int)op, elem, rows > INT_MAX ? INT_MAX : (int)rows, inner, extra, 0, 0, 0 };
+    const double n = (double)rows * inner;
+    kcost_record(l, (KCostKind)kcost_op_info[op].kind, key, kcost_op_info[op].flops * n, op_elem_bytes(op, elem) * n, 1);
+}
+
+double kcost_op_elements(const KCostEntry *e) {
+    if ((e->kind != KC_MEM && e->kind != KC_LOOP) || e->key[0] <= KCO_OTHER || e->key[0] >= KCO_N) return 0;
+    const double b = op_elem_bytes(e->key[0], e->key[1]);
+    return b > 0 ? e->bytes / b : 0;
+}
+
 double kcost_comm_bytes(int kind, double bytes, int ranks) {
     if (ranks <= 1) return 0;
     const double f = (double)(ranks - 1) / ranks;
@@ -153,30 +190,48 @@ void kcost_comm(KCostLedger *l, int phase, int kind, double bytes, int ranks, in
 }
 
 /* ---- the DP kernels ---------------------------------------------------------------------------- */
-void kcost_dp_linear_norms(KCostLedger *l, int way, int B, int T, int IC, int OC, int R, int elem) {
-    if (!l || B <= 0 || T <= 0) return;
+/* the parts of a DP kernel's call (KC_DP), each as a GEMM or a pass would record it: kind, flops, bytes, and
+   for a GEMM its operands' element size */
+typedef struct { int kind, elem; double flops, bytes; } DpPart;
+static int dp_parts(const int *key, DpPart part[3]) {
+    const int way = key[0], B = key[1], T = key[2], IC = key[3], OC = key[4], R = key[5], elem = key[6];
     const double b = B, t = T, ic = IC, oc = OC;
-    if (way == 0) {   /* psg_b = G_bᵀ A_b [OC, IC], then Σ psg² */
-        kcost_gemm(l, 1, 0, OC, IC, T, B, elem, 4, 0);
-        kcost_elementwise(l, (size_t)B * IC * OC, 1, 0, 4, 2);
-        return;
+    switch (way) {
+        case KCD_DIRECT:   /* psg_b = G_bᵀ A_b [OC, IC], then Σ psg² */
+            part[0] = (DpPart){ KC_GEMM, elem, 2 * oc * ic * t * b, ((oc * t + t * ic) * elem + oc * ic * 4) * b };
+            part[1] = (DpPart){ KC_MEM, 4, 2 * b * ic * oc, b * ic * oc * 4 };
+            return 2;
+        case KCD_GHOST:    /* A_b A_bᵀ and G_b G_bᵀ (syrk: the lower half), then ⟨·,·⟩ over T×T */
+            part[0] = (DpPart){ KC_GEMM, elem, b * t * t * ic, b * t * ic * elem + b * t * t * 4 };
+            part[1] = (DpPart){ KC_GEMM, elem, b * t * t * oc, b * t * oc * elem + b * t * t * 4 };
+            part[2] = (DpPart){ KC_MEM, 4, 2 * b * t * t, b * t * t * 2 * 4 };
+            return 3;
+        case KCD_FLASH: {  /* tile pairs j ≤ i of R rows (R ≥ T: one), each a_i a_jᵀ and g_i g_jᵀ and their dot, on chip */
+            const double r = R > 0 && R < T ? R : T, nt = ceil(t / r), pairs = nt * (nt + 1) / 2;
+            part[0] = (DpPart){ KC_GEMM, elem, b * pairs * (2.0 * r * r * (ic + oc) + 2.0 * r * r), b * t * (ic + oc) * elem * nt };
+            return 1;
+        }
+        default:           /* KCD_BK: dW += Σ_b c_b G_bᵀ A_b, C read and written */
+            part[0] = (DpPart){ KC_GEMM, elem, 2 * oc * ic * t * b, ((oc * t + t * ic) * elem + oc * ic * 4 * 2) * b };
+            return 1;
     }
-    if (way == 1) {   /* A_b A_bᵀ and G_b G_bᵀ (syrk: the lower half), then ⟨·,·⟩ over T×T */
-        const int ka[8] = { 0, 1, T, T, IC, B, elem, 1 }, kg[8] = { 0, 1, T, T, OC, B, elem, 1 };
-        kcost_record(l, KC_GEMM, ka, b * t * t * ic, (b * t * ic * elem) + b * t * t * 4, 1);
-        kcost_record(l, KC_GEMM, kg, b * t * t * oc, (b * t * oc * elem) + b * t * t * 4, 1);
-        kcost_elementwise(l, (size_t)B * T * T, 2, 0, 4, 2);
-        return;
-    }
-    /* flash: tile pairs j ≤ i of R rows (R ≥ T: one), each a_i a_jᵀ and g_i g_jᵀ and their dot, on chip */
-    const int r = R > 0 && R < T ? R : T;
-    const double nt = ceil(t / r), pairs = nt * (nt + 1) / 2;
-    const int key[8] = { 0, 1, r, r, IC + OC, (int)(b * pairs), elem, 2 };
-    kcost_record(l, KC_GEMM, key, b * pairs * (2.0 * r * r * (ic + oc) + 2.0 * r * r), b * t * (ic + oc) * elem * nt, 1);
+}
+
+static void record_dp(KCostLedger *l, int way, int B, int T, int IC, int OC, int R, int elem) {
+    if (!l || B <= 0 || T <= 0) return;
+    const int key[8] = { way, B, T, IC, OC, way == KCD_FLASH ? (R > 0 && R < T ? R : T) : 0, elem, 0 };
+    DpPart part[3];
+    double flops = 0, bytes = 0;
+    for (int i = 0, n = dp_parts(key, part); i < n; i++) { flops += part[i].flops; bytes += part[i].bytes; }
+    kcost_record(l, KC_DP, key, flops, bytes, 1);
+}
+
+void kcost_dp_linear_norms(KCostLedger *l, int way, int B, int T, int IC, int OC, int R, int elem) {
+    record_dp(l, way == 0 ? KCD_DIRECT : way == 1 ? KCD_GHOST : KCD_FLASH, B, T, IC, OC, R, elem);
 }
 
 void kcost_dp_clipped_bk(KCostLedger *l, int B, int T, int IC, int OC, int elem) {
-    kcost_gemm(l, 1, 0, OC, IC, T, B, elem, 4, 1);
+    record_dp(l, KCD_BK, B, T, IC, OC, 0, elem);
 }
 
 void kcost_dp_clipped_sum(KCostLedger *l, int B, size_t P) {
@@ -188,7 +243,24 @@ void kcost_dp_clipped_sum(KCostLedger *l, int B, size_t P) {
 /* The measured time of one call of e's shape: exact, or scaled from a measured shape that differs in one
    size alone where the time is linear in it (a GEMM's M, N, K or batch; attention's batch), the nearest
    such; < 0 when there is none. */
+/* a named op: the same op, row length and extra at the nearest rows, scaled by the elements */
+static double timed_op_seconds(const KCostProfile *p, const KCostEntry *e) {
+    const double n = kcost_op_elements(e);
+    double best = -1, dist = 0;
+    for (int i = 0; i < p->n_timed; i++) {
+        const KCostTimed *t = &p->timed[i];
+        if (t->kind != e->kind || t->key[0] != e->key[0] || t->key[1] != e->key[1] || t->key[3] != e->key[3] ||
+            t->key[4] != e->key[4] || t->key[2] <= 0)
+            continue;
+        if (t->key[2] == e->key[2]) return t->seconds;
+        const double r = n / ((double)t->key[2] * t->key[3]), d = r > 1 ? r : 1 / r;
+        if (best < 0 || d < dist) { best = t->seconds * r; dist = d; }
+    }
+    return best;
+}
+
 double kcost_timed_seconds(const KCostProfile *p, const KCostEntry *e) {
+    if (kcost_op_elements(e) > 0) return timed_op_seconds(p, e);
     double best = -1, dist = 0;
     for (int i = 0; i < p->n_timed; i++) {
         const KCostTimed *t = &p->timed[i];
@@ -198,6 +270,7 @@ double kcost_timed_seconds(const KCostProfile *p, const KCostEntry *e) {
         for (int k = 0; k < 8; k++)
             if (t->key[k] != e->key[k]) { differ = k; n++; }
         const int linear = e->kind == KC_GEMM ? differ >= 2 && differ <= 5 && !(e->key[7] && differ == 5)
+                         : e->kind == KC_DP ? differ == 1
                          : (e->kind == KC_ATTN_F || e->kind == KC_ATTN_B) && differ == 0;
         if (n != 1 || !linear || t->key[differ] <= 0) continue;
         const double r = (double)e->key[differ] / t->key[differ], d = r > 1 ? r : 1 / r;
@@ -209,6 +282,18 @@ double kcost_timed_seconds(const KCostProfile *p, const KCostEntry *e) {
 double kcost_entry_seconds(const KCostProfile *p, const KCostEntry *e) {
     const double t = kcost_timed_seconds(p, e);
     if (t >= 0) return t * e->calls;
+    const double n = kcost_op_elements(e);   /* a named op the profile measured: its time an element */
+    if (n > 0 && p->op_s[e->key[0]] > 0) return e->calls * (p->call_s + n * p->op_s[e->key[0]]);
+    if (e->kind == KC_DP) {   /* its parts, each by its roofline */
+        DpPart part[3];
+        double sec = 0;
+        for (int i = 0, n = dp_parts(e->key, part); i < n; i++) {
+            const double rate = part[i].kind == KC_GEMM ? p->gemm_rate[part[i].elem == 2] : 0;
+            const double compute = rate > 0 ? part[i].flops / rate : 0, memory = p->mem_bw > 0 ? part[i].bytes / p->mem_bw : 0;
+            sec += (compute > memory ? compute : memory) + (part[i].kind == KC_GEMM ? p->gemm_call_s : p->call_s);
+        }
+        return e->calls * sec;
+    }
     const int bf16 = (e->kind == KC_GEMM ? e->key[6] : e->key[5]) == 2;
     double rate = p->loop_rate, call = p->call_s;
     switch (e->kind) {

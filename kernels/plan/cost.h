@@ -36,6 +36,7 @@ typedef enum {
     KC_LOOP,        /* a compute loop of the project's own (cross-entropy's exp, the DP tiles): loop rate */
     KC_MEM,         /* element-wise, copies, norms, the optimizer: memory bound */
     KC_COMM,        /* a collective: bytes over the link (flops = 0; key[0] = the kind, key[1] = ranks) */
+    KC_DP,          /* a DP kernel on a linear layer (kernels/dp_kernels.h): key = KCostDpWay, B, T, IC, OC, R, elem */
     KC_KINDS
 } KCostKind;
 
@@ -47,7 +48,7 @@ extern const char *const kcost_phase_names[KC_PH_N];
 /* Collectives (KC_COMM's key[0]). */
 enum { KC_ALLREDUCE = 0, KC_REDUCE_SCATTER = 1, KC_ALLGATHER = 2 };
 
-typedef struct {
+typedef struct KCostEntry {
     int kind, phase;
     int key[8];              /* the shape, for the kinds that are timed by shape */
     double flops, bytes;     /* of one call */
@@ -63,6 +64,9 @@ typedef struct KCostLedger {
     int ids_ready;
     unsigned last_stack[KCOST_STACK]; int last_n, last_phase;   /* the scope stack of the last record, its phase */
     int steps;               /* "step" scopes the plan ran (the caller sets it) */
+    /* Who times the KC_DP entries on the CPU (the DP layer, which links its kernels: NULL, they take the
+       roofline): seconds of one call of e's shape, or < 0. */
+    double (*bench_dp)(const struct KCostEntry *e, int nthreads);
 } KCostLedger;
 
 void kcost_ledger_init(KCostLedger *l);
@@ -85,6 +89,30 @@ void kcost_elementwise(KCostLedger *l, size_t n, int reads, int writes, int elem
 void kcost_bytes(KCostLedger *l, double bytes);
 /* a compute loop of the project's own: flops and bytes given */
 void kcost_loop(KCostLedger *l, double flops, double bytes);
+
+/* The backend's element-wise ops and loops by name (a KC_MEM or KC_LOOP entry's key[0]; 0: any other
+   pass, the calls above). kcost_op records one over rows × inner elements (inner: the row a kernel works
+   on, rmsnorm's and the embedding's C, cross-entropy's V, RoPE's NH·HS with extra = HS; 1 for a flat
+   pass) at its storage type (elem bytes: 4, or 2 for the bf16 entries), with the traffic and flops an
+   element of kcost_op_info; key = { op, elem, rows (INT_MAX when larger), inner, extra }. A GPU profile
+   costs them by the roofline as any pass; the CPU's times each at its sizes (its own kernel, operands
+   out of cache, as for the GEMMs), since the loops of rmsnorm, RoPE or AdamW run far from the streaming
+   bandwidth, and a tensor under the backend's threshold runs on one thread. */
+typedef enum {
+    KCO_OTHER = 0, KCO_FILL, KCO_COPY, KCO_ADD, KCO_SCALE, KCO_REDUCE, KCO_EMB_F, KCO_EMB_B, KCO_RMS_F, KCO_RMS_B,
+    KCO_ROPE, KCO_SWI_F, KCO_SWI_B, KCO_CE_F, KCO_CE_B, KCO_ADAMW, KCO_SGD, KCO_WIDEN, KCO_NARROW, KCO_NOISE,
+    KCO_NOISY_ADAMW, KCO_N
+} KCostOp;
+typedef struct {
+    const char *name;
+    int kind;          /* KC_MEM or KC_LOOP */
+    double bytes;      /* read and written an element at fp32 (halved for elem 2, except widen and narrow: 6) */
+    double flops;      /* an element */
+} KCostOpInfo;
+extern const KCostOpInfo kcost_op_info[KCO_N];
+void kcost_op(KCostLedger *l, KCostOp op, int elem, size_t rows, int inner, int extra);
+/* the elements an entry of a named op was recorded for (its bytes over the bytes an element); 0 for others */
+double kcost_op_elements(const KCostEntry *e);
 /* a collective of `bytes` (each rank's buffer) over `ranks` ranks: ring traffic per rank
    2(N-1)/N·S for an all-reduce, (N-1)/N·S for a reduce-scatter or an all-gather of S in all */
 double kcost_comm_bytes(int kind, double bytes, int ranks);
@@ -92,6 +120,9 @@ double kcost_comm_bytes(int kind, double bytes, int ranks);
 void kcost_comm(KCostLedger *l, int phase, int kind, double bytes, int ranks, int calls);
 
 /* ---- the DP kernels (kernels/dp_kernels.h), at their shapes --------------------------------- */
+/* KC_DP's key[0]: the kernel. Each entry's flops and bytes are its parts' (a GEMM, a pass); a profile
+   without its time (a GPU's) costs each part by its roofline, as the separate entries they once were. */
+typedef enum { KCD_DIRECT = 0, KCD_GHOST = 1, KCD_FLASH = 2, KCD_BK = 3 } KCostDpWay;
 /* per-sample norms of a linear layer: way 0 direct (the B per-sample GEMMs, then their squares),
    1 ghost (both T×T Gram matrices of every sample: syrk, half a GEMM's flops; then their dot),
    2 flash (the same Gram sums in R×R tiles, j ≤ i: the Gram matrices never leave the tile) */
@@ -116,6 +147,8 @@ typedef struct KCostProfile {
     double mem_bw;           /* bytes/s of a streaming pass */
     double call_s;           /* any other call's fixed cost (a kernel launch, an OpenMP region) */
     double link_bw, link_s;  /* a collective: bytes/s per rank over the link, and each call's latency */
+    double op_s[KCO_N];      /* seconds an element of each named op at 2^20 elements (the CPU's, measured; 0: the
+                                roofline), for the sizes too large to time (a timed size scales, when there is one) */
     double comm_overlap;     /* share of the backward's collectives hidden behind the backward (0..1) */
     double peak[2];          /* the datasheet's dense peak flop/s, tf32 and bf16 (GPU presets: for the MFU; 0 on the CPU) */
     char link_source[128];   /* how link_bw and link_s were had (the CPU's: measured by plan_comm_probe under mpirun) */
@@ -123,8 +156,8 @@ typedef struct KCostProfile {
 } KCostProfile;
 
 /* One call of e's shape as the profile measured it: that shape, or one that differs from it in a single
-   size in which the time is linear (a GEMM's M, N, K or batch; attention's batch), scaled, the nearest
-   such; < 0 when the profile has neither. */
+   size in which the time is linear (a GEMM's M, N, K or batch; attention's batch; a named op's rows),
+   scaled, the nearest such; < 0 when the profile has neither. */
 double kcost_timed_seconds(const KCostProfile *p, const KCostEntry *e);
 /* Seconds of one entry (all its calls) on the profile: the measured shape when there is one
    (kcost_timed_seconds), else the roofline plus the overhead. */
@@ -141,10 +174,16 @@ int  kcost_profile_preset(KCostProfile *p, const char *name, char *err, size_t e
 void kcost_profile_free(KCostProfile *p);
 /* This machine's CPU backend on nthreads threads (<= 0: OpenMP's default), measured now: 0, or -1. */
 int  kcost_profile_cpu(KCostProfile *p, int nthreads);
-/* Times each GEMM and attention shape of the ledger the profile has not measured yet (up to a size
-   cap) on the CPU backend: the number added. exact 0: not a shape that a measured one scales to
+/* Times each GEMM, attention and named op's shape of the ledger the profile has not measured yet (up to
+   a size cap) on the CPU backend, and each DP kernel's by l->bench_dp: the number added. exact 0: not a shape that a measured one scales to
    (kcost_timed_seconds; fewer measurements, for many plans of one model at many batch sizes). */
 int  kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads, int exact);
+/* For a layer above that times its own kernels (KCostLedger.bench_dp), as the profile times its shapes:
+   the copies of the operands to cycle through (each call on fresh ones: what a step meets) for a
+   copy of bytes_a_set, and the fastest of 5 to 15 calls of fn, each after setting *set to the next copy. */
+int    kcost_cold_sets(double bytes_a_set);
+double kcost_time_call(void (*fn)(void *ctx), void *ctx, int *set, int sets);
+
 /* The cache file: written aside and renamed into place; load: 0, or -1 (missing or not one). */
 int  kcost_profile_save(const KCostProfile *p, const char *path);
 int  kcost_profile_load(KCostProfile *p, const char *path);

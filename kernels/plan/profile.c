@@ -23,6 +23,7 @@
 #include "cost.h"
 
 #include "kernels.h"
+#include "noise.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,14 +101,28 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* What a step's op meets: operands that the ops between two uses of them pushed out of cache (on the
+   machines this runs on, a step's GEMMs run 25-50 % slower than the same call repeated on the same
+   buffers, as slow as with operands nobody touched for a while). So each timed call takes a fresh copy
+   of its operands, one of `sets` (up to 16, at most COLD_POOL bytes in all; each filled once, long
+   before its call). */
+#define COLD_POOL (256.0 * 1024 * 1024)
+int kcost_cold_sets(double bytes_a_set) {
+    const double k = bytes_a_set > 0 ? COLD_POOL / bytes_a_set : 16;
+    return k >= 16 ? 16 : k <= 2 ? 2 : (int)k;
+}
+
 /* seconds of one call of fn: the fastest of 5 to 15 repetitions after a warm one (at least 20 ms of them
-   when calls are short): other work on the machine only ever adds time, so the minimum is the kernel's */
+   when calls are short), each on the next of the operands' sets (*set, of sets): other work on the
+   machine only ever adds time, so the minimum is the kernel's */
 typedef void (*RunFn)(void *ctx);
-static double time_call(RunFn fn, void *ctx) {
+double kcost_time_call(RunFn fn, void *ctx, int *set, int sets) {
     double best = 0;
+    if (set) *set = 0;
     fn(ctx);
     const double start = now_s();
     for (int n = 0; n < 15 && (n < 5 || now_s() - start < 0.02); n++) {
+        if (set) *set = (n + 1) % sets;
         const double t0 = now_s();
         fn(ctx);
         const double t = now_s() - t0;
@@ -116,24 +131,31 @@ static double time_call(RunFn fn, void *ctx) {
     return best;
 }
 
-typedef struct { KBackend *b; int key[8]; float *x, *y, *z, *w, *o, *dx, *dy, *dz; void *scratch; size_t n; } Bench;
+/* a GEMM's or attention's operands, `sets` copies of each (lengths in floats: one copy) */
+typedef struct {
+    KBackend *b; int key[8]; float *x, *y, *z, *w, *o, *dx, *dy, *dz; void *scratch; size_t n;
+    size_t lx, ly, lz, lw, lo; int set;
+} Bench;
+#define AT(c, f, l) ((c)->f + (size_t)(c)->set * (c)->l)
 
 static void run_gemm(void *v) {
     Bench *c = v;
     const int ta = c->key[0], tb = c->key[1], M = c->key[2], N = c->key[3], K = c->key[4];
     const int batch = c->key[7] ? 1 : c->key[5];
     const long long sa = (long long)M * K, sb = (long long)K * N, sc = (long long)M * N;
+    float *x = AT(c, x, lx), *y = AT(c, y, ly), *z = AT(c, z, lz);
     if (c->key[6] == 2)
-        c->b->ops->gemm_ex(c->b, ta, tb, M, N, K, 1.0f, c->x, ta ? M : K, sa, c->y, tb ? K : N, sb, 0.0f, c->z, N, sc, batch,
+        c->b->ops->gemm_ex(c->b, ta, tb, M, N, K, 1.0f, x, ta ? M : K, sa, y, tb ? K : N, sb, 0.0f, z, N, sc, batch,
                            KDT_BF16, KDT_F32, c->scratch);
-    else c->b->ops->gemm(c->b, ta, tb, M, N, K, 1.0f, c->x, ta ? M : K, sa, c->y, tb ? K : N, sb, 0.0f, c->z, N, sc, batch);
+    else c->b->ops->gemm(c->b, ta, tb, M, N, K, 1.0f, x, ta ? M : K, sa, y, tb ? K : N, sb, 0.0f, z, N, sc, batch);
 }
 
 static void run_attn(void *v) {
     Bench *c = v;
     const int B = c->key[0], T = c->key[1], NH = c->key[2], NKV = c->key[3], HS = c->key[4];
-    if (c->key[7]) c->b->ops->attention_backward(c->b, c->dx, c->dy, c->dz, c->o, c->x, c->y, c->z, c->o, c->w, B, T, NH, NKV, HS, c->scratch);
-    else c->b->ops->attention_forward(c->b, c->o, c->w, c->x, c->y, c->z, B, T, NH, NKV, HS, c->scratch);
+    float *q = AT(c, x, lx), *k = AT(c, y, ly), *vv = AT(c, z, ly), *o = AT(c, o, lx), *lse = AT(c, w, lw);
+    if (c->key[7]) c->b->ops->attention_backward(c->b, AT(c, dx, lx), AT(c, dy, ly), AT(c, dz, ly), o, q, k, vv, o, lse, B, T, NH, NKV, HS, c->scratch);
+    else c->b->ops->attention_forward(c->b, o, lse, q, k, vv, B, T, NH, NKV, HS, c->scratch);
 }
 
 static void run_copy(void *v) { Bench *c = v; c->b->ops->copy(c->b, c->y, c->x, c->n); }
@@ -162,14 +184,17 @@ static double measure_shape(KBackend *b, int kind, const int *key) {
         const size_t a = (size_t)key[2] * key[4] * batch, bb = (size_t)key[4] * key[3] * batch, cc = (size_t)key[2] * key[3] * batch;
         KShape sh = { .M = key[2], .N = key[3], .K = key[4], .transA = key[0], .transB = key[1], .ab = KDT_BF16, .c = KDT_F32 };
         const size_t scr = key[6] == 2 ? b->ops->scratch_bytes(b, KOP_GEMM_EX, &sh) : 0;
-        c.x = filled(a); c.y = filled(bb); c.z = filled(cc);
+        const int sets = kcost_cold_sets(4.0 * (double)(a + bb + cc));
+        c.lx = a; c.ly = bb; c.lz = cc;
+        c.x = filled(a * sets); c.y = filled(bb * sets); c.z = filled(cc * sets);
         c.scratch = scr ? malloc(scr) : NULL;
         if (c.x && c.y && c.z && (!scr || c.scratch)) {
-            if (key[6] == 2) {   /* bf16 operands: the values rounded, stored in the first half */
-                b->ops->narrow_inplace(b, c.x, a);
-                b->ops->narrow_inplace(b, c.y, bb);
-            }
-            s = time_call(run_gemm, &c);
+            if (key[6] == 2)   /* bf16 operands: the values rounded, stored in the first half of each copy */
+                for (c.set = 0; c.set < sets; c.set++) {
+                    b->ops->narrow_inplace(b, AT(&c, x, lx), a);
+                    b->ops->narrow_inplace(b, AT(&c, y, ly), bb);
+                }
+            s = kcost_time_call(run_gemm, &c, &c.set, sets);
             if (key[7]) s *= (double)key[5] * (key[7] == 1 ? 0.5 : 1.0);   /* syrk: half; flash: its tile pairs */
         }
         free(c.scratch);
@@ -179,17 +204,100 @@ static double measure_shape(KBackend *b, int kind, const int *key) {
         const size_t q = (size_t)B * T * NH * HS, kv = (size_t)B * T * NKV * HS;
         KShape sh = { .B = B, .T = T, .NH = NH, .NKV = NKV, .HS = HS };
         const size_t scr = b->ops->scratch_bytes(b, kind == KC_ATTN_B ? KOP_ATTENTION_BACKWARD : KOP_ATTENTION_FORWARD, &sh);
-        c.x = filled(q); c.y = filled(kv); c.z = filled(kv); c.o = filled(q); c.w = filled((size_t)B * NH * T);
-        c.dx = filled(q); c.dy = filled(kv); c.dz = filled(kv);   /* the backward's outputs: apart from its inputs */
+        const size_t lw = (size_t)B * NH * T;
+        const int sets = kcost_cold_sets(4.0 * (double)(3 * q + 4 * kv + lw));
+        c.lx = q; c.ly = kv; c.lw = lw;
+        c.x = filled(q * sets); c.y = filled(kv * sets); c.z = filled(kv * sets); c.o = filled(q * sets); c.w = filled(lw * sets);
+        c.dx = filled(q * sets); c.dy = filled(kv * sets); c.dz = filled(kv * sets);   /* the backward's outputs: apart from its inputs */
         c.scratch = scr ? malloc(scr) : NULL;
         if (c.x && c.y && c.z && c.o && c.w && c.dx && c.dy && c.dz && (!scr || c.scratch)) {
-            if (kind == KC_ATTN_B) { c.key[7] = 0; run_attn(&c); c.key[7] = 1; }   /* a real lse */
-            s = time_call(run_attn, &c);
+            if (kind == KC_ATTN_B)   /* a real lse in each set */
+                for (c.set = 0, c.key[7] = 0; c.set < sets; c.set++) run_attn(&c);
+            c.key[7] = kind == KC_ATTN_B;
+            s = kcost_time_call(run_attn, &c, &c.set, sets);
         }
         free(c.scratch);
     }
     free(c.x); free(c.y); free(c.z); free(c.o); free(c.w); free(c.dx); free(c.dy); free(c.dz);
     return s;
+}
+
+/* ---- the named ops (kcost_op): each at its rows × inner elements -------------------------------- */
+typedef struct { KBackend *b; int op; size_t rows; int inner, extra; float *x0[5]; int *tok0; void *scratch; int set; float *x[5]; int *tok; } OpBench;
+
+static void run_op(void *v) {
+    OpBench *c = v;
+    KBackend *b = c->b;
+    const KOps *o = b->ops;
+    const size_t n = c->rows * (size_t)c->inner;
+    for (int i = 0; i < 5; i++) c->x[i] = c->x0[i] + (size_t)c->set * n;   /* this call's copy */
+    c->tok = c->tok0 + (size_t)c->set * c->rows;
+    float **x = c->x;
+    const int R = (int)c->rows, C = c->inner, HS = c->extra > 0 ? c->extra : C;
+    const KRope rope = { .theta = 10000.0f };
+    switch (c->op) {
+        case KCO_FILL: o->fill(b, x[0], 0.5f, n); break;
+        case KCO_COPY: o->copy(b, x[1], x[0], n); break;
+        case KCO_ADD: o->add(b, x[1], x[0], n); break;
+        case KCO_SCALE: o->scale(b, x[0], 1.0f, n); break;
+        case KCO_REDUCE: (void)o->sumsq(b, x[0], n, c->scratch); break;
+        case KCO_EMB_F: o->embedding_forward(b, x[1], c->tok, x[0], R, C); break;   /* x[0]: a table of R rows */
+        case KCO_EMB_B: o->embedding_backward(b, x[1], c->tok, x[0], R, C, R, c->scratch); break;
+        case KCO_RMS_F: o->rmsnorm_forward(b, x[1], x[3], x[0], x[2], R, C, 1e-5f); break;
+        case KCO_RMS_B: o->rmsnorm_backward(b, x[1], x[4], x[0], x[2], x[3], x[3], R, C, c->scratch); break;
+        case KCO_ROPE: o->rope_forward(b, x[0], 1, R, C / HS, HS, rope); break;
+        case KCO_SWI_F: o->swiglu_forward(b, x[2], x[0], x[1], n); break;
+        case KCO_SWI_B: o->swiglu_backward(b, x[3], x[4], x[2], x[0], x[1], n); break;
+        case KCO_CE_F: o->crossentropy_forward(b, x[1], x[0], c->tok, R, C, c->scratch); break;
+        case KCO_CE_B: o->crossentropy_backward(b, x[0], c->tok, 1e-3f, NULL, 1, R, C, c->scratch); break;
+        case KCO_ADAMW: o->adamw(b, x[0], x[1], x[2], x[3], n, 1e-6f, 0.9f, 0.95f, 1e-8f, 0.0f, 2); break;
+        case KCO_SGD: o->sgd(b, x[0], x[1], n, 1e-6f, 0.0f); break;
+        case KCO_WIDEN: o->widen(b, x[1], x[0], n); break;
+        case KCO_NARROW: o->narrow(b, x[1], x[0], n); break;
+        case KCO_NOISE: noise_privatize(x[0], n, 1e-3, 1.0, 1.0, 1, 1, 0); break;
+        default: break;
+    }
+}
+
+/* Seconds of one call of a named op over rows × inner (extra: RoPE's HS) on the CPU backend b; < 0 when
+   it could not be measured (out of host memory). The fused noise + AdamW as its two halves (the CPU's
+   fused pass is no faster than the two: bench/bench_noise). */
+static double measure_op(KBackend *b, int op, size_t rows, int inner, int extra) {
+    if (op == KCO_NOISY_ADAMW) {
+        const double a = measure_op(b, KCO_NOISE, rows, inner, extra), m = measure_op(b, KCO_ADAMW, rows, inner, extra);
+        return a < 0 || m < 0 ? -1 : a + m;
+    }
+    OpBench c = { .b = b, .op = op, .rows = rows, .inner = inner, .extra = extra };
+    const size_t n = rows * (size_t)inner;
+    const int ce = op == KCO_CE_F || op == KCO_CE_B;
+    KShape sh = { .B = 1, .T = (int)rows, .C = inner, .V = ce ? inner : (int)rows, .n = n };
+    const KOp kop = op == KCO_REDUCE ? KOP_REDUCE : op == KCO_EMB_B ? KOP_EMBEDDING_BACKWARD : op == KCO_RMS_B ? KOP_RMSNORM_BACKWARD
+                  : op == KCO_CE_F ? KOP_CROSSENTROPY_FORWARD : op == KCO_CE_B ? KOP_CROSSENTROPY_BACKWARD : KOP_COUNT;
+    const size_t scr = kop == KOP_COUNT ? 0 : b->ops->scratch_bytes(b, kop, &sh);
+    double s = -1;
+    const int sets = kcost_cold_sets((20.0 + 4.0 / inner) * (double)n);
+    int ok = (c.tok0 = malloc(rows * sets * sizeof *c.tok0)) != NULL && (!scr || (c.scratch = malloc(scr)) != NULL);
+    for (int i = 0; ok && i < 5; i++) ok = (c.x0[i] = filled(n * sets)) != NULL;   /* values in [0, 1): logits, moments in range */
+    if (ok) {
+        for (size_t i = 0; i < rows * sets; i++) c.tok0[i] = (int)((i % rows * 2654435761u) % (size_t)(ce ? inner : (int)rows));
+        s = kcost_time_call(run_op, &c, &c.set, sets);
+    }
+    for (int i = 0; i < 5; i++) free(c.x0[i]);
+    free(c.tok0); free(c.scratch);
+    return s;
+}
+
+/* each named op's seconds an element at 2^20 elements (p->op_s), less a call's fixed cost: for a size too
+   large to time, when no timed size scales to it */
+static int measure_ops(KBackend *b, KCostProfile *p) {
+    for (int op = KCO_FILL; op < KCO_N; op++) {
+        const int rows_op = op == KCO_EMB_F || op == KCO_EMB_B || op == KCO_RMS_F || op == KCO_RMS_B || op == KCO_ROPE;
+        const int ce = op == KCO_CE_F || op == KCO_CE_B, inner = rows_op ? 512 : ce ? 4096 : 1;
+        const double t = measure_op(b, op, ((size_t)1 << 20) / (size_t)inner, inner, op == KCO_ROPE ? 64 : 0);
+        if (t < 0) return -1;
+        p->op_s[op] = (t > p->call_s ? t - p->call_s : 0) / (double)(1 << 20) + 1e-15;
+    }
+    return 0;
 }
 
 static int add_timed(KCostProfile *p, int kind, const int *key, double s) {
@@ -204,6 +312,9 @@ static int add_timed(KCostProfile *p, int kind, const int *key, double s) {
     return 0;
 }
 
+/* 2: every shape timed on fresh operands, the named ops timed (an older file is measured again) */
+#define PROFILE_VERSION 2
+
 /* a shape measured when one call stays under these (a larger one takes the rates measured below) */
 #define MEASURE_MAX_FLOPS 8e9
 #define MEASURE_MAX_BYTES (512.0 * 1024 * 1024)
@@ -213,14 +324,17 @@ int kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads, i
     int added = 0, ready = 0;   /* the backend made only when a shape is to be measured */
     for (int i = 0; i < l->n; i++) {
         const KCostEntry *e = &l->e[i];
-        if (e->kind != KC_GEMM && e->kind != KC_ATTN_F && e->kind != KC_ATTN_B) continue;
+        const int named = kcost_op_elements(e) > 0 && e->key[1] == 4;   /* (the CPU runs no bf16 storage op) */
+        const int dp = e->kind == KC_DP && l->bench_dp != NULL;
+        if (e->kind != KC_GEMM && e->kind != KC_ATTN_F && e->kind != KC_ATTN_B && !named && !dp) continue;
         int seen = 0;   /* measured (exact), or a measured shape that scales to it */
         for (int j = 0; exact && j < p->n_timed && !seen; j++) seen = p->timed[j].kind == e->kind && !memcmp(p->timed[j].key, e->key, sizeof e->key);
         if (!exact) seen = kcost_timed_seconds(p, e) >= 0;
         const double flops = e->kind == KC_GEMM && e->key[7] ? e->flops / e->key[5] : e->flops;
-        if (seen || flops > MEASURE_MAX_FLOPS || e->bytes > MEASURE_MAX_BYTES) continue;
+        if (seen || flops > MEASURE_MAX_FLOPS || e->bytes > MEASURE_MAX_BYTES || (named && 20.0 * kcost_op_elements(e) > MEASURE_MAX_BYTES)) continue;
         if (!ready) { kbackend_cpu_init(&b, nthreads); ready = 1; }
-        const double s = measure_shape(&b, e->kind, e->key);
+        const double s = dp ? l->bench_dp(e, nthreads) : named ? measure_op(&b, e->key[0], (size_t)e->key[2], e->key[3], e->key[4])
+                       : measure_shape(&b, e->kind, e->key);
         if (s >= 0 && add_timed(p, e->kind, e->key, s) == 0) added++;
     }
     if (ready) kbackend_destroy(&b);
@@ -238,9 +352,9 @@ int kcost_profile_cpu(KCostProfile *p, int nthreads) {
     c.n = (size_t)8 << 20;   /* 32 MiB a side */
     c.x = filled(c.n); c.y = filled(c.n);
     if (!c.x || !c.y) goto out;
-    p->mem_bw = 2.0 * 4 * (double)c.n / time_call(run_copy, &c);
+    p->mem_bw = 2.0 * 4 * (double)c.n / kcost_time_call(run_copy, &c, NULL, 1);
     c.n = 16;
-    p->call_s = time_call(run_fill, &c);
+    p->call_s = kcost_time_call(run_fill, &c, NULL, 1);
     free(c.x); free(c.y); c.x = c.y = NULL;
     const int big[8] = { 0, 1, 512, 512, 512, 1, 4, 0 }, tiny[8] = { 0, 1, 8, 8, 8, 1, 4, 0 };
     const double t_big = measure_shape(&b, KC_GEMM, big), t_tiny = measure_shape(&b, KC_GEMM, tiny);
@@ -260,7 +374,8 @@ int kcost_profile_cpu(KCostProfile *p, int nthreads) {
     c.x = filled((size_t)256 * 2000); c.o = filled(256); c.w = calloc(256, sizeof(int));
     c.scratch = scr ? malloc(scr) : NULL;
     if (!c.x || !c.o || !c.w || (scr && !c.scratch)) goto out;
-    p->loop_rate = 3.0 * 256 * 2000 / time_call(run_ce, &c);
+    p->loop_rate = 3.0 * 256 * 2000 / kcost_time_call(run_ce, &c, NULL, 1);
+    if (measure_ops(&b, p)) goto out;
     p->link_bw = p->mem_bw / 4;   /* MPI between processes of this machine: shared memory copies */
     p->link_s = 20e-6;
     p->comm_overlap = 0.0;        /* the CPU's collectives take the cores the backward needs */
@@ -285,11 +400,15 @@ int kcost_profile_save(const KCostProfile *p, const char *path) {
     FILE *f = fopen(tmp, "w");
     if (!f) return -1;
     fprintf(f, "# dpmem plan profile (kernels/plan/profile.c); delete this file to measure again\n");
+    fprintf(f, "version %d\n", PROFILE_VERSION);
     fprintf(f, "name %s\nmeasured %s\nsource %s\n", p->name, p->measured, p->source);
     if (p->link_source[0]) fprintf(f, "link_source %s\n", p->link_source);
     fprintf(f, "rates %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", p->gemm_rate[0], p->gemm_rate[1],
             p->gemm_call_s, p->attn_rate[0], p->attn_rate[1], p->loop_rate, p->mem_bw, p->call_s, p->link_bw, p->link_s,
             p->comm_overlap, 0.0);
+    fprintf(f, "ops");
+    for (int i = 0; i < KCO_N; i++) fprintf(f, " %.9g", p->op_s[i]);
+    fprintf(f, "\n");
     for (int i = 0; i < p->n_timed; i++) {
         const KCostTimed *t = &p->timed[i];
         fprintf(f, "timed %d %d %d %d %d %d %d %d %d %.9g\n", t->kind, t->key[0], t->key[1], t->key[2], t->key[3], t->key[4],
@@ -305,13 +424,21 @@ int kcost_profile_load(KCostProfile *p, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     char line[1024];
-    int have_rates = 0, bad = 0;
+    int have_rates = 0, bad = 0, version = 0, have_ops = 0;
     while (!bad && fgets(line, sizeof line, f)) {
         size_t n = strlen(line);
         if (n && line[n - 1] == '\n') line[--n] = 0;
         double unused;
         KCostTimed t;
-        if (!strncmp(line, "name ", 5)) snprintf(p->name, sizeof p->name, "%.31s", line + 5);
+        if (!strncmp(line, "version ", 8)) version = atoi(line + 8);
+        else if (!strncmp(line, "ops ", 4)) {
+            char *q = line + 4, *end;
+            for (have_ops = 0; have_ops < KCO_N; have_ops++, q = end) {
+                p->op_s[have_ops] = strtod(q, &end);
+                if (end == q || !(p->op_s[have_ops] >= 0)) break;
+            }
+            bad = have_ops != KCO_N;
+        } else if (!strncmp(line, "name ", 5)) snprintf(p->name, sizeof p->name, "%.31s", line + 5);
         else if (!strncmp(line, "measured ", 9)) snprintf(p->measured, sizeof p->measured, "%.31s", line + 9);
         else if (!strncmp(line, "source ", 7)) snprintf(p->source, sizeof p->source, "%.319s", line + 7);
         else if (!strncmp(line, "link_source ", 12)) snprintf(p->link_source, sizeof p->link_source, "%.127s", line + 12);
@@ -325,6 +452,6 @@ int kcost_profile_load(KCostProfile *p, const char *path) {
         } else if (line[0] && line[0] != '#') bad = 1;
     }
     fclose(f);
-    if (bad || !have_rates || !(p->gemm_rate[0] > 0) || !(p->mem_bw > 0)) { kcost_profile_free(p); memset(p, 0, sizeof *p); return -1; }
+    if (bad || version != PROFILE_VERSION || have_ops != KCO_N || !have_rates || !(p->gemm_rate[0] > 0) || !(p->mem_bw > 0)) { kcost_profile_free(p); memset(p, 0, sizeof *p); return -1; }
     return 0;
 }

@@ -8,12 +8,14 @@
    every --zero stage (each rank's slice at its flat offset: shard_view), fp32 masters under bf16 (the
    loop rounds the updated master into its bf16 copy after the hook, as after adamw_update), LoRA's
    adapters (dp_lora.c). Not: SGD (the kernels fuse AdamW only), --secure-noise on the CPU (no fused
-   twin there: kernels/cpu/secure_noise.c has the separate pass only), the plan backend (nothing to
-   compute: the two paths allocate alike, nothing). DPMEM_FUSED_UPDATE=0 forces the two passes.
+   twin there: kernels/cpu/secure_noise.c has the separate pass only). The plan backend takes the path its
+   target would (the two allocate alike, nothing), for the time it predicts: kcost's noisy_adamw in
+   optimizer_step and no noise pass. DPMEM_FUSED_UPDATE=0 forces the two passes.
    Time: the fused pass is both noise and optimizer_step; the phase table counts it under optimizer_step
    and the noise row holds only the loop that skips the fused tensors (≈ 0). */
 #include "dp_sgd_impl.h"
 #include "dpmem.h"
+#include "plan/cost.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,9 @@ int dp_fused_setup(DpSgd *d, TrainState *s) {
         return dp_fail(d, "DPMEM_FUSED_UPDATE='%s': give 0 (noise and AdamW in two passes) or 1 (one pass, the default)", env);
     const int adam = !strcmp(s->cfg->optimizer, "adamw");
     /* (s->calls_update: a test or a wrapper that drives the strategy without the loop gets the noise from before_update) */
-    d->fused = adam && d->computes && s->calls_update && !(env && !strcmp(env, "0")) && (!d->cfg.secure_noise || d->cuda);
+    /* a plan fuses where its target would (its time: kcost's noisy_adamw in optimizer_step, no noise pass) */
+    const int plan = s->kb->kind == KB_PLAN, on_gpu = d->cuda || (plan && s->kb->target->space == DPMEM_DEVICE);
+    d->fused = adam && (d->computes || plan) && s->calls_update && !(env && !strcmp(env, "0")) && (!d->cfg.secure_noise || on_gpu);
     LlamaModel *m = &s->model;
     if (!(d->flat = calloc((size_t)m->n_params + (size_t)d->n_lora + 1, sizeof *d->flat)))
         return dp_fail(d, "%s", "out of host memory (the noise's offsets)");
@@ -47,6 +51,7 @@ int dp_fused_adamw(DpSgd *d, TrainState *s, float *w, float *g, float *m, float 
                           .t = s->step + 1 };
     const DpKernel k = { .op = DPK_NOISY_ADAMW, .dw = g, .p = w, .m = m, .v = v, .per = n, .step = (uint64_t)s->step,
                          .offset = offset, .opt = &opt };
+    if (!d->computes) { kcost_op(d->kb->cost, KCO_NOISY_ADAMW, 4, n, 1, 0); return 0; }   /* the plan's time */
     return n ? dp_run(d, NULL, &k) : 0;
 }
 

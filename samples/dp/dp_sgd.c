@@ -155,6 +155,7 @@ static int init_inner(DpSgd *d, TrainState *s) {
     d->computes = kbackend_computes(s->kb);
     d->cuda = s->kb->kind == KB_CUDA;
     d->gpu = d->cuda || (s->kb->kind == KB_PLAN && s->kb->target && s->kb->target->space != 0);
+    if (s->kb->cost && !d->gpu) s->kb->cost->bench_dp = dp_plan_bench;   /* the CPU profile times the DP kernels themselves */
     LlamaModel *m = &s->model;
     d->dt = m->dt;
     d->ckpt = m->ckpt;
@@ -447,7 +448,7 @@ static int physical_batch_rows(DpSgd *d, TrainState *s, int real) {
 static void privatize(DpSgd *d, float *g, size_t n, uint64_t step, uint64_t offset) {
     const DpKernel k = { .op = DPK_NOISE, .dw = g, .per = n, .step = step, .offset = offset };
     if (d->computes) dp_run(d, NULL, &k);
-    else kcost_loop(d->kb->cost, 40.0 * (double)n, 8.0 * (double)n);   /* the plan's time: Philox + Box-Muller */
+    else kcost_op(d->kb->cost, KCO_NOISE, 4, n, 1, 0);   /* the plan's time: Philox + Box-Muller */
 }
 
 int dp_sgd_before_update(void *user, TrainState *s) {

@@ -120,6 +120,11 @@ int  dp_shortcut_clip(DpSgd *d, TrainState *s);
 /* Frees what the hooks kept for the clipped sums (not what they borrowed). */
 void dp_free_kept(DpSgd *d);
 
+/* ---- dp_plan_bench.c ------------------------------------------------------------------------------ */
+/* Seconds of one call of a KC_DP entry's kernel on the CPU, or < 0 (KCostLedger.bench_dp). */
+struct KCostEntry;
+double dp_plan_bench(const struct KCostEntry *e, int nthreads);
+
 /* ---- dp_fused.c ---------------------------------------------------------------------------------- */
 
 /* At init, after the adapters: d->fused (DPMEM_FUSED_UPDATE, the optimizer, the noise's twin) and d->flat.

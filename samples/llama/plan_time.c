@@ -154,7 +154,7 @@ static int get_profile(const TrainState *s, KCostProfile *p, char *said, size_t 
 static void dump_top(const KCostProfile *p, int steps) {
     const char *e = getenv("DPMEM_PLAN_COST");
     const int top = e ? atoi(e) : 0;
-    static const char *const kinds[KC_KINDS] = { "gemm", "attn_f", "attn_b", "loop", "mem", "comm" };
+    static const char *const kinds[KC_KINDS] = { "gemm", "attn_f", "attn_b", "loop", "mem", "comm", "dp" };
     char *shown = top > 0 ? calloc((size_t)g_ledger.n + 1, 1) : NULL;
     for (int k = 0; shown && k < top && k < g_ledger.n; k++) {
         int best = -1;

@@ -1,0 +1,60 @@
+/* dp_plan_bench.c — the DP kernels timed at a plan's shapes, for the CPU profile (kernels/plan/cost.h:
+   the plan's ledger asks KCostLedger.bench_dp for each KC_DP entry it has no time for). Each linear
+   layer's norms (direct, ghost, flash) and book-keeping's clipped sum are the kernels dp_device.c runs on
+   the CPU (kernels/cpu/dp_*.c, with their own OpenBLAS calls and threads, which the backend's GEMM
+   timings do not stand for), at the entry's B, T, IC, OC and tile, on fresh copies of their operands
+   (kcost_time_call), fp32; bf16 as the CPU runs it, a sample at a time on its widened rows (the widening
+   itself is the plan's widen entries). */
+#include "dp_sgd_impl.h"
+#include "dp_kernels.h"
+#include "plan/cost.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { const int *key; int nt, set; float *a, *g, *out, *c, *norm2; size_t la, lg, lo; } DpBench;
+
+static void run(void *v) {
+    DpBench *x = v;
+    const int B = x->key[1], T = x->key[2], IC = x->key[3], OC = x->key[4], R = x->key[5];
+    const float *a = x->a + (size_t)x->set * x->la, *g = x->g + (size_t)x->set * x->lg;
+    float *out = x->out + (size_t)x->set * x->lo;
+    DpIO io = { 0, 0 };
+    switch (x->key[0]) {
+        case KCD_DIRECT: dp_linear_norms_direct(x->norm2, out, a, g, B, T, IC, OC, &io); break;
+        case KCD_GHOST:  dp_linear_norms_ghost(x->norm2, out, a, g, B, T, IC, OC, &io); break;
+        case KCD_FLASH:  dp_linear_norms_flash(x->norm2, out, a, g, B, T, IC, OC, R, x->nt, &io); break;
+        default:         dp_linear_clipped_grad_bk(out, a, g, x->c, B, T, IC, OC); break;
+    }
+}
+
+static float *filled(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; p && i < n; i++) p[i] = (float)((i * 7919u) % 1000u) * 1e-3f;
+    return p;
+}
+
+double dp_plan_bench(const KCostEntry *e, int nthreads) {
+    const int way = e->key[0], B = e->key[1], T = e->key[2], IC = e->key[3], OC = e->key[4], R = e->key[5];
+    if (e->kind != KC_DP || B <= 0 || T <= 0 || IC <= 0 || OC <= 0) return -1;
+    if (e->key[6] == 2) {   /* bf16: the CPU widens one sample at a time and runs the fp32 kernel on it (dp_device.c) */
+        KCostEntry one = *e;
+        one.key[1] = 1; one.key[6] = 4;
+        const double t = dp_plan_bench(&one, nthreads);
+        return t < 0 ? -1 : t * B;
+    }
+    DpBench x = { .key = e->key, .nt = nthreads > 0 ? nthreads : 1 };
+    x.la = (size_t)B * T * IC;
+    x.lg = (size_t)B * T * OC;
+    x.lo = way == KCD_DIRECT ? dp_linear_direct_floats(B, IC, OC) : way == KCD_GHOST ? dp_linear_ghost_floats(B, T)
+         : way == KCD_FLASH ? dp_linear_flash_floats(B, T, R, x.nt) : (size_t)IC * OC;
+    const int sets = kcost_cold_sets(4.0 * (double)(x.la + x.lg + x.lo));
+    double s = -1;
+    x.a = filled(x.la * sets); x.g = filled(x.lg * sets);
+    x.out = filled(x.lo * sets);   /* (touched: no page faults inside the timed calls) */
+    x.c = malloc((size_t)B * sizeof *x.c); x.norm2 = calloc((size_t)B, sizeof *x.norm2);
+    for (int b = 0; x.c && b < B; b++) x.c[b] = 0.5f;   /* (a factor of 0 skips its sample) */
+    if (x.a && x.g && x.out && x.c && x.norm2) s = kcost_time_call(run, &x, &x.set, sets);
+    free(x.a); free(x.g); free(x.out); free(x.c); free(x.norm2);
+    return s;
+}
