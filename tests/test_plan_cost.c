@@ -1,15 +1,19 @@
 /* test_plan_cost.c — the plan's time ledger and its formulas (kernels/plan/cost.h), exactly:
    1. Each op's FLOPs and bytes at known shapes: a GEMM, a batched bf16 GEMM, causal attention
-      forward and backward, an element-wise pass, the DP norms (direct, ghost, flash), book-keeping's
-      clipped sum, the ring collectives' bytes (2(N-1)/N·S, (N-1)/N·S).
+      forward and backward, an element-wise pass, the named ops (kcost_op_info), the DP norms (direct,
+      ghost, flash) and book-keeping's clipped sum (one KC_DP entry each), the ring collectives' bytes
+      (2(N-1)/N·S, (N-1)/N·S).
    2. Phases: a record goes to the innermost open phase scope (reduce_scatter counts as allreduce,
       recompute as backward), none outside a "step"; equal records merge into one entry with a count.
    3. The roofline: an entry's seconds are calls × (max(flops/rate, bytes/bandwidth) + the call's
-      cost), a measured shape's time wins, the backward's collectives hide behind it by comm_overlap.
+      cost), a measured shape's time wins, the backward's collectives hide behind it by comm_overlap,
+      ranks wait for the slowest (rank_skew); a DP kernel's parts each by its roofline, a named op (kcost_op)
+      at its measured time an element or a timed size scaled.
    4. The plan backend records a real forward: the GEMM FLOPs of tiny's forward at B×T tokens are
       2·B·T·N (samples/llama/mfu.h's N, written out here), all in phase "forward".
-   5. The profile cache: saved and loaded back field for field; a file that is not one is refused;
-      the CPU's measurement times each new shape once, and scales a shape from one differing in one size.
+   5. The profile cache: saved and loaded back field for field; a file that is not one, or of the first
+      version, is refused; the CPU's measurement times each new shape once (named ops too; the DP kernels
+      by the ledger's bench_dp), and scales a shape from one differing in one size.
    Not here: how close a prediction comes to a measured step (bench/plan_time.sh: a benchmark). */
 #define DPMEM_IMPLEMENTATION
 #include "dpmem.h"
@@ -182,6 +186,10 @@ static void phases_and_roofline(void) {
     const double comm = 1e-3 + 1000 / 1e3, own = 801e-6;
     CHECK_NEAR(ph[KC_PH_BACKWARD], own + comm - own);                   /* half would hide: no more than the compute */
     CHECK_NEAR(total, ph[KC_PH_BACKWARD]);
+    /* ranks wait for the slowest at their collectives: (skew - 1) of the compute, in the allreduce phase */
+    p.rank_skew = 1.25;
+    CHECK_NEAR(kcost_predict(&p, &l, ph), total + 0.25 * own);
+    CHECK_NEAR(ph[KC_PH_ALLREDUCE], 0.25 * own);
     kcost_ledger_free(&l);
 }
 
@@ -231,14 +239,14 @@ static void cache(void) {
     snprintf(p.measured, sizeof p.measured, "2026-11-29 07:00 UTC");
     snprintf(p.source, sizeof p.source, "a test");
     p.gemm_rate[0] = 1.5e10; p.gemm_rate[1] = 2.5e10; p.gemm_call_s = 1e-6; p.attn_rate[0] = 3e9; p.attn_rate[1] = 4e9;
-    p.loop_rate = 5e8; p.mem_bw = 6e9; p.call_s = 7e-7; p.link_bw = 8e8; p.link_s = 2e-5; p.comm_overlap = 0.25;
+    p.loop_rate = 5e8; p.mem_bw = 6e9; p.call_s = 7e-7; p.link_bw = 8e8; p.link_s = 2e-5; p.comm_overlap = 0.25; p.rank_skew = 1.0625;
     for (int i = 0; i < KCO_N; i++) p.op_s[i] = 1e-10 * (i + 1);
     KCostTimed t[2] = { { KC_GEMM, { 0, 1, 2048, 128, 128, 1, 4, 0 }, 6e-4 }, { KC_ATTN_B, { 4, 512, 4, 4, 32, 4, 0, 0 }, 0.031 } };
     p.timed = t; p.n_timed = 2;
     CHECK(kcost_profile_save(&p, path) == 0);
     CHECK(kcost_profile_load(&q, path) == 0);
     CHECK(!strcmp(q.name, "cpu") && !strcmp(q.measured, p.measured) && !strcmp(q.source, "a test"));
-    CHECK(q.gemm_rate[1] == 2.5e10 && q.mem_bw == 6e9 && q.link_s == 2e-5 && q.comm_overlap == 0.25);
+    CHECK(q.gemm_rate[1] == 2.5e10 && q.mem_bw == 6e9 && q.link_s == 2e-5 && q.comm_overlap == 0.25 && q.rank_skew == 1.0625);
     CHECK_EQ_U(q.n_timed, 2);
     CHECK(q.op_s[KCO_ADAMW] == 1e-10 * (KCO_ADAMW + 1) && q.op_s[KCO_N - 1] == 1e-10 * KCO_N);
     CHECK(q.n_timed == 2 && q.timed[1].kind == KC_ATTN_B && q.timed[1].key[1] == 512 && q.timed[1].seconds == 0.031);

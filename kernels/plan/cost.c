@@ -316,6 +316,9 @@ double kcost_predict(const KCostProfile *p, const KCostLedger *l, double ph[KC_P
         if (l->e[i].kind == KC_COMM) comm[l->e[i].phase] += s;
         ph[l->e[i].phase] += s;
     }
+    int ranks = 0;
+    double compute = 0;
+    for (int i = 0; i < KC_PH_N; i++) { ranks = ranks || comm[i] > 0; compute += ph[i] - comm[i]; }
     /* the collectives inside the forward and the backward (buckets sent as the backward finishes them,
        --zero 3's prefetched gathers) run beside its compute: the share comm_overlap of them is hidden,
        never more than that phase's compute */
@@ -325,6 +328,8 @@ double kcost_predict(const KCostProfile *p, const KCostLedger *l, double ph[KC_P
         if (hide > compute) hide = compute;
         ph[k] -= hide;
     }
+    /* with collectives, every rank waits at them for the slowest: its extra compute shows as waiting there */
+    if (ranks && p->rank_skew > 1) ph[KC_PH_ALLREDUCE] += (p->rank_skew - 1) * compute;
     for (int i = 0; i < KC_PH_N; i++) total += ph[i];
     return total;
 }

@@ -64,8 +64,9 @@ typedef struct KCostLedger {
     int ids_ready;
     unsigned last_stack[KCOST_STACK]; int last_n, last_phase;   /* the scope stack of the last record, its phase */
     int steps;               /* "step" scopes the plan ran (the caller sets it) */
-    /* Who times the KC_DP entries on the CPU (the DP layer, which links its kernels: NULL, they take the
-       roofline): seconds of one call of e's shape, or < 0. */
+    /* Who times the KC_DP entries and the fused noisy_adamw on the CPU (the DP layer, which links its
+       kernels; NULL: the roofline, and noisy_adamw as its noise and AdamW halves): seconds of one call of
+       e's shape, or < 0. */
     double (*bench_dp)(const struct KCostEntry *e, int nthreads);
 } KCostLedger;
 
@@ -149,6 +150,8 @@ typedef struct KCostProfile {
     double link_bw, link_s;  /* a collective: bytes/s per rank over the link, and each call's latency */
     double op_s[KCO_N];      /* seconds an element of each named op at 2^20 elements (the CPU's, measured; 0: the
                                 roofline), for the sizes too large to time (a timed size scales, when there is one) */
+    double rank_skew;        /* ranks in step wait for the slowest: its time for the same work over the fastest's (>= 1;
+                                the CPU's, measured by plan_comm_probe; 0 or 1: none) */
     double comm_overlap;     /* share of the backward's collectives hidden behind the backward (0..1) */
     double peak[2];          /* the datasheet's dense peak flop/s, tf32 and bf16 (GPU presets: for the MFU; 0 on the CPU) */
     char link_source[128];   /* how link_bw and link_s were had (the CPU's: measured by plan_comm_probe under mpirun) */

@@ -325,7 +325,7 @@ int kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads, i
     for (int i = 0; i < l->n; i++) {
         const KCostEntry *e = &l->e[i];
         const int named = kcost_op_elements(e) > 0 && e->key[1] == 4;   /* (the CPU runs no bf16 storage op) */
-        const int dp = e->kind == KC_DP && l->bench_dp != NULL;
+        const int dp = l->bench_dp != NULL && (e->kind == KC_DP || (named && e->key[0] == KCO_NOISY_ADAMW));   /* the DP layer's kernels */
         if (e->kind != KC_GEMM && e->kind != KC_ATTN_F && e->kind != KC_ATTN_B && !named && !dp) continue;
         int seen = 0;   /* measured (exact), or a measured shape that scales to it */
         for (int j = 0; exact && j < p->n_timed && !seen; j++) seen = p->timed[j].kind == e->kind && !memcmp(p->timed[j].key, e->key, sizeof e->key);
@@ -405,7 +405,7 @@ int kcost_profile_save(const KCostProfile *p, const char *path) {
     if (p->link_source[0]) fprintf(f, "link_source %s\n", p->link_source);
     fprintf(f, "rates %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", p->gemm_rate[0], p->gemm_rate[1],
             p->gemm_call_s, p->attn_rate[0], p->attn_rate[1], p->loop_rate, p->mem_bw, p->call_s, p->link_bw, p->link_s,
-            p->comm_overlap, 0.0);
+            p->comm_overlap, p->rank_skew);
     fprintf(f, "ops");
     for (int i = 0; i < KCO_N; i++) fprintf(f, " %.9g", p->op_s[i]);
     fprintf(f, "\n");
@@ -428,7 +428,6 @@ int kcost_profile_load(KCostProfile *p, const char *path) {
     while (!bad && fgets(line, sizeof line, f)) {
         size_t n = strlen(line);
         if (n && line[n - 1] == '\n') line[--n] = 0;
-        double unused;
         KCostTimed t;
         if (!strncmp(line, "version ", 8)) version = atoi(line + 8);
         else if (!strncmp(line, "ops ", 4)) {
@@ -445,7 +444,7 @@ int kcost_profile_load(KCostProfile *p, const char *path) {
         else if (!strncmp(line, "rates ", 6))
             have_rates = sscanf(line + 6, "%lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &p->gemm_rate[0], &p->gemm_rate[1],
                                 &p->gemm_call_s, &p->attn_rate[0], &p->attn_rate[1], &p->loop_rate, &p->mem_bw, &p->call_s,
-                                &p->link_bw, &p->link_s, &p->comm_overlap, &unused) == 12;
+                                &p->link_bw, &p->link_s, &p->comm_overlap, &p->rank_skew) == 12;
         else if (!strncmp(line, "timed ", 6)) {
             bad = sscanf(line + 6, "%d %d %d %d %d %d %d %d %d %lf", &t.kind, &t.key[0], &t.key[1], &t.key[2], &t.key[3], &t.key[4],
                          &t.key[5], &t.key[6], &t.key[7], &t.seconds) != 10 || t.seconds < 0 || add_timed(p, t.kind, t.key, t.seconds);

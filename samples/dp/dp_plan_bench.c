@@ -3,7 +3,7 @@
    layer's norms (direct, ghost, flash) and book-keeping's clipped sum are the kernels dp_device.c runs on
    the CPU (kernels/cpu/dp_*.c, with their own OpenBLAS calls and threads, which the backend's GEMM
    timings do not stand for), at the entry's B, T, IC, OC and tile, on fresh copies of their operands
-   (kcost_time_call), fp32; bf16 as the CPU runs it, a sample at a time on its widened rows (the widening
+   (kcost_time_call), fp32, and the fused noise + AdamW (kernels/cpu/dp_update.c); bf16 as the CPU runs it, a sample at a time on its widened rows (the widening
    itself is the plan's widen entries). */
 #include "dp_sgd_impl.h"
 #include "dp_kernels.h"
@@ -13,6 +13,24 @@
 #include <string.h>
 
 typedef struct { const int *key; int nt, set; float *a, *g, *out, *c, *norm2; size_t la, lg, lo; } DpBench;
+
+static float *filled(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    for (size_t i = 0; p && i < n; i++) p[i] = (float)((i * 7919u) % 1000u) * 1e-3f;
+    return p;
+}
+
+/* the fused noise + AdamW (kcost's noisy_adamw): p, g, m, v, each a copy of n floats per set */
+typedef struct { int nt, set; size_t n; float *x[4]; } UpdateBench;
+
+static void run_update(void *v) {
+    UpdateBench *u = v;
+    float *x[4];
+    for (int i = 0; i < 4; i++) x[i] = u->x[i] + (size_t)u->set * u->n;
+    const DpNoise nz = { .sigma = 1.0, .max_grad_norm = 1.0, .logical_batch = 8, .seed = 1, .step = 1 };
+    const DpAdamW opt = { .lr = 1e-6f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f, .t = 2 };
+    dp_noisy_adamw(x[0], x[1], x[2], x[3], u->n, 0, &nz, &opt, 0, u->nt);
+}
 
 static void run(void *v) {
     DpBench *x = v;
@@ -28,13 +46,20 @@ static void run(void *v) {
     }
 }
 
-static float *filled(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    for (size_t i = 0; p && i < n; i++) p[i] = (float)((i * 7919u) % 1000u) * 1e-3f;
-    return p;
+static double bench_update(size_t n, int nthreads) {
+    UpdateBench u = { .nt = nthreads > 0 ? nthreads : 1, .n = n };
+    const int sets = kcost_cold_sets(16.0 * (double)n);
+    double s = -1;
+    int ok = 1;
+    for (int i = 0; i < 4; i++) ok = ok && (u.x[i] = filled(n * sets)) != NULL;   /* values in [0, 1): moments in range */
+    if (ok) s = kcost_time_call(run_update, &u, &u.set, sets);
+    for (int i = 0; i < 4; i++) free(u.x[i]);
+    return s;
 }
 
 double dp_plan_bench(const KCostEntry *e, int nthreads) {
+    if (e->kind == KC_LOOP && e->key[0] == KCO_NOISY_ADAMW && e->key[3] == 1 && e->key[2] > 0)
+        return bench_update((size_t)e->key[2], nthreads);
     const int way = e->key[0], B = e->key[1], T = e->key[2], IC = e->key[3], OC = e->key[4], R = e->key[5];
     if (e->kind != KC_DP || B <= 0 || T <= 0 || IC <= 0 || OC <= 0) return -1;
     if (e->key[6] == 2) {   /* bf16: the CPU widens one sample at a time and runs the fp32 kernel on it (dp_device.c) */

@@ -94,18 +94,18 @@ static int measure_link(KCostProfile *p) {
     FILE *f = popen(cmd, "r");
     if (!f) return 0;
     char line[256];
-    double bw = 0, lat = -1;
+    double bw = 0, lat = -1, skew = 1;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "link %lf %lf", &bw, &lat) == 2) break;
+        if (sscanf(line, "link %lf %lf %lf", &bw, &lat, &skew) == 3) break;
     const int rc = pclose(f);
     if (rc != 0 || !(bw > 0) || lat < 0) return 0;
-    p->link_bw = bw; p->link_s = lat;
+    p->link_bw = bw; p->link_s = lat; p->rank_skew = skew >= 1 ? skew : 1;
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
-    snprintf(p->link_source, sizeof p->link_source, "MPI all-reduce on this machine, 2 ranks, measured %s", when);
+    snprintf(p->link_source, sizeof p->link_source, "MPI all-reduce on this machine, 2 ranks, skew %.3f, measured %s", p->rank_skew, when);
     return 1;
 }
 
