@@ -7,8 +7,10 @@
    itself is the plan's widen entries). */
 #include "dp_sgd_impl.h"
 #include "dp_kernels.h"
+#include "kernels.h"
 #include "plan/cost.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +48,28 @@ static void run(void *v) {
     }
 }
 
+/* the widening of n bf16 values (the CPU backend's, as dp_widen_sample runs it) */
+typedef struct { KBackend *b; int set; size_t n; uint16_t *src; float *dst; } WidenBench;
+static void run_widen(void *v) {
+    WidenBench *w = v;
+    w->b->ops->widen(w->b, w->dst, w->src + (size_t)w->set * w->n, w->n);
+}
+
+static double bench_widen(size_t n, int nthreads) {
+    KBackend b;
+    kbackend_cpu_init(&b, nthreads);
+    WidenBench w = { .b = &b, .n = n };
+    const int sets = kcost_cold_sets(2.0 * (double)n);
+    double s = -1;
+    w.src = malloc(n * sets * sizeof *w.src);
+    w.dst = malloc(n * sizeof *w.dst);
+    for (size_t i = 0; w.src && i < n * sets; i++) w.src[i] = 0x3f80;   /* 1.0 */
+    if (w.src && w.dst) s = kcost_time_call(run_widen, &w, &w.set, sets);
+    free(w.src); free(w.dst);
+    kbackend_destroy(&b);
+    return s;
+}
+
 static double bench_update(size_t n, int nthreads) {
     UpdateBench u = { .nt = nthreads > 0 ? nthreads : 1, .n = n };
     const int sets = kcost_cold_sets(16.0 * (double)n);
@@ -62,11 +86,11 @@ double dp_plan_bench(const KCostEntry *e, int nthreads) {
         return bench_update((size_t)e->key[2], nthreads);
     const int way = e->key[0], B = e->key[1], T = e->key[2], IC = e->key[3], OC = e->key[4], R = e->key[5];
     if (e->kind != KC_DP || B <= 0 || T <= 0 || IC <= 0 || OC <= 0) return -1;
-    if (e->key[6] == 2) {   /* bf16: the CPU widens one sample at a time and runs the fp32 kernel on it (dp_device.c) */
+    if (e->key[6] == 2) {   /* bf16: the CPU widens one sample's rows at a time and runs the fp32 kernel on them (dp_device.c) */
         KCostEntry one = *e;
         one.key[1] = 1; one.key[6] = 4;
-        const double t = dp_plan_bench(&one, nthreads);
-        return t < 0 ? -1 : t * B;
+        const double t = dp_plan_bench(&one, nthreads), wa = bench_widen((size_t)T * IC, nthreads), wg = bench_widen((size_t)T * OC, nthreads);
+        return t < 0 || wa < 0 || wg < 0 ? -1 : (t + wa + wg) * B;
     }
     DpBench x = { .key = e->key, .nt = nthreads > 0 ? nthreads : 1 };
     x.la = (size_t)B * T * IC;
