@@ -10,8 +10,8 @@
 # same way. Configurations: the demo's shapes (tiny, 128 wide, T=512, logical batch 8 in physical
 # batches of 4) for vanilla, every norm x clip, LoRA and a classifier; then T=64 in one batch of 16,
 # T=1024 in batches of 1, bf16 and activation checkpointing at T=256, and 2 MPI ranks (one thread
-# each). The load of the machine (printed before and after) moves the measured times: on a shared
-# machine read the spread, not one figure.
+# each) for vanilla, every norm x clip, LoRA and a classifier. The load of the machine (printed before
+# and after) moves the measured times: on a shared machine read the spread, not one figure.
 B=${DPMEM_BUILD:-build}
 ROUNDS=${ROUNDS:-$([ "${DPMEM_BENCH_QUICK:-}" = 1 ] && echo 2 || echo 3)}
 STEPS=${STEPS:-4}
@@ -21,6 +21,7 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 D="--model tiny --dim 128 --ffn 384 --vocab 2000"
 DEMO="$D --seq-len 512 --batch-size 8 --max-physical-batch-size 4"
+R2="$D --seq-len 256 --batch-size 4 --max-physical-batch-size 2 --threads 1"   # each of 2 ranks: 2 samples a step, one thread
 # name | ranks | program | flags (a DP program's logical batch in physical batches; vanilla the same samples by --grad-accum)
 cat >"$tmp/configs" <<EOF
 demo.vanilla|1|train_vanilla|$D --seq-len 512 --batch-size 4 --grad-accum 2
@@ -40,7 +41,16 @@ T256.bf16.mixed+bk|1|train_dpsgd|$D --seq-len 256 --batch-size 8 --max-physical-
 T256.ckpt.ghost+twopass|1|train_dpsgd|$D --seq-len 256 --batch-size 8 --max-physical-batch-size 8 --checkpoint-activations --norm ghost --clip twopass
 T256.vanilla|1|train_vanilla|$D --seq-len 256 --batch-size 8
 ranks2.vanilla|2|train_vanilla|$D --seq-len 256 --batch-size 4 --threads 1
-ranks2.flash+bk|2|train_dpsgd|$D --seq-len 256 --batch-size 4 --max-physical-batch-size 2 --norm flash --clip bk --threads 1
+ranks2.direct+bk|2|train_dpsgd|$R2 --norm direct --clip bk
+ranks2.direct+twopass|2|train_dpsgd|$R2 --norm direct --clip twopass
+ranks2.ghost+bk|2|train_dpsgd|$R2 --norm ghost --clip bk
+ranks2.ghost+twopass|2|train_dpsgd|$R2 --norm ghost --clip twopass
+ranks2.flash+bk|2|train_dpsgd|$R2 --norm flash --clip bk
+ranks2.flash+twopass|2|train_dpsgd|$R2 --norm flash --clip twopass
+ranks2.mixed+bk|2|train_dpsgd|$R2 --norm mixed --clip bk
+ranks2.mixed+twopass|2|train_dpsgd|$R2 --norm mixed --clip twopass
+ranks2.lora|2|train_lora|$R2 --lora-rank 8
+ranks2.classify|2|train_dpsgd|$R2 --task classify --num-labels 3 --norm flash --clip bk
 EOF
 [ -z "$ONLY" ] || { grep -E "^[^|]*($ONLY)" "$tmp/configs" >"$tmp/c2"; mv "$tmp/c2" "$tmp/configs"; }
 for p in train_vanilla train_dpsgd train_lora; do
