@@ -269,7 +269,7 @@ double kcost_timed_seconds(const KCostProfile *p, const KCostEntry *e) {
         int differ = -1, n = 0;
         for (int k = 0; k < 8; k++)
             if (t->key[k] != e->key[k]) { differ = k; n++; }
-        const int linear = e->kind == KC_GEMM ? differ >= 2 && differ <= 5 && !(e->key[7] && differ == 5)
+        const int linear = e->kind == KC_GEMM ? differ >= 2 && differ <= 5
                          : e->kind == KC_DP ? differ == 1
                          : (e->kind == KC_ATTN_F || e->kind == KC_ATTN_B) && differ == 0;
         if (n != 1 || !linear || t->key[differ] <= 0) continue;

@@ -141,7 +141,7 @@ typedef struct {
 static void run_gemm(void *v) {
     Bench *c = v;
     const int ta = c->key[0], tb = c->key[1], M = c->key[2], N = c->key[3], K = c->key[4];
-    const int batch = c->key[7] ? 1 : c->key[5];
+    const int batch = c->key[5];
     const long long sa = (long long)M * K, sb = (long long)K * N, sc = (long long)M * N;
     float *x = AT(c, x, lx), *y = AT(c, y, ly), *z = AT(c, z, lz);
     if (c->key[6] == 2)
@@ -180,7 +180,7 @@ static double measure_shape(KBackend *b, int kind, const int *key) {
     memcpy(c.key, key, sizeof c.key);
     double s = -1;
     if (kind == KC_GEMM) {
-        const int batch = key[7] ? 1 : key[5];
+        const int batch = key[5];
         const size_t a = (size_t)key[2] * key[4] * batch, bb = (size_t)key[4] * key[3] * batch, cc = (size_t)key[2] * key[3] * batch;
         KShape sh = { .M = key[2], .N = key[3], .K = key[4], .transA = key[0], .transB = key[1], .ab = KDT_BF16, .c = KDT_F32 };
         const size_t scr = key[6] == 2 ? b->ops->scratch_bytes(b, KOP_GEMM_EX, &sh) : 0;
@@ -195,7 +195,6 @@ static double measure_shape(KBackend *b, int kind, const int *key) {
                     b->ops->narrow_inplace(b, AT(&c, y, ly), bb);
                 }
             s = kcost_time_call(run_gemm, &c, &c.set, sets);
-            if (key[7]) s *= (double)key[5] * (key[7] == 1 ? 0.5 : 1.0);   /* syrk: half; flash: its tile pairs */
         }
         free(c.scratch);
     } else {
@@ -330,8 +329,7 @@ int kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads, i
         int seen = 0;   /* measured (exact), or a measured shape that scales to it */
         for (int j = 0; exact && j < p->n_timed && !seen; j++) seen = p->timed[j].kind == e->kind && !memcmp(p->timed[j].key, e->key, sizeof e->key);
         if (!exact) seen = kcost_timed_seconds(p, e) >= 0;
-        const double flops = e->kind == KC_GEMM && e->key[7] ? e->flops / e->key[5] : e->flops;
-        if (seen || flops > MEASURE_MAX_FLOPS || e->bytes > MEASURE_MAX_BYTES || (named && 20.0 * kcost_op_elements(e) > MEASURE_MAX_BYTES)) continue;
+        if (seen || e->flops > MEASURE_MAX_FLOPS || e->bytes > MEASURE_MAX_BYTES || (named && 20.0 * kcost_op_elements(e) > MEASURE_MAX_BYTES)) continue;
         if (!ready) { kbackend_cpu_init(&b, nthreads); ready = 1; }
         const double s = dp ? l->bench_dp(e, nthreads) : named ? measure_op(&b, e->key[0], (size_t)e->key[2], e->key[3], e->key[4])
                        : measure_shape(&b, e->kind, e->key);
