@@ -105,9 +105,10 @@ static double now_s(void) {
    machines this runs on, a step's GEMMs run 25-50 % slower than the same call repeated on the same
    buffers, as slow as with operands nobody touched for a while). So each timed call takes a fresh copy
    of its operands, one of `sets` (up to 16, at most COLD_POOL bytes in all; each filled once, long
-   before its call). */
+   before its call); operands of 64 MB and more, one copy. */
 #define COLD_POOL (256.0 * 1024 * 1024)
 int kcost_cold_sets(double bytes_a_set) {
+    if (bytes_a_set >= COLD_POOL / 4) return 1;   /* larger than any cache's share: one copy is as cold, and fills fast */
     const double k = bytes_a_set > 0 ? COLD_POOL / bytes_a_set : 16;
     return k >= 16 ? 16 : k <= 2 ? 2 : (int)k;
 }
