@@ -185,6 +185,7 @@ int  kcost_profile_measure(KCostProfile *p, const KCostLedger *l, int nthreads, 
    the copies of the operands to cycle through (each call on fresh ones: what a step meets) for a
    copy of bytes_a_set, and the fastest of 5 to 15 calls of fn, each after setting *set to the next copy. */
 int    kcost_cold_sets(double bytes_a_set);
+float *kcost_filled(size_t n);   /* n floats in [0, 1), every page touched (malloc'd: free it); NULL when out of memory */
 double kcost_time_call(void (*fn)(void *ctx), void *ctx, int *set, int sets);
 
 /* The cache file: written aside and renamed into place; load: 0, or -1 (missing or not one). */

@@ -166,7 +166,7 @@ static void run_ce(void *v) {
     c->b->ops->crossentropy_forward(c->b, c->o, c->x, (const int *)c->w, c->key[0], c->key[1], c->scratch);
 }
 
-static float *filled(size_t n) {
+float *kcost_filled(size_t n) {
     float *p = malloc((n ? n : 1) * sizeof *p);
     for (size_t i = 0; p && i < n; i++) p[i] = (float)((i * 7919u) % 1000u) * 1e-3f;
     return p;
@@ -187,7 +187,7 @@ static double measure_shape(KBackend *b, int kind, const int *key) {
         const size_t scr = key[6] == 2 ? b->ops->scratch_bytes(b, KOP_GEMM_EX, &sh) : 0;
         const int sets = kcost_cold_sets(4.0 * (double)(a + bb + cc));
         c.lx = a; c.ly = bb; c.lz = cc;
-        c.x = filled(a * sets); c.y = filled(bb * sets); c.z = filled(cc * sets);
+        c.x = kcost_filled(a * sets); c.y = kcost_filled(bb * sets); c.z = kcost_filled(cc * sets);
         c.scratch = scr ? malloc(scr) : NULL;
         if (c.x && c.y && c.z && (!scr || c.scratch)) {
             if (key[6] == 2)   /* bf16 operands: the values rounded, stored in the first half of each copy */
@@ -207,8 +207,8 @@ static double measure_shape(KBackend *b, int kind, const int *key) {
         const size_t lw = (size_t)B * NH * T;
         const int sets = kcost_cold_sets(4.0 * (double)(3 * q + 4 * kv + lw));
         c.lx = q; c.ly = kv; c.lw = lw;
-        c.x = filled(q * sets); c.y = filled(kv * sets); c.z = filled(kv * sets); c.o = filled(q * sets); c.w = filled(lw * sets);
-        c.dx = filled(q * sets); c.dy = filled(kv * sets); c.dz = filled(kv * sets);   /* the backward's outputs: apart from its inputs */
+        c.x = kcost_filled(q * sets); c.y = kcost_filled(kv * sets); c.z = kcost_filled(kv * sets); c.o = kcost_filled(q * sets); c.w = kcost_filled(lw * sets);
+        c.dx = kcost_filled(q * sets); c.dy = kcost_filled(kv * sets); c.dz = kcost_filled(kv * sets);   /* the backward's outputs: apart from its inputs */
         c.scratch = scr ? malloc(scr) : NULL;
         if (c.x && c.y && c.z && c.o && c.w && c.dx && c.dy && c.dz && (!scr || c.scratch)) {
             if (kind == KC_ATTN_B)   /* a real lse in each set */
@@ -277,7 +277,7 @@ static double measure_op(KBackend *b, int op, size_t rows, int inner, int extra)
     double s = -1;
     const int sets = kcost_cold_sets((20.0 + 4.0 / inner) * (double)n);
     int ok = (c.tok0 = malloc(rows * sets * sizeof *c.tok0)) != NULL && (!scr || (c.scratch = malloc(scr)) != NULL);
-    for (int i = 0; ok && i < 5; i++) ok = (c.x0[i] = filled(n * sets)) != NULL;   /* values in [0, 1): logits, moments in range */
+    for (int i = 0; ok && i < 5; i++) ok = (c.x0[i] = kcost_filled(n * sets)) != NULL;   /* values in [0, 1): logits, moments in range */
     if (ok) {
         for (size_t i = 0; i < rows * sets; i++) c.tok0[i] = (int)((i % rows * 2654435761u) % (size_t)(ce ? inner : (int)rows));
         s = kcost_time_call(run_op, &c, &c.set, sets);
@@ -349,7 +349,7 @@ int kcost_profile_cpu(KCostProfile *p, int nthreads) {
     c.b = &b;
     int rc = -1;
     c.n = (size_t)8 << 20;   /* 32 MiB a side */
-    c.x = filled(c.n); c.y = filled(c.n);
+    c.x = kcost_filled(c.n); c.y = kcost_filled(c.n);
     if (!c.x || !c.y) goto out;
     p->mem_bw = 2.0 * 4 * (double)c.n / kcost_time_call(run_copy, &c, NULL, 1);
     c.n = 16;
@@ -370,7 +370,7 @@ int kcost_profile_cpu(KCostProfile *p, int nthreads) {
     c.key[0] = 256; c.key[1] = 2000;
     KShape sh = { .B = 1, .T = 256, .V = 2000 };
     const size_t scr = b.ops->scratch_bytes(&b, KOP_CROSSENTROPY_FORWARD, &sh);
-    c.x = filled((size_t)256 * 2000); c.o = filled(256); c.w = calloc(256, sizeof(int));
+    c.x = kcost_filled((size_t)256 * 2000); c.o = kcost_filled(256); c.w = calloc(256, sizeof(int));
     c.scratch = scr ? malloc(scr) : NULL;
     if (!c.x || !c.o || !c.w || (scr && !c.scratch)) goto out;
     p->loop_rate = 3.0 * 256 * 2000 / kcost_time_call(run_ce, &c, NULL, 1);

@@ -28,8 +28,8 @@ int dp_fused_setup(DpSgd *d, TrainState *s) {
     const int adam = !strcmp(s->cfg->optimizer, "adamw");
     /* (s->calls_update: a test or a wrapper that drives the strategy without the loop gets the noise from before_update) */
     /* a plan fuses where its target would (its time: kcost's noisy_adamw in optimizer_step, no noise pass) */
-    const int plan = s->kb->kind == KB_PLAN, on_gpu = d->cuda || (plan && s->kb->target->space == DPMEM_DEVICE);
-    d->fused = adam && (d->computes || plan) && s->calls_update && !(env && !strcmp(env, "0")) && (!d->cfg.secure_noise || on_gpu);
+    const int plan = s->kb->kind == KB_PLAN;   /* (d->gpu: CUDA, or a plan for it) */
+    d->fused = adam && (d->computes || plan) && s->calls_update && !(env && !strcmp(env, "0")) && (!d->cfg.secure_noise || d->gpu);
     LlamaModel *m = &s->model;
     if (!(d->flat = calloc((size_t)m->n_params + (size_t)d->n_lora + 1, sizeof *d->flat)))
         return dp_fail(d, "%s", "out of host memory (the noise's offsets)");

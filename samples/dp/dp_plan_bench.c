@@ -16,12 +16,6 @@
 
 typedef struct { const int *key; int nt, set; float *a, *g, *out, *c, *norm2; size_t la, lg, lo; } DpBench;
 
-static float *filled(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    for (size_t i = 0; p && i < n; i++) p[i] = (float)((i * 7919u) % 1000u) * 1e-3f;
-    return p;
-}
-
 /* the fused noise + AdamW (kcost's noisy_adamw): p, g, m, v, each a copy of n floats per set */
 typedef struct { int nt, set; size_t n; float *x[4]; } UpdateBench;
 
@@ -75,7 +69,7 @@ static double bench_update(size_t n, int nthreads) {
     const int sets = kcost_cold_sets(16.0 * (double)n);
     double s = -1;
     int ok = 1;
-    for (int i = 0; i < 4; i++) ok = ok && (u.x[i] = filled(n * sets)) != NULL;   /* values in [0, 1): moments in range */
+    for (int i = 0; i < 4; i++) ok = ok && (u.x[i] = kcost_filled(n * sets)) != NULL;   /* values in [0, 1): moments in range */
     if (ok) s = kcost_time_call(run_update, &u, &u.set, sets);
     for (int i = 0; i < 4; i++) free(u.x[i]);
     return s;
@@ -99,8 +93,8 @@ double dp_plan_bench(const KCostEntry *e, int nthreads) {
          : way == KCD_FLASH ? dp_linear_flash_floats(B, T, R, x.nt) : (size_t)IC * OC;
     const int sets = kcost_cold_sets(4.0 * (double)(x.la + x.lg + x.lo));
     double s = -1;
-    x.a = filled(x.la * sets); x.g = filled(x.lg * sets);
-    x.out = filled(x.lo * sets);   /* (touched: no page faults inside the timed calls) */
+    x.a = kcost_filled(x.la * sets); x.g = kcost_filled(x.lg * sets);
+    x.out = kcost_filled(x.lo * sets);   /* (touched: no page faults inside the timed calls) */
     x.c = malloc((size_t)B * sizeof *x.c); x.norm2 = calloc((size_t)B, sizeof *x.norm2);
     for (int b = 0; x.c && b < B; b++) x.c[b] = 0.5f;   /* (a factor of 0 skips its sample) */
     if (x.a && x.g && x.out && x.c && x.norm2) s = kcost_time_call(run, &x, &x.set, sets);
